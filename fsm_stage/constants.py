@@ -1,0 +1,63 @@
+"""Protocol constants kept verbatim from the DeepSeek Harness seeds (DESIGN.md §8).
+
+These strings are part of the wire/log format: changing any of them breaks interoperability
+with DSH session logs and with the seeds' tests. All other user-visible wording lives in the
+template catalogs under ``templates/``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# --- session log event types (dsh-log-format.md §2) ---------------------------------------
+SESSION_HEADER_TYPE: Final = "session"
+SESSION_FORMAT_VERSION: Final = 0
+USER_MESSAGE: Final = "user/message"
+ASSISTANT_MESSAGE: Final = "assistant/message"
+TOOL_CALL: Final = "tool/call"
+TOOL_RESULT: Final = "tool/result"
+TURN_START: Final = "turn/start"
+TURN_END: Final = "turn/end"
+STEP_START: Final = "step/start"
+STEP_END: Final = "step/end"
+REQUEST_HEADER: Final = "request/header"
+COMMAND_RUN: Final = "command/run"
+COMMAND_DONE: Final = "command/done"
+SYSTEM_MESSAGE: Final = "system/message"
+SESSION_END_SEED: Final = "session/end-seed"
+SURFACE_EVENT_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
+
+# --- plan mode (plan-mode-spec.md §1) -------------------------------------------------------
+PLAN_MODE_EVENT: Final = "plan/mode"
+PLAN_POLICY_SECTION: Final = "plan:policy"
+PLAN_POLICY_ORDER: Final = 50
+EXIT_PLAN_MODE: Final = "exit_plan_mode"
+PLAN_REVIEW_ID: Final = "plan-review"
+PLAN_COMMAND: Final = "plan"
+PLAN_SOURCE_PLUGIN: Final = "plan-mode"
+PLAN_PROJECTION_STATE_VERSION: Final = 2
+
+# --- stage switch (stage-switch-spec.md §1.3, §4.2) ----------------------------------------
+STAGE_SOURCE_KIND: Final = "stage-switch"
+STAGE_SOURCE_KINDS: Final = frozenset({"stage-switch", "plugin:stage-switch"})
+NOTICE_FORM: Final = "notice"
+CURRENT_STAGE_PREFIX: Final = "Current stage: "
+STAGE_SWITCHED_PREFIX: Final = "Stage switched to "
+STAGE_SUMMARY_RE: Final = re.compile(r"^(?:Current stage: |Stage switched to )([a-z][a-z0-9_-]*)$")
+STAGE_NAME_RE: Final = re.compile(r"[a-z][a-z0-9_-]*")
+GOTO_STAGE: Final = "goto_stage"
+STAGE_REVIEW_ID: Final = "stage-review"
+STAGE_COMMAND: Final = "stage"
+STAGE_POLICY_CONTEXT: Final = "stage:policy"
+STAGE_POLICY_ORDER: Final = 116
+
+# --- review ------------------------------------------------------------------------------
+APPROVE_LABEL: Final = "Approve"
+KEEP_PLANNING_LABEL: Final = "Keep planning"
+
+# --- template variables (config templates) ---------------------------------------------------
+TEMPLATE_VARIABLES: Final = frozenset({"stage_current", "stage_targets"})
+
+# --- fsm_stage-owned event types (always written with "ignorable": true) --------------------
+FSM_EVENT_PREFIX: Final = "fsm/"

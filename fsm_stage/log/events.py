@@ -1,0 +1,181 @@
+"""Events, the session header and the ``EventLog`` protocol with its in-memory store.
+
+An event is one line of a DSH session log (dsh-log-format.md §1.3): ``type``, ``seq``
+(contiguous from 0), ``time`` (integer epoch ms, not necessarily monotonic), ``data`` (any
+JSON), and on the three surface types a ``surface_op`` (``"append"`` or ``Replace``) plus
+optional ``source_event_seqs``. Event types fsm_stage invents carry ``ignorable=True``.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import attrs
+
+from fsm_stage.errors import LogWriteError
+
+
+@attrs.frozen
+class Replace:
+    """Surface op replacing the inclusive run of surface nodes ``start`` … ``end`` (both seqs)."""
+
+    start: int
+    end: int
+
+
+SurfaceOp = Literal["append"] | Replace
+
+
+@attrs.frozen
+class Event:
+    """One logical session event (dsh-log-format.md §1.3)."""
+
+    type: str
+    seq: int
+    time: int
+    data: Any
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+    ignorable: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The DSH envelope as a JSON-ready dict (replace written as ``{op, start, end}``)."""
+        out: dict[str, Any] = {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+        if self.surface_op is not None:
+            out["surfaceOp"] = (
+                "append"
+                if self.surface_op == "append"
+                else {"op": "replace", "start": self.surface_op.start, "end": self.surface_op.end}
+            )
+        if self.source_event_seqs is not None:
+            out["sourceEventSeqs"] = list(self.source_event_seqs)
+        if self.ignorable:
+            out["ignorable"] = True
+        return out
+
+
+@attrs.frozen
+class SessionHeader:
+    """The session header line (dsh-log-format.md §1.2). ``extra`` keeps unmodelled keys."""
+
+    id: str
+    created_at: int = 0
+    cwd: str | None = None
+    delegation_depth: int = 0
+    parent_session: str | None = None
+    origin: str | None = None
+    seed_length: int | None = None
+    version: int | None = 0
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def is_subagent(self) -> bool:
+        """True for delegated children: ``origin == "subagent"`` or ``delegation_depth > 0`` (S-spec §1.14)."""
+        return self.origin == "subagent" or self.delegation_depth > 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The header line as written by fsm_stage (absent optional fields omitted, never null)."""
+        out: dict[str, Any] = {"type": "session", "version": 0 if self.version is None else self.version,
+                               "id": self.id, "createdAt": self.created_at}
+        if self.cwd is not None:
+            out["cwd"] = self.cwd
+        out["delegationDepth"] = self.delegation_depth
+        if self.parent_session is not None:
+            out["parentSession"] = self.parent_session
+        if self.seed_length is not None:
+            out["seedLength"] = self.seed_length
+        if self.origin is not None:
+            out["origin"] = self.origin
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """An append-only session log.
+
+    ``events`` is the committed, ordered event list (``events[i].seq == i``). ``append``
+    either commits the event durably and returns it, or raises ``LogWriteError`` and leaves
+    the log exactly as it was.
+    """
+
+    @property
+    def header(self) -> SessionHeader: ...
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    def __len__(self) -> int: ...
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> Event: ...
+
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    """Current wall-clock time in integer epoch milliseconds."""
+    return int(_time.time() * 1000)
+
+
+class MemoryLog:
+    """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append."""
+
+    def __init__(self, header: SessionHeader, events: Sequence[Event] = (), *, clock: Clock = wall_clock_ms):
+        self._header = header
+        self._events: list[Event] = list(events)
+        self._clock = clock
+        self.fail_next: BaseException | None = None
+        for i, ev in enumerate(self._events):
+            if ev.seq != i:
+                raise LogWriteError(f"seed event {i} has seq {ev.seq}; seqs must be contiguous from 0")
+
+    @property
+    def header(self) -> SessionHeader:
+        return self._header
+
+    @property
+    def events(self) -> Sequence[Event]:
+        return self._events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> Event:
+        """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set."""
+        if self.fail_next is not None:
+            err, self.fail_next = self.fail_next, None
+            raise LogWriteError(f"append of {type!r} refused: {err}") from err
+        ev = Event(
+            type=type,
+            seq=len(self._events),
+            time=self._clock(),
+            data=data,
+            surface_op=surface_op,
+            source_event_seqs=tuple(source_event_seqs) if source_event_seqs is not None else None,
+            ignorable=ignorable,
+        )
+        self._events.append(ev)
+        return ev

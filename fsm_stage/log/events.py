@@ -72,7 +72,7 @@ class SessionHeader:
 
     @property
     def is_subagent(self) -> bool:
-        """True for delegated children: ``origin == "subagent"`` or ``delegation_depth > 0`` (S-spec §1.14)."""
+        """True for delegated children: origin ``subagent`` or ``delegation_depth > 0`` (S-spec §1.14)."""
         return self.origin == "subagent" or self.delegation_depth > 0
 
     def to_json(self) -> dict[str, Any]:

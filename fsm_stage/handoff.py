@@ -1,0 +1,344 @@
+"""Handoff documents: where a full stage transition writes its markdown, and how, safely.
+
+A full transition (stage-switch spec §1.10) writes the model's handoff document to::
+
+    <session cwd>/<handoff_dir>/<session segment>/<stage>.md
+
+before the human review, so the reviewer sees exactly what the next stage will read
+(spec §1.11, S52, S69–S72).
+
+Safety rules (DESIGN.md §4 invariant 6, issue 5 item 3)
+-------------------------------------------------------
+* **Session segment.** ``session_segment(id)`` replaces every code point outside
+  ``[A-Za-z0-9._-]`` with ``-``; ``''``, ``.`` and ``..`` become ``session`` (S70, S72).
+  So a session id can never add a path component.
+* **Handoff folder.** ``handoff_dir`` comes from the deployer and is used as given, but it
+  must be relative and must stay inside the session cwd after normalisation
+  (``docs/../handoff`` is fine, ``../elsewhere`` and ``/tmp`` are refused).
+* **Symlinks.** The folder components *above* the handoff folder (e.g. ``docs`` in
+  ``docs/handoffs``) may be symlinks only when they resolve inside the session cwd. The
+  handoff folder itself, the session folder and the document must not be symlinks at all.
+  The local store walks the path with directory file descriptors and ``O_NOFOLLOW``, so a
+  symlink swapped in between the check and the write is refused too.
+* **Atomic write.** Temporary file in the same folder (``O_EXCL``), ``fsync``, then
+  ``os.replace`` over the target and an ``fsync`` of the folder: a reader sees the old
+  document or the new one, never half of one. A second full transition to the same stage
+  overwrites the file (S72g).
+
+Every refusal raises ``HandoffPathError`` (a ``UserError``: one clear line naming the path and
+the rule); operating-system failures (disk full, permission denied) propagate unchanged so the
+controller can report them verbatim (S49).
+
+Shapes
+------
+``HandoffStore``        protocol: ``write(relative, text, *, cwd, policy=None) -> str``
+                        (absolute path of the written document).
+``LocalHandoffStore``   real filesystem, confined and atomic.
+``MemoryHandoffStore``  test double: records ``writes`` (path, text, policy) and ``policies``;
+                        ``fail_with`` makes the next write raise.
+``SandboxPolicyProvider`` optional protocol ``resolve(session) -> policy``; the controller
+                        resolves it once per write and hands the policy to the store (S71).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import re
+import secrets
+import stat
+from contextlib import suppress
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from fsm_stage.errors import UserError
+
+__all__ = [
+    "DEFAULT_HANDOFF_DIR",
+    "HandoffPathError",
+    "HandoffStore",
+    "HandoffWrite",
+    "LocalHandoffStore",
+    "MemoryHandoffStore",
+    "SandboxPolicyProvider",
+    "handoff_relative_path",
+    "read_handoff",
+    "session_segment",
+]
+
+DEFAULT_HANDOFF_DIR = "handoff"
+"""``handoff_dir`` used when a graph does not set one (spec §1.2)."""
+
+_UNSAFE_SEGMENT_CHAR = re.compile(r"[^A-Za-z0-9._-]")
+_RESERVED_SEGMENTS = frozenset({"", ".", ".."})
+_FALLBACK_SEGMENT = "session"
+
+
+class HandoffPathError(UserError):
+    """A handoff path would leave the session cwd, or crosses a symlink it must not cross."""
+
+
+def session_segment(session_id: str) -> str:
+    """The folder name a session's handoffs live in (spec §1.11, S70, S72a–c).
+
+    Every code point outside ``[A-Za-z0-9._-]`` becomes ``-`` (one per code point, so
+    ``"é"`` gives ``"-"``); a result of ``""``, ``"."`` or ``".."`` becomes ``"session"``.
+    Example: ``"odd id/../x"`` → ``"odd-id-..-x"``.
+    """
+    segment = _UNSAFE_SEGMENT_CHAR.sub("-", session_id)
+    return _FALLBACK_SEGMENT if segment in _RESERVED_SEGMENTS else segment
+
+
+def _normalised_dir(handoff_dir: str) -> PurePosixPath:
+    """``handoff_dir`` normalised lexically; raises ``HandoffPathError`` when it escapes."""
+    if not handoff_dir.strip():
+        raise HandoffPathError("handoff_dir must be a non-empty relative folder name")
+    if "\x00" in handoff_dir:
+        raise HandoffPathError(f"handoff_dir {handoff_dir!r} contains a NUL character")
+    if posixpath.isabs(handoff_dir) or os.path.isabs(handoff_dir):
+        raise HandoffPathError(
+            f"handoff_dir {handoff_dir!r} is absolute; it must be relative to the session cwd"
+        )
+    norm = posixpath.normpath(handoff_dir)
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        raise HandoffPathError(
+            f"handoff_dir {handoff_dir!r} does not name a folder inside the session cwd"
+        )
+    return PurePosixPath(norm)
+
+
+def handoff_relative_path(handoff_dir: str, session_id: str, stage: str) -> PurePosixPath:
+    """``<handoff_dir>/<segment(session_id)>/<stage>.md``, normalised (spec §1.11, S72d).
+
+    ``stage`` must be a valid stage name (``[a-z][a-z0-9_-]*``), which guarantees a safe file
+    name; anything else raises ``HandoffPathError``. ``handoff_dir`` must be relative and stay
+    inside the cwd (``HandoffPathError`` otherwise).
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", stage):
+        raise HandoffPathError(f"stage name {stage!r} is not a safe handoff file name")
+    return _normalised_dir(handoff_dir) / session_segment(session_id) / f"{stage}.md"
+
+
+@runtime_checkable
+class SandboxPolicyProvider(Protocol):
+    """Optional seam: the per-session sandbox policy a handoff write carries (spec §1.11, S71)."""
+
+    def resolve(self, session: Any) -> Any:
+        """The policy for ``session`` (opaque to fsm_stage; passed to ``HandoffStore.write``)."""
+        ...
+
+
+@runtime_checkable
+class HandoffStore(Protocol):
+    """Writes handoff documents inside a session cwd (DESIGN.md §8 "handoff file writer")."""
+
+    def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
+        """Write ``text`` (UTF-8) to ``cwd / relative`` atomically and return its absolute path.
+
+        ``relative`` comes from ``handoff_relative_path``. ``cwd`` is the session header's cwd
+        (``None``: the store's default root). Raises ``HandoffPathError`` when the target would
+        leave the cwd; other ``OSError``s propagate unchanged.
+        """
+        ...
+
+
+def _root_for(cwd: str | None, default_root: str | None) -> str:
+    root = cwd if cwd is not None else default_root
+    if root is None:
+        raise HandoffPathError(
+            "the session has no cwd and the handoff store has no default root; "
+            "cannot place the handoff document"
+        )
+    if not os.path.isabs(root):
+        raise HandoffPathError(f"session cwd {root!r} is not an absolute path")
+    return os.path.normpath(root)
+
+
+def _check_relative(relative: PurePosixPath) -> tuple[str, ...]:
+    parts = relative.parts
+    if relative.is_absolute() or not parts or any(p in ("", ".", "..") for p in parts) or len(parts) < 3:
+        raise HandoffPathError(f"handoff path {str(relative)!r} is not <handoff_dir>/<session>/<stage>.md")
+    return parts
+
+
+@attrs.frozen
+class HandoffWrite:
+    """One recorded write of ``MemoryHandoffStore``: absolute ``path``, ``text``, ``policy``."""
+
+    path: str
+    text: str
+    policy: Any = None
+
+
+class MemoryHandoffStore:
+    """In-memory ``HandoffStore`` for tests (spec §4.4 "in-memory fs that records writes").
+
+    ``writes`` lists every successful write in order; ``policies`` the policy of every write
+    attempt; ``files`` maps absolute path → current text. Setting ``fail_with`` to an
+    exception makes the next write raise it (the write is not recorded). Paths are checked
+    with the same lexical rules as the local store (no filesystem, so no symlinks).
+    """
+
+    def __init__(self, default_root: str | None = "/workspace") -> None:
+        self.default_root = default_root
+        self.writes: list[HandoffWrite] = []
+        self.policies: list[Any] = []
+        self.files: dict[str, str] = {}
+        self.fail_with: BaseException | None = None
+
+    def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
+        """Record the write and return ``<root>/<relative>`` (see ``HandoffStore.write``)."""
+        root = _root_for(cwd, self.default_root)
+        _check_relative(relative)
+        self.policies.append(policy)
+        if self.fail_with is not None:
+            err, self.fail_with = self.fail_with, None
+            raise err
+        path = posixpath.join(root, str(relative))
+        self.writes.append(HandoffWrite(path, text, policy))
+        self.files[path] = text
+        return path
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class LocalHandoffStore:
+    """``HandoffStore`` on the local filesystem, confined to the session cwd and atomic.
+
+    ``default_root`` (absolute) is used for sessions whose header has no cwd; when it is None
+    such a write raises ``HandoffPathError`` rather than guessing the process cwd (spec §1.11:
+    the workspace root is the *session* cwd). ``policy`` is accepted for the seam's sake; the
+    confinement below is what a workspace-write sandbox policy asks for.
+
+    Layout rules are in the module docstring. The returned path is ``<cwd>/<relative>`` as the
+    session knows its cwd (not symlink-resolved), e.g. ``/workspace/handoff/agent-1/beta.md``.
+    """
+
+    def __init__(self, default_root: str | os.PathLike[str] | None = None) -> None:
+        self.default_root = None if default_root is None else os.fspath(default_root)
+
+    def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
+        """Write ``text`` to ``cwd / relative`` atomically (see ``HandoffStore.write``).
+
+        Raises ``HandoffPathError`` when the cwd does not exist, when a folder above the
+        handoff folder is a symlink resolving outside the cwd, or when the handoff folder, the
+        session folder or the document is a symlink (or not of the expected kind).
+        """
+        root = _root_for(cwd, self.default_root)
+        parts = _check_relative(relative)
+        try:
+            real_root = os.path.realpath(root, strict=True)
+        except OSError as exc:
+            raise HandoffPathError(f"session cwd {root!r} does not exist or is not reachable") from exc
+        if not os.path.isdir(real_root):
+            raise HandoffPathError(f"session cwd {root!r} is not a folder")
+        data = text.encode("utf-8")
+        dir_parts, file_name = parts[:-1], parts[-1]
+        # Folders from the handoff folder down (handoff folder + session folder) must be real.
+        strict_from = len(dir_parts) - 2
+        fd = os.open(real_root, _DIR_FLAGS)
+        shown = root
+        real = real_root
+        try:
+            for i, name in enumerate(dir_parts):
+                shown = posixpath.join(shown, name)
+                child, real = self._enter(fd, name, real, real_root, shown, strict=i >= strict_from)
+                os.close(fd)
+                fd = child
+            self._refuse_symlinked_file(fd, file_name, posixpath.join(shown, file_name))
+            self._atomic_write(fd, file_name, data)
+        finally:
+            os.close(fd)
+        return posixpath.join(root, str(relative))
+
+    @staticmethod
+    def _enter(parent: int, name: str, parent_real: str, real_root: str, shown: str,
+               *, strict: bool) -> tuple[int, str]:
+        """Open (creating if needed) folder ``name`` under ``parent`` (left open)."""
+        for _attempt in range(2):
+            try:
+                st = os.lstat(name, dir_fd=parent)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(name, 0o755, dir_fd=parent)
+                except FileExistsError:
+                    continue
+                st = os.lstat(name, dir_fd=parent)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(os.path.join(parent_real, name))
+                if strict:
+                    raise HandoffPathError(
+                        f"handoff folder {shown!r} is a symlink (to {target!r}); refusing to "
+                        "write handoff documents through it"
+                    )
+                if not _inside(target, real_root):
+                    raise HandoffPathError(
+                        f"{shown!r} is a symlink to {target!r}, outside the session cwd; "
+                        "refusing to write the handoff document there"
+                    )
+                child = os.open(target, _DIR_FLAGS)
+                st_child = os.fstat(child)
+                st_target = os.stat(target)
+                if (st_child.st_dev, st_child.st_ino) != (st_target.st_dev, st_target.st_ino):
+                    os.close(child)  # pragma: no cover - only under a concurrent swap
+                    raise HandoffPathError(f"{shown!r} changed while it was being opened")
+                return child, target
+            if not stat.S_ISDIR(st.st_mode):
+                raise HandoffPathError(f"{shown!r} exists and is not a folder")
+            try:
+                child = os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise HandoffPathError(
+                        f"{shown!r} was replaced by a symlink while writing the handoff document"
+                    ) from exc
+                raise
+            return child, os.path.join(parent_real, name)
+        raise HandoffPathError(f"could not create folder {shown!r}")  # pragma: no cover
+
+    @staticmethod
+    def _refuse_symlinked_file(dir_fd: int, name: str, shown: str) -> None:
+        try:
+            st = os.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise HandoffPathError(f"handoff document {shown!r} is a symlink; refusing to overwrite it")
+        if not stat.S_ISREG(st.st_mode):
+            raise HandoffPathError(f"handoff document {shown!r} exists and is not a regular file")
+
+    @staticmethod
+    def _atomic_write(dir_fd: int, name: str, data: bytes) -> None:
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                     0o644, dir_fd=dir_fd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+        with suppress(OSError):  # some filesystems refuse fsync on folders
+            os.fsync(dir_fd)
+
+
+def read_handoff(path: str | os.PathLike[str]) -> str:
+    """Read a written handoff document back (UTF-8). Convenience for tests and tools."""
+    return Path(path).read_text(encoding="utf-8")

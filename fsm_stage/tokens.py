@@ -1,0 +1,189 @@
+"""Token meter: a price, in tokens, of what the model currently sees (the surface).
+
+The stage switch uses it once per ``goto_stage`` call to choose between a full and a light
+transition (stage-switch spec §1.10): with ``min_handoff_tokens`` configured, a surface priced
+at or above the threshold needs a handoff document and is archived; below it, the switch only
+appends the new stage prompt.
+
+Default heuristic (``HeuristicTokenMeter``)
+-------------------------------------------
+DeepSeek Harness's ``dsh-token-meter`` prices the surface at "about 4 characters per token
+plus structural overhead". We do the same, deterministically:
+
+* for every surface node (``user/message``, ``assistant/message``, ``tool/result``), take the
+  *model-visible characters* of its content blocks: ``text`` / ``thinking`` text, a tool
+  call's name plus its JSON arguments, a tool result's content (recursively), and
+  ``IMAGE_TOKENS`` for an image block;
+* tokens per node = ``ceil(chars / chars_per_token)`` (default 4) + ``per_message_overhead``
+  (default 4: the role and separators a chat template adds around every message);
+* the surface price is the sum over the nodes the surface currently shows (replaced nodes
+  are not counted: they are archived).
+
+The heuristic is a heuristic: it overestimates CJK text a little less than it underestimates
+code. An orchestrator with a real tokenizer passes ``tokenizer=`` (a ``Callable[[str], int]``
+counting the tokens of one string, e.g. ``lambda s: len(enc.encode(s))`` with tiktoken); the
+meter then uses it for every node's text instead of the character rule, keeping the
+per-message overhead. Or implement the ``TokenMeter`` protocol outright.
+
+Shapes
+------
+``TokenMeter``            protocol ``surface_tokens(session) -> int``.
+``HeuristicTokenMeter``   the default; ``count_text(str) -> int``, ``count_nodes(events) -> int``.
+``visible_text(event)``   the model-visible text of one surface event (used by the meter).
+``surface_events(session)`` the events a session's surface currently shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from fsm_stage.log.events import Event
+
+__all__ = [
+    "DEFAULT_CHARS_PER_TOKEN",
+    "DEFAULT_PER_MESSAGE_OVERHEAD",
+    "IMAGE_TOKENS",
+    "HeuristicTokenMeter",
+    "TokenMeter",
+    "Tokenizer",
+    "surface_events",
+    "visible_text",
+]
+
+DEFAULT_CHARS_PER_TOKEN = 4
+"""Characters per token of the default heuristic (the DSH token meter's ratio)."""
+
+DEFAULT_PER_MESSAGE_OVERHEAD = 4
+"""Tokens added per surface message for role markers and separators."""
+
+IMAGE_TOKENS = 765
+"""Flat price of one image block (a 1024x1024 image at high detail on common providers)."""
+
+Tokenizer = Callable[[str], int]
+"""Counts the tokens of one string (pluggable real tokenizer)."""
+
+
+@runtime_checkable
+class TokenMeter(Protocol):
+    """Seam: price the model-visible surface of a session (spec §1.1, §4.3 ``TokenMeterPort``)."""
+
+    def surface_tokens(self, session: Any) -> int:
+        """Non-negative integer token price of ``session``'s current surface."""
+        ...
+
+
+def _block_text(block: Any, out: list[str]) -> int:
+    """Append the model-visible text of one content block to ``out``; return extra tokens."""
+    if isinstance(block, str):
+        out.append(block)
+        return 0
+    if not isinstance(block, Mapping):
+        return 0
+    kind = block.get("type")
+    if kind == "image" or kind == "image_url":
+        return IMAGE_TOKENS
+    extra = 0
+    for key in ("text", "thinking", "name"):
+        value = block.get(key)
+        if isinstance(value, str):
+            out.append(value)
+    for key in ("arguments", "input", "args"):
+        if key in block:
+            value = block[key]
+            out.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    content = block.get("content")
+    if isinstance(content, str):
+        out.append(content)
+    elif isinstance(content, list):
+        for inner in content:
+            extra += _block_text(inner, out)
+    return extra
+
+
+def _content_of(data: Any) -> Any:
+    """The content list of a surface event's data, across DSH message shapes."""
+    if not isinstance(data, Mapping):
+        return None
+    message = data.get("message")
+    if isinstance(message, Mapping) and "content" in message:
+        return message.get("content")
+    return data.get("content")
+
+
+def visible_text(event: Event) -> tuple[str, int]:
+    """The model-visible text of one surface event, and the flat tokens of its images.
+
+    Understands the current DSH shapes (``user/message`` ``{content}``; ``assistant/message``
+    and ``tool/result`` ``{message: {content}}``) and the legacy ``{content}`` / string forms.
+    """
+    parts: list[str] = []
+    extra = 0
+    content = _content_of(event.data)
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            extra += _block_text(block, parts)
+    return "\n".join(parts), extra
+
+
+def surface_events(session: Any) -> list[Event]:
+    """The events ``session``'s surface currently shows, in order.
+
+    Accepts a runtime ``Session`` (``session.surface()`` node seqs over ``session.events``), any
+    object with a ``log`` attribute holding an ``EventLog``, or an ``EventLog`` itself (its
+    surface is folded with ``fsm_stage.log.surface.fold_surface``).
+    """
+    surface = getattr(session, "surface", None)
+    if callable(surface):
+        events: Sequence[Event] = session.events
+        return [events[seq] for seq in surface()]
+    from fsm_stage.log.surface import fold_surface
+
+    log = getattr(session, "log", session)
+    events = log.events
+    return [events[seq] for seq in fold_surface(events)]
+
+
+class HeuristicTokenMeter:
+    """Default ``TokenMeter``: ≈4 characters per token plus a per-message overhead.
+
+    ``tokenizer`` replaces the character rule when given. ``chars_per_token`` must be > 0 and
+    ``per_message_overhead`` ≥ 0 (``ValueError`` otherwise). See the module docstring.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer | None = None,
+        *,
+        chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+        per_message_overhead: int = DEFAULT_PER_MESSAGE_OVERHEAD,
+    ) -> None:
+        if not chars_per_token > 0:
+            raise ValueError("chars_per_token must be a positive number")
+        if per_message_overhead < 0:
+            raise ValueError("per_message_overhead must be >= 0")
+        self.tokenizer = tokenizer
+        self.chars_per_token = chars_per_token
+        self.per_message_overhead = per_message_overhead
+
+    def count_text(self, text: str) -> int:
+        """Tokens of one string: the tokenizer's count, or ``ceil(len / chars_per_token)``."""
+        if self.tokenizer is not None:
+            return max(0, int(self.tokenizer(text)))
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def count_nodes(self, events: Iterable[Event]) -> int:
+        """Tokens of a sequence of surface events (text + images + per-message overhead)."""
+        total = 0
+        for event in events:
+            text, extra = visible_text(event)
+            total += self.count_text(text) + extra + self.per_message_overhead
+        return total
+
+    def surface_tokens(self, session: Any) -> int:
+        """Price of ``session``'s current surface (see ``surface_events`` for accepted shapes)."""
+        return self.count_nodes(surface_events(session))

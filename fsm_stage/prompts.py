@@ -1,0 +1,365 @@
+"""Templates and wording catalogs: one sandboxed jinja2 environment for the whole package.
+
+Every user-visible text of fsm_stage (review dialogs, notices, tool descriptions, command
+replies, errors shown to the model) lives in per-language YAML catalogs under
+``templates/<language>/<name>.yaml`` and is rendered through :func:`environment`. Protocol
+constants (``fsm_stage.constants``) stay in code and never go through a catalog.
+
+Template syntax
+---------------
+``<< name >>`` inserts a variable; ``<% if x %>…<% endif %>`` is a block; ``<# … #>`` is a
+comment; a block tag alone on its line leaves no trace in the output. The delimiters were
+chosen so that markdown, JSON and the ``{{…}}`` syntax of other tools pass through unchanged.
+The environment is a ``SandboxedEnvironment`` (templates come from deployers), undefined
+variables are errors (``StrictUndefined``), there is no HTML autoescaping, and a trailing
+newline of the template is kept.
+
+Catalog layering (stage-switch spec §1.17, S99–S107)
+-----------------------------------------------------
+``load_catalog(name, language)`` deep-merges, in this order, each file that exists:
+
+1. ``<base>/en/<name>.yaml`` (required; ``<base>`` is the shipped ``templates/`` folder);
+2. ``<override_dir>/en/<name>.yaml`` (a deployer's overrides);
+3. ``<base>/<language>/<name>.yaml`` when ``language != "en"`` (zh ships the review dialog only;
+   every other key falls back to English per key);
+4. ``<override_dir>/<language>/<name>.yaml`` when ``language != "en"``.
+
+Overlays may only override keys the English catalog defines, with the same shape (a text
+stays a text, a group stays a group): a typo in a deployer's file is an error, not a silently
+ignored key.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jinja2
+import jinja2.exceptions
+import jinja2.meta
+import jinja2.sandbox
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from fsm_stage.errors import UserError
+from fsm_stage.resources import data_dir
+
+__all__ = [
+    "BLOCK_DELIMITERS",
+    "COMMENT_DELIMITERS",
+    "LANGUAGES",
+    "VARIABLE_DELIMITERS",
+    "Catalog",
+    "CatalogError",
+    "PromptTemplateError",
+    "clear_caches",
+    "deep_merge",
+    "environment",
+    "load_catalog",
+    "render",
+    "template_variables",
+]
+
+VARIABLE_DELIMITERS = ("<<", ">>")
+BLOCK_DELIMITERS = ("<%", "%>")
+COMMENT_DELIMITERS = ("<#", "#>")
+LANGUAGES = ("en", "zh")
+_BASE_LANGUAGE = "en"
+
+
+class PromptTemplateError(UserError):
+    """A template does not compile, uses an undefined variable, or breaks the sandbox.
+
+    ``str(err)`` is one line naming where the template came from (``origin``) and what is wrong.
+    """
+
+
+class CatalogError(UserError):
+    """A catalog file is missing, is not valid YAML, or does not have the expected shape."""
+
+
+@functools.cache
+def environment() -> jinja2.sandbox.SandboxedEnvironment:
+    """The package's single jinja2 environment (created once, shared, never mutated after).
+
+    ``SandboxedEnvironment`` with ``StrictUndefined``, variable delimiters ``<< >>``, blocks
+    ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
+    ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
+    """
+    return jinja2.sandbox.SandboxedEnvironment(
+        variable_start_string=VARIABLE_DELIMITERS[0],
+        variable_end_string=VARIABLE_DELIMITERS[1],
+        block_start_string=BLOCK_DELIMITERS[0],
+        block_end_string=BLOCK_DELIMITERS[1],
+        comment_start_string=COMMENT_DELIMITERS[0],
+        comment_end_string=COMMENT_DELIMITERS[1],
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+
+
+def _describe(origin: str | None) -> str:
+    return f"{origin}: " if origin else ""
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile(text: str, origin: str | None) -> jinja2.Template:
+    try:
+        return environment().from_string(text)
+    except jinja2.TemplateSyntaxError as err:
+        raise PromptTemplateError(
+            f"{_describe(origin)}template syntax error on line {err.lineno}: {err.message}"
+        ) from None
+
+
+def _render(template_text: str, origin: str | None, variables: Mapping[str, Any]) -> str:
+    template = _compile(template_text, origin)
+    try:
+        return template.render(**variables)
+    except jinja2.UndefinedError as err:
+        given = ", ".join(sorted(variables)) or "none"
+        raise PromptTemplateError(
+            f"{_describe(origin)}template uses an undefined variable: {err.message} (given: {given})"
+        ) from None
+    except jinja2.exceptions.SecurityError as err:
+        raise PromptTemplateError(f"{_describe(origin)}template refused by the sandbox: {err}") from None
+
+
+def render(template_text: str, /, **variables: Any) -> str:
+    """Render ``template_text`` with ``variables`` through the shared sandboxed environment.
+
+    Returns the rendered string (a trailing newline of the template is kept). Compiled
+    templates are cached by text. Raises ``PromptTemplateError`` (a ``UserError``) for a syntax
+    error, an undefined variable (naming it and the variables that were given) or a sandbox
+    violation.
+    """
+    return _render(template_text, None, variables)
+
+
+def template_variables(template_text: str) -> set[str]:
+    """Names of the variables ``template_text`` reads from its context (for config validation).
+
+    Raises ``PromptTemplateError`` when the text does not compile.
+    """
+    try:
+        ast = environment().parse(template_text)
+    except jinja2.TemplateSyntaxError as err:
+        raise PromptTemplateError(f"template syntax error on line {err.lineno}: {err.message}") from None
+    return set(jinja2.meta.find_undeclared_variables(ast))
+
+
+def deep_merge(base: Any, overlay: Any) -> Any:
+    """Merge ``overlay`` over ``base`` (stage-switch spec §1.17; S103–S107).
+
+    If either side is not a plain mapping (lists count as "not a mapping"), the result is
+    ``overlay``. Otherwise it is a new ``dict``: a deep copy of ``base`` with each overlay key
+    merged recursively. The inputs are never mutated and the result shares no mutable
+    structure with them; merging the same overlay twice equals merging it once.
+    """
+    if not isinstance(base, Mapping) or not isinstance(overlay, Mapping):
+        return copy.deepcopy(overlay)
+    merged: dict[Any, Any] = {key: copy.deepcopy(value) for key, value in base.items()}
+    for key, value in overlay.items():
+        merged[key] = deep_merge(merged[key], value) if key in merged else copy.deepcopy(value)
+    return merged
+
+
+# --------------------------------------------------------------------------- catalogs
+
+
+def _iter_leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from _iter_leaves(value, dotted + ".")
+        else:
+            yield dotted, value
+
+
+def _read_catalog_file(path: Path) -> dict[str, Any]:
+    yaml = YAML(typ="safe", pure=True)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise CatalogError(f"{path}: cannot read catalog: {err.strerror or err}") from None
+    except MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        raise CatalogError(f"{where}: invalid YAML: {err.problem or err}") from None
+    except YAMLError as err:
+        raise CatalogError(f"{path}: invalid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: a catalog must be a mapping of keys to texts or groups")
+    _check_shape(path, data)
+    return data
+
+
+def _check_shape(path: Path, tree: Mapping[Any, Any], prefix: str = "") -> None:
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if not isinstance(key, str) or not key or "." in key:
+            raise CatalogError(f"{path}: {dotted}: a catalog key must be a non-empty string without '.'")
+        if isinstance(value, Mapping):
+            _check_shape(path, value, dotted + ".")
+        elif not isinstance(value, str):
+            raise CatalogError(f"{path}: {dotted}: must be a text (string), got {type(value).__name__}")
+
+
+def _check_overlay(path: Path, base: Mapping[str, Any], overlay: Mapping[str, Any], prefix: str = "") -> None:
+    for key, value in overlay.items():
+        dotted = f"{prefix}{key}"
+        if key not in base:
+            known = ", ".join(sorted(str(k) for k in base)) or "none"
+            raise CatalogError(f"{path}: {dotted}: unknown catalog key (known here: {known})")
+        if isinstance(base[key], Mapping) != isinstance(value, Mapping):
+            expected = "a group of texts" if isinstance(base[key], Mapping) else "a text"
+            raise CatalogError(f"{path}: {dotted}: must be {expected}, as in the English catalog")
+        if isinstance(value, Mapping):
+            _check_overlay(path, base[key], value, dotted + ".")
+
+
+@attrs.frozen
+class Catalog:
+    """A merged wording catalog (read-only); see the module docstring for the layering.
+
+    ``name``: catalog name (``"stage_switch"``); ``language``: ``en`` / ``zh``; ``sources``:
+    the files merged, in order. Keys are dotted paths into nested groups
+    (``"review.full_question"``).
+    """
+
+    name: str
+    language: str
+    sources: tuple[Path, ...]
+    _data: Mapping[str, Any] = attrs.field(repr=False, alias="data")
+
+    def _lookup(self, key: str) -> Any:
+        node: Any = self._data
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                raise KeyError(f"catalog {self.name!r} ({self.language}) has no key {key!r}")
+            node = node[part]
+        return node
+
+    def raw(self, key: str) -> str:
+        """The unrendered template text at dotted ``key``.
+
+        Raises ``KeyError`` naming the key and the catalog when the key is missing or names a
+        group rather than a text.
+        """
+        node = self._lookup(key)
+        if not isinstance(node, str):
+            raise KeyError(f"catalog {self.name!r} ({self.language}): {key!r} is a group, not a text")
+        return node
+
+    def text(self, key: str, **variables: Any) -> str:
+        """Render the text at dotted ``key`` with ``variables`` through the shared environment.
+
+        Raises ``KeyError`` for a missing key and ``PromptTemplateError`` for an undefined
+        variable (the message names the catalog and key).
+        """
+        return _render(self.raw(key), f"catalog {self.name!r} ({self.language}) key {key!r}", variables)
+
+    def has(self, key: str) -> bool:
+        """Whether dotted ``key`` names a text in this catalog."""
+        try:
+            self.raw(key)
+        except KeyError:
+            return False
+        return True
+
+    def keys(self) -> tuple[str, ...]:
+        """Every dotted text key, in file order."""
+        return tuple(k for k, _ in _iter_leaves(self._data))
+
+    def variables(self, key: str) -> set[str]:
+        """Variables the text at ``key`` reads (see ``template_variables``)."""
+        return template_variables(self.raw(key))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A deep copy of the merged catalog as plain nested dicts."""
+        return copy.deepcopy(dict(self._data))
+
+
+_cache: dict[tuple[Any, ...], Catalog] = {}
+_cache_lock = threading.Lock()
+
+
+def _signature(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    sig = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        sig.append((str(p), st.st_mtime_ns, st.st_size))
+    return tuple(sig)
+
+
+def load_catalog(
+    name: str,
+    language: str = _BASE_LANGUAGE,
+    override_dir: Path | str | None = None,
+    *,
+    base_dir: Path | str | None = None,
+) -> Catalog:
+    """Load catalog ``name`` in ``language``, merged as described in the module docstring.
+
+    ``base_dir`` defaults to the shipped ``templates/`` folder; ``override_dir`` is a deployer's
+    folder with the same ``<language>/<name>.yaml`` layout (missing files are skipped). Every
+    text is compiled at load time, so a syntax error is reported immediately. Results are cached
+    and reloaded when a contributing file changes (mtime/size).
+
+    Raises ``CatalogError`` (a ``UserError``) for an unsupported language, a missing English
+    file, invalid YAML, non-text leaves, unknown override keys or a template syntax error.
+    """
+    if language not in LANGUAGES:
+        choices = ", ".join(LANGUAGES)
+        raise CatalogError(f"catalog {name!r}: language must be one of {choices}, got {language!r}")
+    base = Path(base_dir) if base_dir is not None else data_dir("templates")
+    layers: list[Path] = [base / _BASE_LANGUAGE / f"{name}.yaml"]
+    if override_dir is not None:
+        layers.append(Path(override_dir) / _BASE_LANGUAGE / f"{name}.yaml")
+    if language != _BASE_LANGUAGE:
+        layers.append(base / language / f"{name}.yaml")
+        if override_dir is not None:
+            layers.append(Path(override_dir) / language / f"{name}.yaml")
+    key = (name, language, str(base), str(override_dir), _signature(layers))
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    if not layers[0].is_file():
+        raise CatalogError(f"{layers[0]}: catalog {name!r} has no English file")
+    merged: dict[str, Any] = _read_catalog_file(layers[0])
+    used = [layers[0]]
+    for path in layers[1:]:
+        if not path.is_file():
+            continue
+        overlay = _read_catalog_file(path)
+        _check_overlay(path, merged, overlay)
+        merged = deep_merge(merged, overlay)
+        used.append(path)
+    for dotted, text in _iter_leaves(merged):
+        _compile(text, f"catalog {name!r} ({language}) key {dotted!r}")
+    catalog = Catalog(name=name, language=language, sources=tuple(used), data=merged)
+    with _cache_lock:
+        _cache[key] = catalog
+    return catalog
+
+
+def clear_caches() -> None:
+    """Forget loaded catalogs and compiled templates (tests; long-lived processes)."""
+    with _cache_lock:
+        _cache.clear()
+    _compile.cache_clear()

@@ -1,0 +1,229 @@
+"""Handoff paths and writes: session segments, confinement to the cwd, symlinks, atomicity.
+
+Spec: stage-switch §1.11 (S69–S72), issue 5 "path-attack tests".
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fsm_stage.errors import UserError
+from fsm_stage.handoff import (
+    HandoffPathError,
+    LocalHandoffStore,
+    MemoryHandoffStore,
+    handoff_relative_path,
+    session_segment,
+)
+
+
+def _all_files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+# ----------------------------------------------------------------------------- segments
+
+
+@pytest.mark.parametrize(
+    ("session_id", "segment"),
+    [
+        ("agent-1", "agent-1"),
+        ("odd id/../x", "odd-id-..-x"),  # S70
+        ("", "session"),  # S72a
+        (".", "session"),
+        ("..", "session"),
+        ("a:b\\c", "a-b-c"),  # S72b
+        ("é", "-"),  # S72c: one dash per code point
+        ("x😀y", "x-y"),
+        ("/etc/passwd", "-etc-passwd"),
+        ("../../..", "..-..-.."),
+        ("a\x00b", "a-b"),
+    ],
+)
+def test_session_segment_sanitises_ids_S70_S72(session_id: str, segment: str) -> None:
+    """S70, S72a–c: every code point outside [A-Za-z0-9._-] becomes '-'; '', '.', '..' → session."""
+    assert session_segment(session_id) == segment
+    assert "/" not in segment and segment not in ("", ".", "..")
+
+
+def test_relative_path_layout_S72d() -> None:
+    """S72d: handoff_dir 'docs/handoffs' gives docs/handoffs/<seg>/<stage>.md."""
+    assert handoff_relative_path("docs/handoffs", "agent-1", "beta") == PurePosixPath(
+        "docs/handoffs/agent-1/beta.md"
+    )
+    assert handoff_relative_path("handoff", "odd id/../x", "beta") == PurePosixPath("handoff/odd-id-..-x/beta.md")
+
+
+@pytest.mark.parametrize("handoff_dir", ["/tmp/x", "..", "../outside", "a/../../b", ".", "  ", "a\x00b"])
+def test_handoff_dir_escaping_the_cwd_is_refused(handoff_dir: str) -> None:
+    """Absolute or escaping handoff folders are refused with a clear UserError."""
+    with pytest.raises(HandoffPathError) as err:
+        handoff_relative_path(handoff_dir, "agent-1", "beta")
+    assert isinstance(err.value, UserError)
+    assert "handoff_dir" in str(err.value)
+
+
+def test_unsafe_stage_name_is_refused() -> None:
+    with pytest.raises(HandoffPathError):
+        handoff_relative_path("handoff", "agent-1", "../x")
+
+
+# ----------------------------------------------------------------------------- local store
+
+
+def test_local_store_writes_inside_cwd_and_returns_absolute_path_S52(tmp_path: Path) -> None:
+    """S52, S72d: the document lands at <cwd>/<dir>/<seg>/<stage>.md, byte-exact, path returned."""
+    store = LocalHandoffStore()
+    text = "# Implement\n\n- Completed: exploration ✓\n"
+    path = store.write(handoff_relative_path("docs/handoffs", "agent-1", "beta"), text, cwd=str(tmp_path))
+    assert path == str(tmp_path / "docs/handoffs/agent-1/beta.md")
+    assert Path(path).read_bytes() == text.encode("utf-8")
+    assert _all_files(tmp_path) == {tmp_path / "docs/handoffs/agent-1/beta.md"}  # no temp file left
+
+
+@pytest.mark.parametrize("session_id", ["odd id/../x", "../../etc", "/abs/path", "", "..", "a/b/c"])
+def test_attacking_session_ids_stay_inside_cwd_S70(tmp_path: Path, session_id: str) -> None:
+    """S70: ids with '/', '..', empty or absolute never leave <cwd>/handoff (one folder deep)."""
+    cwd = tmp_path / "ws"
+    cwd.mkdir()
+    store = LocalHandoffStore()
+    path = Path(store.write(handoff_relative_path("handoff", session_id, "beta"), "x", cwd=str(cwd)))
+    assert path.parent.parent == cwd / "handoff"
+    assert path.resolve().is_relative_to(cwd.resolve())
+    assert _all_files(tmp_path) == {path}
+
+
+def test_second_write_overwrites_atomically_S72g(tmp_path: Path) -> None:
+    """S72g: a second full transition to the same stage overwrites the file (new inode, no temp)."""
+    store = LocalHandoffStore()
+    rel = handoff_relative_path("handoff", "agent-1", "beta")
+    p1 = Path(store.write(rel, "# First", cwd=str(tmp_path)))
+    inode = p1.stat().st_ino
+    os.link(p1, tmp_path / "hardlink.md")  # a hard link elsewhere keeps the old content
+    p2 = Path(store.write(rel, "# Second", cwd=str(tmp_path)))
+    assert p1 == p2
+    assert p2.read_text() == "# Second"
+    assert p2.stat().st_ino != inode  # replaced by rename, not rewritten in place
+    assert (tmp_path / "hardlink.md").read_text() == "# First"
+    assert sorted(p.name for p in p2.parent.iterdir()) == ["beta.md"]
+
+
+def test_symlinked_handoff_folder_is_refused(tmp_path: Path) -> None:
+    """A handoff folder that is a symlink (here pointing outside) is refused; nothing written."""
+    cwd, outside = tmp_path / "ws", tmp_path / "outside"
+    cwd.mkdir()
+    outside.mkdir()
+    (cwd / "handoff").symlink_to(outside)
+    with pytest.raises(HandoffPathError, match="symlink"):
+        LocalHandoffStore().write(handoff_relative_path("handoff", "agent-1", "beta"), "x", cwd=str(cwd))
+    assert list(outside.iterdir()) == []
+
+
+def test_symlinked_handoff_folder_inside_cwd_is_refused_too(tmp_path: Path) -> None:
+    """The handoff folder itself must be a real folder even when the link stays inside the cwd."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "handoff").symlink_to(tmp_path / "real")
+    with pytest.raises(HandoffPathError, match="symlink"):
+        LocalHandoffStore().write(handoff_relative_path("handoff", "a", "beta"), "x", cwd=str(tmp_path))
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_symlinked_session_folder_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cwd = tmp_path / "ws"
+    (cwd / "handoff").mkdir(parents=True)
+    (cwd / "handoff" / "agent-1").symlink_to(outside)
+    with pytest.raises(HandoffPathError, match="symlink"):
+        LocalHandoffStore().write(handoff_relative_path("handoff", "agent-1", "beta"), "x", cwd=str(cwd))
+    assert list(outside.iterdir()) == []
+
+
+def test_symlinked_document_is_refused_and_target_untouched(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    cwd = tmp_path / "ws"
+    (cwd / "handoff" / "agent-1").mkdir(parents=True)
+    (cwd / "handoff" / "agent-1" / "beta.md").symlink_to(victim)
+    with pytest.raises(HandoffPathError, match="symlink"):
+        LocalHandoffStore().write(handoff_relative_path("handoff", "agent-1", "beta"), "x", cwd=str(cwd))
+    assert victim.read_text() == "precious"
+
+
+def test_parent_component_symlink_outside_is_refused(tmp_path: Path) -> None:
+    """A folder above the handoff folder that links outside the cwd is refused."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cwd = tmp_path / "ws"
+    cwd.mkdir()
+    (cwd / "docs").symlink_to(outside)
+    with pytest.raises(HandoffPathError, match="outside the session cwd"):
+        LocalHandoffStore().write(handoff_relative_path("docs/handoffs", "a", "beta"), "x", cwd=str(cwd))
+    assert list(outside.iterdir()) == []
+
+
+def test_parent_component_symlink_inside_is_followed(tmp_path: Path) -> None:
+    """A folder above the handoff folder may link to another folder inside the cwd."""
+    (tmp_path / "documentation").mkdir()
+    (tmp_path / "docs").symlink_to(tmp_path / "documentation")
+    path = LocalHandoffStore().write(handoff_relative_path("docs/handoffs", "a", "beta"), "x", cwd=str(tmp_path))
+    assert path == str(tmp_path / "docs/handoffs/a/beta.md")
+    assert (tmp_path / "documentation/handoffs/a/beta.md").read_text() == "x"
+
+
+def test_missing_or_relative_cwd_is_a_clear_error(tmp_path: Path) -> None:
+    """S72e: without a session cwd the store's default root is used; with neither, a clear error."""
+    rel = handoff_relative_path("handoff", "a", "beta")
+    with pytest.raises(HandoffPathError, match="no cwd"):
+        LocalHandoffStore().write(rel, "x", cwd=None)
+    with pytest.raises(HandoffPathError, match="absolute"):
+        LocalHandoffStore().write(rel, "x", cwd="relative/dir")
+    with pytest.raises(HandoffPathError, match="does not exist"):
+        LocalHandoffStore().write(rel, "x", cwd=str(tmp_path / "missing"))
+    path = LocalHandoffStore(default_root=tmp_path).write(rel, "x", cwd=None)
+    assert path == str(tmp_path / "handoff/a/beta.md")
+
+
+def test_file_in_place_of_folder_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "handoff").write_text("not a folder")
+    with pytest.raises(HandoffPathError, match="not a folder"):
+        LocalHandoffStore().write(handoff_relative_path("handoff", "a", "beta"), "x", cwd=str(tmp_path))
+
+
+def test_failed_write_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that fails (disk full) propagates the OS error and leaves no partial file (S49)."""
+    real_write = os.write
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        LocalHandoffStore().write(handoff_relative_path("handoff", "a", "beta"), "x", cwd=str(tmp_path))
+    monkeypatch.setattr(os, "write", real_write)
+    assert _all_files(tmp_path) == set()
+
+
+# ----------------------------------------------------------------------------- memory store
+
+
+def test_memory_store_records_writes_and_policies_S72e_S72f() -> None:
+    """S72e/f: default root without cwd; the policy given (or None) is recorded per write."""
+    store = MemoryHandoffStore(default_root="/srv")
+    rel = handoff_relative_path("handoff", "agent-1", "beta")
+    assert store.write(rel, "a", cwd=None) == "/srv/handoff/agent-1/beta.md"
+    assert store.write(rel, "b", cwd="/workspace", policy={"mode": "workspace-write"}) == (
+        "/workspace/handoff/agent-1/beta.md"
+    )
+    assert [(w.path, w.text) for w in store.writes] == [
+        ("/srv/handoff/agent-1/beta.md", "a"),
+        ("/workspace/handoff/agent-1/beta.md", "b"),
+    ]
+    assert store.policies == [None, {"mode": "workspace-write"}]
+    store.fail_with = OSError("disk full")
+    with pytest.raises(OSError, match="disk full"):
+        store.write(rel, "c", cwd="/workspace")
+    assert len(store.writes) == 2

@@ -1,0 +1,688 @@
+"""Scenario files: a scripted session that ``fsm-stage simulate`` runs through the reference loop.
+
+A scenario is YAML (documented in the README, "Simulate"): the stage graph to use, the
+session settings and an ordered list of steps. Example::
+
+    graph: ../feature-work.yaml          # relative to this file
+    session: {id: demo, subagent: false} # cwd: omitted = a fresh temporary directory
+    eligible: {ready: false}             # initial values of named eligibility predicates
+    steps:
+      - user: Add a --greeting flag to the CLI.
+      - model:
+          text: I will read the code first.
+          calls:
+            - {tool: goto_stage, args: {stage: implement}, review: approve}
+      - eligible: {ready: true}
+      - command: /plan Draft the change first
+      - end_turn: aborted
+      - expect:
+          stage: implement
+          plan_mode: false
+          pending_stage: null             # null = nothing pending; omit a key to skip it
+          handoff_exists: [implement]
+          next_request:
+            contains: ["Current stage: implement"]
+            not_contains: ["Current stage: explore"]
+            prefix: {system: kept, tools: kept, messages: kept}
+
+Step kinds (each step is a one-key mapping):
+
+``user: TEXT``                 a user prompt (steered; wakes an idle agent, starting a turn)
+``command: /NAME ARGS``        a slash command typed by the user (``/plan``, ``/stage implement``)
+``model: TEXT | {text, calls}`` one model response; each call is ``{tool, args, review, result,
+                               error, id}``; ``review`` is ``approve`` | ``keep`` | ``dismiss`` |
+                               ``abort`` | ``{feedback: TEXT}``; ``result``/``error`` answer tools
+                               the graph does not provide (replayed logs)
+``eligible: {NAME: BOOL}``     flip named eligibility predicates
+``end_turn: completed|aborted`` end the open turn here (``aborted``: the user stops it)
+``expect: {...}``              checks (see ``Expect``); a failure makes ``simulate`` exit 1
+
+Errors: ``load_scenario`` raises ``ScenarioError`` (a ``UserError``) listing every problem as
+one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeAlias, get_args, get_origin
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from fsm_stage.constants import STAGE_NAME_RE
+from fsm_stage.errors import UserError
+
+__all__ = [
+    "UNSET",
+    "Command",
+    "EligibilityFlip",
+    "EndTurn",
+    "Expect",
+    "ModelStep",
+    "NextRequest",
+    "PrefixExpect",
+    "Review",
+    "Scenario",
+    "ScenarioError",
+    "SessionSettings",
+    "Step",
+    "ToolCall",
+    "UserPrompt",
+    "dump_scenario",
+    "load_scenario",
+    "load_scenario_text",
+]
+
+
+class ScenarioError(UserError):
+    """A scenario file is invalid. ``problems``: one ``PATH:LINE:COLUMN: KEY: message`` per line."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class _Unset(enum.Enum):
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Literal[_Unset.UNSET] = _Unset.UNSET
+"""Marks an ``Expect`` field the scenario does not check (distinct from ``None`` = "nothing")."""
+
+ReviewKind = Literal["approve", "keep", "feedback", "dismiss", "abort"]
+_REVIEW_WORDS: tuple[str, ...] = ("approve", "keep", "dismiss", "abort")
+
+
+@attrs.frozen
+class Review:
+    """How the scripted human answers a review (plan-review / stage-review).
+
+    ``approve``: exactly ``Approve``; ``keep``: the keep option with no text; ``feedback``:
+    custom text ``feedback`` (not consent); ``dismiss``: the user dismisses the dialog
+    (``ReviewDismissed``); ``abort``: the review fails for another reason (turn aborted).
+    """
+
+    kind: ReviewKind
+    feedback: str | None = None
+
+
+@attrs.frozen
+class ToolCall:
+    """One tool call of a model step.
+
+    ``args``: the JSON arguments. ``review``: the scripted answer when the tool asks a review.
+    ``result`` / ``error``: the canned outcome of a tool that neither fsm_stage nor the graph
+    provides (replayed from a recorded log); ``None`` = the tool must exist. ``id``: the call id
+    (default ``call-<request>-<index>``).
+    """
+
+    tool: str
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+    review: Review | None = None
+    result: str | None = None
+    error: bool = False
+    id: str | None = None
+
+
+@attrs.frozen
+class UserPrompt:
+    """``user: TEXT``: a user prompt, steered into the agent (wakes it when idle)."""
+
+    text: str
+    where: str = attrs.field(default="", eq=False)
+
+
+@attrs.frozen
+class Command:
+    """``command: /NAME ARGS``: a slash command line as typed.
+
+    ``name`` is the lowercase word after ``/``; ``args`` the raw rest of the line including the
+    separating whitespace (dsh-log-format §5), e.g. ``" Plan a change"``.
+    """
+
+    line: str
+    where: str = attrs.field(default="", eq=False)
+
+    @property
+    def name(self) -> str:
+        """Command name without the slash."""
+        return self.line[1:].split(maxsplit=1)[0] if self.line[1:].strip() else ""
+
+    @property
+    def args(self) -> str:
+        """Raw input after the name, separating whitespace included (may be ``""``)."""
+        body = self.line[1:]
+        stripped = body.lstrip()
+        return stripped[len(self.name):]
+
+
+@attrs.frozen
+class ModelStep:
+    """``model:``: one model response (assistant ``text`` plus tool ``calls``)."""
+
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    where: str = attrs.field(default="", eq=False)
+
+
+@attrs.frozen
+class EligibilityFlip:
+    """``eligible: {NAME: BOOL}``: set named eligibility predicates (effective at once)."""
+
+    values: Mapping[str, bool]
+    where: str = attrs.field(default="", eq=False)
+
+
+@attrs.frozen
+class EndTurn:
+    """``end_turn: completed | aborted``: the open turn ends here.
+
+    ``aborted``: the user stops the turn before the next model request. ``completed``: asserts
+    the turn has ended on its own (a model step without tool calls) — an error otherwise.
+    """
+
+    reason: Literal["completed", "aborted"] = "aborted"
+    where: str = attrs.field(default="", eq=False)
+
+
+@attrs.frozen
+class PrefixExpect:
+    """Expected prompt-cache effect of the next request versus the previous one.
+
+    ``system`` / ``tools``: ``kept`` (byte-identical) or ``changed``; ``messages``: ``kept``
+    (the previous messages are a prefix of the new ones) or ``broken``.
+    """
+
+    system: Literal["kept", "changed"] | None = None
+    tools: Literal["kept", "changed"] | None = None
+    messages: Literal["kept", "broken"] | None = None
+
+
+@attrs.frozen
+class NextRequest:
+    """Checks on the next model request: texts it must / must not contain, and its prefix."""
+
+    contains: tuple[str, ...] = ()
+    not_contains: tuple[str, ...] = ()
+    prefix: PrefixExpect | None = None
+
+
+@attrs.frozen
+class Expect:
+    """``expect:``: checks at this point of the scenario; ``UNSET`` fields are not checked.
+
+    ``stage``: the current (logged) stage. ``plan_mode``: logged plan mode. ``pending_stage``:
+    the stage of the pending transition, ``None`` = none pending. ``pending_plan``: the plan
+    view's ``pending`` flag. ``handoff_exists`` / ``handoff_missing``: stages whose handoff
+    document must / must not exist. ``next_request``: checked when the next request is made.
+    """
+
+    stage: str | _Unset = UNSET
+    plan_mode: bool | _Unset = UNSET
+    pending_stage: str | _Unset | None = UNSET
+    pending_plan: bool | _Unset = UNSET
+    handoff_exists: tuple[str, ...] = ()
+    handoff_missing: tuple[str, ...] = ()
+    next_request: NextRequest | None = None
+    where: str = attrs.field(default="", eq=False)
+
+
+Step: TypeAlias = UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn | Expect
+
+
+@attrs.frozen
+class SessionSettings:
+    """``session:``: ``id`` (default: the scenario file's stem), ``cwd`` (relative to the
+    scenario file; ``None`` = a fresh temporary directory per run), ``subagent`` (header
+    ``origin: subagent``, ``delegationDepth: 1``)."""
+
+    id: str | None = None
+    cwd: str | None = None
+    subagent: bool = False
+
+
+@attrs.frozen
+class Scenario:
+    """A parsed scenario. ``graph`` is resolved against the scenario file's folder."""
+
+    path: str
+    graph: Path
+    session: SessionSettings
+    eligible: Mapping[str, bool]
+    steps: tuple[Step, ...]
+    description: str = ""
+
+    @property
+    def session_id(self) -> str:
+        """The session id: ``session.id`` or the file stem."""
+        return self.session.id if self.session.id is not None else (Path(self.path).stem or "sim")
+
+    def resolved_cwd(self) -> Path | None:
+        """``session.cwd`` resolved against the scenario folder, or None (use a temp dir)."""
+        if self.session.cwd is None:
+            return None
+        return (Path(self.path).parent / self.session.cwd).resolve()
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+_Path = tuple[str | int, ...]
+
+
+def _fmt_path(path: _Path) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+    return out or "(top level)"
+
+
+def _position(root: Any, path: _Path) -> tuple[int, int]:
+    """1-based (line, column) of ``path`` in a ruamel round-trip tree; the deepest node found."""
+    node = root
+    line, col = (node.lc.line, node.lc.col) if hasattr(node, "lc") else (0, 0)
+    for p in path:
+        if isinstance(node, CommentedMap) and p in node:
+            line, col = node.lc.key(p)
+            node = node[p]
+        elif isinstance(node, CommentedSeq) and isinstance(p, int) and 0 <= p < len(node):
+            line, col = node.lc.item(p)
+            node = node[p]
+        else:
+            break
+    return line + 1, col + 1
+
+
+class _Problems:
+    def __init__(self, file: str, root: Any) -> None:
+        self.file, self.root, self.items = file, root, list[str]()
+
+    def add(self, path: _Path, message: str) -> None:
+        line, col = _position(self.root, path)
+        self.items.append(f"{self.file}:{line}:{col}: {_fmt_path(path)}: {message}")
+
+    def where(self, path: _Path) -> str:
+        line, col = _position(self.root, path)
+        return f"{self.file}:{line}:{col}"
+
+
+def _plain(node: Any) -> Any:
+    """ruamel round-trip nodes -> plain JSON-like Python values."""
+    if isinstance(node, Mapping):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_plain(v) for v in node]
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def _strict(tp: type, name: str) -> Any:
+    def hook(value: Any, _t: Any) -> Any:
+        if isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
+            return value
+        raise TypeError(f"expected {name}, got {type(value).__name__} {value!r}")
+
+    return hook
+
+
+def _converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(str, _strict(str, "a string"))
+    conv.register_structure_hook(bool, _strict(bool, "true or false"))
+    conv.register_structure_hook(int, _strict(int, "an integer"))
+
+    def review_hook(value: Any, _t: Any) -> Review:
+        if isinstance(value, str) and value in _REVIEW_WORDS:
+            return Review(value)  # type: ignore[arg-type]
+        if isinstance(value, Mapping) and set(value) == {"feedback"} and isinstance(value["feedback"], str):
+            return Review("feedback", value["feedback"])
+        raise ValueError(f"unknown review outcome {value!r}; expected approve, keep, dismiss, abort "
+                         "or {feedback: TEXT}")
+
+    conv.register_structure_hook(Review, review_hook)
+
+    def tuple_of_str(value: Any, _t: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise TypeError(f"expected a string or a list of strings, got {value!r}")
+
+    conv.register_structure_hook_func(lambda t: t == tuple[str, ...], tuple_of_str)
+
+    def any_mapping(value: Any, _t: Any) -> Mapping[str, Any]:
+        if isinstance(value, Mapping):
+            return dict(value)
+        raise TypeError(f"expected a mapping, got {type(value).__name__}")
+
+    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], any_mapping)
+
+    return conv
+
+
+_CONV = _converter()
+
+
+def _literal_values(tp: Any) -> list[str]:
+    """The allowed values of a ``Literal`` (possibly inside ``| None``), else ``[]``."""
+    if get_origin(tp) is Literal:
+        return [str(a) for a in get_args(tp)]
+    return [v for a in get_args(tp) for v in _literal_values(a)]
+
+
+def _cattrs_problems(exc: BaseException, path: _Path) -> list[tuple[_Path, str]]:
+    """Flatten a cattrs detailed-validation error into (path, message) pairs."""
+    out: list[tuple[_Path, str]] = []
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for sub, note in with_notes:
+            key: str | int = note.index if isinstance(note, IterableValidationNote) else str(note.name)
+            allowed = _literal_values(note.type)
+            if allowed and not isinstance(sub, ClassValidationError | IterableValidationError):
+                out.append(((*path, key), f"expected one of {', '.join(allowed)}"))
+                continue
+            out.extend(_cattrs_problems(sub, (*path, key)))
+        for sub in without:
+            out.extend(_cattrs_problems(sub, path))
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        for k in sorted(exc.extra_fields):
+            out.append(((*path, k), "unknown key"))
+    elif isinstance(exc, KeyError):
+        out.append((path, f"missing required key {exc.args[0]!r}" if exc.args else "missing required key"))
+    else:
+        out.append((path, str(exc)))
+    return out
+
+
+def _structure(problems: _Problems, value: Any, tp: Any, path: _Path) -> Any:
+    try:
+        return _CONV.structure(value, tp)
+    except (ClassValidationError, IterableValidationError) as exc:
+        for p, msg in _cattrs_problems(exc, path):
+            problems.add(p, msg)
+    except (TypeError, ValueError, KeyError, ForbiddenExtraKeysError) as exc:
+        for p, msg in _cattrs_problems(exc, path):
+            problems.add(p, msg)
+    return None
+
+
+_TOP_KEYS = ("graph", "session", "eligible", "steps", "description")
+_STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "expect")
+_EXPECT_KEYS: dict[str, Any] = {
+    "stage": str,
+    "plan_mode": bool,
+    "pending_stage": str | None,
+    "pending_plan": bool,
+    "handoff_exists": tuple[str, ...],
+    "handoff_missing": tuple[str, ...],
+    "next_request": NextRequest,
+}
+
+
+def _flags(problems: _Problems, value: Any, path: _Path) -> dict[str, bool] | None:
+    """``{NAME: BOOL}`` eligibility values; problems are positioned at the offending key."""
+    if not isinstance(value, Mapping):
+        problems.add(path, "expected a mapping of predicate names to true/false")
+        return None
+    bad = [k for k, v in value.items() if not isinstance(v, bool)]
+    for k in bad:
+        problems.add((*path, k), f"expected true or false, got {value[k]!r}")
+    return None if bad else dict(value)
+
+
+def _step(problems: _Problems, raw: Any, plain: Any, path: _Path) -> Step | None:
+    if not isinstance(plain, Mapping) or len(plain) != 1:
+        problems.add(path, f"a step is a one-key mapping, one of {', '.join(_STEP_KINDS)}")
+        return None
+    ((kind, value),) = plain.items()
+    where = problems.where(path)
+    kpath = (*path, kind)
+    if kind == "user":
+        if not isinstance(value, str) or not value.strip():
+            problems.add(kpath, "expected the non-empty prompt text")
+            return None
+        return UserPrompt(value, where)
+    if kind == "command":
+        if not isinstance(value, str) or not value.startswith("/") or not value[1:].strip() \
+                or value[1:2].isspace():
+            problems.add(kpath, f"expected a slash command like '/plan' or '/stage verify', got {value!r}")
+            return None
+        return Command(value, where)
+    if kind == "model":
+        if isinstance(value, str):
+            return ModelStep(value, (), where)
+        if value is None:
+            return ModelStep("", (), where)
+        if not isinstance(value, Mapping):
+            problems.add(kpath, "expected the assistant text or a mapping {text, calls}")
+            return None
+        unknown = [k for k in value if k not in ("text", "calls")]
+        for k in unknown:
+            problems.add((*kpath, k), "unknown key (expected text, calls)")
+        text = value.get("text", "")
+        if not isinstance(text, str):
+            problems.add((*kpath, "text"), "expected a string")
+            text = ""
+        calls = _structure(problems, value.get("calls", []), tuple[ToolCall, ...], (*kpath, "calls"))
+        if unknown or calls is None:
+            return None
+        return ModelStep(text, calls, where)
+    if kind == "eligible":
+        values = _flags(problems, value, kpath)
+        return None if values is None else EligibilityFlip(values, where)
+    if kind == "end_turn":
+        if value not in ("completed", "aborted"):
+            problems.add(kpath, f"expected completed or aborted, got {value!r}")
+            return None
+        return EndTurn(value, where)
+    if kind == "expect":
+        if not isinstance(value, Mapping) or not value:
+            problems.add(kpath, f"expected a mapping with some of {', '.join(_EXPECT_KEYS)}")
+            return None
+        fields: dict[str, Any] = {}
+        ok = True
+        for k, v in value.items():
+            if k not in _EXPECT_KEYS:
+                problems.add((*kpath, k), f"unknown key (expected {', '.join(_EXPECT_KEYS)})")
+                ok = False
+                continue
+            if k == "pending_stage" and v is None:
+                fields[k] = None
+                continue
+            before = len(problems.items)
+            got = _structure(problems, v, _EXPECT_KEYS[k], (*kpath, k))
+            if len(problems.items) != before:
+                ok = False
+            fields[k] = got
+        return Expect(**fields, where=where) if ok else None
+    problems.add(kpath, f"unknown step kind; expected one of {', '.join(_STEP_KINDS)}")
+    return None
+
+
+def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
+    """Parse scenario YAML ``text`` (``path`` names the file in errors and anchors ``graph``/``cwd``).
+
+    Returns a ``Scenario``; raises ``ScenarioError`` with every positioned problem. Graph
+    existence is checked here (the graph itself is validated by ``load_config`` when run).
+    """
+    try:
+        root = YAML(typ="rt").load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        raise ScenarioError([f"{path}:{line}:{col}: invalid YAML: {exc.problem or exc}"]) from None
+    problems = _Problems(path, root)
+    if not isinstance(root, CommentedMap):
+        problems.add((), "a scenario is a mapping with keys graph, session, eligible, steps")
+        raise ScenarioError(problems.items)
+    plain = _plain(root)
+    for k in plain:
+        if k not in _TOP_KEYS:
+            problems.add((k,), f"unknown key (expected {', '.join(_TOP_KEYS)})")
+    graph = plain.get("graph")
+    graph_path = Path()
+    if not isinstance(graph, str) or not graph.strip():
+        problems.add(("graph",) if "graph" in plain else (),
+                     "missing or empty `graph`: the stage-graph file, relative to the scenario")
+    else:
+        graph_path = (Path(path).parent / graph) if not Path(graph).is_absolute() else Path(graph)
+        if path != "<string>" and not graph_path.is_file():
+            problems.add(("graph",), f"graph file {str(graph_path)!r} does not exist")
+    session = _structure(problems, plain.get("session", {}), SessionSettings, ("session",))
+    if session is not None and session.id is not None and not session.id.strip():
+        problems.add(("session", "id"), "must be a non-empty string")
+    eligible = _flags(problems, plain.get("eligible", {}), ("eligible",))
+    description = plain.get("description", "")
+    if not isinstance(description, str):
+        problems.add(("description",), "expected a string")
+    raw_steps, steps = plain.get("steps"), list[Step]()
+    if not isinstance(raw_steps, list) or not raw_steps:
+        problems.add(("steps",) if "steps" in plain else (), "missing or empty `steps` list")
+    else:
+        for i, s in enumerate(raw_steps):
+            st = _step(problems, root["steps"][i], s, ("steps", i))
+            if st is not None:
+                steps.append(st)
+    for i, st in enumerate(steps):
+        if isinstance(st, Expect):
+            for name in (st.stage, st.pending_stage):
+                if isinstance(name, str) and not STAGE_NAME_RE.fullmatch(name):
+                    problems.add(("steps", i, "expect"), f"{name!r} is not a stage name")
+    if problems.items:
+        raise ScenarioError(problems.items)
+    assert session is not None and eligible is not None
+    return Scenario(path=path, graph=graph_path, session=session, eligible=eligible,
+                    steps=tuple(steps), description=description if isinstance(description, str) else "")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and parse the scenario file at ``path`` (see ``load_scenario_text``).
+
+    Raises ``ScenarioError`` when the file cannot be read or is invalid.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError([f"{p}: cannot read scenario: {exc.strerror or exc}"]) from None
+    return load_scenario_text(text, str(p))
+
+
+# --- writing (used by ``fsm-stage scenario LOG``) ----------------------------------------------
+
+
+def _review_plain(review: Review) -> Any:
+    return {"feedback": review.feedback} if review.kind == "feedback" else review.kind
+
+
+def step_to_plain(step: Step) -> dict[str, Any]:
+    """One step as the plain mapping the YAML format uses (inverse of the loader)."""
+    if isinstance(step, UserPrompt):
+        return {"user": step.text}
+    if isinstance(step, Command):
+        return {"command": step.line}
+    if isinstance(step, ModelStep):
+        if not step.calls:
+            return {"model": step.text}
+        calls = []
+        for c in step.calls:
+            d: dict[str, Any] = {"tool": c.tool, "args": dict(c.args)}
+            if c.id is not None:
+                d["id"] = c.id
+            if c.review is not None:
+                d["review"] = _review_plain(c.review)
+            if c.result is not None:
+                d["result"] = c.result
+            if c.error:
+                d["error"] = True
+            calls.append(d)
+        body: dict[str, Any] = {"text": step.text} if step.text else {}
+        body["calls"] = calls
+        return {"model": body}
+    if isinstance(step, EligibilityFlip):
+        return {"eligible": dict(step.values)}
+    if isinstance(step, EndTurn):
+        return {"end_turn": step.reason}
+    out: dict[str, Any] = {}
+    for f in attrs.fields(Expect):
+        v = getattr(step, f.name)
+        if f.name == "where" or v is UNSET or v == () or (f.name == "next_request" and v is None):
+            continue
+        out[f.name] = v if v is None else _prune(_CONV.unstructure(v))
+    return {"expect": out}
+
+
+def _prune(value: Any) -> Any:
+    """Drop ``None`` and empty values from nested mappings (defaults the loader fills back in)."""
+    if isinstance(value, dict):
+        return {k: _prune(v) for k, v in value.items() if v not in (None, (), [], {}, "")}
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _literal_safe(text: str) -> bool:
+    """True when a YAML literal block reproduces ``text`` exactly (otherwise it is quoted)."""
+    return (
+        not text.startswith((" ", "\n"))
+        and all(c == "\n" or c.isprintable() for c in text)
+        and all(line == line.rstrip() for line in text.split("\n"))
+        and not text.endswith("\n\n")
+    )
+
+
+def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *,
+                  description: str = "", eligible: Mapping[str, bool] | None = None) -> str:
+    """Render a scenario as YAML text (block style, literal blocks for multi-line strings)."""
+    from io import StringIO
+
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    def lit(v: Any) -> Any:
+        if isinstance(v, str) and "\n" in v and _literal_safe(v):
+            return LiteralScalarString(v)
+        if isinstance(v, dict):
+            return {k: lit(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [lit(x) for x in v]
+        return v
+
+    doc: dict[str, Any] = {}
+    if description:
+        doc["description"] = description
+    doc["graph"] = graph
+    sess = {k: v for k, v in _CONV.unstructure(session).items() if v not in (None, False)}
+    if sess:
+        doc["session"] = sess
+    if eligible:
+        doc["eligible"] = dict(eligible)
+    doc["steps"] = [lit(step_to_plain(s)) for s in steps]
+    y = YAML()
+    y.representer.add_representer(
+        type(None), lambda r, _d: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    y.default_flow_style = False
+    y.width = 100
+    y.indent(mapping=2, sequence=4, offset=2)
+    buf = StringIO()
+    y.dump(doc, buf)
+    return buf.getvalue()

@@ -1,0 +1,136 @@
+"""Row 4: bytes per session on one 100-stage graph, fsm_stage against the bare libraries.
+
+Every side keeps ``sessions`` live session objects whose stage is tracked by a state machine
+over the same ring graph (``bench_transitions.ring_edges``), and reports the bytes that
+``tracemalloc`` sees allocated for them, divided by the number of sessions. The shared,
+per-graph part (the compiled machine, the python-statemachine class) is built before
+measuring and excluded; the session object itself is included on every side.
+
+* ``fsm_stage``   ``CompiledGraph.new_cursor(initial)`` per session on one compiled graph
+                  (DESIGN.md §5: sessions are small cursors, never ``add_model``-ed); the
+                  detail adds the per-session folded projection states when the log's
+                  projections exist (stage + plan view), the rest of what a live session
+                  keeps besides its log.
+* ``add_model``   one ``transitions.Machine`` with its defaults (``auto_transitions=True``),
+                  ``machine.add_model(obj)`` per session (binds ``to_*``/``is_*``/trigger
+                  partials onto each object); also with ``auto_transitions=False``.
+* ``psm``         one python-statemachine instance per session (measured on fewer instances:
+                  ~1 MB each, 10,000 would need ~10 GB; the per-instance cost is flat).
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+from bench_transitions import STAGES, ring_edges, ring_graph_config, stage_names, statemachine_class
+from transitions import Machine
+
+SESSIONS = 10_000
+TARGET_BYTES = 1024
+
+
+def bytes_per(make_one: Callable[[], object], count: int) -> float:
+    """Bytes ``tracemalloc`` sees allocated and still live for ``count`` calls of ``make_one``, per call."""
+    keep: list[object] = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            keep.append(make_one())
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # the list holding the sessions is bookkeeping, not per-session state
+    list_bytes = keep.__sizeof__()
+    del keep
+    return (after - before - list_bytes) / count
+
+
+class _Model:
+    """A plain session object for ``add_model`` (needs a ``__dict__`` for the bound methods)."""
+
+
+def _transitions_machine(auto_transitions: bool, n: int) -> Machine:
+    return Machine(
+        model=None,
+        states=stage_names(n),
+        transitions=[{"trigger": f"goto_{dst}", "source": src, "dest": dst, "conditions": ["ok"]}
+                     for src, dst in ring_edges(n)],
+        initial="s0",
+        auto_transitions=auto_transitions,
+    )
+
+
+def add_model_bytes(count: int, *, auto_transitions: bool = True, n: int = STAGES) -> float:
+    """Bytes per session for ``count`` models ``add_model``-ed onto one shared Machine."""
+    machine = _transitions_machine(auto_transitions, n)
+
+    def one() -> object:
+        m = _Model()
+        machine.add_model(m)
+        return m
+
+    return bytes_per(one, count)
+
+
+def statemachine_bytes(count: int, n: int = STAGES) -> float:
+    """Bytes per python-statemachine instance of one ring class."""
+    cls = statemachine_class(n)
+    cls()  # first-use allocations (class-level caches) are not per session
+    return bytes_per(cls, count)
+
+
+def cursor_bytes(count: int, n: int = STAGES) -> float:
+    """Bytes per fsm_stage cursor on one compiled graph (``fsm_stage.graph``)."""
+    from fsm_stage.graph import compile_graph
+
+    cg = compile_graph(ring_graph_config(n))
+    initial = cg.initial
+    cg.new_cursor(initial)
+    return bytes_per(lambda: cg.new_cursor(initial), count)
+
+
+def cursor_and_projections_bytes(count: int, n: int = STAGES) -> float:
+    """Cursor plus the folded stage and plan-view projection states of a fresh session."""
+    from fsm_stage.graph import compile_graph
+    from fsm_stage.log import projections as p
+
+    cg = compile_graph(ring_graph_config(n))
+    initial = cg.initial
+    stage, plan = p.StageProjection(), p.PlanView()
+
+    def one() -> object:
+        return (cg.new_cursor(initial), stage.init(), plan.init())
+
+    one()
+    return bytes_per(one, count)
+
+
+def _missing(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+
+
+def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """Row 4 as a dict of bytes per session; ``missing`` names fsm_stage parts not importable."""
+    n = 10 if smoke else STAGES
+    sessions = 50 if smoke else 1_000 if quick else SESSIONS
+    psm_sessions = 3 if smoke else 20 if quick else 100
+    out: dict[str, Any] = {"row": 4, "title": "Memory", "stages": n, "sessions": sessions,
+                           "psm_sessions": psm_sessions, "missing": {}}
+    out["add_model_default_b"] = add_model_bytes(sessions, auto_transitions=True, n=n)
+    out["add_model_noauto_b"] = add_model_bytes(sessions, auto_transitions=False, n=n)
+    out["psm_b"] = statemachine_bytes(psm_sessions, n=n)
+    try:
+        out["cursor_b"] = cursor_bytes(sessions, n=n)
+    except (ImportError, AttributeError, TypeError) as exc:
+        out["missing"]["cursor"] = _missing(exc)
+    try:
+        out["cursor_proj_b"] = cursor_and_projections_bytes(sessions, n=n)
+    except (ImportError, AttributeError, TypeError) as exc:
+        out["missing"]["projections"] = _missing(exc)
+    return out

@@ -1,0 +1,258 @@
+"""Row 3: what one stage transition costs, fsm_stage against the bare libraries.
+
+All sides walk the same generated graph: ``n`` stages ``s0 … s{n-1}``, each with ``fanout``
+edges to the next ``fanout`` stages of a ring, trigger ``goto:<target>`` (fsm_stage's trigger
+name), one condition per edge. Every iteration moves one session one stage forward and makes
+the move durable with one in-memory log append, so the baselines pay for exactly one guard and
+one append:
+
+* ``raw``      one shared ``transitions.Machine`` (``auto_transitions=False``, ``send_event=True``),
+               an unattached cursor fired via ``machine.events[t].trigger(cursor)``, then one
+               ``MemoryLog.append`` (DESIGN.md §5; transitions-notes §2b).
+* ``psm``      python-statemachine: one instance, ``sm.send("goto_sN")`` with ``cond``, then one append.
+* ``compiled`` fsm_stage's ``CompiledGraph.fire`` with the durable append as its ``commit``
+               (guards ``eligible`` + ``approved``; the machine layer alone).
+* ``reviewed`` the whole reviewed model transition through ``StageController``: the
+               ``goto_stage`` tool call, the review exchange answered ``Approve`` by a scripted
+               review channel, and the boundary flush at the next accepted pre-step, on an
+               in-memory log.
+
+Times are medians over ``repeat`` runs of ``n`` iterations (setup excluded), per iteration.
+Ratios, not absolute times, are the point: the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from transitions import Machine
+
+from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig
+from fsm_stage.log.events import MemoryLog, SessionHeader
+
+STAGES = 100
+FANOUT = 5
+TARGET_RATIO = 2.0  # a reviewed transition costs at most 2x the raw trigger + append
+STAGE_EVENT = "fsm/stage"  # the baselines' stand-in for fsm_stage's durable stage record
+
+Loop = Callable[[], None]
+
+
+# --- shared helpers (bench_memory imports these) ------------------------------------------
+
+
+def stage_names(n: int) -> list[str]:
+    """``["s0", …, "s{n-1}"]``."""
+    return [f"s{i}" for i in range(n)]
+
+
+def ring_edges(n: int, fanout: int = FANOUT) -> list[tuple[str, str]]:
+    """``(source, target)`` pairs: every stage goes to the next ``fanout`` stages of the ring."""
+    names = stage_names(n)
+    return [(names[i], names[(i + k) % n]) for i in range(n) for k in range(1, fanout + 1)]
+
+
+def ring_graph_config(n: int = STAGES, fanout: int = FANOUT, *, min_handoff_tokens: float | None = None,
+                      guards: tuple[str, ...] = ()) -> GraphConfig:
+    """The ring as an fsm_stage ``GraphConfig`` (``n`` stages, ``n * fanout`` edges)."""
+    names = stage_names(n)
+    stages = tuple(
+        StageConfig(
+            name=names[i],
+            instruction=f"Work on part {i} of the task.",
+            targets=tuple(EdgeConfig(names[(i + k) % n], guards) for k in range(1, fanout + 1)),
+        )
+        for i in range(n)
+    )
+    return GraphConfig(name=f"ring-{n}", stages=stages, section="Current stage: << stage_current >>.",
+                       min_handoff_tokens=min_handoff_tokens)
+
+
+def header(session_id: str = "bench") -> SessionHeader:
+    """A minimal session header for in-memory logs."""
+    return SessionHeader(id=session_id, created_at=0, cwd="/tmp")
+
+
+class Cursor:
+    """The smallest transitions model: one slot holding the state (never ``add_model``-ed)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+
+def _accept(event_data: Any) -> bool:
+    return True
+
+
+def raw_machine(n: int = STAGES, fanout: int = FANOUT) -> Machine:
+    """One shared ``transitions.Machine`` over the ring, built the way DESIGN.md §5 says."""
+    return Machine(
+        model=None,
+        states=stage_names(n),
+        transitions=[{"trigger": f"goto:{dst}", "source": src, "dest": dst, "conditions": [_accept]}
+                     for src, dst in ring_edges(n, fanout)],
+        initial="s0",
+        auto_transitions=False,
+        send_event=True,
+        queued=False,
+    )
+
+
+def statemachine_class(n: int = STAGES, fanout: int = FANOUT) -> type:
+    """A python-statemachine ``StateMachine`` subclass for the ring (events ``goto_sN``, one ``cond``)."""
+    from statemachine import State, StateMachine
+
+    names = stage_names(n)
+    states = [State(name, initial=(i == 0)) for i, name in enumerate(names)]
+    attrs: dict[str, Any] = dict(zip(names, states, strict=True))
+    by_target: dict[int, Any] = {}
+    for i in range(n):
+        for k in range(1, fanout + 1):
+            j = (i + k) % n
+            t = states[i].to(states[j], cond="ok")
+            by_target[j] = t if j not in by_target else by_target[j] | t
+    for j, tl in by_target.items():
+        attrs[f"goto_{names[j]}"] = tl
+    attrs["ok"] = lambda self: True
+    return type("RingMachine", (StateMachine,), attrs)
+
+
+def measure(make: Callable[[int], Loop], n: int, repeat: int) -> list[float]:
+    """Seconds per iteration for each of ``repeat`` runs of ``make(n)()`` (setup not timed).
+
+    The garbage collector is paused while timing, as ``timeit`` does, on every side alike.
+    """
+    out: list[float] = []
+    for _ in range(repeat):
+        loop = make(n)
+        gc.collect()
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            loop()
+            dt = time.perf_counter() - t0
+        finally:
+            if was_enabled:
+                gc.enable()
+        out.append(dt / n)
+    return out
+
+
+def fmt_us(seconds: float) -> str:
+    """``12.3 µs``."""
+    return f"{seconds * 1e6:.1f} µs"
+
+
+# --- the sides -------------------------------------------------------------------------------
+
+
+def make_raw(n_stages: int = STAGES) -> Callable[[int], Loop]:
+    """Raw transitions trigger with one condition + one ``MemoryLog.append`` per iteration."""
+    machine = raw_machine(n_stages)
+    names = stage_names(n_stages)
+
+    def make(n: int) -> Loop:
+        cursor = Cursor(names[0])
+        log = MemoryLog(header())
+        events = machine.events
+        triggers = [events[f"goto:{names[(k + 1) % n_stages]}"] for k in range(n)]
+        append = log.append
+
+        def loop() -> None:
+            for ev in triggers:
+                ev.trigger(cursor)
+                append(STAGE_EVENT, {"stage": cursor.state}, ignorable=True)
+
+        return loop
+
+    return make
+
+
+def make_statemachine(n_stages: int = STAGES) -> Callable[[int], Loop]:
+    """python-statemachine ``send`` (one ``cond``) + one ``MemoryLog.append`` per iteration."""
+    cls = statemachine_class(n_stages)
+    names = stage_names(n_stages)
+
+    def make(n: int) -> Loop:
+        sm = cls()
+        log = MemoryLog(header())
+        events = [f"goto_{names[(k + 1) % n_stages]}" for k in range(n)]
+        append = log.append
+
+        def loop() -> None:
+            for e in events:
+                sm.send(e)
+                append(STAGE_EVENT, {"stage": sm.current_state_value}, ignorable=True)
+
+        return loop
+
+    return make
+
+
+def make_compiled(n_stages: int = STAGES) -> Callable[[int], Loop]:
+    """fsm_stage ``CompiledGraph.fire`` with guards passing and the append as durable ``commit``."""
+    from fsm_stage.graph import compile_graph
+
+    cg = compile_graph(ring_graph_config(n_stages))
+    names = stage_names(n_stages)
+
+    def eligible(guards: tuple[str, ...]) -> bool:
+        return True
+
+    def make(n: int) -> Loop:
+        cursor = cg.new_cursor(names[0])
+        log = MemoryLog(header())
+        targets = [names[(k + 1) % n_stages] for k in range(n)]
+        append = log.append
+        fire = cg.fire
+
+        def loop() -> None:
+            for t in targets:
+                fire(cursor, f"goto:{t}", eligible=eligible, approval=t,
+                     commit=lambda t=t: append(STAGE_EVENT, {"stage": t}, ignorable=True))
+
+        return loop
+
+    return make
+
+
+def _missing(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+
+
+def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """Row 3 as a dict: ``ours``/``baseline`` seconds per transition, ``ratio`` = ours / baseline.
+
+    ``smoke`` uses tiny sizes (harness check only; numbers meaningless). Missing fsm_stage
+    parts are reported under ``missing`` instead of raising.
+    """
+    n_stages = 10 if smoke else STAGES
+    n, repeat = (30, 2) if smoke else (2_000, 5) if quick else (20_000, 7)
+    n_slow = max(10, n // 10)  # python-statemachine is ~20x slower; fewer iterations suffice
+    out: dict[str, Any] = {"row": 3, "title": "Transitions", "stages": n_stages, "n": n, "repeat": repeat,
+                           "missing": {}}
+    raw = statistics.median(measure(make_raw(n_stages), n, repeat))
+    psm = statistics.median(measure(make_statemachine(n_stages), n_slow, repeat))
+    out["raw_s"] = raw
+    out["psm_s"] = psm
+    try:
+        out["compiled_s"] = statistics.median(measure(make_compiled(n_stages), n, repeat))
+    except (ImportError, AttributeError, TypeError) as exc:
+        out["missing"]["compiled"] = _missing(exc)
+    try:
+        out["reviewed_s"] = statistics.median(measure(make_reviewed(n_stages), n_slow, repeat))
+    except (ImportError, AttributeError, TypeError, NotImplementedError) as exc:
+        out["missing"]["reviewed"] = _missing(exc)
+    return out
+
+
+def make_reviewed(n_stages: int = STAGES) -> Callable[[int], Loop]:
+    """The reviewed transition through ``StageController`` (filled in when the controller lands)."""
+    raise NotImplementedError("StageController not landed yet")

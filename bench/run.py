@@ -1,0 +1,355 @@
+"""Run fsm_stage's benchmarks side by side and write ``bench/results.md`` (issue 7).
+
+Usage::
+
+    python bench/run.py            # full run (a few minutes on 2 cores); writes bench/results.md
+    python bench/run.py --quick    # smaller sizes, under a minute
+    python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
+
+Five rows, each comparing fsm_stage with a baseline measured in the same process, reported as
+a ratio against a target (absolute times vary on shared machines; ratios are the point):
+
+1. reads       incremental projection read after one append vs a seed-style full refold
+               (``bench_log``, owned by the log helper)
+2. cold fold   folding a JSONL log vs a bare ``json.loads`` loop over the same file (``bench_log``)
+3. transitions reviewed transition vs raw ``transitions`` trigger + append (``bench_transitions``)
+4. memory      bytes per session vs ``add_model`` and python-statemachine (``bench_memory``)
+5. compile     load + validate + compile of a 1,000-stage / 5,000-edge graph (``bench_compile``,
+               owned by the graph helper)
+
+A part that is missing or fails is shown as such in its row (the run still exits 0 so the other
+rows are reported); ``--strict`` makes any missing row an exit status of 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import inspect
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # run as ``python bench/run.py`` or imported from the tests
+    sys.path.insert(0, str(HERE))
+
+PASS, MISS, MISSING = "pass", "MISS", "missing"
+
+
+@attrs.define
+class Row:
+    """One line of the results table."""
+
+    number: int
+    name: str
+    compares: str
+    ours: str = "—"
+    baseline: str = "—"
+    ratio: str = "—"
+    target: str = ""
+    status: str = MISSING
+    details: list[str] = attrs.field(factory=list)
+
+
+# --- machine ---------------------------------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                             text=True, timeout=5, check=False)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine_info() -> dict[str, str]:
+    """CPU model, cores, load, Python, library versions, commit and UTC date for ``results.md``."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count() or 0
+    try:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "n/a"
+    return {
+        "CPU": _cpu_model(),
+        "cores": f"{affinity} usable ({os.cpu_count()} online)",
+        "load average (1/5/15 min, at start)": load,
+        "Python": f"{platform.python_implementation()} {platform.python_version()} ({sys.platform})",
+        "transitions": _version("transitions"),
+        "python-statemachine": _version("python-statemachine"),
+        "fsm_stage commit": _git_commit(),
+        "date (UTC)": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+# --- calling the bench modules -------------------------------------------------------------
+
+
+def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | None, str | None, float]:
+    """Import ``module`` and call its ``run``; returns ``(result, error, seconds)``.
+
+    ``run(quick)`` is the published signature; ``smoke=True`` is passed only when ``run``
+    accepts it. In smoke mode a module without ``smoke`` is skipped (its quick sizes are too
+    big for a harness check).
+    """
+    t0 = time.perf_counter()
+    try:
+        mod = importlib.import_module(module)
+        fn: Callable[..., Any] = mod.run
+        params = inspect.signature(fn).parameters
+        kwargs: dict[str, Any] = {}
+        if smoke:
+            if "smoke" not in params:
+                return None, f"skipped in --smoke ({module}.run has no smoke sizes)", 0.0
+            kwargs["smoke"] = True
+        if "quick" in params:
+            kwargs["quick"] = quick or smoke
+            result = fn(**kwargs)
+        else:
+            result = fn(quick or smoke, **kwargs)
+    except ModuleNotFoundError as exc:
+        return None, f"not landed ({exc.name} not found)", time.perf_counter() - t0
+    except Exception as exc:
+        tb = traceback.format_exc(limit=-3)
+        return None, f"failed: {type(exc).__name__}: {exc}".splitlines()[0][:200] + "\n" + tb, \
+            time.perf_counter() - t0
+    if not isinstance(result, dict):
+        return None, f"{module}.run returned {type(result).__name__}, expected dict", time.perf_counter() - t0
+    return result, None, time.perf_counter() - t0
+
+
+def _us(s: float) -> str:
+    return f"{s * 1e6:,.1f} µs" if s < 1e-3 else f"{s * 1e3:,.2f} ms"
+
+
+def _bytes(b: float) -> str:
+    return f"{b:,.0f} B" if b < 10_000 else f"{b / 1024:,.1f} KB"
+
+
+def _status(ok: bool) -> str:
+    return PASS if ok else MISS
+
+
+# --- rows 3 and 4 (ours) -------------------------------------------------------------------
+
+
+def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 3 from ``bench_transitions.run``."""
+    row = Row(3, "transitions",
+              "one reviewed transition (goto_stage → Approve via scripted review → boundary flush, "
+              "MemoryLog) vs one raw `transitions` trigger with one condition + one append",
+              target="≤ 2x raw")
+    if r is None:
+        row.details.append(f"bench_transitions: {err}")
+        return row
+    raw = r["raw_s"]
+    row.baseline = _us(raw)
+    if "reviewed_s" in r:
+        ratio = r["reviewed_s"] / raw
+        row.ours, row.ratio, row.status = _us(r["reviewed_s"]), f"{ratio:.1f}x", _status(ratio <= 2.0)
+    else:
+        row.ours = "missing"
+        row.details.append(f"reviewed transition not measured: {r['missing'].get('reviewed')}")
+    if "compiled_s" in r:
+        row.details.append(f"fsm_stage `CompiledGraph.fire` (guards eligible+approved, append as durable "
+                           f"`commit`): {_us(r['compiled_s'])} = {r['compiled_s'] / raw:.2f}x raw")
+    else:
+        row.details.append(f"CompiledGraph.fire not measured: {r['missing'].get('compiled')}")
+    row.details.append(f"python-statemachine `send` (one cond) + append on the same graph: {_us(r['psm_s'])} "
+                       f"= {r['psm_s'] / raw:.1f}x raw")
+    row.details.append(f"graph: {r['stages']}-stage ring, 5 edges per stage; median of {r['repeat']} runs of "
+                       f"{r['n']} iterations (python-statemachine and reviewed: {max(10, r['n'] // 10)})")
+    for key, extra in r.get("extra", {}).items():
+        row.details.append(f"{key}: {extra}")
+    return row
+
+
+def row_memory(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 4 from ``bench_memory.run``."""
+    row = Row(4, "memory",
+              "bytes per session, sessions on one compiled 100-stage graph: fsm_stage cursor vs "
+              "transitions' default `add_model` (and python-statemachine instances)",
+              target="≤ 1 KB/session")
+    if r is None:
+        row.details.append(f"bench_memory: {err}")
+        return row
+    base = r["add_model_default_b"]
+    row.baseline = _bytes(base)
+    if "cursor_b" in r:
+        ours = r["cursor_b"]
+        row.ours = _bytes(ours)
+        row.ratio = f"{base / ours:,.0f}x smaller" if ours > 0 else "∞"
+        row.status = _status(ours <= 1024)
+    else:
+        row.ours = "missing"
+        row.details.append(f"cursor not measured: {r['missing'].get('cursor')}")
+    if "cursor_proj_b" in r:
+        row.details.append("cursor + folded stage and plan-view projection states: "
+                           f"{_bytes(r['cursor_proj_b'])}")
+    elif "projections" in r["missing"]:
+        row.details.append(f"cursor + projections not measured: {r['missing']['projections']}")
+    row.details.append("transitions `add_model` with `auto_transitions=False`: "
+                       f"{_bytes(r['add_model_noauto_b'])}")
+    row.details.append(f"python-statemachine, one instance per session: {_bytes(r['psm_b'])} "
+                       f"(measured on {r['psm_sessions']} instances; per-instance cost is flat)")
+    row.details.append(f"{r['sessions']:,} sessions per side, {r['stages']} stages; tracemalloc, live bytes "
+                       "after building them, shared per-graph objects excluded, session object included")
+    return row
+
+
+# --- rows 1, 2 and 5 (other helpers' modules) ----------------------------------------------
+
+
+def _flatten(d: Any, prefix: str = "") -> list[str]:
+    if isinstance(d, dict):
+        out: list[str] = []
+        for k, v in d.items():
+            out.extend(_flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(d, float):
+        return [f"{prefix.rstrip('.')}={d:.4g}"]
+    return [f"{prefix.rstrip('.')}={d}"]
+
+
+def rows_foreign(r: dict[str, Any] | None, err: str | None, rows: list[Row]) -> list[Row]:
+    """Fill ``rows`` from another helper's result dict, shown raw (replaced by adapters below)."""
+    for row in rows:
+        if r is None:
+            row.details.append(str(err))
+        else:
+            row.details.append("raw result: " + ", ".join(_flatten(r)))
+    return rows
+
+
+def rows_log(r: dict[str, Any] | None, err: str | None) -> list[Row]:
+    """Rows 1 and 2 from ``bench_log.run``."""
+    reads = Row(1, "reads",
+                "current stage + plan view after one append, incremental projection vs seed-style "
+                "full refold per read, at 10k / 100k / 1M events", target="≥ 1,000x at 1M")
+    fold = Row(2, "cold fold", "events/s folding a JSONL log vs a bare `json.loads` loop over the same file",
+               target="≥ 50% of bare parse")
+    return rows_foreign(r, err, [reads, fold])
+
+
+def rows_compile(r: dict[str, Any] | None, err: str | None) -> list[Row]:
+    """Row 5 from ``bench_compile.run``."""
+    row = Row(5, "compile", "load + validate + compile of a generated 1,000-stage / 5,000-edge graph",
+              target="≤ 100 ms")
+    return rows_foreign(r, err, [row])
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def table(rows: list[Row]) -> str:
+    """The results as a Markdown table."""
+    lines = ["| # | row | compares | fsm_stage | baseline | ratio | target | status |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.number} | {r.name} | {r.compares} | {r.ours} | {r.baseline} | {r.ratio} | "
+                     f"{r.target} | {r.status} |")
+    return "\n".join(lines)
+
+
+def details(rows: list[Row]) -> str:
+    """Per-row details as Markdown bullets."""
+    out: list[str] = []
+    for r in rows:
+        if r.details:
+            out.append(f"**{r.number}. {r.name}**\n")
+            out.extend(f"- {d}" for d in r.details)
+            out.append("")
+    return "\n".join(out)
+
+
+def render_results(rows: list[Row], info: dict[str, str], mode: str, raw: dict[str, Any],
+                   seconds: float) -> str:
+    """The whole ``results.md``."""
+    machine = "\n".join(f"| {k} | {v} |" for k, v in info.items())
+    return (
+        "# fsm_stage benchmark results\n\n"
+        f"Generated by `python bench/run.py{'' if mode == 'full' else ' --' + mode}` "
+        f"({mode} run, {seconds:.0f} s). Times are medians of repeated runs on a shared, noisy "
+        "machine: compare the ratios, not the absolute times.\n\n"
+        "| machine | |\n|---|---|\n" + machine + "\n\n"
+        "## Results\n\n" + table(rows) + "\n\n"
+        "## Details\n\n" + details(rows) + "\n"
+        "## Raw numbers\n\n```json\n" + json.dumps(raw, indent=1, sort_keys=True, default=str) + "\n```\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run every bench, print the table, write the results file."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smaller sizes (under a minute)")
+    size.add_argument("--smoke", action="store_true", help="tiny sizes: harness check, numbers meaningless")
+    ap.add_argument("--output", type=Path, default=HERE / "results.md",
+                    help="results file (default: %(default)s)")
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a row is missing")
+    args = ap.parse_args(argv)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+
+    info = machine_info()
+    t0 = time.perf_counter()
+    raw: dict[str, Any] = {}
+    results: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+    for module in ("bench_log", "bench_transitions", "bench_memory", "bench_compile"):
+        print(f"running {module} ({mode}) …", file=sys.stderr, flush=True)
+        res, err, secs = call_bench(module, quick=args.quick, smoke=args.smoke)
+        results[module] = (res, err)
+        raw[module] = res if res is not None else {"error": err}
+        print(f"  {module}: {secs:.1f} s" + (f" — {err.splitlines()[0]}" if err else ""), file=sys.stderr)
+    rows = [
+        *rows_log(*results["bench_log"]),
+        row_transitions(*results["bench_transitions"]),
+        row_memory(*results["bench_memory"]),
+        *rows_compile(*results["bench_compile"]),
+    ]
+    seconds = time.perf_counter() - t0
+    print(table(rows))
+    print()
+    print(details(rows))
+    if not args.no_write:
+        args.output.write_text(render_results(rows, info, mode, raw, seconds), encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    if args.strict and any(r.status == MISSING for r in rows):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

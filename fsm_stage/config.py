@@ -1,66 +1,274 @@
-"""Stage-graph configuration: frozen attrs classes (the data model every layer reads).
+"""Stage-graph configuration: frozen attrs classes, the YAML loader and its validation rules.
 
-The YAML loader (``load_config``), the validation rules and the JSON Schema export live in
-this module too; they are built around these classes (issue: stage graphs).
+The data model every layer reads, the loader that builds it from YAML with positioned errors,
+and ``normalised`` (the plain dict the compiled graph's fingerprint hashes). The JSON Schema
+(``fsm_stage.schema``) is derived from these classes and from the ``FieldRule`` metadata on
+their fields, so the loader and the schema share one source of truth.
 
 Shapes
 ------
 ``ConfigFile``      what one YAML file declares: an optional ``GraphConfig`` (the stage
-                    switch) and an optional ``PlanModeConfig``.
+                    switch), an optional ``PlanModeConfig`` and the file's warnings.
 ``GraphConfig``     name, stages (non-empty, ordered), guidance ``section`` template,
                     ``initial`` (None = first stage), ``handoff_dir``, ``min_handoff_tokens``
-                    (None = every model transition is full), ``language`` (en | zh).
+                    (None = every model transition is full), ``language`` (en | zh),
+                    ``description`` (documentation only).
 ``StageConfig``     name (``[a-z][a-z0-9_-]*``), instruction, ``targets`` (None = every other
-                    stage, the seed's behaviour; otherwise the allowed edges).
-``EdgeConfig``      one allowed transition: ``target`` stage name and the names of the
-                    eligibility predicates (``guards``) that must hold to take it.
-``PlanModeConfig``  ``section``: the plan-mode policy text (plan-mode spec §1.8, B1–B4).
+                    stage, the seed's behaviour; otherwise the allowed edges), ``description``.
+``EdgeConfig``      one allowed transition: ``target`` stage name (YAML key ``to``) and the
+                    names of the eligibility predicates (``guards``) that must hold to take it.
+``PlanModeConfig``  ``section``: the plan-mode policy text (plan-mode spec §1.8, B1–B5).
+
+Two YAML forms
+--------------
+*Native* (DESIGN.md §6): one mapping with the graph keys in snake_case plus an optional
+``plan_mode:`` mapping. *Plugin list* (the seeds' DeepSeek Harness composition, verbatim): a
+list of entries ``{id, name, config}`` where ``id`` is ``stage-switch`` (config keys
+``stages``, ``section``, ``handoffDir``, ``initial``, ``minHandoffTokens``, ``language``;
+stages hold only ``name`` and ``instruction``) or ``plan-mode`` (config key ``section``).
+In the plugin form ``{{ stage_current }}`` / ``{{ stage_targets }}`` in the stage-switch
+``section`` are translated to the native ``<< stage_current >>`` syntax; the plan-mode
+``section`` is kept verbatim (B4). A plugin-form graph takes its name from the file name.
+
+Error reporting
+---------------
+``load_config`` collects every problem of a file and raises ``ConfigError(problems)``; each
+problem is exactly one line ``PATH:LINE:COLUMN: KEY: what is wrong and what is expected``
+(1-based line and column; KEY a dotted path as written in the file, e.g. ``stages[2].name``
+or ``[0].config.handoffDir``). YAML syntax errors (tabs, unclosed quotes, duplicate keys,
+several documents) use the same format with KEY ``(yaml)`` (or the duplicated key's name).
+Unknown keys are errors at every level in both forms (a deliberate departure from the seed,
+which silently drops extra keys inside a stage entry, S12c); every problem is reported, not
+only the first (the seed stops at the first failure, S12d).
+
+Decision on ``null`` (stage-switch spec Appendix B item 2)
+----------------------------------------------------------
+A YAML ``null`` (``key:`` with nothing after it, ``key: ~``, ``key: null``) for any key,
+optional or required, is an error: "supplied and invalid", as in the seed. For most optional
+keys a user who writes ``initial:`` has left the value unfinished, and for ``targets`` a
+``null`` would be ambiguous (``[]`` means "no model transitions", an absent key means "every
+other stage"). The message says to give a value or remove the key to get the default.
+
+Warnings
+--------
+Stages that cannot be reached from ``initial`` through ``targets`` are reported in
+``ConfigFile.warnings`` in the same one-line format (a user ``/stage`` jump can still reach
+them); ``strict=True`` turns them into errors.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal, cast, get_args, get_origin
 
 import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    BaseValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_structure_fn, override
+
+from fsm_stage.constants import PLAN_SOURCE_PLUGIN, STAGE_NAME_RE, STAGE_SOURCE_KIND
+from fsm_stage.errors import ConfigError
 
 Language = Literal["en", "zh"]
+
+#: Stage name grammar (stage-switch spec §1.2), matched with ``re.fullmatch``.
+STAGE_NAME_PATTERN: str = STAGE_NAME_RE.pattern
+#: Plugin-list entry ids (the seeds' plugin ids, equal to their log source names).
+STAGE_SWITCH_PLUGIN_ID: str = STAGE_SOURCE_KIND
+PLAN_MODE_PLUGIN_ID: str = PLAN_SOURCE_PLUGIN
+#: Guard (eligibility predicate) name grammar, matched with ``re.fullmatch``.
+GUARD_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
+#: Variables a graph ``section`` template may use (stage-switch spec §1.8).
+TEMPLATE_VARIABLES = frozenset({"stage_current", "stage_targets"})
+
+
+@attrs.frozen
+class FieldRule:
+    """Validation rule and documentation of one config field (attrs field metadata ``"rule"``).
+
+    Read by the loader (messages, checks) and by ``fsm_stage.schema`` (JSON Schema keywords),
+    so both judge a file by the same rules.
+
+    ``doc``          one-sentence description (schema ``description``, README).
+    ``expected``     what a valid value looks like, for "missing"/"wrong type" messages.
+    ``pattern``      full-match regular expression for strings (schema ``pattern ^…$``).
+    ``non_blank``    the string must contain a non-whitespace character.
+    ``minimum``      inclusive lower bound for numbers (finite numbers only).
+    ``min_items``    minimum list length.
+    ``yaml_key``     the native YAML key when it differs from the attribute name.
+    ``plugin_key``   the key in the plugin-list form; None = not accepted there.
+    """
+
+    doc: str
+    expected: str
+    pattern: str | None = None
+    non_blank: bool = False
+    minimum: float | None = None
+    min_items: int | None = None
+    yaml_key: str | None = None
+    plugin_key: str | None = None
+
+
+def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
+    return {"rule": FieldRule(doc, expected, **kw)}
+
+
+def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
+    """The ``FieldRule`` of an attrs field of a config class (KeyError if it has none)."""
+    rule: FieldRule = field.metadata["rule"]
+    return rule
+
+
+def yaml_key(field: attrs.Attribute[Any]) -> str:
+    """The native YAML key of ``field`` (``EdgeConfig.target`` is written ``to``)."""
+    return field_rule(field).yaml_key or field.name
 
 
 @attrs.frozen
 class EdgeConfig:
-    """An allowed model transition ``<stage> -> target``; ``guards`` name eligibility predicates."""
+    """An allowed model transition ``<stage> -> target``; ``guards`` name eligibility predicates.
 
-    target: str
-    guards: tuple[str, ...] = ()
+    YAML: a stage name string, or a mapping ``{to: <stage>, guards: [<predicate names>]}``.
+    """
+
+    target: str = attrs.field(
+        metadata=_rule(
+            "The stage this transition leads to.",
+            "a configured stage name",
+            pattern=STAGE_NAME_PATTERN,
+            yaml_key="to",
+        )
+    )
+    guards: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=_rule(
+            "Names of eligibility predicates that must all hold for the model to take this edge.",
+            "a list of predicate names",
+        ),
+    )
 
 
 @attrs.frozen
 class StageConfig:
     """One stage of a graph (stage-switch spec §1.2)."""
 
-    name: str
-    instruction: str
-    targets: tuple[EdgeConfig, ...] | None = None
+    name: str = attrs.field(
+        metadata=_rule(
+            "Stage name; also the handoff file name, so it is restricted to a safe grammar.",
+            f"a stage name matching {STAGE_NAME_PATTERN}",
+            pattern=STAGE_NAME_PATTERN,
+            plugin_key="name",
+        )
+    )
+    instruction: str = attrs.field(
+        metadata=_rule(
+            "Shown to the model on entering the stage, after `Current stage: <name>`.",
+            "a non-empty string `instruction`",
+            non_blank=True,
+            plugin_key="instruction",
+        )
+    )
+    targets: tuple[EdgeConfig, ...] | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Stages the model may switch to from here (omit: every other stage; []: none).",
+            "a list of stage names or {to, guards} mappings",
+        ),
+    )
+    description: str | None = attrs.field(
+        default=None,
+        metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
+    )
 
 
 @attrs.frozen
 class PlanModeConfig:
-    """Plan-mode settings: the policy ``section`` shown while plan mode is active (B1–B4)."""
+    """Plan-mode settings: the policy ``section`` shown while plan mode is active (B1–B5)."""
 
-    section: str
+    section: str = attrs.field(
+        metadata=_rule(
+            "Plan-mode policy text, shown verbatim at system-prompt order 50 while plan mode is active.",
+            "a non-empty string `section`",
+            non_blank=True,
+            plugin_key="section",
+        )
+    )
 
 
 @attrs.frozen
 class GraphConfig:
     """A validated stage graph (stage-switch spec §1.2 plus fsm_stage's edges)."""
 
-    name: str
-    stages: tuple[StageConfig, ...]
-    section: str
-    initial: str | None = None
-    handoff_dir: str = "handoff"
-    min_handoff_tokens: float | None = None
-    language: Language = "en"
+    name: str = attrs.field(
+        metadata=_rule(
+            "Graph name (diagram title, logs); the plugin form uses the file name.",
+            "a non-empty string",
+            non_blank=True,
+        )
+    )
+    stages: tuple[StageConfig, ...] = attrs.field(
+        metadata=_rule(
+            "The stages, in order; the first is the default initial stage.",
+            "a non-empty `stages` list of {name, instruction} mappings",
+            min_items=1,
+            plugin_key="stages",
+        )
+    )
+    section: str = attrs.field(
+        metadata=_rule(
+            "Guidance template shown while an eligibility predicate holds; "
+            "may use << stage_current >> and << stage_targets >>.",
+            "a non-empty string `section`",
+            non_blank=True,
+            plugin_key="section",
+        )
+    )
+    initial: str | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Stage a new session starts in (default: the first stage).",
+            "a configured stage name",
+            pattern=STAGE_NAME_PATTERN,
+            plugin_key="initial",
+        ),
+    )
+    handoff_dir: str = attrs.field(
+        default="handoff",
+        metadata=_rule(
+            "Folder for handoff documents, relative to the session's working directory.",
+            "a relative folder path inside the session directory",
+            non_blank=True,
+            plugin_key="handoffDir",
+        ),
+    )
+    min_handoff_tokens: float | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Surface size (tokens) from which a model transition is full (handoff + archive); "
+            "omit to make every model transition full.",
+            "a non-negative finite number",
+            minimum=0,
+            plugin_key="minHandoffTokens",
+        ),
+    )
+    language: Language = attrs.field(
+        default="en",
+        metadata=_rule('Review dialog language: "en" or "zh".', '"en" or "zh"', plugin_key="language"),
+    )
+    description: str | None = attrs.field(
+        default=None,
+        metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
+    )
 
     @property
     def stage_names(self) -> tuple[str, ...]:
@@ -92,11 +300,902 @@ class GraphConfig:
         return st.targets
 
 
+#: Key of the plan-mode mapping at the top level of the native form.
+PLAN_MODE_KEY = "plan_mode"
+
+
 @attrs.frozen
 class ConfigFile:
-    """Everything one YAML file declares. At least one of ``graph`` / ``plan_mode`` is set."""
+    """Everything one YAML file declares. At least one of ``graph`` / ``plan_mode`` is set.
+
+    ``warnings`` are one-line positioned messages (same format as errors) that do not make
+    the file invalid (unreachable stages).
+    """
 
     path: str
     graph: GraphConfig | None = None
     plan_mode: PlanModeConfig | None = None
     warnings: tuple[str, ...] = ()
+
+
+for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
+    attrs.resolve_types(_cls)
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions
+# ---------------------------------------------------------------------------------------------
+
+NativePath = tuple[str | int, ...]
+
+
+@attrs.define
+class _Loc:
+    """Where a value sits in the file: its display path and 1-based (line, column) positions."""
+
+    display: str
+    key: tuple[int, int]
+    value: tuple[int, int]
+
+
+def _join(display: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{display}[{part}]"
+    return f"{display}.{part}" if display else part
+
+
+class _Report:
+    """Collects positioned problems and warnings of one file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.errors: list[tuple[int, int, str]] = []
+        self.warnings: list[tuple[int, int, str]] = []
+        self.locs: dict[NativePath, _Loc] = {}
+        self.flagged: set[NativePath] = set()
+        self.plugin_form = False
+        # unknown plugin-form keys found while converting: (mapping path, key, display, known)
+        self.pending_unknown: list[tuple[NativePath, str, str, list[str]]] = []
+
+    def line(self, pos: tuple[int, int], key: str, message: str) -> tuple[int, int, str]:
+        return (pos[0], pos[1], f"{self.path}:{pos[0]}:{pos[1]}: {key or '(file)'}: {message}")
+
+    def error_at(self, pos: tuple[int, int], key: str, message: str) -> None:
+        self.errors.append(self.line(pos, key, message))
+
+    def error(self, npath: NativePath, message: str, *, at_key: bool = False) -> None:
+        """A problem with the value at ``npath`` (or with the key itself when ``at_key``)."""
+        loc = self.loc(npath)
+        self.flagged.add(npath)
+        self.error_at(loc.key if at_key else loc.value, loc.display, message)
+
+    def warn(self, npath: NativePath, message: str) -> None:
+        loc = self.loc(npath)
+        self.warnings.append(self.line(loc.value, loc.display, message))
+
+    def loc(self, npath: NativePath) -> _Loc:
+        """The location of ``npath``, or of its nearest located ancestor (a missing key)."""
+        probe = npath
+        while probe not in self.locs and probe:
+            probe = probe[:-1]
+        base = self.locs.get(probe, _Loc("", (1, 1), (1, 1)))
+        if probe == npath:
+            return base
+        display = base.display
+        for part in npath[len(probe) :]:
+            display = _join(display, part)
+        return _Loc(display, base.value, base.value)
+
+    @staticmethod
+    def sorted_lines(items: list[tuple[int, int, str]]) -> list[str]:
+        seen: set[str] = set()
+        out: list[str] = []
+        for _, _, text in sorted(items, key=lambda t: (t[0], t[1])):
+            if text not in seen:
+                seen.add(text)
+                out.append(text)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML → plain data with positions
+# ---------------------------------------------------------------------------------------------
+
+
+def _describe(value: object) -> str:
+    """A short user-facing description of a YAML value's type, e.g. ``a number (5)``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({'true' if value else 'false'})"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({json.dumps(value, ensure_ascii=False)})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__} ({value}; quote it to make it a string)"
+
+
+def _plain_scalar(value: object) -> object:
+    from ruamel.yaml.scalarbool import ScalarBoolean
+    from ruamel.yaml.scalarfloat import ScalarFloat
+    from ruamel.yaml.scalarint import ScalarInt
+
+    if isinstance(value, ScalarBoolean):
+        return bool(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, ScalarFloat):
+        return float(value)
+    if isinstance(value, ScalarInt):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+_Renamer = Callable[[NativePath, str], str | None]
+
+
+def _to_plain(
+    node: object,
+    npath: NativePath,
+    display: str,
+    report: _Report,
+    rename: _Renamer | None = None,
+) -> object:
+    """Convert a ruamel round-trip node to plain Python, recording each value's position.
+
+    ``rename(npath_of_mapping, key)`` maps a file key to its native name, or None to drop it
+    (an unknown plugin-form key already reported by the renamer).
+    """
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(node, CommentedMap):
+        out: dict[str, object] = {}
+        for key in list(node.keys()):
+            kl, kc = node.lc.key(key)
+            vl, vc = node.lc.value(key)
+            kdisplay = _join(display, str(key))
+            if not isinstance(key, str):
+                report.error_at(
+                    (kl + 1, kc + 1), kdisplay, f"key {_describe(key)} is not a name; keys are strings"
+                )
+                continue
+            native = rename(npath, key) if rename is not None else key
+            if native is None:
+                continue
+            child = (*npath, native)
+            # a null value has no node of its own: point at its key
+            vpos = (kl + 1, kc + 1) if node[key] is None else (vl + 1, vc + 1)
+            report.locs[child] = _Loc(kdisplay, (kl + 1, kc + 1), vpos)
+            out[native] = _to_plain(node[key], child, kdisplay, report, rename)
+        return out
+    if isinstance(node, CommentedSeq):
+        items: list[object] = []
+        for i, item in enumerate(node):
+            il, ic = node.lc.item(i)
+            child = (*npath, i)
+            idisplay = _join(display, i)
+            report.locs[child] = _Loc(idisplay, (il + 1, ic + 1), (il + 1, ic + 1))
+            items.append(_to_plain(item, child, idisplay, report, rename))
+        return items
+    return _plain_scalar(node)
+
+
+def _node_pos(node: object, default: tuple[int, int] = (1, 1)) -> tuple[int, int]:
+    lc = getattr(node, "lc", None)
+    if lc is None or lc.line is None:
+        return default
+    return (lc.line + 1, lc.col + 1)
+
+
+def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
+    """Parse ``text`` with ruamel round-trip (duplicate keys are errors). (ok, tree)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.constructor import DuplicateKeyError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    yaml = YAML(typ="rt", pure=True)
+    yaml.allow_duplicate_keys = False
+    try:
+        return True, yaml.load(text)
+    except MarkedYAMLError as err:
+        mark = err.problem_mark
+        problem = (err.problem or "invalid YAML").strip()
+        context = (err.context or "").strip()
+        key = "(yaml)"
+        if isinstance(err, DuplicateKeyError):
+            m = re.search(r'found duplicate key "(.*?)"', problem)
+            if m:
+                key = m.group(1)
+            message = f"{problem}; each key may appear once per mapping"
+        elif "end of stream" in problem and err.context_mark is not None:
+            # an unclosed quote or bracket: point at where it was opened
+            mark = err.context_mark
+            message = f"{context} that is never closed; close it or remove the opening character"
+        elif "\\t" in problem or "\t" in problem:
+            message = f"{problem}; indent with spaces, YAML does not allow tabs here"
+        else:
+            message = f"{problem} ({context})" if context else problem
+        pos = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        report.error_at(pos, key, f"YAML syntax error: {message}")
+        return False, None
+    except YAMLError as err:  # unmarked (rare): still one line
+        report.error_at((1, 1), "(yaml)", f"YAML error: {str(err).splitlines()[0] if str(err) else err!r}")
+        return False, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Structuring with cattrs
+# ---------------------------------------------------------------------------------------------
+
+
+class _TypeProblem(TypeError):
+    """A value of the wrong type (the message says what was expected)."""
+
+
+def _strict_str(value: object, _: object) -> str:
+    if not isinstance(value, str):
+        raise _TypeProblem(f"expected a string, got {_describe(value)}")
+    return value
+
+
+def _strict_float(value: object, _: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _TypeProblem(f"expected a non-negative finite number, got {_describe(value)}")
+    return value
+
+
+def _is_literal(t: object) -> bool:
+    origin: object = get_origin(t)
+    return origin is Literal
+
+
+def _is_optional(t: object) -> bool:
+    args = get_args(t)
+    return len(args) == 2 and type(None) in args and not _is_literal(t)
+
+
+def _is_hom_tuple(t: object) -> bool:
+    args = get_args(t)
+    return get_origin(t) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(float, _strict_float)
+
+    def literal_hook(value: object, t: Any) -> object:
+        allowed = get_args(t)
+        if value not in allowed or isinstance(value, bool):
+            choices = " or ".join(json.dumps(a) for a in allowed)
+            raise _TypeProblem(f"must be {choices}, got {_describe(value)}")
+        return value
+
+    conv.register_structure_hook_func(_is_literal, literal_hook)
+
+    def optional_factory(t: Any) -> Callable[[object, Any], object]:
+        inner = next(a for a in get_args(t) if a is not type(None))
+
+        def hook(value: object, _: Any) -> object:
+            if value is None:
+                raise _TypeProblem("is null; give a value, or remove the key to use the default")
+            return conv.structure(value, inner)
+
+        return hook
+
+    conv.register_structure_hook_factory(_is_optional, optional_factory)
+
+    def tuple_factory(t: Any) -> Callable[[object, Any], object]:
+        item_type = get_args(t)[0]
+
+        def hook(value: object, _: Any) -> tuple[object, ...]:
+            if not isinstance(value, list):
+                raise _TypeProblem(f"expected a list, got {_describe(value)}")
+            out: list[object] = []
+            errors: list[Exception] = []
+            for i, item in enumerate(value):
+                try:
+                    out.append(conv.structure(item, item_type))
+                except Exception as exc:
+                    exc.add_note(IterableValidationNote(f"@ index {i}", i, item_type))
+                    errors.append(exc)
+            if errors:
+                raise IterableValidationError(f"While structuring {t!r}", errors, t)
+            return tuple(out)
+
+        return hook
+
+    conv.register_structure_hook_factory(_is_hom_tuple, tuple_factory)
+
+    def class_factory(cl: Any) -> Callable[[object, Any], object]:
+        renames = {f.name: override(rename=yaml_key(f)) for f in attrs.fields(cl) if yaml_key(f) != f.name}
+        inner = cast(Any, make_dict_structure_fn)(cl, conv, _cattrs_forbid_extra_keys=True, **renames)
+        expected = _CLASS_EXPECTED.get(cl, "a mapping")
+
+        def hook(value: object, _: Any) -> object:
+            if cl is EdgeConfig and isinstance(value, str):
+                return EdgeConfig(value)
+            if value is None:
+                raise _TypeProblem(f"is null; expected {expected}")
+            if not isinstance(value, Mapping):
+                raise _TypeProblem(f"expected {expected}, got {_describe(value)}")
+            return inner(value, cl)
+
+        return hook
+
+    conv.register_structure_hook_factory(
+        lambda t: t in (EdgeConfig, StageConfig, GraphConfig, PlanModeConfig), class_factory
+    )
+    return conv
+
+
+_CLASS_EXPECTED: dict[type, str] = {
+    EdgeConfig: "a stage name or a mapping {to: <stage>, guards: [<predicate names>]}",
+    StageConfig: "a mapping {name, instruction}",
+    GraphConfig: "a stage graph mapping",
+    PlanModeConfig: "a mapping {section}",
+}
+_CONVERTER = _make_converter()
+
+
+def _class_fields_by_key(cl: type) -> dict[str, attrs.Attribute[Any]]:
+    return {yaml_key(f): f for f in attrs.fields(cl)}
+
+
+def _walk_cattrs(
+    exc: BaseException, cl: Any, npath: NativePath, report: _Report, allowed_extra: tuple[str, ...] = ()
+) -> None:
+    """Report every leaf of a cattrs validation error tree at its position."""
+    if isinstance(exc, BaseValidationError):
+        for sub in exc.exceptions:
+            child_path, child_cl = npath, cl
+            for note in getattr(sub, "__notes__", []):
+                if isinstance(note, AttributeValidationNote):
+                    field = attrs.fields_dict(cl)[note.name] if attrs.has(cl) else None
+                    key = yaml_key(field) if field is not None else note.name
+                    child_path, child_cl = (*npath, key), note.type
+                    if isinstance(sub, KeyError):
+                        _report_missing(cl, key, npath, report)
+                        child_path = ()
+                    break
+                if isinstance(note, IterableValidationNote):
+                    child_path, child_cl = (*npath, note.index), note.type
+                    break
+            if child_path == () and isinstance(sub, KeyError):
+                continue
+            _walk_cattrs(sub, _unwrap(child_cl), child_path, report)
+        return
+    if isinstance(exc, ForbiddenExtraKeysError):
+        known = list(_class_fields_by_key(exc.cl))
+        if exc.cl is GraphConfig and not npath:
+            known.append(PLAN_MODE_KEY)
+        for key in sorted(exc.extra_fields):
+            report.error((*npath, key), _unknown_key_message(key, known), at_key=True)
+        return
+    report.error(npath, str(exc) if isinstance(exc, _TypeProblem) else f"invalid value: {exc}")
+
+
+def _unwrap(t: Any) -> Any:
+    """The class inside ``X | None`` / ``tuple[X, ...]`` annotations (for nested notes)."""
+    while True:
+        if _is_optional(t):
+            t = next(a for a in get_args(t) if a is not type(None))
+        elif _is_hom_tuple(t):
+            t = get_args(t)[0]
+        else:
+            return t
+
+
+def _report_missing(cl: Any, key: str, npath: NativePath, report: _Report) -> None:
+    field = _class_fields_by_key(cl)[key]
+    shown = key
+    if report.plugin_form and field_rule(field).plugin_key:
+        shown = field_rule(field).plugin_key or key
+    loc = report.loc(npath)
+    report.error_at(
+        loc.value,
+        _join(loc.display, shown),
+        f"required key is missing; expected {field_rule(field).expected}",
+    )
+
+
+def _unknown_key_message(key: str, known: list[str]) -> str:
+    import difflib
+
+    hint = ""
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+    camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key)
+    for candidate in (snake, camel):
+        if candidate != key and candidate in known:
+            hint = f" (did you mean `{candidate}`?)"
+            break
+    else:
+        close = difflib.get_close_matches(key, known, n=1)
+        if close:
+            hint = f" (did you mean `{close[0]}`?)"
+    return f"unknown key(s) {key}{hint}; expected one of: {', '.join(known)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules beyond types
+# ---------------------------------------------------------------------------------------------
+
+
+def _template_environment() -> Any:
+    """The shared jinja2 environment (``fsm_stage.prompts.environment``)."""
+    try:
+        from fsm_stage.prompts import environment
+    except ImportError:  # pragma: no cover - until the prompts module lands
+        from jinja2 import StrictUndefined
+        from jinja2.sandbox import SandboxedEnvironment
+
+        return SandboxedEnvironment(
+            variable_start_string="<<", variable_end_string=">>", undefined=StrictUndefined
+        )
+    return environment()
+
+
+_DSH_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _check_template(text: str, npath: NativePath, report: _Report, *, native: bool) -> None:
+    import jinja2
+    from jinja2 import meta
+
+    if native:
+        m = _DSH_VARIABLE.search(text)
+        if m:
+            report.error(
+                npath,
+                f"uses {m.group(0)}; the native form writes template variables as "
+                f"<< {m.group(1)} >> (the {{{{ }}}} syntax is for the plugin-list form)",
+            )
+            return
+    env = _template_environment()
+    try:
+        ast = env.parse(text)
+    except jinja2.TemplateSyntaxError as err:
+        report.error(
+            npath,
+            f"template syntax error on template line {err.lineno}: {err.message}; "
+            "expected a jinja2 template using << stage_current >> / << stage_targets >>",
+        )
+        return
+    unknown = sorted(meta.find_undeclared_variables(ast) - TEMPLATE_VARIABLES)
+    if unknown:
+        report.error(
+            npath,
+            f"template uses unknown variable(s) {', '.join(unknown)}; "
+            f"expected only {', '.join(sorted(TEMPLATE_VARIABLES))}",
+        )
+
+
+def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, report: _Report) -> None:
+    """Apply the ``FieldRule`` value constraints (pattern, non-blank, minimum, min_items)."""
+    for key, field in _class_fields_by_key(cl).items():
+        if key not in value:
+            continue
+        v, rule, child = value[key], field_rule(field), (*npath, key)
+        shown = report.loc(child).display.rsplit(".", 1)[-1]
+        if isinstance(v, str):
+            if rule.non_blank and not v.strip():
+                if field.default is attrs.NOTHING:
+                    report.error(child, f"is blank; expected {rule.expected}")
+                else:
+                    report.error(child, f"is blank; `{shown}` must be a non-empty string when supplied")
+            elif rule.pattern is not None and not re.fullmatch(rule.pattern, v) and key != "initial":
+                report.error(child, f"must match {rule.pattern}, got {json.dumps(v, ensure_ascii=False)}")
+        elif isinstance(v, int | float) and not isinstance(v, bool) and rule.minimum is not None:
+            if not math.isfinite(v) or v < rule.minimum:
+                report.error(child, f"must be a non-negative finite number, got {v}")
+        elif isinstance(v, list) and rule.min_items is not None and len(v) < rule.min_items:
+            report.error(child, f"is empty; expected {rule.expected}")
+
+
+def _check_handoff_dir(value: object, npath: NativePath, report: _Report) -> None:
+    if not isinstance(value, str) or not value.strip():
+        return
+    posix, windows = PurePosixPath(value), PureWindowsPath(value)
+    if posix.is_absolute() or windows.is_absolute() or windows.drive or value.startswith(("\\", "~")):
+        report.error(
+            npath, f"is an absolute path ({value}); expected a folder relative to the session directory"
+        )
+    elif ".." in posix.parts or ".." in windows.parts:
+        report.error(npath, f"leaves the session directory ({value}); `..` components are not allowed")
+    elif "\0" in value:
+        report.error(npath, "contains a NUL character; expected a plain relative folder path")
+
+
+def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
+    """Value and cross-reference rules of a graph (stage-switch spec §1.2, fsm_stage edges)."""
+    _check_field_rules(data, GraphConfig, (), report)
+    stages = data.get("stages")
+    names: list[str] = []
+    if isinstance(stages, list):
+        seen: set[str] = set()
+        for i, stage in enumerate(stages):
+            if not isinstance(stage, Mapping):
+                continue
+            _check_field_rules(stage, StageConfig, ("stages", i), report)
+            name = stage.get("name")
+            if isinstance(name, str):
+                if name in seen:
+                    report.error(
+                        ("stages", i, "name"), f'duplicate stage "{name}"; stage names must be unique'
+                    )
+                else:
+                    names.append(name)
+                seen.add(name)
+        for i, stage in enumerate(stages):
+            if isinstance(stage, Mapping) and isinstance(stage.get("targets"), list):
+                _check_targets(stage, i, names, report)
+    initial = data.get("initial")
+    if isinstance(initial, str) and names and initial not in names:
+        report.error(
+            ("initial",),
+            f"{json.dumps(initial)} must name a configured stage; expected one of: {', '.join(names)}",
+        )
+    _check_handoff_dir(data.get("handoff_dir"), ("handoff_dir",), report)
+    section = data.get("section")
+    if isinstance(section, str) and section.strip():
+        _check_template(section, ("section",), report, native=not report.plugin_form)
+
+
+def _check_targets(stage: Mapping[str, Any], i: int, names: list[str], report: _Report) -> None:
+    own = stage.get("name")
+    seen: set[str] = set()
+    for j, edge in enumerate(stage["targets"]):
+        target: object = edge
+        tpath: NativePath = ("stages", i, "targets", j)
+        guards: object = ()
+        if isinstance(edge, Mapping):
+            target, tpath, guards = edge.get("to"), (*tpath, "to"), edge.get("guards", ())
+        if not isinstance(target, str):
+            continue
+        if target == own:
+            report.error(tpath, f'stage "{own}" cannot target itself; expected another configured stage')
+        elif names and target not in names:
+            report.error(
+                tpath, f'"{target}" must name a configured stage; expected one of: {", ".join(names)}'
+            )
+        elif target in seen:
+            report.error(tpath, f'duplicate target "{target}"; list each target once (merge the guards)')
+        seen.add(target)
+        if isinstance(guards, list):
+            gseen: set[str] = set()
+            for k, guard in enumerate(guards):
+                gpath = ("stages", i, "targets", j, "guards", k)
+                if not isinstance(guard, str):
+                    continue
+                if not re.fullmatch(GUARD_NAME_PATTERN, guard):
+                    report.error(gpath, f"must match {GUARD_NAME_PATTERN}, got {json.dumps(guard)}")
+                elif guard in gseen:
+                    report.error(gpath, f'duplicate guard "{guard}"; list each predicate once')
+                gseen.add(guard)
+
+
+def _unreachable(graph: GraphConfig) -> list[int]:
+    """Indexes of stages that no chain of edges from ``initial`` reaches."""
+    reached = {graph.initial_stage}
+    frontier = [graph.initial_stage]
+    while frontier:
+        for edge in graph.edges_from(frontier.pop()):
+            if edge.target not in reached:
+                reached.add(edge.target)
+                frontier.append(edge.target)
+    return [i for i, s in enumerate(graph.stages) if s.name not in reached]
+
+
+# ---------------------------------------------------------------------------------------------
+# The two forms
+# ---------------------------------------------------------------------------------------------
+
+_PLUGIN_ENTRY_KEYS = ("id", "name", "config")
+_PLUGIN_IDS = (STAGE_SWITCH_PLUGIN_ID, PLAN_MODE_PLUGIN_ID)
+
+
+def _plugin_keys(cl: type) -> dict[str, str]:
+    """plugin-form key -> attribute/native key of ``cl`` (only fields the plugin form accepts)."""
+    return {field_rule(f).plugin_key or "": yaml_key(f) for f in attrs.fields(cl) if field_rule(f).plugin_key}
+
+
+def _plugin_renamer(report: _Report) -> _Renamer:
+    graph_keys, stage_keys, plan_keys = (
+        _plugin_keys(GraphConfig),
+        _plugin_keys(StageConfig),
+        _plugin_keys(PlanModeConfig),
+    )
+
+    def rename(npath: NativePath, key: str) -> str | None:
+        if npath == ():
+            table = graph_keys
+        elif npath == (PLAN_MODE_KEY,):
+            table = plan_keys
+        elif len(npath) == 2 and npath[0] == "stages":
+            table = stage_keys
+        else:
+            return key
+        if key in table:
+            return table[key]
+        loc = report.loc(npath)
+        child_display = _join(loc.display, key)
+        report.pending_unknown.append((npath, key, child_display, list(table)))
+        return None
+
+    return rename
+
+
+def _load_plugin_list(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
+    from ruamel.yaml.comments import CommentedMap
+
+    report.plugin_form = True
+    native: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    any_entry = False
+    for idx, entry in enumerate(tree):
+        epos = (tree.lc.item(idx)[0] + 1, tree.lc.item(idx)[1] + 1)
+        edisplay = f"[{idx}]"
+        if not isinstance(entry, CommentedMap):
+            report.error_at(
+                epos,
+                edisplay,
+                "expected a plugin entry mapping {id, name, config}, "
+                f"got {_describe(_plain_scalar(entry))}",
+            )
+            continue
+        for key in entry:
+            if key not in _PLUGIN_ENTRY_KEYS:
+                kl, kc = entry.lc.key(key)
+                report.error_at(
+                    (kl + 1, kc + 1),
+                    f"{edisplay}.{key}",
+                    _unknown_key_message(str(key), list(_PLUGIN_ENTRY_KEYS)),
+                )
+        pid = entry.get("id")
+        if "id" not in entry:
+            report.error_at(
+                epos, f"{edisplay}.id", f"required key is missing; expected one of: {', '.join(_PLUGIN_IDS)}"
+            )
+            continue
+        il, ic = entry.lc.value("id")
+        if pid not in _PLUGIN_IDS:
+            report.error_at(
+                (il + 1, ic + 1),
+                f"{edisplay}.id",
+                f"unknown plugin id {json.dumps(_plain_scalar(pid), default=str)}; "
+                f"expected one of: {', '.join(_PLUGIN_IDS)}",
+            )
+            continue
+        if pid in seen:
+            report.error_at(
+                (il + 1, ic + 1),
+                f"{edisplay}.id",
+                f"duplicate plugin {json.dumps(pid)} (already at [{seen[pid]}]); expected each plugin once",
+            )
+            continue
+        seen[pid] = idx
+        name = entry.get("name")
+        if "name" in entry and (not isinstance(name, str) or not name.strip()):
+            nl, nc = entry.lc.value("name")
+            report.error_at(
+                (nl + 1, nc + 1),
+                f"{edisplay}.name",
+                f"expected a non-empty package name string, got {_describe(_plain_scalar(name))}",
+            )
+        if "config" not in entry:
+            report.error_at(
+                epos, f"{edisplay}.config", "required key is missing; expected the plugin's config mapping"
+            )
+            continue
+        config = entry["config"]
+        cl, cc = entry.lc.value("config")
+        cdisplay = f"{edisplay}.config"
+        if not isinstance(config, CommentedMap):
+            report.error_at(
+                (cl + 1, cc + 1),
+                cdisplay,
+                f"expected a config mapping, got {_describe(_plain_scalar(config))}",
+            )
+            continue
+        any_entry = True
+        cpos = _node_pos(config, (cl + 1, cc + 1))
+        if pid == STAGE_SWITCH_PLUGIN_ID:
+            report.locs[()] = _Loc(cdisplay, cpos, cpos)
+            graph = _to_plain(config, (), cdisplay, report, _plugin_renamer(report))
+            assert isinstance(graph, dict)
+            section = graph.get("section")
+            if isinstance(section, str):
+                graph["section"] = _DSH_VARIABLE.sub(lambda m: f"<< {m.group(1)} >>", section)
+            graph = {"name": stem, **graph}
+            native.update(graph)
+        else:
+            report.locs[(PLAN_MODE_KEY,)] = _Loc(cdisplay, cpos, cpos)
+            native[PLAN_MODE_KEY] = _to_plain(
+                config, (PLAN_MODE_KEY,), cdisplay, report, _plugin_renamer(report)
+            )
+    for npath, key, display, known in report.pending_unknown:
+        loc = report.loc((*npath, key)) if (*npath, key) in report.locs else None
+        pos = loc.key if loc else _find_key_pos(tree, display)
+        report.error_at(pos, display, _unknown_key_message(key, known))
+    if not any_entry and not report.errors:
+        report.error_at(
+            (1, 1),
+            "(file)",
+            "the plugin list holds no entry; expected `- id: stage-switch` and/or `- id: plan-mode`",
+        )
+    return native if any_entry else None
+
+
+def _find_key_pos(tree: Any, display: str) -> tuple[int, int]:
+    """Position of the key at ``display`` (``[0].config.stages[1].targets``) in the ruamel tree."""
+    node: Any = tree
+    pos = (1, 1)
+    for m in re.finditer(r"\[(\d+)\]|\.?([^.\[]+)", display):
+        if m.group(1) is not None:
+            i = int(m.group(1))
+            line, col = node.lc.item(i)
+            node = node[i]
+        else:
+            key = m.group(2)
+            line, col = node.lc.key(key)
+            node = node[key]
+        pos = (line + 1, col + 1)
+    return pos
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------
+
+
+def load_config_text(text: str, path: str = "<string>", *, strict: bool = False) -> ConfigFile:
+    """Load one YAML document (native or plugin-list form) into a validated ``ConfigFile``.
+
+    ``path`` is used in messages and as the default graph name (its stem). Raises
+    ``ConfigError`` whose ``problems`` are every positioned problem of the file (one line each,
+    sorted by position). ``strict`` turns warnings (unreachable stages) into errors.
+    Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
+    """
+    report = _Report(path)
+    ok, tree = _parse_yaml(text, report)
+    stem = Path(path).stem if not path.startswith("<") else "stage-graph"
+    native: dict[str, Any] | None = None
+    if ok:
+        native = _to_native(tree, report, stem)
+    graph: GraphConfig | None = None
+    plan: PlanModeConfig | None = None
+    if native is not None:
+        graph_part = {k: v for k, v in native.items() if k != PLAN_MODE_KEY}
+        if graph_part:
+            graph_part.setdefault("name", stem)
+            graph = _structure(graph_part, GraphConfig, (), report)
+            _check_graph(graph_part, report)
+        if PLAN_MODE_KEY in native:
+            pm = native[PLAN_MODE_KEY]
+            plan = _structure(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
+            if isinstance(pm, Mapping):
+                _check_field_rules(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
+    if graph is not None and not report.errors:
+        for i in _unreachable(graph):
+            report.warn(
+                ("stages", i, "name"),
+                f'stage "{graph.stages[i].name}" is unreachable from initial stage '
+                f'"{graph.initial_stage}" through `targets`; add it to a stage\'s targets or remove it',
+            )
+    if strict:
+        report.errors.extend(report.warnings)
+        report.warnings = []
+    if report.errors:
+        raise ConfigError(report.sorted_lines(report.errors))
+    return ConfigFile(
+        path=path, graph=graph, plan_mode=plan, warnings=tuple(report.sorted_lines(report.warnings))
+    )
+
+
+def load_config(path: str | Path, *, strict: bool = False) -> ConfigFile:
+    """Read and load the YAML file at ``path`` (see ``load_config_text``).
+
+    Raises ``ConfigError`` (one positioned line per problem); an unreadable or missing file is
+    a one-line ``ConfigError`` too.
+    """
+    shown = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{shown}:1:1: (file): no such file; expected a YAML stage graph file"]) from None
+    except IsADirectoryError:
+        raise ConfigError(
+            [f"{shown}:1:1: (file): is a directory; expected a YAML stage graph file"]
+        ) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            [f"{shown}:1:1: (file): not UTF-8 text ({err.reason}); expected a UTF-8 YAML file"]
+        ) from None
+    except OSError as err:
+        raise ConfigError(
+            [f"{shown}:1:1: (file): cannot read ({err.strerror}); expected a readable YAML file"]
+        ) from None
+    return load_config_text(text, shown, strict=strict)
+
+
+def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if tree is None:
+        report.error_at(
+            (1, 1), "(file)", "the file is empty; expected a stage graph mapping or a plugin list"
+        )
+        return None
+    if isinstance(tree, CommentedSeq):
+        return _load_plugin_list(tree, report, stem)
+    if not isinstance(tree, CommentedMap):
+        report.error_at(
+            _node_pos(tree),
+            "(file)",
+            f"expected a stage graph mapping or a plugin list, got {_describe(_plain_scalar(tree))}",
+        )
+        return None
+    pos = _node_pos(tree)
+    report.locs[()] = _Loc("", pos, pos)
+    native = _to_plain(tree, (), "", report)
+    assert isinstance(native, dict)
+    if not native:
+        report.error_at(
+            pos, "(file)", "the file declares nothing; expected `stages` and `section` and/or `plan_mode`"
+        )
+        return None
+    return native
+
+
+def _structure(value: object, cl: type[Any], npath: NativePath, report: _Report) -> Any:
+    try:
+        return _CONVERTER.structure(value, cl)
+    except Exception as exc:
+        if isinstance(exc, BaseValidationError | ForbiddenExtraKeysError | _TypeProblem):
+            _walk_cattrs(exc, cl, npath, report)
+            return None
+        raise
+
+
+def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, Any]:
+    """A plain, JSON-able dict of what ``config`` means (input of the graph fingerprint).
+
+    Defaults are resolved (``initial`` → the initial stage; ``targets: None`` → the explicit
+    list of every other stage) and documentation-only fields (``description``) are left out,
+    so two files that behave the same normalise the same. Edges are ``{"to", "guards"}``.
+    A ``ConfigFile`` gives ``{"graph": …|None, "plan_mode": …|None}``.
+    """
+    if isinstance(config, ConfigFile):
+        return {
+            "graph": normalised(config.graph) if config.graph is not None else None,
+            "plan_mode": normalised(config.plan_mode) if config.plan_mode is not None else None,
+        }
+    if isinstance(config, PlanModeConfig):
+        return {"section": config.section}
+    return {
+        "name": config.name,
+        "initial": config.initial_stage,
+        "section": config.section,
+        "handoff_dir": config.handoff_dir,
+        "min_handoff_tokens": config.min_handoff_tokens,
+        "language": config.language,
+        "stages": [
+            {
+                "name": s.name,
+                "instruction": s.instruction,
+                "targets": [{"to": e.target, "guards": list(e.guards)} for e in config.edges_from(s.name)],
+            }
+            for s in config.stages
+        ],
+    }
+
+
+def iter_stage_graph_files(folder: Path) -> Iterator[Path]:
+    """The ``*.yaml`` / ``*.yml`` files directly inside ``folder``, sorted by name."""
+    yield from sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())

@@ -1,0 +1,468 @@
+"""Compile stage graphs into shared, read-only ``transitions`` machines (DESIGN.md §5).
+
+One ``transitions.Machine`` per graph, cached by the graph's fingerprint, shared by every
+session. Sessions are never ``add_model``-ed: a session's stage lives on a tiny
+:class:`StageCursor` (``__slots__ = ("state",)``) that is handed to the machine for one call
+and carries nothing else, so no method is ever bound onto it and the machine keeps no
+reference to it.
+
+Triggers and guards
+-------------------
+* Stage graphs: ``goto:<target>`` for every model edge ``stage -> target``
+  (``GraphConfig.edges_from``; ``targets`` omitted = every other stage). Each transition has
+  the conditions ``eligible`` (ctx ``eligible(guard_names) -> bool`` holds for the edge's
+  guard names; an edge without guards is always eligible) and ``approved`` (ctx ``approval``
+  equals the destination). Both return exactly ``True`` or ``False``; a guard callable
+  answering anything but ``True`` (``1``, ``"yes"``) counts as refused.
+* Plan mode (:func:`compile_plan_mode`): states ``default`` / ``plan``; ``enter_plan``
+  (default→plan), ``leave_plan`` (plan→default, the user's ``/plan off``) and ``exit_plan``
+  (plan→default, guarded by ``approved`` with ``approval == "default"``).
+
+Durable first (DESIGN.md invariant 2)
+-------------------------------------
+Every transition calls ctx ``commit()`` in its ``before`` callback, after the guards passed
+and before the state changes. If ``commit`` raises, the cursor keeps its old state and the
+exception propagates. ``commit`` must be passed explicitly (``commit=None`` states that there
+is nothing durable to write, e.g. in a what-if simulation); leaving it out is a ``TypeError``.
+
+User jumps
+----------
+:meth:`CompiledGraph.jump` moves a cursor to any configured stage without guards (the user's
+``/stage <name>``): it calls ``commit()`` and only then assigns the state with
+``machine.set_state`` (which checks membership). No transitions are built for jumps, so a
+graph with N stages costs O(edges), not O(N²).
+
+Evaluation without side effects
+-------------------------------
+:meth:`CompiledGraph.can_fire` evaluates the same ``transitions`` condition objects the
+trigger uses, without running ``prepare``/``before`` callbacks (there are none) and without
+calling ``commit``. :meth:`CompiledGraph.explain_refusal` names why an edge would be refused,
+so a controller can tell the model before firing; the guard stays the final enforcement.
+
+Tested against transitions 0.9.3 (``pyproject.toml`` pins ``>=0.9.3,<0.10``); the wrappers
+rely on ``Machine.events``, ``Event.transitions``, ``Transition.conditions``,
+``Condition.check`` and ``EventData``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal
+
+import attrs
+from transitions import EventData, Machine
+
+from fsm_stage.config import EdgeConfig, GraphConfig
+from fsm_stage.errors import FsmStageError
+
+__all__ = [
+    "GOTO_PREFIX",
+    "PLAN_DEFAULT",
+    "PLAN_ENTER",
+    "PLAN_EXIT",
+    "PLAN_LEAVE",
+    "PLAN_STATE",
+    "CompiledGraph",
+    "Refusal",
+    "StageCursor",
+    "UnknownStageError",
+    "compile_graph",
+    "compile_plan_mode",
+    "fingerprint",
+    "goto",
+]
+
+GOTO_PREFIX: Final = "goto:"
+PLAN_DEFAULT: Final = "default"
+PLAN_STATE: Final = "plan"
+PLAN_ENTER: Final = "enter_plan"
+PLAN_LEAVE: Final = "leave_plan"
+PLAN_EXIT: Final = "exit_plan"
+
+_FINGERPRINT_VERSION: Final = "fsm_stage.graph/1"
+_CACHE_SIZE: Final = 64
+
+
+def goto(target: str) -> str:
+    """The trigger name of a model transition to ``target`` (``"goto:<target>"``)."""
+    return f"{GOTO_PREFIX}{target}"
+
+
+class UnknownStageError(FsmStageError, ValueError):
+    """A cursor or jump names a stage the compiled graph does not have.
+
+    Not a ``UserError``: controllers validate user input (``/stage``) before calling; a log
+    folded from an older graph is handled by the controller (e.g. by jumping).
+    """
+
+
+class StageCursor:
+    """A session's position in a compiled graph: only ``state`` (a stage name).
+
+    Never registered with the machine; nothing can be bound onto it (``__slots__``).
+    """
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"StageCursor({self.state!r})"
+
+
+@attrs.frozen
+class Refusal:
+    """Why a model transition ``current -> target`` would be refused (see ``explain_refusal``).
+
+    ``kind``:
+      * ``"unknown_target"``: ``target`` is not a stage of the graph;
+      * ``"current"``: ``target`` is the current stage;
+      * ``"unknown_current"``: the cursor's stage is not in the graph (e.g. a log from an
+        older graph); only a user jump can leave it;
+      * ``"not_an_edge"``: the graph has no edge ``current -> target`` (``allowed`` lists the
+        targets it has, in configured order);
+      * ``"guard"``: the edge's eligibility guards do not hold (``failing`` names them).
+    """
+
+    kind: Literal["unknown_target", "current", "unknown_current", "not_an_edge", "guard"]
+    current: str
+    target: str
+    allowed: tuple[str, ...] = ()
+    failing: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.kind == "unknown_target":
+            return f"{self.target!r} is not a stage of this graph"
+        if self.kind == "current":
+            return f"{self.target!r} is already the current stage"
+        if self.kind == "unknown_current":
+            return f"the current stage {self.current!r} is not in this graph"
+        if self.kind == "not_an_edge":
+            allowed = ", ".join(self.allowed) or "none"
+            return f"no transition {self.current} -> {self.target} (allowed: {allowed})"
+        return f"transition {self.current} -> {self.target} refused: guard(s) {', '.join(self.failing)} fail"
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def _eligible(guards: tuple[str, ...], event: EventData) -> bool:
+    """Condition ``eligible``: ctx ``eligible(guards)`` is exactly True (no guards: True)."""
+    if not guards:
+        return True
+    check = event.kwargs.get("eligible")
+    if check is None:
+        raise TypeError(
+            f"trigger {event.event.name!r} has guards {list(guards)} but no eligible= callable was passed"
+        )
+    return check(guards) is True
+
+
+def _approved(event: EventData) -> bool:
+    """Condition ``approved``: ctx ``approval`` equals the transition's destination."""
+    approval = event.kwargs.get("approval")
+    return event.transition is not None and approval is not None and approval == event.transition.dest
+
+
+def _commit(event: EventData) -> None:
+    """``before`` callback: the durable append (ctx ``commit``), before the state changes."""
+    if "commit" not in event.kwargs:
+        raise TypeError(
+            f"trigger {event.event.name!r} needs commit= (a callable, or None when nothing is durable)"
+        )
+    commit = event.kwargs["commit"]
+    if commit is not None:
+        commit()
+
+
+def _eligible_condition(guards: tuple[str, ...]) -> Callable[[EventData], bool]:
+    cond = functools.partial(_eligible, guards)
+    cond.__name__ = "eligible"  # type: ignore[attr-defined]  # shown by transitions' logging/diagrams
+    return cond
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def _normalised(config: GraphConfig) -> dict[str, Any]:
+    try:
+        from fsm_stage.config import normalised  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return attrs.asdict(config)
+    result: dict[str, Any] = normalised(config)
+    return result
+
+
+def fingerprint(config: GraphConfig) -> str:
+    """Stable fingerprint of a graph: ``sha256`` hex of the canonical JSON of its normalised
+    config (sorted keys, no whitespace), prefixed with a format version.
+
+    Equal configs give equal fingerprints in every process; any change to a stage, an edge, a
+    guard, an instruction or a template gives a different one.
+    """
+    canonical = json.dumps(_normalised(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{_FINGERPRINT_VERSION}\n{canonical}".encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- compiled graph
+
+
+class CompiledGraph:
+    """A compiled, read-only state machine shared by every session of one graph.
+
+    Attributes: ``config`` (the ``GraphConfig``; ``None`` for plan mode), ``name``, ``machine`` (the
+    ``transitions.Machine``: ``model=None``, ``auto_transitions=False``, ``send_event=True``,
+    ``queued=False``), ``fingerprint`` (hex sha256), ``initial`` (stage name), ``states``
+    (stage names in configured order).
+
+    Instances are immutable after construction and safe to share across threads; serialise
+    fire/jump per session (one lock around fold -> fire -> append, DESIGN.md §5).
+    """
+
+    __slots__ = ("_edges", "_triggers", "config", "fingerprint", "initial", "machine", "name", "states")
+
+    def __init__(
+        self,
+        *,
+        states: tuple[str, ...],
+        initial: str,
+        transitions: list[dict[str, Any]],
+        fingerprint: str,
+        config: GraphConfig | None,
+        edges: Mapping[str, tuple[EdgeConfig, ...]],
+        name: str,
+    ) -> None:
+        self.config = config
+        self.name = name
+        self.fingerprint = fingerprint
+        self.initial = initial
+        self.states = states
+        self._edges = dict(edges)
+        triggers: dict[str, list[str]] = {state: [] for state in states}
+        for t in transitions:
+            if t["trigger"] not in triggers[t["source"]]:
+                triggers[t["source"]].append(t["trigger"])
+        self._triggers = {state: tuple(names) for state, names in triggers.items()}
+        self.machine = Machine(
+            model=None,
+            states=list(states),
+            initial=initial,
+            transitions=transitions,
+            auto_transitions=False,
+            send_event=True,
+            queued=False,
+            ignore_invalid_triggers=False,
+            name=name,
+        )
+
+    def __repr__(self) -> str:
+        return f"<CompiledGraph {self.name!r} {len(self.states)} states {self.fingerprint[:12]}>"
+
+    # -- cursors -----------------------------------------------------------------------
+
+    def new_cursor(self, state: str | None = None) -> StageCursor:
+        """A cursor at ``state`` (default: ``initial``). Raises ``UnknownStageError`` for a stage
+        the graph does not have."""
+        state = self.initial if state is None else state
+        self._check_state(state, "cursor")
+        return StageCursor(state)
+
+    def has_state(self, state: str) -> bool:
+        """Whether ``state`` is a stage of this graph."""
+        return state in self.machine.states
+
+    def _check_state(self, state: str, what: str) -> None:
+        if state not in self.machine.states:
+            raise UnknownStageError(f"{what} stage {state!r} is not in graph {self.name!r}")
+
+    def triggers(self, state: str) -> tuple[str, ...]:
+        """Trigger names with a transition out of ``state``, ignoring guards, in configured order
+        (empty for an unknown stage)."""
+        return self._triggers.get(state, ())
+
+    def edges_from(self, state: str) -> tuple[EdgeConfig, ...]:
+        """Model edges out of ``state`` in configured order (empty for an unknown stage)."""
+        return self._edges.get(state, ())
+
+    # -- firing -----------------------------------------------------------------------
+
+    def _event_transitions(self, cursor: StageCursor, trigger: str) -> list[Any]:
+        event = self.machine.events.get(trigger)
+        if event is None:
+            raise KeyError(f"graph {self.name!r} has no trigger {trigger!r}")
+        self._check_state(cursor.state, "cursor")
+        result: list[Any] = event.transitions.get(cursor.state, [])
+        return result
+
+    def can_fire(self, cursor: StageCursor, trigger: str, **ctx: Any) -> bool:
+        """Whether ``fire(cursor, trigger, **ctx)`` would change the state, without side effects.
+
+        Evaluates the trigger's transitions out of ``cursor.state`` in order with the same
+        condition objects ``fire`` uses; never calls ``commit`` or any other callback. False when
+        there is no such transition. Raises ``KeyError`` for a trigger the graph does not define
+        and ``UnknownStageError`` when ``cursor.state`` is not in the graph.
+        """
+        candidates = self._event_transitions(cursor, trigger)
+        if not candidates:
+            return False
+        event = self.machine.events[trigger]
+        for transition in candidates:
+            data = EventData(self.machine.get_state(cursor.state), event, self.machine, cursor, (), ctx)
+            data.transition = transition
+            if all(cond.check(data) for cond in transition.conditions):
+                return True
+        return False
+
+    def fire(self, cursor: StageCursor, trigger: str, **ctx: Any) -> bool:
+        """Fire ``trigger`` for ``cursor`` through the machine; True when the state changed.
+
+        ``ctx`` is passed to conditions and callbacks as trigger kwargs: ``commit`` (required;
+        callable or None), ``eligible`` (required when the edge has guards), ``approval``.
+        Returns False (state unchanged, nothing committed) when no transition exists from the
+        cursor's stage or a guard refuses. Exceptions from ``commit`` or a guard propagate with
+        the state unchanged. Raises ``KeyError`` for an unknown trigger, ``UnknownStageError``
+        when ``cursor.state`` is not in the graph.
+        """
+        if not self._event_transitions(cursor, trigger):
+            return False
+        result: bool = self.machine.events[trigger].trigger(cursor, **ctx)
+        return result
+
+    def jump(self, cursor: StageCursor, target: str, *, commit: Callable[[], None] | None) -> None:
+        """Move ``cursor`` to ``target`` with no guards (a user jump: ``/stage <name>``).
+
+        Durable first: ``commit()`` runs before the state is assigned; if it raises, the state is
+        unchanged and the exception propagates. Raises ``UnknownStageError`` (before committing)
+        when ``target`` is not a stage of this graph. A jump to the current stage still commits
+        (the caller decides whether that is a no-op).
+        """
+        self._check_state(target, "jump target")
+        if commit is not None:
+            commit()
+        self.machine.set_state(target, model=cursor)
+
+    def explain_refusal(
+        self,
+        cursor: StageCursor,
+        target: str,
+        eligible: Callable[[tuple[str, ...]], bool] | None = None,
+    ) -> Refusal | None:
+        """Why the model transition ``cursor.state -> target`` would be refused, or None.
+
+        Checks, in order: target configured, target not current, current stage known, an edge
+        exists, the edge's guards hold (``eligible(guards) is True``; when not, each guard is
+        evaluated alone to name the failing ones). Review approval is not checked (it is asked
+        after these checks pass). Pure: never commits.
+        """
+        current = cursor.state
+        if not self.has_state(target):
+            return Refusal("unknown_target", current, target)
+        if target == current:
+            return Refusal("current", current, target)
+        if not self.has_state(current):
+            return Refusal("unknown_current", current, target)
+        edges = self.edges_from(current)
+        edge = next((e for e in edges if e.target == target), None)
+        if edge is None:
+            return Refusal("not_an_edge", current, target, allowed=tuple(e.target for e in edges))
+        if edge.guards and (eligible is None or eligible(edge.guards) is not True):
+            failing = edge.guards
+            if eligible is not None:
+                failing = tuple(g for g in edge.guards if eligible((g,)) is not True) or edge.guards
+            return Refusal("guard", current, target, failing=failing)
+        return None
+
+
+# --------------------------------------------------------------------------- compilation
+
+_cache: OrderedDict[str, CompiledGraph] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _build(config: GraphConfig, fp: str) -> CompiledGraph:
+    edges = {name: config.edges_from(name) for name in config.stage_names}
+    approved = [_approved]
+    commit = [_commit]
+    transitions: list[dict[str, Any]] = []
+    for source, out in edges.items():
+        for edge in out:
+            transitions.append(
+                {
+                    "trigger": goto(edge.target),
+                    "source": source,
+                    "dest": edge.target,
+                    "conditions": [_eligible_condition(edge.guards), *approved],
+                    "before": commit,
+                }
+            )
+    return CompiledGraph(
+        states=config.stage_names,
+        initial=config.initial_stage,
+        transitions=transitions,
+        fingerprint=fp,
+        config=config,
+        edges=edges,
+        name=config.name,
+    )
+
+
+def compile_graph(config: GraphConfig) -> CompiledGraph:
+    """Compile ``config`` into a shared :class:`CompiledGraph` (cached by fingerprint).
+
+    The config must already be validated (``load_config``): targets name configured stages.
+    The same fingerprint returns the same object (a bounded LRU cache of 64 graphs); a changed
+    graph compiles a new machine. Cost is O(stages + edges); ``targets`` omitted on every stage
+    means N·(N-1) edges.
+    """
+    fp = fingerprint(config)
+    with _cache_lock:
+        hit = _cache.get(fp)
+        if hit is not None:
+            _cache.move_to_end(fp)
+            return hit
+    compiled = _build(config, fp)
+    with _cache_lock:
+        existing = _cache.setdefault(fp, compiled)
+        _cache.move_to_end(fp)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return existing
+
+
+@functools.cache
+def compile_plan_mode() -> CompiledGraph:
+    """The plan-mode machine (one per process): states ``default``/``plan``.
+
+    Triggers: ``enter_plan`` (default→plan), ``leave_plan`` (plan→default, no guard: the user's
+    ``/plan off``), ``exit_plan`` (plan→default, guard ``approved``: ctx ``approval ==
+    "default"``, i.e. the reviewer approved leaving plan mode). All commit first.
+    """
+    commit = [_commit]
+    transitions = [
+        {"trigger": PLAN_ENTER, "source": PLAN_DEFAULT, "dest": PLAN_STATE, "before": commit},
+        {"trigger": PLAN_LEAVE, "source": PLAN_STATE, "dest": PLAN_DEFAULT, "before": commit},
+        {
+            "trigger": PLAN_EXIT,
+            "source": PLAN_STATE,
+            "dest": PLAN_DEFAULT,
+            "conditions": [_approved],
+            "before": commit,
+        },
+    ]
+    descriptor = json.dumps(transitions, default=lambda f: getattr(f, "__name__", "?"), sort_keys=True)
+    fp = hashlib.sha256(f"{_FINGERPRINT_VERSION}\nplan_mode\n{descriptor}".encode()).hexdigest()
+    return CompiledGraph(
+        states=(PLAN_DEFAULT, PLAN_STATE),
+        initial=PLAN_DEFAULT,
+        transitions=transitions,
+        fingerprint=fp,
+        config=None,
+        edges={},
+        name="plan_mode",
+    )

@@ -1,0 +1,443 @@
+"""Compiled stage graphs (fsm_stage.graph): one shared transitions machine, cursors, guards,
+durable-first commits, user jumps, plan mode and fingerprints (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import attrs
+import pytest
+import transitions
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig
+from fsm_stage.graph import (
+    PLAN_DEFAULT,
+    PLAN_ENTER,
+    PLAN_EXIT,
+    PLAN_LEAVE,
+    PLAN_STATE,
+    CompiledGraph,
+    Refusal,
+    StageCursor,
+    UnknownStageError,
+    compile_graph,
+    compile_plan_mode,
+    fingerprint,
+    goto,
+)
+
+
+def feature_work(**changes: object) -> GraphConfig:
+    """explore -> implement (guard has_plan) -> verify; verify -> any (targets omitted)."""
+    config = GraphConfig(
+        name="feature-work",
+        section="Stage << stage_current >>; next: << stage_targets >>",
+        stages=(
+            StageConfig("explore", "Explore.", (EdgeConfig("implement", ("has_plan",)),)),
+            StageConfig("implement", "Implement.", (EdgeConfig("verify"), EdgeConfig("explore"))),
+            StageConfig("verify", "Verify.", None),
+        ),
+    )
+    return attrs.evolve(config, **changes)
+
+
+def always(_: tuple[str, ...]) -> bool:
+    return True
+
+
+class Recorder:
+    """A commit callable that records the cursor's state at the time it runs."""
+
+    def __init__(self, cursor: StageCursor, fail: bool = False) -> None:
+        self.cursor, self.fail, self.seen = cursor, fail, []
+
+    def __call__(self) -> None:
+        self.seen.append(self.cursor.state)
+        if self.fail:
+            raise OSError("disk full")
+
+
+@pytest.fixture
+def graph() -> CompiledGraph:
+    return compile_graph(feature_work())
+
+
+def test_pinned_transitions_version() -> None:
+    """The wrappers are tested against transitions 0.9.x (pyproject pins >=0.9.3,<0.10)."""
+    assert transitions.__version__.startswith("0.9.")
+
+
+def test_machine_is_built_read_only_and_unattached(graph: CompiledGraph) -> None:
+    m = graph.machine
+    assert m.models == []
+    assert m.auto_transitions is False
+    assert m.send_event is True
+    assert m.has_queue is False
+    assert graph.states == ("explore", "implement", "verify")
+    assert graph.initial == "explore"
+    assert not any(name.startswith("to_") for name in m.events)
+
+
+def test_model_edges_become_goto_triggers(graph: CompiledGraph) -> None:
+    assert graph.triggers("explore") == (goto("implement"),)
+    assert set(graph.triggers("implement")) == {goto("verify"), goto("explore")}
+    # targets omitted: every other stage, in configured order
+    assert graph.triggers("verify") == (goto("explore"), goto("implement"))
+    assert [e.target for e in graph.edges_from("verify")] == ["explore", "implement"]
+
+
+def test_fire_commits_before_the_state_changes(graph: CompiledGraph) -> None:
+    """Durable first: commit() runs after the guards pass and sees the old state."""
+    cursor = graph.new_cursor()
+    commit = Recorder(cursor)
+    assert graph.fire(cursor, goto("implement"), eligible=always, approval="implement", commit=commit)
+    assert commit.seen == ["explore"]
+    assert cursor.state == "implement"
+
+
+def test_failed_commit_leaves_state_unchanged_and_propagates(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor("implement")
+    commit = Recorder(cursor, fail=True)
+    with pytest.raises(OSError, match="disk full"):
+        graph.fire(cursor, goto("verify"), approval="verify", commit=commit)
+    assert cursor.state == "implement"
+    assert commit.seen == ["implement"]
+
+
+def test_missing_commit_is_a_programming_error_with_state_unchanged(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor("implement")
+    with pytest.raises(TypeError, match="commit="):
+        graph.fire(cursor, goto("verify"), approval="verify")
+    assert cursor.state == "implement"
+    assert graph.fire(cursor, goto("verify"), approval="verify", commit=None)
+    assert cursor.state == "verify"
+
+
+def test_refused_guard_commits_nothing(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor("implement")
+    commit = Recorder(cursor)
+    assert not graph.fire(cursor, goto("verify"), approval="explore", commit=commit)
+    assert not graph.fire(cursor, goto("verify"), approval=None, commit=commit)
+    assert not graph.fire(cursor, goto("verify"), commit=commit)
+    assert commit.seen == [] and cursor.state == "implement"
+
+
+@pytest.mark.parametrize("answer", [1, "yes", [1], None, False, 0])
+def test_guards_must_return_exactly_true(graph: CompiledGraph, answer: object) -> None:
+    """A guard callable answering a truthy non-bool (or anything but True) refuses the edge."""
+    cursor = graph.new_cursor()
+    commit = Recorder(cursor)
+
+    def eligible(_: tuple[str, ...]) -> object:
+        return answer
+
+    assert not graph.can_fire(
+        cursor, goto("implement"), eligible=eligible, approval="implement", commit=commit
+    )
+    assert not graph.fire(cursor, goto("implement"), eligible=eligible, approval="implement", commit=commit)
+    assert cursor.state == "explore" and commit.seen == []
+
+
+def test_eligible_gets_the_edge_guards_and_is_skipped_without_guards(graph: CompiledGraph) -> None:
+    calls: list[tuple[str, ...]] = []
+
+    def eligible(guards: tuple[str, ...]) -> bool:
+        calls.append(guards)
+        return True
+
+    cursor = graph.new_cursor()
+    assert graph.fire(cursor, goto("implement"), eligible=eligible, approval="implement", commit=None)
+    assert graph.fire(cursor, goto("verify"), eligible=eligible, approval="verify", commit=None)
+    assert calls == [("has_plan",)]
+
+
+def test_guarded_edge_without_eligible_callable_raises(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor()
+    with pytest.raises(TypeError, match="eligible="):
+        graph.fire(cursor, goto("implement"), approval="implement", commit=None)
+    assert cursor.state == "explore"
+
+
+def test_can_fire_has_no_side_effects(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor()
+    commit = Recorder(cursor)
+    assert graph.can_fire(cursor, goto("implement"), eligible=always, approval="implement", commit=commit)
+    assert not graph.can_fire(cursor, goto("implement"), eligible=always, approval="verify", commit=commit)
+    assert commit.seen == [] and cursor.state == "explore"
+
+
+def test_no_edge_from_the_current_stage_is_false_not_an_error(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor()  # explore has no edge to verify
+    assert not graph.can_fire(cursor, goto("verify"), approval="verify", commit=None)
+    assert not graph.fire(cursor, goto("verify"), approval="verify", commit=None)
+    assert cursor.state == "explore"
+
+
+def test_unknown_trigger_and_unknown_stage_are_errors(graph: CompiledGraph) -> None:
+    with pytest.raises(KeyError, match="goto:nowhere"):
+        graph.fire(graph.new_cursor(), goto("nowhere"), commit=None)
+    stale = StageCursor("removed-stage")  # e.g. folded from a log written with an older graph
+    with pytest.raises(UnknownStageError, match="removed-stage"):
+        graph.fire(stale, goto("verify"), approval="verify", commit=None)
+    with pytest.raises(UnknownStageError):
+        graph.new_cursor("removed-stage")
+    # a user jump is the way out
+    graph.jump(stale, "verify", commit=None)
+    assert stale.state == "verify"
+
+
+def test_cursors_never_get_bound_methods(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor()
+    graph.fire(cursor, goto("implement"), eligible=always, approval="implement", commit=None)
+    graph.jump(cursor, "verify", commit=None)
+    assert StageCursor.__slots__ == ("state",)
+    assert not hasattr(cursor, "__dict__")
+    assert not any(name.startswith(("goto", "may_", "is_", "to_", "trigger")) for name in dir(cursor))
+    with pytest.raises(AttributeError):
+        cursor.extra = 1  # type: ignore[attr-defined]
+    assert graph.machine.models == []
+
+
+def test_one_machine_is_shared_by_many_cursors() -> None:
+    config = feature_work()
+    graph = compile_graph(config)
+    assert compile_graph(feature_work()) is graph  # equal config, distinct object: same machine
+    cursors = [graph.new_cursor(graph.states[i % 3]) for i in range(300)]
+    for cursor in cursors[::2]:
+        target = graph.edges_from(cursor.state)[0].target
+        assert graph.fire(cursor, goto(target), eligible=always, approval=target, commit=None)
+    expected = {
+        "explore": "implement",
+        "implement": "verify",
+        "verify": "explore",
+    }
+    for i, cursor in enumerate(cursors):
+        start = graph.states[i % 3]
+        assert cursor.state == (expected[start] if i % 2 == 0 else start)
+    assert graph.machine.models == []
+
+
+def test_shared_machine_across_threads() -> None:
+    """Many sessions, one machine, several threads: each cursor moves exactly by its own fires."""
+    graph = compile_graph(feature_work())
+    cursors = [graph.new_cursor("implement") for _ in range(200)]
+    commits: list[int] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> str:
+        cursor = cursors[i]
+
+        def commit() -> None:
+            with lock:
+                commits.append(i)
+
+        graph.fire(cursor, goto("verify"), approval="verify", commit=commit)
+        graph.fire(cursor, goto("explore"), approval="explore", commit=commit)
+        return cursor.state
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        states = list(pool.map(run, range(len(cursors))))
+    assert states == ["explore"] * len(cursors)
+    assert sorted(commits) == sorted(list(range(len(cursors))) * 2)
+
+
+def test_jump_goes_anywhere_durable_first(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor()  # explore has no edge to verify: a user jump ignores edges
+    commit = Recorder(cursor)
+    graph.jump(cursor, "verify", commit=commit)
+    assert commit.seen == ["explore"] and cursor.state == "verify"
+    failing = Recorder(cursor, fail=True)
+    with pytest.raises(OSError):
+        graph.jump(cursor, "implement", commit=failing)
+    assert cursor.state == "verify"
+
+
+def test_jump_to_unknown_stage_fails_before_committing(graph: CompiledGraph) -> None:
+    cursor = graph.new_cursor()
+    commit = Recorder(cursor)
+    with pytest.raises(UnknownStageError, match="nowhere"):
+        graph.jump(cursor, "nowhere", commit=commit)
+    assert commit.seen == [] and cursor.state == "explore"
+
+
+def test_jumps_build_no_transitions() -> None:
+    """A 200-stage linear graph has 199 transitions (not 200²) and still allows any jump."""
+    names = [f"s{i}" for i in range(200)]
+    stages = tuple(
+        StageConfig(n, "x", (EdgeConfig(names[i + 1]),) if i + 1 < len(names) else ())
+        for i, n in enumerate(names)
+    )
+    graph = compile_graph(GraphConfig(name="line", section="s", stages=stages))
+    count = sum(len(ts) for ev in graph.machine.events.values() for ts in ev.transitions.values())
+    assert count == 199
+    cursor = graph.new_cursor()
+    graph.jump(cursor, "s150", commit=None)
+    assert cursor.state == "s150"
+
+
+# --------------------------------------------------------------------------- explain_refusal
+
+
+def test_explain_refusal_kinds(graph: CompiledGraph) -> None:
+    explore = graph.new_cursor()
+    assert graph.explain_refusal(explore, "nowhere") == Refusal("unknown_target", "explore", "nowhere")
+    assert graph.explain_refusal(explore, "explore") == Refusal("current", "explore", "explore")
+    refusal = graph.explain_refusal(explore, "verify")
+    assert refusal == Refusal("not_an_edge", "explore", "verify", allowed=("implement",))
+    assert "explore -> verify" in str(refusal) and "implement" in str(refusal)
+    guard = graph.explain_refusal(explore, "implement", eligible=lambda g: False)
+    assert guard == Refusal("guard", "explore", "implement", failing=("has_plan",))
+    assert "has_plan" in str(guard)
+    assert graph.explain_refusal(explore, "implement") is not None  # guarded, no evaluator
+    assert graph.explain_refusal(explore, "implement", eligible=always) is None
+    stale = StageCursor("removed")
+    assert graph.explain_refusal(stale, "verify") == Refusal("unknown_current", "removed", "verify")
+
+
+def test_explain_refusal_names_only_the_failing_guards() -> None:
+    config = GraphConfig(
+        name="g",
+        section="s",
+        stages=(
+            StageConfig("a", "x", (EdgeConfig("b", ("tests_pass", "has_plan", "reviewed")),)),
+            StageConfig("b", "y"),
+        ),
+    )
+    graph = compile_graph(config)
+    holding = {"has_plan"}
+    refusal = graph.explain_refusal(
+        graph.new_cursor(), "b", eligible=lambda gs: all(g in holding for g in gs)
+    )
+    assert refusal is not None and refusal.failing == ("tests_pass", "reviewed")
+
+
+names = st.sampled_from(["a", "b-c", "d_e", "f", "g1"])
+
+
+@st.composite
+def graphs(draw: st.DrawFn) -> GraphConfig:
+    stage_names = draw(st.lists(names, min_size=1, max_size=5, unique=True))
+    stages = []
+    for n in stage_names:
+        others = [o for o in stage_names if o != n]
+        if draw(st.booleans()):
+            targets = None
+        else:
+            chosen = draw(st.lists(st.sampled_from(others), unique=True)) if others else []
+            targets = tuple(
+                EdgeConfig(t, tuple(draw(st.lists(st.sampled_from(["p", "q"]), unique=True)))) for t in chosen
+            )
+        stages.append(StageConfig(n, "x", targets))
+    return GraphConfig(name="h", section="s", stages=tuple(stages))
+
+
+@settings(max_examples=60, deadline=None)
+@given(graphs(), st.data())
+def test_explain_refusal_agrees_with_can_fire_and_fire(config: GraphConfig, data: st.DataObject) -> None:
+    """explain_refusal is None exactly when an approved fire would move the cursor."""
+    graph = compile_graph(config)
+    current = data.draw(st.sampled_from(graph.states))
+    target = data.draw(st.sampled_from([*graph.states, "zzz"]))
+    holding = data.draw(st.sets(st.sampled_from(["p", "q"])))
+
+    def eligible(guards: tuple[str, ...]) -> bool:
+        return all(g in holding for g in guards)
+
+    cursor = graph.new_cursor(current)
+    refusal = graph.explain_refusal(cursor, target, eligible=eligible)
+    if goto(target) not in graph.machine.events:
+        assert refusal is not None
+        return
+    allowed = graph.can_fire(cursor, goto(target), eligible=eligible, approval=target)
+    assert allowed == (refusal is None)
+    assert graph.fire(cursor, goto(target), eligible=eligible, approval=target, commit=None) == allowed
+    assert cursor.state == (target if allowed else current)
+
+
+# --------------------------------------------------------------------------- plan mode
+
+
+def test_plan_mode_machine() -> None:
+    plan = compile_plan_mode()
+    assert compile_plan_mode() is plan
+    assert plan.states == (PLAN_DEFAULT, PLAN_STATE) and plan.initial == PLAN_DEFAULT
+    assert plan.machine.models == [] and plan.machine.auto_transitions is False
+    cursor = plan.new_cursor()
+    commit = Recorder(cursor)
+    assert not plan.fire(cursor, PLAN_LEAVE, commit=commit)  # not in plan mode
+    assert plan.fire(cursor, PLAN_ENTER, commit=commit) and cursor.state == PLAN_STATE
+    assert not plan.fire(cursor, PLAN_ENTER, commit=commit)
+    assert not plan.can_fire(cursor, PLAN_EXIT)
+    assert not plan.fire(cursor, PLAN_EXIT, approval=None, commit=commit)
+    assert plan.can_fire(cursor, PLAN_EXIT, approval=PLAN_DEFAULT)
+    assert plan.fire(cursor, PLAN_EXIT, approval=PLAN_DEFAULT, commit=commit) and cursor.state == PLAN_DEFAULT
+    plan.fire(cursor, PLAN_ENTER, commit=commit)
+    assert plan.fire(cursor, PLAN_LEAVE, commit=commit) and cursor.state == PLAN_DEFAULT
+    assert commit.seen == ["default", "plan", "default", "plan"]
+
+
+def test_plan_mode_commit_failure_keeps_mode() -> None:
+    plan = compile_plan_mode()
+    cursor = plan.new_cursor(PLAN_STATE)
+    with pytest.raises(OSError):
+        plan.fire(cursor, PLAN_EXIT, approval=PLAN_DEFAULT, commit=Recorder(cursor, fail=True))
+    assert cursor.state == PLAN_STATE
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def test_fingerprint_is_stable_for_equal_configs() -> None:
+    fp = fingerprint(feature_work())
+    assert fp == fingerprint(feature_work())
+    assert len(fp) == 64 and int(fp, 16) >= 0
+    assert compile_graph(feature_work()).fingerprint == fp
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: attrs.evolve(
+            c, stages=(attrs.evolve(c.stages[0], instruction="Explore more."), *c.stages[1:])
+        ),
+        lambda c: attrs.evolve(
+            c, stages=(attrs.evolve(c.stages[0], targets=(EdgeConfig("implement"),)), *c.stages[1:])
+        ),
+        lambda c: attrs.evolve(c, stages=(c.stages[1], c.stages[0], c.stages[2])),
+        lambda c: attrs.evolve(c, section="other"),
+        lambda c: attrs.evolve(c, initial="verify"),
+        lambda c: attrs.evolve(c, min_handoff_tokens=10),
+        lambda c: attrs.evolve(c, language="zh"),
+    ],
+    ids=["instruction", "guard", "order", "section", "initial", "threshold", "language"],
+)
+def test_fingerprint_changes_with_any_change(change: Callable[[GraphConfig], GraphConfig]) -> None:
+    base = feature_work()
+    changed = change(base)
+    assert fingerprint(changed) != fingerprint(base)
+    assert compile_graph(changed) is not compile_graph(base)
+
+
+def test_fingerprint_is_stable_across_processes() -> None:
+    """Same config in a fresh interpreter with another hash seed gives the same fingerprint."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from test_graph import feature_work;"
+        "from fsm_stage.graph import fingerprint; print(fingerprint(feature_work()))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == fingerprint(feature_work())

@@ -221,7 +221,7 @@ def row_memory(r: dict[str, Any] | None, err: str | None) -> Row:
     elif "projections" in r["missing"]:
         row.details.append(f"cursor + projections not measured: {r['missing']['projections']}")
     row.details.append("transitions `add_model` with `auto_transitions=False`: "
-                       f"{_bytes(r['add_model_noauto_b'])}")
+                       f"{_bytes(r['add_model_noauto_b'])} (measured on {r['noauto_sessions']:,} models)")
     row.details.append(f"python-statemachine, one instance per session: {_bytes(r['psm_b'])} "
                        f"(measured on {r['psm_sessions']} instances; per-instance cost is flat)")
     row.details.append(f"{r['sessions']:,} sessions per side, {r['stages']} stages; tracemalloc, live bytes "

@@ -65,6 +65,7 @@ def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
     assert absent.status == "missing"
 
     mem = {"add_model_default_b": 144_000.0, "add_model_noauto_b": 85_000.0, "psm_b": 1e6,
-           "psm_sessions": 3, "sessions": 10, "stages": 10, "missing": {}}
+           "psm_sessions": 3, "noauto_sessions": 10, "sessions": 10, "stages": 10,
+           "missing": {}}
     assert run_mod.row_memory({**mem, "cursor_b": 40.0}, None).status == "pass"
     assert run_mod.row_memory({**mem, "cursor_b": 2048.0}, None).status == "MISS"

@@ -1,0 +1,21 @@
+"""Runtime seams (DESIGN.md §8): small protocols plus working implementations.
+
+An orchestrator plugs fsm_stage into its own agent loop through these seams, or uses the
+shipped ones end to end (the reference loop in :mod:`fsm_stage.runtime.loop`):
+
+=====================  ===========================================================
+module                 seam
+=====================  ===========================================================
+``session``            ``Session``: id, header, log, surface, cached projections
+``agent``              ``Agent`` protocol and ``InboxAgent`` (steer wakes, inject does not)
+``messages``           user-message / plugin-notice builders with fresh ids
+``abort``              ``AbortSignal`` (cancellation forwarded to tools and reviews)
+``review``             ``ReviewChannel`` protocol, ``ReviewDismissed``, scripted + terminal channels
+``tools``              ``ToolSpec``, ``Tool``, ``ToolFailure``, DSH-style dispatch, schema export
+``commands``           ``/name rest`` parser, ``Command`` protocol, ``command/run``/``done`` dispatch
+``assembly``           ``SystemSection``, ``ContextEntry``, ``Assembly``, ``Request``
+``runtime``            ``Runtime`` registry (pre-step, assemble, tools, commands) and ``Controller``
+``pending``            pending selection + accepted-boundary flush + header-relative narration
+``loop``               reference loop, ``Model`` protocol, ``ScriptedModel``
+=====================  ===========================================================
+"""

@@ -1,0 +1,149 @@
+"""Pending selection + accepted-boundary flush + header-relative narration.
+
+The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7, §4.2 reuse
+note; stage-switch spec §1.6, §1.9, §1.13):
+
+* ``Selection(target, narrate, payload=None)``: at most one per session, memory only (a
+  documented limitation, B114). ``narrate`` is True for user selections, False for reviewed
+  tool exits (their tool result is the narration, B28). ``payload`` carries extras such as the
+  stage switch's handoff path.
+* ``PendingStore[T]``: the per-session store, keyed weakly by the ``Session`` object, with
+  ``get`` / ``put`` (overwrites) / ``clear`` and ``flush``.
+* ``PendingStore.flush(agent, messages, aborted=..., apply=...)``: run at an accepted pre-step.
+  Does nothing when ``aborted`` or nothing is pending (B22, B32). Otherwise calls
+  ``apply(agent, selection)``, which performs the durable append(s) and returns the messages to
+  add at the **end** of the step's batch (e.g. a narration notice decided before the append).
+  On success the selection is cleared; if ``apply`` raises, the failure is logged once, the
+  selection is kept for the next accepted pre-step and the batch is returned unchanged (B29,
+  B30; S80). Durable first: nothing is cleared before the append succeeded.
+* ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
+  ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+import attrs
+
+from fsm_stage.constants import REQUEST_HEADER
+from fsm_stage.log.events import Event
+from fsm_stage.runtime.messages import Message
+from fsm_stage.runtime.session import Projection, Session
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+Outcome = Literal["committed", "queued", "cancelled", "noop"]
+"""What a selection did: appended now / pending until the next accepted pre-step / reverted a
+pending selection back to the logged state / nothing (already the target)."""
+
+
+@attrs.frozen
+class Selection(Generic[T]):
+    """A pending selection: the ``target`` state, whether to ``narrate`` it, an optional payload."""
+
+    target: T
+    narrate: bool
+    payload: Any = None
+
+
+class PendingStore(Generic[T]):
+    """Per-session pending selections (memory only; see module docstring)."""
+
+    def __init__(self, *, logger: logging.Logger | None = None, level: int = logging.WARNING) -> None:
+        self._records: weakref.WeakKeyDictionary[Session, Selection[T]] = weakref.WeakKeyDictionary()
+        self._log = logger if logger is not None else logging.getLogger(__name__)
+        self._level = level
+
+    def get(self, session: Session) -> Selection[T] | None:
+        """The pending selection of ``session`` or None."""
+        return self._records.get(session)
+
+    def put(self, session: Session, selection: Selection[T]) -> None:
+        """Store ``selection`` for ``session``, replacing any earlier one."""
+        self._records[session] = selection
+
+    def clear(self, session: Session) -> Selection[T] | None:
+        """Remove and return the pending selection of ``session`` (None when there was none)."""
+        return self._records.pop(session, None)
+
+    def clear_all(self) -> None:
+        """Forget every pending selection (used by ``close()``: nothing is flushed later, B94)."""
+        self._records.clear()
+
+    def flush(
+        self,
+        agent: Agent,
+        messages: Sequence[Message],
+        *,
+        aborted: bool,
+        apply: Callable[[Agent, Selection[T]], Sequence[Message]],
+        failure: str = "flushing the pending selection failed: {error}",
+    ) -> list[Message]:
+        """Apply the pending selection at an accepted pre-step (see module docstring).
+
+        ``failure`` is the log message template (``{error}`` placeholder) for a failed apply.
+        Returns the (possibly extended) message batch; never raises for a failed apply.
+        """
+        out = list(messages)
+        if aborted:
+            return out
+        session = agent.session
+        selection = self._records.get(session)
+        if selection is None:
+            return out
+        try:
+            extra = apply(agent, selection)
+        except Exception as exc:
+            self._log.log(self._level, failure.format(error=exc))
+            return out
+        if self._records.get(session) is selection:
+            del self._records[session]
+        out.extend(extra)
+        return out
+
+
+@attrs.frozen
+class HeaderRelativeState(Generic[S]):
+    """``current`` inner state, the inner state at the last header, and whether one exists."""
+
+    current: S
+    at_last_header: S | None = None
+    has_header: bool = False
+
+
+class HeaderRelative(Generic[S]):
+    """Projection wrapper remembering ``inner``'s state at the last ``request/header``.
+
+    Returns the same state object for events that change neither part.
+    """
+
+    def __init__(self, inner: Projection[S], header_type: str = REQUEST_HEADER) -> None:
+        self.inner = inner
+        self.header_type = header_type
+
+    def init(self) -> HeaderRelativeState[S]:
+        return HeaderRelativeState(self.inner.init())
+
+    def apply(self, state: HeaderRelativeState[S], event: Event) -> HeaderRelativeState[S]:
+        current = self.inner.apply(state.current, event)
+        if event.type == self.header_type:
+            return HeaderRelativeState(current, current, True)
+        if current is state.current:
+            return state
+        return HeaderRelativeState(current, state.at_last_header, state.has_header)
+
+
+def told(state: HeaderRelativeState[S], default: S | None = None) -> S | None:
+    """What the model was last told: the state at the last header, else ``default`` (also
+    used when the header came before any value, i.e. ``at_last_header is None``)."""
+    if not state.has_header or state.at_last_header is None:
+        return default
+    return state.at_last_header

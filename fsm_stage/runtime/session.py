@@ -1,0 +1,260 @@
+"""``Session``: one agent's session over an ``EventLog`` (DESIGN.md §8; plan-mode spec §4.2 S1).
+
+The log is the truth (DESIGN.md invariant 1): ``Session`` holds no state of its own except
+projection caches that a fold of the log rebuilds. ``read(projection)`` costs O(new events)
+(invariant 4): one cursor per projection object, advanced over the events appended since the
+last read.
+
+Shapes
+------
+``Session(log)``             wraps any ``EventLog`` (``MemoryLog``, ``JsonlLog``, a host adapter).
+``session.id``               the header id (str).
+``session.header``           the ``SessionHeader`` (cwd, origin, delegation depth, parent).
+``session.events``           the committed events (``events[i].seq == i``).
+``session.append(...)``      appends through the log; raises ``LogWriteError`` (log unchanged).
+``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
+``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
+``session.surface()``        model-visible node seqs; ``session.messages()`` their messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+
+from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
+    REQUEST_HEADER,
+    SURFACE_EVENT_TYPES,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
+from fsm_stage.log.events import Event, EventLog, Replace, SessionHeader, SurfaceOp
+
+S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
+
+
+class Projection(Protocol[S]):
+    """A pure incremental fold (dsh-log-format §6): ``init()``, ``apply(state, event)``.
+
+    ``apply`` returns the same object when the event is irrelevant. Structurally identical to
+    ``fsm_stage.log.projections.Projection`` so either can be passed to ``Session.read``.
+    """
+
+    def init(self) -> S: ...
+
+    def apply(self, state: S, event: Event) -> S: ...
+
+
+class _Cursor(Generic[S]):
+    """Incremental reader: folds only the events appended since the previous read."""
+
+    __slots__ = ("_pos", "_projection", "_state")
+
+    def __init__(self, projection: Projection[S]) -> None:
+        self._projection = projection
+        self._state = projection.init()
+        self._pos = 0
+
+    def read(self, events: Sequence[Event]) -> S:
+        n = len(events)
+        if n < self._pos:  # the log shrank (rollback of a torn tail): refold from scratch
+            self._state, self._pos = self._projection.init(), 0
+        apply, state = self._projection.apply, self._state
+        for i in range(self._pos, n):
+            state = apply(state, events[i])
+        self._state, self._pos = state, n
+        return state
+
+
+@attrs.frozen
+class TurnState:
+    """State of ``TurnFold``: whether a turn is open, the last turn number, header count."""
+
+    open: bool = False
+    last_turn: int = 0
+    headers: int = 0
+
+
+class TurnFold:
+    """Projection: open turn (dsh-log-format §4 idle rule), last turn number, header count."""
+
+    def init(self) -> TurnState:
+        return TurnState()
+
+    def apply(self, state: TurnState, event: Event) -> TurnState:
+        if event.type == TURN_START:
+            turn = event.data.get("turn") if isinstance(event.data, Mapping) else None
+            last = turn if isinstance(turn, int) and not isinstance(turn, bool) else state.last_turn + 1
+            return TurnState(True, max(last, state.last_turn), state.headers)
+        if event.type == TURN_END:
+            return TurnState(False, state.last_turn, state.headers) if state.open else state
+        if event.type == REQUEST_HEADER:
+            return TurnState(state.open, state.last_turn, state.headers + 1)
+        return state
+
+
+TURN_FOLD = TurnFold()
+
+
+class SurfaceFold:
+    """Projection: the surface node list (dsh-log-format §3; append, and replace by positions).
+
+    A replace whose ``start``/``end`` are not on the surface leaves the surface unchanged (the
+    writer is expected to have refused it). The state is a tuple of node seqs.
+    """
+
+    def init(self) -> tuple[int, ...]:
+        return ()
+
+    def apply(self, state: tuple[int, ...], event: Event) -> tuple[int, ...]:
+        op = event.surface_op
+        if op is None or event.type not in SURFACE_EVENT_TYPES:
+            return state
+        if op == "append":
+            return (*state, event.seq)
+        if isinstance(op, Replace):
+            try:
+                i, j = state.index(op.start), state.index(op.end)
+            except ValueError:
+                return state
+            if i > j:
+                return state
+            return (*state[:i], event.seq, *state[j + 1 :])
+        return state
+
+
+SURFACE_FOLD = SurfaceFold()
+
+
+class Session:
+    """An agent's session over an ``EventLog``; see the module docstring for the shapes."""
+
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+        self._cursors: dict[int, tuple[object, _Cursor[Any]]] = {}
+        self._validators: list[Callable[[Event], None]] = []
+
+    @property
+    def log(self) -> EventLog:
+        """The underlying event log."""
+        return self._log
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (cwd, origin, delegation depth, parent)."""
+        return self._log.header
+
+    @property
+    def id(self) -> str:
+        """The session id from the header."""
+        return self._log.header.id
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Committed events in seq order."""
+        return self._log.events
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> Event:
+        """Append one event; raises ``LogWriteError`` and leaves the log unchanged on failure.
+
+        Installed validators see the would-be event first and may raise (nothing is appended).
+        """
+        if self._validators:
+            probe = Event(type=type, seq=len(self._log), time=0, data=data, surface_op=surface_op,
+                          source_event_seqs=None if source_event_seqs is None else tuple(source_event_seqs),
+                          ignorable=ignorable)
+            for validate in list(self._validators):
+                validate(probe)
+        return self._log.append(
+            type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable
+        )
+
+    def add_validator(self, validate: Callable[[Event], None]) -> Callable[[], None]:
+        """Run ``validate(event)`` before every later append (raise to refuse); returns a disposer."""
+        self._validators.append(validate)
+
+        def dispose() -> None:
+            if validate in self._validators:
+                self._validators.remove(validate)
+
+        return dispose
+
+    def append_message(self, message: Mapping[str, Any], *, source_event_seqs: Sequence[int] | None = None,
+                       surface_op: SurfaceOp = "append") -> Event:
+        """Append a ``user/message`` carrying ``message`` (appended to the surface by default)."""
+        return self.append(USER_MESSAGE, dict(message), surface_op=surface_op,
+                           source_event_seqs=source_event_seqs)
+
+    def read(self, projection: Projection[S]) -> S:
+        """The folded state of ``projection`` over the whole log, cached per projection object.
+
+        O(new events) per call. The projection object is held for the session's lifetime.
+        """
+        key = id(projection)
+        entry = self._cursors.get(key)
+        if entry is None or entry[0] is not projection:
+            entry = (projection, _Cursor(projection))
+            self._cursors[key] = entry
+        cursor: _Cursor[S] = entry[1]
+        return cursor.read(self._log.events)
+
+    @property
+    def is_turn_open(self) -> bool:
+        """True when the last ``turn/start``/``turn/end`` in the log is a ``turn/start`` (§1.4)."""
+        return self.read(TURN_FOLD).open
+
+    @property
+    def last_turn(self) -> int:
+        """The highest turn number seen in the log (0 when none)."""
+        return self.read(TURN_FOLD).last_turn
+
+    @property
+    def has_request_header(self) -> bool:
+        """True when the log holds at least one ``request/header``."""
+        return self.read(TURN_FOLD).headers > 0
+
+    def surface(self) -> tuple[int, ...]:
+        """Model-visible node seqs in order (append / replace ops folded, §3)."""
+        return self.read(SURFACE_FOLD)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The model-visible messages of the surface nodes, in order.
+
+        ``user/message`` → ``data``; ``assistant/message`` / ``tool/result`` → ``data.message``
+        (legacy shapes without ``message`` use ``data`` itself). Empty assistant messages
+        (usage carriers) are skipped.
+        """
+        events = self._log.events
+        out: list[dict[str, Any]] = []
+        for seq in self.surface():
+            ev = events[seq]
+            data = ev.data if isinstance(ev.data, Mapping) else {}
+            if ev.type == USER_MESSAGE:
+                msg: Any = data
+            elif ev.type in (ASSISTANT_MESSAGE, TOOL_RESULT):
+                msg = data.get("message", data)
+            else:  # pragma: no cover - SURFACE_EVENT_TYPES is exactly these three
+                continue
+            if not isinstance(msg, Mapping):
+                continue
+            if ev.type == ASSISTANT_MESSAGE and not msg.get("content"):
+                continue
+            out.append(dict(msg))
+        return out

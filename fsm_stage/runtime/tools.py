@@ -1,0 +1,229 @@
+"""Tool seam (plan-mode spec §4.2 S7; stage-switch spec §1.15; DESIGN.md §8).
+
+Shapes
+------
+``ToolSpec(name, description, parameters, output=None)``: ``parameters`` / ``output`` are JSON
+Schema objects (plain dicts). Export: ``to_openai()`` →
+``{"type": "function", "function": {"name", "description", "parameters"}}``;
+``to_anthropic()`` → ``{"name", "description", "input_schema"}``; ``to_json()`` → the DSH
+``request/header`` tool entry ``{"name", "description", "parameters", "output"?}``.
+
+``Tool`` protocol: ``spec`` and ``async execute(args, agent, signal) -> ToolOutput``; a tool
+fails by raising ``ToolFailure(message)``. ``dispatch_tool`` runs one call and, given a session,
+logs ``tool/call`` then ``tool/result`` DSH-style: a failure becomes an error result whose text is
+``"Error: " + message`` (the harness envelope, plan-mode spec §4.1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+    from fsm_stage.runtime.session import Session
+
+log = logging.getLogger(__name__)
+
+ERROR_PREFIX = "Error: "
+_ABSENT: Any = object()
+
+
+def _frozen_copy(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return json.loads(json.dumps(value))  # type: ignore[no-any-return]
+
+
+@attrs.frozen
+class ToolSpec:
+    """Name, model-facing description, parameter JSON Schema, optional output JSON Schema."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = attrs.field(converter=_frozen_copy)
+    output: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The tool's entry in a ``request/header``: name, description, parameters, output."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description,
+                               "parameters": json.loads(json.dumps(self.parameters))}
+        if self.output is not None:
+            out["output"] = json.loads(json.dumps(self.output))
+        return out
+
+    def to_openai(self) -> dict[str, Any]:
+        """OpenAI function-calling shape ``{"type": "function", "function": {...}}``."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description,
+            "parameters": json.loads(json.dumps(self.parameters))}}
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """Anthropic tool shape ``{"name", "description", "input_schema"}``."""
+        return {"name": self.name, "description": self.description,
+                "input_schema": json.loads(json.dumps(self.parameters))}
+
+
+@attrs.frozen
+class ToolOutput:
+    """A successful tool result: the structured ``value`` and the model-visible ``text``.
+
+    ``meta`` (optional) is written as ``tool/result.data.meta`` (e.g. the stage switch's
+    ``presentationMeta``); leave it unset to write no ``meta`` key.
+    """
+
+    value: Any
+    text: str
+    meta: Any = _ABSENT
+
+    @property
+    def has_meta(self) -> bool:
+        """True when ``meta`` was given (even None, which is written as JSON null)."""
+        return self.meta is not _ABSENT
+
+
+class ToolFailure(Exception):
+    """Raised by ``Tool.execute`` to fail the call; ``message`` is what the model reads
+    (after the ``Error: `` prefix)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool: ``spec`` plus ``execute``; raise ``ToolFailure`` to fail the call."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def execute(
+        self, args: Mapping[str, Any], agent: Agent | None, signal: AbortSignal | None = None
+    ) -> ToolOutput: ...
+
+
+@attrs.frozen
+class ToolCall:
+    """One call requested by the model. ``arguments`` is the raw JSON text (DSH logs it so)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    @classmethod
+    def of(cls, name: str, args: Mapping[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
+        """Build a call from a dict of arguments (serialised as compact JSON)."""
+        return cls(id if id is not None else f"call_{new_id()[:8]}", name,
+                   json.dumps(dict(args or {}), ensure_ascii=False))
+
+
+@attrs.frozen
+class ToolResult:
+    """The settled call: ``text`` (with ``Error: `` on failures), ``is_error``, ``value``."""
+
+    call: ToolCall
+    text: str
+    is_error: bool
+    value: Any = None
+    meta: Any = _ABSENT
+    message: Message | None = None
+
+
+def tool_result_message(
+    call: ToolCall, text: str, is_error: bool, *, id_factory: IdFactory = new_id
+) -> Message:
+    """The DSH ``tool/result`` message: ``{source: {kind: tool, callId}, content: [{type:
+    tool-result, toolCallId, content: [text block], isError}], role: user, id}``."""
+    return {
+        "source": {"kind": "tool", "callId": call.id},
+        "content": [{"type": "tool-result", "toolCallId": call.id,
+                     "content": [text_block(text)], "isError": is_error}],
+        "role": "user",
+        "id": id_factory(),
+    }
+
+
+async def execute_tool(
+    tools: Mapping[str, Tool], call: ToolCall, agent: Agent | None, signal: AbortSignal | None = None
+) -> ToolResult:
+    """Run ``call`` against ``tools`` without logging. Unknown tools, non-object JSON arguments
+    and ``ToolFailure`` become error results; other exceptions also become error results with
+    their message (a tool bug never crashes the loop) and are logged with a traceback."""
+    tool = tools.get(call.name)
+    if tool is None:
+        return ToolResult(call, f"{ERROR_PREFIX}unknown tool {call.name!r}", True)
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ToolResult(call, f"{ERROR_PREFIX}arguments are not valid JSON: {exc.msg}", True)
+    if not isinstance(args, dict):
+        return ToolResult(call, f"{ERROR_PREFIX}arguments must be a JSON object", True)
+    try:
+        out = await tool.execute(args, agent, signal)
+    except ToolFailure as exc:
+        return ToolResult(call, ERROR_PREFIX + exc.message, True)
+    except Exception as exc:
+        log.exception("tool %s raised", call.name)
+        return ToolResult(call, ERROR_PREFIX + (str(exc) or type(exc).__name__), True)
+    return ToolResult(call, out.text, False, out.value, out.meta)
+
+
+async def dispatch_tool(
+    tools: Mapping[str, Tool],
+    call: ToolCall,
+    agent: Agent | None,
+    *,
+    session: Session | None = None,
+    turn: int | None = None,
+    step: int | None = None,
+    signal: AbortSignal | None = None,
+    id_factory: IdFactory = new_id,
+) -> ToolResult:
+    """Execute ``call`` and, when ``session`` is given, log it DSH-style.
+
+    ``tool/call {turn, step, callId, name, arguments}`` is appended before the tool runs;
+    ``tool/result {turn, step, message[, meta]}`` after, with ``surfaceOp: append`` and
+    ``sourceEventSeqs: [<tool/call seq>]``. ``meta`` is written only for successes that set it.
+    """
+    call_seq: int | None = None
+    if session is not None:
+        data: dict[str, Any] = {}
+        if turn is not None:
+            data["turn"] = turn
+        if step is not None:
+            data["step"] = step
+        data.update(callId=call.id, name=call.name, arguments=call.arguments)
+        call_seq = session.append(TOOL_CALL, data).seq
+    result = await execute_tool(tools, call, agent, signal)
+    message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
+    result = attrs.evolve(result, message=message)
+    if session is not None:
+        rdata: dict[str, Any] = {}
+        if turn is not None:
+            rdata["turn"] = turn
+        if step is not None:
+            rdata["step"] = step
+        rdata["message"] = message
+        if not result.is_error and result.meta is not _ABSENT:
+            rdata["meta"] = result.meta
+        session.append(TOOL_RESULT, rdata, surface_op="append",
+                       source_event_seqs=[call_seq] if call_seq is not None else None)
+    return result
+
+
+def export_tools(specs: Sequence[ToolSpec], style: str = "openai") -> list[dict[str, Any]]:
+    """Export ``specs`` as ``"openai"``, ``"anthropic"`` or ``"dsh"`` (request/header) dicts."""
+    if style == "openai":
+        return [s.to_openai() for s in specs]
+    if style == "anthropic":
+        return [s.to_anthropic() for s in specs]
+    if style == "dsh":
+        return [s.to_json() for s in specs]
+    raise ValueError(f"unknown tool export style {style!r}; expected openai, anthropic or dsh")

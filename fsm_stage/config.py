@@ -300,6 +300,30 @@ class GraphConfig:
         return st.targets
 
 
+@attrs.frozen
+class Problem:
+    """One positioned problem (or warning) of a config file.
+
+    ``line`` / ``column`` are 1-based; ``key`` is the dotted path as written in the file
+    (``stages[2].name``), ``(yaml)`` for a syntax error, ``(file)`` for the file as a whole.
+    ``str(problem)`` is the one-line form ``PATH:LINE:COLUMN: KEY: message``.
+    """
+
+    path: str
+    line: int
+    column: int
+    key: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.key}: {self.message}"
+
+    def to_json(self) -> dict[str, object]:
+        """``{path, line, column, key, message, severity}`` (the ``validate --json`` item)."""
+        return attrs.asdict(self)
+
+
 #: Key of the plan-mode mapping at the top level of the native form.
 PLAN_MODE_KEY = "plan_mode"
 
@@ -316,6 +340,7 @@ class ConfigFile:
     graph: GraphConfig | None = None
     plan_mode: PlanModeConfig | None = None
     warnings: tuple[str, ...] = ()
+    warning_details: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
@@ -344,34 +369,40 @@ def _join(display: str, part: str | int) -> str:
     return f"{display}.{part}" if display else part
 
 
+class InvalidConfigError(ConfigError):
+    """``ConfigError`` raised by the loader; ``details`` holds the structured problems.
+
+    ``problems`` (inherited) are their one-line strings, in the same order.
+    """
+
+    def __init__(self, details: list[Problem]) -> None:
+        self.details = tuple(details)
+        super().__init__([str(p) for p in details])
+
+
 class _Report:
     """Collects positioned problems and warnings of one file."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.errors: list[tuple[int, int, str]] = []
-        self.warnings: list[tuple[int, int, str]] = []
+        self.errors: list[Problem] = []
+        self.warnings: list[Problem] = []
         self.locs: dict[NativePath, _Loc] = {}
-        self.flagged: set[NativePath] = set()
         self.plugin_form = False
         # unknown plugin-form keys found while converting: (mapping path, key, display, known)
         self.pending_unknown: list[tuple[NativePath, str, str, list[str]]] = []
 
-    def line(self, pos: tuple[int, int], key: str, message: str) -> tuple[int, int, str]:
-        return (pos[0], pos[1], f"{self.path}:{pos[0]}:{pos[1]}: {key or '(file)'}: {message}")
-
     def error_at(self, pos: tuple[int, int], key: str, message: str) -> None:
-        self.errors.append(self.line(pos, key, message))
+        self.errors.append(Problem(self.path, pos[0], pos[1], key or "(file)", message))
 
     def error(self, npath: NativePath, message: str, *, at_key: bool = False) -> None:
         """A problem with the value at ``npath`` (or with the key itself when ``at_key``)."""
         loc = self.loc(npath)
-        self.flagged.add(npath)
         self.error_at(loc.key if at_key else loc.value, loc.display, message)
 
     def warn(self, npath: NativePath, message: str) -> None:
         loc = self.loc(npath)
-        self.warnings.append(self.line(loc.value, loc.display, message))
+        self.warnings.append(Problem(self.path, *loc.value, loc.display, message, "warning"))
 
     def loc(self, npath: NativePath) -> _Loc:
         """The location of ``npath``, or of its nearest located ancestor (a missing key)."""
@@ -387,13 +418,14 @@ class _Report:
         return _Loc(display, base.value, base.value)
 
     @staticmethod
-    def sorted_lines(items: list[tuple[int, int, str]]) -> list[str]:
-        seen: set[str] = set()
-        out: list[str] = []
-        for _, _, text in sorted(items, key=lambda t: (t[0], t[1])):
-            if text not in seen:
-                seen.add(text)
-                out.append(text)
+    def ordered(items: list[Problem]) -> list[Problem]:
+        """Problems by position, exact duplicates removed."""
+        seen: set[Problem] = set()
+        out: list[Problem] = []
+        for p in sorted(items, key=lambda p: (p.line, p.column)):
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
         return out
 
 
@@ -1089,12 +1121,17 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
                 f'"{graph.initial_stage}" through `targets`; add it to a stage\'s targets or remove it',
             )
     if strict:
-        report.errors.extend(report.warnings)
+        report.errors.extend(attrs.evolve(w, severity="error") for w in report.warnings)
         report.warnings = []
     if report.errors:
-        raise ConfigError(report.sorted_lines(report.errors))
+        raise InvalidConfigError(report.ordered(report.errors))
+    warnings = report.ordered(report.warnings)
     return ConfigFile(
-        path=path, graph=graph, plan_mode=plan, warnings=tuple(report.sorted_lines(report.warnings))
+        path=path,
+        graph=graph,
+        plan_mode=plan,
+        warnings=tuple(str(w) for w in warnings),
+        warning_details=tuple(warnings),
     )
 
 
@@ -1108,20 +1145,18 @@ def load_config(path: str | Path, *, strict: bool = False) -> ConfigFile:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError([f"{shown}:1:1: (file): no such file; expected a YAML stage graph file"]) from None
+        raise _file_error(shown, "no such file; expected a YAML stage graph file") from None
     except IsADirectoryError:
-        raise ConfigError(
-            [f"{shown}:1:1: (file): is a directory; expected a YAML stage graph file"]
-        ) from None
+        raise _file_error(shown, "is a directory; expected a YAML stage graph file") from None
     except UnicodeDecodeError as err:
-        raise ConfigError(
-            [f"{shown}:1:1: (file): not UTF-8 text ({err.reason}); expected a UTF-8 YAML file"]
-        ) from None
+        raise _file_error(shown, f"not UTF-8 text ({err.reason}); expected a UTF-8 YAML file") from None
     except OSError as err:
-        raise ConfigError(
-            [f"{shown}:1:1: (file): cannot read ({err.strerror}); expected a readable YAML file"]
-        ) from None
+        raise _file_error(shown, f"cannot read ({err.strerror}); expected a readable YAML file") from None
     return load_config_text(text, shown, strict=strict)
+
+
+def _file_error(path: str, message: str) -> InvalidConfigError:
+    return InvalidConfigError([Problem(path, 1, 1, "(file)", message)])
 
 
 def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:

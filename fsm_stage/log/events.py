@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.constants import FSM_EVENT_PREFIX
 from fsm_stage.errors import LogWriteError
 
 
@@ -130,9 +131,23 @@ def wall_clock_ms() -> int:
 
 
 class MemoryLog:
-    """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append."""
+    """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
 
-    def __init__(self, header: SessionHeader, events: Sequence[Event] = (), *, clock: Clock = wall_clock_ms):
+    Like ``JsonlLog`` it validates surface ops (``surface`` is the live ``Surface``; the
+    protected system head rule is on by default), marks ``fsm/…`` types ignorable, and offers
+    the atomic ``append_many``.
+    """
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        events: Sequence[Event] = (),
+        *,
+        clock: Clock = wall_clock_ms,
+        protect_system_head: bool = True,
+    ):
+        from fsm_stage.log.surface import Surface  # local: surface imports this module
+
         self._header = header
         self._events: list[Event] = list(events)
         self._clock = clock
@@ -140,6 +155,8 @@ class MemoryLog:
         for i, ev in enumerate(self._events):
             if ev.seq != i:
                 raise LogWriteError(f"seed event {i} has seq {ev.seq}; seqs must be contiguous from 0")
+        self.surface = Surface(protect_system_head=protect_system_head)
+        self.surface.extend(self._events)
 
     @property
     def header(self) -> SessionHeader:
@@ -164,18 +181,40 @@ class MemoryLog:
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
     ) -> Event:
-        """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set."""
+        """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
+        or the surface op cannot apply."""
+        return self.append_many([(type, data, surface_op, source_event_seqs, ignorable)])[0]
+
+    def append_many(
+        self, specs: Sequence[tuple[str, Any, SurfaceOp | None, Sequence[int] | None, bool]] | Sequence[Any]
+    ) -> list[Event]:
+        """Append a batch atomically (all or nothing). Each spec is a ``NewEvent`` or a tuple
+        ``(type, data, surface_op, source_event_seqs, ignorable)``."""
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
-            raise LogWriteError(f"append of {type!r} refused: {err}") from err
-        ev = Event(
-            type=type,
-            seq=len(self._events),
-            time=self._clock(),
-            data=data,
-            surface_op=surface_op,
-            source_event_seqs=tuple(source_event_seqs) if source_event_seqs is not None else None,
-            ignorable=ignorable,
-        )
-        self._events.append(ev)
-        return ev
+            first = specs[0] if specs else None
+            name = getattr(first, "type", None) or (first[0] if isinstance(first, tuple) else "?")
+            raise LogWriteError(f"append of {name!r} refused: {err}") from err
+        now = self._clock()
+        probe = self.surface.probe()
+        evs: list[Event] = []
+        for i, spec in enumerate(specs):
+            if isinstance(spec, tuple):
+                type_, data, op, srcs, ign = spec
+            else:
+                type_, data, op, srcs, ign = (spec.type, spec.data, spec.surface_op,
+                                              spec.source_event_seqs, spec.ignorable)
+            ev = Event(
+                type=type_,
+                seq=len(self._events) + i,
+                time=now,
+                data=data,
+                surface_op=op,
+                source_event_seqs=tuple(srcs) if srcs is not None else None,
+                ignorable=bool(ign) or type_.startswith(FSM_EVENT_PREFIX),
+            )
+            probe.check(ev)
+            evs.append(ev)
+        self._events.extend(evs)
+        self.surface.extend(evs)
+        return evs

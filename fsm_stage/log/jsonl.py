@@ -1,0 +1,298 @@
+"""``JsonlLog``: an ``EventLog`` on a DSH-shaped JSONL file (dsh-log-format.md §9.2).
+
+File layout: a header line (``SessionHeader.to_json``) then one event per line, seqs
+contiguous from 0, integer ``time``, a replace written ``{"op":"replace","start":S,"end":E}``.
+fsm_stage-owned event types (``fsm/…`` or listed in ``ignorable_types``) carry
+``"ignorable": true`` so a DSH reader skips them.
+
+Durability rules:
+
+* **One writer.** Opening takes an exclusive, non-blocking ``filelock`` lock on
+  ``<log>.lock``; a second writer (another process or another ``JsonlLog`` in this one)
+  gets ``LogLockedError``. The lock is released by ``close()`` / the context manager.
+* **Whole lines, durable.** Each append (or ``append_many`` batch) is one ``write`` of
+  complete ``\\n``-terminated lines, then ``flush`` + ``os.fsync``. The in-memory event list
+  changes only after that succeeds.
+* **Rollback.** If the write, flush or fsync fails, the file is truncated back to its
+  previous length and ``LogWriteError`` is raised; the log is exactly as before.
+* **Never rewrite.** Committed lines are never changed. On open, an existing file is read
+  through ``dsh.read_log``; if it reports a torn tail, the file is truncated **only** at the
+  reported ``torn_tail_offset`` (the end of the last good line) before appending, and the
+  repair is listed in ``warnings``. Corruption (damage before a later ``turn/end``) refuses
+  to open. A new file's header is written to a temporary file and renamed into place, so a
+  header is never torn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from array import array
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import attrs
+import filelock
+
+from fsm_stage.constants import FSM_EVENT_PREFIX
+from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import Clock, Event, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.surface import Surface
+
+
+@attrs.frozen
+class NewEvent:
+    """One event to append with ``append_many`` (same fields as ``EventLog.append``)."""
+
+    type: str
+    data: Any
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: Sequence[int] | None = None
+    ignorable: bool = False
+
+
+def encode_line(ev: Event) -> bytes:
+    """The event as one compact JSON line with a trailing newline (UTF-8, no NaN).
+
+    Raises ``LogWriteError`` if ``data`` is not lossless JSON.
+    """
+    try:
+        text = json.dumps(ev.to_json(), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise LogWriteError(f"event {ev.type!r} data is not JSON: {err}") from err
+    return (text + "\n").encode("utf-8")
+
+
+def lock_path(path: str | os.PathLike[str]) -> Path:
+    """The lock file guarding a log: ``<log>.lock``."""
+    p = Path(path)
+    return p.with_name(p.name + ".lock")
+
+
+class JsonlLog:
+    """A durable, single-writer ``EventLog`` on a JSONL file.
+
+    ``JsonlLog(path, header=h)`` creates the file (header line) when it does not exist or is
+    empty; otherwise opens it, validates that ``h.id`` (if given) matches, and reads every
+    event. ``ignorable_types`` adds types (besides ``fsm/…``) written with ``ignorable: true``.
+    ``protect_system_head`` enables the stage-switch §1.13 rule on appends.
+
+    Raises ``LogLockedError`` (another writer), ``LogFormatError`` (not a session log, id
+    mismatch, corruption, no header for a new file). ``append`` raises ``LogWriteError``
+    (including ``SurfaceOpError``) with the log unchanged.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        header: SessionHeader | None = None,
+        clock: Clock = wall_clock_ms,
+        ignorable_types: Collection[str] = (),
+        protect_system_head: bool = True,
+        strict: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._ignorable_types = frozenset(ignorable_types)
+        self._lock = filelock.FileLock(str(lock_path(self.path)), timeout=0, thread_local=False)
+        try:
+            self._lock.acquire(blocking=False)
+        except filelock.Timeout:
+            raise LogLockedError(
+                f"{self.path} is locked by another writer (lock file {lock_path(self.path)}); "
+                "close the other writer first — fsm_stage allows one writer per log"
+            ) from None
+        self._fh: Any = None
+        self.warnings: list[str] = []
+        self.surface = Surface(protect_system_head=protect_system_head)
+        try:
+            self._open(header, strict)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    # -- opening ------------------------------------------------------------------------
+    def _open(self, header: SessionHeader | None, strict: bool) -> None:
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            if header is None:
+                raise LogFormatError(f"{self.path}: no such session log (pass header= to create one)")
+            line = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with open(tmp, "wb") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            _fsync_dir(self.path.parent)
+            self._header = header
+            self._events: list[Event] = []
+            self._line_offsets: array[int] = array("q")
+            size = len(line)
+        else:
+            res = read_log(self.path, strict=strict)
+            if res.compressed:
+                raise LogFormatError(f"{self.path}: zstd logs are read-only for fsm_stage (DSH owns them)")
+            if header is not None and header.id != res.header.id:
+                raise LogFormatError(
+                    f"{self.path}: session id {res.header.id!r} does not match {header.id!r}"
+                )
+            self._header = res.header
+            self._events = res.events
+            self._line_offsets = res.line_offsets
+            self.warnings.extend(res.warnings)
+            size = res.good_end
+            if res.torn_tail_offset is not None:
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(res.torn_tail_offset)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                self.warnings.append(f"{self.path}: truncated torn tail at byte {res.torn_tail_offset}")
+            self.surface.extend(self._events)
+        self._fh = open(self.path, "r+b")  # noqa: SIM115 - closed in close()
+        self._fh.seek(size)
+        self._size = size
+
+    # -- EventLog -------------------------------------------------------------------------
+    @property
+    def header(self) -> SessionHeader:
+        return self._header
+
+    @property
+    def events(self) -> Sequence[Event]:
+        return self._events
+
+    @property
+    def size(self) -> int:
+        """Committed byte length of the file."""
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return self._fh is None
+
+    def line_offset(self, seq: int) -> int:
+        """Byte offset of the start of the line holding event ``seq``."""
+        return self._line_offsets[seq]
+
+    def line_hash(self, seq: int) -> str:
+        """SHA-256 (hex, 16 chars) of the line holding event ``seq`` (checkpoint verification)."""
+        start = self._line_offsets[seq]
+        return _hash_line_at(self.path, start)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def _make(self, spec: NewEvent, seq: int, now: int) -> Event:
+        ignorable = (
+            spec.ignorable or spec.type.startswith(FSM_EVENT_PREFIX) or spec.type in self._ignorable_types
+        )
+        srcs = tuple(spec.source_event_seqs) if spec.source_event_seqs is not None else None
+        return Event(spec.type, seq, now, spec.data, spec.surface_op, srcs, ignorable)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> Event:
+        """Append one event durably (see class docs); returns it. Raises ``LogWriteError``."""
+        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)])[0]
+
+    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
+        """Append a batch atomically: all events become durable in one write, or none do.
+
+        Surface ops are validated against the surface as it evolves through the batch.
+        Raises ``LogWriteError`` (log, surface and file unchanged).
+        """
+        if self._fh is None:
+            raise LogWriteError(f"{self.path}: log is closed")
+        if not specs:
+            return []
+        now = int(self._clock())
+        evs: list[Event] = []
+        probe = self.surface.probe()
+        for i, spec in enumerate(specs):
+            ev = self._make(spec, len(self._events) + i, now)
+            probe.check(ev)
+            evs.append(ev)
+        lines = [encode_line(ev) for ev in evs]
+        blob = b"".join(lines)
+        prev = self._size
+        try:
+            self._fh.seek(prev)
+            self._fh.write(blob)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except BaseException as err:
+            self._rollback(prev)
+            if isinstance(err, Exception):
+                raise LogWriteError(
+                    f"{self.path}: append of {len(evs)} event(s) failed and was rolled back: {err}"
+                ) from err
+            raise
+        off = prev
+        for line in lines:
+            self._line_offsets.append(off)
+            off += len(line)
+        self._size = prev + len(blob)
+        self._events.extend(evs)
+        for ev in evs:
+            self.surface.apply(ev)
+        return evs
+
+    def _rollback(self, prev: int) -> None:
+        with contextlib.suppress(OSError):
+            self._fh.truncate(prev)
+            self._fh.seek(prev)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the file and release the writer lock (idempotent)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+            self._lock.release()
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        return f"JsonlLog({str(self.path)!r}, events={len(self._events)})"
+
+
+def _hash_line_at(path: Path, offset: int) -> str:
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return hashlib.sha256(fh.readline()).hexdigest()[:16]
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

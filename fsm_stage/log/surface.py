@@ -1,0 +1,181 @@
+"""The surface: the ordered list of model-visible node seqs, folded from ``surfaceOp``.
+
+Rules (dsh-log-format.md §3, stage-switch-spec.md §1.1 and §1.13):
+
+* Only the surface types (``user/message``, ``assistant/message``, ``tool/result``, plus
+  ``system/message`` for fsm_stage's protected head) may carry a ``surfaceOp`` or
+  ``sourceEventSeqs``.
+* ``"append"`` pushes the event's seq.
+* ``Replace(start, end)`` finds the list **positions** of the boundary seqs ``start`` and
+  ``end`` (both must be on the surface, start not after end), splices out that inclusive run,
+  puts the replacing event's seq in its place and bumps ``replace_generation``. ``start`` and
+  ``end`` are boundary seqs, not a numeric interval: after an earlier replace ``start`` may
+  be numerically greater than ``end``. A replace must cite every shadowed node in
+  ``sourceEventSeqs``.
+* Optional protected system head (stage-switch §1.13): when node 0 is a ``system/message``,
+  a replace covering node 0 is refused unless the replacing event is itself a
+  ``system/message`` over exactly that node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from fsm_stage.constants import SURFACE_EVENT_TYPES, SYSTEM_MESSAGE
+from fsm_stage.errors import LogWriteError
+from fsm_stage.log.events import Event, Replace, SurfaceOp
+
+SURFACE_TYPES = SURFACE_EVENT_TYPES | {SYSTEM_MESSAGE}
+"""Event types allowed to carry a surface op (the DSH three plus fsm_stage's ``system/message``)."""
+
+
+class SurfaceOpError(LogWriteError):
+    """A surface op that cannot apply to the current surface (append refused, log unchanged).
+
+    Raised by ``Surface.check``/``Surface.apply``; ``JsonlLog``/``MemoryLog`` raise it from
+    ``append`` before anything is written.
+    """
+
+
+class Surface:
+    """Incremental surface fold (dsh-log-format.md §3).
+
+    ``nodes`` is the current list of node seqs (do not mutate it); ``replace_generation``
+    counts replaces; ``head_is_system`` tells whether node 0 is a ``system/message``.
+    ``protect_system_head=True`` enables the stage-switch §1.13 head rule.
+    """
+
+    __slots__ = ("_types", "nodes", "protect_system_head", "replace_generation")
+
+    def __init__(self, *, protect_system_head: bool = False) -> None:
+        self.nodes: list[int] = []
+        self._types: dict[int, str] = {}
+        self.replace_generation = 0
+        self.protect_system_head = protect_system_head
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def head_is_system(self) -> bool:
+        """True when node 0 exists and is a ``system/message``."""
+        return bool(self.nodes) and self._types.get(self.nodes[0]) == SYSTEM_MESSAGE
+
+    def node_type(self, seq: int) -> str | None:
+        """The event type of surface node ``seq`` (None if it is not on the surface)."""
+        return self._types.get(seq)
+
+    def check(
+        self, type: str, seq: int, op: SurfaceOp | None, source_event_seqs: Sequence[int] | None = None
+    ) -> None:
+        """Validate an op without applying it; raises ``SurfaceOpError`` with a one-line reason."""
+        if op is None:
+            if source_event_seqs is not None and type not in SURFACE_TYPES:
+                raise SurfaceOpError(f"seq {seq}: {type} may not carry sourceEventSeqs (not a surface type)")
+            return
+        if type not in SURFACE_TYPES:
+            raise SurfaceOpError(f"seq {seq}: {type} may not carry a surfaceOp (not a surface type)")
+        if source_event_seqs is not None:
+            for s in source_event_seqs:
+                if not isinstance(s, int) or s < 0 or s >= seq:
+                    raise SurfaceOpError(f"seq {seq}: sourceEventSeqs entry {s!r} must be an earlier seq")
+        if op == "append":
+            return
+        if not isinstance(op, Replace):
+            raise SurfaceOpError(f"seq {seq}: unknown surfaceOp {op!r}")
+        si, ei = self._positions(seq, op)
+        shadowed = self.nodes[si : ei + 1]
+        if source_event_seqs is None or not set(shadowed) <= set(source_event_seqs):
+            raise SurfaceOpError(
+                f"seq {seq}: a replace must cite every shadowed node {shadowed} in sourceEventSeqs"
+            )
+        head_covered = self.protect_system_head and si == 0 and self.head_is_system
+        if head_covered and not (type == SYSTEM_MESSAGE and ei == 0):
+            raise SurfaceOpError(
+                f"seq {seq}: replace over the protected system head (node {self.nodes[0]}) "
+                "is only allowed for a system/message replacing exactly that node"
+            )
+
+    def _positions(self, seq: int, op: Replace) -> tuple[int, int]:
+        try:
+            si = self.nodes.index(op.start)
+            ei = self.nodes.index(op.end)
+        except ValueError:
+            raise SurfaceOpError(
+                f"seq {seq}: replace boundaries {op.start}..{op.end} are not both on the surface"
+            ) from None
+        if si > ei:
+            raise SurfaceOpError(
+                f"seq {seq}: replace start {op.start} comes after end {op.end} on the surface"
+            )
+        return si, ei
+
+    def apply(self, event: Event) -> None:
+        """Apply one event (no-op for events without a surface op); raises ``SurfaceOpError``."""
+        op = event.surface_op
+        if op is None and event.source_event_seqs is None:
+            return
+        self.check(event.type, event.seq, op, event.source_event_seqs)
+        if op is None:
+            return
+        if op == "append":
+            self.nodes.append(event.seq)
+        else:
+            assert isinstance(op, Replace)
+            si, ei = self._positions(event.seq, op)
+            for s in self.nodes[si : ei + 1]:
+                del self._types[s]
+            self.nodes[si : ei + 1] = [event.seq]
+            self.replace_generation += 1
+        self._types[event.seq] = event.type
+
+    def copy(self) -> Surface:
+        """An independent copy (same nodes, types, generation and head rule)."""
+        s = Surface(protect_system_head=self.protect_system_head)
+        s.nodes = list(self.nodes)
+        s._types = dict(self._types)
+        s.replace_generation = self.replace_generation
+        return s
+
+    def probe(self) -> SurfaceProbe:
+        """A validator for a batch of new events that never mutates this surface."""
+        return SurfaceProbe(self)
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """Apply every event in order."""
+        for ev in events:
+            self.apply(ev)
+
+
+class SurfaceProbe:
+    """Checks a batch's surface ops in order against a lazy scratch copy of a surface."""
+
+    def __init__(self, surface: Surface) -> None:
+        self._base = surface
+        self._copy: Surface | None = None
+
+    def check(self, ev: Event) -> None:
+        """Raise ``SurfaceOpError`` if ``ev`` cannot follow the events already checked."""
+        if ev.surface_op is None and ev.source_event_seqs is None:
+            return
+        if self._copy is None:
+            self._copy = self._base.copy()
+        self._copy.apply(ev)
+
+
+def fold_surface(events: Iterable[Event], *, protect_system_head: bool = False) -> list[int]:
+    """Node seqs of the surface after ``events`` (dsh-log-format.md §3); raises ``SurfaceOpError``."""
+    s = Surface(protect_system_head=protect_system_head)
+    s.extend(events)
+    return s.nodes
+
+
+def shadow_range(nodes: Sequence[int], head_is_system: bool) -> list[int]:
+    """The nodes a full stage transition may shadow (stage-switch §1.13).
+
+    Empty surface → ``[]``; protected system head → ``nodes[1:]``; otherwise every node.
+    An empty result means the handoff notice is appended instead of replacing.
+    """
+    if not nodes:
+        return []
+    return list(nodes[1:]) if head_is_system else list(nodes)

@@ -44,6 +44,8 @@ one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file
 from __future__ import annotations
 
 import enum
+import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, get_args, get_origin
@@ -60,8 +62,19 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
-from fsm_stage.constants import STAGE_NAME_RE
+from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
+    COMMAND_RUN,
+    EXIT_PLAN_MODE,
+    GOTO_STAGE,
+    STAGE_NAME_RE,
+    TOOL_RESULT,
+    TURN_END,
+    USER_MESSAGE,
+)
 from fsm_stage.errors import UserError
+from fsm_stage.log.events import Event
+from fsm_stage.runtime.commands import parse_command
 
 __all__ = [
     "UNSET",
@@ -82,6 +95,7 @@ __all__ = [
     "dump_scenario",
     "load_scenario",
     "load_scenario_text",
+    "steps_from_events",
 ]
 
 
@@ -159,15 +173,15 @@ class Command:
 
     @property
     def name(self) -> str:
-        """Command name without the slash."""
-        return self.line[1:].split(maxsplit=1)[0] if self.line[1:].strip() else ""
+        """Command name without the slash (lowercased, as ``runtime.commands.parse_command``)."""
+        parsed = parse_command(self.line)
+        return parsed.name if parsed is not None else ""
 
     @property
     def args(self) -> str:
         """Raw input after the name, separating whitespace included (may be ``""``)."""
-        body = self.line[1:]
-        stripped = body.lstrip()
-        return stripped[len(self.name):]
+        parsed = parse_command(self.line)
+        return parsed.raw_input if parsed is not None else ""
 
 
 @attrs.frozen
@@ -463,8 +477,7 @@ def _step(problems: _Problems, raw: Any, plain: Any, path: _Path) -> Step | None
             return None
         return UserPrompt(value, where)
     if kind == "command":
-        if not isinstance(value, str) or not value.startswith("/") or not value[1:].strip() \
-                or value[1:2].isspace():
+        if not isinstance(value, str) or parse_command(value) is None:
             problems.add(kpath, f"expected a slash command like '/plan' or '/stage verify', got {value!r}")
             return None
         return Command(value, where)
@@ -686,3 +699,140 @@ def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *
     buf = StringIO()
     y.dump(doc, buf)
     return buf.getvalue()
+
+
+# --- replay: a recorded session log -> scenario steps (``fsm-stage scenario LOG``) -----------------
+
+REVIEWED_TOOLS: frozenset[str] = frozenset({EXIT_PLAN_MODE, GOTO_STAGE})
+"""Tools whose recorded outcome is a review answer (the tool itself is provided by fsm_stage)."""
+
+_DISMISS_HINT = re.compile(r"dismiss", re.IGNORECASE)
+
+
+def _blocks_of(data: Any) -> list[Any]:
+    if not isinstance(data, Mapping):
+        return []
+    msg = data.get("message")
+    content = msg.get("content") if isinstance(msg, Mapping) else data.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else []
+
+
+def _text_of(blocks: Sequence[Any]) -> str:
+    return "".join(b["text"] for b in blocks
+                   if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str))
+
+
+def _tool_outcome(data: Any) -> tuple[str | None, str, bool]:
+    """(callId, text, isError) of a ``tool/result`` (current and legacy shapes)."""
+    if not isinstance(data, Mapping):
+        return None, "", False
+    if "callId" in data:  # legacy {callId, content, isError}
+        content = data.get("content")
+        text = content if isinstance(content, str) else _text_of(content if isinstance(content, list) else [])
+        return str(data["callId"]), text, bool(data.get("isError"))
+    for block in _blocks_of(data):
+        if isinstance(block, Mapping) and block.get("type") == "tool-result":
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else _text_of(inner if isinstance(inner, list) else [])
+            return str(block.get("toolCallId")), text, bool(block.get("isError"))
+    msg = data.get("message")
+    src = msg.get("source") if isinstance(msg, Mapping) else None
+    call_id = src.get("callId") if isinstance(src, Mapping) else None
+    return (str(call_id) if call_id is not None else None), "", False
+
+
+def _parse_args(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return {"_raw": raw}
+        return value if isinstance(value, dict) else {"_raw": raw}
+    return {}
+
+
+def _review_from_result(text: str, is_error: bool) -> Review:
+    """The review outcome a recorded result implies: success = approve; a failure mentioning a
+    dismissal = dismiss; any other failure = keep (the recorded text is kept as a comment)."""
+    if not is_error:
+        return Review("approve")
+    return Review("dismiss") if _DISMISS_HINT.search(text) else Review("keep")
+
+
+def steps_from_events(events: Sequence[Event]) -> list[Step]:
+    """Turn a recorded session's events into scenario steps (``fsm-stage scenario LOG``).
+
+    Kept: ``command/run`` (as typed: ``/name`` + recorded args), user-typed ``user/message``s
+    (not the text a command steered, not plugin/stage notices), each ``assistant/message``
+    (text blocks and tool calls) with its calls' recorded outcomes — a review answer for
+    ``exit_plan_mode`` / ``goto_stage``, the canned ``result``/``error`` for any other tool —
+    and ``end_turn: aborted`` where a turn ended otherwise than by a model answer without
+    tool calls. Everything controllers write (``plan/mode``, stage records, snapshots) is
+    left out: the simulator's controllers produce it again under the graph being tested.
+    """
+    steps: list[Step] = []
+    calls_by_id: dict[str, tuple[int, int]] = {}  # callId -> (step index, call index)
+    steered: set[str] = set()
+    last_model_has_calls = False
+    for ev in events:
+        data = ev.data if isinstance(ev.data, Mapping) else {}
+        if ev.type == COMMAND_RUN:
+            args = data.get("args")
+            raw = args if isinstance(args, str) else ""
+            steps.append(Command(f"/{data.get('name', '')}{raw}"))
+            words = raw.split()
+            steered = {raw.strip(), " ".join(words[1:])} - {"", "off"}
+        elif ev.type == USER_MESSAGE:
+            src = data.get("source")
+            if not (isinstance(src, Mapping) and src.get("kind") == "user"):
+                continue
+            text = _text_of(_blocks_of(data))
+            if text.strip() in steered:
+                steered = set()
+                continue
+            steered = set()
+            if text.strip():
+                steps.append(UserPrompt(text))
+        elif ev.type == ASSISTANT_MESSAGE:
+            blocks = _blocks_of(data)
+            calls = [ToolCall(str(b.get("name")), _parse_args(b.get("arguments", b.get("input"))),
+                              id=str(b.get("id")) if b.get("id") is not None else None)
+                     for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool-call"]
+            for j, c in enumerate(calls):
+                if c.id is not None:
+                    calls_by_id[c.id] = (len(steps), j)
+            steps.append(ModelStep(_text_of(blocks), tuple(calls)))
+            last_model_has_calls = bool(calls)
+        elif ev.type == TOOL_RESULT:
+            call_id, text, is_error = _tool_outcome(data)
+            if call_id is None or call_id not in calls_by_id:
+                continue
+            i, j = calls_by_id.pop(call_id)
+            step = steps[i]
+            assert isinstance(step, ModelStep)
+            call = step.calls[j]
+            if call.tool in REVIEWED_TOOLS:
+                call = attrs.evolve(call, review=_review_from_result(text, is_error))
+            else:
+                call = attrs.evolve(call, result=text, error=is_error)
+            steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
+        elif ev.type == TURN_END:
+            reason = data.get("reason")
+            kind = reason.get("kind") if isinstance(reason, Mapping) else None
+            if kind != "completed" or last_model_has_calls:
+                steps.append(EndTurn("aborted"))
+            last_model_has_calls = False
+    # a call whose result was never recorded: answer it with an empty canned result
+    for i, step in enumerate(steps):
+        if isinstance(step, ModelStep) and any(
+                c.review is None and c.result is None for c in step.calls):
+            steps[i] = attrs.evolve(step, calls=tuple(
+                c if c.review is not None or c.result is not None
+                else (attrs.evolve(c, review=Review("dismiss")) if c.tool in REVIEWED_TOOLS
+                      else attrs.evolve(c, result="", error=True))
+                for c in step.calls))
+    return steps

@@ -62,7 +62,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_origin
 
 import attrs
@@ -105,8 +105,12 @@ class FieldRule:
     ``non_blank``    the string must contain a non-whitespace character.
     ``minimum``      inclusive lower bound for numbers (finite numbers only).
     ``min_items``    minimum list length.
+    ``forbid``       ``(regex, message)`` pairs: a string in which ``re.search`` finds the
+                     regex is refused with the message (schema ``not: {pattern}``).
     ``yaml_key``     the native YAML key when it differs from the attribute name.
     ``plugin_key``   the key in the plugin-list form; None = not accepted there.
+
+    Regexes use only syntax that Python ``re`` and ECMA-262 (JSON Schema) read alike.
     """
 
     doc: str
@@ -115,6 +119,7 @@ class FieldRule:
     non_blank: bool = False
     minimum: float | None = None
     min_items: int | None = None
+    forbid: tuple[tuple[str, str], ...] = ()
     yaml_key: str | None = None
     plugin_key: str | None = None
 
@@ -132,6 +137,14 @@ def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
 def yaml_key(field: attrs.Attribute[Any]) -> str:
     """The native YAML key of ``field`` (``EdgeConfig.target`` is written ``to``)."""
     return field_rule(field).yaml_key or field.name
+
+
+#: Handoff folders that could leave the session directory (DESIGN.md §4 invariant 6).
+_HANDOFF_DIR_FORBIDDEN: tuple[tuple[str, str], ...] = (
+    (r"^(?:[/\\~]|[A-Za-z]:)", "is an absolute path; expected a folder relative to the session directory"),
+    (r"(?:^|[/\\])\.\.(?:[/\\]|(?![\s\S]))", "leaves the session directory; `..` components are not allowed"),
+    (r"\x00", "contains a NUL character; expected a plain relative folder path"),
+)
 
 
 @attrs.frozen
@@ -248,6 +261,7 @@ class GraphConfig:
             "Folder for handoff documents, relative to the session's working directory.",
             "a relative folder path inside the session directory",
             non_blank=True,
+            forbid=_HANDOFF_DIR_FORBIDDEN,
             plugin_key="handoffDir",
         ),
     )
@@ -345,6 +359,12 @@ class ConfigFile:
 
 for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
     attrs.resolve_types(_cls)
+
+#: Classes a bare YAML string may stand for, and the field the string fills
+#: (``targets: [verify]`` means ``targets: [{to: verify}]``).
+SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target"}
+#: The config classes the loader structures (the JSON Schema's ``$defs``).
+CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,8 +671,8 @@ def _make_converter() -> cattrs.Converter:
         expected = _CLASS_EXPECTED.get(cl, "a mapping")
 
         def hook(value: object, _: Any) -> object:
-            if cl is EdgeConfig and isinstance(value, str):
-                return EdgeConfig(value)
+            if cl in SCALAR_SHORTHAND and isinstance(value, str):
+                return cl(**{SCALAR_SHORTHAND[cl]: value})
             if value is None:
                 raise _TypeProblem(f"is null; expected {expected}")
             if not isinstance(value, Mapping):
@@ -661,9 +681,7 @@ def _make_converter() -> cattrs.Converter:
 
         return hook
 
-    conv.register_structure_hook_factory(
-        lambda t: t in (EdgeConfig, StageConfig, GraphConfig, PlanModeConfig), class_factory
-    )
+    conv.register_structure_hook_factory(lambda t: t in CONFIG_CLASSES, class_factory)
     return conv
 
 
@@ -823,25 +841,16 @@ def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, re
                     report.error(child, f"is blank; `{shown}` must be a non-empty string when supplied")
             elif rule.pattern is not None and not re.fullmatch(rule.pattern, v) and key != "initial":
                 report.error(child, f"must match {rule.pattern}, got {json.dumps(v, ensure_ascii=False)}")
+            else:
+                for regex, message in rule.forbid:
+                    if re.search(regex, v):
+                        report.error(child, f"{json.dumps(v, ensure_ascii=False)} {message}")
+                        break
         elif isinstance(v, int | float) and not isinstance(v, bool) and rule.minimum is not None:
             if not math.isfinite(v) or v < rule.minimum:
                 report.error(child, f"must be a non-negative finite number, got {v}")
         elif isinstance(v, list) and rule.min_items is not None and len(v) < rule.min_items:
             report.error(child, f"is empty; expected {rule.expected}")
-
-
-def _check_handoff_dir(value: object, npath: NativePath, report: _Report) -> None:
-    if not isinstance(value, str) or not value.strip():
-        return
-    posix, windows = PurePosixPath(value), PureWindowsPath(value)
-    if posix.is_absolute() or windows.is_absolute() or windows.drive or value.startswith(("\\", "~")):
-        report.error(
-            npath, f"is an absolute path ({value}); expected a folder relative to the session directory"
-        )
-    elif ".." in posix.parts or ".." in windows.parts:
-        report.error(npath, f"leaves the session directory ({value}); `..` components are not allowed")
-    elif "\0" in value:
-        report.error(npath, "contains a NUL character; expected a plain relative folder path")
 
 
 def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
@@ -873,7 +882,6 @@ def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
             ("initial",),
             f"{json.dumps(initial)} must name a configured stage; expected one of: {', '.join(names)}",
         )
-    _check_handoff_dir(data.get("handoff_dir"), ("handoff_dir",), report)
     section = data.get("section")
     if isinstance(section, str) and section.strip():
         _check_template(section, ("section",), report, native=not report.plugin_form)

@@ -407,8 +407,9 @@ class _Scan:
 
 def _scan_body(
     lines: Iterator[bytes], decoder: RecordDecoder, scan: _Scan
-) -> Iterator[tuple[int, list[Event]]]:
-    """Decode body lines, yielding ``(line_offset, events)`` per good line; applies the torn rule."""
+) -> Iterator[tuple[int, bytes, list[Event]]]:
+    """Decode body lines, yielding ``(line_offset, raw_line, events)`` per good line; applies the
+    torn-tail rule (raises ``LogFormatError`` on corruption)."""
     for raw in lines:
         scan.line_no += 1
         if not raw.endswith(b"\n"):
@@ -436,7 +437,7 @@ def _scan_body(
             scan.torn_tail_offset = scan.offset
             scan.warnings.append(f"{decoder.source}: torn tail: {defect}; dropped from byte {scan.offset}")
             return
-        yield scan.offset, evs
+        yield scan.offset, raw, evs
         scan.offset += len(raw)
 
 
@@ -489,7 +490,7 @@ def read_log(
         events: list[Event] = []
         offsets: array[int] = array("q")
         scan = _Scan(offset=offset, line_no=1, warnings=warnings)
-        for n, (off, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
+        for n, (off, _raw, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
             if len(evs) == 1:
                 events.append(evs[0])
                 offsets.append(off)
@@ -544,7 +545,7 @@ def iter_events(
             offset = start_offset
         decoder = RecordDecoder(source=source, next_seq=first_seq, strict=strict)
         scan = _Scan(offset=offset, line_no=1, warnings=warnings)
-        for off, evs in _scan_body(iter(fh), decoder, scan):
+        for off, _raw, evs in _scan_body(iter(fh), decoder, scan):
             for ev in evs:
                 yield off, ev
 

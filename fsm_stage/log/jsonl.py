@@ -25,6 +25,7 @@ Durability rules:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
@@ -179,6 +180,10 @@ class JsonlLog:
     def line_offset(self, seq: int) -> int:
         """Byte offset of the start of the line holding event ``seq``."""
         return self._line_offsets[seq]
+
+    def line_start_seq(self, seq: int) -> int:
+        """The first seq on the line holding event ``seq`` (differs only inside packed rows)."""
+        return bisect.bisect_left(self._line_offsets, self._line_offsets[seq])
 
     def line_hash(self, seq: int) -> str:
         """SHA-256 (hex, 16 chars) of the line holding event ``seq`` (checkpoint verification)."""

@@ -1,0 +1,328 @@
+"""Projection checkpoints: cold reads of a JSONL log that seek to the tail (dsh-log-format §6.3, §9.2.6).
+
+A ``Checkpoint`` records, for one log file:
+
+* the log identity ``(id, createdAt, cwd)`` from its header (a recreated id or swapped file
+  is discarded);
+* the watermark ``seq`` (last event reflected), the byte ``offset`` of the start of the line
+  holding it, the seq ``line_seq0`` that line starts with (packed rows hold several events),
+  a SHA-256 prefix of that line and the committed file ``size``;
+* one row per projection key: ``{ver: STATE_VERSION, state: projection.dump(state)}``.
+
+``CheckpointStore(directory)`` keeps one JSON file per log in ``directory``, named after a
+hash of the log's resolved path (``<sha256[:32]>.json``); writes are atomic (temp file +
+rename) and fail-soft. Nothing is ever written next to the log itself, so read-only DSH logs
+can be checkpointed too.
+
+``cold_fold(path, projections, store=…)`` validates the header, and if a checkpoint matches
+(identity, every requested key present with the same ``STATE_VERSION`` and loadable, file
+not shorter than recorded, watermark line unchanged) it seeks to the watermark line and folds
+only the newer events; on any mismatch it refolds from the start. It then writes a fresh
+checkpoint (the cache may lag the log, never lead it: it only ever reflects committed lines).
+
+Known limit: a rewrite strictly before the watermark line that keeps that line's offset and
+bytes is not detected; DSH and fsm_stage logs are append-only, so this does not arise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fsm_stage.errors import LogFormatError
+from fsm_stage.log.dsh import RecordDecoder, _open_bytes, _Scan, _scan_body, parse_header, read_header
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.log.projections import Projection, ProjectionCursor
+
+CHECKPOINT_FORMAT = 1
+
+
+@attrs.frozen
+class LogIdentity:
+    """Header identity a checkpoint is valid for: ``id``, ``createdAt``, ``cwd``."""
+
+    id: str
+    created_at: int
+    cwd: str | None
+
+    @classmethod
+    def of(cls, header: SessionHeader) -> LogIdentity:
+        return cls(header.id, header.created_at, header.cwd)
+
+
+@attrs.frozen
+class Checkpoint:
+    """A projection checkpoint of one log (see module docstring)."""
+
+    identity: LogIdentity
+    seq: int
+    offset: int
+    line_seq0: int
+    line_no: int
+    line_hash: str
+    size: int
+    rows: Mapping[str, Mapping[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "identity": attrs.asdict(self.identity),
+            "seq": self.seq,
+            "offset": self.offset,
+            "lineSeq0": self.line_seq0,
+            "lineNo": self.line_no,
+            "lineHash": self.line_hash,
+            "size": self.size,
+            "rows": {k: dict(v) for k, v in self.rows.items()},
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Checkpoint:
+        """Raises ``ValueError``/``KeyError``/``TypeError`` for a malformed record."""
+        if not isinstance(raw, dict) or raw.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError("not a checkpoint record of this format")
+        ident = raw["identity"]
+        ints = [raw[k] for k in ("seq", "offset", "lineSeq0", "lineNo", "size")]
+        if not all(isinstance(v, int) for v in ints) or not isinstance(raw["lineHash"], str):
+            raise ValueError("bad checkpoint numbers")
+        rows = raw["rows"]
+        if not isinstance(rows, dict):
+            raise ValueError("bad checkpoint rows")
+        return cls(
+            LogIdentity(ident["id"], ident["created_at"], ident["cwd"]),
+            raw["seq"],
+            raw["offset"],
+            raw["lineSeq0"],
+            raw["lineNo"],
+            raw["lineHash"],
+            raw["size"],
+            rows,
+        )
+
+
+def line_digest(line: bytes) -> str:
+    """The checkpoint's line fingerprint: the first 16 hex chars of SHA-256."""
+    return hashlib.sha256(line).hexdigest()[:16]
+
+
+class CheckpointStore:
+    """A directory of checkpoint files, one per log (``<sha256(resolved log path)[:32]>.json``)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def path_for(self, log_path: str | os.PathLike[str]) -> Path:
+        key = hashlib.sha256(str(Path(log_path).resolve()).encode()).hexdigest()[:32]
+        return self.directory / f"{key}.json"
+
+    def load(self, log_path: str | os.PathLike[str]) -> Checkpoint | None:
+        """The stored checkpoint, or None when absent or unreadable (never raises)."""
+        try:
+            raw = json.loads(self.path_for(log_path).read_text(encoding="utf-8"))
+            return Checkpoint.from_json(raw)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self, log_path: str | os.PathLike[str], checkpoint: Checkpoint) -> bool:
+        """Write atomically; returns False (and leaves the old file) on any OS error."""
+        target = self.path_for(log_path)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".ckpt-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(checkpoint.to_json(), fh, separators=(",", ":"))
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError:
+            return False
+        return True
+
+
+@attrs.frozen
+class ColdFold:
+    """Result of ``cold_fold``.
+
+    ``states`` maps projection key → state; ``last_seq`` is the last committed seq (-1 when
+    empty); ``events_applied`` counts events folded in this call; ``resumed_from`` is the
+    checkpoint watermark used (None for a full fold) and ``checkpoint_note`` says why a
+    checkpoint was not used.
+    """
+
+    header: SessionHeader
+    states: Mapping[str, Any]
+    last_seq: int
+    events_applied: int
+    resumed_from: int | None
+    checkpoint_note: str | None
+    warnings: tuple[str, ...]
+    torn_tail_offset: int | None
+    unknown_types: Mapping[str, int]
+
+
+def _restore(
+    cp: Checkpoint | None, identity: LogIdentity, projections: Sequence[Projection[Any]], file_size: int
+) -> tuple[dict[str, Any] | None, str | None]:
+    if cp is None:
+        return None, "no checkpoint"
+    if cp.identity != identity:
+        return None, "checkpoint identity differs (recreated or swapped log)"
+    if file_size < cp.size:
+        return None, "log is shorter than the checkpoint (truncated or rewritten)"
+    states: dict[str, Any] = {}
+    for p in projections:
+        row = cp.rows.get(p.key)
+        if row is None:
+            return None, f"checkpoint has no row for {p.key!r}"
+        if row.get("ver") != p.STATE_VERSION:
+            return (
+                None,
+                f"checkpoint row {p.key!r} has state version {row.get('ver')}, expected {p.STATE_VERSION}",
+            )
+        try:
+            states[p.key] = p.load(row.get("state"))
+        except (ValueError, TypeError, KeyError) as err:
+            return None, f"checkpoint row {p.key!r} does not load: {err}"
+    return states, None
+
+
+def cold_fold(
+    path: str | os.PathLike[str],
+    projections: Sequence[Projection[Any]],
+    *,
+    store: CheckpointStore | None = None,
+    strict: bool = False,
+    write: bool = True,
+    on_progress: Callable[[int], None] | None = None,
+) -> ColdFold:
+    """Fold ``projections`` over the log at ``path``, seeking to a checkpoint's tail when valid.
+
+    Costs O(new events) after a matching checkpoint, O(log) otherwise. Raises
+    ``LogFormatError`` like ``read_log``. With ``store`` and ``write`` a fresh checkpoint is
+    saved (plain files only; zstd logs cannot seek and always refold).
+    """
+    p = Path(path)
+    source = str(p)
+    fh, compressed, warnings = _open_bytes(p)
+    with fh:
+        raw_header, body_start = read_header(fh, source)
+        header = parse_header(raw_header, source=source, strict=strict, warnings=warnings)
+        identity = LogIdentity.of(header)
+        states: dict[str, Any] | None = None
+        note: str | None = "no checkpoint store"
+        resumed: int | None = None
+        first_seq, start, skip_upto, line_no = 0, body_start, -1, 1
+        if store is not None and compressed:
+            note = "zstd log: checkpoints need a seekable plain file"
+        elif store is not None:
+            cp = store.load(p)
+            size = os.fstat(fh.fileno()).st_size
+            states, note = _restore(cp, identity, projections, size)
+            if states is not None and cp is not None:
+                fh.seek(cp.offset)
+                if line_digest(fh.readline()) == cp.line_hash:
+                    first_seq, start, skip_upto, line_no = (
+                        cp.line_seq0,
+                        cp.offset,
+                        cp.seq,
+                        max(cp.line_no - 1, 0),
+                    )
+                    resumed = cp.seq
+                else:
+                    states, note = None, "the checkpoint's watermark line changed"
+        if states is None:
+            states = {pr.key: pr.init() for pr in projections}
+        fh.seek(start)
+        decoder = RecordDecoder(source=source, next_seq=first_seq, strict=strict)
+        scan = _Scan(offset=start, line_no=line_no, warnings=warnings)
+        applies = [(pr.key, pr.apply) for pr in projections]
+        last: tuple[int, bytes, int, int] | None = None
+        applied = 0
+        last_seq = skip_upto
+        for n, (off, raw, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
+            for ev in evs:
+                if ev.seq <= skip_upto:
+                    continue
+                for key, apply in applies:
+                    states[key] = apply(states[key], ev)
+                applied += 1
+            last_seq = evs[-1].seq
+            last = (off, raw, evs[0].seq, scan.line_no)
+            if on_progress is not None and n % 4096 == 0:
+                on_progress(off)
+        if resumed is not None and last_seq < resumed:
+            raise LogFormatError(
+                f"{source}: log ends before its checkpoint watermark {resumed}"
+            )  # pragma: no cover
+    if store is not None and write and not compressed and last is not None:
+        off, raw, seq0, ln = last
+        store.save(
+            p,
+            Checkpoint(
+                identity=identity,
+                seq=last_seq,
+                offset=off,
+                line_seq0=seq0,
+                line_no=ln,
+                line_hash=line_digest(raw),
+                size=scan.offset,
+                rows={
+                    pr.key: {"ver": pr.STATE_VERSION, "state": pr.dump(states[pr.key])} for pr in projections
+                },
+            ),
+        )
+    if decoder.unknown:
+        warnings.append(
+            f"{source}: unknown event type(s) kept but ignored by folds: "
+            + ", ".join(f"{t} ×{k}" for t, k in sorted(decoder.unknown.items()))
+        )
+    return ColdFold(
+        header=header,
+        states=states,
+        last_seq=last_seq,
+        events_applied=applied,
+        resumed_from=resumed,
+        checkpoint_note=None if resumed is not None else note,
+        warnings=tuple(warnings),
+        torn_tail_offset=scan.torn_tail_offset,
+        unknown_types=dict(decoder.unknown),
+    )
+
+
+def checkpoint_log(store: CheckpointStore, log: JsonlLog, cursors: Sequence[ProjectionCursor[Any]]) -> bool:
+    """Write a checkpoint of live ``cursors`` over an open ``JsonlLog`` (call at ``turn/end``
+    and at close — the log is already durable, so the cache never leads it).
+
+    Every cursor is read up to the log's end first. Returns False for an empty log or a
+    failed (fail-soft) write.
+    """
+    if len(log) == 0:
+        return False
+    rows = {}
+    for c in cursors:
+        state = c.read()
+        rows[c.projection.key] = {"ver": c.projection.STATE_VERSION, "state": c.projection.dump(state)}
+    w = len(log) - 1
+    cp = Checkpoint(
+        identity=LogIdentity.of(log.header),
+        seq=w,
+        offset=log.line_offset(w),
+        line_seq0=log.line_start_seq(w),
+        line_no=0,
+        line_hash=log.line_hash(w),
+        size=log.size,
+        rows=rows,
+    )
+    return store.save(log.path, cp)

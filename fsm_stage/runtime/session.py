@@ -14,62 +14,44 @@ Shapes
 ``session.append(...)``      appends through the log; raises ``LogWriteError`` (log unchanged).
 ``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
 ``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
-``session.surface()``        model-visible node seqs; ``session.messages()`` their messages.
+``session.surface()``        model-visible node seqs (``fsm_stage.log.surface.Surface``, folded
+                             incrementally); ``session.messages()`` their messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
     REQUEST_HEADER,
-    SURFACE_EVENT_TYPES,
+    SYSTEM_MESSAGE,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
 )
-from fsm_stage.log.events import Event, EventLog, Replace, SessionHeader, SurfaceOp
+from fsm_stage.log.events import Event, EventLog, SessionHeader, SurfaceOp
+from fsm_stage.log.projections import ProjectionCursor
+from fsm_stage.log.surface import Surface
 
 S = TypeVar("S")
-S_co = TypeVar("S_co", covariant=True)
 
 
 class Projection(Protocol[S]):
     """A pure incremental fold (dsh-log-format §6): ``init()``, ``apply(state, event)``.
 
     ``apply`` returns the same object when the event is irrelevant. Structurally identical to
-    ``fsm_stage.log.projections.Projection`` so either can be passed to ``Session.read``.
+    ``fsm_stage.log.projections.Projection`` (which adds ``key``, ``view``, ``dump``/``load``
+    for checkpoints); either can be passed to ``Session.read``.
     """
 
     def init(self) -> S: ...
 
     def apply(self, state: S, event: Event) -> S: ...
-
-
-class _Cursor(Generic[S]):
-    """Incremental reader: folds only the events appended since the previous read."""
-
-    __slots__ = ("_pos", "_projection", "_state")
-
-    def __init__(self, projection: Projection[S]) -> None:
-        self._projection = projection
-        self._state = projection.init()
-        self._pos = 0
-
-    def read(self, events: Sequence[Event]) -> S:
-        n = len(events)
-        if n < self._pos:  # the log shrank (rollback of a torn tail): refold from scratch
-            self._state, self._pos = self._projection.init(), 0
-        apply, state = self._projection.apply, self._state
-        for i in range(self._pos, n):
-            state = apply(state, events[i])
-        self._state, self._pos = state, n
-        return state
 
 
 @attrs.frozen
@@ -102,42 +84,14 @@ class TurnFold:
 TURN_FOLD = TurnFold()
 
 
-class SurfaceFold:
-    """Projection: the surface node list (dsh-log-format §3; append, and replace by positions).
-
-    A replace whose ``start``/``end`` are not on the surface leaves the surface unchanged (the
-    writer is expected to have refused it). The state is a tuple of node seqs.
-    """
-
-    def init(self) -> tuple[int, ...]:
-        return ()
-
-    def apply(self, state: tuple[int, ...], event: Event) -> tuple[int, ...]:
-        op = event.surface_op
-        if op is None or event.type not in SURFACE_EVENT_TYPES:
-            return state
-        if op == "append":
-            return (*state, event.seq)
-        if isinstance(op, Replace):
-            try:
-                i, j = state.index(op.start), state.index(op.end)
-            except ValueError:
-                return state
-            if i > j:
-                return state
-            return (*state[:i], event.seq, *state[j + 1 :])
-        return state
-
-
-SURFACE_FOLD = SurfaceFold()
-
-
 class Session:
     """An agent's session over an ``EventLog``; see the module docstring for the shapes."""
 
     def __init__(self, log: EventLog) -> None:
         self._log = log
-        self._cursors: dict[int, tuple[object, _Cursor[Any]]] = {}
+        self._cursors: dict[int, ProjectionCursor[Any]] = {}
+        self._surface = Surface()
+        self._surface_pos = 0
         self._validators: list[Callable[[Event], None]] = []
 
     @property
@@ -208,12 +162,12 @@ class Session:
         O(new events) per call. The projection object is held for the session's lifetime.
         """
         key = id(projection)
-        entry = self._cursors.get(key)
-        if entry is None or entry[0] is not projection:
-            entry = (projection, _Cursor(projection))
-            self._cursors[key] = entry
-        cursor: _Cursor[S] = entry[1]
-        return cursor.read(self._log.events)
+        cursor = self._cursors.get(key)
+        if cursor is None or cursor.projection is not projection:
+            cursor = ProjectionCursor(projection, self._log)  # type: ignore[arg-type]
+            self._cursors[key] = cursor
+        state: S = cursor.read()
+        return state
 
     @property
     def is_turn_open(self) -> bool:
@@ -232,7 +186,14 @@ class Session:
 
     def surface(self) -> tuple[int, ...]:
         """Model-visible node seqs in order (append / replace ops folded, §3)."""
-        return self.read(SURFACE_FOLD)
+        events = self._log.events
+        n = len(events)
+        if n < self._surface_pos:  # the log shrank (torn tail rolled back): refold
+            self._surface, self._surface_pos = Surface(), 0
+        for i in range(self._surface_pos, n):
+            self._surface.apply(events[i])
+        self._surface_pos = n
+        return tuple(self._surface.nodes)
 
     def messages(self) -> list[dict[str, Any]]:
         """The model-visible messages of the surface nodes, in order.
@@ -246,11 +207,11 @@ class Session:
         for seq in self.surface():
             ev = events[seq]
             data = ev.data if isinstance(ev.data, Mapping) else {}
-            if ev.type == USER_MESSAGE:
+            if ev.type in (USER_MESSAGE, SYSTEM_MESSAGE):
                 msg: Any = data
             elif ev.type in (ASSISTANT_MESSAGE, TOOL_RESULT):
                 msg = data.get("message", data)
-            else:  # pragma: no cover - SURFACE_EVENT_TYPES is exactly these three
+            else:  # pragma: no cover - the surface holds only message types
                 continue
             if not isinstance(msg, Mapping):
                 continue

@@ -78,6 +78,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from fsm_stage.constants import PLAN_SOURCE_PLUGIN, STAGE_NAME_RE, STAGE_SOURCE_KIND
 from fsm_stage.errors import ConfigError
+from fsm_stage.prompts import PromptTemplateError, template_variables
 
 Language = Literal["en", "zh"]
 
@@ -514,7 +515,9 @@ def _to_plain(
             kdisplay = _join(display, str(key))
             if not isinstance(key, str):
                 report.error_at(
-                    (kl + 1, kc + 1), kdisplay, f"key {_describe(key)} is not a name; keys are strings"
+                    (kl + 1, kc + 1),
+                    kdisplay,
+                    f"key {key!r} is {_describe(key)}; expected a name (a string key)",
                 )
                 continue
             native = rename(npath, key) if rename is not None else key
@@ -545,6 +548,42 @@ def _node_pos(node: object, default: tuple[int, int] = (1, 1)) -> tuple[int, int
     return (lc.line + 1, lc.col + 1)
 
 
+def _mapping_display(text: str, mark: Any) -> str:
+    """Display path of the mapping that starts at ``mark`` (duplicate keys allowed), or ''."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if mark is None:
+        return ""
+    yaml = YAML(typ="rt", pure=True)
+    yaml.allow_duplicate_keys = True
+    try:
+        tree = yaml.load(text)
+    except Exception:  # another syntax error later in the file: keep the bare key
+        return ""
+
+    def search(node: object, display: str) -> str | None:
+        lc = getattr(node, "lc", None)
+        if (
+            isinstance(node, CommentedMap)
+            and lc is not None
+            and (lc.line, lc.col) == (mark.line, mark.column)
+        ):
+            return display
+        children: list[tuple[object, str]] = []
+        if isinstance(node, CommentedMap):
+            children = [(v, _join(display, str(k))) for k, v in node.items()]
+        elif isinstance(node, CommentedSeq):
+            children = [(v, _join(display, i)) for i, v in enumerate(node)]
+        for child, child_display in children:
+            found = search(child, child_display)
+            if found is not None:
+                return found
+        return None
+
+    return search(tree, "") or ""
+
+
 def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
     """Parse ``text`` with ruamel round-trip (duplicate keys are errors). (ok, tree)."""
     from ruamel.yaml import YAML
@@ -563,12 +602,14 @@ def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
         if isinstance(err, DuplicateKeyError):
             m = re.search(r'found duplicate key "(.*?)"', problem)
             if m:
-                key = m.group(1)
+                key = _join(_mapping_display(text, err.context_mark), m.group(1))
             message = f"{problem}; each key may appear once per mapping"
-        elif "end of stream" in problem and err.context_mark is not None:
+        elif ("end of stream" in problem or "stream end" in problem) and err.context_mark is not None:
             # an unclosed quote or bracket: point at where it was opened
             mark = err.context_mark
-            message = f"{context} that is never closed; close it or remove the opening character"
+            what = re.sub(r"^while (?:scanning|parsing) (?:an? )?", "", context) or "this construct"
+            fix = "add the matching closing quote" if "quoted" in what else "add the closing bracket or brace"
+            message = f"the {what} opened here is never closed; {fix}"
         elif "\\t" in problem or "\t" in problem:
             message = f"{problem}; indent with spaces, YAML does not allow tabs here"
         else:
@@ -777,27 +818,10 @@ def _unknown_key_message(key: str, known: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _template_environment() -> Any:
-    """The shared jinja2 environment (``fsm_stage.prompts.environment``)."""
-    try:
-        from fsm_stage.prompts import environment
-    except ImportError:  # pragma: no cover - until the prompts module lands
-        from jinja2 import StrictUndefined
-        from jinja2.sandbox import SandboxedEnvironment
-
-        return SandboxedEnvironment(
-            variable_start_string="<<", variable_end_string=">>", undefined=StrictUndefined
-        )
-    return environment()
-
-
 _DSH_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 def _check_template(text: str, npath: NativePath, report: _Report, *, native: bool) -> None:
-    import jinja2
-    from jinja2 import meta
-
     if native:
         m = _DSH_VARIABLE.search(text)
         if m:
@@ -807,17 +831,15 @@ def _check_template(text: str, npath: NativePath, report: _Report, *, native: bo
                 f"<< {m.group(1)} >> (the {{{{ }}}} syntax is for the plugin-list form)",
             )
             return
-    env = _template_environment()
     try:
-        ast = env.parse(text)
-    except jinja2.TemplateSyntaxError as err:
+        variables = template_variables(text)
+    except PromptTemplateError as err:
         report.error(
             npath,
-            f"template syntax error on template line {err.lineno}: {err.message}; "
-            "expected a jinja2 template using << stage_current >> / << stage_targets >>",
+            f"{str(err).rstrip('.')}; expected a template using << stage_current >> / << stage_targets >>",
         )
         return
-    unknown = sorted(meta.find_undeclared_variables(ast) - TEMPLATE_VARIABLES)
+    unknown = sorted(variables - TEMPLATE_VARIABLES)
     if unknown:
         report.error(
             npath,
@@ -1188,7 +1210,7 @@ def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
     report.locs[()] = _Loc("", pos, pos)
     native = _to_plain(tree, (), "", report)
     assert isinstance(native, dict)
-    if not native:
+    if not native and not report.errors:
         report.error_at(
             pos, "(file)", "the file declares nothing; expected `stages` and `section` and/or `plan_mode`"
         )

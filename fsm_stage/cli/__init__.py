@@ -12,7 +12,7 @@ import click
 
 from fsm_stage.errors import UserError
 
-_COMMAND_MODULES = ("graph_cmds", "log_cmds", "sim_cmds")
+_COMMAND_MODULES = ("graph_cmds", "draw_cmds", "log_cmds", "sim_cmds")
 
 
 class _Group(click.Group):

@@ -1,0 +1,88 @@
+"""``fsm-stage draw``: draw a stage-graph file as Mermaid, DOT, SVG or PNG (fsm_stage.diagram)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from fsm_stage.config import load_config
+from fsm_stage.diagram import FORMATS, Format, render, to_dot, to_mermaid
+
+_SUFFIXES: dict[str, Format] = {
+    ".mmd": "mermaid",
+    ".mermaid": "mermaid",
+    ".dot": "dot",
+    ".gv": "dot",
+    ".svg": "svg",
+    ".png": "png",
+}
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary sibling and a rename (never half-written)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@click.command()
+@click.argument("graph", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write here instead of stdout; the suffix (.mmd .dot .gv .svg .png) picks the format.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="mermaid (default), dot, or svg/png rendered by Graphviz `dot`.",
+)
+@click.option("--stage", "current", metavar="NAME", help="Highlight this stage (e.g. a session's current).")
+def draw(graph: Path, output: Path | None, fmt: Format | None, current: str | None) -> None:
+    """Draw the stage graph (and plan mode) of GRAPH.
+
+    Mermaid and DOT are written by fsm_stage itself; SVG and PNG need the Graphviz `dot`
+    program and the graphviz Python package (pip install 'fsm_stage[diagrams]').
+    """
+    if fmt is None:
+        if output is not None:
+            fmt = _SUFFIXES.get(output.suffix.lower())
+            if fmt is None:
+                raise click.UsageError(
+                    f"cannot tell the format from {output.name!r}; pass --format {'|'.join(FORMATS)}"
+                )
+        else:
+            fmt = "mermaid"
+    if fmt == "png" and output is None and sys.stdout.isatty():
+        raise click.UsageError("PNG is binary: pass -o FILE.png (or redirect stdout)")
+    config = load_config(graph)
+    for warning in config.warnings:
+        click.echo(warning, err=True)
+    if current is not None and (config.graph is None or config.graph.stage(current) is None):
+        raise click.BadParameter(f"{current!r} is not a stage of {graph}", param_hint="--stage")
+    title = None if config.graph is not None else graph.stem  # plan mode only: name it after the file
+    if fmt == "mermaid":
+        data = to_mermaid(config.graph, config.plan_mode, title=title, current=current).encode()
+    else:
+        dot = to_dot(config.graph, config.plan_mode, title=title, current=current)
+        data = dot.encode() if fmt == "dot" else render(dot, fmt)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        _write_atomically(output, data)
+
+
+COMMANDS = [draw]

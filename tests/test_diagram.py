@@ -1,0 +1,273 @@
+"""Diagrams (fsm_stage.diagram) and ``fsm-stage draw``, checked with the real renderers
+(Graphviz ``dot``; mermaid-cli on Debian's chromium) where they are installed."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fsm_stage.cli import main
+from fsm_stage.config import EdgeConfig, GraphConfig, PlanModeConfig, StageConfig, load_config
+from fsm_stage.diagram import DiagramError, mermaid_ids, render, to_dot, to_mermaid
+
+REPO = Path(__file__).resolve().parents[1]
+FEATURE_WORK = REPO / "stage_graphs" / "feature-work.yaml"
+
+AWKWARD = GraphConfig(
+    name="awkward; names",
+    section="s",
+    initial="collect-data",
+    stages=(
+        StageConfig("collect_data", "x", (EdgeConfig("collect-data"),)),
+        StageConfig("collect-data", "x", (EdgeConfig("state", ("has_plan", "odd;guard")),)),
+        StageConfig("state", "x", (EdgeConfig("end"),)),
+        StageConfig("end", "x", None),
+    ),
+)
+PLAN = PlanModeConfig(section="Plan first.")
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def _mmdc() -> tuple[str, str] | None:
+    local = REPO / "node_modules" / ".bin" / "mmdc"
+    mmdc = str(local) if local.exists() else shutil.which("mmdc")
+    candidates = ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
+    chromium = next((p for p in candidates if p), None)
+    if mmdc is None or chromium is None or not Path(chromium).exists():
+        return None
+    return mmdc, chromium
+
+
+def render_mermaid(text: str, tmp_path: Path) -> str:
+    """Render Mermaid text to SVG with mermaid-cli; skip (visibly) when it is not installed."""
+    found = _mmdc()
+    if found is None:
+        pytest.skip(
+            "mermaid-cli or chromium not installed "
+            "(PUPPETEER_SKIP_DOWNLOAD=1 npm i @mermaid-js/mermaid-cli; apt install chromium)"
+        )
+    mmdc, chromium = found
+    config = tmp_path / "puppeteer.json"
+    config.write_text(json.dumps({"executablePath": chromium, "args": ["--no-sandbox"]}))
+    source, out = tmp_path / "diagram.mmd", tmp_path / "diagram.svg"
+    source.write_text(text, encoding="utf-8")
+    proc = subprocess.run(
+        [mmdc, "-p", str(config), "-i", str(source), "-o", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out.read_text(encoding="utf-8")
+
+
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz `dot` not installed (apt install graphviz)"
+)
+
+
+# --------------------------------------------------------------------------- Mermaid text
+
+
+def test_mermaid_ids_are_sanitised_unique_and_keyword_free() -> None:
+    ids = mermaid_ids(("collect_data", "collect-data", "state", "end", "collect_data_2"))
+    assert ids == {
+        "collect_data": "s_collect_data",
+        "collect-data": "s_collect_data_2",
+        "state": "s_state",
+        "end": "s_end",
+        "collect_data_2": "s_collect_data_2_2",
+    }
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", i) for i in ids.values())
+
+
+def test_mermaid_text_has_title_labels_initial_guards() -> None:
+    text = to_mermaid(AWKWARD)
+    ids = mermaid_ids(AWKWARD.stage_names)
+    assert text.startswith('---\ntitle: "awkward, names"\n---\nstateDiagram-v2\n')
+    for name in AWKWARD.stage_names:
+        assert f'state "{name}" as {ids[name]}' in text
+    assert f"[*] --> {ids['collect-data']}\n" in text
+    assert f"{ids['collect-data']} --> {ids['state']}: [has_plan, odd,guard]\n" in text
+    assert f"{ids['collect_data']} --> {ids['collect-data']}\n" in text
+    # targets omitted on "end": an edge to every other stage
+    assert sum(line.startswith(f"  {ids['end']} -->") for line in text.splitlines()) == 3
+    assert ";" not in text.split("---\n", 2)[2]  # `;` would split a Mermaid label
+
+
+def test_mermaid_plan_mode_and_current_stage() -> None:
+    text = to_mermaid(AWKWARD, PLAN, current="state")
+    assert 'state "plan mode" as plan_mode {' in text
+    assert "pm_plan --> pm_default: exit_plan [approved]" in text
+    assert "class s_state current" in text
+    plan_only = to_mermaid(None, PLAN, title="seed-plan-mode")
+    assert "title: \"seed-plan-mode\"" in plan_only and "s_" not in plan_only
+
+
+def test_nothing_to_draw_is_a_user_error() -> None:
+    with pytest.raises(DiagramError):
+        to_mermaid(None)
+    with pytest.raises(DiagramError):
+        to_dot(None, None)
+
+
+def test_mermaid_renders_with_mermaid_cli(tmp_path: Path) -> None:
+    """Names with `-` and `_`, keyword-like names, `;` in a guard, plan mode and a highlighted
+    stage all parse and render; the SVG carries the real names and the title."""
+    svg = render_mermaid(to_mermaid(AWKWARD, PLAN, current="collect-data"), tmp_path)
+    for label in ("collect-data", "collect_data", "state", "end", "plan mode", "awkward, names", "has_plan"):
+        assert label in svg, label
+
+
+def test_feature_work_example_renders_with_mermaid_cli(tmp_path: Path) -> None:
+    """Done-when check: `fsm-stage draw stage_graphs/feature-work.yaml` prints Mermaid that
+    mermaid-cli renders."""
+    result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK)])
+    assert result.exit_code == 0, result.output
+    svg = render_mermaid(result.stdout, tmp_path)
+    config = load_config(FEATURE_WORK)
+    assert config.graph is not None
+    for name in config.graph.stage_names:
+        assert name in svg
+
+
+# --------------------------------------------------------------------------- DOT
+
+
+def test_dot_text_quotes_names_and_labels_guards() -> None:
+    dot = to_dot(AWKWARD, PLAN, current="end")
+    assert dot.startswith('digraph "awkward; names" {')
+    assert '"collect-data" -> "state" [label="[has_plan, odd;guard]"];' in dot
+    assert '"__start" -> "collect-data";' in dot
+    assert 'subgraph "cluster_plan_mode"' in dot
+    assert re.search(r'"end" \[label="end", fillcolor=', dot)
+
+
+def test_dot_escapes_quotes_and_backslashes() -> None:
+    config = GraphConfig(name='say "hi" \\ there', section="s", stages=(StageConfig("a", "x"),))
+    assert 'digraph "say \\"hi\\" \\\\ there" {' in to_dot(config)
+
+
+@needs_dot
+def test_dot_renders_svg_with_stage_names() -> None:
+    svg = html.unescape(render(to_dot(AWKWARD, PLAN), "svg").decode())  # dot writes `-` as &#45;
+    assert "<svg" in svg and "Generated by graphviz" in svg
+    for name in AWKWARD.stage_names:
+        assert f">{name}</text>" in svg
+    assert render(to_dot(AWKWARD), "png").startswith(b"\x89PNG")
+
+
+@needs_dot
+def test_dot_failure_is_one_line_user_error() -> None:
+    with pytest.raises(DiagramError, match="dot` failed"):
+        render("digraph {", "svg")
+
+
+def test_missing_dot_binary_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(DiagramError) as info:
+        render(to_dot(AWKWARD), "svg")
+    assert "`dot` program" in str(info.value) and "apt-get install graphviz" in str(info.value)
+
+
+def test_missing_graphviz_package_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "graphviz", None)
+    with pytest.raises(DiagramError, match=r"graphviz Python package: pip install 'fsm_stage\[diagrams\]'"):
+        render(to_dot(AWKWARD), "svg")
+
+
+# --------------------------------------------------------------------------- CLI
+
+AWKWARD_YAML = """\
+name: awkward
+section: "Stage << stage_current >>"
+initial: collect-data
+stages:
+  - name: collect_data
+    instruction: x
+    targets: [collect-data]
+  - name: collect-data
+    instruction: x
+    targets:
+      - to: write-up
+        guards: [has_data]
+  - name: write-up
+    instruction: x
+plan_mode:
+  section: Plan first.
+"""
+
+
+def test_cli_draw_defaults_to_mermaid_on_stdout(tmp_path: Path) -> None:
+    path = tmp_path / "awkward.yaml"
+    path.write_text(AWKWARD_YAML)
+    result = CliRunner().invoke(main, ["draw", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == to_mermaid(load_config(path).graph, load_config(path).plan_mode)
+
+
+@needs_dot
+def test_cli_draw_svg_is_produced_by_dot(tmp_path: Path) -> None:
+    """Done-when check: `--format svg` writes an SVG that `dot` produced (format from -o too)."""
+    path = tmp_path / "awkward.yaml"
+    path.write_text(AWKWARD_YAML)
+    out = tmp_path / "out.svg"
+    result = CliRunner().invoke(main, ["draw", str(path), "-o", str(out), "--format", "svg"])
+    assert result.exit_code == 0, result.output
+    svg = html.unescape(out.read_text())
+    assert "Generated by graphviz" in svg
+    for name in ("collect_data", "collect-data", "write-up", "[has_data]"):
+        assert name in svg
+    png = tmp_path / "out.png"
+    assert CliRunner().invoke(main, ["draw", str(path), "-o", str(png)]).exit_code == 0
+    assert png.read_bytes().startswith(b"\x89PNG")
+    dot = tmp_path / "out.gv"
+    assert CliRunner().invoke(main, ["draw", str(path), "-o", str(dot)]).exit_code == 0
+    assert dot.read_text().startswith('digraph "awkward"')
+
+
+def test_cli_draw_without_dot_fails_in_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "")
+    out = tmp_path / "out.svg"
+    result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(out)])
+    assert result.exit_code == 1
+    assert "`dot` program" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_draw_usage_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    unknown_suffix = runner.invoke(main, ["draw", str(FEATURE_WORK), "-o", str(tmp_path / "x.txt")])
+    assert unknown_suffix.exit_code == 2 and "--format" in unknown_suffix.stderr
+    bad_stage = runner.invoke(main, ["draw", str(FEATURE_WORK), "--stage", "nope"])
+    assert bad_stage.exit_code == 2 and "nope" in bad_stage.stderr
+    bad_format = runner.invoke(main, ["draw", str(FEATURE_WORK), "--format", "gif"])
+    assert bad_format.exit_code == 2
+
+
+def test_cli_draw_invalid_graph_is_a_positioned_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nsection: s\nstages:\n  - name: Bad\n    instruction: x\n")
+    result = CliRunner().invoke(main, ["draw", str(path)])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert re.search(r"bad\.yaml:4:\d+: ", result.stderr)
+    assert result.stdout == ""
+
+
+def test_cli_draw_highlights_a_stage() -> None:
+    result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "--stage", "implement"])
+    assert result.exit_code == 0 and "class s_implement current" in result.stdout

@@ -64,6 +64,7 @@ __all__ = [
     "LocalHandoffStore",
     "MemoryHandoffStore",
     "SandboxPolicyProvider",
+    "atomic_write_text",
     "handoff_relative_path",
     "read_handoff",
     "session_segment",
@@ -337,6 +338,18 @@ class LocalHandoffStore:
             raise
         with suppress(OSError):  # some filesystems refuse fsync on folders
             os.fsync(dir_fd)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically: temp file in the same folder, fsync,
+    ``os.replace``, folder fsync. Hard links to the old file keep the old content. The folder
+    must exist; ``OSError`` propagates and no temporary file is left behind."""
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    fd = os.open(folder, _DIR_FLAGS)
+    try:
+        LocalHandoffStore._atomic_write(fd, name, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def read_handoff(path: str | os.PathLike[str]) -> str:

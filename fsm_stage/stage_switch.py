@@ -1,0 +1,840 @@
+"""The stage switch: a session moves through the stages of a compiled stage graph.
+
+Port of DeepSeek Harness's ``dsh-stage-switch`` (stage-switch spec S1…S116) onto fsm_stage's
+compiled graphs (``fsm_stage.graph``) and runtime seams (``fsm_stage.runtime``).
+
+How it works
+------------
+* **State is a fold of the log.** Every stage entry appends one ``user/message`` whose
+  source is the record ``{kind: "stage-switch", form: "notice", summary: "Current stage: X"
+  | "Stage switched to X"}`` (spec §1.3). The current stage is the last record
+  (``fsm_stage.log.projections.StageProjection``, read in O(new events)), or the graph's
+  ``initial`` stage before the first record (§1.4, §1.5).
+* **Initial stage prompt.** The first accepted pre-step of a top-level session appends
+  ``Current stage: <initial>\\n<instruction>`` to the end of the step's batch (§1.14).
+  Subagent sessions (``origin == "subagent"`` or ``delegation_depth > 0``) skip it.
+* **Cache-safe.** The stage is never in the system prompt; ``goto_stage`` is registered in
+  every stage; the deployer's guidance (``section``) is a runtime-context entry
+  ``stage:policy`` (order 116) rendered with ``<< stage_current >>`` and
+  ``<< stage_targets >>`` while an eligibility predicate holds; the runtime re-appends the
+  context snapshot only when its text changes (§1.8).
+* **goto_stage** (§1.15). The model names a target. The call is refused — with the reason and
+  the allowed targets — unless the target is configured, differs from the current stage, is
+  an *edge of the graph* out of the current stage, and the edge's named guards hold. Then a
+  review channel must exist; the shape is decided (**full** when no ``min_handoff_tokens`` is
+  configured or the token meter prices the surface at or above it, **light** below it); a full
+  transition needs a non-blank ``handoff`` markdown document, written to
+  ``<cwd>/<handoff_dir>/<session>/<stage>.md`` *before* the review so the reviewer reads it;
+  the human reviews (only a lone exact ``Approve`` with no free text approves); on approval
+  the transition becomes **pending**.
+* **Boundary flush** (§1.13). At the next accepted pre-step, the pending transition is applied
+  durably first: the record is appended inside the compiled machine's ``before`` callback
+  (``CompiledGraph.fire(..., commit=...)`` for model edges, ``CompiledGraph.jump`` for user
+  jumps). A full transition appends the handoff notice as a surface **replace** of everything
+  but a protected system head, so the model sees only the notice (the log keeps everything);
+  a light one appends the new stage prompt. If the append fails the stage does not change, the
+  error is logged and the pending transition stays for the next accepted pre-step. The
+  pending/flush machinery is the runtime's shared ``PendingStore`` (also used by plan mode).
+* **/stage** (§1.16). Bare: shows the current stage and the stages. ``/stage <name>``: a user
+  jump to any configured stage (no edges, no guards, no review, always light): committed at
+  once when the session is idle, queued for the next accepted pre-step during a turn. Text
+  after the name is steered into the new stage as a user message.
+* **Narration** (§1.6). A user jump's stage prompt is prefixed with "The user switched this
+  session to stage X." only when the model was last told (at the last ``request/header``) a
+  different stage. Model transitions are never narrated: their tool result already tells.
+
+Eligibility and guards
+----------------------
+``register_eligibility(fn)`` (an ``(agent) -> bool``) gates the guidance: ``stage:policy``
+shows while *any* unnamed predicate is true (S31–S33). ``register_eligibility(fn,
+name="tests_green")`` registers a *named* guard that graph edges reference
+(``targets: [{to: verify, guards: [tests_green]}]``); an edge is open only when every guard it
+names is registered and returns exactly ``True``. Named guards do not gate the guidance.
+Both return a disposer. A predicate that raises counts as false (fail closed) and is logged.
+``<< stage_targets >>`` lists the currently open edges out of the current stage, in configured
+order (for the seed graph, every other stage).
+
+Spec decisions (Appendix B and related open points)
+----------------------------------------------------
+1. **Idle-commit ordering** (B1): an idle ``set``/``/stage`` discards a pending transition only
+   *after* its append succeeded; a failed append leaves both the stage and the pending
+   transition as they were.
+2. **``None`` config values** (B2): YAML ``null`` for an optional key is a configuration error
+   (as JS ``null`` is in the seed), never a silent default: the loader reports it positioned.
+3. **A queued ``/stage`` overwrites an approved full ``goto_stage``** (B3, S93a): kept, as in the
+   seed. The user's later choice wins; the handoff file stays on disk and nothing is archived.
+4. **``set()`` to an unconfigured stage** (B4): allowed (programmatic API, S89); the stage prompt
+   then has no instruction. ``/stage`` validates names.
+5. **Dismissal vs abort** (B5): only ``ReviewDismissed`` from the review channel means "the
+   user closed the dialog to talk"; cancellation (``asyncio.CancelledError``) propagates and
+   any other exception fails the call with its own message.
+6. **Guards after the review**: edges and guards are checked before the review (so nobody is
+   asked about a forbidden move) and again when the review returns (the world may have
+   changed while the human read); the approved transition is then applied as approved.
+7. **A current stage that is no longer in the graph** (a log from an older graph): the model may
+   move to any configured stage (the session is never stranded); the flush commits it as a
+   jump, since the machine has no state to fire from.
+8. **No embedded catalog copy**: wording lives only in ``templates/<lang>/stage_switch.yaml``
+   (a missing English file is a clear installation error, not a silent fallback); zh overrides
+   the review dialog only. ``apply_language_overlay`` is the file-level alternative.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import attrs
+from ruamel.yaml import YAML
+
+from fsm_stage.config import GraphConfig
+from fsm_stage.constants import (
+    CURRENT_STAGE_PREFIX,
+    GOTO_STAGE,
+    STAGE_COMMAND,
+    STAGE_POLICY_CONTEXT,
+    STAGE_POLICY_ORDER,
+    STAGE_REVIEW_ID,
+    STAGE_SWITCHED_PREFIX,
+    SYSTEM_MESSAGE,
+)
+from fsm_stage.errors import FsmStageError
+from fsm_stage.graph import CompiledGraph, StageCursor, compile_graph, goto
+from fsm_stage.handoff import (
+    HandoffStore,
+    SandboxPolicyProvider,
+    atomic_write_text,
+    handoff_relative_path,
+)
+from fsm_stage.log.events import Replace, SurfaceOp
+from fsm_stage.log.projections import StageProjection, StageState
+from fsm_stage.log.surface import shadow_range
+from fsm_stage.prompts import Catalog, deep_merge, load_catalog, render
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.assembly import ContextEntry
+from fsm_stage.runtime.commands import CommandReply, CommandSpec, Disposer
+from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice, user_message
+from fsm_stage.runtime.pending import PendingStore, Selection
+from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
+from fsm_stage.tokens import TokenMeter
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+
+__all__ = [
+    "CATALOG_NAME",
+    "NO_AGENT_MESSAGE",
+    "PREDICATE_TYPE_MESSAGE",
+    "PROJECTION_UNAVAILABLE_MESSAGE",
+    "RELOADED_MESSAGE",
+    "Consent",
+    "Decline",
+    "GotoStageTool",
+    "PendingTransition",
+    "ProjectionUnavailableError",
+    "SetOutcome",
+    "StageCommand",
+    "StageController",
+    "apply_language_overlay",
+    "build_review_question",
+    "evaluate_review",
+    "presentation_meta",
+    "should_narrate",
+    "stage_body",
+]
+
+CATALOG_NAME: Final = "stage_switch"
+"""Name of the wording catalog (``templates/<lang>/stage_switch.yaml``)."""
+
+NO_AGENT_MESSAGE: Final = "goto_stage needs a calling agent: there is no session to switch."
+"""Fixed failure of an agent-less ``goto_stage`` call (S43)."""
+
+RELOADED_MESSAGE: Final = (
+    "The stage-switch service was reloaded while the transition was under review; "
+    "present the transition once more."
+)
+"""Fixed failure when the controller closed while a review was open (S60)."""
+
+PROJECTION_UNAVAILABLE_MESSAGE: Final = "the stage projection is not registered (stage switch closed)"
+"""Message of ``ProjectionUnavailableError`` (S97)."""
+
+PREDICATE_TYPE_MESSAGE: Final = "eligibility predicate must be a function (a callable taking the agent)"
+"""Message of the ``TypeError`` for a non-callable predicate (S37e)."""
+
+FLUSH_FAILURE_MESSAGE: Final = "stage switch: applying the pending transition to {stage} failed: {error}"
+"""Error-level log line of a failed boundary flush (S80)."""
+
+COMMAND_HINT: Final = "[stage|message]"
+"""Input hint of ``/stage`` (spec §3.1 item 10)."""
+
+SetOutcome = Literal["noop", "queued", "committed"]
+Predicate = Callable[["Agent"], bool]
+
+_log = logging.getLogger(__name__)
+_WS = re.compile(r"\s+")
+
+
+class ProjectionUnavailableError(FsmStageError):
+    """The stage projection is not available (the controller was closed): reads fail loudly
+    rather than falling back to the initial stage (S97)."""
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def stage_body(config: GraphConfig, stage: str) -> str:
+    """``Current stage: <stage>`` plus ``\\n<instruction>`` when ``stage`` is configured (§1.3, S89)."""
+    body = f"{CURRENT_STAGE_PREFIX}{stage}"
+    configured = config.stage(stage)
+    return f"{body}\n{configured.instruction}" if configured is not None else body
+
+
+def should_narrate(stage_at_last_header: str | None, initial: str, target: str) -> bool:
+    """Whether a user jump to ``target`` is narrated (§1.6, S92).
+
+    The model was last told ``stage_at_last_header`` (``initial`` when no header was logged or
+    the header came before any record); narrate only when that differs from ``target``.
+    """
+    told = stage_at_last_header if stage_at_last_header is not None else initial
+    return told != target
+
+
+def presentation_meta(value: Mapping[str, Any]) -> dict[str, bool] | None:
+    """The durable marker of a successful call: ``{"fullTransition": True}`` when the value
+    holds ``handoffPath``, else ``None`` (JSON null) (§1.15, S67)."""
+    return {"fullTransition": True} if "handoffPath" in value else None
+
+
+def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> Question:
+    """The single ``stage-review`` question (§1.12, S52, S53, S61, S64).
+
+    Full shape (``handoff`` given): ``full_question`` with ``detail=handoff``; light shape
+    (``handoff is None``): ``light_question`` with no detail. Options: approve, then keep.
+    No presentation intent.
+    """
+    full = handoff is not None
+    return Question(
+        id=STAGE_REVIEW_ID,
+        header=catalog.text("review.header"),
+        question=catalog.text("review.full_question" if full else "review.light_question", stage=stage),
+        options=(
+            Option(
+                catalog.text("review.approve_label"),
+                catalog.text(f"review.{'full' if full else 'light'}_approve_description"),
+            ),
+            Option(catalog.text("review.keep_stage_label"), catalog.text("review.keep_stage_description")),
+        ),
+        detail=handoff,
+    )
+
+
+@attrs.frozen
+class Consent:
+    """The reviewer approved the transition."""
+
+
+@attrs.frozen
+class Decline:
+    """The reviewer kept the stage; ``message`` is the tool failure text (with the feedback)."""
+
+    feedback: str
+    message: str
+
+
+def evaluate_review(answers: Sequence[Answer], catalog: Catalog) -> Consent | Decline:
+    """Apply the consent rule (§1.12, S55, S58).
+
+    Consent only for exactly one ``stage-review`` answer whose ``selected`` is exactly the
+    active language's approve label and which has no ``custom`` text (even ``""`` counts as
+    text). Otherwise a ``Decline``: feedback ``custom`` (or ``""``); an exactly empty feedback
+    gives ``errors.keep_stage``, any other (even whitespace) ``errors.keep_stage_feedback``.
+    """
+    decision = evaluate(answers, STAGE_REVIEW_ID, catalog.text("review.approve_label"))
+    if decision.approved:
+        return Consent()
+    feedback = decision.feedback or ""
+    if feedback == "":
+        return Decline("", catalog.text("errors.keep_stage"))
+    return Decline(feedback, catalog.text("errors.keep_stage_feedback", feedback=feedback))
+
+
+def apply_language_overlay(
+    root: str | Path, language: str = "zh", name: str = CATALOG_NAME
+) -> dict[str, Any] | None:
+    """File-level alternative to ``language: zh`` (spec §1.17 ``apply-zh``; S108–S113).
+
+    Deep-merges ``<root>/<language>/<name>.yaml`` over ``<root>/en/<name>.yaml`` and writes the
+    result back to the English file atomically (temporary file + rename, so hard links to the
+    old file keep the old content). Returns the merged mapping, or ``None`` without writing when
+    either file is missing. Idempotent. Never touches the shipped catalog unless ``root`` is it.
+    """
+    base = Path(root) / "en" / f"{name}.yaml"
+    overlay = Path(root) / language / f"{name}.yaml"
+    if not base.is_file() or not overlay.is_file():
+        return None
+    yaml = YAML(typ="safe", pure=True)
+    merged: dict[str, Any] = deep_merge(yaml.load(base.read_text(encoding="utf-8")) or {},
+                                        yaml.load(overlay.read_text(encoding="utf-8")) or {})
+    out = YAML(typ="safe", pure=True)
+    out.default_flow_style = False
+    out.allow_unicode = True
+    out.width = 4096
+    buf = io.StringIO()
+    out.dump(merged, buf)
+    atomic_write_text(base, buf.getvalue())
+    return merged
+
+
+# --------------------------------------------------------------------------- pending transition
+
+
+@attrs.frozen
+class PendingTransition:
+    """Payload of a pending stage selection (§1.9).
+
+    ``kind``: ``"model"`` (an approved ``goto_stage``; applied through the machine's edge) or
+    ``"user"`` (``/stage`` / ``set``; applied as a jump). ``handoff_path``: absolute path of the
+    handoff document for a full transition, None for a light one. ``from_stage``: the stage the
+    transition was approved from.
+    """
+
+    kind: Literal["model", "user"]
+    from_stage: str
+    handoff_path: str | None = None
+
+
+# --------------------------------------------------------------------------- tool and command
+
+
+class GotoStageTool:
+    """The ``goto_stage`` tool (``fsm_stage.runtime.tools.Tool``) bound to a controller."""
+
+    def __init__(self, controller: StageController) -> None:
+        self._controller = controller
+        self.spec = controller.tool_spec()
+
+    async def execute(self, args: Mapping[str, Any], agent: Agent | None,
+                      signal: AbortSignal | None = None) -> ToolOutput:
+        """Run ``StageController.goto_stage``; failures raise ``ToolFailure``."""
+        return await self._controller.goto_stage(args, agent, signal)
+
+    def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The UI card of a call (S40)."""
+        return self._controller.present_call(args)
+
+    def present_result(self, args: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        """The UI card of a result (S41)."""
+        return self._controller.present_result(args, result)
+
+
+class StageCommand:
+    """The ``/stage`` command (``fsm_stage.runtime.commands.Command``) bound to a controller."""
+
+    def __init__(self, controller: StageController) -> None:
+        self._controller = controller
+        description = controller.catalog.text("command.description")
+        self.spec = CommandSpec(STAGE_COMMAND, description, hint=COMMAND_HINT)
+
+    def handle(self, agent: Agent, raw_input: str, images: Sequence[Any]) -> CommandReply:
+        """Run ``StageController.handle_stage_command``."""
+        return self._controller.handle_stage_command(agent, raw_input)
+
+
+# --------------------------------------------------------------------------- controller
+
+
+class StageController:
+    """The stage switch over one compiled stage graph (see the module docstring).
+
+    Construction (plain injection; every seam is optional except the graph):
+
+    * ``graph``: a ``GraphConfig`` (compiled with ``compile_graph``, cached) or a ``CompiledGraph``;
+    * ``review``: the ``ReviewChannel`` (default: the runtime's, at ``attach``);
+    * ``handoffs``: a ``HandoffStore`` (e.g. ``LocalHandoffStore()``); without one a full
+      transition fails with ``errors.no_fs``;
+    * ``token_meter``: required only when ``min_handoff_tokens`` is configured;
+    * ``sandbox``: optional ``SandboxPolicyProvider`` resolved once per handoff write;
+    * ``catalog`` / ``override_dir``: wording (default: ``stage_switch`` in the graph's language,
+      resolved once here);
+    * ``logger``: where a failed flush is logged at error level; ``id_factory``: message ids.
+
+    Use ``attach(runtime)`` to contribute ``stage:policy``, ``goto_stage``, ``/stage`` (when the
+    runtime has commands), the pre-step participant and the ``stage`` service; ``close()``
+    removes them all. The methods can also be called directly by a host with its own wiring.
+    """
+
+    def __init__(
+        self,
+        graph: GraphConfig | CompiledGraph,
+        *,
+        review: ReviewChannel | None = None,
+        handoffs: HandoffStore | None = None,
+        token_meter: TokenMeter | None = None,
+        sandbox: SandboxPolicyProvider | None = None,
+        catalog: Catalog | None = None,
+        override_dir: str | Path | None = None,
+        logger: logging.Logger | None = None,
+        id_factory: IdFactory = new_id,
+    ) -> None:
+        compiled = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
+        if compiled.config is None:
+            raise TypeError("StageController needs a stage graph, not the plan-mode machine")
+        self.graph: CompiledGraph = compiled
+        self.config: GraphConfig = compiled.config
+        self.catalog: Catalog = (
+            catalog if catalog is not None
+            else load_catalog(CATALOG_NAME, self.config.language, override_dir)
+        )
+        self.review = review
+        self.handoffs = handoffs
+        self.token_meter = token_meter
+        self.sandbox = sandbox
+        self.logger = logger if logger is not None else _log
+        self.id_factory = id_factory
+        self.pending: PendingStore[str] = PendingStore(logger=self.logger, level=logging.ERROR)
+        self.projection = StageProjection()
+        self._predicates: dict[Predicate, None] = {}
+        self._guards: dict[str, Predicate] = {}
+        self._disposers: list[Disposer] = []
+        self._runtime: Runtime | None = None
+        self.closed = False
+
+    # --- composition -------------------------------------------------------------------------
+
+    def attach(self, runtime: Runtime) -> None:
+        """Register ``stage:policy`` (order 116), ``goto_stage``, ``/stage`` (when the runtime has
+        a command registry), the pre-step participant and the ``stage`` service (S94)."""
+        self._runtime = runtime
+        if self.review is None:
+            self.review = runtime.review
+        self._disposers.append(runtime.add_context(
+            ContextEntry(STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER, self.policy_text)))
+        self._disposers.append(runtime.add_tool(GotoStageTool(self)))
+        if runtime.commands is not None:
+            self._disposers.append(runtime.add_command(StageCommand(self)))
+        self._disposers.append(runtime.add_pre_step(self.on_pre_step))
+        self._disposers.append(runtime.add_service("stage", self))
+
+    def close(self) -> None:
+        """Unregister everything, forget predicates and pending transitions, and mark the
+        controller closed: open reviews then fail with ``RELOADED_MESSAGE`` and projection
+        reads raise ``ProjectionUnavailableError`` (§1.18, S38, S60, S96). Idempotent."""
+        self.closed = True
+        disposers, self._disposers = self._disposers, []
+        for dispose in reversed(disposers):
+            dispose()
+        self._predicates.clear()
+        self._guards.clear()
+        self.pending.clear_all()
+        self._runtime = None
+
+    dispose = close
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def _state(self, session: Session) -> StageState:
+        if self.closed:
+            raise ProjectionUnavailableError(PROJECTION_UNAVAILABLE_MESSAGE)
+        return session.read(self.projection)
+
+    def projection_state(self, session: Session) -> StageState | None:
+        """The stage projection's state for ``session`` (None once closed, S96)."""
+        return None if self.closed else session.read(self.projection)
+
+    def current(self, session: Session) -> str:
+        """The current stage: the last logged record, else ``initial`` (§1.5). Raises
+        ``ProjectionUnavailableError`` after ``close()`` (S97)."""
+        stage: str | None = self._state(session).stage
+        return stage if stage is not None else self.graph.initial
+
+    def pending_stage(self, session: Session) -> str | None:
+        """The stage of the pending transition of ``session``, if any."""
+        selection = self.pending.get(session)
+        return selection.target if selection is not None else None
+
+    def pending_transition(self, session: Session) -> PendingTransition | None:
+        """The pending transition's payload for ``session``, if any."""
+        selection = self.pending.get(session)
+        return selection.payload if selection is not None else None
+
+    def sorted_stages(self) -> str:
+        """Configured names sorted alphabetically, ``", "``-joined (diagnostics, §1.8)."""
+        return ", ".join(sorted(self.config.stage_names))
+
+    # --- eligibility --------------------------------------------------------------------------
+
+    def register_eligibility(self, predicate: Predicate, *, name: str | None = None) -> Disposer:
+        """Register a synchronous ``(agent) -> bool`` predicate; returns its disposer (§1.7).
+
+        Unnamed: gates the ``stage:policy`` guidance (any true → shown; S31–S33, S37f: the same
+        callable is stored once). Named: a guard graph edges reference by ``name``; a name holds
+        one predicate (another callable under a taken name raises ``ValueError``). Raises
+        ``TypeError`` for a non-callable (S37e).
+        """
+        if not callable(predicate):
+            raise TypeError(PREDICATE_TYPE_MESSAGE)
+        if name is None:
+            self._predicates[predicate] = None
+
+            def dispose() -> None:
+                self._predicates.pop(predicate, None)
+
+            return dispose
+        existing = self._guards.get(name)
+        if existing is not None and existing is not predicate:
+            raise ValueError(f"eligibility guard {name!r} is already registered")
+        self._guards[name] = predicate
+
+        def dispose_named() -> None:
+            if self._guards.get(name) is predicate:
+                del self._guards[name]
+
+        return dispose_named
+
+    def _holds(self, predicate: Predicate, agent: Agent, what: str) -> bool:
+        try:
+            return predicate(agent) is True
+        except Exception:
+            self.logger.exception("stage switch: eligibility %s raised; treating it as false", what)
+            return False
+
+    def is_eligible(self, agent: Agent) -> bool:
+        """True when any unnamed predicate returns true (registration order, stops at the
+        first true); False with none (§1.7)."""
+        return any(self._holds(p, agent, "predicate") for p in list(self._predicates))
+
+    def guards_hold(self, agent: Agent | None, names: Sequence[str]) -> bool:
+        """True when every named guard is registered and returns exactly True for ``agent``."""
+        if agent is None:
+            return not names
+        for name in names:
+            predicate = self._guards.get(name)
+            if predicate is None or not self._holds(predicate, agent, f"guard {name!r}"):
+                return False
+        return True
+
+    def _eligible_fn(self, agent: Agent | None) -> Callable[[tuple[str, ...]], bool]:
+        return lambda names: self.guards_hold(agent, names)
+
+    def targets(self, agent: Agent | None, session: Session | None = None) -> tuple[str, ...]:
+        """Stages the model may move to right now: edges out of the current stage whose guards
+        hold, in configured order (for a current stage no longer in the graph: every configured
+        stage except it, S37d)."""
+        sess = session if session is not None else (agent.session if agent is not None else None)
+        if sess is None:
+            return ()
+        current = self.current(sess)
+        if not self.graph.has_state(current):
+            return tuple(n for n in self.config.stage_names if n != current)
+        return tuple(e.target for e in self.graph.edges_from(current) if self.guards_hold(agent, e.guards))
+
+    # --- policy context -----------------------------------------------------------------------
+
+    def variables(self, agent: Agent | None) -> dict[str, str] | None:
+        """``{stage_current, stage_targets}`` for ``agent``; None without an agent (S36, S37a)."""
+        if agent is None:
+            return None
+        session = agent.session
+        return {
+            "stage_current": self.current(session),
+            "stage_targets": ", ".join(self.targets(agent, session)),
+        }
+
+    def policy_text(self, agent: Agent | None) -> str:
+        """Text of ``stage:policy``: ``""`` without an agent or while no unnamed predicate holds;
+        otherwise ``section`` rendered with the variables (§1.8, S31–S34)."""
+        if agent is None or self.closed or not self.is_eligible(agent):
+            return ""
+        variables = self.variables(agent)
+        assert variables is not None
+        return render(self.config.section, **variables)
+
+    # --- messages -----------------------------------------------------------------------------
+
+    def stage_prompt(self, stage: str, *, narrate: bool) -> Message:
+        """The stage-prompt record message (``Current stage: <stage>`` summary), with the
+        user-switch prefix when ``narrate`` (§1.3, §1.6)."""
+        text = stage_body(self.config, stage)
+        if narrate:
+            text = self.catalog.text("notice.user_switch_prefix", stage=stage) + text
+        return stage_notice(text, summary=f"{CURRENT_STAGE_PREFIX}{stage}", id_factory=self.id_factory)
+
+    def handoff_notice(self, stage: str, path: str) -> Message:
+        """The handoff notice record (``Stage switched to <stage>`` summary): the archive wording,
+        a blank line, then the stage body; never narrated (§1.3, S77)."""
+        text = self.catalog.text("notice.handoff_replaced", stage=stage, path=path) + "\n\n" + stage_body(
+            self.config, stage)
+        return stage_notice(text, summary=f"{STAGE_SWITCHED_PREFIX}{stage}", id_factory=self.id_factory)
+
+    # --- user jumps -----------------------------------------------------------------------------
+
+    def _narrate_now(self, session: Session, target: str) -> bool:
+        return should_narrate(self._state(session).stage_at_last_header, self.graph.initial, target)
+
+    def _jump(self, session: Session, target: str, message: Message) -> None:
+        """Durable-first user jump: append ``message`` (inside the machine's commit for a
+        configured target), then the state follows from the log."""
+        current = self.current(session)
+
+        def commit() -> None:
+            session.append_message(message)
+
+        if self.graph.has_state(target):
+            self.graph.jump(StageCursor(current), target, commit=commit)
+        else:
+            commit()
+
+    def set(self, agent: Agent, stage: str) -> SetOutcome:
+        """Switch ``agent``'s session to ``stage`` as the user (no validation; §1.16, S88, S89).
+
+        ``stage == current`` → ``"noop"`` (a pending transition is neither consulted nor
+        cancelled, S93b). During an open turn → pending (narrated at flush time), ``"queued"``.
+        Otherwise the stage prompt (narrated per §1.6) is appended now and any pending
+        transition is discarded after the append succeeded (Appendix B1) → ``"committed"``.
+        A failed append raises and changes nothing.
+        """
+        session = agent.session
+        current = self.current(session)
+        if stage == current:
+            return "noop"
+        if session.is_turn_open:
+            self.pending.put(session, Selection(stage, True, PendingTransition("user", current)))
+            return "queued"
+        self._jump(session, stage, self.stage_prompt(stage, narrate=self._narrate_now(session, stage)))
+        self.pending.clear(session)
+        return "committed"
+
+    def handle_stage_command(self, agent: Agent, raw_input: str) -> CommandReply:
+        """``/stage [stage [message]]`` (§1.16, S82–S91, S93d)."""
+        text = raw_input.strip()
+        session = agent.session
+        if not text:
+            return CommandReply.success(self.catalog.text(
+                "command.current", stage=self.current(session), stages=self.sorted_stages()))
+        target, *rest = _WS.split(text)
+        if self.config.stage(target) is None:
+            return CommandReply.error(self.catalog.text("command.unknown", target=target,
+                                                        stages=self.sorted_stages()))
+        trailing = " ".join(rest).strip()
+        outcome = self.set(agent, target)
+        if trailing:
+            agent.steer(user_message(trailing, id_factory=self.id_factory))
+        key = {"noop": "command.already_current", "committed": "command.switched", "queued": "command.queued"}
+        return CommandReply.success(self.catalog.text(key[outcome], target=target))
+
+    # --- goto_stage -----------------------------------------------------------------------------
+
+    def tool_spec(self) -> ToolSpec:
+        """The ``goto_stage`` schema: ``stage`` (required), ``handoff`` (optional), in that
+        order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39)."""
+        text = self.catalog.text
+        return ToolSpec(
+            name=GOTO_STAGE,
+            description=text("goto_tool.description"),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "stage": {"type": "string", "description": text("goto_tool.stage_param")},
+                    "handoff": {"type": "string", "description": text("goto_tool.handoff_param")},
+                },
+                "required": ["stage"],
+                "additionalProperties": False,
+            },
+            output={
+                "type": "object",
+                "properties": {
+                    "approved": {"const": True},
+                    "stage": {"type": "string"},
+                    "handoffPath": {"type": "string"},
+                },
+                "required": ["approved", "stage"],
+                "additionalProperties": False,
+            },
+        )
+
+    def render_result(self, value: Mapping[str, Any]) -> str:
+        """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full
+        transition (S42)."""
+        text = self.catalog.text("tool_result.approved", stage=value["stage"])
+        if "handoffPath" in value:
+            text += self.catalog.text("tool_result.handoff_path", path=value["handoffPath"])
+        return text
+
+    def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Call card: generic, titled by the target; body = the ``handoff`` argument when present
+        (even empty), else ``present.light_call_content`` (S40)."""
+        stage = str(args.get("stage", ""))
+        handoff = args.get("handoff")
+        if isinstance(handoff, str):
+            text = handoff
+        else:
+            text = self.catalog.text("present.light_call_content", stage=stage)
+        title = self.catalog.text("present.call_title", stage=stage)
+        content = [{"type": "text", "text": text}]
+        return {"card": "generic", "title": title, "kind": "other", "content": content}
+
+    def present_result(self, args: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        """Result card: generic, ``present.result_title``, the result's content unchanged (S41)."""
+        return {"card": "generic", "title": self.catalog.text("present.result_title"),
+                "content": result.get("content")}
+
+    def _refusal_text(self, agent: Agent, session: Session, target: str) -> str | None:
+        """The model-facing reason ``current -> target`` is refused, or None when allowed."""
+        current = self.current(session)
+        if not self.graph.has_state(current):
+            return None  # decision 7: a stage no longer in the graph may go to any configured stage
+        refusal = self.graph.explain_refusal(StageCursor(current), target, self._eligible_fn(agent))
+        if refusal is None:
+            return None
+        allowed = ", ".join(self.targets(agent, session)) or self.catalog.text("errors.no_targets")
+        if refusal.kind == "guard":
+            return self.catalog.text("errors.guard_blocked", stage=target, guards=", ".join(refusal.failing),
+                                     targets=allowed)
+        return self.catalog.text("errors.not_a_target", stage=target, current=current, targets=allowed)
+
+    def requires_handoff(self, session: Session) -> bool:
+        """Full (True) or light (False), decided now (§1.10, S63, S64, S68). Raises
+        ``ToolFailure(errors.missing_token_meter)`` when a threshold is set without a meter."""
+        threshold = self.config.min_handoff_tokens
+        if threshold is None:
+            return True
+        if self.token_meter is None:
+            raise ToolFailure(self.catalog.text("errors.missing_token_meter"))
+        return self.token_meter.surface_tokens(session) >= threshold
+
+    async def goto_stage(self, args: Mapping[str, Any], agent: Agent | None,
+                         signal: AbortSignal | None = None) -> ToolOutput:
+        """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68).
+
+        Returns ``ToolOutput(value, text, meta)`` on approval (the transition is then pending);
+        raises ``ToolFailure`` with the model-facing reason otherwise. No failure writes a log
+        event or sets a pending transition. ``asyncio.CancelledError`` propagates.
+        """
+        if agent is None:
+            raise ToolFailure(NO_AGENT_MESSAGE)
+        session = agent.session
+        raw_target = args.get("stage")
+        target = raw_target if isinstance(raw_target, str) else str(raw_target)
+        if self.config.stage(target) is None:
+            raise ToolFailure(
+                self.catalog.text("errors.not_configured", stage=target, stages=self.sorted_stages()))
+        from_stage = self.current(session)
+        if target == from_stage:
+            raise ToolFailure(self.catalog.text("errors.already_current", stage=target))
+        refusal = self._refusal_text(agent, session, target)
+        if refusal is not None:
+            raise ToolFailure(refusal)
+        review = self.review
+        if review is None:
+            raise ToolFailure(self.catalog.text("errors.no_user_questions"))
+        full = self.requires_handoff(session)
+        handoff_path: str | None = None
+        handoff_text: str | None = None
+        if full:
+            handoff = args.get("handoff")
+            if not isinstance(handoff, str) or not handoff.strip():
+                raise ToolFailure(self.catalog.text("errors.requires_handoff"))
+            if self.handoffs is None:
+                raise ToolFailure(self.catalog.text("errors.no_fs"))
+            try:
+                policy = self.sandbox.resolve(session) if self.sandbox is not None else None
+                relative = handoff_relative_path(self.config.handoff_dir, session.id, target)
+                handoff_path = self.handoffs.write(relative, handoff, cwd=session.header.cwd, policy=policy)
+            except Exception as exc:
+                raise ToolFailure(str(exc) or type(exc).__name__) from exc
+            handoff_text = handoff
+        question = build_review_question(self.catalog, target, handoff_text)
+        try:
+            answers = await review.ask([question], agent, signal=signal)
+        except ReviewDismissed:
+            raise ToolFailure(self.catalog.text("errors.dismissed")) from None
+        except Exception as exc:
+            raise ToolFailure(str(exc) or type(exc).__name__) from exc
+        if self.closed:
+            raise ToolFailure(RELOADED_MESSAGE)
+        verdict = evaluate_review(answers, self.catalog)
+        if isinstance(verdict, Decline):
+            raise ToolFailure(verdict.message)
+        # Decision 6: the world may have moved while the human read.
+        now = self.current(session)
+        if now != from_stage:
+            raise ToolFailure(self.catalog.text("errors.already_current", stage=target) if now == target
+                              else self.catalog.text("errors.not_a_target", stage=target, current=now,
+                                                     targets=", ".join(self.targets(agent, session))
+                                                     or self.catalog.text("errors.no_targets")))
+        refusal = self._refusal_text(agent, session, target)
+        if refusal is not None:
+            raise ToolFailure(refusal)
+        transition = PendingTransition("model", from_stage, handoff_path)
+        self.pending.put(session, Selection(target, False, transition))
+        value: dict[str, Any] = {"approved": True, "stage": target}
+        if handoff_path is not None:
+            value["handoffPath"] = handoff_path
+        return ToolOutput(value, self.render_result(value), presentation_meta(value))
+
+    # --- boundary -----------------------------------------------------------------------------
+
+    def on_pre_step(self, agent: Agent, messages: list[Message], aborted: bool) -> list[Message]:
+        """Accepted pre-step (§1.13, §1.14): flush a pending transition, else inject the initial
+        stage prompt once for a top-level session. An aborted step changes nothing (S30a)."""
+        if aborted or self.closed:
+            return list(messages)
+        session = agent.session
+        selection = self.pending.get(session)
+        if selection is not None:
+            stage = selection.target.replace("{", "{{").replace("}", "}}")
+            return self.pending.flush(agent, messages, aborted=aborted, apply=self._apply,
+                                      failure=FLUSH_FAILURE_MESSAGE.replace("{stage}", stage))
+        state = self._state(session)
+        if state.has_stage_prompt or session.header.is_subagent:
+            return list(messages)
+        return [*messages, self.stage_prompt(self.current(session), narrate=False)]
+
+    def _apply(self, agent: Agent, selection: Selection[str]) -> list[Message]:
+        """Durably apply ``selection`` (called by ``PendingStore.flush``); raises on failure."""
+        session = agent.session
+        target = selection.target
+        payload: PendingTransition = selection.payload
+        if payload.kind == "user":
+            narrate = selection.narrate and self._narrate_now(session, target)
+            self._jump(session, target, self.stage_prompt(target, narrate=narrate))
+            return []
+        if payload.handoff_path is None:
+            message = self.stage_prompt(target, narrate=False)
+            op: SurfaceOp = "append"
+            sources: list[int] | None = None
+        else:
+            message = self.handoff_notice(target, payload.handoff_path)
+            nodes = list(session.surface())
+            head_is_system = bool(nodes) and session.events[nodes[0]].type == SYSTEM_MESSAGE
+            shadowed = shadow_range(nodes, head_is_system)
+            if shadowed:
+                op, sources = Replace(shadowed[0], shadowed[-1]), shadowed
+            else:
+                op, sources = "append", None
+
+        def commit() -> None:
+            session.append_message(message, surface_op=op, source_event_seqs=sources)
+
+        current = self.current(session)
+        if not self.graph.has_state(current):
+            self.graph.jump(StageCursor(current), target, commit=commit)  # decision 7
+            return []
+        # The approval is binding (decision 6): the guards were checked before and after the
+        # review, so the machine's edge fires with the approval and the eligibility recorded then.
+        fired = self.graph.fire(StageCursor(current), goto(target), approval=target,
+                                eligible=lambda _guards: True, commit=commit)
+        if not fired:
+            # The logged stage moved under us (another writer): the human approved the target,
+            # and the tool result told the model so; apply it as a jump rather than lie.
+            self.logger.warning("stage switch: %s -> %s is not an edge of the logged stage; jumping",
+                                current, target)
+            self.graph.jump(StageCursor(current), target, commit=commit)
+        return []

@@ -71,6 +71,7 @@ __all__ = [
     "Refusal",
     "StageCursor",
     "UnknownStageError",
+    "clear_cache",
     "compile_graph",
     "compile_plan_mode",
     "fingerprint",
@@ -433,6 +434,12 @@ def compile_graph(config: GraphConfig) -> CompiledGraph:
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return existing
+
+
+def clear_cache() -> None:
+    """Forget every compiled graph (benchmarks, tests; sessions holding one keep it)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 @functools.cache

@@ -1,0 +1,124 @@
+"""Row 5: load + validate + compile a generated 1,000-stage / 5,000-edge stage graph.
+
+The graph is generated as native YAML text (``s0000`` … ``s0999``, each stage with five
+targets: the next five stages on a ring, every fifth edge guarded), then timed in three parts:
+
+* ``load_s``         ``load_config_text`` (ruamel parse, cattrs structuring, every validation
+                     rule, template checks, reachability warnings);
+* ``compile_s``      ``compile_graph`` with an empty cache (fingerprint + one ``transitions``
+                     machine with ``auto_transitions=False``);
+* ``cached_s``       ``compile_graph`` again for an equal config (fingerprint + cache hit).
+
+Prints the medians; no assertions (shared, noisy machines). ``run(quick)`` is what
+``bench/run.py`` calls; ``python bench/bench_compile.py [--quick]`` runs it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+STAGES = 1_000
+EDGES_PER_STAGE = 5
+GUARD_EVERY = 5
+
+
+def generate_yaml(stages: int = STAGES, edges_per_stage: int = EDGES_PER_STAGE) -> str:
+    """Native-form YAML text of a ring graph: ``stages`` stages, ``stages * edges_per_stage`` edges."""
+    width = len(str(stages - 1))
+    names = [f"s{i:0{width}d}" for i in range(stages)]
+    lines = [
+        "name: generated",
+        "section: |",
+        "  Current stage << stage_current >>; next: << stage_targets >>.",
+        "min_handoff_tokens: 4000",
+        "stages:",
+    ]
+    edge = 0
+    for i, name in enumerate(names):
+        lines.append(f"  - name: {name}")
+        lines.append(f"    instruction: Work on step {i} of the generated graph.")
+        lines.append("    targets:")
+        for k in range(1, edges_per_stage + 1):
+            target = names[(i + k) % stages]
+            if edge % GUARD_EVERY == 0:
+                lines.append(f"      - to: {target}")
+                lines.append("        guards: [ready]")
+            else:
+                lines.append(f"      - {target}")
+            edge += 1
+    return "\n".join(lines) + "\n"
+
+
+def _median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """Time load+validate and compile; returns seconds (medians) and the sizes measured.
+
+    ``quick`` repeats fewer times (same graph size); ``smoke`` uses a 50-stage graph (harness
+    check only).
+    """
+    from fsm_stage.config import load_config_text
+    from fsm_stage.graph import clear_cache, compile_graph
+
+    stages = 50 if smoke else STAGES
+    repeat = 1 if smoke else 3 if quick else 7
+    text = generate_yaml(stages)
+    config_file = load_config_text(text, "generated.yaml")
+    graph = config_file.graph
+    assert graph is not None
+    edges = sum(len(graph.edges_from(n)) for n in graph.stage_names)
+
+    load_s = _median_time(lambda: load_config_text(text, "generated.yaml"), repeat)
+
+    def cold() -> object:
+        clear_cache()
+        return compile_graph(graph)
+
+    compile_s = _median_time(cold, repeat)
+    compiled = compile_graph(graph)
+    cached_s = _median_time(lambda: compile_graph(graph), repeat)
+    transitions = sum(len(ts) for ev in compiled.machine.events.values() for ts in ev.transitions.values())
+    return {
+        "stages": stages,
+        "edges": edges,
+        "transitions": transitions,
+        "yaml_bytes": len(text.encode()),
+        "repeat": repeat,
+        "load_s": load_s,
+        "compile_s": compile_s,
+        "total_s": load_s + compile_s,
+        "cached_s": cached_s,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: print the timings."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = ap.parse_args(argv)
+    r = run(quick=args.quick)
+    print(
+        f"{r['stages']:,} stages / {r['edges']:,} edges ({r['yaml_bytes'] / 1024:,.0f} KB of YAML), "
+        f"median of {r['repeat']}:"
+    )
+    print(f"  load + validate  {r['load_s'] * 1e3:9.1f} ms")
+    print(f"  compile          {r['compile_s'] * 1e3:9.1f} ms  ({r['transitions']:,} transitions)")
+    print(f"  total            {r['total_s'] * 1e3:9.1f} ms")
+    print(f"  compile (cached) {r['cached_s'] * 1e3:9.1f} ms  (fingerprint + cache hit)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

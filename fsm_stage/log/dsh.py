@@ -563,19 +563,21 @@ def unwrap_envelope(rec: Any) -> Any | None:
     return None
 
 
-def read_stream(path: str | os.PathLike[str], *, strict: bool = False) -> ReadResult:
+def read_streams(path: str | os.PathLike[str], *, strict: bool = False) -> list[ReadResult]:
     """Read a live envelope stream (headless ``stream-json`` or JSON-RPC notifications).
 
-    Unwraps each event (§9.1), skips other lines (``session.status``, results), and returns
-    a ``ReadResult`` with a synthetic header (id = the envelope's ``sessionId``). Seqs are
-    checked when present. Raises ``LogFormatError`` if no envelope is found.
+    Unwraps each event (§9.1) and skips other lines (``session.status``, results). A stream
+    may interleave several sessions (a parent and its in-process subagents); events are routed
+    by ``sessionId`` and, within one id, to the session whose running seq they continue (a
+    ``seq`` of 0 that continues none starts a new session). Returns one ``ReadResult`` per
+    session in order of appearance, each with a synthetic header (id = the ``sessionId``).
+    Raises ``LogFormatError`` for an unparsable line, a seq that continues no session, or a
+    file with no envelope at all.
     """
     p = Path(path)
     source = str(p)
-    decoder = RecordDecoder(source=source, strict=strict)
-    events: list[Event] = []
-    offsets: array[int] = array("q")
-    sid: str | None = None
+    streams: list[tuple[str, RecordDecoder, list[Event], array[int]]] = []
+    last: tuple[str, RecordDecoder, list[Event], array[int]] | None = None
     offset = 0
     with open(p, "rb") as fh:
         for line_no, raw in enumerate(fh, 1):
@@ -586,23 +588,53 @@ def read_stream(path: str | os.PathLike[str], *, strict: bool = False) -> ReadRe
             ev = unwrap_envelope(rec)
             if ev is not None:
                 assert isinstance(rec, dict)
-                sid = sid or rec.get("sessionId") or (rec.get("params") or {}).get("sessionId")
+                params = rec.get("params")
+                sid = str(
+                    rec.get("sessionId")
+                    or (params.get("sessionId") if isinstance(params, dict) else "")
+                    or ""
+                )
+                seq = ev.get("seq") if isinstance(ev, dict) else None
+                target = None
+                if seq is None:
+                    target = last
+                else:
+                    for st in streams:
+                        if st[0] == sid and st[1].next_seq == seq:
+                            target = st
+                            break
+                if target is None:
+                    if seq not in (None, 0):
+                        raise LogFormatError(
+                            f"{source}:{line_no}: seq {seq} continues no session in the stream"
+                        )
+                    target = (sid, RecordDecoder(source=source, strict=strict), [], array("q"))
+                    streams.append(target)
                 try:
-                    evs = decoder.decode(ev, line_no)
+                    evs = target[1].decode(ev, line_no)
                 except _Defect as defect:
                     raise LogFormatError(f"{source}: {defect}") from None
-                events.extend(evs)
-                offsets.extend([offset] * len(evs))
+                target[2].extend(evs)
+                target[3].extend([offset] * len(evs))
+                last = target
             offset += len(raw)
-    if sid is None and not events:
+    if not streams:
         raise LogFormatError(f"not a session event stream: {source}: no session_event/session.event lines")
-    return ReadResult(
-        header=SessionHeader(id=sid or "<stream>", version=None),
-        raw_header={},
-        events=events,
-        warnings=(),
-        torn_tail_offset=None,
-        good_end=offset,
-        unknown_types=dict(decoder.unknown),
-        line_offsets=offsets,
-    )
+    return [
+        ReadResult(
+            header=SessionHeader(id=sid or "<stream>", version=None),
+            raw_header={},
+            events=evs,
+            warnings=(),
+            torn_tail_offset=None,
+            good_end=offset,
+            unknown_types=dict(dec.unknown),
+            line_offsets=offs,
+        )
+        for sid, dec, evs, offs in streams
+    ]
+
+
+def read_stream(path: str | os.PathLike[str], *, strict: bool = False) -> ReadResult:
+    """The first (primary) session of a live envelope stream; see ``read_streams``."""
+    return read_streams(path, strict=strict)[0]

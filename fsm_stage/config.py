@@ -604,7 +604,11 @@ def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
             if m:
                 key = _join(_mapping_display(text, err.context_mark), m.group(1))
             message = f"{problem}; each key may appear once per mapping"
-        elif ("end of stream" in problem or "stream end" in problem) and err.context_mark is not None:
+        elif err.context_mark is not None and (
+            "end of stream" in problem
+            or "stream end" in problem
+            or context.startswith(("while parsing a flow", "while scanning a quoted"))
+        ):
             # an unclosed quote or bracket: point at where it was opened
             mark = err.context_mark
             what = re.sub(r"^while (?:scanning|parsing) (?:an? )?", "", context) or "this construct"

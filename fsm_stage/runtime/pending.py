@@ -85,11 +85,12 @@ class PendingStore(Generic[T]):
         *,
         aborted: bool,
         apply: Callable[[Agent, Selection[T]], Sequence[Message]],
-        failure: str = "flushing the pending selection failed: {error}",
+        failure: str | Callable[[Exception], str] = "flushing the pending selection failed: {error}",
     ) -> list[Message]:
         """Apply the pending selection at an accepted pre-step (see module docstring).
 
-        ``failure`` is the log message template (``{error}`` placeholder) for a failed apply.
+        ``failure`` is the log message for a failed apply: a ``str.format`` template with an
+        ``{error}`` placeholder, or a function of the exception.
         Returns the (possibly extended) message batch; never raises for a failed apply.
         """
         out = list(messages)
@@ -102,7 +103,8 @@ class PendingStore(Generic[T]):
         try:
             extra = apply(agent, selection)
         except Exception as exc:
-            self._log.log(self._level, failure.format(error=exc))
+            text = failure(exc) if callable(failure) else failure.format(error=exc)
+            self._log.log(self._level, text)
             return out
         if self._records.get(session) is selection:
             del self._records[session]

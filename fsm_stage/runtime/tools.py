@@ -227,3 +227,33 @@ def export_tools(specs: Sequence[ToolSpec], style: str = "openai") -> list[dict[
     if style == "dsh":
         return [s.to_json() for s in specs]
     raise ValueError(f"unknown tool export style {style!r}; expected openai, anthropic or dsh")
+
+
+TOOL_CODE_DISPATCH = "tool/code-dispatch"
+
+
+async def dispatch_nested(
+    tools: Mapping[str, Tool],
+    call: ToolCall,
+    agent: Agent | None,
+    *,
+    parent_call_id: str,
+    root_call_id: str | None = None,
+    session: Session | None = None,
+    signal: AbortSignal | None = None,
+) -> ToolResult:
+    """Run a tool called programmatically from inside another tool (a code runner) and log it.
+
+    The nested call is not a model tool call, so it is logged as one ``tool/code-dispatch``
+    event (DSH Code Mode shape): ``{name, arguments, content: [text block], isError,
+    parentCallId, rootCallId, subCallId}`` — no surface op (B77).
+    """
+    result = await execute_tool(tools, call, agent, signal)
+    if session is not None:
+        session.append(TOOL_CODE_DISPATCH, {
+            "name": call.name, "arguments": call.arguments, "content": [text_block(result.text)],
+            "isError": result.is_error, "parentCallId": parent_call_id,
+            "rootCallId": root_call_id if root_call_id is not None else parent_call_id,
+            "subCallId": call.id,
+        })
+    return result

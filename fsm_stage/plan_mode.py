@@ -1,0 +1,553 @@
+"""Plan mode: a reviewed two-state stage (``default`` ↔ ``plan``) over the session log.
+
+Port of the ``dsh-plan-mode`` plugin (``plan-mode-spec.md``, behaviours B1–B114) onto the
+runtime seams of :mod:`fsm_stage.runtime`. The state machine is
+``fsm_stage.graph.compile_plan_mode()``: ``enter_plan`` (default→plan), ``leave_plan``
+(plan→default, the user) and ``exit_plan`` (plan→default, guarded by ``approved``: the
+reviewer's approval is the guard on the model's exit). The machine is never replayed: the
+logged state is a fold of the log (last ``plan/mode`` wins, B6–B8) assigned to a throw-away
+cursor, and every transition appends ``plan/mode {active}`` in the machine's ``before``
+callback (durable first, DESIGN.md invariant 2).
+
+Wiring (see the README section "Plan mode")::
+
+    runtime = Runtime(review=ScriptedReviewChannel().approve())
+    plan = PlanModeController({"section": "You are in plan mode. ..."})
+    plan.attach(runtime)          # service, pre-step, plan:policy (order 50), exit_plan_mode,
+                                  # /plan (if runtime.commands), "plan" projection, invariant
+    ...
+    plan.close()                  # removes every contribution at once
+
+Public API
+----------
+``resolve_config(raw) -> PlanModeConfig`` (B1–B5, raises ``PlanModeConfigError``).
+``PlanModeController(config, *, language="en", override_dir=None, review=None, logger=None)``:
+``attach(runtime)``, ``close()``, ``closed``; ``get(agent) -> PlanStatus`` (B9);
+``set(agent, active) -> "committed" | "queued" | "cancelled" | "noop"`` (B10–B21);
+``logged(session)`` / ``effective(agent)``; ``section_text(agent | None)`` (B36, B37);
+``on_pre_step(agent, messages, aborted)`` (B22–B35); ``exit_plan_mode(args, agent, signal)``
+and ``tool`` (B64–B90); ``handle_command(agent, raw_input, images)`` and ``command``
+(B48–B63); ``present_call(args)`` / ``present_result(content)`` (B91, B92);
+``check_event(event)`` (B105–B111). ``fold_plan_mode`` is re-exported from
+``fsm_stage.log.projections`` (B6–B8) and ``PlanView`` is the ``plan`` projection (B95–B104).
+
+Decisions on the reference quirks (plan-mode spec §2.N)
+-------------------------------------------------------
+Q1 (plan heading): **changed** — a plan must start with a markdown heading of level 1 to 6
+   (``#`` … ``######``) followed by whitespace and text, the same rule the call card uses for
+   its title. A model writing ``## Plan`` is following the tool's instructions; refusing it
+   only costs a round trip. ``#Title``, ``# `` and seven ``#`` are still refused. A leading
+   BOM is stripped like JS ``trim`` does.
+Q2 (entry wording): **changed** — ``/plan`` answers truthfully: ``noop`` while plan mode is
+   already logged active says "already on"; ``cancelled`` (withdrawing a pending exit) says
+   the exit was withdrawn. ``noop`` during a pending entry still says "starts with the next
+   step". The off branch is unchanged (B55).
+Q3 (net-zero narration): **changed** — a boundary narrates only when it actually appends
+   ``plan/mode``. A net-zero record clears silently, so the model never gets a duplicate
+   notice after an idle commit already injected one.
+Q4 (projection): **kept** — the ``plan`` unit is DSH's state version 2 (R0–R5) so
+   checkpoints and clients stay compatible; it sees only ``/plan`` records (B104).
+Q5 (exit checks the logged state): **kept** — a second ``exit_plan_mode`` in the same batch
+   after an approval asks again: it may carry a different plan, which the user must see.
+Q6 (failed flush): **kept** — the step's prompt was assembled from the effective state; the
+   record stays pending and the next healthy boundary logs it (B29, B30).
+Q7 (pre-step order): **adopted** — ``Runtime.pre_step`` is called by the host only after its
+   final accept decision, so a ``plan/mode`` append is never followed by a rejection.
+Q8 (retries): **kept** — same-step retries reuse the frozen assembly and run no pre-step (B34).
+Q9 (idle-commit failure): **kept** — the append error propagates from ``set`` (and ``/plan``
+   settles as an error): the caller must learn that the switch did not happen; nothing is
+   changed (B20).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from fsm_stage.config import PlanModeConfig
+from fsm_stage.constants import (
+    APPROVE_LABEL,
+    EXIT_PLAN_MODE,
+    KEEP_PLANNING_LABEL,
+    PLAN_COMMAND,
+    PLAN_MODE_EVENT,
+    PLAN_POLICY_ORDER,
+    PLAN_POLICY_SECTION,
+    PLAN_REVIEW_ID,
+    PLAN_SOURCE_PLUGIN,
+)
+from fsm_stage.errors import ConfigError
+from fsm_stage.graph import (
+    PLAN_DEFAULT,
+    PLAN_ENTER,
+    PLAN_EXIT,
+    PLAN_LEAVE,
+    PLAN_STATE,
+    CompiledGraph,
+    compile_plan_mode,
+)
+from fsm_stage.log.events import Event
+from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
+from fsm_stage.prompts import Catalog, load_catalog
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import Agent
+from fsm_stage.runtime.assembly import SystemSection
+from fsm_stage.runtime.commands import CommandReply, CommandSpec
+from fsm_stage.runtime.messages import Block, Message, notice, user_message
+from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, told
+from fsm_stage.runtime.review import Option, Question, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.runtime.runtime import Contributions, Runtime
+from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
+
+__all__ = [
+    "PLAN_PROJECTION_KEY",
+    "PLAN_SERVICE",
+    "PlanModeConfigError",
+    "PlanModeController",
+    "PlanStatus",
+    "fold_plan_mode",
+    "plan_heading_ok",
+    "plan_title",
+    "resolve_config",
+]
+
+PLAN_SERVICE: Final = "plan_mode"
+"""Name of the service handle ``attach`` publishes (``runtime.service("plan_mode")``)."""
+PLAN_PROJECTION_KEY: Final = "plan"
+"""Key of the ``{active, pending}`` projection unit (plan-mode spec §1.11)."""
+CONFIG_KEYS: Final = ("section",)
+
+_APPROVED: Final = "approved"  # payload of a selection made by an approved exit
+_PLAN_FOLD: Final = PlanModeFold()
+_TOLD: Final = HeaderRelative(_PLAN_FOLD)
+_HEADING_RE: Final = re.compile(r"#{1,6}\s+\S")
+_TITLE_RE: Final = re.compile(r"#{1,6}\s+(.*)")
+_STRIP: Final = " \t\n\r\x0b\x0c\ufeff\u00a0\u2028\u2029"
+
+_log = logging.getLogger(__name__)
+
+
+class PlanModeConfigError(ConfigError):
+    """The plan-mode config is invalid (B1–B3, B5); ``str(err)`` is one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([message])
+
+
+def _catalog(language: str = "en", override_dir: Path | str | None = None) -> Catalog:
+    return load_catalog("plan_mode", language, override_dir)
+
+
+def resolve_config(
+    raw: Mapping[str, Any] | PlanModeConfig | None, *, catalog: Catalog | None = None
+) -> PlanModeConfig:
+    """Validate a plan-mode config and return a **new** ``PlanModeConfig`` (B1–B5).
+
+    ``raw`` is a mapping (``{"section": str}``), a ``PlanModeConfig`` or None (treated as an
+    empty section, B5). Checks in order, first failure wins: ``section`` is a string (B1), it is
+    not blank after trimming (B2), no other keys (B3, listed in insertion order, comma-space
+    joined). ``section`` is kept exactly as given (B4). Raises ``PlanModeConfigError``.
+    """
+    cat = catalog if catalog is not None else _catalog()
+    if raw is None:
+        data: Mapping[str, Any] = {"section": ""}
+    elif isinstance(raw, PlanModeConfig):
+        data = {"section": raw.section}
+    elif isinstance(raw, Mapping):
+        data = raw
+    else:
+        raise PlanModeConfigError(cat.text("config.not_string"))
+    section = data.get("section")
+    if not isinstance(section, str):
+        raise PlanModeConfigError(cat.text("config.not_string"))
+    if not section.strip():
+        raise PlanModeConfigError(cat.text("config.blank"))
+    unknown = [str(k) for k in data if k not in CONFIG_KEYS]
+    if unknown:
+        raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
+    return PlanModeConfig(section=section)
+
+
+def plan_heading_ok(plan: object) -> bool:
+    """Whether ``plan`` is a string that, trimmed, starts with a 1–6 level markdown heading
+    followed by whitespace and text (B69, B70; Q1 decision)."""
+    return isinstance(plan, str) and _HEADING_RE.match(plan.strip(_STRIP)) is not None
+
+
+def plan_title(plan: str) -> str | None:
+    """The first line (split on ``\\n``) that is a heading of level 1–6 followed by whitespace
+    and text; its text with trailing whitespace removed (B91). None when no line matches."""
+    for line in plan.split("\n"):
+        m = _TITLE_RE.match(line)
+        if m is not None and not line.startswith("#" * 7):
+            title = m.group(1).rstrip()
+            if title:
+                return title
+    return None
+
+
+@attrs.frozen
+class PlanStatus:
+    """``get`` result: the logged ``active`` state and the pending target (None when nothing is
+    pending; a pending target may equal ``active`` after a cancellation, §1.6)."""
+
+    active: bool
+    pending: bool | None = None
+
+    def to_json(self) -> dict[str, bool]:
+        """``{"active": …}`` plus ``"pending"`` only when a selection exists (B9, B11)."""
+        out = {"active": self.active}
+        if self.pending is not None:
+            out["pending"] = self.pending
+        return out
+
+
+class _ExitTool:
+    """The ``exit_plan_mode`` tool object registered with the runtime."""
+
+    def __init__(self, controller: PlanModeController) -> None:
+        self._controller = controller
+        self.spec = controller.tool_spec()
+
+    async def execute(
+        self, args: Mapping[str, Any], agent: Agent | None, signal: AbortSignal | None = None
+    ) -> ToolOutput:
+        return await self._controller.exit_plan_mode(args, agent, signal)
+
+
+class _PlanCommand:
+    """The ``/plan`` command object registered with the runtime."""
+
+    def __init__(self, controller: PlanModeController) -> None:
+        self._controller = controller
+        self.spec = controller.command_spec()
+
+    def handle(self, agent: Agent, raw_input: str, images: Sequence[Block]) -> CommandReply:
+        return self._controller.handle_command(agent, raw_input, images)
+
+
+class PlanModeController:
+    """Plan mode for every agent of one runtime composition (see the module docstring).
+
+    ``config``: mapping / ``PlanModeConfig`` / None, validated by ``resolve_config`` (raises
+    ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
+    ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
+    Pending selections are held in memory per session (B114).
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | PlanModeConfig | None = None,
+        *,
+        language: str = "en",
+        override_dir: Path | str | None = None,
+        review: ReviewChannel | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.catalog = _catalog(language, override_dir)
+        self.config = resolve_config(config, catalog=self.catalog)
+        self.graph: CompiledGraph = compile_plan_mode()
+        self.logger = logger if logger is not None else _log
+        self._pending: PendingStore[bool] = PendingStore(logger=self.logger, level=logging.WARNING)
+        self._review = review
+        self._runtime: Runtime | None = None
+        self._contributions = Contributions()
+        self.closed = False
+        self.tool = _ExitTool(self)
+        self.command = _PlanCommand(self)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def attach(self, runtime: Runtime) -> None:
+        """Register everything with ``runtime``: the invariant (scans tracked logs first and
+        raises ``InvariantError`` on a bad ``plan/mode``, B109), the service handle, the pre-step
+        participant, the ``plan:policy`` section, the ``exit_plan_mode`` tool, ``/plan`` when the
+        runtime has commands (B48) and the ``plan`` projection when it has projections (B95).
+        Nothing stays registered if any step fails. Raises ``RuntimeError`` when already attached
+        or closed."""
+        if self.closed:
+            raise RuntimeError("this plan-mode controller is closed")
+        if self._runtime is not None:
+            raise RuntimeError("this plan-mode controller is already attached")
+        c = Contributions()
+        try:
+            c.add(runtime.add_invariant(self.check_event))
+            c.add(runtime.add_service(PLAN_SERVICE, self))
+            c.add(runtime.add_pre_step(self.on_pre_step))
+            section = SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text)
+            c.add(runtime.add_section(section))
+            c.add(runtime.add_tool(self.tool))
+            if runtime.commands is not None:
+                c.add(runtime.add_command(self.command))
+            if runtime.projections is not None:
+                c.add(runtime.add_projection(PLAN_PROJECTION_KEY, PlanView()))
+        except BaseException:
+            c.dispose()
+            raise
+        self._contributions = c
+        self._runtime = runtime
+
+    def close(self) -> None:
+        """Remove every contribution at once and forget pending selections (B93, B94, B101).
+        A review still open fails with the reload error when it resolves (B88). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._contributions.dispose()
+        self._pending.clear_all()
+
+    @property
+    def review(self) -> ReviewChannel | None:
+        """The review channel: the one given to the constructor, else the runtime's."""
+        if self._review is not None:
+            return self._review
+        return self._runtime.review if self._runtime is not None else None
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def logged(self, session: Session) -> bool:
+        """The logged state: the last ``plan/mode`` of the log (False when none; B6–B9)."""
+        return session.read(_PLAN_FOLD)
+
+    def effective(self, agent: Agent) -> bool:
+        """The pending target when a selection exists, otherwise the logged state (§1.3)."""
+        sel = self._pending.get(agent.session)
+        return sel.target if sel is not None else self.logged(agent.session)
+
+    def get(self, agent: Agent) -> PlanStatus:
+        """``PlanStatus(active=<logged>, pending=<selection target or None>)`` (B9, B11–B13)."""
+        sel = self._pending.get(agent.session)
+        return PlanStatus(self.logged(agent.session), sel.target if sel is not None else None)
+
+    def set(self, agent: Agent, active: bool) -> Outcome:
+        """Select plan mode on/off for ``agent`` (B10–B21).
+
+        ``T`` = the pending target, else the logged state. ``active == T`` → ``"noop"``. During
+        an open turn the selection is stored (narrated) → ``"cancelled"`` when it equals the
+        logged state, else ``"queued"``. Idle: equal to the logged state → the selection is
+        dropped, ``"cancelled"``; otherwise ``plan/mode`` is appended now, the selection
+        cleared and, when the last request header told the model otherwise, one notice is
+        handed to ``agent.inject`` → ``"committed"``. An append failure propagates with nothing
+        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active``.
+        """
+        if not isinstance(active, bool):
+            raise TypeError(f"plan mode must be selected with a bool, got {active!r}")
+        session = agent.session
+        logged = self.logged(session)
+        sel = self._pending.get(session)
+        target = sel.target if sel is not None else logged
+        if active == target:
+            return "noop"
+        if session.is_turn_open:
+            self._pending.put(session, Selection(active, narrate=True))
+            return "cancelled" if active == logged else "queued"
+        if active == logged:
+            self._pending.clear(session)
+            return "cancelled"
+        self._transition(session, logged, active, approved=False)
+        self._pending.clear(session)
+        message = self._narration(session, active)
+        if message is not None:
+            agent.inject(message)
+        return "committed"
+
+    def _transition(self, session: Session, logged: bool, target: bool, *, approved: bool) -> None:
+        """Fire the machine from the folded state; ``commit`` appends ``plan/mode`` first."""
+        cursor = self.graph.new_cursor(PLAN_STATE if logged else PLAN_DEFAULT)
+        trigger = PLAN_ENTER if target else (PLAN_EXIT if approved else PLAN_LEAVE)
+
+        def commit() -> None:
+            session.append(PLAN_MODE_EVENT, {"active": target})
+
+        fired = self.graph.fire(cursor, trigger, commit=commit, approval=PLAN_DEFAULT if approved else None)
+        if not fired:  # pragma: no cover - callers only ask for a real change
+            raise RuntimeError(f"plan mode: {trigger} refused from {cursor.state}")
+
+    def _narration(self, session: Session, target: bool) -> Message | None:
+        """The notice for ``target`` when the last header told the model otherwise (§1.7)."""
+        was = told(session.read(_TOLD))
+        if was is None or was == target:
+            return None
+        text = self.catalog.text("notice.to_plan" if target else "notice.to_default")
+        return notice(text, plugin=PLAN_SOURCE_PLUGIN)
+
+    # --- step boundary --------------------------------------------------------------------------
+
+    def on_pre_step(self, agent: Agent, messages: list[Message], aborted: bool) -> list[Message]:
+        """Flush the pending selection at an accepted pre-step (B22–B35).
+
+        Aborted or nothing pending: unchanged. A selection equal to the logged state is cleared
+        silently (B25, Q3). Otherwise ``plan/mode`` is appended (it lands before the step's
+        ``step/start``, B24) and, for a narrated selection whose target differs from what the
+        last header told the model, one notice is added after all other messages (B26–B28). An
+        append failure is logged once as a warning and keeps the selection (B29, B30).
+        """
+        if self.closed:
+            return messages
+        return self._pending.flush(
+            agent, messages, aborted=aborted, apply=self._apply,
+            failure=lambda error: self.catalog.text("log.flush_failed", error=error),
+        )
+
+    def _apply(self, agent: Agent, selection: Selection[bool]) -> list[Message]:
+        session = agent.session
+        logged = self.logged(session)
+        if selection.target == logged:
+            return []
+        message = self._narration(session, selection.target) if selection.narrate else None
+        self._transition(session, logged, selection.target, approved=selection.payload == _APPROVED)
+        return [message] if message is not None else []
+
+    # --- prompt section ---------------------------------------------------------------------------
+
+    def section_text(self, agent: Agent | None) -> str:
+        """``plan:policy`` text: the configured section verbatim while the effective state is
+        active, ``""`` otherwise and for agent-less assemblies (B36, B37, B43)."""
+        if agent is None or self.closed or not self.effective(agent):
+            return ""
+        return self.config.section
+
+    # --- exit tool --------------------------------------------------------------------------------
+
+    def tool_spec(self) -> ToolSpec:
+        """``exit_plan_mode``: one required string ``plan``; output ``{approved: true}`` (B64, B40)."""
+        return ToolSpec(
+            name=EXIT_PLAN_MODE,
+            description=self.catalog.text("tool.description"),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "plan": {"type": "string", "description": self.catalog.text("tool.plan_param")},
+                },
+                "required": ["plan"],
+                "additionalProperties": False,
+            },
+            output={
+                "type": "object",
+                "properties": {"approved": {"type": "boolean", "const": True}},
+                "required": ["approved"],
+                "additionalProperties": False,
+            },
+        )
+
+    def review_question(self, plan: str) -> Question:
+        """The one ``plan-review`` question: header, question, the plan verbatim as ``detail``,
+        options Approve / Keep planning, single choice, intent naming Approve (B74, B75)."""
+        c = self.catalog
+        return Question(
+            id=PLAN_REVIEW_ID,
+            header=c.text("review.header"),
+            question=c.text("review.question"),
+            options=(Option(APPROVE_LABEL, c.text("review.approve_description")),
+                     Option(KEEP_PLANNING_LABEL, c.text("review.keep_description"))),
+            detail=plan,
+            multi_select=False,
+            intent={"kind": PLAN_REVIEW_ID, "approve": APPROVE_LABEL},
+        )
+
+    async def exit_plan_mode(
+        self, args: Mapping[str, Any], agent: Agent | None, signal: AbortSignal | None = None
+    ) -> ToolOutput:
+        """Execute ``exit_plan_mode`` (B66 order, first failure wins; failures raise
+        ``ToolFailure``): agent present (B67) → logged state active (B68) → plan heading (B69) →
+        review channel (B71) → review (dismissal B85, other failures verbatim B72/B73/B86/B87)
+        → not closed meanwhile (B88) → consent (B76, B78–B84). On consent a silent exit
+        selection is stored and ``{"approved": True}`` returned; the log is not touched until
+        the next accepted pre-step (B76). Failures change nothing (B89)."""
+        c, name = self.catalog, EXIT_PLAN_MODE
+        if agent is None:
+            raise ToolFailure(c.text("errors.no_agent", tool=name))
+        if not self.logged(agent.session):
+            raise ToolFailure(c.text("errors.not_in_plan", tool=name))
+        plan = args.get("plan")
+        if not isinstance(plan, str) or not plan_heading_ok(plan):
+            raise ToolFailure(c.text("errors.bad_plan", tool=name))
+        channel = self.review
+        if channel is None:
+            raise ToolFailure(c.text("errors.no_channel"))
+        try:
+            answers = await channel.ask([self.review_question(plan)], agent, signal=signal)
+        except ReviewDismissed:
+            raise ToolFailure(c.text("errors.dismissed")) from None
+        except Exception as exc:
+            raise ToolFailure(str(exc) or type(exc).__name__) from exc
+        if self.closed:
+            raise ToolFailure(c.text("errors.reloaded"))
+        decision = evaluate(answers, PLAN_REVIEW_ID, APPROVE_LABEL)
+        if not decision.approved:
+            if decision.feedback:
+                raise ToolFailure(c.text("errors.keep_planning_feedback", feedback=decision.feedback))
+            raise ToolFailure(c.text("errors.keep_planning"))
+        self._pending.put(agent.session, Selection(False, narrate=False, payload=_APPROVED))
+        return ToolOutput({"approved": True}, c.text("tool.approved"))
+
+    def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Call card ``{card: generic, title, kind: other, content: [text block: plan]}`` (B91)."""
+        plan = args.get("plan")
+        text = plan if isinstance(plan, str) else ""
+        title = plan_title(text) or self.catalog.text("card.call_fallback")
+        return {"card": "generic", "title": title, "kind": "other",
+                "content": [{"type": "text", "text": text}]}
+
+    def present_result(self, content: Sequence[Any]) -> dict[str, Any]:
+        """Result card ``{card: generic, title: <review title>, content: <unchanged>}`` (B92)."""
+        return {"card": "generic", "title": self.catalog.text("card.result_title"), "content": content}
+
+    # --- /plan ------------------------------------------------------------------------------------
+
+    def command_spec(self) -> CommandSpec:
+        """``/plan``: description, hint, images accepted (B49)."""
+        return CommandSpec(
+            name=PLAN_COMMAND,
+            description=self.catalog.text("command.description"),
+            hint=self.catalog.text("command.hint"),
+            images=True,
+        )
+
+    def handle_command(self, agent: Agent, raw_input: str, images: Sequence[Block] = ()) -> CommandReply:
+        """``/plan [message]`` and ``/plan off`` (B50–B62; Q2 wording).
+
+        ``raw_input.strip() == "off"`` exactly: refuse images (B51), ``set(False)`` and reply per
+        B55; never steers. Anything else: ``set(True)`` first, then steer one user message (images
+        first, then the trimmed text) when there is text or an image, whatever the outcome (B62).
+        """
+        c = self.catalog
+        arg = raw_input.strip()
+        if arg == "off":
+            if images:
+                return CommandReply.error(c.text("command.off_images"))
+            outcome = self.set(agent, False)
+            if outcome == "committed":
+                return CommandReply.success(c.text("command.off_now"))
+            if outcome == "queued":
+                return CommandReply.success(c.text("command.off_deferred"))
+            if outcome == "cancelled":
+                return CommandReply.success(c.text("command.entry_cancelled"))
+            if self.logged(agent.session):
+                return CommandReply.success(c.text("command.off_deferred"))
+            return CommandReply.success(c.text("command.already_off"))
+        outcome = self.set(agent, True)
+        if arg or images:
+            agent.steer(user_message(arg or None, images=images))
+        if outcome == "committed":
+            return CommandReply.success(c.text("command.on_now"))
+        if outcome == "cancelled":
+            return CommandReply.success(c.text("command.exit_cancelled"))
+        if outcome == "noop" and self.logged(agent.session):
+            return CommandReply.success(c.text("command.already_on"))
+        return CommandReply.success(c.text("command.on_deferred"))
+
+    # --- invariant --------------------------------------------------------------------------------
+
+    @staticmethod
+    def check_event(event: Event) -> str | None:
+        """The ``plan/mode`` invariant: ``active`` must be a boolean (B105–B108). Returns a
+        one-line problem naming the offending value as JSON, else None."""
+        return plan_mode_problem(event)
+

@@ -388,6 +388,16 @@ _cache_lock = threading.Lock()
 
 def _build(config: GraphConfig, fp: str) -> CompiledGraph:
     edges = {name: config.edges_from(name) for name in config.stage_names}
+    known = set(edges)
+    if config.initial_stage not in known:
+        raise ValueError(f"graph {config.name!r}: initial stage {config.initial_stage!r} is not configured")
+    for source, out in edges.items():
+        for edge in out:
+            if edge.target not in known or edge.target == source:
+                raise ValueError(
+                    f"graph {config.name!r}: edge {source} -> {edge.target} does not lead to another "
+                    "configured stage (was the config validated with load_config?)"
+                )
     approved = [_approved]
     commit = [_commit]
     transitions: list[dict[str, Any]] = []
@@ -416,10 +426,11 @@ def _build(config: GraphConfig, fp: str) -> CompiledGraph:
 def compile_graph(config: GraphConfig) -> CompiledGraph:
     """Compile ``config`` into a shared :class:`CompiledGraph` (cached by fingerprint).
 
-    The config must already be validated (``load_config``): targets name configured stages.
-    The same fingerprint returns the same object (a bounded LRU cache of 64 graphs); a changed
-    graph compiles a new machine. Cost is O(stages + edges); ``targets`` omitted on every stage
-    means N·(N-1) edges.
+    The config must already be validated (``load_config``); an edge to an unknown stage or to
+    its own stage, or an unknown ``initial``, raises ``ValueError`` (a programming error, not a
+    user one: ``load_config`` reports those with positions). The same fingerprint returns the
+    same object (a bounded LRU cache of 64 graphs); a changed graph compiles a new machine.
+    Cost is O(stages + edges); ``targets`` omitted on every stage means N·(N-1) edges.
     """
     fp = fingerprint(config)
     with _cache_lock:

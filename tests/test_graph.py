@@ -441,3 +441,32 @@ def test_fingerprint_is_stable_across_processes() -> None:
         check=True,
     )
     assert out.stdout.strip() == fingerprint(feature_work())
+
+
+def test_unvalidated_configs_are_refused_clearly() -> None:
+    dangling = GraphConfig(name="d", section="s", stages=(StageConfig("a", "x", (EdgeConfig("ghost"),)),))
+    with pytest.raises(ValueError, match="a -> ghost"):
+        compile_graph(dangling)
+    loop = GraphConfig(name="l", section="s", stages=(StageConfig("a", "x", (EdgeConfig("a"),)),))
+    with pytest.raises(ValueError, match="a -> a"):
+        compile_graph(loop)
+    bad_initial = GraphConfig(name="i", section="s", initial="zz", stages=(StageConfig("a", "x"),))
+    with pytest.raises(ValueError, match="initial"):
+        compile_graph(bad_initial)
+
+
+def test_shipped_example_graphs_compile() -> None:
+    """Every example under stage_graphs/ compiles; its triggers are exactly its model edges."""
+    from fsm_stage.config import load_config
+    from fsm_stage.resources import data_dir
+
+    compiled = 0
+    for path in sorted(data_dir("stage_graphs").glob("*.yaml")):
+        config = load_config(path).graph
+        if config is None:
+            continue
+        graph = compile_graph(config)
+        compiled += 1
+        for name in config.stage_names:
+            assert graph.triggers(name) == tuple(goto(e.target) for e in config.edges_from(name))
+    assert compiled >= 1

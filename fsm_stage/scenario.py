@@ -240,15 +240,16 @@ class Expect:
     """``expect:``: checks at this point of the scenario; ``UNSET`` fields are not checked.
 
     ``stage``: the current (logged) stage. ``plan_mode``: logged plan mode. ``pending_stage``:
-    the stage of the pending transition, ``None`` = none pending. ``pending_plan``: the plan
-    view's ``pending`` flag. ``handoff_exists`` / ``handoff_missing``: stages whose handoff
-    document must / must not exist. ``next_request``: checked when the next request is made.
+    the stage of the pending transition, ``None`` = none pending. ``pending_plan``: the target
+    of the pending plan-mode selection (``true`` entering, ``false`` leaving, ``None`` none).
+    ``handoff_exists`` / ``handoff_missing``: stages whose handoff document must / must not
+    exist. ``next_request``: checked when the next request is made.
     """
 
     stage: str | _Unset = UNSET
     plan_mode: bool | _Unset = UNSET
     pending_stage: str | _Unset | None = UNSET
-    pending_plan: bool | _Unset = UNSET
+    pending_plan: bool | _Unset | None = UNSET
     handoff_exists: tuple[str, ...] = ()
     handoff_missing: tuple[str, ...] = ()
     next_request: NextRequest | None = None
@@ -446,7 +447,7 @@ _EXPECT_KEYS: dict[str, Any] = {
     "stage": str,
     "plan_mode": bool,
     "pending_stage": str | None,
-    "pending_plan": bool,
+    "pending_plan": bool | None,
     "handoff_exists": tuple[str, ...],
     "handoff_missing": tuple[str, ...],
     "next_request": NextRequest,
@@ -519,7 +520,7 @@ def _step(problems: _Problems, raw: Any, plain: Any, path: _Path) -> Step | None
                 problems.add((*kpath, k), f"unknown key (expected {', '.join(_EXPECT_KEYS)})")
                 ok = False
                 continue
-            if k == "pending_stage" and v is None:
+            if k in ("pending_stage", "pending_plan") and v is None:
                 fields[k] = None
                 continue
             before = len(problems.items)

@@ -23,26 +23,66 @@ characters per token plus a per-message overhead).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from fsm_stage.constants import USER_MESSAGE
-from fsm_stage.log.events import Event
-from fsm_stage.runtime.messages import message_text, source_of
+from fsm_stage.config import ConfigFile, load_config
+from fsm_stage.constants import STEP_START, USER_MESSAGE
+from fsm_stage.errors import UserError
+from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
+from fsm_stage.log.events import Event, EventLog, MemoryLog, SessionHeader, wall_clock_ms
+from fsm_stage.log.jsonl import JsonlLog, lock_path
+from fsm_stage.log.projections import PlanModeFold
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import InboxAgent
+from fsm_stage.runtime.assembly import Assembly, Request
+from fsm_stage.runtime.loop import Loop, ModelReply
+from fsm_stage.runtime.messages import Message, message_text, source_of, user_message
+from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
+from fsm_stage.runtime.runtime import Runtime
+from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.tools import ERROR_PREFIX, ToolFailure, ToolOutput, ToolResult, ToolSpec
+from fsm_stage.runtime.tools import ToolCall as LoopToolCall
+from fsm_stage.scenario import (
+    UNSET,
+    Command,
+    EligibilityFlip,
+    EndTurn,
+    Expect,
+    ModelStep,
+    NextRequest,
+    Scenario,
+    Step,
+    UserPrompt,
+)
+from fsm_stage.scenario import ToolCall as ScenarioToolCall
+from fsm_stage.stage_switch import StageController
 from fsm_stage.tokens import HeuristicTokenMeter
 
 __all__ = [
+    "GUIDANCE",
+    "Failure",
     "MessageView",
+    "Note",
     "PrefixReport",
     "RequestRecord",
     "SectionView",
+    "SimulationError",
+    "SimulationResult",
     "ToolView",
     "message_view",
     "prefix_report",
     "section_views",
+    "simulate",
+    "simulate_async",
     "tool_views",
 ]
 
@@ -331,3 +371,614 @@ def prefix_report(
         messages_kept=kept,
         head_percent=round(100.0 * head_reused / head_prev, 1) if head_prev else 100.0,
     )
+
+
+# --- running a scenario -----------------------------------------------------------------------------
+
+
+class SimulationError(UserError):
+    """The scenario cannot be run as written (e.g. a model step with no turn to answer in).
+
+    The message is one line starting with the scenario position ``FILE:LINE:COL``.
+    """
+
+
+@attrs.frozen
+class Failure:
+    """An expectation that did not hold: where (scenario position), what, expected, actual."""
+
+    where: str
+    check: str
+    expected: str
+    actual: str
+
+    def line(self) -> str:
+        """``FILE:LINE:COL: expect CHECK: expected X, got Y`` (one line)."""
+        return f"{self.where}: expect {self.check}: expected {self.expected}, got {self.actual}"
+
+
+@attrs.frozen
+class Note:
+    """Something the scenario did between requests, shown in the human view.
+
+    ``kind``: ``user`` | ``command`` | ``tool`` | ``eligible`` | ``turn`` | ``expect``;
+    ``text``: one readable line (or a few); ``after``: requests recorded before it.
+    """
+
+    kind: str
+    text: str
+    after: int
+
+
+@attrs.frozen
+class SimulationResult:
+    """What ``simulate`` produced: the per-request ``records``, the ``notes`` timeline, the
+    expectation ``failures`` (empty = every ``expect:`` held), the ``graph`` path used and the
+    session ``log`` (an ``EventLog``: ``MemoryLog`` or the ``--log`` ``JsonlLog``)."""
+
+    records: tuple[RequestRecord, ...]
+    notes: tuple[Note, ...]
+    failures: tuple[Failure, ...]
+    graph: Path
+    log: EventLog
+    checks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when every expectation held."""
+        return not self.failures
+
+
+GUIDANCE = "guidance"
+"""Scenario predicate name of the unnamed eligibility predicate (it shows ``stage:policy``)."""
+
+_STEP_START_LOOKBACK = 4096
+
+
+class _SimRuntime(Runtime):
+    """The runtime, plus a hook after each tool call (scenario steps between model steps run
+    once the last call of a model step has settled, before the next step's assembly)."""
+
+    def __init__(self, engine: _Engine, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._engine = engine
+
+    async def call_tool(self, agent: Any, call: LoopToolCall, **kw: Any) -> ToolResult:
+        engine = self._engine
+        engine.current_call = call
+        result = await super().call_tool(agent, call, **kw)
+        engine.after_call(call, result)
+        if engine.calls_left == 0:
+            await engine.between_steps()
+        return result
+
+
+class _CannedTool:
+    """A tool the scenario answers itself (replayed logs): result text or failure per call."""
+
+    def __init__(self, engine: _Engine, name: str) -> None:
+        self._engine = engine
+        self.spec = ToolSpec(name, "Replayed tool: answers with the result recorded in the scenario.",
+                             {"type": "object"})
+
+    async def execute(self, args: Mapping[str, Any], agent: Any,
+                      signal: AbortSignal | None = None) -> ToolOutput:
+        call = self._engine.scenario_call()
+        text = call.result if call is not None and call.result is not None else ""
+        if call is not None and call.error:
+            raise ToolFailure(text.removeprefix(ERROR_PREFIX))
+        return ToolOutput(None, text)
+
+
+class _SimModel:
+    """The scripted model: answers each request with the scenario's next model step."""
+
+    provider = "scripted"
+    name = "fsm-stage-simulate"
+
+    def __init__(self, engine: _Engine) -> None:
+        self._engine = engine
+
+    async def complete(self, request: Request, *, signal: AbortSignal) -> ModelReply:
+        return self._engine.answer(request)
+
+
+def _short(value: Any) -> str:
+    return repr(value) if not isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+class _Engine:
+    """One scenario run (see ``simulate``)."""
+
+    def __init__(self, scenario: Scenario, config: ConfigFile, graph_path: Path, log: EventLog,
+                 cwd: Path, meter: HeuristicTokenMeter) -> None:
+        self.scenario, self.config, self.graph_path, self.cwd, self.meter = (
+            scenario, config, graph_path, cwd, meter)
+        self.steps = scenario.steps
+        self.i = 0
+        self.flags: dict[str, bool] = dict(scenario.eligible)
+        self.records: list[RequestRecord] = []
+        self.notes: list[Note] = []
+        self.failures: list[Failure] = []
+        self.checks = 0
+        self.fatal: SimulationError | None = None
+        self.next_checks: list[tuple[str, NextRequest]] = []
+        self.current_call: LoopToolCall | None = None
+        self.calls: dict[str, ScenarioToolCall] = {}
+        self.calls_left = 0
+        self.model_step: ModelStep | None = None
+        self._assembly: Assembly | None = None
+        self._system_assembly: Assembly | None = None
+
+        self.log = log
+        self.session = Session(log)
+        self.review = ScriptedReviewChannel(default=self._answer_review)
+        self.runtime = _SimRuntime(self, review=self.review)
+        self.runtime.add_assemble_hook(self._on_assemble)
+        self.runtime.add_pre_step(self._on_pre_step)  # first participant: before any flush
+        self.stage: StageController | None = None
+        self.plan: Any = None
+        graph = config.graph
+        guard_names: set[str] = set()
+        if graph is not None:
+            self.stage = StageController(graph, handoffs=LocalHandoffStore(cwd), token_meter=meter)
+            self.runtime.attach(self.stage)
+            self.stage.register_eligibility(lambda _a: self.flags.get(GUIDANCE, False) is True)
+            for st in graph.stages:
+                for edge in graph.edges_from(st.name):
+                    guard_names.update(edge.guards)
+            for name in sorted(guard_names):
+                self.stage.register_eligibility(self._flag(name), name=name)
+        self.guard_names = frozenset(guard_names)
+        if config.plan_mode is not None:
+            self.plan = _attach_plan_mode(self.runtime, config)
+        provided = set(self.runtime.tools)
+        canned = sorted({c.tool for s in self.steps if isinstance(s, ModelStep) for c in s.calls
+                         if c.result is not None and c.tool not in provided})
+        for name in canned:
+            self.runtime.add_tool(_CannedTool(self, name))
+        self.agent = InboxAgent(self.session)
+        self.loop = Loop(self.runtime, self.agent, _SimModel(self))
+
+    def _flag(self, name: str) -> Callable[[Any], bool]:
+        """The predicate reading scenario flag ``name`` (false until a flip sets it)."""
+        return lambda _agent: self.flags.get(name, False) is True
+
+    # --- hooks from the runtime and the loop ------------------------------------------------------
+
+    def _on_assemble(self, _agent: Any, assembly: Assembly) -> Assembly:
+        self._assembly = assembly
+        return assembly
+
+    def _on_pre_step(self, _agent: Any, messages: list[Message], _aborted: bool) -> list[Message]:
+        self._system_assembly = self._assembly  # the assembly the request's system/tools come from
+        return messages
+
+    def scenario_call(self) -> ScenarioToolCall | None:
+        """The scenario's entry for the tool call being executed."""
+        return self.calls.get(self.current_call.id) if self.current_call is not None else None
+
+    def after_call(self, call: LoopToolCall, result: ToolResult) -> None:
+        self.calls_left -= 1
+        mark = "✗" if result.is_error else "✓"
+        self._note("tool", f"{mark} {call.name} → {result.text}")
+
+    async def between_steps(self) -> None:
+        """Run the scenario steps between this model step and the next (inside the turn)."""
+        while self.i < len(self.steps) and not isinstance(self.steps[self.i], ModelStep):
+            step = self.steps[self.i]
+            self.i += 1
+            await self._do(step, in_turn=True)
+            if isinstance(step, EndTurn):
+                break
+
+    def _answer_review(self, questions: Sequence[Question]) -> list[Answer]:
+        q = questions[0]
+        call = self.scenario_call()
+        review = call.review if call is not None else None
+        if review is None:
+            where = self.model_step.where if self.model_step is not None else self.scenario.path
+            name = call.tool if call is not None else "a tool"
+            self.fatal = SimulationError(
+                f"{where}: {name} asked the human a review ({q.id}) but the call has no `review:` "
+                "outcome (approve, keep, dismiss, abort or {feedback: TEXT})")
+            raise RuntimeError("no scripted review outcome")
+        self._note("review", f"review {q.id}: {review.kind}"
+                   + (f" ({review.feedback})" if review.feedback else ""))
+        if review.kind == "approve":
+            return [Answer(q.id, (q.options[0].label,))]
+        if review.kind == "keep":
+            return [Answer(q.id, (q.options[-1].label,))]
+        if review.kind == "feedback":
+            return [Answer(q.id, (q.options[-1].label,), review.feedback or "")]
+        if review.kind == "dismiss":
+            raise ReviewDismissed("review dismissed")
+        self.loop.abort("user")
+        raise RuntimeError("the review was aborted: the user stopped the turn")
+
+    def answer(self, request: Request) -> ModelReply:
+        """The model's answer to ``request``: record it, run pending checks, play the next step."""
+        self.raise_fatal()
+        record = self._record(request)
+        self.records.append(record)
+        self._check_next_request(record)
+        step = self.steps[self.i] if self.i < len(self.steps) else None
+        if not isinstance(step, ModelStep):
+            last = self.model_step.where if self.model_step is not None else self.scenario.path
+            raise SimulationError(
+                f"{last}: request {record.index} (turn {record.turn} step {record.step}) has no model "
+                "step to answer it: the turn is still open because the previous model step called tools; "
+                "add a model step (no calls ends the turn) or `end_turn: aborted`")
+        self.i += 1
+        self.model_step = step
+        calls = []
+        self.calls = {}
+        for j, c in enumerate(step.calls, 1):
+            call_id = c.id if c.id is not None else f"call-{record.index}-{j}"
+            call = LoopToolCall.of(c.tool, c.args, id=call_id)
+            calls.append(call)
+            self.calls[call.id] = c
+        self.calls_left = len(calls)
+        return ModelReply(text=step.text, tool_calls=tuple(calls))
+
+    def raise_fatal(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+    # --- the driver -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while self.i < len(self.steps):
+            step = self.steps[self.i]
+            if isinstance(step, ModelStep):
+                if not self.agent.wants_turn:
+                    raise SimulationError(
+                        f"{step.where}: model step with no turn to answer in: the previous model step "
+                        "had no tool calls, so its turn ended; start a turn with a user prompt (or a "
+                        "command that steers text) first")
+                await self.loop.run_until_idle()
+                self.raise_fatal()
+                continue
+            self.i += 1
+            await self._do(step, in_turn=False)
+        if self.agent.wants_turn:
+            raise SimulationError(f"{self.scenario.path}: the scenario ends with a user message that no "
+                                  "model step answers; add a model step")
+        for where, _nr in self.next_checks:
+            self._fail(where, "next_request", "a following model request", "none (the scenario ended)")
+
+    async def _do(self, step: Step, *, in_turn: bool) -> None:
+        if isinstance(step, UserPrompt):
+            self._note("user", step.text)
+            self.agent.steer(user_message(step.text))
+        elif isinstance(step, Command):
+            reply = await self.loop.command(step.line)
+            if reply is None:
+                self._note("command", f"{step.line} → not handled (no /{step.name} command here)")
+            else:
+                self._note("command", f"{step.line} → {reply.kind}: {reply.text}")
+        elif isinstance(step, EligibilityFlip):
+            unknown = sorted(set(step.values) - self.guard_names - {GUIDANCE})
+            if unknown:
+                known = ", ".join(sorted(self.guard_names | {GUIDANCE}))
+                raise SimulationError(f"{step.where}: unknown eligibility predicate(s) {', '.join(unknown)}; "
+                                      f"this graph knows {known}")
+            self.flags.update(step.values)
+            self._note("eligible", ", ".join(f"{k}={str(v).lower()}" for k, v in step.values.items()))
+        elif isinstance(step, EndTurn):
+            if in_turn and step.reason == "aborted":
+                self.loop.abort("user")
+                self._note("turn", "the user stops the turn")
+            elif in_turn:
+                raise SimulationError(f"{step.where}: end_turn: completed, but the turn is still open (the "
+                                      "model step before called tools); use `end_turn: aborted` or add a "
+                                      "model step without calls")
+            elif step.reason == "aborted":
+                raise SimulationError(f"{step.where}: end_turn: aborted, but no turn is open")
+        elif isinstance(step, Expect):
+            self._check(step)
+
+    # --- records ----------------------------------------------------------------------------------
+
+    def _turn_step(self) -> tuple[int, int, int | None]:
+        events = self.session.events
+        for k in range(len(events) - 1, max(-1, len(events) - 1 - _STEP_START_LOOKBACK), -1):
+            ev = events[k]
+            if ev.type == STEP_START and isinstance(ev.data, Mapping):
+                return int(ev.data.get("turn", 0)), int(ev.data.get("step", 0)), ev.seq
+        return 0, 0, None
+
+    def current_stage(self) -> str | None:
+        return self.stage.current(self.session) if self.stage is not None else None
+
+    def plan_active(self) -> bool:
+        return self.session.read(_PLAN_FOLD)
+
+    def _record(self, request: Request) -> RequestRecord:
+        assembly = self._system_assembly
+        if assembly is not None and assembly.system == request.system:
+            sections = section_views(assembly.sections, self.meter)
+        else:  # a host hook rewrote the system text: show it as one block
+            sections = (SectionView("system", 0, request.system, self.meter.count_text(request.system)),)
+        context = section_views(self._assembly.context, self.meter) if self._assembly is not None else ()
+        tools = tool_views(request.tools, self.meter)
+        messages = tuple(message_view(m, self.meter) for m in request.messages)
+        prev = self.records[-1] if self.records else None
+        turn, step, _seq = self._turn_step()
+        return RequestRecord(
+            index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
+            plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=len(self.session.events))
+
+    def _note(self, kind: str, text: str) -> None:
+        self.notes.append(Note(kind, text, len(self.records)))
+
+    # --- expectations -----------------------------------------------------------------------------
+
+    def _fail(self, where: str, check: str, expected: str, actual: str) -> None:
+        self.failures.append(Failure(where, check, expected, actual))
+        self._note("expect", f"FAILED {check}: expected {expected}, got {actual}")
+
+    def _expect(self, where: str, check: str, expected: Any, actual: Any) -> None:
+        self.checks += 1
+        if expected != actual:
+            self._fail(where, check, _short(expected), _short(actual))
+
+    def _check(self, e: Expect) -> None:
+        where = e.where
+        before = len(self.failures)
+        if e.stage is not UNSET:
+            self._expect(where, "stage", e.stage, self.current_stage())
+        if e.plan_mode is not UNSET:
+            self._expect(where, "plan_mode", e.plan_mode, self.plan_active())
+        if e.pending_stage is not UNSET:
+            actual = self.stage.pending_stage(self.session) if self.stage is not None else None
+            self._expect(where, "pending_stage", e.pending_stage, actual)
+        if e.pending_plan is not UNSET:
+            self._expect(where, "pending_plan", e.pending_plan, _plan_pending(self.plan, self.agent))
+        for stage in (*e.handoff_exists, *e.handoff_missing):
+            must = stage in e.handoff_exists
+            path = self.handoff_path(stage)
+            self.checks += 1
+            if path is None or path.is_file() != must:
+                shown = str(path) if path is not None else "(no stage graph)"
+                self._fail(where, "handoff_exists" if must else "handoff_missing",
+                           f"{shown} to {'exist' if must else 'be absent'}",
+                           "it exists" if path is not None and path.is_file() else "no such file")
+        if e.next_request is not None:
+            self.next_checks.append((where, e.next_request))
+        if len(self.failures) == before:
+            self._note("expect", f"ok ({where})")
+
+    def handoff_path(self, stage: str) -> Path | None:
+        """Where the handoff document for ``stage`` is written in this run."""
+        if self.config.graph is None:
+            return None
+        return self.cwd / handoff_relative_path(self.config.graph.handoff_dir, self.session.id, stage)
+
+    def _check_next_request(self, record: RequestRecord) -> None:
+        pending, self.next_checks = self.next_checks, []
+        text = record.text
+        label = f"request {record.index} (turn {record.turn} step {record.step})"
+        for where, nr in pending:
+            for s in nr.contains:
+                self.checks += 1
+                if s not in text:
+                    self._fail(where, "next_request.contains", f"{label} to contain {_short(s)}",
+                               "no such text")
+            for s in nr.not_contains:
+                self.checks += 1
+                if s in text:
+                    line = next((ln for ln in text.splitlines() if s in ln), s)
+                    self._fail(where, "next_request.not_contains", f"{label} not to contain {_short(s)}",
+                               f"it does: {_short(line.strip()[:160])}")
+            if nr.prefix is not None:
+                p = record.prefix
+                for part, want in (("system", nr.prefix.system), ("tools", nr.prefix.tools),
+                                   ("messages", nr.prefix.messages)):
+                    if want is None:
+                        continue
+                    self.checks += 1
+                    got = "first request" if p.first else getattr(p, part)
+                    if got != want:
+                        why = {"system": p.system_change, "tools": p.tools_change}.get(part)
+                        self._fail(where, f"next_request.prefix.{part}", f"{want} in {label}",
+                                   f"{got}" + (f" ({why})" if why else ""))
+
+
+_PLAN_FOLD = PlanModeFold()
+
+
+def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> Any:
+    """Attach plan mode (``config.plan_mode``) in the graph's language; returns the controller."""
+    from fsm_stage.plan_mode import PlanModeController
+
+    language = config.graph.language if config.graph is not None else "en"
+    controller = PlanModeController(config.plan_mode, language=language)
+    runtime.attach(controller)
+    return controller
+
+
+def _plan_pending(plan: Any, agent: Any) -> bool | None:
+    """The target of the pending plan-mode selection (None when nothing is pending)."""
+    if plan is None:
+        return None
+    pending: bool | None = plan.get(agent).pending
+    return pending
+
+
+def _header(scenario: Scenario, cwd: Path) -> SessionHeader:
+    sub = scenario.session.subagent
+    return SessionHeader(
+        id=scenario.session_id, created_at=wall_clock_ms(), cwd=str(cwd),
+        delegation_depth=1 if sub else 0, origin="subagent" if sub else None,
+        parent_session=f"{scenario.session_id}-parent" if sub else None)
+
+
+async def simulate_async(
+    scenario: Scenario,
+    *,
+    graph: str | Path | None = None,
+    log_path: str | Path | None = None,
+    cwd: str | Path | None = None,
+    meter: HeuristicTokenMeter | None = None,
+) -> SimulationResult:
+    """Run ``scenario`` (see ``simulate``) inside a running event loop."""
+    graph_path = Path(graph) if graph is not None else scenario.graph
+    config = load_config(graph_path)
+    meter = meter if meter is not None else HeuristicTokenMeter()
+    with contextlib.ExitStack() as stack:
+        if cwd is not None:
+            work = Path(cwd).resolve()
+        elif scenario.resolved_cwd() is not None:
+            work = scenario.resolved_cwd()  # type: ignore[assignment]
+        else:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fsm-sim-")))
+        work.mkdir(parents=True, exist_ok=True)
+        header = _header(scenario, work)
+        log: EventLog
+        tmp: Path | None = None
+        if log_path is not None:
+            out = Path(log_path)
+            tmp = out.with_name(f".{out.name}.partial")
+            for stale in (tmp, lock_path(tmp)):
+                stale.unlink(missing_ok=True)
+            jsonl = JsonlLog(tmp, header=header)
+            log = jsonl
+        else:
+            log = MemoryLog(header)
+        try:
+            engine = _Engine(scenario, config, graph_path, log, work, meter)
+            await engine.run()
+        except BaseException:
+            if tmp is not None:
+                jsonl.close()
+                tmp.unlink(missing_ok=True)
+                lock_path(tmp).unlink(missing_ok=True)
+            raise
+        if tmp is not None:
+            jsonl.close()
+            os.replace(tmp, out)
+            lock_path(tmp).unlink(missing_ok=True)
+        return SimulationResult(tuple(engine.records), tuple(engine.notes), tuple(engine.failures),
+                                graph_path, log, engine.checks)
+
+
+def simulate(
+    scenario: Scenario,
+    *,
+    graph: str | Path | None = None,
+    log_path: str | Path | None = None,
+    cwd: str | Path | None = None,
+    meter: HeuristicTokenMeter | None = None,
+) -> SimulationResult:
+    """Run ``scenario`` through the reference loop and record every model request.
+
+    ``graph`` overrides the scenario's graph file (``--graph``). ``log_path``: also write the
+    DSH-shaped session log there (``JsonlLog``; written to a hidden ``.partial`` file and renamed
+    into place when the run finishes, so a failed run leaves no half-written log; an existing
+    file is replaced). ``cwd``: the session's working directory (default: the scenario's
+    ``session.cwd``, else a temporary directory removed afterwards); handoff documents are
+    written under it. ``meter``: the token meter (default ``HeuristicTokenMeter()``).
+
+    Returns a ``SimulationResult`` (records, notes, failed expectations). Raises ``ConfigError``
+    for a bad graph and ``SimulationError`` when the scenario cannot be run as written (both
+    ``UserError``: one line).
+    """
+    return asyncio.run(simulate_async(scenario, graph=graph, log_path=log_path, cwd=cwd, meter=meter))
+
+
+# --- the human view -----------------------------------------------------------------------------------
+
+_WIDTH = 96
+
+
+def _one_line(text: str, width: int) -> str:
+    flat = " ⏎ ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _indent(text: str, pad: str) -> str:
+    return "\n".join(pad + line for line in text.splitlines()) if text else pad + "(empty)"
+
+
+def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
+    """The human view of one request (see the README's line-by-line explanation)."""
+    out = [f"━━ request {record.index} · turn {record.turn} step {record.step} · stage "
+           f"{record.stage if record.stage is not None else '-'} · plan mode "
+           f"{'on' if record.plan_mode else 'off'} · ~{record.tokens} tokens"]
+    pad = " " * 14
+    if record.sections:
+        for k, s in enumerate(record.sections):
+            head = "   system    " if k == 0 else pad[:-1]
+            out.append(f"{head}[{s.order:>3}] {s.name:<18} {s.tokens:>6} tok")
+            if full:
+                out.append(_indent(s.text, pad + "  "))
+    else:
+        out.append("   system    (empty)")
+    for k, c in enumerate(record.context):
+        head = "   context   " if k == 0 else pad[:-1]
+        out.append(f"{head}[{c.order:>3}] {c.name:<18} {c.tokens:>6} tok  {_one_line(c.text, 48)}")
+        if full:
+            out.append(_indent(c.text, pad + "  "))
+    out.append(f"   tools     {', '.join(record.tool_names) or '(none)'}  ({record.tool_tokens} tok)")
+    p = record.prefix
+    kept = 0 if p.first or p.messages_kept > len(record.messages) else p.messages_kept
+    new = record.messages[kept:]
+    shown = (f"{kept} kept from request {record.index - 1}, {len(new)} new" if kept
+             else f"{len(new)} {'new' if p.first or p.messages == 'kept' else 'after the break'}")
+    out.append(f"   messages  {len(record.messages)} ({record.message_tokens} tok): {shown}")
+    for m in new:
+        label = f"+ {m.role:<9} {m.source:<24}"
+        out.append(f"{pad}{label} {_one_line(m.text, max(24, _WIDTH - len(label) - 14))}")
+        if full:
+            out.append(_indent(m.text, pad + "    "))
+    if p.first:
+        out.append("   prefix    first request: nothing cached yet")
+    else:
+        def part(name: str, state: str | None, why: str | None) -> str:
+            return f"{name} {state}" + (f" ({why})" if why else "") if state == "kept" or not why else \
+                f"{name} CHANGED ({why})"
+        msgs = "messages kept" if p.messages == "kept" else f"messages BROKEN after {p.messages_kept}"
+        out.append(f"   prefix    reused {p.reused_tokens} of {p.total_tokens} tok ({p.percent:g}%) · "
+                   f"{part('system', p.system, p.system_change)} · {part('tools', p.tools, p.tools_change)}"
+                   f" · {msgs}")
+    return out
+
+
+def render_human(result: SimulationResult, *, full: bool = False) -> str:
+    """The whole human view: notes (what the scenario did) interleaved with each request, then
+    a summary line and, when expectations failed, one line per failure."""
+    lines: list[str] = []
+    notes = list(result.notes)
+    k = 0
+
+    def flush(upto: int) -> None:
+        nonlocal k
+        while k < len(notes) and notes[k].after <= upto:
+            n = notes[k]
+            k += 1
+            if n.kind == "expect" and n.text.startswith("ok"):
+                lines.append(f"   ✓ expect {n.text[3:]}")
+            elif n.kind == "expect":
+                lines.append(f"   ✗ expect {n.text}")
+            elif n.kind == "user":
+                lines.append(f"   » user: {_one_line(n.text, _WIDTH - 12)}")
+            else:
+                lines.append(f"   » {_one_line(n.text, _WIDTH - 5)}")
+
+    for record in result.records:
+        flush(record.index - 1)
+        lines.extend(render_request(record, full=full))
+    flush(len(result.records))
+    total = sum(r.tokens for r in result.records)
+    reused = sum(r.prefix.reused_tokens for r in result.records)
+    turns = len({r.turn for r in result.records})
+    lines.append("")
+    lines.append(f"{len(result.records)} requests in {turns} turn(s) · ~{total} tokens sent · {reused} reused "
+                 f"from the previous request ({(100.0 * reused / total if total else 0):.0f}%) · "
+                 f"expectations: {result.checks - len(result.failures)} of {result.checks} passed")
+    if result.failures:
+        lines.append(f"FAILED {len(result.failures)} expectation(s):")
+        lines.extend(f"  {f.line()}" for f in result.failures)
+    return "\n".join(lines)

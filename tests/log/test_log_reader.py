@@ -75,8 +75,9 @@ def test_explicit_seqs_are_kept_and_resolve(dsh_dir: Path) -> None:
     assert checked >= 28
 
 
-@pytest.mark.parametrize("name", [n for n in dsh_files() if "stream-json" in n or "notifications" in n][:13]
-                         or ["<no corpus>"])
+@pytest.mark.parametrize(
+    "name", [n for n in dsh_files() if "stream-json" in n or "notifications" in n][:13] or ["<no corpus>"]
+)
 def test_live_envelope_streams_unwrap(name: str, dsh_dir: Path) -> None:
     """Both live envelope forms (session_event.event, session.event params.event) unwrap (§9.1)."""
     res = read_stream(dsh_dir / name)
@@ -103,12 +104,25 @@ def test_absent_version_and_depth_are_accepted(tmp_path: Path) -> None:
 
 
 def test_header_fields_exposed(tmp_path: Path) -> None:
-    hdr = {**HDR, "parentSession": "p", "origin": "subagent", "delegationDepth": 1, "seedLength": 4,
-           "agentPreset": "x"}
+    hdr = {
+        **HDR,
+        "parentSession": "p",
+        "origin": "subagent",
+        "delegationDepth": 1,
+        "seedLength": 4,
+        "agentPreset": "x",
+    }
     res = read_log(write(tmp_path / "h.jsonl", hdr))
     h = res.header
     assert (h.id, h.created_at, h.cwd, h.parent_session, h.origin, h.delegation_depth, h.seed_length) == (
-        "s", 1, "/w", "p", "subagent", 1, 4)
+        "s",
+        1,
+        "/w",
+        "p",
+        "subagent",
+        1,
+        4,
+    )
     assert h.is_subagent and h.extra == {"agentPreset": "x"}
     assert res.events == []
 
@@ -122,7 +136,9 @@ def test_header_fields_exposed(tmp_path: Path) -> None:
         ({"type": "other"}, "first line is not a session header"),
     ],
 )
-def test_non_session_files_get_one_line_error(tmp_path: Path, first: dict[str, object], fragment: str) -> None:
+def test_non_session_files_get_one_line_error(
+    tmp_path: Path, first: dict[str, object], fragment: str
+) -> None:
     with pytest.raises(LogFormatError) as err:
         read_log(write(tmp_path / "x.jsonl", first))
     assert str(err.value).startswith("not a session log: ") and fragment in str(err.value)
@@ -131,10 +147,10 @@ def test_non_session_files_get_one_line_error(tmp_path: Path, first: dict[str, o
 
 def test_empty_and_garbage_files(tmp_path: Path) -> None:
     (tmp_path / "e.jsonl").write_bytes(b"")
-    with pytest.raises(LogFormatError, match="not a session log: .*empty"):
+    with pytest.raises(LogFormatError, match=r"not a session log: .*empty"):
         read_log(tmp_path / "e.jsonl")
     (tmp_path / "g.jsonl").write_bytes(b"hello\n")
-    with pytest.raises(LogFormatError, match="not a session log: .*not JSON"):
+    with pytest.raises(LogFormatError, match=r"not a session log: .*not JSON"):
         read_log(tmp_path / "g.jsonl")
 
 
@@ -142,64 +158,105 @@ def test_empty_and_garbage_files(tmp_path: Path) -> None:
 
 
 def test_seqs_synthesised_when_absent_and_checked_when_present(tmp_path: Path) -> None:
-    res = read_log(write(tmp_path / "p.jsonl", HDR, {"type": "turn/start", "data": {}},
-                         {"type": "turn/end", "data": {}}))
+    res = read_log(
+        write(tmp_path / "p.jsonl", HDR, {"type": "turn/start", "data": {}}, {"type": "turn/end", "data": {}})
+    )
     assert [(e.seq, e.time) for e in res.events] == [(0, 0), (1, 0)]
-    gap = write(tmp_path / "g.jsonl", HDR, {"type": "turn/start", "seq": 0, "time": 5, "data": {}},
-                {"type": "step/start", "seq": 2, "time": 5, "data": {}})
+    gap = write(
+        tmp_path / "g.jsonl",
+        HDR,
+        {"type": "turn/start", "seq": 0, "time": 5, "data": {}},
+        {"type": "step/start", "seq": 2, "time": 5, "data": {}},
+    )
     res = read_log(gap)  # gap on the last line, no later turn/end: dropped as torn
     assert len(res.events) == 1 and res.torn_tail_offset is not None
 
 
 def test_packed_row_members_become_chunks_with_times(tmp_path: Path) -> None:
-    row = {"type": "text-chunks", "seq0": 1, "time0": 100,
-           "data": {"turn": 1, "step": 1, "index": 0, "dt": [5, -2], "texts": ["a", "b", "c"]}}
-    tool = {"type": "tool-call-chunks", "data": {"turn": 1, "step": 1, "index": 1, "dt": [1], "id": "c1",
-                                                 "name": "bash", "args": ["{", "}"]}}
+    row = {
+        "type": "text-chunks",
+        "seq0": 1,
+        "time0": 100,
+        "data": {"turn": 1, "step": 1, "index": 0, "dt": [5, -2], "texts": ["a", "b", "c"]},
+    }
+    tool = {
+        "type": "tool-call-chunks",
+        "data": {"turn": 1, "step": 1, "index": 1, "dt": [1], "id": "c1", "name": "bash", "args": ["{", "}"]},
+    }
     res = read_log(write(tmp_path / "c.jsonl", HDR, {"type": "turn/start", "seq": 0, "data": {}}, row, tool))
     chunks = res.events[1:]
     assert [(e.seq, e.time) for e in chunks] == [(1, 100), (2, 105), (3, 103), (4, 0), (5, 1)]
     assert [e.data["chunk"]["type"] for e in chunks] == ["text-delta"] * 3 + ["tool-call-delta"] * 2
-    assert chunks[4].data["chunk"] == {"type": "tool-call-delta", "index": 1, "id": "c1", "name": "bash",
-                                       "argumentsDelta": "}"}
+    assert chunks[4].data["chunk"] == {
+        "type": "tool-call-delta",
+        "index": 1,
+        "id": "c1",
+        "name": "bash",
+        "argumentsDelta": "}",
+    }
 
 
 def test_malformed_packed_row_is_corruption(tmp_path: Path) -> None:
-    row = {"type": "reasoning-chunks", "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a", "b"]}}
+    row = {
+        "type": "reasoning-chunks",
+        "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a", "b"]},
+    }
     with pytest.raises(LogFormatError, match="malformed reasoning-chunks row"):
         read_log(write(tmp_path / "m.jsonl", HDR, row))
 
 
 def test_unknown_types_kept_and_strict_refuses(tmp_path: Path) -> None:
-    path = write(tmp_path / "u.jsonl", HDR, {"type": "future/thing", "seq": 0, "time": 0, "data": {}},
-                 {"type": "fsm/stage", "seq": 1, "time": 0, "data": {}, "ignorable": True})
+    path = write(
+        tmp_path / "u.jsonl",
+        HDR,
+        {"type": "future/thing", "seq": 0, "time": 0, "data": {}},
+        {"type": "fsm/stage", "seq": 1, "time": 0, "data": {}, "ignorable": True},
+    )
     res = read_log(path)
     assert [e.type for e in res.events] == ["future/thing", "fsm/stage"]
     assert res.unknown_types == {"future/thing": 1}
     assert any("future/thing" in w for w in res.warnings)
     with pytest.raises(LogFormatError, match="unknown event type 'future/thing'"):
         read_log(path, strict=True)
-    ok = write(tmp_path / "i.jsonl", HDR, {"type": "fsm/stage", "seq": 0, "time": 0, "data": {}, "ignorable": True})
+    ok = write(
+        tmp_path / "i.jsonl", HDR, {"type": "fsm/stage", "seq": 0, "time": 0, "data": {}, "ignorable": True}
+    )
     assert read_log(ok, strict=True).events[0].ignorable
 
 
 def test_replace_read_in_both_spellings(tmp_path: Path) -> None:
     ev = {"type": "user/message", "data": {}, "sourceEventSeqs": [0]}
-    res = read_log(write(tmp_path / "r.jsonl", HDR,
-                         {"type": "user/message", "data": {}, "surfaceOp": "append"},
-                         {**ev, "surfaceOp": {"op": "replace", "start": 0, "end": 0}},
-                         {**ev, "surfaceOp": {"op": "replace", "startSeq": 1, "endSeq": 1}, "sourceEventSeqs": [1]}))
+    res = read_log(
+        write(
+            tmp_path / "r.jsonl",
+            HDR,
+            {"type": "user/message", "data": {}, "surfaceOp": "append"},
+            {**ev, "surfaceOp": {"op": "replace", "start": 0, "end": 0}},
+            {**ev, "surfaceOp": {"op": "replace", "startSeq": 1, "endSeq": 1}, "sourceEventSeqs": [1]},
+        )
+    )
     assert [e.surface_op for e in res.events] == ["append", Replace(0, 0), Replace(1, 1)]
 
 
 def test_legacy_shapes_are_tolerated(tmp_path: Path) -> None:
-    res = read_log(write(tmp_path / "l.jsonl", HDR,
-                         {"type": "turn/start", "data": {"turn": 1, "trigger": "user"}},
-                         {"type": "user/message", "data": {"content": "hi", "source": {"kind": "user"}},
-                          "surfaceOp": "append"},
-                         {"type": "tool/result", "data": {"callId": "c", "content": "x", "isError": False},
-                          "surfaceOp": "append"},
-                         {"type": "turn/end", "data": {"error": "boom"}}))
+    res = read_log(
+        write(
+            tmp_path / "l.jsonl",
+            HDR,
+            {"type": "turn/start", "data": {"turn": 1, "trigger": "user"}},
+            {
+                "type": "user/message",
+                "data": {"content": "hi", "source": {"kind": "user"}},
+                "surfaceOp": "append",
+            },
+            {
+                "type": "tool/result",
+                "data": {"callId": "c", "content": "x", "isError": False},
+                "surfaceOp": "append",
+            },
+            {"type": "turn/end", "data": {"error": "boom"}},
+        )
+    )
     assert len(res.events) == 4
 
 
@@ -207,8 +264,12 @@ def test_legacy_shapes_are_tolerated(tmp_path: Path) -> None:
 
 
 def test_last_line_without_newline_is_dropped_and_reported(tmp_path: Path) -> None:
-    path = write(tmp_path / "t.jsonl", HDR, {"type": "turn/start", "data": {}},
-                 raw_tail=b'{"type":"turn/end","data":{}}')
+    path = write(
+        tmp_path / "t.jsonl",
+        HDR,
+        {"type": "turn/start", "data": {}},
+        raw_tail=b'{"type":"turn/end","data":{}}',
+    )
     good_end = path.stat().st_size - len(b'{"type":"turn/end","data":{}}')
     res = read_log(path)
     assert len(res.events) == 1
@@ -244,8 +305,11 @@ def test_iter_events_streams_and_resumes(tmp_path: Path) -> None:
 def test_zstd_multi_frame_and_incomplete_last_frame(tmp_path: Path) -> None:
     zstd = pytest.importorskip("zstandard")
     cctx = zstd.ZstdCompressor()
-    lines = [json.dumps(HDR) + "\n", json.dumps({"type": "turn/start", "seq": 0, "time": 1, "data": {}}) + "\n",
-             json.dumps({"type": "turn/end", "seq": 1, "time": 2, "data": {}}) + "\n"]
+    lines = [
+        json.dumps(HDR) + "\n",
+        json.dumps({"type": "turn/start", "seq": 0, "time": 1, "data": {}}) + "\n",
+        json.dumps({"type": "turn/end", "seq": 1, "time": 2, "data": {}}) + "\n",
+    ]
     frames = [cctx.compress(line.encode()) for line in lines]
     path = tmp_path / "session.jsonl.zstd"
     path.write_bytes(b"".join(frames))
@@ -265,7 +329,9 @@ def test_interleaved_subagent_streams_are_split(dsh_dir: Path) -> None:
     """A notification stream interleaving a parent and an in-process child splits into sessions."""
     from fsm_stage.log.dsh import read_streams
 
-    name = "examples__jsonrpc-agent__tests__snapshots__subagent-spawn-in-process__notifications.expected.jsonl"
+    name = (
+        "examples__jsonrpc-agent__tests__snapshots__subagent-spawn-in-process__notifications.expected.jsonl"
+    )
     streams = read_streams(dsh_dir / name)
     assert len(streams) >= 2
     for s in streams:

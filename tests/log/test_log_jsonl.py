@@ -1,0 +1,239 @@
+"""``JsonlLog``: DSH-shaped writing, one writer, fsync'd whole lines, rollback, torn-tail repair."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import MemoryLog, Replace, SessionHeader
+from fsm_stage.log.jsonl import JsonlLog, NewEvent
+from fsm_stage.log.surface import SurfaceOpError
+
+HEADER = SessionHeader(id="sess-1", created_at=1_700_000_000_000, cwd="/work")
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def tick() -> int:
+    tick.now += 7  # type: ignore[attr-defined]
+    return tick.now  # type: ignore[attr-defined, no-any-return]
+
+
+tick.now = 1_000  # type: ignore[attr-defined]
+
+
+def test_written_log_is_dsh_shaped(tmp_path: Path) -> None:
+    """§9.2: header with delegationDepth, contiguous seqs, integer time, ignorable fsm types,
+    replace written {op, start, end}, no other envelope keys."""
+    path = tmp_path / "session.jsonl"
+    with JsonlLog(path, header=HEADER, clock=tick, ignorable_types={"stage/change"}) as log:
+        log.append("turn/start", {"turn": 1})
+        log.append("user/message", {"content": [{"type": "text", "text": "a"}]}, surface_op="append")
+        log.append("fsm/transition", {"to": "b"})
+        log.append("stage/change", {"stage": "b"})
+        log.append("user/message", {"content": []}, surface_op=Replace(1, 1), source_event_seqs=[1])
+    recs = lines(path)
+    assert recs[0] == {
+        "type": "session",
+        "version": 0,
+        "id": "sess-1",
+        "createdAt": 1_700_000_000_000,
+        "cwd": "/work",
+        "delegationDepth": 0,
+    }
+    body = recs[1:]
+    assert [r["seq"] for r in body] == [0, 1, 2, 3, 4]
+    assert all(isinstance(r["time"], int) for r in body)
+    assert [r.get("ignorable") for r in body] == [None, None, True, True, None]
+    assert body[4]["surfaceOp"] == {"op": "replace", "start": 1, "end": 1}
+    allowed = {"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"}
+    assert all(set(r) <= allowed for r in body)
+    # a strict (DSH-like) read accepts it: fsm types are ignorable
+    assert len(read_log(path, strict=True).events) == 5
+
+
+def test_reopen_reads_back_identical_events(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER, clock=tick) as log:
+        written = [log.append("turn/start", {"turn": 1}), log.append("plan/mode", {"active": True})]
+    with JsonlLog(path) as log:
+        assert list(log.events) == written
+        assert log.header == HEADER
+        assert log.append("turn/end", {"turn": 1}).seq == 2
+
+
+def test_open_without_header_or_with_other_id(tmp_path: Path) -> None:
+    with pytest.raises(LogFormatError, match="no such session log"):
+        JsonlLog(tmp_path / "missing.jsonl")
+    JsonlLog(tmp_path / "s.jsonl", header=HEADER).close()
+    with pytest.raises(LogFormatError, match="does not match"):
+        JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="other"))
+    # the refused open released its lock
+    JsonlLog(tmp_path / "s.jsonl").close()
+
+
+def test_second_writer_in_same_process_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER), pytest.raises(LogLockedError, match="locked by another writer"):
+        JsonlLog(path)
+    with JsonlLog(path) as again:  # released on close
+        assert len(again) == 0
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from fsm_stage.errors import LogLockedError
+    from fsm_stage.log.jsonl import JsonlLog
+    path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    try:
+        log = JsonlLog(path)
+    except LogLockedError as err:
+        print("LOCKED", err, flush=True)
+        sys.exit(3)
+    print("OWNER", flush=True)
+    for i in range(n):
+        log.append("fsm/probe", {"writer": tag, "i": i, "pad": "x" * 500})
+    sys.stdin.readline()  # hold the lock until told to finish
+    log.close()
+    """
+)
+
+
+def test_two_processes_lock_refuses_second_writer_and_lines_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    JsonlLog(path, header=HEADER).close()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    first = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), "A", "200"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert first.stdout is not None and first.stdin is not None
+    assert first.stdout.readline().strip() == "OWNER"
+    second = subprocess.run(
+        [sys.executable, "-c", WRITER, str(path), "B", "200"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 3 and second.stdout.startswith("LOCKED")
+    assert "locked by another writer" in second.stdout
+    first.stdin.write("\n")
+    first.stdin.flush()
+    assert first.wait(timeout=60) == 0
+    recs = lines(path)[1:]
+    assert [r["data"]["writer"] for r in recs] == ["A"] * 200  # type: ignore[index]
+    assert [r["seq"] for r in recs] == list(range(200))
+
+
+def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        log.append("turn/start", {"turn": 1})
+        before = path.read_bytes()
+        real_fsync = os.fsync
+        calls = {"n": 0}
+
+        def failing_fsync(fd: int) -> None:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError(28, "No space left on device")
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(LogWriteError, match="rolled back"):
+            log.append("turn/end", {"turn": 1})
+        assert path.read_bytes() == before
+        assert len(log) == 1 and log.size == len(before)
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert log.append("turn/end", {"turn": 1}).seq == 1
+    assert [r.get("seq") for r in lines(path)[1:]] == [0, 1]
+
+
+def test_non_json_data_and_refused_surface_op_change_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        before = path.read_bytes()
+        with pytest.raises(LogWriteError, match="not JSON"):
+            log.append("fsm/x", {"bad": object()})
+        with pytest.raises(LogWriteError, match="not JSON"):
+            log.append("fsm/x", {"nan": float("nan")})
+        with pytest.raises(SurfaceOpError):
+            log.append("user/message", {}, surface_op=Replace(0, 0), source_event_seqs=[0])
+        assert path.read_bytes() == before and len(log) == 0
+
+
+def test_append_many_is_all_or_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        log.append("user/message", {}, surface_op="append")
+        before = path.read_bytes()
+        with pytest.raises(SurfaceOpError):
+            log.append_many([NewEvent("fsm/a", {}), NewEvent("user/message", {}, Replace(5, 5), [5])])
+        assert path.read_bytes() == before and len(log) == 1
+        evs = log.append_many([NewEvent("fsm/a", {}), NewEvent("user/message", {}, Replace(0, 0), [0])])
+        assert [e.seq for e in evs] == [1, 2] and log.surface.nodes == [2]
+    assert len(read_log(path).events) == 3
+
+
+def test_torn_tail_truncated_only_at_reported_offset_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        log.append("turn/start", {"turn": 1})
+    good = path.read_bytes()
+    path.write_bytes(good + b'{"type":"turn/end","seq":1,"ti')
+    with JsonlLog(path) as log:
+        assert len(log) == 1
+        assert any("truncated torn tail" in w for w in log.warnings)
+        assert path.read_bytes() == good
+        log.append("turn/end", {"turn": 1})
+    assert [e.type for e in read_log(path).events] == ["turn/start", "turn/end"]
+
+
+def test_corrupt_log_refuses_to_open_and_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        log.append("turn/start", {"turn": 1})
+        log.append("turn/end", {"turn": 1})
+    data = path.read_bytes().replace(b'"seq":0', b'"seq":9')
+    path.write_bytes(data)
+    with pytest.raises(LogFormatError, match="corrupt"):
+        JsonlLog(path)
+    assert path.read_bytes() == data
+
+
+def test_closed_log_refuses_appends(tmp_path: Path) -> None:
+    log = JsonlLog(tmp_path / "s.jsonl", header=HEADER)
+    log.close()
+    log.close()
+    with pytest.raises(LogWriteError, match="closed"):
+        log.append("turn/start", {})
+
+
+def test_memory_log_matches_jsonl_rules() -> None:
+    """MemoryLog: same ignorable marking, surface validation and atomic batches as JsonlLog."""
+    log = MemoryLog(HEADER, clock=lambda: 5)
+    assert log.append("fsm/x", {}).ignorable
+    log.append("user/message", {}, surface_op="append")
+    with pytest.raises(SurfaceOpError):
+        log.append_many([NewEvent("fsm/y", {}), NewEvent("user/message", {}, Replace(9, 9), [9])])
+    assert len(log) == 2
+    log.fail_next = OSError("disk")
+    with pytest.raises(LogWriteError, match="refused"):
+        log.append("turn/start", {})
+    assert len(log) == 2

@@ -57,7 +57,7 @@ from typing import Any, Final, Literal
 import attrs
 from transitions import EventData, Machine
 
-from fsm_stage.config import EdgeConfig, GraphConfig
+from fsm_stage.config import EdgeConfig, GraphConfig, normalised
 from fsm_stage.errors import FsmStageError
 
 __all__ = [
@@ -191,23 +191,16 @@ def _eligible_condition(guards: tuple[str, ...]) -> Callable[[EventData], bool]:
 # --------------------------------------------------------------------------- fingerprint
 
 
-def _normalised(config: GraphConfig) -> dict[str, Any]:
-    try:
-        from fsm_stage.config import normalised  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return attrs.asdict(config)
-    result: dict[str, Any] = normalised(config)
-    return result
-
-
 def fingerprint(config: GraphConfig) -> str:
-    """Stable fingerprint of a graph: ``sha256`` hex of the canonical JSON of its normalised
-    config (sorted keys, no whitespace), prefixed with a format version.
+    """Stable fingerprint of a graph: ``sha256`` hex of the canonical JSON (sorted keys, no
+    whitespace) of ``fsm_stage.config.normalised(config)``, prefixed with a format version.
 
     Equal configs give equal fingerprints in every process; any change to a stage, an edge, a
-    guard, an instruction or a template gives a different one.
+    guard, an instruction or a template gives a different one. Configs that behave the same
+    share one (defaults resolved: ``targets`` omitted equals the explicit list of every other
+    stage, ``initial`` omitted equals the first stage; ``description`` is left out).
     """
-    canonical = json.dumps(_normalised(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(normalised(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{_FINGERPRINT_VERSION}\n{canonical}".encode()).hexdigest()
 
 
@@ -217,7 +210,8 @@ def fingerprint(config: GraphConfig) -> str:
 class CompiledGraph:
     """A compiled, read-only state machine shared by every session of one graph.
 
-    Attributes: ``config`` (the ``GraphConfig``; ``None`` for plan mode), ``name``, ``machine`` (the
+    Attributes: ``config`` (the ``GraphConfig`` compiled, or an equivalent one with the same
+    fingerprint compiled earlier; ``None`` for plan mode), ``name``, ``machine`` (the
     ``transitions.Machine``: ``model=None``, ``auto_transitions=False``, ``send_event=True``,
     ``queued=False``), ``fingerprint`` (hex sha256), ``initial`` (stage name), ``states``
     (stage names in configured order).
@@ -387,7 +381,12 @@ _cache_lock = threading.Lock()
 
 
 def _build(config: GraphConfig, fp: str) -> CompiledGraph:
-    edges = {name: config.edges_from(name) for name in config.stage_names}
+    names = config.stage_names
+    # GraphConfig.edges_from for every configured stage, without its per-call linear lookup
+    edges = {
+        s.name: s.targets if s.targets is not None else tuple(EdgeConfig(n) for n in names if n != s.name)
+        for s in config.stages
+    }
     known = set(edges)
     if config.initial_stage not in known:
         raise ValueError(f"graph {config.name!r}: initial stage {config.initial_stage!r} is not configured")

@@ -426,6 +426,23 @@ def test_fingerprint_changes_with_any_change(change: Callable[[GraphConfig], Gra
     assert compile_graph(changed) is not compile_graph(base)
 
 
+def test_fingerprint_ignores_spelling_of_defaults_and_documentation() -> None:
+    """Configs that behave the same share a fingerprint (normalised: defaults resolved,
+    ``description`` left out)."""
+    base = feature_work()
+    explicit = attrs.evolve(
+        base,
+        initial="explore",
+        description="docs only",
+        stages=(
+            *base.stages[:2],
+            attrs.evolve(base.stages[2], targets=(EdgeConfig("explore"), EdgeConfig("implement"))),
+        ),
+    )
+    assert fingerprint(explicit) == fingerprint(base)
+    assert compile_graph(explicit) is compile_graph(base)
+
+
 def test_fingerprint_is_stable_across_processes() -> None:
     """Same config in a fresh interpreter with another hash seed gives the same fingerprint."""
     code = (

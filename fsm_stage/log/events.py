@@ -78,8 +78,12 @@ class SessionHeader:
 
     def to_json(self) -> dict[str, Any]:
         """The header line as written by fsm_stage (absent optional fields omitted, never null)."""
-        out: dict[str, Any] = {"type": "session", "version": 0 if self.version is None else self.version,
-                               "id": self.id, "createdAt": self.created_at}
+        out: dict[str, Any] = {
+            "type": "session",
+            "version": 0 if self.version is None else self.version,
+            "id": self.id,
+            "createdAt": self.created_at,
+        }
         if self.cwd is not None:
             out["cwd"] = self.cwd
         out["delegationDepth"] = self.delegation_depth
@@ -202,8 +206,13 @@ class MemoryLog:
             if isinstance(spec, tuple):
                 type_, data, op, srcs, ign = spec
             else:
-                type_, data, op, srcs, ign = (spec.type, spec.data, spec.surface_op,
-                                              spec.source_event_seqs, spec.ignorable)
+                type_, data, op, srcs, ign = (
+                    spec.type,
+                    spec.data,
+                    spec.surface_op,
+                    spec.source_event_seqs,
+                    spec.ignorable,
+                )
             ev = Event(
                 type=type_,
                 seq=len(self._events) + i,

@@ -66,16 +66,27 @@ class Surface:
         return self._types.get(seq)
 
     def check(
-        self, type: str, seq: int, op: SurfaceOp | None, source_event_seqs: Sequence[int] | None = None
+        self,
+        type: str,
+        seq: int,
+        op: SurfaceOp | None,
+        source_event_seqs: Sequence[int] | None = None,
+        *,
+        validate_sources: bool = False,
     ) -> None:
-        """Validate an op without applying it; raises ``SurfaceOpError`` with a one-line reason."""
+        """Validate an op without applying it; raises ``SurfaceOpError`` with a one-line reason.
+
+        ``validate_sources`` adds the writer-side ``sourceEventSeqs`` rules (entries are earlier
+        seqs; a replace cites every shadowed node). Readers leave it off: DSH fixtures treat
+        ``sourceEventSeqs`` as informational (dsh-log-format §1.4, hand-trimmed fixtures).
+        """
         if op is None:
             if source_event_seqs is not None and type not in SURFACE_TYPES:
                 raise SurfaceOpError(f"seq {seq}: {type} may not carry sourceEventSeqs (not a surface type)")
             return
         if type not in SURFACE_TYPES:
             raise SurfaceOpError(f"seq {seq}: {type} may not carry a surfaceOp (not a surface type)")
-        if source_event_seqs is not None:
+        if validate_sources and source_event_seqs is not None:
             for s in source_event_seqs:
                 if not isinstance(s, int) or s < 0 or s >= seq:
                     raise SurfaceOpError(f"seq {seq}: sourceEventSeqs entry {s!r} must be an earlier seq")
@@ -85,7 +96,7 @@ class Surface:
             raise SurfaceOpError(f"seq {seq}: unknown surfaceOp {op!r}")
         si, ei = self._positions(seq, op)
         shadowed = self.nodes[si : ei + 1]
-        if source_event_seqs is None or not set(shadowed) <= set(source_event_seqs):
+        if validate_sources and (source_event_seqs is None or not set(shadowed) <= set(source_event_seqs)):
             raise SurfaceOpError(
                 f"seq {seq}: a replace must cite every shadowed node {shadowed} in sourceEventSeqs"
             )
@@ -110,12 +121,15 @@ class Surface:
             )
         return si, ei
 
-    def apply(self, event: Event) -> None:
-        """Apply one event (no-op for events without a surface op); raises ``SurfaceOpError``."""
+    def apply(self, event: Event, *, validate_sources: bool = False) -> None:
+        """Apply one event (no-op for events without a surface op); raises ``SurfaceOpError``.
+
+        ``validate_sources``: see ``check`` (on for new appends, off for logs being read).
+        """
         op = event.surface_op
         if op is None and event.source_event_seqs is None:
             return
-        self.check(event.type, event.seq, op, event.source_event_seqs)
+        self.check(event.type, event.seq, op, event.source_event_seqs, validate_sources=validate_sources)
         if op is None:
             return
         if op == "append":
@@ -160,7 +174,7 @@ class SurfaceProbe:
             return
         if self._copy is None:
             self._copy = self._base.copy()
-        self._copy.apply(ev)
+        self._copy.apply(ev, validate_sources=True)
 
 
 def fold_surface(events: Iterable[Event], *, protect_system_head: bool = False) -> list[int]:

@@ -5,6 +5,7 @@ session settings and an ordered list of steps. Example::
 
     graph: ../feature-work.yaml          # relative to this file
     session: {id: demo, subagent: false} # cwd: omitted = a fresh temporary directory
+    system: You are a coding agent.      # optional host system prompt (order 0)
     eligible: {ready: false}             # initial values of named eligibility predicates
     steps:
       - user: Add a --greeting flag to the CLI.
@@ -90,6 +91,7 @@ __all__ = [
     "ScenarioError",
     "SessionSettings",
     "Step",
+    "SystemText",
     "ToolCall",
     "UserPrompt",
     "dump_scenario",
@@ -271,6 +273,16 @@ class SessionSettings:
 
 
 @attrs.frozen
+class SystemText:
+    """A host system-prompt section the scenario adds (the orchestrator's own prompt): ``name``,
+    ``order`` (plan mode's section is order 50) and ``text``."""
+
+    name: str
+    order: int
+    text: str
+
+
+@attrs.frozen
 class Scenario:
     """A parsed scenario. ``graph`` is resolved against the scenario file's folder."""
 
@@ -280,6 +292,7 @@ class Scenario:
     eligible: Mapping[str, bool]
     steps: tuple[Step, ...]
     description: str = ""
+    system: tuple[SystemText, ...] = ()
 
     @property
     def session_id(self) -> str:
@@ -441,7 +454,7 @@ def _structure(problems: _Problems, value: Any, tp: Any, path: _Path) -> Any:
     return None
 
 
-_TOP_KEYS = ("graph", "session", "eligible", "steps", "description")
+_TOP_KEYS = ("description", "graph", "session", "system", "eligible", "steps")
 _STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "expect")
 _EXPECT_KEYS: dict[str, Any] = {
     "stage": str,
@@ -566,6 +579,10 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     if session is not None and session.id is not None and not session.id.strip():
         problems.add(("session", "id"), "must be a non-empty string")
     eligible = _flags(problems, plain.get("eligible", {}), ("eligible",))
+    system_raw = plain.get("system", [])
+    if isinstance(system_raw, str):
+        system_raw = [{"name": "system", "order": 0, "text": system_raw}]
+    system = _structure(problems, system_raw, tuple[SystemText, ...], ("system",))
     description = plain.get("description", "")
     if not isinstance(description, str):
         problems.add(("description",), "expected a string")
@@ -586,7 +603,8 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
         raise ScenarioError(problems.items)
     assert session is not None and eligible is not None
     return Scenario(path=path, graph=graph_path, session=session, eligible=eligible,
-                    steps=tuple(steps), description=description if isinstance(description, str) else "")
+                    steps=tuple(steps), description=description if isinstance(description, str) else "",
+                    system=system or ())
 
 
 def load_scenario(path: str | Path) -> Scenario:

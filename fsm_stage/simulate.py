@@ -43,7 +43,7 @@ from fsm_stage.log.jsonl import JsonlLog, lock_path
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.assembly import Assembly, Request
+from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
 from fsm_stage.runtime.loop import Loop, ModelReply
 from fsm_stage.runtime.messages import Message, message_text, source_of, user_message
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
@@ -516,6 +516,8 @@ class _Engine:
         self.runtime = _SimRuntime(self, review=self.review)
         self.runtime.add_assemble_hook(self._on_assemble)
         self.runtime.add_pre_step(self._on_pre_step)  # first participant: before any flush
+        for sec in scenario.system:
+            self.runtime.add_section(SystemSection(sec.name, sec.order, self._constant(sec.text)))
         self.stage: StageController | None = None
         self.plan: Any = None
         graph = config.graph
@@ -539,6 +541,10 @@ class _Engine:
             self.runtime.add_tool(_CannedTool(self, name))
         self.agent = InboxAgent(self.session)
         self.loop = Loop(self.runtime, self.agent, _SimModel(self))
+
+    @staticmethod
+    def _constant(text: str) -> Callable[[Any], str]:
+        return lambda _agent: text
 
     def _flag(self, name: str) -> Callable[[Any], bool]:
         """The predicate reading scenario flag ``name`` (false until a flip sets it)."""

@@ -1,0 +1,96 @@
+"""``fsm-stage simulate`` and ``fsm-stage scenario`` (the simulator's command line).
+
+``simulate SCENARIO [--log OUT.jsonl] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
+    runs a scenario file and prints, per model request, what the model sees and the
+    prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
+``scenario LOG [--graph GRAPH] [--id ID]``
+    prints a scenario (YAML, on stdout) replaying a recorded DSH session log.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from fsm_stage.constants import GOTO_STAGE, STAGE_SOURCE_KINDS
+from fsm_stage.log.dsh import read_log
+from fsm_stage.resources import data_dir
+from fsm_stage.scenario import ModelStep, SessionSettings, dump_scenario, load_scenario, steps_from_events
+from fsm_stage.simulate import render_human, simulate
+
+
+@click.command("simulate")
+@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the DSH-shaped session log (JSONL) here; an existing file is replaced.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per model request on stdout.")
+@click.option("--graph", type=click.Path(dir_okay=False, path_type=Path),
+              help="Run under this stage-graph file instead of the scenario's `graph`.")
+@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path),
+              help="Session working directory (handoff documents land here); default: the "
+                   "scenario's session.cwd, else a temporary directory.")
+@click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
+def simulate_cmd(scenario: Path, log_path: Path | None, as_json: bool, graph: Path | None,
+                 cwd: Path | None, full: bool) -> None:
+    """Run SCENARIO and show what the model sees at every request.
+
+    Per request: turn/step, stage, plan mode, system sections (order, name, tokens), runtime
+    context entries, tools, the messages (kept from the previous request / new), and the
+    prompt prefix reused from the previous request. Exits 1 when an expectation fails.
+    """
+    parsed = load_scenario(scenario)
+    result = simulate(parsed, graph=graph, log_path=log_path, cwd=cwd)
+    if as_json:
+        for record in result.records:
+            click.echo(json.dumps(record.to_json(), ensure_ascii=False))
+        for failure in result.failures:
+            click.echo(failure.line(), err=True)
+    else:
+        click.echo(render_human(result, full=full))
+    if result.failures:
+        sys.exit(1)
+
+
+def _default_graph(steps: list[object], stage_records: bool) -> Path:
+    """The shipped graph a replay runs under by default: feature-work when the log used the stage
+    switch, the plan-mode seed otherwise."""
+    uses_stages = stage_records or any(
+        isinstance(s, ModelStep) and any(c.tool == GOTO_STAGE for c in s.calls) for s in steps)
+    name = "feature-work.yaml" if uses_stages else "seed-plan-mode.yaml"
+    return data_dir("stage_graphs") / name
+
+
+@click.command("scenario")
+@click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--graph", type=str, default=None,
+              help="The `graph:` to write (relative to where you save the scenario). Default: the "
+                   "shipped feature-work graph when the log used the stage switch, else the plan-mode seed.")
+@click.option("--id", "session_id", type=str, default=None, help="Session id (default: the log's).")
+def scenario_cmd(log: Path, graph: str | None, session_id: str | None) -> None:
+    """Turn a recorded session LOG into a scenario on stdout.
+
+    Keeps user prompts, slash commands, each model answer with its tool calls, and each call's
+    recorded outcome (review answers for exit_plan_mode / goto_stage, canned results for other
+    tools), so `fsm-stage simulate scenario.yaml --graph NEW.yaml` re-runs the session under a
+    changed graph.
+    """
+    res = read_log(log)
+    for warning in res.warnings:
+        click.echo(f"fsm-stage: warning: {warning}", err=True)
+    steps = steps_from_events(res.events)
+    if not steps:
+        raise click.ClickException(f"{log}: no user prompts, commands or model answers to replay")
+    stage_records = any(
+        ev.type == "user/message" and isinstance(ev.data, dict)
+        and isinstance(ev.data.get("source"), dict) and ev.data["source"].get("kind") in STAGE_SOURCE_KINDS
+        for ev in res.events)
+    graph_text = graph if graph is not None else str(_default_graph(list(steps), stage_records))
+    session = SessionSettings(id=session_id if session_id is not None else res.header.id,
+                              subagent=res.header.is_subagent)
+    click.echo(dump_scenario(graph_text, session, steps, description=f"Replay of {log.name}"), nl=False)
+
+
+COMMANDS = [simulate_cmd, scenario_cmd]

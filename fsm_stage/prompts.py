@@ -229,13 +229,13 @@ def _check_overlay(path: Path, base: Mapping[str, Any], overlay: Mapping[str, An
             _check_overlay(path, base[key], value, dotted + ".")
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Catalog:
     """A merged wording catalog (read-only); see the module docstring for the layering.
 
     ``name``: catalog name (``"stage_switch"``); ``language``: ``en`` / ``zh``; ``sources``:
     the files merged, in order. Keys are dotted paths into nested groups
-    (``"review.full_question"``).
+    (``"review.full_question"``). Compared and hashed by identity (loaded catalogs are cached).
     """
 
     name: str

@@ -275,6 +275,7 @@ def test_catalogs_are_cached_and_reloaded_when_a_file_changes(tmp_path: Path) ->
     _write(tmp_path / "en" / "c.yaml", "a: one\n")
     first = load_catalog("c", base_dir=tmp_path)
     assert load_catalog("c", base_dir=tmp_path) is first
+    assert {first: 1}[first] == 1  # usable as a dict key
     _write(tmp_path / "en" / "c.yaml", "a: two, longer\n")
     assert load_catalog("c", base_dir=tmp_path).raw("a") == "two, longer"
 

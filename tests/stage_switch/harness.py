@@ -202,7 +202,7 @@ class Harness:
 
     def summaries(self) -> list[str]:
         """``source.summary`` of every logged stage-switch message."""
-        return [e.data["source"]["summary"] for e in self.stage_events()]
+        return [e.data["source"]["summary"] for e in self.stage_events() if "summary" in e.data["source"]]
 
     def stage_texts(self) -> list[str]:
         return [message_text(e.data) for e in self.stage_events()]

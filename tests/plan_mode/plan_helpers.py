@@ -96,3 +96,19 @@ class Harness:
 
 def notice_text(message: dict[str, Any]) -> str:
     return str(message["content"][0]["text"])
+
+
+class FakeTool:
+    """A tool that always succeeds (read, write, bash …) and records its calls."""
+
+    def __init__(self, name: str) -> None:
+        from fsm_stage.runtime.tools import ToolSpec
+
+        self.spec = ToolSpec(name, f"The {name} tool.", {"type": "object", "properties": {}})
+        self.calls: list[tuple[dict[str, Any], Any]] = []
+
+    async def execute(self, args: Any, agent: Any, signal: Any = None) -> Any:
+        from fsm_stage.runtime.tools import ToolOutput
+
+        self.calls.append((dict(args), agent))
+        return ToolOutput({"ok": True}, f"{self.spec.name} ok")

@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast, get_args, get_origin
 
@@ -1263,8 +1263,3 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             for s in config.stages
         ],
     }
-
-
-def iter_stage_graph_files(folder: Path) -> Iterator[Path]:
-    """The ``*.yaml`` / ``*.yml`` files directly inside ``folder``, sorted by name."""
-    yield from sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())

@@ -573,3 +573,15 @@ def test_normalised_ignores_documentation_but_not_behaviour() -> None:
         )
     )
     assert normalised(guarded)["stages"][0]["targets"] == [{"to": "beta", "guards": ["g"]}]
+
+
+def test_readme_config_section_examples_load() -> None:
+    """The YAML examples of the README's config section are valid as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("<!-- BEGIN config -->") : readme.index("<!-- END config -->")]
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if "stages:" in b]
+    assert len(blocks) == 2
+    native_cfg, plugin_cfg = (load_config_text(b, "readme.yaml", strict=True) for b in blocks)
+    assert native_cfg.graph is not None and native_cfg.plan_mode is not None
+    assert plugin_cfg.graph is not None and plugin_cfg.plan_mode is not None
+    assert "<< stage_targets >>" in plugin_cfg.graph.section

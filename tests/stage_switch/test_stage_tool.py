@@ -1,0 +1,251 @@
+"""goto_stage: registration, presentation, validation chain, graph edges and guards (S39–S51)."""
+
+from __future__ import annotations
+
+from fsm_stage.config import EdgeConfig
+from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.handoff import HandoffPathError, MemoryHandoffStore
+from fsm_stage.stage_switch import NO_AGENT_MESSAGE
+
+from .harness import Harness, make_config, run
+
+H = "# Handoff\n\nwork"
+
+
+def no_side_effects(h: Harness, before: int) -> None:
+    """S51d: a failed call writes no stage event and sets no pending transition."""
+    new = [e.type for e in h.session.events[before:]]
+    assert all(t in (TOOL_CALL, TOOL_RESULT) for t in new), new
+    assert h.pending() is None
+    assert h.summaries() == [] or h.fold() is not None
+
+
+def test_tool_schema_S39() -> None:
+    """S39: description, properties [stage, handoff] in order, required [stage], handoff param has no '##'."""
+    h = Harness()
+    spec = next(t for t in h.runtime.assemble(h.agent).tools if t.name == "goto_stage")
+    assert spec.description == h.text("goto_tool.description")
+    assert list(spec.parameters["properties"]) == ["stage", "handoff"]
+    assert spec.parameters["required"] == ["stage"]
+    assert spec.parameters["properties"]["handoff"] == {"type": "string",
+                                                        "description": h.text("goto_tool.handoff_param")}
+    assert "##" not in h.text("goto_tool.handoff_param")
+    assert spec.output is not None and spec.output["required"] == ["approved", "stage"]
+    assert spec.to_openai()["function"]["name"] == "goto_stage"
+
+
+def test_present_call_card_S40() -> None:
+    """S40: generic card titled by the target; body = handoff, else the light wording."""
+    h = Harness()
+    tool = h.runtime.tools["goto_stage"]
+    card = tool.present_call({"stage": "beta", "handoff": "# Handoff\n\nwork"})  # type: ignore[attr-defined]
+    assert card == {"card": "generic", "title": h.text("present.call_title", stage="beta"), "kind": "other",
+                    "content": [{"type": "text", "text": "# Handoff\n\nwork"}]}
+    light = tool.present_call({"stage": "beta"})  # type: ignore[attr-defined]
+    assert light["content"] == [{"type": "text", "text": h.text("present.light_call_content", stage="beta")}]
+    empty = tool.present_call({"stage": "beta", "handoff": ""})  # type: ignore[attr-defined]
+    assert empty["content"] == [{"type": "text", "text": ""}]
+
+
+def test_present_result_card_S41() -> None:
+    """S41: generic card with the result's content unchanged."""
+    h = Harness()
+    content = [{"type": "text", "text": "ok"}]
+    card = h.runtime.tools["goto_stage"].present_result(  # type: ignore[attr-defined]
+        {"stage": "beta"}, {"content": content, "isError": False})
+    assert card == {"card": "generic", "title": h.text("present.result_title"), "content": content}
+
+
+def test_rendered_results_S42() -> None:
+    """S42a–c: full = approved + handoff path; light = approved only; value keys exactly."""
+    h = Harness()
+    h.review.approve()  # type: ignore[union-attr]
+    h.open_turn()
+    full = h.goto("beta", H, log=False)
+    assert full.text == h.text("tool_result.approved", stage="beta") + h.text(
+        "tool_result.handoff_path", path="/workspace/handoff/agent-1/beta.md")
+    assert set(full.value) == {"approved", "stage", "handoffPath"}
+    l = Harness(make_config(min_handoff_tokens=100))
+    l.review.approve()  # type: ignore[union-attr]
+    l.open_turn()
+    light = l.goto("beta", log=False)
+    assert light.text == l.text("tool_result.approved", stage="beta")
+    assert light.value == {"approved": True, "stage": "beta"}
+
+
+def test_agentless_call_S43() -> None:
+    """S43: no calling agent → the fixed message."""
+    h = Harness()
+    result = h.goto("beta", "# Handoff", agent=None, log=False)
+    assert result.is_error and result.text == "Error: " + NO_AGENT_MESSAGE
+
+
+def test_unknown_target_S44() -> None:
+    """S44: a target outside the configured stages, with the sorted list (even without a review channel)."""
+    h = Harness(review=None)
+    before = len(h.session.events)
+    result = h.goto("ghost")
+    assert result.text == "Error: " + h.text("errors.not_configured", stage="ghost", stages="alpha, beta, gamma")
+    no_side_effects(h, before)
+
+
+def test_already_current_S45() -> None:
+    """S45."""
+    h = Harness()
+    result = h.goto("alpha")
+    assert result.text == "Error: " + h.text("errors.already_current", stage="alpha")
+
+
+def test_no_review_channel_S46() -> None:
+    """S46: degrade to the manual switch when no review channel exists."""
+    h = Harness(review=None, handoffs=None)
+    result = h.goto("beta", H)
+    assert result.text == "Error: " + h.text("errors.no_user_questions")
+
+
+def test_missing_handoff_before_review_S47() -> None:
+    """S47: full shape without handoff → requires_handoff (the template), reviewer never asked."""
+    h = Harness(handoffs=None)
+    before = len(h.session.events)
+    result = h.goto("beta")
+    assert result.text == "Error: " + h.text("errors.requires_handoff")
+    assert "## Primary Request and Intent" in result.text
+    assert h.review.requests == []  # type: ignore[union-attr]
+    assert h.fold() is None
+    no_side_effects(h, before)
+
+
+def test_no_file_store_S48() -> None:
+    """S48."""
+    h = Harness(handoffs=None)
+    result = h.goto("beta", H)
+    assert result.text == "Error: " + h.text("errors.no_fs")
+
+
+def test_write_failure_passes_through_S49() -> None:
+    """S49: a write that raises 'disk full' fails the call with that message, unchanged."""
+    h = Harness()
+    h.handoffs.fail_with = OSError("disk full")  # type: ignore[union-attr]
+    result = h.goto("beta", H)
+    assert result.text == "Error: disk full"
+    assert h.fold() is None and h.review.requests == []  # type: ignore[union-attr]
+
+
+def test_path_refusal_is_a_clear_tool_error() -> None:
+    """A handoff path refusal reaches the model as one clear line."""
+
+    class Refusing(MemoryHandoffStore):
+        def write(self, relative, text, *, cwd, policy=None):  # type: ignore[no-untyped-def]
+            raise HandoffPathError("handoff folder '/workspace/handoff' is a symlink")
+
+    h = Harness(handoffs=Refusing())
+    result = h.goto("beta", H)
+    assert result.text == "Error: handoff folder '/workspace/handoff' is a symlink"
+
+
+def test_threshold_needs_a_token_meter_first_S50() -> None:
+    """S50: threshold configured, no meter (and no fs) → missing_token_meter."""
+    h = Harness(make_config(min_handoff_tokens=100), meter=None, handoffs=None)
+    result = h.goto("beta", H)
+    assert result.text == "Error: " + h.text("errors.missing_token_meter")
+
+
+def test_validation_order_and_no_side_effects_S51() -> None:
+    """S51a–e: blank handoff = missing; unknown before current before review channel; review channel
+    before meter/handoff/fs; no failure writes an event or sets pending; a declined review keeps the file."""
+    h = Harness()
+    assert h.goto("beta", "   ").text == "Error: " + h.text("errors.requires_handoff")  # (a)
+    bare = Harness(review=None)
+    assert "not configured" in bare.text("errors.not_configured", stage="x", stages="y")
+    assert bare.goto("alpha").text == "Error: " + bare.text("errors.already_current", stage="alpha")  # (b)
+    c = Harness(make_config(min_handoff_tokens=1), review=None, meter=None, handoffs=None)
+    assert c.goto("beta").text == "Error: " + c.text("errors.no_user_questions")  # (c)
+    d = Harness()
+    before = len(d.session.events)
+    for stage, handoff in (("ghost", None), ("alpha", None), ("beta", None), ("beta", "  ")):
+        assert d.goto(stage, handoff).is_error
+    no_side_effects(d, before)  # (d)
+    e = Harness()
+    e.review.keep()  # type: ignore[union-attr]
+    assert e.goto("beta", "# Draft").is_error
+    assert e.handoffs.files == {"/workspace/handoff/agent-1/beta.md": "# Draft"}  # type: ignore[union-attr]  # (e)
+    assert e.pending() is None
+
+
+# ----------------------------------------------------------------------------- graph edges as guards
+
+EDGES = {"alpha": ["beta"], "beta": [EdgeConfig("gamma", ("tests_green",)), "alpha"], "gamma": []}
+
+
+def test_model_may_only_take_graph_edges() -> None:
+    """goto_stage refuses a target that is not an edge, naming the allowed targets; nothing asked."""
+    h = Harness(make_config(targets=EDGES))
+    result = h.goto("gamma", H)
+    assert result.text == "Error: " + h.text("errors.not_a_target", stage="gamma", current="alpha", targets="beta")
+    assert h.review.requests == [] and h.handoffs.writes == []  # type: ignore[union-attr]
+
+
+def test_edge_guard_must_hold_and_refusal_names_it() -> None:
+    """A guarded edge is refused while its named predicate is false (or unregistered), then allowed."""
+    h = Harness(make_config(targets=EDGES))
+    h.controller.set(h.agent, "beta")
+    refused = h.goto("gamma", H)
+    assert refused.text == "Error: " + h.text("errors.guard_blocked", stage="gamma", guards="tests_green",
+                                              targets="alpha")
+    green = {"ok": False}
+    h.controller.register_eligibility(lambda _a: green["ok"], name="tests_green")
+    assert h.goto("gamma", H).text == refused.text
+    green["ok"] = True
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    ok = h.goto("gamma", H)
+    assert not ok.is_error and h.pending() == "gamma"
+
+
+def test_stage_without_targets_refuses_everything_with_none() -> None:
+    h = Harness(make_config(targets=EDGES))
+    h.controller.set(h.agent, "gamma")
+    result = h.goto("alpha", H)
+    assert result.text == "Error: " + h.text("errors.not_a_target", stage="alpha", current="gamma",
+                                             targets=h.text("errors.no_targets"))
+
+
+def test_guard_rechecked_after_the_review() -> None:
+    """Decision 6: a guard that stops holding while the human reads refuses the transition."""
+    h = Harness(make_config(targets=EDGES))
+    h.controller.set(h.agent, "beta")
+    green = {"ok": True}
+    h.controller.register_eligibility(lambda _a: green["ok"], name="tests_green")
+    h.open_turn()
+    gate = h.review.block()  # type: ignore[union-attr]
+
+    async def scenario() -> object:
+        import asyncio
+
+        task = asyncio.create_task(h.goto_async("gamma", H, log=False))
+        await gate.wait_open()
+        green["ok"] = False
+        gate.approve(h.text("review.approve_label"))
+        return await task
+
+    result = run(scenario())
+    assert result.is_error and "tests_green" in result.text  # type: ignore[attr-defined]
+    assert h.pending() is None
+
+
+def test_user_jump_ignores_edges() -> None:
+    """/stage may jump anywhere, even where no edge leads."""
+    h = Harness(make_config(targets=EDGES))
+    assert h.command("/stage gamma").kind == "success"
+    assert h.fold() == "gamma"
+
+
+def test_retired_current_stage_may_go_anywhere() -> None:
+    """Decision 7: from a stage no longer in the graph the model may go to any configured stage."""
+    h = Harness(make_config(targets=EDGES))
+    h.controller.set(h.agent, "retired")
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    assert not h.goto("gamma", H).is_error
+    h.boundary()
+    assert h.fold() == "gamma"

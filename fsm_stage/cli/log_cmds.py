@@ -1,0 +1,239 @@
+"""``fsm-stage state``: fold a session log (DSH or fsm_stage) and print what it says.
+
+``state LOG [--graph GRAPH] [--at SEQ] [--json] [--strict]`` prints the header (id, cwd,
+origin, delegation depth, parent), the event count, the open turn, plan mode
+``{active, pending}``, the current stage (the graph's initial stage when the log has no stage
+record and ``--graph`` is given), what the last ``request/header`` told the model, the
+surface length and any warnings (torn tail, unknown event types, surface problems).
+``--at SEQ`` folds only events ``0..SEQ`` (time travel). A progress bar appears on stderr
+when reading takes more than half a second and stderr is a terminal.
+
+Exit status: 0 on success; 1 for a ``UserError`` (not a session log, newer format,
+corruption, bad graph, ``--at`` past the end), printed as one line; 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fsm_stage.errors import UserError
+from fsm_stage.log.dsh import ReadResult, read_log
+from fsm_stage.log.projections import (
+    OpenTurn,
+    PlanView,
+    StageProjection,
+    ToldProjection,
+    fold,
+)
+from fsm_stage.log.surface import Surface, SurfaceOpError
+
+PROGRESS_AFTER_S = 0.5
+
+
+class _Progress:
+    """Lazily shows a click progress bar on stderr once a read has run for ``PROGRESS_AFTER_S``."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+        self.t0 = time.monotonic()
+        self.bar: Any = None
+        self.done = 0
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, offset: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.monotonic() - self.t0 < PROGRESS_AFTER_S:
+                return
+            self.bar = click.progressbar(length=self.total, label="reading log", file=sys.stderr)
+            self.bar.__enter__()
+        step = min(offset, self.total) - self.done
+        if step > 0:
+            self.bar.update(step)
+            self.done += step
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.total - self.done)
+            self.bar.__exit__(None, None, None)
+
+
+def _read(path: Path, strict: bool) -> ReadResult:
+    progress = _Progress(path.stat().st_size)
+    try:
+        return read_log(path, strict=strict, on_progress=progress)
+    finally:
+        progress.close()
+
+
+def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
+    if graph is None:
+        return None, None
+    from fsm_stage.config import load_config
+
+    cfg = load_config(graph)
+    if cfg.graph is None:
+        raise UserError(f"{graph}: declares no stage graph (only plan mode); --graph needs a stage graph")
+    return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
+
+
+def state_report(res: ReadResult, *, at: int | None = None, graph: str | None = None) -> dict[str, Any]:
+    """The ``state`` command's data as a JSON-able dict (see module docstring).
+
+    Raises ``UserError`` when ``at`` is past the last seq or the graph cannot be loaded.
+    """
+    total = len(res.events)
+    if at is not None and at >= total:
+        last = "the log has no events" if total == 0 else f"the last seq is {total - 1}"
+        raise UserError(f"--at {at} is past the end of the log ({last})")
+    events = res.events if at is None else res.events[: at + 1]
+    warnings = list(res.warnings)
+    initial, names = _initial_stage(graph)
+    plan_view = PlanView()
+    stage_state = fold(StageProjection(), events)
+    turn = fold(OpenTurn(), events)
+    told = ToldProjection().view(fold(ToldProjection(), events))
+    current: str | None
+    source: str | None
+    if stage_state.stage is not None:
+        current, source = stage_state.stage, "log"
+        if names is not None and current not in names:
+            warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
+    else:
+        current, source = initial, ("graph initial" if initial is not None else None)
+    surface: dict[str, Any] | None
+    s = Surface()
+    try:
+        s.extend(events)
+        surface = {
+            "nodes": len(s),
+            "replaceGeneration": s.replace_generation,
+            "headIsSystem": s.head_is_system,
+        }
+    except SurfaceOpError as err:
+        surface = None
+        warnings.append(f"surface fold failed: {err}")
+    h = res.header
+    return {
+        "header": {
+            "id": h.id,
+            "createdAt": h.created_at,
+            "cwd": h.cwd,
+            "origin": h.origin,
+            "delegationDepth": h.delegation_depth,
+            "parentSession": h.parent_session,
+            "seedLength": h.seed_length,
+            "version": h.version,
+        },
+        "events": total,
+        "foldedEvents": len(events),
+        "at": at,
+        "turn": OpenTurn().view(turn),
+        "planMode": plan_view.view(fold(plan_view, events)),
+        "stage": {
+            "current": current,
+            "source": source,
+            "atLastHeader": stage_state.stage_at_last_header,
+            "hasStagePrompt": stage_state.has_stage_prompt,
+        },
+        "lastHeader": told,
+        "surface": surface,
+        "tornTailOffset": res.torn_tail_offset,
+        "unknownTypes": dict(res.unknown_types),
+        "warnings": warnings,
+    }
+
+
+def _dash(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _human(path: str, r: dict[str, Any]) -> str:
+    h = r["header"]
+    lines = [
+        f"log:          {path}",
+        f"session:      {h['id']}",
+        f"  cwd {_dash(h['cwd'])}, origin {_dash(h['origin'])}, depth {h['delegationDepth']}, "
+        f"parent {_dash(h['parentSession'])}, version {_dash(h['version'])}",
+    ]
+    if r["at"] is None:
+        span = f" (seq 0–{r['events'] - 1})" if r["events"] else ""
+        lines.append(f"events:       {r['events']}{span}")
+    else:
+        lines.append(f"events:       {r['events']}; folded {r['foldedEvents']} (seq 0–{r['at']}, --at)")
+    t = r["turn"]
+    lines.append(f"turn:         {'open (turn ' + _dash(t['turn']) + ')' if t['open'] else 'idle'}")
+    pm = r["planMode"]
+    lines.append(
+        f"plan mode:    {'active' if pm['active'] else 'inactive'}"
+        f"{', change pending' if pm['pending'] else ''}  (active={str(pm['active']).lower()}, "
+        f"pending={str(pm['pending']).lower()})"
+    )
+    st = r["stage"]
+    if st["current"] is None:
+        lines.append("stage:        - (no stage record; pass --graph to use the graph's initial stage)")
+    else:
+        lines.append(
+            f"stage:        {st['current']}"
+            + (" (graph initial; no stage record)" if st["source"] == "graph initial" else "")
+        )
+    told = r["lastHeader"]
+    if told is None:
+        lines.append("last header:  - (no request/header yet)")
+    else:
+        lines.append(
+            f"last header:  seq {told['seq']} ({_dash(told['reason'])}): plan mode "
+            f"{'active' if told['planActive'] else 'inactive'}, stage {_dash(told['stage'])}"
+        )
+    sf = r["surface"]
+    lines.append(
+        "surface:      -"
+        if sf is None
+        else f"surface:      {sf['nodes']} node{'s' if sf['nodes'] != 1 else ''}"
+        f" ({sf['replaceGeneration']} replace{'s' if sf['replaceGeneration'] != 1 else ''})"
+    )
+    if r["warnings"]:
+        lines.append("warnings:")
+        lines.extend(f"  - {w}" for w in r["warnings"])
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--graph",
+    "graph",
+    type=str,
+    default=None,
+    help="Stage-graph YAML; its initial stage is shown when the log has no stage record.",
+)
+@click.option(
+    "--at",
+    "at",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="SEQ",
+    help="Fold only events 0..SEQ (time travel).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option(
+    "--strict", is_flag=True, help="Refuse unknown event types without ignorable:true, as DSH does."
+)
+def state(log: Path, graph: str | None, at: int | None, as_json: bool, strict: bool) -> None:
+    """Fold a session log and print its state (header, turn, plan mode, stage, surface)."""
+    res = _read(log, strict)
+    report = state_report(res, at=at, graph=graph)
+    if as_json:
+        click.echo(json.dumps({"path": str(log), **report}, ensure_ascii=False, indent=2))
+    else:
+        click.echo(_human(str(log), report))
+
+
+COMMANDS = [state]

@@ -1,0 +1,158 @@
+"""``fsm-stage state`` (issue 3, CLI): every corpus file, --at time travel, --graph fallback, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fsm_stage.cli import main
+from fsm_stage.log.events import Replace, SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+
+REPO = Path(__file__).resolve().parents[1]
+DSH_DIR = (REPO / ".." / "shared" / "data" / "dsh-sessions").resolve()
+PLAN_REVIEW = DSH_DIR / "apps__web__tests__snapshots__plan-review__session.jsonl"
+CORPUS = sorted(p.name for p in DSH_DIR.iterdir()) if DSH_DIR.is_dir() else []
+
+
+def is_session_log(path: Path) -> bool:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                return bool(json.loads(line).get("type") == "session")
+    return False
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, ["state", *args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+@pytest.mark.parametrize("name", CORPUS or ["<no corpus>"])
+def test_state_on_every_corpus_file(name: str) -> None:
+    if not CORPUS:
+        pytest.skip(f"DSH corpus not found at {DSH_DIR}")
+    path = DSH_DIR / name
+    code, out, err = invoke("--json", str(path))
+    if is_session_log(path):
+        assert code == 0, err
+        report = json.loads(out)
+        assert report["events"] == report["foldedEvents"] >= 0
+        assert report["surface"] is not None
+        assert isinstance(report["planMode"]["active"], bool)
+    else:
+        assert code == 1
+        assert err.startswith("fsm-stage: not a session log: ") and err.count("\n") == 1
+        assert out == ""
+
+
+def test_plan_review_text_and_time_travel() -> None:
+    if not PLAN_REVIEW.is_file():
+        pytest.skip("corpus absent")
+    code, out, _ = invoke(str(PLAN_REVIEW))
+    assert code == 0
+    assert "events:       343 (seq 0–342)" in out
+    assert "turn:         idle" in out
+    assert "active=false, pending=false" in out
+    assert "last header:  seq 291 (change): plan mode inactive" in out
+    # §10 line 2: after the /plan command/run the view is pending
+    code, out, _ = invoke("--json", "--at", "0", str(PLAN_REVIEW))
+    r = json.loads(out)
+    assert (r["foldedEvents"], r["planMode"]) == (1, {"active": False, "pending": True})
+    code, out, _ = invoke("--json", "--at", "290", str(PLAN_REVIEW))
+    r = json.loads(out)
+    assert r["turn"] == {"open": True, "turn": 1}
+    assert r["lastHeader"]["planActive"] is True and r["planMode"]["active"] is False
+
+
+def test_at_past_the_end_is_a_one_line_error() -> None:
+    if not PLAN_REVIEW.is_file():
+        pytest.skip("corpus absent")
+    code, _, err = invoke("--at", "343", str(PLAN_REVIEW))
+    assert code == 1 and err == "fsm-stage: --at 343 is past the end of the log (the last seq is 342)\n"
+
+
+GRAPH = """\
+stages:
+  - name: explore
+    instruction: Look around.
+  - name: build
+    instruction: Build it.
+section: "Stage <<stage_current>>"
+"""
+
+
+def _stage_log(path: Path, stage: str | None) -> Path:
+    with JsonlLog(
+        path,
+        header=SessionHeader(id="s", cwd="/w", origin="subagent", delegation_depth=1, parent_session="p"),
+        clock=lambda: 1,
+    ) as log:
+        log.append("turn/start", {"turn": 1})
+        log.append(
+            "user/message",
+            {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}},
+            surface_op="append",
+        )
+        if stage is not None:
+            log.append(
+                "user/message",
+                {
+                    "content": [{"type": "text", "text": f"Current stage: {stage}"}],
+                    "source": {
+                        "kind": "stage-switch",
+                        "form": "notice",
+                        "summary": f"Current stage: {stage}",
+                    },
+                },
+                surface_op=Replace(1, 1),
+                source_event_seqs=[1],
+            )
+        log.append("request/header", {"header": {"config": {}}, "reason": "initial"})
+    return path
+
+
+def test_graph_initial_is_the_fallback_and_log_stage_wins(tmp_path: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text(GRAPH, encoding="utf-8")
+    code, out, err = invoke("--graph", str(graph), str(_stage_log(tmp_path / "a.jsonl", None)))
+    assert code == 0, err
+    assert "stage:        explore (graph initial; no stage record)" in out
+    assert "origin subagent, depth 1, parent p" in out
+    code, out, _ = invoke("--json", "--graph", str(graph), str(_stage_log(tmp_path / "b.jsonl", "build")))
+    r = json.loads(out)
+    assert r["stage"] == {
+        "current": "build",
+        "source": "log",
+        "atLastHeader": "build",
+        "hasStagePrompt": True,
+    }
+    assert r["surface"] == {"nodes": 1, "replaceGeneration": 1, "headIsSystem": False}
+    code, out, _ = invoke("--json", "--graph", str(graph), str(_stage_log(tmp_path / "c.jsonl", "ghost")))
+    assert any("'ghost'" in w for w in json.loads(out)["warnings"])
+
+
+def test_bad_graph_and_warnings(tmp_path: Path) -> None:
+    log = _stage_log(tmp_path / "a.jsonl", None)
+    code, _, err = invoke("--graph", str(tmp_path / "missing.yaml"), str(log))
+    assert code == 1 and "missing.yaml" in err and "Traceback" not in err
+    with open(log, "ab") as fh:
+        fh.write(b'{"type":"future/x","seq":3,"time":1,"data":{}}\n{"type":"turn/e')
+    code, out, _ = invoke(str(log))
+    assert code == 0
+    assert "warnings:" in out and "torn tail" in out and "future/x" in out
+    code, _, err = invoke("--strict", str(log))
+    assert code == 1 and "unknown event type 'future/x'" in err
+
+
+def test_progress_stays_silent_when_not_a_terminal() -> None:
+    from fsm_stage.cli.log_cmds import _Progress
+
+    p = _Progress(100)
+    p.t0 -= 10  # pretend the read has been slow
+    p(50)
+    assert p.bar is None  # CliRunner/pytest stderr is not a tty
+    p.close()

@@ -896,7 +896,8 @@ def simulate(
 
 # --- the human view -----------------------------------------------------------------------------------
 
-_WIDTH = 96
+_WIDTH = 120
+_PAD = " " * 13
 
 
 def _one_line(text: str, width: int) -> str:
@@ -908,46 +909,59 @@ def _indent(text: str, pad: str) -> str:
     return "\n".join(pad + line for line in text.splitlines()) if text else pad + "(empty)"
 
 
+def _part(name: str, state: str | None, why: str | None) -> str:
+    return f"{name} kept" if state == "kept" else f"{name} CHANGED" + (f" ({why})" if why else "")
+
+
 def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
-    """The human view of one request (see the README's line-by-line explanation)."""
+    """The human view of one request, as explained line by line in the README:
+
+    a heading (request number, turn/step, stage, plan mode, estimated tokens); ``system``: one
+    line per section (order, name, tokens); ``context``: runtime-context entries; ``tools``;
+    ``messages``: how many are kept from the previous request and one line per new message
+    (role, source, tokens, text); ``prefix``: tokens reused from the previous request and
+    whether the system prompt, the tool catalog and the message history were kept.
+    ``full=True`` prints every text in full under its line.
+    """
     out = [f"━━ request {record.index} · turn {record.turn} step {record.step} · stage "
            f"{record.stage if record.stage is not None else '-'} · plan mode "
            f"{'on' if record.plan_mode else 'off'} · ~{record.tokens} tokens"]
-    pad = " " * 14
-    if record.sections:
-        for k, s in enumerate(record.sections):
-            head = "   system    " if k == 0 else pad[:-1]
-            out.append(f"{head}[{s.order:>3}] {s.name:<18} {s.tokens:>6} tok")
-            if full:
-                out.append(_indent(s.text, pad + "  "))
-    else:
-        out.append("   system    (empty)")
-    for k, c in enumerate(record.context):
-        head = "   context   " if k == 0 else pad[:-1]
-        out.append(f"{head}[{c.order:>3}] {c.name:<18} {c.tokens:>6} tok  {_one_line(c.text, 48)}")
+    head = "   system    "
+    if not record.sections:
+        out.append(head + "(empty)")
+    for s in record.sections:
+        out.append(f"{head}[{s.order:>3}] {s.name:<20} {s.tokens:>5} tok")
+        head = _PAD
         if full:
-            out.append(_indent(c.text, pad + "  "))
-    out.append(f"   tools     {', '.join(record.tool_names) or '(none)'}  ({record.tool_tokens} tok)")
+            out.append(_indent(s.text, _PAD + "      "))
+    head = "   context   "
+    for c in record.context:
+        out.append(f"{head}[{c.order:>3}] {c.name:<20} {c.tokens:>5} tok  {_one_line(c.text, 60)}")
+        head = _PAD
+        if full:
+            out.append(_indent(c.text, _PAD + "      "))
+    out.append(f"   tools     {', '.join(record.tool_names) or '(none)'} ({record.tool_tokens} tok)")
     p = record.prefix
-    kept = 0 if p.first or p.messages_kept > len(record.messages) else p.messages_kept
+    kept = 0 if p.first else min(p.messages_kept, len(record.messages))
     new = record.messages[kept:]
-    shown = (f"{kept} kept from request {record.index - 1}, {len(new)} new" if kept
-             else f"{len(new)} {'new' if p.first or p.messages == 'kept' else 'after the break'}")
+    if p.first:
+        shown = f"{len(new)} new"
+    elif p.messages == "kept":
+        shown = f"{kept} kept from request {record.index - 1}, {len(new)} new"
+    else:
+        shown = f"history replaced: {kept} kept, {len(new)} new"
     out.append(f"   messages  {len(record.messages)} ({record.message_tokens} tok): {shown}")
     for m in new:
-        label = f"+ {m.role:<9} {m.source:<24}"
-        out.append(f"{pad}{label} {_one_line(m.text, max(24, _WIDTH - len(label) - 14))}")
+        label = f"+ {m.role:<9} {m.source:<25} {m.tokens:>5} tok  "
+        out.append(_PAD + label + _one_line(m.text, max(30, _WIDTH - len(_PAD) - len(label))))
         if full:
-            out.append(_indent(m.text, pad + "    "))
+            out.append(_indent(m.text, _PAD + "    "))
     if p.first:
         out.append("   prefix    first request: nothing cached yet")
     else:
-        def part(name: str, state: str | None, why: str | None) -> str:
-            return f"{name} {state}" + (f" ({why})" if why else "") if state == "kept" or not why else \
-                f"{name} CHANGED ({why})"
-        msgs = "messages kept" if p.messages == "kept" else f"messages BROKEN after {p.messages_kept}"
+        msgs = "messages kept" if p.messages == "kept" else "messages BROKEN"
         out.append(f"   prefix    reused {p.reused_tokens} of {p.total_tokens} tok ({p.percent:g}%) · "
-                   f"{part('system', p.system, p.system_change)} · {part('tools', p.tools, p.tools_change)}"
+                   f"{_part('system', p.system, p.system_change)} · {_part('tools', p.tools, p.tools_change)}"
                    f" · {msgs}")
     return out
 
@@ -969,7 +983,7 @@ def render_human(result: SimulationResult, *, full: bool = False) -> str:
             elif n.kind == "expect":
                 lines.append(f"   ✗ expect {n.text}")
             elif n.kind == "user":
-                lines.append(f"   » user: {_one_line(n.text, _WIDTH - 12)}")
+                lines.append(f"   » user: {_one_line(n.text, _WIDTH - 11)}")
             else:
                 lines.append(f"   » {_one_line(n.text, _WIDTH - 5)}")
 
@@ -981,9 +995,10 @@ def render_human(result: SimulationResult, *, full: bool = False) -> str:
     reused = sum(r.prefix.reused_tokens for r in result.records)
     turns = len({r.turn for r in result.records})
     lines.append("")
-    lines.append(f"{len(result.records)} requests in {turns} turn(s) · ~{total} tokens sent · {reused} reused "
-                 f"from the previous request ({(100.0 * reused / total if total else 0):.0f}%) · "
-                 f"expectations: {result.checks - len(result.failures)} of {result.checks} passed")
+    share = 100.0 * reused / total if total else 0.0
+    lines.append(f"{len(result.records)} requests in {turns} turn(s) · ~{total} tokens sent · {reused} "
+                 f"reused from the previous request ({share:.0f}%) · expectations: "
+                 f"{result.checks - len(result.failures)} of {result.checks} passed")
     if result.failures:
         lines.append(f"FAILED {len(result.failures)} expectation(s):")
         lines.extend(f"  {f.line()}" for f in result.failures)

@@ -743,28 +743,28 @@ def _class_fields_by_key(cl: type) -> dict[str, attrs.Attribute[Any]]:
     return {yaml_key(f): f for f in attrs.fields(cl)}
 
 
-def _walk_cattrs(
-    exc: BaseException, cl: Any, npath: NativePath, report: _Report, allowed_extra: tuple[str, ...] = ()
-) -> None:
-    """Report every leaf of a cattrs validation error tree at its position."""
+def _walk_cattrs(exc: BaseException, cl: Any, npath: NativePath, report: _Report) -> None:
+    """Report every leaf of a cattrs validation error tree at its position.
+
+    cattrs annotates each sub-exception with the attribute (``AttributeValidationNote``) or
+    list index (``IterableValidationNote``) it came from; those notes give the path.
+    """
     if isinstance(exc, BaseValidationError):
         for sub in exc.exceptions:
-            child_path, child_cl = npath, cl
-            for note in getattr(sub, "__notes__", []):
-                if isinstance(note, AttributeValidationNote):
-                    field = attrs.fields_dict(cl)[note.name] if attrs.has(cl) else None
-                    key = yaml_key(field) if field is not None else note.name
-                    child_path, child_cl = (*npath, key), note.type
-                    if isinstance(sub, KeyError):
-                        _report_missing(cl, key, npath, report)
-                        child_path = ()
-                    break
-                if isinstance(note, IterableValidationNote):
-                    child_path, child_cl = (*npath, note.index), note.type
-                    break
-            if child_path == () and isinstance(sub, KeyError):
-                continue
-            _walk_cattrs(sub, _unwrap(child_cl), child_path, report)
+            notes = getattr(sub, "__notes__", [])
+            note = next(
+                (n for n in notes if isinstance(n, AttributeValidationNote | IterableValidationNote)), None
+            )
+            if isinstance(note, AttributeValidationNote):
+                key = yaml_key(attrs.fields_dict(cl)[note.name])
+                if isinstance(sub, KeyError):
+                    _report_missing(cl, key, npath, report)
+                else:
+                    _walk_cattrs(sub, _unwrap(note.type), (*npath, key), report)
+            elif isinstance(note, IterableValidationNote):
+                _walk_cattrs(sub, _unwrap(note.type), (*npath, note.index), report)
+            else:
+                _walk_cattrs(sub, cl, npath, report)
         return
     if isinstance(exc, ForbiddenExtraKeysError):
         known = list(_class_fields_by_key(exc.cl))

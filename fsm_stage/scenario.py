@@ -5,7 +5,8 @@ session settings and an ordered list of steps. Example::
 
     graph: ../feature-work.yaml          # relative to this file
     session: {id: demo, subagent: false} # cwd: omitted = a fresh temporary directory
-    system: You are a coding agent.      # optional host system prompt (order 0)
+    system: You are a coding agent.      # optional host system section ("host", order 0),
+                                         # or a list of {name, order, text}
     eligible: {ready: false}             # initial values of named eligibility predicates
     steps:
       - user: Add a --greeting flag to the CLI.
@@ -581,7 +582,7 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     eligible = _flags(problems, plain.get("eligible", {}), ("eligible",))
     system_raw = plain.get("system", [])
     if isinstance(system_raw, str):
-        system_raw = [{"name": "system", "order": 0, "text": system_raw}]
+        system_raw = [{"name": "host", "order": 0, "text": system_raw}]
     system = _structure(problems, system_raw, tuple[SystemText, ...], ("system",))
     description = plain.get("description", "")
     if not isinstance(description, str):
@@ -725,7 +726,7 @@ def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *
 REVIEWED_TOOLS: frozenset[str] = frozenset({EXIT_PLAN_MODE, GOTO_STAGE})
 """Tools whose recorded outcome is a review answer (the tool itself is provided by fsm_stage)."""
 
-_DISMISS_HINT = re.compile(r"dismiss", re.IGNORECASE)
+_DISMISS_HINT = re.compile(r"dismiss|closed the [a-z ]*review", re.IGNORECASE)
 
 
 def _blocks_of(data: Any) -> list[Any]:

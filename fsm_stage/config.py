@@ -410,8 +410,6 @@ class _Report:
         self.warnings: list[Problem] = []
         self.locs: dict[NativePath, _Loc] = {}
         self.plugin_form = False
-        # unknown plugin-form keys found while converting: (mapping path, key, display, known)
-        self.pending_unknown: list[tuple[NativePath, str, str, list[str]]] = []
 
     def error_at(self, pos: tuple[int, int], key: str, message: str) -> None:
         self.errors.append(Problem(self.path, pos[0], pos[1], key or "(file)", message))
@@ -490,7 +488,9 @@ def _plain_scalar(value: object) -> object:
     return value
 
 
-_Renamer = Callable[[NativePath, str], str | None]
+#: ``rename(mapping_path, key, key_position, key_display)`` -> native key, or None to drop
+#: the key (the renamer has reported it).
+_Renamer = Callable[[NativePath, str, tuple[int, int], str], str | None]
 
 
 def _to_plain(
@@ -502,8 +502,8 @@ def _to_plain(
 ) -> object:
     """Convert a ruamel round-trip node to plain Python, recording each value's position.
 
-    ``rename(npath_of_mapping, key)`` maps a file key to its native name, or None to drop it
-    (an unknown plugin-form key already reported by the renamer).
+    ``rename`` maps a file key to its native name, or None to drop it (an unknown
+    plugin-form key, already reported by the renamer).
     """
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -520,7 +520,7 @@ def _to_plain(
                     f"key {key!r} is {_describe(key)}; expected a name (a string key)",
                 )
                 continue
-            native = rename(npath, key) if rename is not None else key
+            native = rename(npath, key, (kl + 1, kc + 1), kdisplay) if rename is not None else key
             if native is None:
                 continue
             child = (*npath, native)
@@ -852,6 +852,12 @@ def _check_template(text: str, npath: NativePath, report: _Report, *, native: bo
         )
 
 
+#: Keys whose value must name a configured stage: ``_check_graph`` reports them with the list of
+#: stages, which says more than the name pattern (the schema, which cannot cross-reference,
+#: uses the pattern).
+_CROSS_REFERENCES = frozenset({"initial"})
+
+
 def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, report: _Report) -> None:
     """Apply the ``FieldRule`` value constraints (pattern, non-blank, minimum, min_items)."""
     for key, field in _class_fields_by_key(cl).items():
@@ -865,7 +871,11 @@ def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, re
                     report.error(child, f"is blank; expected {rule.expected}")
                 else:
                     report.error(child, f"is blank; `{shown}` must be a non-empty string when supplied")
-            elif rule.pattern is not None and not re.fullmatch(rule.pattern, v) and key != "initial":
+            elif (
+                rule.pattern is not None
+                and not re.fullmatch(rule.pattern, v)
+                and key not in _CROSS_REFERENCES
+            ):
                 report.error(child, f"must match {rule.pattern}, got {json.dumps(v, ensure_ascii=False)}")
             else:
                 for regex, message in rule.forbid:
@@ -978,7 +988,7 @@ def _plugin_renamer(report: _Report) -> _Renamer:
         _plugin_keys(PlanModeConfig),
     )
 
-    def rename(npath: NativePath, key: str) -> str | None:
+    def rename(npath: NativePath, key: str, pos: tuple[int, int], display: str) -> str | None:
         if npath == ():
             table = graph_keys
         elif npath == (PLAN_MODE_KEY,):
@@ -989,9 +999,7 @@ def _plugin_renamer(report: _Report) -> _Renamer:
             return key
         if key in table:
             return table[key]
-        loc = report.loc(npath)
-        child_display = _join(loc.display, key)
-        report.pending_unknown.append((npath, key, child_display, list(table)))
+        report.error_at(pos, display, _unknown_key_message(key, list(table)))
         return None
 
     return rename
@@ -1085,10 +1093,6 @@ def _load_plugin_list(tree: Any, report: _Report, stem: str) -> dict[str, Any] |
             native[PLAN_MODE_KEY] = _to_plain(
                 config, (PLAN_MODE_KEY,), cdisplay, report, _plugin_renamer(report)
             )
-    for npath, key, display, known in report.pending_unknown:
-        loc = report.loc((*npath, key)) if (*npath, key) in report.locs else None
-        pos = loc.key if loc else _find_key_pos(tree, display)
-        report.error_at(pos, display, _unknown_key_message(key, known))
     if not any_entry and not report.errors:
         report.error_at(
             (1, 1),
@@ -1096,23 +1100,6 @@ def _load_plugin_list(tree: Any, report: _Report, stem: str) -> dict[str, Any] |
             "the plugin list holds no entry; expected `- id: stage-switch` and/or `- id: plan-mode`",
         )
     return native if any_entry else None
-
-
-def _find_key_pos(tree: Any, display: str) -> tuple[int, int]:
-    """Position of the key at ``display`` (``[0].config.stages[1].targets``) in the ruamel tree."""
-    node: Any = tree
-    pos = (1, 1)
-    for m in re.finditer(r"\[(\d+)\]|\.?([^.\[]+)", display):
-        if m.group(1) is not None:
-            i = int(m.group(1))
-            line, col = node.lc.item(i)
-            node = node[i]
-        else:
-            key = m.group(2)
-            line, col = node.lc.key(key)
-            node = node[key]
-        pos = (line + 1, col + 1)
-    return pos
 
 
 # ---------------------------------------------------------------------------------------------

@@ -106,6 +106,7 @@ class FieldRule:
     ``non_blank``    the string must contain a non-whitespace character.
     ``minimum``      inclusive lower bound for numbers (finite numbers only).
     ``min_items``    minimum list length.
+    ``item_pattern`` full-match regular expression for each string of a list.
     ``forbid``       ``(regex, message)`` pairs: a string in which ``re.search`` finds the
                      regex is refused with the message (schema ``not: {pattern}``).
     ``yaml_key``     the native YAML key when it differs from the attribute name.
@@ -120,6 +121,7 @@ class FieldRule:
     non_blank: bool = False
     minimum: float | None = None
     min_items: int | None = None
+    item_pattern: str | None = None
     forbid: tuple[tuple[str, str], ...] = ()
     yaml_key: str | None = None
     plugin_key: str | None = None
@@ -168,6 +170,7 @@ class EdgeConfig:
         metadata=_rule(
             "Names of eligibility predicates that must all hold for the model to take this edge.",
             "a list of predicate names",
+            item_pattern=GUARD_NAME_PATTERN,
         ),
     )
 
@@ -945,12 +948,13 @@ def _check_targets(stage: Mapping[str, Any], i: int, names: list[str], report: _
         seen.add(target)
         if isinstance(guards, list):
             gseen: set[str] = set()
+            pattern = field_rule(attrs.fields(EdgeConfig).guards).item_pattern or ""
             for k, guard in enumerate(guards):
                 gpath = ("stages", i, "targets", j, "guards", k)
                 if not isinstance(guard, str):
                     continue
-                if not re.fullmatch(GUARD_NAME_PATTERN, guard):
-                    report.error(gpath, f"must match {GUARD_NAME_PATTERN}, got {json.dumps(guard)}")
+                if not re.fullmatch(pattern, guard):
+                    report.error(gpath, f"must match {pattern}, got {json.dumps(guard)}")
                 elif guard in gseen:
                     report.error(gpath, f'duplicate guard "{guard}"; list each predicate once')
                 gseen.add(guard)

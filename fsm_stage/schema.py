@@ -2,7 +2,7 @@
 
 Nothing here is written by hand beside the data model: properties, types, defaults and
 descriptions come from ``attrs.fields`` of the classes in ``fsm_stage.config``, and the rule
-keywords (``pattern``, ``minLength``, ``minimum``, ``minItems``, ``not``) from the
+keywords (``pattern``, ``minLength``, ``minimum``, ``minItems``, ``items.pattern``, ``not``) from the
 ``FieldRule`` metadata the loader also enforces. The schema describes both YAML forms: the
 native snake_case mapping and the DeepSeek Harness plugin list (``oneOf``, told apart by the
 top-level type).
@@ -92,6 +92,8 @@ def _field_schema(field: attrs.Attribute[Any], form: Form) -> dict[str, Any]:
         schema["minimum"] = rule.minimum
     if rule.min_items is not None:
         schema["minItems"] = rule.min_items
+    if rule.item_pattern is not None:
+        schema["items"] = {**schema["items"], "pattern": _anchored(rule.item_pattern)}
     if rule.forbid:
         schema["allOf"] = [{"not": {"pattern": regex}, "description": msg} for regex, msg in rule.forbid]
     if field.default is not attrs.NOTHING and field.default is not None:

@@ -112,6 +112,9 @@ KNOWN_EVENT_TYPES = frozenset(
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
+_json_decode = json.JSONDecoder().decode
+"""One shared decoder: skips ``json.loads``'s per-call encoding detection on the hot path."""
+
 
 @attrs.frozen
 class ReadResult:
@@ -245,35 +248,38 @@ class RecordDecoder:
         self.unknown: Counter[str] = Counter()
 
     def decode(self, rec: Any, line_no: int) -> list[Event]:
-        if not isinstance(rec, dict):
+        # Hot path (every line of every log): exact ``type(...) is`` checks (which also
+        # exclude bools from ints) and one dict lookup per field.
+        if type(rec) is not dict:
             raise _Defect(f"line {line_no} is not a JSON object")
-        t = rec.get("type")
-        if not isinstance(t, str):
+        get = rec.get
+        t = get("type")
+        if type(t) is not str:
             raise _Defect(f"line {line_no} has no string type")
         if t in PACKED_ROW_TYPES:
             return self._packed(t, rec, line_no)
         if t == SESSION_HEADER_TYPE:
             raise _Defect(f"line {line_no} is a second session header")
-        seq = rec.get("seq")
-        if seq is None:
-            seq = self.next_seq
-        elif not _is_int(seq) or seq != self.next_seq:
-            raise _Defect(f"line {line_no} has seq {seq!r} where {self.next_seq} was expected")
-        tm = rec.get("time", 0)
-        if not _is_int(tm):
+        expected = self.next_seq
+        seq = get("seq", expected)
+        if seq != expected or type(seq) is not int:
+            raise _Defect(f"line {line_no} has seq {seq!r} where {expected} was expected")
+        tm = get("time", 0)
+        if type(tm) is not int:
             raise _Defect(f"line {line_no} has non-integer time {tm!r}")
         op: SurfaceOp | None = None
-        if "surfaceOp" in rec:
+        raw_op = get("surfaceOp")
+        if raw_op is not None:
             try:
-                op = parse_surface_op(rec["surfaceOp"])
+                op = parse_surface_op(raw_op)
             except ValueError as err:
                 raise _Defect(f"line {line_no}: {err}") from None
-        srcs = rec.get("sourceEventSeqs")
+        srcs = get("sourceEventSeqs")
         if srcs is not None:
-            if not isinstance(srcs, list) or not all(_is_int(s) for s in srcs):
+            if type(srcs) is not list or not all(type(s) is int for s in srcs):
                 raise _Defect(f"line {line_no}: sourceEventSeqs must be a list of integers")
             srcs = tuple(srcs)
-        ignorable = rec.get("ignorable") is True
+        ignorable = get("ignorable") is True
         if not ignorable and t not in KNOWN_EVENT_TYPES:
             if self.strict:
                 raise LogFormatError(
@@ -287,9 +293,8 @@ class RecordDecoder:
                 raise LogFormatError(
                     f"{self.source}:{line_no}: invalid event envelope key(s) {', '.join(extra)}"
                 )
-        ev = Event(t, seq, tm, rec.get("data"), op, srcs, ignorable)
         self.next_seq = seq + 1
-        return [ev]
+        return [Event(t, seq, tm, get("data"), op, srcs, ignorable)]
 
     def _packed(self, t: str, rec: dict[str, Any], line_no: int) -> list[Event]:
         def bad(why: str) -> LogFormatError:
@@ -425,8 +430,8 @@ def _scan_body(
             continue
         try:
             try:
-                rec = json.loads(raw)
-            except ValueError:
+                rec = _json_decode(raw.decode("utf-8"))
+            except ValueError:  # includes UnicodeDecodeError
                 raise _Defect(f"line {scan.line_no} is not valid JSON") from None
             evs = decoder.decode(rec, scan.line_no)
         except _Defect as defect:

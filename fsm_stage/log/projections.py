@@ -31,7 +31,7 @@ Checkpoints (``Checkpoint``, ``CheckpointStore``, ``cold_fold``) live in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
@@ -103,7 +103,7 @@ class ProjectionCursor(Generic[S]):
     cursor refolds from ``init``.
     """
 
-    __slots__ = ("_log", "_next", "_state", "projection")
+    __slots__ = ("_events", "_next", "_state", "projection")
 
     def __init__(
         self,
@@ -114,17 +114,20 @@ class ProjectionCursor(Generic[S]):
         watermark: int = -1,
     ) -> None:
         self.projection = projection
-        self._log = log
+        # Resolve the event source once: a runtime Protocol isinstance check per read would
+        # cost more than folding a few events.
+        if isinstance(log, Sequence):
+            seq_log: Sequence[Event] = log
+            self._events: Callable[[], Sequence[Event]] = lambda: seq_log
+        else:
+            ev_log: EventLog = log
+            self._events = lambda: ev_log.events
         if state is None:
             self._state = projection.init()
             self._next = 0
         else:
             self._state = state
             self._next = watermark + 1
-
-    def _events(self) -> Sequence[Event]:
-        log = self._log
-        return log.events if isinstance(log, EventLog) else log
 
     def read(self) -> S:
         """The state reflecting every committed event (folds only the new ones)."""

@@ -29,7 +29,8 @@ def _msg(role: str, text: str, **source: str) -> dict[str, object]:
 
 
 BASE = section_views([_Sec("host", 0, "You are a coding agent." * 10)])
-PLAN = section_views([_Sec("host", 0, "You are a coding agent." * 10), _Sec("plan:policy", 50, "Plan first.")])
+PLAN = section_views([_Sec("host", 0, "You are a coding agent." * 10),
+                      _Sec("plan:policy", 50, "Plan first.")])
 TOOLS = tool_views([ToolSpec("goto_stage", "Move to a stage.", {"type": "object"}),
                     ToolSpec("exit_plan_mode", "Submit the plan.", {"type": "object"})])
 M1 = (message_view(_msg("user", "Add a flag.")),)
@@ -93,7 +94,7 @@ def test_tool_catalog_changes_are_named() -> None:
 def test_replaced_history_breaks_the_message_prefix_but_keeps_system_and_tools() -> None:
     """S73: a full transition replaces the visible history with one notice."""
     first = _record(BASE, TOOLS, M2)
-    notice = (message_view(_msg("user", "Stage switched to verify. ...", kind="stage-switch", form="notice")),)
+    notice = (message_view(_msg("user", "Stage switched to verify.", kind="stage-switch", form="notice")),)
     report = prefix_report(first, BASE, TOOLS, notice)
     assert (report.system, report.tools, report.messages) == ("kept", "kept", "broken")
     assert report.messages_kept == 0

@@ -25,7 +25,7 @@ def _pairs(result: SimulationResult) -> list[tuple[RequestRecord, RequestRecord]
 
 
 def test_the_required_scenarios_are_shipped() -> None:
-    assert REQUIRED <= {p.name for p in SHIPPED}
+    assert {p.name for p in SHIPPED} >= REQUIRED
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])

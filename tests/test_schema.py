@@ -14,6 +14,8 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ruamel.yaml import YAML
 from test_config_bad_graphs import BAD_GRAPHS, BadGraph
 
@@ -145,3 +147,127 @@ def test_schema_and_loader_agree_on_handoff_dir(
     except InvalidConfigError:
         loaded = False
     assert loaded is valid
+
+
+# --- property: schema and loader agree on generated graphs ---------------------------------
+
+
+_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
+_VALUES: list[Any] = [
+    5,
+    -1,
+    0,
+    2.5,
+    True,
+    None,
+    "",
+    "  ",
+    "ok text",
+    "/abs",
+    "a/../b",
+    "fr",
+    "en",
+    [],
+    ["x"],
+    {},
+    {"a": 1},
+]
+
+
+@st.composite
+def _valid_graphs(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=5, unique=True))
+    stages = []
+    for name in names:
+        stage: dict[str, Any] = {"name": name, "instruction": f"Do the {name} work."}
+        if draw(st.booleans()):
+            others = [n for n in names if n != name]
+            chosen = (
+                draw(st.lists(st.sampled_from(others), unique=True, max_size=len(others))) if others else []
+            )
+            stage["targets"] = [
+                {
+                    "to": t,
+                    "guards": draw(st.lists(st.sampled_from(["ready", "tests_pass", "ok.1"]), unique=True)),
+                }
+                if draw(st.booleans())
+                else t
+                for t in chosen
+            ]
+        stages.append(stage)
+    graph: dict[str, Any] = {
+        "stages": stages,
+        "section": "In << stage_current >>; go to << stage_targets >>.",
+    }
+    optional = {
+        "initial": st.sampled_from(names),
+        "handoff_dir": st.sampled_from(["handoff", "docs/handoffs", ".fsm/h"]),
+        "min_handoff_tokens": st.one_of(st.integers(0, 10**6), st.floats(0, 1e6)),
+        "language": st.sampled_from(["en", "zh"]),
+        "description": st.text(max_size=20),
+        "plan_mode": st.just({"section": "Plan first."}),
+    }
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            graph[key] = draw(strategy)
+    return graph
+
+
+def _loads(data: Any) -> bool:
+    try:
+        load_config_text(json.dumps(data), "g.yaml")
+    except InvalidConfigError:
+        return False
+    return True
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=_valid_graphs())
+def test_generated_valid_graphs_accepted_by_both(
+    graph: dict[str, Any], validator: jsonschema.Draft202012Validator
+) -> None:
+    assert _loads(graph)
+    assert not list(validator.iter_errors(graph))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=_valid_graphs(), data=st.data())
+def test_one_mutation_is_judged_alike_by_schema_and_loader(
+    graph: dict[str, Any], data: st.DataObject, validator: jsonschema.Draft202012Validator
+) -> None:
+    """Replace one value the schema can judge (or add an unknown key) with a value from a pool of
+    right and wrong ones: the schema and the loader give the same verdict."""
+    stage = data.draw(st.sampled_from(graph["stages"]))
+    where = data.draw(
+        st.sampled_from(
+            [
+                "instruction",
+                "section",
+                "handoff_dir",
+                "min_handoff_tokens",
+                "language",
+                "description",
+                "plan_section",
+                "guard",
+                "unknown_top",
+                "unknown_stage",
+            ]
+        )
+    )
+    value = data.draw(st.sampled_from(_VALUES))
+    if where == "instruction":
+        stage["instruction"] = value
+    elif where == "plan_section":
+        graph["plan_mode"] = {"section": value}
+    elif where == "guard":
+        others = [s["name"] for s in graph["stages"] if s is not stage]
+        if not others:  # a one-stage graph has no edge to guard
+            return
+        stage["targets"] = [{"to": others[0], "guards": [value]}]
+    elif where == "unknown_top":
+        graph["extra"] = value
+    elif where == "unknown_stage":
+        stage["extra"] = value
+    else:
+        graph[where] = value
+    assert _loads(graph) is (not list(validator.iter_errors(graph))), (where, value)

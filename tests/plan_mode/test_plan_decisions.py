@@ -1,0 +1,71 @@
+"""The port's decisions on the reference quirks Q1–Q9 (plan-mode spec §2.N; plan_mode docstring).
+
+Q1 is tested in test_plan_exit_tool (heading levels), Q2 in test_plan_command (entry wording),
+Q7/Q8 in test_plan_boundary (B31, B34), Q9 in test_plan_set (B20).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plan_helpers import CAT, PLAN, SECTION, Harness, notice_text, run
+
+from fsm_stage.constants import PLAN_MODE_EVENT
+from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
+from fsm_stage.runtime.review import ScriptedReviewChannel
+
+
+def test_Q3_net_zero_boundary_never_duplicates_an_injected_notice() -> None:
+    """Q3: an idle commit injects one notice; a flip-flop before the next boundary nets out and
+    the boundary adds no second notice (B25/B26 with the Q3 decision)."""
+    h = Harness()
+    h.header()  # the model was told: default
+    assert h.plan.set(h.agent, True) == "committed"
+    assert [notice_text(m) for m in h.injected()] == [CAT.text("notice.to_plan")]
+    h.open_turn(2)
+    assert h.plan.set(h.agent, False) == "queued"
+    assert h.plan.set(h.agent, True) == "cancelled"
+    assert h.boundary([]) == []
+    assert h.plan_events() == [True]
+
+
+def test_Q5_second_exit_in_the_same_batch_asks_again() -> None:
+    """Q5: the exit tool reads the logged state, so a second call after an approval (possibly
+    with another plan) is reviewed again; approving again keeps the same silent exit."""
+    review = ScriptedReviewChannel().approve().approve()
+    h = Harness(review=review, events=[(PLAN_MODE_EVENT, {"active": True})])
+    h.open_turn()
+    run(h.plan.exit_plan_mode({"plan": PLAN}, h.agent))
+    run(h.plan.exit_plan_mode({"plan": "# Another plan\n"}, h.agent))
+    assert [r.questions[0].detail for r in review.requests] == [PLAN, "# Another plan\n"]
+    h.boundary()
+    assert h.plan_events() == [True, False] and h.notices() == []
+
+
+def test_Q6_failed_flush_request_carries_new_guidance_until_logged() -> None:
+    """Q6: when the flush append fails, the step was already assembled from the effective state
+    (section present) while the log still says default; the next step's boundary logs it."""
+    h = Harness(attach=False)
+
+    broken: list[bool] = []
+
+    def break_next_append(agent: object, messages: list[Any], aborted: bool) -> list[Any]:
+        if h.plan.get(h.agent).pending is not None and not broken:
+            broken.append(True)
+            h.log.fail_next = OSError("disk hiccup")  # the plan/mode flush is the next append
+        return messages
+
+    h.runtime.add_pre_step(break_next_append)
+    h.plan.attach(h.runtime)
+
+    def select(_request: object) -> ModelReply:
+        h.plan.set(h.agent, True)
+        return ModelReply.call("unknown_tool")
+
+    model = ScriptedModel([select, ModelReply.call("unknown_tool"), ModelReply.say("done")])
+    run(Loop(h.runtime, h.agent, model).prompt("go"))
+    assert SECTION in model.requests[1].system  # step 2: effective state, flush failed
+    mode_seq = next(e.seq for e in h.log.events if e.type == PLAN_MODE_EVENT)
+    step3 = next(e.seq for e in h.log.events if e.type == "step/start" and e.data["step"] == 3)
+    step2 = next(e.seq for e in h.log.events if e.type == "step/start" and e.data["step"] == 2)
+    assert broken and step2 < mode_seq < step3 and h.plan_events() == [True]

@@ -479,7 +479,7 @@ def _flags(problems: _Problems, value: Any, path: _Path) -> dict[str, bool] | No
     return None if bad else dict(value)
 
 
-def _step(problems: _Problems, raw: Any, plain: Any, path: _Path) -> Step | None:
+def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
     if not isinstance(plain, Mapping) or len(plain) != 1:
         problems.add(path, f"a step is a one-key mapping, one of {', '.join(_STEP_KINDS)}")
         return None
@@ -541,6 +541,9 @@ def _step(problems: _Problems, raw: Any, plain: Any, path: _Path) -> Step | None
             got = _structure(problems, v, _EXPECT_KEYS[k], (*kpath, k))
             if len(problems.items) != before:
                 ok = False
+            if k in ("stage", "pending_stage") and isinstance(got, str) and not STAGE_NAME_RE.fullmatch(got):
+                problems.add((*kpath, k), f"{got!r} is not a stage name ([a-z][a-z0-9_-]*)")
+                ok = False
             fields[k] = got
         return Expect(**fields, where=where) if ok else None
     problems.add(kpath, f"unknown step kind; expected one of {', '.join(_STEP_KINDS)}")
@@ -592,14 +595,9 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
         problems.add(("steps",) if "steps" in plain else (), "missing or empty `steps` list")
     else:
         for i, s in enumerate(raw_steps):
-            st = _step(problems, root["steps"][i], s, ("steps", i))
+            st = _step(problems, s, ("steps", i))
             if st is not None:
                 steps.append(st)
-    for i, st in enumerate(steps):
-        if isinstance(st, Expect):
-            for name in (st.stage, st.pending_stage):
-                if isinstance(name, str) and not STAGE_NAME_RE.fullmatch(name):
-                    problems.add(("steps", i, "expect"), f"{name!r} is not a stage name")
     if problems.items:
         raise ScenarioError(problems.items)
     assert session is not None and eligible is not None

@@ -1,0 +1,164 @@
+"""Replay of recorded DSH sessions: ``fsm-stage scenario LOG`` then ``fsm-stage simulate``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from sim_helpers import GRAPHS
+
+from fsm_stage.cli import main
+from fsm_stage.log.dsh import read_log
+from fsm_stage.scenario import (
+    Command,
+    EndTurn,
+    ModelStep,
+    Review,
+    SessionSettings,
+    ToolCall,
+    UserPrompt,
+    dump_scenario,
+    load_scenario,
+    load_scenario_text,
+    steps_from_events,
+)
+from fsm_stage.simulate import simulate
+
+SKELETON_TYPES = {"command/run", "command/done", "plan/mode", "turn/start", "turn/end", "step/start",
+                  "step/end"}
+
+
+def _skeleton(events: list[Any]) -> list[tuple[Any, ...]]:
+    """The command / plan-mode / turn / step events in order, with their identifying fields."""
+    out: list[tuple[Any, ...]] = []
+    for ev in events:
+        d = ev.data
+        if ev.type not in SKELETON_TYPES:
+            continue
+        if ev.type == "plan/mode":
+            out.append((ev.type, d["active"]))
+        elif ev.type in ("command/run",):
+            out.append((ev.type, d["name"], d.get("args")))
+        elif ev.type == "command/done":
+            out.append((ev.type, d["kind"]))
+        elif ev.type in ("step/start", "step/end"):
+            out.append((ev.type, d["turn"], d["step"]))
+        else:
+            out.append((ev.type, d["turn"]))
+    return out
+
+
+def test_plan_review_replay_puts_plan_mode_events_where_they_were_recorded(
+        plan_review_log: Path, tmp_path: Path) -> None:
+    """dsh-log-format §10 / plan-mode spec §1.14: replaying the recorded session yields
+    ``plan/mode {true}`` between the ``/plan`` command's run and done, and ``plan/mode {false}``
+    between step 1's end and step 2's start, exactly as recorded."""
+    runner = CliRunner()
+    made = runner.invoke(main, ["scenario", str(plan_review_log)])
+    assert made.exit_code == 0, made.output
+    scenario = tmp_path / "replay.yaml"
+    scenario.write_text(made.stdout, encoding="utf-8")
+    out_log = tmp_path / "replayed.jsonl"
+    ran = runner.invoke(main, ["simulate", str(scenario), "--log", str(out_log),
+                               "--cwd", str(tmp_path / "w")])
+    assert ran.exit_code == 0, ran.output
+    recorded = _skeleton(read_log(plan_review_log).events)
+    replayed = _skeleton(read_log(out_log).events)
+    assert recorded == replayed
+    assert ("plan/mode", True) in replayed and ("plan/mode", False) in replayed
+    assert not list(tmp_path.glob(".replayed.jsonl.partial*"))
+
+
+def test_replay_steps_from_the_plan_review_log(plan_review_log: Path) -> None:
+    """The scenario keeps the command as typed (args verbatim, §5), skips the text it steered,
+    keeps each model answer and turns the approved exit into ``review: approve``."""
+    steps = steps_from_events(read_log(plan_review_log).events)
+    assert [type(s) for s in steps] == [Command, ModelStep, ModelStep]
+    cmd = steps[0]
+    assert isinstance(cmd, Command) and cmd.name == "plan" and cmd.args.startswith(" Plan a small change")
+    first = steps[1]
+    assert isinstance(first, ModelStep)
+    (call,) = first.calls
+    assert call.tool == "exit_plan_mode" and call.review == Review("approve")
+    assert call.args["plan"].startswith("# Add `--greeting` flag")
+    assert steps[2] == ModelStep("DONE")
+
+
+def test_replay_under_another_graph(plan_review_log: Path, tmp_path: Path) -> None:
+    """``simulate --graph`` re-runs a recorded session under a changed graph: with feature-work
+    (plan mode plus stages) the same exit is approved and the initial stage prompt appears."""
+    runner = CliRunner()
+    made = runner.invoke(main, ["scenario", str(plan_review_log),
+                                "--graph", str(GRAPHS / "seed-plan-mode.yaml")])
+    scenario = tmp_path / "replay.yaml"
+    scenario.write_text(made.stdout, encoding="utf-8")
+    ran = runner.invoke(main, ["simulate", str(scenario), "--json",
+                               "--graph", str(GRAPHS / "feature-work.yaml"), "--cwd", str(tmp_path / "w")])
+    assert ran.exit_code == 0, ran.output
+    records = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert [r["stage"] for r in records] == ["explore", "explore"]
+    assert "goto_stage" in records[0]["tools"]
+    assert any(m["text"].startswith("Current stage: explore") for m in records[0]["messages"])
+
+
+def test_recorded_outcomes_become_canned_results_and_reviews(tmp_path: Path) -> None:
+    """Tools fsm_stage does not provide replay their recorded result; reviewed tools replay the
+    review answer; an unfinished turn ends with ``end_turn: aborted``."""
+    from fsm_stage.log.events import Event
+
+    def ev(seq: int, type: str, data: dict[str, Any]) -> Event:
+        return Event(type, seq, 0, data)
+
+    call = {"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{\"cmd\": \"ls\"}"}
+    events = [
+        ev(0, "turn/start", {"turn": 1}),
+        ev(1, "user/message", {"content": [{"type": "text", "text": "list files"}],
+                               "source": {"kind": "user"}}),
+        ev(2, "user/message", {"content": [{"type": "text", "text": "snapshot"}],
+                               "source": {"kind": "plugin", "plugin": "p", "form": "snapshot"}}),
+        ev(3, "assistant/message", {"message": {"role": "assistant", "content": [call]}}),
+        ev(4, "tool/result", {"message": {"source": {"kind": "tool", "callId": "c1"}, "content": [
+            {"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "a.txt"}],
+             "isError": False}]}}),
+        ev(5, "turn/end", {"turn": 1, "reason": {"kind": "aborted", "cause": {"kind": "user"}}}),
+    ]
+    steps = steps_from_events(events)
+    assert steps == [UserPrompt("list files"),
+                     ModelStep("", (ToolCall("bash", {"cmd": "ls"}, result="a.txt", id="c1"),)),
+                     EndTurn("aborted")]
+    text = dump_scenario(str(GRAPHS / "seed-stage-switch.yaml"), SessionSettings(id="r"), steps)
+    result = simulate(load_scenario_text(text, str(tmp_path / "r.yaml")), cwd=tmp_path)
+    assert result.records[0].tool_names == ("bash", "goto_stage")
+    turn_end = [e for e in result.log.events if e.type == "turn/end"]
+    assert turn_end[-1].data["reason"]["kind"] == "aborted"
+
+
+def test_dump_then_load_round_trips_awkward_strings(tmp_path: Path) -> None:
+    texts = ["a\nb", "a\nb\n", "trailing \nspace", "# P\n\n- a\n", "x\n\n\n", "  lead\nx", "tab\tx\ny",
+             "é\nü ✓", "yes", "null", "- dash", "{brace}", ""]
+    steps = [ModelStep(t, (ToolCall("exit_plan_mode", {"plan": t}, Review("approve")),)) for t in texts]
+    steps += [UserPrompt(t) for t in texts if t.strip()]
+    (tmp_path / "g.yaml").write_text("", encoding="utf-8")
+    text = dump_scenario("g.yaml", SessionSettings(id="x", subagent=True), steps)
+    loaded = load_scenario_text(text, str(tmp_path / "x.yaml"))
+    assert loaded.steps == tuple(steps)
+    assert loaded.session == SessionSettings(id="x", subagent=True)
+
+
+def test_scenario_command_refuses_a_file_that_is_not_a_session_log(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-log.jsonl"
+    bad.write_text('{"jsonrpc": "2.0", "method": "session/update"}\n', encoding="utf-8")
+    res = CliRunner().invoke(main, ["scenario", str(bad)])
+    assert res.exit_code == 1
+    assert "not a session log" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_load_scenario_accepts_the_generated_file(plan_review_log: Path, tmp_path: Path) -> None:
+    made = CliRunner().invoke(main, ["scenario", str(plan_review_log)])
+    path = tmp_path / "s.yaml"
+    path.write_text(made.stdout, encoding="utf-8")
+    scenario = load_scenario(path)
+    assert scenario.session.id == "{{sessionId}}"
+    assert scenario.description.startswith("Replay of ")

@@ -24,6 +24,7 @@ import attrs
 
 from fsm_stage.constants import USER_MESSAGE
 from fsm_stage.log.events import Event
+from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
 from fsm_stage.runtime.tools import ToolSpec
 
@@ -34,7 +35,6 @@ TextFn = Callable[["Agent | None"], str]
 
 SNAPSHOT_PLUGIN = "fsm_stage"
 SNAPSHOT_FORM = "snapshot"
-SNAPSHOT_INTRO = "Current runtime context. This snapshot supersedes earlier runtime-context snapshots."
 
 
 @attrs.frozen
@@ -158,10 +158,12 @@ SNAPSHOT_FOLD = SnapshotFold()
 
 
 def snapshot_message(
-    context: Sequence[RenderedSection], *, intro: str = SNAPSHOT_INTRO, id_factory: IdFactory = new_id
+    context: Sequence[RenderedSection], *, intro: str | None = None, id_factory: IdFactory = new_id
 ) -> Message:
-    """The snapshot message for ``context``: intro then each text, blank-line separated."""
-    text = "\n\n".join([intro, *(c.text for c in context)])
+    """The snapshot message for ``context``: intro (default: the ``runtime`` catalog's
+    ``context.snapshot_intro``) then each text, blank-line separated."""
+    head = intro if intro is not None else wording.text("context.snapshot_intro")
+    text = "\n\n".join([head, *(c.text for c in context)])
     sections: list[dict[str, Any]] = [{"name": c.name, "text": c.text} for c in context]
     return {
         "id": id_factory(),
@@ -175,7 +177,7 @@ def snapshot_if_changed(
     last: tuple[tuple[str, str], ...] | None,
     context: Sequence[RenderedSection],
     *,
-    intro: str = SNAPSHOT_INTRO,
+    intro: str | None = None,
     id_factory: IdFactory = new_id,
 ) -> Message | None:
     """A new snapshot message when ``context`` differs from the ``last`` logged one, else None.

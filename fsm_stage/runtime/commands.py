@@ -19,6 +19,7 @@ name logs nothing and returns ``None`` ("not handled").
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import logging
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import attrs
 
 from fsm_stage.constants import COMMAND_DONE, COMMAND_RUN
+from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import Block
 
 if TYPE_CHECKING:
@@ -108,14 +110,17 @@ class CommandRegistry:
     """Registered commands plus the logged dispatch (see module docstring).
 
     ``images_refused`` is the error text for images sent to a command that does not accept
-    them. Command ids look like DSH's: ``cmd-<8 hex>-<n>``.
+    them (default: the ``runtime`` catalog's ``commands.images_refused``). Command ids look like
+    DSH's: ``cmd-<8 hex>-<n>``. A handler cancelled mid-way settles as ``error`` and the
+    cancellation propagates.
     """
 
-    def __init__(self, *, images_refused: str = "This command does not accept images.") -> None:
+    def __init__(self, *, images_refused: str | None = None) -> None:
         self._commands: dict[str, Command] = {}
         self._prefix = f"cmd-{secrets.token_hex(4)}"
         self._counter = itertools.count(1)
-        self.images_refused = images_refused
+        self.images_refused = images_refused if images_refused is not None else wording.text(
+            "commands.images_refused")
 
     def register(self, command: Command) -> Disposer:
         """Register ``command`` under its spec name (replacing none: a duplicate raises
@@ -171,6 +176,10 @@ class CommandRegistry:
             else:
                 result = command.handle(agent, raw_input, images)
                 reply = await result if inspect.isawaitable(result) else result
+        except asyncio.CancelledError:
+            agent.session.append(COMMAND_DONE, {"commandId": command_id, "kind": "error",
+                                                "text": wording.text("commands.aborted")})
+            raise
         except Exception as exc:
             log.warning("command /%s failed: %s", spec.name, exc)
             reply = CommandReply.error(str(exc) or type(exc).__name__)

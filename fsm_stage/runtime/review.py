@@ -256,11 +256,18 @@ class ScriptedReviewChannel:
 
 @attrs.frozen
 class TerminalWording:
-    """Wording of the terminal dialog (loaded from the ``runtime`` template catalog)."""
+    """Wording of the terminal dialog; ``load(language)`` reads the ``runtime`` catalog."""
 
-    choose: str = "Choose an option by number, or type feedback"
-    feedback: str = "Feedback (optional, Enter to skip)"
-    invalid: str = "Please enter an option number or some feedback."
+    choose: str
+    feedback: str
+    invalid: str
+
+    @classmethod
+    def load(cls, language: str = "en") -> TerminalWording:
+        """The ``terminal.*`` texts of ``templates/<language>/runtime.yaml``."""
+        from fsm_stage.runtime import wording
+
+        return cls(*(wording.text(f"terminal.{k}", language) for k in ("choose", "feedback", "invalid")))
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
@@ -304,8 +311,8 @@ class TerminalReviewChannel:
     The blocking prompt runs in a worker thread so the event loop stays responsive.
     """
 
-    def __init__(self, wording: TerminalWording | None = None) -> None:
-        self.wording = wording if wording is not None else TerminalWording()
+    def __init__(self, wording: TerminalWording | None = None, *, language: str = "en") -> None:
+        self.wording = wording if wording is not None else TerminalWording.load(language)
 
     async def ask(
         self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.runtime import wording
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
 
@@ -158,13 +159,13 @@ async def execute_tool(
     their message (a tool bug never crashes the loop) and are logged with a traceback."""
     tool = tools.get(call.name)
     if tool is None:
-        return ToolResult(call, f"{ERROR_PREFIX}unknown tool {call.name!r}", True)
+        return ToolResult(call, ERROR_PREFIX + wording.text("tools.unknown", name=call.name), True)
     try:
         args = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
-        return ToolResult(call, f"{ERROR_PREFIX}arguments are not valid JSON: {exc.msg}", True)
+        return ToolResult(call, ERROR_PREFIX + wording.text("tools.bad_json", error=exc.msg), True)
     if not isinstance(args, dict):
-        return ToolResult(call, f"{ERROR_PREFIX}arguments must be a JSON object", True)
+        return ToolResult(call, ERROR_PREFIX + wording.text("tools.not_object"), True)
     try:
         out = await tool.execute(args, agent, signal)
     except ToolFailure as exc:

@@ -1129,7 +1129,12 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
     plan: PlanModeConfig | None = None
     if native is not None:
         graph_part = {k: v for k, v in native.items() if k != PLAN_MODE_KEY}
-        if graph_part:
+        graph_keys = _class_fields_by_key(GraphConfig)
+        if graph_part and not graph_keys.keys() & graph_part.keys():
+            # only unknown keys (e.g. a typo beside `plan_mode`): no graph was meant
+            for key in graph_part:
+                report.error((key,), _unknown_key_message(key, [*graph_keys, PLAN_MODE_KEY]), at_key=True)
+        elif graph_part:
             graph_part.setdefault("name", stem)
             graph = _structure(graph_part, GraphConfig, (), report)
             _check_graph(graph_part, report)

@@ -585,3 +585,14 @@ def test_readme_config_section_examples_load() -> None:
     assert native_cfg.graph is not None and native_cfg.plan_mode is not None
     assert plugin_cfg.graph is not None and plugin_cfg.plan_mode is not None
     assert "<< stage_targets >>" in plugin_cfg.graph.section
+
+
+def test_typo_beside_plan_mode_is_reported_alone() -> None:
+    """A plan-mode file with a stray key gets one line for that key, not missing graph keys."""
+    (line,) = problems_of("plan_mode:\n  section: Plan first.\nplan_mod: x\n")
+    assert line.startswith("g.yaml:3:1: plan_mod: unknown key(s) plan_mod (did you mean `plan_mode`?)")
+
+
+def test_any_graph_key_makes_the_file_a_graph_needing_stages_and_section() -> None:
+    lines = problems_of("language: zh\nplan_mode: {section: Plan first.}\n")
+    assert [line.split(": ")[1] for line in lines] == ["stages", "section"]

@@ -119,7 +119,7 @@ def _class_schema(cl: type, form: Form) -> dict[str, Any]:
             required.append(key)
     schema: dict[str, Any] = {
         "type": "object",
-        "description": (cl.__doc__ or "").strip().splitlines()[0],
+        "description": (cl.__doc__ or "").strip().splitlines()[0].replace("``", "`"),
         "properties": properties,
         "additionalProperties": False,
     }

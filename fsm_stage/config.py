@@ -32,11 +32,19 @@ In the plugin form ``{{ stage_current }}`` / ``{{ stage_targets }}`` in the stag
 
 Error reporting
 ---------------
-``load_config`` collects every problem of a file and raises ``ConfigError(problems)``; each
-problem is exactly one line ``PATH:LINE:COLUMN: KEY: what is wrong and what is expected``
+``load_config`` collects every problem of a file and raises ``InvalidConfigError`` (a
+``ConfigError``: ``problems`` the lines, ``details`` the ``Problem`` records); each problem is
+exactly one line ``PATH:LINE:COLUMN: KEY: what is wrong and what is expected``
 (1-based line and column; KEY a dotted path as written in the file, e.g. ``stages[2].name``
 or ``[0].config.handoffDir``). YAML syntax errors (tabs, unclosed quotes, duplicate keys,
-several documents) use the same format with KEY ``(yaml)`` (or the duplicated key's name).
+several documents) use the same format with KEY ``(yaml)`` (a duplicate key: its dotted path);
+problems of the file as a whole (empty, unreadable) use KEY ``(file)``. Parsing uses ruamel.yaml
+round-trip mode (positions of every key and value), structuring uses cattrs (strict types,
+``forbid_extra_keys``), and the value rules read ``FieldRule`` metadata. The ``section``
+template is checked with the package's shared jinja2 environment
+(``fsm_stage.prompts.template_variables``): it must compile and use only ``stage_current`` and
+``stage_targets``; the native form writes them ``<< stage_current >>``, and ``{{ … }}`` there
+is an error.
 Unknown keys are errors at every level in both forms (a deliberate departure from the seed,
 which silently drops extra keys inside a stage entry, S12c); every problem is reported, not
 only the first (the seed stops at the first failure, S12d).

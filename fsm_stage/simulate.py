@@ -43,7 +43,7 @@ from fsm_stage.log.jsonl import JsonlLog, lock_path
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.assembly import SNAPSHOT_INTRO, Assembly, Request, SystemSection
+from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
 from fsm_stage.runtime.loop import Loop, ModelReply
 from fsm_stage.runtime.messages import Message, message_text, source_of, user_message
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
@@ -484,7 +484,8 @@ class _SimModel:
 
 
 def _short(value: Any) -> str:
-    return repr(value) if not isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """A value as the scenario YAML would spell it: JSON (``"explore"``, ``true``, ``null``)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 class _Engine:
@@ -953,7 +954,8 @@ def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
     out.append(f"   messages  {len(record.messages)} ({record.message_tokens} tok): {shown}")
     for m in new:
         label = f"+ {m.role:<9} {m.source:<25} {m.tokens:>5} tok  "
-        text = m.text.removeprefix(SNAPSHOT_INTRO).lstrip() if m.source.endswith("snapshot") else m.text
+        # a runtime-context snapshot: show its entries, not its fixed intro paragraph
+        text = m.text.split("\n\n", 1)[-1] if m.source.endswith(" snapshot") else m.text
         out.append(_PAD + label + _one_line(text, max(30, _WIDTH - len(_PAD) - len(label))))
         if full:
             out.append(_indent(m.text, _PAD + "    "))

@@ -1,0 +1,145 @@
+"""``fsm-stage simulate``: exit codes, the expectation diff, ``--json``, ``--log``, bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from sim_helpers import SCENARIOS, graph_ref
+
+from fsm_stage.cli import main
+from fsm_stage.log.dsh import read_log
+
+FEATURE_WORK = SCENARIOS / "feature-work.yaml"
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_main_command_prints_every_request_and_exits_0(tmp_path: Path) -> None:
+    code, out, _ = _invoke("simulate", str(FEATURE_WORK), "--cwd", str(tmp_path))
+    assert code == 0
+    headings = [line for line in out.splitlines() if line.startswith("━━ request ")]
+    assert len(headings) == 8
+    assert "stage explore · plan mode on" in headings[0]
+    assert "stage verify · plan mode off" in headings[-1]
+    assert "system CHANGED (plan:policy (order 50) removed)" in out
+    assert "messages BROKEN" in out
+    assert out.rstrip().splitlines()[-1].endswith("expectations: 30 of 30 passed")
+
+
+def test_failing_expectation_exits_1_with_a_clear_diff(tmp_path: Path) -> None:
+    scenario = tmp_path / "wrong.yaml"
+    scenario.write_text(f"""graph: {graph_ref('feature-work.yaml')}
+steps:
+  - user: hi
+  - expect:
+      stage: implement
+      next_request:
+        contains: ["Current stage: verify"]
+        prefix: {{messages: broken}}
+  - model: hello
+""", encoding="utf-8")
+    code, out, _ = _invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
+    assert code == 1
+    failed = out[out.index("\nFAILED ") + 1:].splitlines()
+    assert failed[0] == "FAILED 3 expectation(s):"
+    assert failed[1] == f"  {scenario}:4:5: expect stage: expected \"implement\", got \"explore\""
+    assert failed[2].endswith('expect next_request.contains: expected request 1 (turn 1 step 1) to contain '
+                              '"Current stage: verify", got no such text')
+    assert failed[3].endswith("expect next_request.prefix.messages: expected broken in request 1 "
+                              "(turn 1 step 1), got first request")
+
+
+def test_json_writes_one_record_per_request_and_failures_on_stderr(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"""graph: {graph_ref('seed-plan-mode.yaml')}
+steps:
+  - user: hi
+  - model: hello
+  - expect: {{plan_mode: true}}
+""", encoding="utf-8")
+    code, out, err = _invoke("simulate", str(scenario), "--json", "--cwd", str(tmp_path / "w"))
+    assert code == 1
+    (record,) = [json.loads(line) for line in out.splitlines()]
+    assert record["request"] == 1 and record["turn"] == 1 and record["step"] == 1
+    assert record["plan_mode"] is False and record["stage"] is None
+    assert record["tools"] == ["exit_plan_mode"]
+    (message,) = record["messages"]
+    assert (message["role"], message["source"], message["text"]) == ("user", "user", "hi")
+    assert message["tokens"] > 0
+    assert record["tokens"]["total"] == sum(record["tokens"][k] for k in ("system", "tools", "messages"))
+    assert record["prefix"]["first"] is True
+    assert "expect plan_mode: expected true, got false" in err
+
+
+def test_log_writes_a_dsh_session_log(tmp_path: Path) -> None:
+    out_log = tmp_path / "session.jsonl"
+    out_log.write_text("stale", encoding="utf-8")
+    code, _, _ = _invoke("simulate", str(FEATURE_WORK), "--log", str(out_log), "--cwd", str(tmp_path / "w"))
+    assert code == 0
+    res = read_log(out_log, strict=True)
+    assert res.header.id == "feature-work-demo"
+    types = [e.type for e in res.events]
+    assert types.count("request/header") >= 2 and types[-1] == "turn/end"
+    assert [e.data["active"] for e in res.events if e.type == "plan/mode"] == [True, False]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl", "w"]
+
+
+def test_graph_override_runs_the_scenario_under_another_graph(tmp_path: Path) -> None:
+    code, out, _ = _invoke("simulate", str(SCENARIOS / "subagent.yaml"), "--graph",
+                           graph_ref("seed-stage-switch.yaml"), "--cwd", str(tmp_path))
+    assert code == 1  # the seed's guidance text differs from feature-work's
+    assert "The current stage is complete. Call goto_stage" in out
+    assert "expect next_request.contains: expected request 3 (turn 2 step 1) to contain " \
+           '"When the current stage (explore) is complete' in out
+
+
+def test_bad_scenario_file_gives_one_line_positioned_errors(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(f"""graph: {graph_ref('feature-work.yaml')}
+steps:
+  - user: hi
+  - model:
+      calls:
+        - {{tool: goto_stage, args: {{stage: implement}}, review: yes}}
+  - expekt: {{stage: explore}}
+""", encoding="utf-8")
+    code, out, err = _invoke("simulate", str(scenario))
+    assert code == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert lines == [
+        f"{scenario}:6:56: steps[1].model.calls[0].review: unknown review outcome 'yes'; expected approve, "
+        "keep, dismiss, abort or {feedback: TEXT}",
+        f"{scenario}:7:5: steps[2].expekt: unknown step kind; expected one of user, command, model, "
+        "eligible, end_turn, expect",
+    ]
+
+
+def test_missing_scenario_file_is_one_line(tmp_path: Path) -> None:
+    code, _, err = _invoke("simulate", str(tmp_path / "nope.yaml"))
+    assert code == 1
+    assert err.count("\n") == 1 and "cannot read scenario" in err
+
+
+def test_bad_graph_is_reported_by_the_config_loader(tmp_path: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text("name: g\nstages: []\n", encoding="utf-8")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("graph: g.yaml\nsteps:\n  - user: hi\n  - model: ok\n", encoding="utf-8")
+    code, _, err = _invoke("simulate", str(scenario))
+    assert code == 1 and "Traceback" not in err
+    assert str(graph) in err or "g.yaml" in err
+
+
+def test_unrunnable_scenario_is_a_one_line_error(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"graph: {graph_ref('feature-work.yaml')}\nsteps:\n  - model: hello\n",
+                        encoding="utf-8")
+    code, _, err = _invoke("simulate", str(scenario))
+    assert code == 1
+    assert err.startswith(f"fsm-stage: {scenario}:3:5: model step with no turn to answer in")
+    assert err.count("\n") == 1

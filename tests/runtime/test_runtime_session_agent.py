@@ -1,0 +1,119 @@
+"""Session and agent seams (DESIGN.md §8; plan-mode spec §1.1, §1.4, §4.2 S1/S3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from runtime_helpers import new_agent
+
+from fsm_stage.constants import TURN_END, TURN_START
+from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader
+from fsm_stage.runtime.agent import Agent, InboxAgent
+from fsm_stage.runtime.messages import message_text, notice, stage_notice, user_message
+from fsm_stage.runtime.session import Session
+
+
+class CountingFold:
+    def __init__(self) -> None:
+        self.applied = 0
+
+    def init(self) -> int:
+        return 0
+
+    def apply(self, state: int, event: Event) -> int:
+        self.applied += 1
+        return state + 1
+
+
+def test_projection_reads_cost_only_new_events() -> None:
+    """Session.read folds only the events appended since the last read (invariant 4)."""
+    s = Session(MemoryLog(SessionHeader("s")))
+    fold = CountingFold()
+    for _ in range(5):
+        s.append("x/y", {})
+    assert s.read(fold) == 5 and fold.applied == 5
+    assert s.read(fold) == 5 and fold.applied == 5
+    s.append("x/y", {})
+    assert s.read(fold) == 6 and fold.applied == 6
+
+
+def test_open_turn_and_turn_numbers_from_the_log() -> None:
+    """Open/idle comes from the last turn/start|turn/end (plan-mode spec §1.4)."""
+    s = Session(MemoryLog(SessionHeader("s")))
+    assert not s.is_turn_open and s.last_turn == 0
+    s.append(TURN_START, {"turn": 3})
+    assert s.is_turn_open and s.last_turn == 3
+    s.append(TURN_END, {"turn": 3, "reason": {"kind": "completed"}})
+    assert not s.is_turn_open and s.last_turn == 3
+
+
+def test_surface_and_messages_follow_append_and_replace() -> None:
+    """The surface folds append/replace by position; messages skip empty assistant messages."""
+    s = Session(MemoryLog(SessionHeader("s")))
+    a = s.append_message(user_message("one"))
+    s.append("assistant/message", {"message": {"role": "assistant", "content": []}}, surface_op="append")
+    b = s.append_message(user_message("two"))
+    s.append("turn/start", {"turn": 1})
+    assert s.surface() == (a.seq, 1, b.seq)
+    assert [message_text(m) for m in s.messages()] == ["one", "two"]
+    r = s.append_message(user_message("summary"), surface_op=Replace(a.seq, b.seq),
+                         source_event_seqs=[a.seq, 1, b.seq])
+    assert s.surface() == (r.seq,)
+    assert [message_text(m) for m in s.messages()] == ["summary"]
+
+
+def test_validators_refuse_before_anything_is_written() -> None:
+    """A validator that raises refuses the append; the log is unchanged."""
+    s = Session(MemoryLog(SessionHeader("s")))
+    seen: list[Event] = []
+
+    def no_bad(ev: Event) -> None:
+        seen.append(ev)
+        if ev.data.get("bad"):
+            raise ValueError("bad event")
+
+    dispose = s.add_validator(no_bad)
+    s.append("a/b", {})
+    with pytest.raises(ValueError):
+        s.append("a/b", {"bad": True})
+    assert len(s) == 1 and seen[-1].seq == 1
+    dispose()
+    s.append("a/b", {"bad": True})
+    assert len(s) == 2
+
+
+def test_steer_wakes_inject_does_not() -> None:
+    """steer queues and wakes (on_wake, wants_turn); inject queues without waking; claim takes
+    both in arrival order."""
+    woken: list[Agent] = []
+    agent = InboxAgent(Session(MemoryLog(SessionHeader("s"))), on_wake=woken.append)
+    assert isinstance(agent, Agent)
+    n1 = notice("context", plugin="p")
+    agent.inject(n1)
+    assert woken == [] and not agent.wants_turn
+    m = user_message("hi")
+    agent.steer(m)
+    assert woken == [agent] and agent.wants_turn
+    assert agent.claim() == [n1, m] and agent.inbox == () and not agent.wants_turn
+
+
+def test_agent_turn_state_is_the_logs() -> None:
+    """is_turn_open reads the log (not a runtime status)."""
+    agent = new_agent()
+    assert not agent.is_turn_open
+    agent.session.append(TURN_START, {"turn": 1})
+    assert agent.is_turn_open
+
+
+def test_message_builders() -> None:
+    """User messages: images first, then text; fresh ids; notice and stage-notice sources."""
+    image: dict[str, Any] = {"type": "image", "attachment": {"attachmentId": "a"}}
+    m1, m2 = user_message("t", images=[image]), user_message("t")
+    assert m1["content"] == [image, {"type": "text", "text": "t"}] and m1["id"] != m2["id"]
+    assert user_message(None, images=[image])["content"] == [image]
+    n = notice("Hello.", plugin="plan-mode")
+    assert n["source"] == {"kind": "plugin", "plugin": "plan-mode", "form": "notice", "summary": "Hello."}
+    st = stage_notice("Current stage: a\nDo a.", summary="Current stage: a")
+    assert st["source"] == {"kind": "stage-switch", "form": "notice", "summary": "Current stage: a"}
+    assert message_text(st) == "Current stage: a\nDo a."

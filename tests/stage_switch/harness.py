@@ -126,9 +126,9 @@ class Harness:
         origin: str | None = None,
         depth: int = 0,
         system_head: bool = False,
-        review: ScriptedReviewChannel | None | bool = True,
-        handoffs: MemoryHandoffStore | None | bool = True,
-        meter: TokenMeter | None | bool = True,
+        review: ScriptedReviewChannel | bool | None = True,
+        handoffs: MemoryHandoffStore | bool | None = True,
+        meter: TokenMeter | bool | None = True,
         sandbox: SandboxPolicyProvider | None = None,
         commands: bool = True,
         catalog: Catalog | None = None,
@@ -181,7 +181,9 @@ class Harness:
 
     # -- the boundary driver (spec §0.2) ------------------------------------------------------
 
-    def boundary(self, *, step_start: bool = False, aborted: bool = False, probe: str = PROBE) -> list[Message]:
+    def boundary(
+        self, *, step_start: bool = False, aborted: bool = False, probe: str = PROBE
+    ) -> list[Message]:
         """Run one accepted pre-step over ``[probe]`` and append the entered batch."""
         batch = self.runtime.pre_step(self.agent, [user_message(probe)], aborted=aborted)
         if step_start:

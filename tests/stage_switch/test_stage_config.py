@@ -88,7 +88,8 @@ def test_blank_instruction_S6() -> None:
 
 def test_blank_section_S7() -> None:
     """S7: an empty section is refused."""
-    msg = error(text=BASE.replace("section: When this stage is done, call goto_stage to move on.", "section: ''"))
+    section = "section: When this stage is done, call goto_stage to move on."
+    msg = error(text=BASE.replace(section, "section: ''"))
     assert "non-empty string `section`" in msg
 
 

@@ -66,7 +66,8 @@ def test_protected_system_head_is_kept_S75() -> None:
     assert texts[0] == "You are a careful engineer."
     assert h.text("notice.handoff_replaced", stage="beta", path=path) in texts[1]
     assert texts[-1] == PROBE
-    assert any(e.type == "user/message" and e.data["content"][0]["text"] == "old work" for e in h.session.events)
+    assert any(e.type == "user/message" and e.data["content"][0]["text"] == "old work"
+               for e in h.session.events)
 
 
 def test_head_only_surface_appends_the_notice_S76() -> None:
@@ -97,7 +98,8 @@ def test_exact_notice_shape_S77() -> None:
     (notice,) = h.stage_events()
     assert notice.data["content"] == [{"type": "text", "text": h.text(
         "notice.handoff_replaced", stage="beta", path=path) + "\n\n" + body("beta")}]
-    assert notice.data["source"] == {"kind": "stage-switch", "form": "notice", "summary": "Stage switched to beta"}
+    assert notice.data["source"] == {"kind": "stage-switch", "form": "notice",
+                                     "summary": "Stage switched to beta"}
     assert notice.surface_op == Replace(s1, s3)
     assert notice.source_event_seqs == (s1, s2, s3)
 
@@ -153,7 +155,8 @@ def test_failed_flush_keeps_stage_and_pending_S80(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.ERROR):
         batch = h.boundary()
     assert [m["content"][0]["text"] for m in batch] == [PROBE]
-    assert any(r.levelno == logging.ERROR and "host refused the replace" in r.getMessage() for r in caplog.records)
+    assert any(r.levelno == logging.ERROR and "host refused the replace" in r.getMessage()
+               for r in caplog.records)
     assert FLUSH_FAILURE_MESSAGE.split("{")[0] in caplog.text
     assert h.summaries() == [] and h.current() == "alpha" and h.pending() == "beta"
     h.boundary()

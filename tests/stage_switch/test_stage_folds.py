@@ -21,13 +21,15 @@ def msg(summary: Any = None, *, kind: str = "stage-switch", form: str = "notice"
         source["summary"] = summary
     if extra:
         source.update(extra)
-    data = {"id": f"m{seq}", "role": "user", "content": [{"type": "text", "text": str(summary)}], "source": source}
+    content = [{"type": "text", "text": str(summary)}]
+    data = {"id": f"m{seq}", "role": "user", "content": content, "source": source}
     return Event(type, seq, time, data, surface_op="append" if type == "user/message" else None)
 
 
 def plain(text: str, seq: int = 0) -> Event:
-    return Event("user/message", seq, T, {"id": "u", "role": "user", "content": [{"type": "text", "text": text}],
-                                          "source": {"kind": "user"}}, surface_op="append")
+    content = [{"type": "text", "text": text}]
+    data = {"id": "u", "role": "user", "content": content, "source": {"kind": "user"}}
+    return Event("user/message", seq, T, data, surface_op="append")
 
 
 def test_empty_log_folds_to_none_S13() -> None:
@@ -77,7 +79,8 @@ def test_record_test_edge_cases_S19() -> None:
     assert stage_from_event(msg("Current stage: alpha\n")) is None
     assert stage_from_event(msg("Current stage: alpha ")) is None
     # (d)
-    assert stage_from_event(msg("Current stage: alpha", kind="plugin", extra={"plugin": "stage-switch"})) is None
+    wrapper = msg("Current stage: alpha", kind="plugin", extra={"plugin": "stage-switch"})
+    assert stage_from_event(wrapper) is None
     # (e)
     assert stage_from_event(msg("Current stage: alpha", type="assistant/message")) is None
     assert stage_from_event(msg("Current stage: alpha")) == "alpha"
@@ -87,7 +90,8 @@ def test_client_fold_both_kinds_S20() -> None:
     """S20: records of both producer kinds with their stage, seq, time and switch flag."""
     entries = [
         {"type": "event", "event": msg("Current stage: route", seq=1, time=T + 1)},
-        {"type": "event", "event": msg("Stage switched to design", kind="plugin:stage-switch", seq=2, time=T + 2)},
+        {"type": "event",
+         "event": msg("Stage switched to design", kind="plugin:stage-switch", seq=2, time=T + 2)},
     ]
     assert [r.to_json() for r in fold_stage_records(entries)] == [
         {"stage": "route", "seq": 1, "time": T + 1, "switched": False},
@@ -100,7 +104,8 @@ def test_client_fold_ignores_others_S21() -> None:
     compact = msg("checkpoint", kind="plugin", extra={"plugin": "compact"})
     entries = [
         {"type": "event", "event": plain("hello")},
-        {"type": "event", "event": msg("Current stage: route", kind="plugin", extra={"plugin": "stage-switch"})},
+        {"type": "event",
+         "event": msg("Current stage: route", kind="plugin", extra={"plugin": "stage-switch"})},
         {"type": "event", "event": compact},
         {"type": "transient", "chunk": {"text": "Current stage: route"}},
         {"type": "event", "event": Event("turn/start", 5, T, {"turn": 1})},
@@ -111,7 +116,8 @@ def test_client_fold_ignores_others_S21() -> None:
 def test_client_fold_ignores_broken_contract_S22() -> None:
     """S22: summary 'bogus', 'Current stage: Not A Stage!', form prompt, no summary."""
     entries = [{"type": "event", "event": e} for e in (
-        msg("bogus"), msg("Current stage: Not A Stage!"), msg("Current stage: route", form="prompt"), msg(None))]
+        msg("bogus"), msg("Current stage: Not A Stage!"), msg("Current stage: route", form="prompt"),
+        msg(None))]
     assert fold_stage_records(entries) == []
 
 
@@ -124,12 +130,13 @@ def test_shared_contract_constants_S23() -> None:
 
 _summaries = st.one_of(
     st.sampled_from(["alpha", "beta", "x-1", "Bad", "a b", ""]).flatmap(
-        lambda n: st.sampled_from([f"Current stage: {n}", f"Stage switched to {n}", f"Current stage: {n}\n"])),
+        lambda n: st.sampled_from(
+            [f"Current stage: {n}", f"Stage switched to {n}", f"Current stage: {n}\n"])),
     st.none(),
     st.text(max_size=12),
 )
 _events = st.lists(
-    st.tuples(_summaries, st.sampled_from(sorted(STAGE_SOURCE_KINDS) + ["plugin", "user"]),
+    st.tuples(_summaries, st.sampled_from([*sorted(STAGE_SOURCE_KINDS), "plugin", "user"]),
               st.sampled_from(["notice", "prompt"]), st.sampled_from(["user/message", "assistant/message"])),
     max_size=12,
 )

@@ -54,7 +54,8 @@ def test_relative_path_layout_S72d() -> None:
     assert handoff_relative_path("docs/handoffs", "agent-1", "beta") == PurePosixPath(
         "docs/handoffs/agent-1/beta.md"
     )
-    assert handoff_relative_path("handoff", "odd id/../x", "beta") == PurePosixPath("handoff/odd-id-..-x/beta.md")
+    expected = PurePosixPath("handoff/odd-id-..-x/beta.md")
+    assert handoff_relative_path("handoff", "odd id/../x", "beta") == expected
 
 
 @pytest.mark.parametrize("handoff_dir", ["/tmp/x", "..", "../outside", "a/../../b", ".", "  ", "a\x00b"])
@@ -169,7 +170,8 @@ def test_parent_component_symlink_inside_is_followed(tmp_path: Path) -> None:
     """A folder above the handoff folder may link to another folder inside the cwd."""
     (tmp_path / "documentation").mkdir()
     (tmp_path / "docs").symlink_to(tmp_path / "documentation")
-    path = LocalHandoffStore().write(handoff_relative_path("docs/handoffs", "a", "beta"), "x", cwd=str(tmp_path))
+    rel = handoff_relative_path("docs/handoffs", "a", "beta")
+    path = LocalHandoffStore().write(rel, "x", cwd=str(tmp_path))
     assert path == str(tmp_path / "docs/handoffs/a/beta.md")
     assert (tmp_path / "documentation/handoffs/a/beta.md").read_text() == "x"
 

@@ -143,7 +143,8 @@ def test_unconfigured_stage_prompt_drops_instruction_S89() -> None:
     assert any("Current stage: retired" in t for t in texts)
     assert not any("Current stage: retired\n" in t for t in texts)
     assert h.fold() == "retired"
-    assert h.controller.variables(h.agent) == {"stage_current": "retired", "stage_targets": "alpha, beta, gamma"}
+    assert h.controller.variables(h.agent) == {"stage_current": "retired",
+                                               "stage_targets": "alpha, beta, gamma"}
 
 
 def test_initial_prompt_uses_configured_initial() -> None:

@@ -106,7 +106,7 @@ KEEP = "Keep current stage"
     ("answers", "outcome"),
     [
         ([Answer(STAGE_REVIEW_ID, (APPROVE,))], "consent"),  # (a)
-        ([Answer(STAGE_REVIEW_ID, (APPROVE,), "also do X")], "feedback:also do X"),  # (b) Approve + custom text
+        ([Answer(STAGE_REVIEW_ID, (APPROVE,), "also do X")], "feedback:also do X"),  # (b) + custom text
         ([Answer(STAGE_REVIEW_ID, (APPROVE,), "")], "keep"),  # (c) empty custom still counts
         ([Answer(STAGE_REVIEW_ID, (APPROVE, KEEP))], "keep"),  # (d) several selections
         ([Answer(STAGE_REVIEW_ID, (APPROVE, APPROVE))], "keep"),  # (e)

@@ -18,7 +18,8 @@ from fsm_stage.tokens import (
 
 
 def _user(text: str) -> dict[str, object]:
-    return {"id": "m", "role": "user", "content": [{"type": "text", "text": text}], "source": {"kind": "user"}}
+    content = [{"type": "text", "text": text}]
+    return {"id": "m", "role": "user", "content": content, "source": {"kind": "user"}}
 
 
 def _session() -> Session:

@@ -65,11 +65,11 @@ def test_rendered_results_S42() -> None:
     assert full.text == h.text("tool_result.approved", stage="beta") + h.text(
         "tool_result.handoff_path", path="/workspace/handoff/agent-1/beta.md")
     assert set(full.value) == {"approved", "stage", "handoffPath"}
-    l = Harness(make_config(min_handoff_tokens=100))
-    l.review.approve()  # type: ignore[union-attr]
-    l.open_turn()
-    light = l.goto("beta", log=False)
-    assert light.text == l.text("tool_result.approved", stage="beta")
+    lt = Harness(make_config(min_handoff_tokens=100))
+    lt.review.approve()  # type: ignore[union-attr]
+    lt.open_turn()
+    light = lt.goto("beta", log=False)
+    assert light.text == lt.text("tool_result.approved", stage="beta")
     assert light.value == {"approved": True, "stage": "beta"}
 
 
@@ -85,7 +85,8 @@ def test_unknown_target_S44() -> None:
     h = Harness(review=None)
     before = len(h.session.events)
     result = h.goto("ghost")
-    assert result.text == "Error: " + h.text("errors.not_configured", stage="ghost", stages="alpha, beta, gamma")
+    expected = h.text("errors.not_configured", stage="ghost", stages="alpha, beta, gamma")
+    assert result.text == "Error: " + expected
     no_side_effects(h, before)
 
 
@@ -181,7 +182,8 @@ def test_model_may_only_take_graph_edges() -> None:
     """goto_stage refuses a target that is not an edge, naming the allowed targets; nothing asked."""
     h = Harness(make_config(targets=EDGES))
     result = h.goto("gamma", H)
-    assert result.text == "Error: " + h.text("errors.not_a_target", stage="gamma", current="alpha", targets="beta")
+    expected = h.text("errors.not_a_target", stage="gamma", current="alpha", targets="beta")
+    assert result.text == "Error: " + expected
     assert h.review.requests == [] and h.handoffs.writes == []  # type: ignore[union-attr]
 
 

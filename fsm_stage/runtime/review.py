@@ -307,7 +307,8 @@ class TerminalReviewChannel:
     For each question it prints the header, the question, the ``detail`` rendered as markdown
     and the numbered options, then reads one line: an option number selects it (for a keep
     option, the free-text feedback prompt follows); any other text is feedback with nothing
-    selected (B80: feedback, never consent). End of input or Ctrl-C raises ``ReviewDismissed``.
+    selected (B80: feedback, never consent); an empty line or an out-of-range number asks
+    again. End of input or Ctrl-C raises ``ReviewDismissed``.
     The blocking prompt runs in a worker thread so the event loop stays responsive.
     """
 
@@ -348,7 +349,7 @@ class TerminalReviewChannel:
                         return Answer(q.id, (label,))
                     fb: str = click.prompt(w.feedback, default="", show_default=False)
                     return Answer(q.id, (label,), fb.strip() or None)
-                if text:
+                if text and not text.isdigit():
                     return Answer(q.id, (), text)
                 click.echo(w.invalid)
         except (click.exceptions.Abort, EOFError) as exc:

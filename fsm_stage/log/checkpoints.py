@@ -38,7 +38,15 @@ from typing import Any
 import attrs
 
 from fsm_stage.errors import LogFormatError
-from fsm_stage.log.dsh import RecordDecoder, _open_bytes, _Scan, _scan_body, parse_header, read_header
+from fsm_stage.log.dsh import (
+    RecordDecoder,
+    _open_bytes,
+    _Scan,
+    _scan_body,
+    gc_paused,
+    parse_header,
+    read_header,
+)
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import Projection, ProjectionCursor
@@ -251,17 +259,18 @@ def cold_fold(
         last: tuple[int, bytes, int, int] | None = None
         applied = 0
         last_seq = skip_upto
-        for n, (off, raw, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
-            for ev in evs:
-                if ev.seq <= skip_upto:
-                    continue
-                for key, apply in applies:
-                    states[key] = apply(states[key], ev)
-                applied += 1
-            last_seq = evs[-1].seq
-            last = (off, raw, evs[0].seq, scan.line_no)
-            if on_progress is not None and n % 4096 == 0:
-                on_progress(off)
+        with gc_paused():
+            for n, (off, raw, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
+                for ev in evs:
+                    if ev.seq <= skip_upto:
+                        continue
+                    for key, apply in applies:
+                        states[key] = apply(states[key], ev)
+                    applied += 1
+                last_seq = evs[-1].seq
+                last = (off, raw, evs[0].seq, scan.line_no)
+                if on_progress is not None and n % 4096 == 0:
+                    on_progress(off)
         if resumed is not None and last_seq < resumed:
             raise LogFormatError(
                 f"{source}: log ends before its checkpoint watermark {resumed}"

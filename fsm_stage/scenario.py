@@ -437,7 +437,9 @@ def _cattrs_problems(exc: BaseException, path: _Path) -> list[tuple[_Path, str]]
         for k in sorted(exc.extra_fields):
             out.append(((*path, k), "unknown key"))
     elif isinstance(exc, KeyError):
-        out.append((path, f"missing required key {exc.args[0]!r}" if exc.args else "missing required key"))
+        key = exc.args[0] if exc.args else None
+        at = path[:-1] if path and path[-1] == key else path
+        out.append((at, f"missing required key {key!r}" if key is not None else "missing required key"))
     else:
         out.append((path, str(exc)))
     return out

@@ -437,9 +437,9 @@ def _cattrs_problems(exc: BaseException, path: _Path) -> list[tuple[_Path, str]]
         for k in sorted(exc.extra_fields):
             out.append(((*path, k), "unknown key"))
     elif isinstance(exc, KeyError):
-        key = exc.args[0] if exc.args else None
-        at = path[:-1] if path and path[-1] == key else path
-        out.append((at, f"missing required key {key!r}" if key is not None else "missing required key"))
+        missing: Any = exc.args[0] if exc.args else None
+        at = path[:-1] if path and path[-1] == missing else path
+        out.append((at, "missing required key" + (f" {missing!r}" if missing is not None else "")))
     else:
         out.append((path, str(exc)))
     return out

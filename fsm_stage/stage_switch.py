@@ -411,16 +411,25 @@ class StageController:
     def attach(self, runtime: Runtime) -> None:
         """Register ``stage:policy`` (order 116), ``goto_stage``, ``/stage`` (when the runtime has
         a command registry), the pre-step participant and the ``stage`` service (S94)."""
+        if self.closed:
+            raise RuntimeError("a closed StageController cannot be attached again; build a new one")
         self._runtime = runtime
         if self.review is None:
             self.review = runtime.review
-        self._disposers.append(runtime.add_context(
-            ContextEntry(STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER, self.policy_text)))
-        self._disposers.append(runtime.add_tool(GotoStageTool(self)))
-        if runtime.commands is not None:
-            self._disposers.append(runtime.add_command(StageCommand(self)))
-        self._disposers.append(runtime.add_pre_step(self.on_pre_step))
-        self._disposers.append(runtime.add_service("stage", self))
+        try:
+            self._disposers.append(runtime.add_context(
+                ContextEntry(STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER, self.policy_text)))
+            self._disposers.append(runtime.add_tool(GotoStageTool(self)))
+            if runtime.commands is not None:
+                self._disposers.append(runtime.add_command(StageCommand(self)))
+            self._disposers.append(runtime.add_pre_step(self.on_pre_step))
+            self._disposers.append(runtime.add_service("stage", self))
+        except Exception:
+            # All or nothing: a clash (e.g. a second stage switch on one runtime) leaves no trace.
+            disposers, self._disposers = self._disposers, []
+            for dispose in reversed(disposers):
+                dispose()
+            raise
 
     def close(self) -> None:
         """Unregister everything, forget predicates and pending transitions, and mark the

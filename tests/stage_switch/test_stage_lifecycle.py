@@ -107,3 +107,16 @@ def test_closing_drops_pending_transitions() -> None:
     h.controller.close()
     assert h.controller.on_pre_step(h.agent, [], False) == []
     assert h.fold() is None
+
+
+def test_attach_is_all_or_nothing() -> None:
+    """A second stage switch on the same runtime is refused and leaves the first one intact."""
+    h = Harness()
+    second = StageController(make_config())
+    with pytest.raises(ValueError, match="goto_stage"):
+        h.runtime.attach(second)
+    assert h.runtime.context_names.count("stage:policy") == 1
+    assert h.runtime.service("stage") is h.controller
+    h.controller.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        h.controller.attach(h.runtime)

@@ -422,6 +422,7 @@ class SimulationResult:
     graph: Path
     log: EventLog
     checks: int = 0
+    scenario: str = ""
 
     @property
     def ok(self) -> bool:
@@ -868,7 +869,7 @@ async def simulate_async(
             os.replace(tmp, out)
             lock_path(tmp).unlink(missing_ok=True)
         return SimulationResult(tuple(engine.records), tuple(engine.notes), tuple(engine.failures),
-                                graph_path, log, engine.checks)
+                                graph_path, log, engine.checks, scenario.path)
 
 
 def simulate(
@@ -972,7 +973,9 @@ def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
 def render_human(result: SimulationResult, *, full: bool = False) -> str:
     """The whole human view: notes (what the scenario did) interleaved with each request, then
     a summary line and, when expectations failed, one line per failure."""
-    lines: list[str] = []
+    header = result.log.header
+    kind = " (subagent)" if header.is_subagent else ""
+    lines: list[str] = [f"scenario {result.scenario} · graph {result.graph} · session {header.id}{kind}"]
     notes = list(result.notes)
     k = 0
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -578,7 +579,7 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
         problems.add(("graph",) if "graph" in plain else (),
                      "missing or empty `graph`: the stage-graph file, relative to the scenario")
     else:
-        graph_path = (Path(path).parent / graph) if not Path(graph).is_absolute() else Path(graph)
+        graph_path = Path(os.path.normpath(Path(path).parent / graph))
         if path != "<string>" and not graph_path.is_file():
             problems.add(("graph",), f"graph file {str(graph_path)!r} does not exist")
     session = _structure(problems, plain.get("session", {}), SessionSettings, ("session",))

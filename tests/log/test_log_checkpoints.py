@@ -73,6 +73,8 @@ def test_packed_row_watermark_resumes_mid_log(tmp_path: Path) -> None:
 def test_mismatch_refolds_from_the_start(
     tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """B103: a checkpoint from another state version, identity or log content is discarded and
+    the log is refolded from the start (dsh-log-format §6.3–§6.4)."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
     make_log(path, 20)
     cold_fold(path, standard_projections(), store=store)

@@ -39,13 +39,13 @@ import attrs
 
 from fsm_stage.errors import LogFormatError
 from fsm_stage.log.dsh import (
+    BodyScan,
     RecordDecoder,
-    _open_bytes,
-    _Scan,
-    _scan_body,
     gc_paused,
+    open_log_bytes,
     parse_header,
     read_header,
+    scan_body,
 )
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
@@ -223,7 +223,7 @@ def cold_fold(
     """
     p = Path(path)
     source = str(p)
-    fh, compressed, warnings = _open_bytes(p)
+    fh, compressed, warnings = open_log_bytes(p)
     with fh:
         raw_header, body_start = read_header(fh, source)
         header = parse_header(raw_header, source=source, strict=strict, warnings=warnings)
@@ -254,13 +254,13 @@ def cold_fold(
             states = {pr.key: pr.init() for pr in projections}
         fh.seek(start)
         decoder = RecordDecoder(source=source, next_seq=first_seq, strict=strict)
-        scan = _Scan(offset=start, line_no=line_no, warnings=warnings)
+        scan = BodyScan(offset=start, line_no=line_no, warnings=warnings)
         applies = [(pr.key, pr.apply) for pr in projections]
         last: tuple[int, bytes, int, int] | None = None
         applied = 0
         last_seq = skip_upto
         with gc_paused():
-            for n, (off, raw, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
+            for n, (off, raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
                 for ev in evs:
                     if ev.seq <= skip_upto:
                         continue

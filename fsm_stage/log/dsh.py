@@ -363,8 +363,13 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _open_bytes(path: Path) -> tuple[IO[bytes], bool, list[str]]:
-    """Open ``path`` as a binary stream of the logical JSONL text (zstd decoded when needed)."""
+def open_log_bytes(path: Path) -> tuple[IO[bytes], bool, list[str]]:
+    """Open ``path`` as a binary stream of the logical JSONL text.
+
+    Returns ``(stream, compressed, warnings)``: zstd logs (magic bytes) are decoded frame by
+    frame into memory, an incomplete or damaged last frame is dropped with a warning. Raises
+    ``LogFormatError`` when a zstd log is met without the ``zstandard`` extra.
+    """
     fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     magic = fh.read(4)
     fh.seek(0)
@@ -420,8 +425,9 @@ def _later_turn_end(lines: Iterator[bytes]) -> bool:
 
 
 @attrs.define
-class _Scan:
-    """Mutable bookkeeping of one body scan."""
+class BodyScan:
+    """Mutable bookkeeping of one body scan: current byte ``offset`` and ``line_no``, the
+    shared ``warnings`` list, and ``torn_tail_offset`` once a tail was dropped."""
 
     offset: int
     line_no: int
@@ -429,8 +435,8 @@ class _Scan:
     torn_tail_offset: int | None = None
 
 
-def _scan_body(
-    lines: Iterator[bytes], decoder: RecordDecoder, scan: _Scan
+def scan_body(
+    lines: Iterator[bytes], decoder: RecordDecoder, scan: BodyScan
 ) -> Iterator[tuple[int, bytes, list[Event]]]:
     """Decode body lines, yielding ``(line_offset, raw_line, events)`` per good line; applies the
     torn-tail rule (raises ``LogFormatError`` on corruption)."""
@@ -504,7 +510,7 @@ def read_log(
     """
     p = Path(path)
     source = str(p)
-    fh, compressed, warnings = _open_bytes(p)
+    fh, compressed, warnings = open_log_bytes(p)
     with fh:
         raw_header, offset = read_header(fh, source)
         header = parse_header(
@@ -513,9 +519,9 @@ def read_log(
         decoder = RecordDecoder(source=source, strict=strict)
         events: list[Event] = []
         offsets: array[int] = array("q")
-        scan = _Scan(offset=offset, line_no=1, warnings=warnings)
+        scan = BodyScan(offset=offset, line_no=1, warnings=warnings)
         with gc_paused():
-            for n, (off, _raw, evs) in enumerate(_scan_body(iter(fh), decoder, scan), 1):
+            for n, (off, _raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
                 if len(evs) == 1:
                     events.append(evs[0])
                     offsets.append(off)
@@ -561,7 +567,7 @@ def iter_events(
     """
     p = Path(path)
     source = str(p)
-    fh, _compressed, warnings = _open_bytes(p)
+    fh, _compressed, warnings = open_log_bytes(p)
     with fh:
         raw_header, offset = read_header(fh, source)
         parse_header(raw_header, source=source, allow_newer=allow_newer, strict=strict, warnings=warnings)
@@ -569,8 +575,8 @@ def iter_events(
             fh.seek(start_offset)
             offset = start_offset
         decoder = RecordDecoder(source=source, next_seq=first_seq, strict=strict)
-        scan = _Scan(offset=offset, line_no=1, warnings=warnings)
-        for off, _raw, evs in _scan_body(iter(fh), decoder, scan):
+        scan = BodyScan(offset=offset, line_no=1, warnings=warnings)
+        for off, _raw, evs in scan_body(iter(fh), decoder, scan):
             for ev in evs:
                 yield off, ev
 

@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from array import array
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -110,6 +111,7 @@ class JsonlLog:
                 "close the other writer first — fsm_stage allows one writer per log"
             ) from None
         self._fh: Any = None
+        self._mutex = threading.Lock()  # appends from several threads of one process serialise
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
         try:
@@ -221,6 +223,10 @@ class JsonlLog:
         Surface ops are validated against the surface as it evolves through the batch.
         Raises ``LogWriteError`` (log, surface and file unchanged).
         """
+        with self._mutex:
+            return self._append_many(specs)
+
+    def _append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
         if self._fh is None:
             raise LogWriteError(f"{self.path}: log is closed")
         if not specs:
@@ -267,6 +273,10 @@ class JsonlLog:
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
         """Close the file and release the writer lock (idempotent)."""
+        with self._mutex:
+            self._close()
+
+    def _close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None

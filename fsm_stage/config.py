@@ -22,10 +22,13 @@ Shapes
 Two YAML forms
 --------------
 *Native* (DESIGN.md §6): one mapping with the graph keys in snake_case plus an optional
-``plan_mode:`` mapping. *Plugin list* (the seeds' DeepSeek Harness composition, verbatim): a
-list of entries ``{id, name, config}`` where ``id`` is ``stage-switch`` (config keys
-``stages``, ``section``, ``handoffDir``, ``initial``, ``minHandoffTokens``, ``language``;
-stages hold only ``name`` and ``instruction``) or ``plan-mode`` (config key ``section``).
+``plan_mode:`` mapping; top-level keys starting with ``x-`` are ignored (a home for YAML
+anchors, e.g. ``x-defaults: &d {...}`` merged into stages with ``<<: *d``).
+
+*Plugin list* (the seeds' DeepSeek Harness composition, verbatim): a list of entries
+``{id, name, config}`` where ``id`` is ``stage-switch`` (config keys ``stages``,
+``section``, ``handoffDir``, ``initial``, ``minHandoffTokens``, ``language``; stages hold
+only ``name`` and ``instruction``) or ``plan-mode`` (config key ``section``).
 In the plugin form ``{{ stage_current }}`` / ``{{ stage_targets }}`` in the stage-switch
 ``section`` are translated to the native ``<< stage_current >>`` syntax; the plan-mode
 ``section`` is kept verbatim (B4). A plugin-form graph takes its name from the file name.
@@ -350,6 +353,9 @@ class Problem:
         return attrs.asdict(self)
 
 
+#: Top-level native keys starting with this are ignored: a place for YAML anchors that
+#: stages merge in with ``<<: *anchor`` (the Compose-file convention).
+EXTENSION_PREFIX = "x-"
 #: Key of the plan-mode mapping at the top level of the native form.
 PLAN_MODE_KEY = "plan_mode"
 
@@ -466,6 +472,8 @@ class _Report:
 
 def _describe(value: object) -> str:
     """A short user-facing description of a YAML value's type, e.g. ``a number (5)``."""
+    import datetime
+
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -474,11 +482,17 @@ def _describe(value: object) -> str:
         return f"a number ({value})"
     if isinstance(value, str):
         return f"a string ({json.dumps(value, ensure_ascii=False)})"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
-    return f"a {type(value).__name__} ({value}; quote it to make it a string)"
+    if isinstance(value, set | frozenset):
+        return "a set"
+    if isinstance(value, bytes):
+        return "binary data"
+    if isinstance(value, datetime.date):
+        return f"a date ({value.isoformat()}; quote it to make it a string)"
+    return f"a {type(value).__name__}"
 
 
 def _plain_scalar(value: object) -> object:
@@ -514,39 +528,50 @@ def _to_plain(
     """Convert a ruamel round-trip node to plain Python, recording each value's position.
 
     ``rename`` maps a file key to its native name, or None to drop it (an unknown
-    plugin-form key, already reported by the renamer).
+    plugin-form key, already reported by the renamer). Keys merged in with ``<<: *anchor``
+    are positioned at the mapping. A YAML tag is reported and then ignored. (ruamel turns a
+    recursive alias into null, so no cycle reaches this function.)
     """
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 
+    here = report.loc(npath).value
+    tag = getattr(getattr(node, "tag", None), "value", None)
+    if isinstance(node, TaggedScalar) or (tag is not None and isinstance(node, CommentedMap | CommentedSeq)):
+        report.error(npath, f"has the YAML tag {tag}; fsm_stage knows no tags, remove it")
+        if isinstance(node, TaggedScalar):
+            return node.value
     if isinstance(node, CommentedMap):
+        mpos = _node_pos(node, here)
         out: dict[str, object] = {}
+        positions = node.lc.data or {}  # None for `!!omap`
         for key in list(node.keys()):
-            kl, kc = node.lc.key(key)
-            vl, vc = node.lc.value(key)
+            if key in positions:
+                kl, kc, vl, vc = (n + 1 for n in positions[key])
+                kpos, vpos = (kl, kc), (vl, vc)
+            else:  # merged from an anchor with `<<:`
+                kpos = vpos = mpos
             kdisplay = _join(display, str(key))
             if not isinstance(key, str):
                 report.error_at(
-                    (kl + 1, kc + 1),
-                    kdisplay,
-                    f"key {key!r} is {_describe(key)}; expected a name (a string key)",
+                    kpos, kdisplay, f"key {key!r} is {_describe(key)}; expected a name (a string key)"
                 )
                 continue
-            native = rename(npath, key, (kl + 1, kc + 1), kdisplay) if rename is not None else key
+            native = rename(npath, key, kpos, kdisplay) if rename is not None else key
             if native is None:
                 continue
             child = (*npath, native)
             # a null value has no node of its own: point at its key
-            vpos = (kl + 1, kc + 1) if node[key] is None else (vl + 1, vc + 1)
-            report.locs[child] = _Loc(kdisplay, (kl + 1, kc + 1), vpos)
+            report.locs[child] = _Loc(kdisplay, kpos, kpos if node[key] is None else vpos)
             out[native] = _to_plain(node[key], child, kdisplay, report, rename)
         return out
     if isinstance(node, CommentedSeq):
         items: list[object] = []
+        positions = node.lc.data or {}
         for i, item in enumerate(node):
-            il, ic = node.lc.item(i)
+            ipos = (positions[i][0] + 1, positions[i][1] + 1) if i in positions else here
             child = (*npath, i)
             idisplay = _join(display, i)
-            report.locs[child] = _Loc(idisplay, (il + 1, ic + 1), (il + 1, ic + 1))
+            report.locs[child] = _Loc(idisplay, ipos, ipos)
             items.append(_to_plain(item, child, idisplay, report, rename))
         return items
     return _plain_scalar(node)
@@ -632,8 +657,11 @@ def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
         pos = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         report.error_at(pos, key, f"YAML syntax error: {message}")
         return False, None
-    except YAMLError as err:  # unmarked (rare): still one line
-        report.error_at((1, 1), "(yaml)", f"YAML error: {str(err).splitlines()[0] if str(err) else err!r}")
+    except (YAMLError, ValueError, TypeError, AttributeError, KeyError, RecursionError) as err:
+        # unmarked errors, and ruamel internals tripping over odd input (e.g. a bare `!!set`
+        # tag): still one line, never a traceback
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        report.error_at((1, 1), "(yaml)", f"YAML error: cannot read this document ({first})")
         return False, None
 
 
@@ -1218,6 +1246,8 @@ def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
     report.locs[()] = _Loc("", pos, pos)
     native = _to_plain(tree, (), "", report)
     assert isinstance(native, dict)
+    # `x-…` top-level keys are the user's own (a home for YAML anchors), as in Compose files
+    native = {k: v for k, v in native.items() if not k.startswith(EXTENSION_PREFIX)}
     if not native and not report.errors:
         report.error_at(
             pos, "(file)", "the file declares nothing; expected `stages` and `section` and/or `plan_mode`"

@@ -26,6 +26,7 @@ import attrs
 
 from fsm_stage.config import (
     CONFIG_CLASSES,
+    EXTENSION_PREFIX,
     PLAN_MODE_KEY,
     PLAN_MODE_PLUGIN_ID,
     SCALAR_SHORTHAND,
@@ -138,6 +139,9 @@ def _native_file() -> dict[str, Any]:
         "$ref": f"#/$defs/{_def_name(PlanModeConfig, 'native')}",
     }
     graph["description"] = "Native form: a stage graph and/or plan-mode settings (DESIGN.md §6)."
+    graph["patternProperties"] = {
+        f"^{EXTENSION_PREFIX}": {"description": "Ignored: a place for YAML anchors."}
+    }
     # any graph key makes it a graph, which then needs its required keys
     graph["dependentRequired"] = {k: required for k in graph_keys}
     graph["anyOf"] = [{"required": required}, {"required": [PLAN_MODE_KEY]}]

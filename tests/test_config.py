@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fsm_stage.config import (
     ConfigFile,
@@ -596,3 +598,132 @@ def test_typo_beside_plan_mode_is_reported_alone() -> None:
 def test_any_graph_key_makes_the_file_a_graph_needing_stages_and_section() -> None:
     lines = problems_of("language: zh\nplan_mode: {section: Plan first.}\n")
     assert [line.split(": ")[1] for line in lines] == ["stages", "section"]
+
+
+# --- YAML features and robustness -------------------------------------------------------------
+
+
+def test_x_keys_hold_anchors_that_stages_merge() -> None:
+    """Top-level `x-…` keys are ignored, so they can hold anchors merged with `<<: *anchor`."""
+    text = (
+        "x-review: &review\n"
+        "  instruction: Review the change.\n"
+        "  targets: [{to: ship, guards: [review_clean]}]\n"
+        "stages:\n"
+        "  - <<: *review\n"
+        "    name: review\n"
+        "  - {name: ship, instruction: Ship it., targets: []}\n"
+        "section: s\n"
+    )
+    g = graph_of(text)
+    assert g.stages[0] == StageConfig(
+        "review", "Review the change.", (EdgeConfig("ship", ("review_clean",)),)
+    )
+
+
+def test_merged_key_problem_is_positioned_at_the_merging_mapping() -> None:
+    text = "x-base: &b\n  instruction: 5\nstages:\n  - <<: *b\n    name: alpha\nsection: s\n"
+    (line,) = problems_of(text)
+    assert line.startswith("g.yaml:4:5: stages[0].instruction: expected a string")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "stages:\n  - !custom {name: a, instruction: x}\nsection: s\n",
+            "g.yaml:2:5: stages[0]: has the YAML tag !custom",
+        ),
+        ("stages: !!set {a, b}\nsection: s\n", "g.yaml:1:9: stages: expected a list, got a CommentedSet"),
+        (
+            "section: !!binary aGVsbG8=\nstages: [{name: a, instruction: x}]\n",
+            "section: expected a string, got binary data",
+        ),
+        ("section: 2024-01-01\nstages: [{name: a, instruction: x}]\n", "got a date (2024-01-01; quote it"),
+        ("!!set\n", "g.yaml:1:1: (yaml): YAML error: cannot read this document"),
+    ],
+)
+def test_unusual_yaml_values_are_one_line_problems(text: str, fragment: str) -> None:
+    (line,) = problems_of(text)
+    assert fragment in line
+
+
+_FRAGMENTS = st.sampled_from(
+    [
+        *"ab:-[]{}'\"\n #&*!|>?%@`\t,.0~",
+        "stages",
+        "section",
+        "name",
+        "instruction",
+        "targets",
+        "plan_mode",
+        "  ",
+        "- ",
+        "\n  ",
+        "!!set",
+        "!!binary",
+        "!custom",
+        "<<: *a",
+        "&a",
+        "? ",
+        "{{",
+        "<<",
+        ">>",
+        "<%",
+        "id: stage-switch",
+        "config:",
+        "to:",
+        "guards:",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(_FRAGMENTS, max_size=40).map("".join))
+def test_any_text_loads_or_gives_one_line_problems(text: str) -> None:
+    """No input makes the loader raise anything but ConfigError; problems are single lines."""
+    try:
+        load_config_text(text)
+    except ConfigError as err:
+        assert err.problems
+        assert all("\n" not in p and re.match(r"<string>:\d+:\d+: \S", p) for p in err.problems)
+
+
+_KEYS = st.sampled_from(
+    [
+        "stages",
+        "section",
+        "name",
+        "instruction",
+        "targets",
+        "to",
+        "guards",
+        "plan_mode",
+        "initial",
+        "handoff_dir",
+        "min_handoff_tokens",
+        "language",
+        "id",
+        "config",
+        "x",
+    ]
+)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=5)
+    | st.sampled_from(["alpha", "<< x >>"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_JSON)
+def test_any_structure_loads_or_gives_one_line_problems(value: Any) -> None:
+    try:
+        load_config_text(json.dumps(value))
+    except ConfigError as err:
+        assert all("\n" not in p for p in err.problems)

@@ -84,6 +84,8 @@ from __future__ import annotations
 import io
 import logging
 import re
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -130,6 +132,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CATALOG_NAME",
+    "COMMAND_HINT",
+    "FLUSH_FAILURE_MESSAGE",
     "NO_AGENT_MESSAGE",
     "PREDICATE_TYPE_MESSAGE",
     "PROJECTION_UNAVAILABLE_MESSAGE",
@@ -404,6 +408,8 @@ class StageController:
         self._guards: dict[str, Predicate] = {}
         self._disposers: list[Disposer] = []
         self._runtime: Runtime | None = None
+        self._locks: weakref.WeakKeyDictionary[Session, threading.RLock] = weakref.WeakKeyDictionary()
+        self._locks_guard = threading.Lock()
         self.closed = False
 
     # --- composition -------------------------------------------------------------------------
@@ -447,6 +453,15 @@ class StageController:
     dispose = close
 
     # --- reads --------------------------------------------------------------------------------
+
+    def session_lock(self, session: Session) -> threading.RLock:
+        """The per-session lock held around fold → fire → append (DESIGN.md §5 concurrency), so
+        a host driving one session from several threads never interleaves two stage writes."""
+        with self._locks_guard:
+            lock = self._locks.get(session)
+            if lock is None:
+                lock = self._locks[session] = threading.RLock()
+            return lock
 
     def _state(self, session: Session) -> StageState:
         if self.closed:
@@ -610,15 +625,17 @@ class StageController:
         A failed append raises and changes nothing.
         """
         session = agent.session
-        current = self.current(session)
-        if stage == current:
-            return "noop"
-        if session.is_turn_open:
-            self.pending.put(session, Selection(stage, True, PendingTransition("user", current)))
-            return "queued"
-        self._jump(session, stage, self.stage_prompt(stage, narrate=self._narrate_now(session, stage)))
-        self.pending.clear(session)
-        return "committed"
+        with self.session_lock(session):
+            current = self.current(session)
+            if stage == current:
+                return "noop"
+            if session.is_turn_open:
+                self.pending.put(session, Selection(stage, True, PendingTransition("user", current)))
+                return "queued"
+            narrate = self._narrate_now(session, stage)
+            self._jump(session, stage, self.stage_prompt(stage, narrate=narrate))
+            self.pending.clear(session)
+            return "committed"
 
     def handle_stage_command(self, agent: Agent, raw_input: str) -> CommandReply:
         """``/stage [stage [message]]`` (§1.16, S82–S91, S93d)."""
@@ -771,18 +788,20 @@ class StageController:
         verdict = evaluate_review(answers, self.catalog)
         if isinstance(verdict, Decline):
             raise ToolFailure(verdict.message)
-        # Decision 6: the world may have moved while the human read.
-        now = self.current(session)
-        if now != from_stage:
-            raise ToolFailure(self.catalog.text("errors.already_current", stage=target) if now == target
-                              else self.catalog.text("errors.not_a_target", stage=target, current=now,
-                                                     targets=", ".join(self.targets(agent, session))
-                                                     or self.catalog.text("errors.no_targets")))
-        refusal = self._refusal_text(agent, session, target)
-        if refusal is not None:
-            raise ToolFailure(refusal)
-        transition = PendingTransition("model", from_stage, handoff_path)
-        self.pending.put(session, Selection(target, False, transition))
+        with self.session_lock(session):
+            # Decision 6: the world may have moved while the human read.
+            now = self.current(session)
+            if now != from_stage:
+                if now == target:
+                    raise ToolFailure(self.catalog.text("errors.already_current", stage=target))
+                allowed = ", ".join(self.targets(agent, session)) or self.catalog.text("errors.no_targets")
+                raise ToolFailure(self.catalog.text("errors.not_a_target", stage=target, current=now,
+                                                    targets=allowed))
+            refusal = self._refusal_text(agent, session, target)
+            if refusal is not None:
+                raise ToolFailure(refusal)
+            transition = PendingTransition("model", from_stage, handoff_path)
+            self.pending.put(session, Selection(target, False, transition))
         value: dict[str, Any] = {"approved": True, "stage": target}
         if handoff_path is not None:
             value["handoffPath"] = handoff_path
@@ -796,15 +815,16 @@ class StageController:
         if aborted or self.closed:
             return list(messages)
         session = agent.session
-        selection = self.pending.get(session)
-        if selection is not None:
-            stage = selection.target.replace("{", "{{").replace("}", "}}")
-            return self.pending.flush(agent, messages, aborted=aborted, apply=self._apply,
-                                      failure=FLUSH_FAILURE_MESSAGE.replace("{stage}", stage))
-        state = self._state(session)
-        if state.has_stage_prompt or session.header.is_subagent:
-            return list(messages)
-        return [*messages, self.stage_prompt(self.current(session), narrate=False)]
+        with self.session_lock(session):
+            selection = self.pending.get(session)
+            if selection is not None:
+                stage = selection.target.replace("{", "{{").replace("}", "}}")
+                return self.pending.flush(agent, messages, aborted=aborted, apply=self._apply,
+                                          failure=FLUSH_FAILURE_MESSAGE.replace("{stage}", stage))
+            state = self._state(session)
+            if state.has_stage_prompt or session.header.is_subagent:
+                return list(messages)
+            return [*messages, self.stage_prompt(self.current(session), narrate=False)]
 
     def _apply(self, agent: Agent, selection: Selection[str]) -> list[Message]:
         """Durably apply ``selection`` (called by ``PendingStore.flush``); raises on failure."""

@@ -274,3 +274,16 @@ def test_tool_never_claims_a_switch_that_does_not_happen() -> None:
         assert not result.is_error and "approved" in result.text
         h.boundary()
         assert h.fold() == stage
+
+
+def test_review_carries_the_calls_cancel_signal_S52() -> None:
+    """S52 / §1.12: the review is addressed to the calling agent with the tool call's signal."""
+    from fsm_stage.runtime.abort import AbortSignal
+
+    h = Harness()
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    signal = AbortSignal()
+    run(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent, signal))
+    (request,) = h.review.requests  # type: ignore[union-attr]
+    assert request.agent is h.agent and request.signal is signal

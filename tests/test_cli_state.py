@@ -156,3 +156,24 @@ def test_progress_stays_silent_when_not_a_terminal() -> None:
     p(50)
     assert p.bar is None  # CliRunner/pytest stderr is not a tty
     p.close()
+
+
+def test_progress_bar_appears_on_a_terminal_after_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from fsm_stage.cli import log_cmds
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    fake = Tty()
+    monkeypatch.setattr(sys, "stderr", fake)
+    p = log_cmds._Progress(1000)
+    p(100)  # within the first half second: nothing shown
+    assert p.bar is None
+    p.t0 -= log_cmds.PROGRESS_AFTER_S + 1
+    p(500)
+    p.close()
+    assert p.bar is not None and "reading log" in fake.getvalue()

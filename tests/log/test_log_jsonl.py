@@ -237,3 +237,26 @@ def test_memory_log_matches_jsonl_rules() -> None:
     with pytest.raises(LogWriteError, match="refused"):
         log.append("turn/start", {})
     assert len(log) == 2
+
+
+def test_threads_of_one_process_serialise_their_appends(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+
+        def work(tag: str) -> None:
+            for i in range(40):
+                log.append("fsm/probe", {"tag": tag, "i": i})
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in "abcd"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(log) == 160
+    res = read_log(path)
+    assert [e.seq for e in res.events] == list(range(160))
+    assert sorted((e.data["tag"], e.data["i"]) for e in res.events) == [
+        (t, i) for t in "abcd" for i in range(40)
+    ]

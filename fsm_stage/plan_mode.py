@@ -185,7 +185,7 @@ def plan_title(plan: str) -> str | None:
     and text; its text with trailing whitespace removed (B91). None when no line matches."""
     for line in plan.split("\n"):
         m = _TITLE_RE.match(line)
-        if m is not None and not line.startswith("#" * 7):
+        if m is not None:
             title = m.group(1).rstrip()
             if title:
                 return title

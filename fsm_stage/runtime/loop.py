@@ -23,11 +23,15 @@ One turn (``Loop.run_turn``), per step (plan-mode spec §1.5):
    ``{kind: error, message}``.
 8. ``assistant/message``, then ``tool/call``/``tool/result`` per requested call, ``step/end``.
 9. Continue with step n+1 when the model called tools or a steered message is waiting;
-   otherwise ``turn/end {reason: {kind: completed}}``.
+   otherwise ``turn/end {reason: {kind: completed}}``. An exception escaping the turn (a bug,
+   a cancellation) still closes it (``error`` / ``aborted``) before propagating, so the log
+   never keeps a dangling open turn.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import json
 from collections import deque
@@ -213,6 +217,14 @@ class Loop:
                     return self._end(turn, outcome, step)
                 if step >= self.max_steps:
                     return self._end(turn, {"kind": "max-steps"}, step)
+        except BaseException as exc:  # never leave the turn open in the log
+            if session.is_turn_open:
+                reason: dict[str, Any] = (
+                    {"kind": "aborted", "cause": "cancelled"} if isinstance(exc, asyncio.CancelledError)
+                    else {"kind": "error", "message": str(exc) or type(exc).__name__})
+                with contextlib.suppress(Exception):
+                    session.append(TURN_END, {"turn": turn, "reason": reason})
+            raise
         finally:
             self._signal = None
 
@@ -230,7 +242,7 @@ class Loop:
         if signal.aborted:
             return {"kind": "aborted", "cause": signal.reason}
         batch = runtime.pre_step(agent, batch, aborted=signal.aborted)
-        context = runtime.assemble(agent).context
+        context = runtime.render_context(agent)
         snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), context)
         if snapshot is not None:
             batch.insert(0, snapshot)

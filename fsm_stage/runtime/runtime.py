@@ -30,7 +30,13 @@ from fsm_stage.errors import FsmStageError
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.assembly import Assembly, ContextEntry, SystemSection, render_sections
+from fsm_stage.runtime.assembly import (
+    Assembly,
+    ContextEntry,
+    RenderedSection,
+    SystemSection,
+    render_sections,
+)
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
 from fsm_stage.runtime.review import ReviewChannel
@@ -250,11 +256,15 @@ class Runtime:
         return _remover(self._invariants, check)
 
     def track(self, session: Session) -> None:
-        """Make ``session`` subject to the installed invariants (scanned in full now)."""
+        """Make ``session`` subject to the installed invariants: scanned in full the first time
+        (raises ``InvariantError``), then every append is validated. Idempotent; sessions are
+        held weakly. ``pre_step``, ``call_tool``, ``run_command`` and the ``Loop`` track the
+        sessions they see."""
+        if session in self._sessions:
+            return
         _scan(session.events, self._invariants)
-        if session not in self._sessions:
-            self._sessions.add(session)
-            session.add_validator(self._validate)
+        self._sessions.add(session)
+        session.add_validator(self._validate)
 
     def _validate(self, event: Event) -> None:
         _scan((event,), self._invariants)
@@ -262,7 +272,10 @@ class Runtime:
     # --- boundary, assembly, tools, commands -----------------------------------------------------
 
     def pre_step(self, agent: Agent, messages: Sequence[Message], *, aborted: bool = False) -> list[Message]:
-        """Run every participant on an accepted pre-step; returns the entering messages."""
+        """Run every participant on an accepted pre-step; returns the entering messages.
+
+        The agent's session is tracked first (see ``track``)."""
+        self.track(agent.session)
         out = list(messages)
         for fn in list(self._pre_steps):
             out = fn(agent, out, aborted)
@@ -299,6 +312,10 @@ class Runtime:
             assembly = hook(agent, assembly)
         return assembly
 
+    def render_context(self, agent: Agent | None) -> tuple[RenderedSection, ...]:
+        """Only the runtime-context entries of ``assemble`` (rendered, non-empty, by order)."""
+        return render_sections(self._contexts, agent)
+
     async def call_tool(
         self,
         agent: Agent | None,
@@ -311,6 +328,8 @@ class Runtime:
     ) -> ToolResult:
         """Dispatch ``call`` to the registered tools; logs ``tool/call``/``tool/result`` on the
         agent's session when ``log`` and an agent is given."""
+        if agent is not None:
+            self.track(agent.session)
         session = agent.session if (log and agent is not None) else None
         return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
                                    signal=signal)
@@ -319,6 +338,7 @@ class Runtime:
         """Run a ``/name rest`` line; None when there is no registry or no such command."""
         if self.commands is None:
             return None
+        self.track(agent.session)
         return await self.commands.run(agent, line, images)
 
 

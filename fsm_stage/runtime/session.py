@@ -195,6 +195,12 @@ class Session:
         self._surface_pos = n
         return tuple(self._surface.nodes)
 
+    @property
+    def head_is_system(self) -> bool:
+        """True when surface node 0 is a ``system/message`` (the protected head, S-spec §1.13)."""
+        self.surface()
+        return self._surface.head_is_system
+
     def messages(self) -> list[dict[str, Any]]:
         """The model-visible messages of the surface nodes, in order.
 

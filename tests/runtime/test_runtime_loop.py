@@ -123,3 +123,19 @@ def test_rejected_step_and_abort() -> None:
     (outcome,) = run(loop.prompt("y"))
     assert outcome.reason == "aborted" and calls == [1]
     assert agent.session.events[-1].data["reason"] == {"kind": "aborted", "cause": "user"}
+
+
+def test_an_escaping_exception_still_closes_the_turn() -> None:
+    """A model bug (not a ModelError) propagates, but the turn is closed in the log first."""
+    rt = Runtime()
+    agent = InboxAgent(Session(MemoryLog(SessionHeader("s"))))
+    loop = Loop(rt, agent, ScriptedModel([ZeroDivisionError("model adapter bug")]))
+    try:
+        run(loop.prompt("x"))
+    except ZeroDivisionError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("the bug must propagate")
+    end = agent.session.events[-1]
+    assert end.type == "turn/end" and end.data["reason"] == {"kind": "error", "message": "model adapter bug"}
+    assert not agent.session.is_turn_open

@@ -117,3 +117,32 @@ def test_message_builders() -> None:
     st = stage_notice("Current stage: a\nDo a.", summary="Current stage: a")
     assert st["source"] == {"kind": "stage-switch", "form": "notice", "summary": "Current stage: a"}
     assert message_text(st) == "Current stage: a\nDo a."
+
+
+def test_head_is_system_tracks_surface_node_zero() -> None:
+    """head_is_system is True while node 0 is a system/message (the stage switch's protected
+    head)."""
+    s = Session(MemoryLog(SessionHeader("s")))
+    assert s.head_is_system is False
+    s.append("system/message", {"role": "system", "content": [{"type": "text", "text": "sys"}]},
+             surface_op="append")
+    s.append_message(user_message("u"))
+    assert s.head_is_system is True and [message_text(m) for m in s.messages()] == ["sys", "u"]
+
+
+def test_runtime_tracks_sessions_it_sees_and_validates_appends() -> None:
+    """pre_step / call_tool / run_command track the agent's session: installed invariants then
+    validate every append (and the existing log once)."""
+    from fsm_stage.runtime.runtime import InvariantError, Runtime
+
+    rt = Runtime()
+    rt.add_invariant(lambda ev: "no x/bad" if ev.type == "x/bad" else None)
+    agent = new_agent()
+    agent.session.append("x/bad", {})  # not yet tracked
+    with pytest.raises(InvariantError):
+        rt.pre_step(agent, [])
+    other = new_agent("s2")
+    rt.pre_step(other, [])
+    with pytest.raises(InvariantError):
+        other.session.append("x/bad", {})
+    assert len(other.session) == 0

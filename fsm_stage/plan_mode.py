@@ -334,10 +334,13 @@ class PlanModeController:
         dropped, ``"cancelled"``; otherwise ``plan/mode`` is appended now, the selection
         cleared and, when the last request header told the model otherwise, one notice is
         handed to ``agent.inject`` → ``"committed"``. An append failure propagates with nothing
-        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active``.
+        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active`` and ``RuntimeError``
+        after ``close()`` (a selection would never be flushed).
         """
         if not isinstance(active, bool):
             raise TypeError(f"plan mode must be selected with a bool, got {active!r}")
+        if self.closed:
+            raise RuntimeError("this plan-mode controller is closed")
         session = agent.session
         logged = self.logged(session)
         sel = self._pending.get(session)
@@ -461,6 +464,8 @@ class PlanModeController:
         selection is stored and ``{"approved": True}`` returned; the log is not touched until
         the next accepted pre-step (B76). Failures change nothing (B89)."""
         c, name = self.catalog, EXIT_PLAN_MODE
+        if self.closed:  # called after close (normally unreachable: the tool is unregistered)
+            raise ToolFailure(c.text("errors.reloaded"))
         if agent is None:
             raise ToolFailure(c.text("errors.no_agent", tool=name))
         if not self.logged(agent.session):

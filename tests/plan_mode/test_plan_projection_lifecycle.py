@@ -319,3 +319,18 @@ def test_selection_after_last_pre_step_is_memory_only_B114() -> None:
     h.open_turn(2)
     runtime.pre_step(h.agent, [])
     assert h.plan_events() == []
+
+
+def test_closed_controller_refuses_new_selections_and_reviews() -> None:
+    """After close, set() raises (a selection could never be flushed) and a direct exit call
+    fails with the reload error without asking anyone (B88 wording, B93)."""
+    review = ScriptedReviewChannel().approve()
+    h = Harness(review=review, events=[(PLAN_MODE_EVENT, {"active": True})])
+    h.plan.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        h.plan.set(h.agent, False)
+    from fsm_stage.runtime.tools import ToolFailure
+
+    with pytest.raises(ToolFailure):
+        run(h.plan.exit_plan_mode({"plan": PLAN}, h.agent))
+    assert review.requests == [] and h.plan_events() == [True]

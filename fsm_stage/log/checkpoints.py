@@ -223,7 +223,8 @@ def cold_fold(
     """
     p = Path(path)
     source = str(p)
-    fh, compressed, warnings = open_log_bytes(p)
+    opened = open_log_bytes(p)
+    fh, compressed, warnings = opened.stream, opened.compressed, opened.warnings
     with fh:
         raw_header, body_start = read_header(fh, source)
         header = parse_header(raw_header, source=source, strict=strict, warnings=warnings)
@@ -305,7 +306,9 @@ def cold_fold(
         resumed_from=resumed,
         checkpoint_note=None if resumed is not None else note,
         warnings=tuple(warnings),
-        torn_tail_offset=scan.torn_tail_offset,
+        torn_tail_offset=scan.offset
+        if opened.torn and scan.torn_tail_offset is None
+        else scan.torn_tail_offset,
         unknown_types=dict(decoder.unknown),
     )
 

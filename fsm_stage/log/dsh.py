@@ -363,18 +363,30 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def open_log_bytes(path: Path) -> tuple[IO[bytes], bool, list[str]]:
+@attrs.frozen
+class OpenedLog:
+    """A log opened for reading: the logical JSONL ``stream``, whether it was ``compressed``,
+    whether a damaged or incomplete last zstd frame was dropped (``torn``) and ``warnings``."""
+
+    stream: IO[bytes]
+    compressed: bool
+    torn: bool
+    warnings: list[str]
+
+
+def open_log_bytes(path: Path) -> OpenedLog:
     """Open ``path`` as a binary stream of the logical JSONL text.
 
-    Returns ``(stream, compressed, warnings)``: zstd logs (magic bytes) are decoded frame by
-    frame into memory, an incomplete or damaged last frame is dropped with a warning. Raises
+    zstd logs (detected by magic bytes) are decoded frame by frame into memory; a frame is kept
+    only when it decodes completely (one frame = one durable DSH append batch), so an
+    incomplete or damaged last frame is dropped whole and reported as a torn tail. Raises
     ``LogFormatError`` when a zstd log is met without the ``zstandard`` extra.
     """
     fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     magic = fh.read(4)
     fh.seek(0)
     if magic != ZSTD_MAGIC:
-        return fh, False, []
+        return OpenedLog(fh, False, False, [])
     with fh:
         data = fh.read()
     try:
@@ -386,19 +398,23 @@ def open_log_bytes(path: Path) -> tuple[IO[bytes], bool, list[str]]:
     dctx = zstandard.ZstdDecompressor()
     out = bytearray()
     warnings: list[str] = []
+    torn = False
     rest = data
     while rest:
         dobj = dctx.decompressobj()
         try:
-            out += dobj.decompress(rest)
+            frame = dobj.decompress(rest)
         except zstandard.ZstdError as err:
-            warnings.append(f"{path}: damaged zstd frame dropped ({err})")
+            warnings.append(f"{path}: torn tail: damaged zstd frame dropped ({err})")
+            torn = True
             break
         if not dobj.eof:
-            warnings.append(f"{path}: incomplete last zstd frame dropped (torn tail)")
+            warnings.append(f"{path}: torn tail: incomplete last zstd frame dropped")
+            torn = True
             break
+        out += frame
         rest = dobj.unused_data
-    return io.BytesIO(bytes(out)), True, warnings
+    return OpenedLog(io.BytesIO(bytes(out)), True, torn, warnings)
 
 
 def _classify_foreign(first: Mapping[str, Any]) -> str:
@@ -510,7 +526,8 @@ def read_log(
     """
     p = Path(path)
     source = str(p)
-    fh, compressed, warnings = open_log_bytes(p)
+    opened = open_log_bytes(p)
+    fh, compressed, warnings = opened.stream, opened.compressed, opened.warnings
     with fh:
         raw_header, offset = read_header(fh, source)
         header = parse_header(
@@ -530,7 +547,7 @@ def read_log(
                     offsets.extend([off] * len(evs))
                 if on_progress is not None and n % 4096 == 0:
                     on_progress(off)
-    if compressed and warnings and scan.torn_tail_offset is None and any("zstd" in w for w in warnings):
+    if opened.torn and scan.torn_tail_offset is None:
         scan.torn_tail_offset = scan.offset
     if decoder.unknown:
         warnings.append(
@@ -567,7 +584,8 @@ def iter_events(
     """
     p = Path(path)
     source = str(p)
-    fh, _compressed, warnings = open_log_bytes(p)
+    opened = open_log_bytes(p)
+    fh, warnings = opened.stream, opened.warnings
     with fh:
         raw_header, offset = read_header(fh, source)
         parse_header(raw_header, source=source, allow_newer=allow_newer, strict=strict, warnings=warnings)

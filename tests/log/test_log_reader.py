@@ -319,6 +319,15 @@ def test_zstd_multi_frame_and_incomplete_last_frame(tmp_path: Path) -> None:
     res = read_log(path)
     assert [e.type for e in res.events] == ["turn/start"]
     assert res.torn_tail_offset is not None and any("zstd" in w for w in res.warnings)
+    # a frame is one durable batch: a cut last frame is dropped whole, even its complete lines
+    batch = cctx.compress(
+        (lines[1].replace('"seq": 0', '"seq": 1') + lines[2].replace('"seq": 1', '"seq": 2')).encode()
+    )
+    for cut in range(1, len(batch)):
+        path.write_bytes(frames[0] + frames[1] + batch[:cut])
+        res = read_log(path)
+        assert [e.seq for e in res.events] == [0]
+        assert res.torn_tail_offset == len(lines[0].encode()) + len(lines[1].encode())
 
 
 def test_corpus_dir_constant_points_at_shared() -> None:

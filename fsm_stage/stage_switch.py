@@ -794,9 +794,7 @@ class StageController:
             if now != from_stage:
                 if now == target:
                     raise ToolFailure(self.catalog.text("errors.already_current", stage=target))
-                allowed = ", ".join(self.targets(agent, session)) or self.catalog.text("errors.no_targets")
-                raise ToolFailure(self.catalog.text("errors.not_a_target", stage=target, current=now,
-                                                    targets=allowed))
+                raise ToolFailure(self.catalog.text("errors.stage_changed", stage=target, current=now))
             refusal = self._refusal_text(agent, session, target)
             if refusal is not None:
                 raise ToolFailure(refusal)

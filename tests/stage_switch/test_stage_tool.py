@@ -251,3 +251,50 @@ def test_retired_current_stage_may_go_anywhere() -> None:
     assert not h.goto("gamma", H).is_error
     h.boundary()
     assert h.fold() == "gamma"
+
+
+def test_stage_moved_during_review_refuses_the_stale_approval() -> None:
+    """Decision 6: another writer moved the stage while the human read → the approval is stale."""
+    h = Harness()
+    h.open_turn()
+    gate = h.review.block()  # type: ignore[union-attr]
+
+    async def scenario() -> object:
+        import asyncio
+
+        task = asyncio.create_task(h.goto_async("beta", H, log=False))
+        await gate.wait_open()
+        h.session.append_message(h.controller.stage_prompt("gamma", narrate=False))  # another writer
+        gate.approve(h.text("review.approve_label"))
+        return await task
+
+    result = run(scenario())
+    assert result.text == "Error: " + h.text("errors.stage_changed", stage="beta", current="gamma")  # type: ignore[attr-defined]
+    assert h.pending() is None
+
+
+def test_flush_when_the_logged_stage_lost_the_edge_jumps(caplog: object) -> None:
+    """The approval is binding: if the logged stage moved (another writer) to one without the edge,
+    the flush still records the approved target (the tool already told the model) and warns."""
+    import logging
+
+    h = Harness(make_config(targets=EDGES))
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    assert not h.goto("beta", H).is_error
+    assert h.controller.pending_transition(h.session).kind == "model"  # type: ignore[union-attr]
+    h.session.append_message(h.controller.stage_prompt("gamma", narrate=False))  # another writer
+    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+        h.boundary()
+    assert h.fold() == "beta"
+    assert "not an edge" in caplog.text  # type: ignore[attr-defined]
+
+
+def test_plan_mode_machine_is_not_a_stage_graph() -> None:
+    import pytest
+
+    from fsm_stage.graph import compile_plan_mode
+    from fsm_stage.stage_switch import StageController
+
+    with pytest.raises(TypeError, match="stage graph"):
+        StageController(compile_plan_mode())

@@ -41,6 +41,7 @@ from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.events import Event, EventLog, MemoryLog, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import JsonlLog, lock_path
 from fsm_stage.log.projections import PlanModeFold
+from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
@@ -521,7 +522,7 @@ class _Engine:
         for sec in scenario.system:
             self.runtime.add_section(SystemSection(sec.name, sec.order, self._constant(sec.text)))
         self.stage: StageController | None = None
-        self.plan: Any = None
+        self.plan: PlanModeController | None = None
         graph = config.graph
         guard_names: set[str] = set()
         if graph is not None:
@@ -797,22 +798,17 @@ class _Engine:
 _PLAN_FOLD = PlanModeFold()
 
 
-def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> Any:
+def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> PlanModeController:
     """Attach plan mode (``config.plan_mode``) in the graph's language; returns the controller."""
-    from fsm_stage.plan_mode import PlanModeController
-
     language = config.graph.language if config.graph is not None else "en"
     controller = PlanModeController(config.plan_mode, language=language)
     runtime.attach(controller)
     return controller
 
 
-def _plan_pending(plan: Any, agent: Any) -> bool | None:
+def _plan_pending(plan: PlanModeController | None, agent: InboxAgent) -> bool | None:
     """The target of the pending plan-mode selection (None when nothing is pending)."""
-    if plan is None:
-        return None
-    pending: bool | None = plan.get(agent).pending
-    return pending
+    return plan.get(agent).pending if plan is not None else None
 
 
 def _header(scenario: Scenario, cwd: Path) -> SessionHeader:

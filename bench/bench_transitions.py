@@ -123,6 +123,16 @@ def statemachine_class(n: int = STAGES, fanout: int = FANOUT) -> type:
     return type("RingMachine", (StateMachine,), attrs)
 
 
+def machine_build_s(n: int, repeat: int) -> float:
+    """Median seconds to construct ``raw_machine(n)`` (the bare-library floor of a compile)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        raw_machine(n)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def measure(make: Callable[[int], Loop], n: int, repeat: int) -> list[float]:
     """Seconds per iteration for each of ``repeat`` runs of ``make(n)()`` (setup not timed).
 

@@ -232,42 +232,68 @@ def row_memory(r: dict[str, Any] | None, err: str | None) -> Row:
 # --- rows 1, 2 and 5 (other helpers' modules) ----------------------------------------------
 
 
-def _flatten(d: Any, prefix: str = "") -> list[str]:
-    if isinstance(d, dict):
-        out: list[str] = []
-        for k, v in d.items():
-            out.extend(_flatten(v, f"{prefix}{k}."))
-        return out
-    if isinstance(d, float):
-        return [f"{prefix.rstrip('.')}={d:.4g}"]
-    return [f"{prefix.rstrip('.')}={d}"]
+def _ms(s: float) -> str:
+    return f"{s * 1e3:,.1f} ms" if s >= 1e-3 else _us(s)
 
 
-def rows_foreign(r: dict[str, Any] | None, err: str | None, rows: list[Row]) -> list[Row]:
-    """Fill ``rows`` from another helper's result dict, shown raw (replaced by adapters below)."""
-    for row in rows:
-        if r is None:
-            row.details.append(str(err))
-        else:
-            row.details.append("raw result: " + ", ".join(_flatten(r)))
-    return rows
+def _rate(x: float) -> str:
+    return f"{x:,.0f} ev/s"
 
 
 def rows_log(r: dict[str, Any] | None, err: str | None) -> list[Row]:
-    """Rows 1 and 2 from ``bench_log.run``."""
+    """Rows 1 and 2 from ``bench_log.run`` (``{"sizes": {n: {...}}, "largest": n, ...}``)."""
     reads = Row(1, "reads",
-                "current stage + plan view after one append, incremental projection vs seed-style "
+                "current stage + plan view after one append: incremental projection vs seed-style "
                 "full refold per read, at 10k / 100k / 1M events", target="≥ 1,000x at 1M")
-    fold = Row(2, "cold fold", "events/s folding a JSONL log vs a bare `json.loads` loop over the same file",
-               target="≥ 50% of bare parse")
-    return rows_foreign(r, err, [reads, fold])
+    fold = Row(2, "cold fold", "events/s folding a JSONL log (stage + plan projections) vs a bare "
+               "`json.loads` loop over the same file", target="≥ 50% of bare parse")
+    if r is None:
+        reads.details.append(f"bench_log: {err}")
+        fold.details.append(f"bench_log: {err}")
+        return [reads, fold]
+    sizes = {int(k): v for k, v in r["sizes"].items()}
+    n = max(sizes)
+    big = sizes[n]
+    at = "" if n >= 1_000_000 else f" (at {n:,} events: no 1M size in this run)"
+    reads.ours, reads.baseline = _us(big["incremental_read_s"]), _ms(big["refold_read_s"])
+    reads.ratio = f"{big['read_speedup']:,.0f}x" + at
+    reads.status = _status(big["read_speedup"] >= 1000)
+    for k in sorted(sizes):
+        x = sizes[k]
+        reads.details.append(
+            f"{k:,} events ({x['file_mb']:.1f} MB): incremental {_us(x['incremental_read_s'])}, full refold "
+            f"{_ms(x['refold_read_s'])} → {x['read_speedup']:,.0f}x; checkpointed cold read of the file "
+            f"after one append {_ms(x['checkpoint_cold_read_s'])}")
+    fold.ours, fold.baseline = _rate(big["cold_fold_events_per_s"]), _rate(big["bare_parse_events_per_s"])
+    fold.ratio = f"{big['cold_fold_vs_bare']:.0%}" + at
+    fold.status = _status(big["cold_fold_vs_bare"] >= 0.5)
+    for k in sorted(sizes):
+        x = sizes[k]
+        fold.details.append(
+            f"{k:,} events: cold fold {_rate(x['cold_fold_events_per_s'])} vs bare parse "
+            f"{_rate(x['bare_parse_events_per_s'])} ({x['cold_fold_vs_bare']:.0%}); `read_log` (every Event "
+            f"materialised) {_rate(x['read_log_events_per_s'])}; `JsonlLog.append_many` "
+            f"{_rate(x['write_events_per_s'])}")
+    return [reads, fold]
 
 
-def rows_compile(r: dict[str, Any] | None, err: str | None) -> list[Row]:
-    """Row 5 from ``bench_compile.run``."""
-    row = Row(5, "compile", "load + validate + compile of a generated 1,000-stage / 5,000-edge graph",
-              target="≤ 100 ms")
-    return rows_foreign(r, err, [row])
+def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | None) -> list[Row]:
+    """Row 5 from ``bench_compile.run``; baseline: a bare ``transitions.Machine`` for the same ring."""
+    row = Row(5, "compile", "load + validate + compile of a generated 1,000-stage / 5,000-edge graph vs "
+              "constructing a bare `transitions.Machine` for the same ring", target="≤ 100 ms")
+    if r is None:
+        row.details.append(f"bench_compile: {err}")
+        return [row]
+    total = r["total_s"]
+    row.ours = _ms(total)
+    row.status = _status(total <= 0.1)
+    if machine_s is not None:
+        row.baseline = _ms(machine_s)
+        row.ratio = f"{total / machine_s:,.1f}x"
+    row.details.append(f"{r['stages']:,} stages / {r['edges']:,} edges ({r['yaml_bytes'] / 1024:,.0f} KB "
+                       f"YAML), median of {r['repeat']}: load + validate {_ms(r['load_s'])}, compile "
+                       f"{_ms(r['compile_s'])}, compile again (cache hit) {_ms(r['cached_s'])}")
+    return [row]
 
 
 # --- output ----------------------------------------------------------------------------------
@@ -310,6 +336,15 @@ def render_results(rows: list[Row], info: dict[str, str], mode: str, raw: dict[s
     )
 
 
+def baseline_machine_s(quick: bool, smoke: bool) -> float | None:
+    """Row 5's baseline: median construction time of a bare 1,000-stage / 5,000-edge Machine."""
+    try:
+        import bench_transitions
+    except ImportError:
+        return None
+    return bench_transitions.machine_build_s(50 if smoke else 1_000, 1 if smoke else 3 if quick else 7)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run every bench, print the table, write the results file."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -337,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         *rows_log(*results["bench_log"]),
         row_transitions(*results["bench_transitions"]),
         row_memory(*results["bench_memory"]),
-        *rows_compile(*results["bench_compile"]),
+        *rows_compile(*results["bench_compile"], machine_s=baseline_machine_s(args.quick, args.smoke)),
     ]
     seconds = time.perf_counter() - t0
     print(table(rows))

@@ -18,6 +18,9 @@ Wiring (see the README section "Plan mode")::
     ...
     plan.close()                  # removes every contribution at once
 
+``get``/``set``/the pre-step never await between folding the log and appending, so one event
+loop serialises them per session (DESIGN.md §5); the controller is not thread-safe.
+
 Public API
 ----------
 ``resolve_config(raw) -> PlanModeConfig`` (B1–B5, raises ``PlanModeConfigError``).

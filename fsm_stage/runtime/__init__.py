@@ -17,5 +17,10 @@ module                 seam
 ``runtime``            ``Runtime`` registry (pre-step, assemble, tools, commands) and ``Controller``
 ``pending``            pending selection + accepted-boundary flush + header-relative narration
 ``loop``               reference loop, ``Model`` protocol, ``ScriptedModel``
+``wording``            the runtime's texts (``templates/<lang>/runtime.yaml``)
 =====================  ===========================================================
+
+Concurrency: everything is synchronous except the awaits of models, tools, reviews and
+commands; a fold → fire → append sequence never awaits, so one event loop serialises it per
+session. The seams are not thread-safe: drive a runtime from one event-loop thread.
 """

@@ -59,3 +59,16 @@ def test_missing_config_fails_like_blank_B5() -> None:
         PlanModeController()
     with pytest.raises(PlanModeConfigError, match="unknown key"):
         PlanModeController({"section": "x", "approval_policy": "never"})
+
+
+def test_controller_from_the_shipped_yaml_files() -> None:
+    """The plan_mode of a loaded YAML file (native and the seed's plugin-list form) builds a
+    controller whose section is the configured text, verbatim."""
+    from plan_helpers import REPO
+
+    from fsm_stage.config import load_config
+
+    for name in ("seed-plan-mode.yaml", "feature-work.yaml"):
+        cfg = load_config(REPO / "stage_graphs" / name).plan_mode
+        assert cfg is not None
+        assert PlanModeController(cfg).config.section == cfg.section

@@ -73,6 +73,8 @@ def test_recorded_plan_review_session_positions_B24_B56_B62_B76() -> None:
 
     run(drive())
     ours = list(session.events)
+    (our_run,) = [e for e in ours if e.type == COMMAND_RUN]
+    assert our_run.data["name"] == "plan" and our_run.data["args"] == run_args  # raw input verbatim
     assert skeleton(ours) == skeleton(rec_events)
     # the two anchors the issue names, checked directly as well
     for events in (ours, rec_events):

@@ -200,3 +200,15 @@ def test_rendering_rules_S116(tree: Path, tmp_path_factory: pytest.TempPathFacto
     (tree / "zh" / f"{CATALOG_NAME}.yaml").unlink()
     assert load_catalog(CATALOG_NAME, "zh", base_dir=tree).as_dict() == raw("en")  # (f)
     assert en.as_dict() == raw("en")  # (g)
+
+
+def test_overlay_keeps_the_english_file_layout_S108(tree: Path) -> None:
+    """S108: only the overlaid review values change; order, comments and other lines are kept."""
+    before = (tree / "en" / f"{CATALOG_NAME}.yaml").read_text("utf-8").splitlines()
+    apply_language_overlay(tree)
+    after = (tree / "en" / f"{CATALOG_NAME}.yaml").read_text("utf-8").splitlines()
+    changed = [a for a, b in zip(before, after, strict=False) if a != b]
+    assert before[0] == after[0] and before[0].startswith("#")
+    assert changed and all(line.startswith("  ") for line in changed)
+    assert after.index("review:") == before.index("review:")
+    assert list(raw("en", tree)) == GROUPS

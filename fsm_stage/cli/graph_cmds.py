@@ -16,17 +16,19 @@ import sys
 
 import click
 
-from fsm_stage.config import InvalidConfigError, Problem, load_config
+from fsm_stage.config import ConfigFile, InvalidConfigError, Problem, load_config
 from fsm_stage.schema import schema_text
 
 
-def _summary(path: str, cfg_graph: str | None, stages: int, plan_mode: bool) -> str:
+def _summary(cfg: ConfigFile) -> str:
+    """``PATH: ok (stage graph 'x' with 3 stages, plan mode)``."""
     parts = []
-    if cfg_graph is not None:
-        parts.append(f"stage graph {cfg_graph!r} with {stages} stage{'s' if stages != 1 else ''}")
-    if plan_mode:
+    if cfg.graph is not None:
+        n = len(cfg.graph.stages)
+        parts.append(f"stage graph {cfg.graph.name!r} with {n} stage{'s' if n != 1 else ''}")
+    if cfg.plan_mode is not None:
         parts.append("plan mode")
-    return f"{path}: ok ({', '.join(parts)})"
+    return f"{cfg.path}: ok ({', '.join(parts)})"
 
 
 @click.command()
@@ -55,16 +57,7 @@ def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
         if not as_json:
             for line in cfg.warnings:
                 click.echo(line)
-            graph = cfg.graph
-            click.echo(
-                _summary(
-                    path,
-                    graph.name if graph else None,
-                    len(graph.stages) if graph else 0,
-                    cfg.plan_mode is not None,
-                ),
-                err=True,
-            )
+            click.echo(_summary(cfg), err=True)
     if as_json:
         click.echo(json.dumps([p.to_json() for p in problems], indent=2, ensure_ascii=False))
     if failed:

@@ -98,6 +98,17 @@ class SessionHeader:
         return out
 
 
+@attrs.frozen
+class NewEvent:
+    """One event to append with ``append_many`` (the same fields as ``EventLog.append``)."""
+
+    type: str
+    data: Any
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: Sequence[int] | None = None
+    ignorable: bool = False
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """An append-only session log.
@@ -187,17 +198,13 @@ class MemoryLog:
     ) -> Event:
         """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
         or the surface op cannot apply."""
-        return self.append_many([(type, data, surface_op, source_event_seqs, ignorable)])[0]
+        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)])[0]
 
-    def append_many(
-        self, specs: Sequence[tuple[str, Any, SurfaceOp | None, Sequence[int] | None, bool]] | Sequence[Any]
-    ) -> list[Event]:
-        """Append a batch atomically (all or nothing). Each spec is a ``NewEvent`` or a tuple
-        ``(type, data, surface_op, source_event_seqs, ignorable)``."""
+    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
+        """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged)."""
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
-            first = specs[0] if specs else None
-            name = getattr(first, "type", None) or (first[0] if isinstance(first, tuple) else "?")
+            name = specs[0].type if specs else "?"
             raise LogWriteError(f"append of {name!r} refused: {err}") from err
         now = self._clock()
         probe = self.surface.probe()

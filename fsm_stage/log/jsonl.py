@@ -37,25 +37,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import attrs
 import filelock
 
 from fsm_stage.constants import FSM_EVENT_PREFIX
 from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import Clock, Event, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+
+__all__ = ["JsonlLog", "NewEvent", "encode_line", "lock_path"]
 from fsm_stage.log.surface import Surface
-
-
-@attrs.frozen
-class NewEvent:
-    """One event to append with ``append_many`` (same fields as ``EventLog.append``)."""
-
-    type: str
-    data: Any
-    surface_op: SurfaceOp | None = None
-    source_event_seqs: Sequence[int] | None = None
-    ignorable: bool = False
 
 
 def encode_line(ev: Event) -> bytes:

@@ -20,7 +20,8 @@ One turn (``Loop.run_turn``), per step (plan-mode spec §1.5):
 7. The model call. A ``ModelError`` triggers a **same-step retry** (up to ``max_retries``):
    ``on_request_error(loop, error)`` runs, then the same frozen request is sent again — no new
    pre-step (B34, Q8). When retries are exhausted the step ends and the turn ends with
-   ``{kind: error, message}``.
+   ``{kind: error, error: {message}}`` (DSH's shape; an abort is ``{kind: aborted, reason:
+   {kind: <cause>}}``, a host rejection ``{kind: blocked}``).
 8. ``assistant/message``, then ``tool/call``/``tool/result`` per requested call, ``step/end``.
 9. Continue with step n+1 when the model called tools or a steered message is waiting;
    otherwise ``turn/end {reason: {kind: completed}}``. An exception escaping the turn (a bug,
@@ -133,6 +134,16 @@ class ScriptedModel:
         return item(request)
 
 
+def _error(message: str) -> dict[str, Any]:
+    """A DSH ``turn/end`` error reason: ``{kind: error, error: {message}}``."""
+    return {"kind": "error", "error": {"message": message}}
+
+
+def _aborted(cause: str | None) -> dict[str, Any]:
+    """A DSH ``turn/end`` aborted reason: ``{kind: aborted, reason: {kind: <cause>}}``."""
+    return {"kind": "aborted", "reason": {"kind": cause or "user"}}
+
+
 @attrs.frozen
 class TurnOutcome:
     """How a turn ended: ``turn`` number, ``reason`` kind, number of ``steps`` run."""
@@ -216,12 +227,12 @@ class Loop:
                 if outcome is not None:
                     return self._end(turn, outcome, step)
                 if step >= self.max_steps:
-                    return self._end(turn, {"kind": "max-steps"}, step)
+                    return self._end(turn, _error(f"step limit of {self.max_steps} reached"), step)
         except BaseException as exc:  # never leave the turn open in the log
             if session.is_turn_open:
                 reason: dict[str, Any] = (
-                    {"kind": "aborted", "cause": "cancelled"} if isinstance(exc, asyncio.CancelledError)
-                    else {"kind": "error", "message": str(exc) or type(exc).__name__})
+                    _aborted("cancelled") if isinstance(exc, asyncio.CancelledError)
+                    else _error(str(exc) or type(exc).__name__))
                 with contextlib.suppress(Exception):
                     session.append(TURN_END, {"turn": turn, "reason": reason})
             raise
@@ -240,7 +251,7 @@ class Loop:
         if self.accept is not None and not self.accept(agent, batch):
             return {"kind": "blocked"}
         if signal.aborted:
-            return {"kind": "aborted", "cause": signal.reason}
+            return _aborted(signal.reason)
         batch = runtime.pre_step(agent, batch, aborted=signal.aborted)
         context = runtime.render_context(agent)
         snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), context)
@@ -262,7 +273,7 @@ class Loop:
             except ModelError as exc:
                 if retries <= 0:
                     session.append(STEP_END, {"turn": turn, "step": step})
-                    return {"kind": "error", "message": str(exc)}
+                    return _error(str(exc) or type(exc).__name__)
                 retries -= 1
                 if self.on_request_error is not None:
                     res = self.on_request_error(self, exc)
@@ -274,7 +285,7 @@ class Loop:
             results.append(await runtime.call_tool(agent, call, turn=turn, step=step, signal=signal))
         session.append(STEP_END, {"turn": turn, "step": step})
         if signal.aborted:
-            return {"kind": "aborted", "cause": signal.reason}
+            return _aborted(signal.reason)
         if reply.tool_calls or agent.wants_turn:
             return None
         return {"kind": "completed"}

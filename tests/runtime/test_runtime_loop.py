@@ -100,7 +100,7 @@ def test_same_step_retry_runs_no_pre_step_and_exhausted_retries_end_the_turn() -
     (outcome,) = run(loop.prompt("two"))
     assert outcome.reason == "error"
     end = agent.session.events[-1]
-    assert end.type == "turn/end" and end.data["reason"] == {"kind": "error", "message": "b"}
+    assert end.type == "turn/end" and end.data["reason"] == {"kind": "error", "error": {"message": "b"}}
     assert _types(agent.session)[-2] == "step/end"
 
 
@@ -122,7 +122,7 @@ def test_rejected_step_and_abort() -> None:
     loop.model = ScriptedModel([abort_now])
     (outcome,) = run(loop.prompt("y"))
     assert outcome.reason == "aborted" and calls == [1]
-    assert agent.session.events[-1].data["reason"] == {"kind": "aborted", "cause": "user"}
+    assert agent.session.events[-1].data["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
 
 
 def test_an_escaping_exception_still_closes_the_turn() -> None:
@@ -137,5 +137,6 @@ def test_an_escaping_exception_still_closes_the_turn() -> None:
     else:  # pragma: no cover
         raise AssertionError("the bug must propagate")
     end = agent.session.events[-1]
-    assert end.type == "turn/end" and end.data["reason"] == {"kind": "error", "message": "model adapter bug"}
+    assert end.type == "turn/end"
+    assert end.data["reason"] == {"kind": "error", "error": {"message": "model adapter bug"}}
     assert not agent.session.is_turn_open

@@ -12,10 +12,11 @@ one append:
 * ``psm``      python-statemachine: one instance, ``sm.send("goto_sN")`` with ``cond``, then one append.
 * ``compiled`` fsm_stage's ``CompiledGraph.fire`` with the durable append as its ``commit``
                (guards ``eligible`` + ``approved``; the machine layer alone).
-* ``reviewed`` the whole reviewed model transition through ``StageController``: the
-               ``goto_stage`` tool call, the review exchange answered ``Approve`` by a scripted
-               review channel, and the boundary flush at the next accepted pre-step, on an
-               in-memory log.
+* ``reviewed`` the whole reviewed model transition through ``StageController`` attached to a
+               ``Runtime``: the ``goto_stage`` tool call, the review exchange answered
+               ``Approve`` by a ``ScriptedReviewChannel``, and the boundary flush at the next
+               accepted pre-step, on an in-memory log (``make_reviewed``: full shape by
+               default; also light, and with the tool call/result logged).
 
 Times are medians over ``repeat`` runs of ``n`` iterations (setup excluded), per iteration.
 Ratios, not absolute times, are the point: the machine is shared and noisy.
@@ -256,13 +257,87 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         out["compiled_s"] = statistics.median(measure(make_compiled(n_stages), n, repeat))
     except (ImportError, AttributeError, TypeError) as exc:
         out["missing"]["compiled"] = _missing(exc)
-    try:
-        out["reviewed_s"] = statistics.median(measure(make_reviewed(n_stages), n_slow, repeat))
-    except (ImportError, AttributeError, TypeError, NotImplementedError) as exc:
-        out["missing"]["reviewed"] = _missing(exc)
+    variants = {"reviewed_s": {}, "reviewed_light_s": {"full": False},
+                "reviewed_logged_s": {"log_tool": True}}
+    for key, kw in variants.items():
+        try:
+            out[key] = statistics.median(measure(make_reviewed(n_stages, **kw), n_slow, repeat))
+        except (ImportError, AttributeError, TypeError) as exc:
+            out["missing"][key.removesuffix("_s")] = _missing(exc)
     return out
 
 
-def make_reviewed(n_stages: int = STAGES) -> Callable[[int], Loop]:
-    """The reviewed transition through ``StageController`` (filled in when the controller lands)."""
-    raise NotImplementedError("StageController not landed yet")
+class _ConstantMeter:
+    """A ``TokenMeter`` pricing every surface at 0 tokens (forces light transitions, O(1))."""
+
+    def surface_tokens(self, session: Any) -> int:
+        return 0
+
+
+HANDOFF = "## Done\n- part finished\n## Next\n- continue with the next part\n"
+
+
+def make_reviewed(n_stages: int = STAGES, *, full: bool = True,
+                  log_tool: bool = False) -> Callable[[int], Loop]:
+    """One reviewed model transition per iteration through ``StageController`` on a ``Runtime``.
+
+    Each iteration: ``runtime.call_tool(goto_stage {stage: next, handoff})`` → the scripted
+    review channel answers ``Approve`` → the transition is pending; then ``runtime.pre_step``
+    (accepted boundary) flushes it: the record is appended inside the compiled machine's
+    ``before`` callback. Everything is in memory (``MemoryLog``, ``MemoryHandoffStore``).
+
+    ``full``: the graph has no ``min_handoff_tokens``, so every model transition is full (the
+    default configuration): the handoff document is written (in memory) and the notice
+    replaces the surface. ``full=False``: light transitions (threshold set, a constant token
+    meter), the stage prompt is appended. ``log_tool``: also log ``tool/call`` + ``tool/result``
+    (the agent loop's cost for any tool call; off by default, the raw side calls no tool).
+    """
+    import asyncio
+
+    from fsm_stage.handoff import MemoryHandoffStore
+    from fsm_stage.runtime.agent import InboxAgent
+    from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.runtime.tools import ToolCall
+    from fsm_stage.stage_switch import StageController
+
+    config = ring_graph_config(n_stages, min_handoff_tokens=None if full else 1e12)
+    names = stage_names(n_stages)
+
+    def make(n: int) -> Loop:
+        review = ScriptedReviewChannel()
+        controller = StageController(config, handoffs=MemoryHandoffStore(),
+                                     token_meter=None if full else _ConstantMeter())
+        approve = controller.catalog.text("review.approve_label")
+        review.default = lambda questions: [Answer(questions[0].id, (approve,))]
+        runtime = Runtime(review=review, commands=False)
+        runtime.attach(controller)
+        session = Session(MemoryLog(SessionHeader(id="bench", cwd="/workspace")))
+        agent = InboxAgent(session)
+        session.append("turn/start", {"turn": 1})
+        calls = [ToolCall.of("goto_stage", {"stage": names[(k + 1) % n_stages], "handoff": HANDOFF},
+                             id=f"call_{k}") for k in range(n)]
+        expected = names[n % n_stages]
+        loop = asyncio.new_event_loop()
+        call_tool, pre_step = runtime.call_tool, runtime.pre_step
+
+        async def body() -> None:
+            for call in calls:
+                result = await call_tool(agent, call, log=log_tool)
+                if result.is_error:
+                    raise RuntimeError(f"goto_stage failed in the benchmark: {result.text}")
+                pre_step(agent, [], aborted=False)
+
+        def run_loop() -> None:
+            try:
+                loop.run_until_complete(body())
+            finally:
+                loop.close()
+            current = controller.current(session)
+            if current != expected:
+                raise RuntimeError(f"benchmark ended in stage {current!r}, expected {expected!r}")
+
+        return run_loop
+
+    return make

@@ -168,8 +168,9 @@ def _status(ok: bool) -> str:
 def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
     """Row 3 from ``bench_transitions.run``."""
     row = Row(3, "transitions",
-              "one reviewed transition (goto_stage → Approve via scripted review → boundary flush, "
-              "MemoryLog) vs one raw `transitions` trigger with one condition + one append",
+              "one reviewed transition (goto_stage → Approve via scripted review → boundary flush; "
+              "full shape, in-memory log and handoff store) vs one raw `transitions` trigger with one "
+              "condition + one in-memory append",
               target="≤ 2x raw")
     if r is None:
         row.details.append(f"bench_transitions: {err}")
@@ -182,6 +183,13 @@ def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
     else:
         row.ours = "missing"
         row.details.append(f"reviewed transition not measured: {r['missing'].get('reviewed')}")
+    if "reviewed_light_s" in r:
+        light = r["reviewed_light_s"]
+        row.details.append(f"reviewed, light transition (threshold set, stage prompt appended, no handoff "
+                           f"document): {_us(light)} = {light / raw:.1f}x raw")
+    if "reviewed_logged_s" in r:
+        row.details.append(f"reviewed, full, with the agent loop's `tool/call` + `tool/result` logged: "
+                           f"{_us(r['reviewed_logged_s'])} = {r['reviewed_logged_s'] / raw:.1f}x raw")
     if "compiled_s" in r:
         row.details.append(f"fsm_stage `CompiledGraph.fire` (guards eligible+approved, append as durable "
                            f"`commit`): {_us(r['compiled_s'])} = {r['compiled_s'] / raw:.2f}x raw")

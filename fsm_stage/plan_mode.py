@@ -559,3 +559,8 @@ class PlanModeController:
         one-line problem naming the offending value as JSON, else None."""
         return plan_mode_problem(event)
 
+    @staticmethod
+    def check_log(events: Sequence[Event]) -> list[str]:
+        """Every invariant problem of a whole log, in order (empty when valid; B109–B111)."""
+        return [p for p in map(plan_mode_problem, events) if p is not None]
+

@@ -137,7 +137,8 @@ def test_next_healthy_boundary_appends_after_failure_B30() -> None:
 
 
 def test_rejected_pre_step_does_not_flush_B31() -> None:
-    """B31: a step the host rejects never reaches pre_step: the record is kept, no notice."""
+    """B31 (and Q7): a step the host rejects never reaches pre_step: the record is kept, no
+    notice."""
     h = Harness()
     h.header()
     h.open_turn()
@@ -175,7 +176,7 @@ def test_hook_acts_on_the_final_decision_of_other_participants_B33() -> None:
 
 
 def test_same_step_retry_keeps_the_selection_for_the_next_pre_step_B34() -> None:
-    """B34: a selection made while a failed request is recovered does not affect the retry
+    """B34 (and Q8): a selection made while a failed request is recovered does not affect the retry
     (same system text and tools, no plan/mode); once the turn ends get reads pending; the next
     turn's first accepted pre-step flushes it with one notice and a changed header."""
     h = Harness()

@@ -69,3 +69,31 @@ def test_Q6_failed_flush_request_carries_new_guidance_until_logged() -> None:
     step3 = next(e.seq for e in h.log.events if e.type == "step/start" and e.data["step"] == 3)
     step2 = next(e.seq for e in h.log.events if e.type == "step/start" and e.data["step"] == 2)
     assert broken and step2 < mode_seq < step3 and h.plan_events() == [True]
+
+
+def test_Q4_projection_keeps_dsh_semantics_for_error_settled_commands() -> None:
+    """Q4 (kept): the `plan` unit is DSH's state version 2: an error-settled `/plan off` clears
+    even an earlier successful selection, although the controller still holds the entry."""
+    h = Harness()
+    h.open_turn()
+    image = {"type": "image", "attachment": {"attachmentId": "a", "mediaType": "image/png",
+                                             "bytes": 1, "width": 1, "height": 1}}
+    run(h.runtime.run_command(h.agent, "/plan"))
+    assert h.runtime.projections is not None
+    assert h.runtime.projections.view(h.session, "plan") == {"active": False, "pending": True}
+    reply = run(h.runtime.run_command(h.agent, "/plan off", (image,)))
+    assert reply is not None and reply.kind == "error"
+    assert h.runtime.projections.view(h.session, "plan") == {"active": False, "pending": False}
+    assert h.get == {"active": False, "pending": True}
+
+
+def test_check_log_lists_every_problem() -> None:
+    """The invariant over a whole log (S10 validate_log): every bad plan/mode, in order."""
+    from fsm_stage.log.events import MemoryLog, SessionHeader
+    from fsm_stage.plan_mode import PlanModeController
+
+    log = MemoryLog(SessionHeader("s"))
+    for data in ({"active": True}, {"active": 1}, {}, {"active": False}):
+        log.append(PLAN_MODE_EVENT, data)
+    problems = PlanModeController.check_log(log.events)
+    assert len(problems) == 2 and problems[0].endswith("got 1") and problems[1].endswith("undefined")

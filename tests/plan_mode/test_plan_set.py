@@ -134,7 +134,7 @@ def test_no_notice_when_header_already_told_target_B19() -> None:
 
 
 def test_idle_commit_append_failure_propagates_B20() -> None:
-    """B20: an idle-commit append error propagates; record unchanged, nothing narrated."""
+    """B20 (and Q9): an idle-commit append error propagates; record unchanged, nothing narrated."""
     h = Harness()
     h.open_turn()
     h.plan.set(h.agent, True)

@@ -45,7 +45,7 @@ from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
 
 __all__ = ["JsonlLog", "NewEvent", "encode_line", "lock_path"]
-from fsm_stage.log.surface import Surface
+from fsm_stage.log.surface import Surface, SurfaceOpError
 
 
 def encode_line(ev: Event) -> bytes:
@@ -146,7 +146,10 @@ class JsonlLog:
                     fh.flush()
                     os.fsync(fh.fileno())
                 self.warnings.append(f"{self.path}: truncated torn tail at byte {res.torn_tail_offset}")
-            self.surface.extend(self._events)
+            try:
+                self.surface.extend(self._events)
+            except SurfaceOpError as err:
+                raise LogFormatError(f"{self.path}: invalid surface op in the stored log: {err}") from None
         self._fh = open(self.path, "r+b")  # noqa: SIM115 - closed in close()
         self._fh.seek(size)
         self._size = size

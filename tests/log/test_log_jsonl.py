@@ -260,3 +260,26 @@ def test_threads_of_one_process_serialise_their_appends(tmp_path: Path) -> None:
     assert sorted((e.data["tag"], e.data["i"]) for e in res.events) == [
         (t, i) for t in "abcd" for i in range(40)
     ]
+
+
+def test_stored_log_with_impossible_surface_op_refuses_to_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        json.dumps(HEADER.to_json())
+        + "\n"
+        + json.dumps(
+            {
+                "type": "user/message",
+                "seq": 0,
+                "time": 0,
+                "data": {},
+                "surfaceOp": {"op": "replace", "start": 5, "end": 5},
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(LogFormatError, match="invalid surface op"):
+        JsonlLog(path)
+    with pytest.raises(LogFormatError):  # not LogLockedError: the failed open released its lock
+        JsonlLog(path)

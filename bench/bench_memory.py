@@ -8,9 +8,8 @@ measuring and excluded; the session object itself is included on every side.
 
 * ``fsm_stage``   ``CompiledGraph.new_cursor(initial)`` per session on one compiled graph
                   (DESIGN.md §5: sessions are small cursors, never ``add_model``-ed); the
-                  detail adds the per-session folded projection states when the log's
-                  projections exist (stage + plan view), the rest of what a live session
-                  keeps besides its log.
+                  detail measures a whole live session with no events (``Session`` over an
+                  empty ``MemoryLog``, stage read through a ``StageController``).
 * ``add_model``   one ``transitions.Machine`` with its defaults (``auto_transitions=True``),
                   ``machine.add_model(obj)`` per session (binds ``to_*``/``is_*``/trigger
                   partials onto each object); also with ``auto_transitions=False``.
@@ -95,20 +94,29 @@ def cursor_bytes(count: int, n: int = STAGES) -> float:
     return bytes_per(lambda: cg.new_cursor(initial), count)
 
 
-def cursor_and_projections_bytes(count: int, n: int = STAGES) -> float:
-    """Cursor plus the folded stage and plan-view projection states of a fresh session."""
-    from fsm_stage.graph import compile_graph
-    from fsm_stage.log import projections as p
+def live_session_bytes(count: int, n: int = STAGES) -> float:
+    """A whole live session with no events: ``Session`` over an empty ``MemoryLog`` (shared
+    header), whose stage has been read through a ``StageController`` (stage projection cursor
+    and per-session lock created), plus its graph cursor."""
+    from bench_transitions import header
 
-    cg = compile_graph(ring_graph_config(n))
-    initial = cg.initial
-    stage, plan = p.StageProjection(), p.PlanView()
+    from fsm_stage.log.events import MemoryLog
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.stage_switch import StageController
+
+    controller = StageController(ring_graph_config(n))
+    shared_header = header()
 
     def one() -> object:
-        return (cg.new_cursor(initial), stage.init(), plan.init())
+        session = Session(MemoryLog(shared_header))
+        controller.current(session)
+        controller.session_lock(session)
+        return session, controller.graph.new_cursor(controller.current(session))
 
-    one()
-    return bytes_per(one, count)
+    keep = one()  # first-use allocations
+    result = bytes_per(one, count)
+    del keep
+    return result
 
 
 def _missing(exc: BaseException) -> str:
@@ -132,7 +140,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     except (ImportError, AttributeError, TypeError) as exc:
         out["missing"]["cursor"] = _missing(exc)
     try:
-        out["cursor_proj_b"] = cursor_and_projections_bytes(sessions, n=n)
+        out["live_session_b"] = live_session_bytes(sessions, n=n)
     except (ImportError, AttributeError, TypeError) as exc:
-        out["missing"]["projections"] = _missing(exc)
+        out["missing"]["live_session"] = _missing(exc)
     return out

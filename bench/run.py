@@ -223,11 +223,12 @@ def row_memory(r: dict[str, Any] | None, err: str | None) -> Row:
     else:
         row.ours = "missing"
         row.details.append(f"cursor not measured: {r['missing'].get('cursor')}")
-    if "cursor_proj_b" in r:
-        row.details.append("cursor + folded stage and plan-view projection states: "
-                           f"{_bytes(r['cursor_proj_b'])}")
-    elif "projections" in r["missing"]:
-        row.details.append(f"cursor + projections not measured: {r['missing']['projections']}")
+    if "live_session_b" in r:
+        row.details.append("a whole live fsm_stage session with no events (runtime `Session` over an empty "
+                           "`MemoryLog`, stage read through `StageController`, per-session lock, cursor): "
+                           f"{_bytes(r['live_session_b'])}")
+    elif "live_session" in r["missing"]:
+        row.details.append(f"live session not measured: {r['missing']['live_session']}")
     row.details.append("transitions `add_model` with `auto_transitions=False`: "
                        f"{_bytes(r['add_model_noauto_b'])} (measured on {r['noauto_sessions']:,} models)")
     row.details.append(f"python-statemachine, one instance per session: {_bytes(r['psm_b'])} "

@@ -70,7 +70,9 @@ Spec decisions (Appendix B and related open points)
    any other exception fails the call with its own message.
 6. **Guards after the review**: edges and guards are checked before the review (so nobody is
    asked about a forbidden move) and again when the review returns (the world may have
-   changed while the human read); the approved transition is then applied as approved.
+   changed while the human read; a stage moved by another writer meanwhile fails the call
+   with ``errors.stage_changed``). Once approved, the transition is applied as approved at the
+   next accepted pre-step: the tool never claims a switch that does not happen.
 7. **A current stage that is no longer in the graph** (a log from an older graph): the model may
    move to any configured stage (the session is never stranded); the flush commits it as a
    jump, since the machine has no state to fire from.

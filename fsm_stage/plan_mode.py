@@ -131,7 +131,7 @@ _PLAN_FOLD: Final = PlanModeFold()
 _TOLD: Final = HeaderRelative(_PLAN_FOLD)
 _HEADING_RE: Final = re.compile(r"#{1,6}\s+\S")
 _TITLE_RE: Final = re.compile(r"#{1,6}\s+(.*)")
-_STRIP: Final = " \t\n\r\x0b\x0c\ufeff\u00a0\u2028\u2029"
+_TRIM_RE: Final = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")  # JS String.prototype.trim
 
 _log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def resolve_config(
 def plan_heading_ok(plan: object) -> bool:
     """Whether ``plan`` is a string that, trimmed, starts with a 1–6 level markdown heading
     followed by whitespace and text (B69, B70; Q1 decision)."""
-    return isinstance(plan, str) and _HEADING_RE.match(plan.strip(_STRIP)) is not None
+    return isinstance(plan, str) and _HEADING_RE.match(_TRIM_RE.sub("", plan)) is not None
 
 
 def plan_title(plan: str) -> str | None:

@@ -102,6 +102,7 @@ def test_invalid_plan_refused_before_review_B69(plan: object) -> None:
 
 @pytest.mark.parametrize(("plan", "accepted"), [
     ("# P", True), ("   # T  ", True), ("#\n\nfoo", True), ("\ufeff# BOM", True),
+    ("\u3000# wide space", True),
     ("## Fix", True),  # Q1 decision: levels 1-6 accepted
     ("###### Six", True), ("####### Seven", False), ("#Title", False), ("# ", False), ("text\n# late", False),
 ])

@@ -654,6 +654,16 @@ class ToldProjection:
     def load(self, raw: Any) -> ToldState:
         if not isinstance(raw, dict) or set(raw) != {f.name for f in attrs.fields(ToldState)}:
             raise ValueError(f"bad told state {raw!r}")
+        ok = (
+            (raw["header_seq"] is None or type(raw["header_seq"]) is int)
+            and (raw["reason"] is None or isinstance(raw["reason"], str))
+            and isinstance(raw["plan_active"], bool)
+            and isinstance(raw["live_plan_active"], bool)
+            and (raw["stage"] is None or isinstance(raw["stage"], str))
+            and (raw["live_stage"] is None or isinstance(raw["live_stage"], str))
+        )
+        if not ok:
+            raise ValueError(f"bad told state {raw!r}")
         return ToldState(**raw)
 
 

@@ -538,3 +538,21 @@ def test_incremental_equals_refold_on_real_logs(name: str) -> None:
 
 def test_standard_projection_keys() -> None:
     assert {p.key for p in standard_projections()} == {"plan-mode", "plan", "turn", "stage", "told"}
+
+
+def test_every_projection_state_survives_json_and_rejects_garbage() -> None:
+    """Checkpoint rows are plain JSON; a row that does not load is refused (refold instead)."""
+    evs = build(
+        run("c1", ""),
+        plan(True),
+        ("turn/start", {"turn": 2}),
+        notice("Current stage: alpha"),
+        ("request/header", {"header": {}, "reason": "initial"}),
+    )
+    for p in standard_projections():
+        for n in range(len(evs) + 1):
+            state = fold(p, evs, n)
+            assert p.load(json.loads(json.dumps(p.dump(state)))) == state
+        for garbage in (None, 3, "x", [], {"unexpected": 1}):
+            with pytest.raises(ValueError):
+                p.load(garbage)

@@ -83,6 +83,7 @@ Spec decisions (Appendix B and related open points)
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import re
@@ -787,7 +788,9 @@ class StageController:
             try:
                 policy = self.sandbox.resolve(session) if self.sandbox is not None else None
                 relative = handoff_relative_path(self.config.handoff_dir, session.id, target)
-                handoff_path = self.handoffs.write(relative, handoff, cwd=session.header.cwd, policy=policy)
+                # fsync can take a while: keep the event loop responsive (the review waits for it).
+                handoff_path = await asyncio.to_thread(
+                    self.handoffs.write, relative, handoff, cwd=session.header.cwd, policy=policy)
             except Exception as exc:
                 raise ToolFailure(str(exc) or type(exc).__name__) from exc
             handoff_text = handoff

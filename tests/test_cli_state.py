@@ -177,3 +177,27 @@ def test_progress_bar_appears_on_a_terminal_after_the_delay(monkeypatch: pytest.
     p(500)
     p.close()
     assert p.bar is not None and "reading log" in fake.getvalue()
+
+
+def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
+    if not PLAN_REVIEW.is_file():
+        pytest.skip("corpus absent")
+    log = tmp_path / "pr.jsonl"
+    log.write_bytes(PLAN_REVIEW.read_bytes())
+    ck = tmp_path / "ck"
+    code, out, _ = invoke("--json", "--checkpoint-dir", str(ck), str(log))
+    first = json.loads(out)
+    assert code == 0 and first["checkpoint"]["resumedFrom"] is None and first["surface"] is None
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write('{"type":"command/run","data":{"commandId":"c","name":"plan","args":" again"}}\n')
+    code, out, _ = invoke("--checkpoint-dir", str(ck), str(log))
+    assert code == 0
+    assert "checkpoint:   resumed after seq 342, folded 1 new event(s)" in out
+    assert "pending=true" in out and "events:       344" in out
+    plain = json.loads(invoke("--json", str(log))[1])
+    code, out, _ = invoke("--json", "--checkpoint-dir", str(ck), str(log))
+    again = json.loads(out)
+    for key in ("planMode", "turn", "stage", "lastHeader", "events"):
+        assert again[key] == plain[key]
+    code, _, err = invoke("--at", "3", "--checkpoint-dir", str(ck), str(log))
+    assert code == 2 and "--at" in err

@@ -5,8 +5,10 @@ origin, delegation depth, parent), the event count, the open turn, plan mode
 ``{active, pending}``, the current stage (the graph's initial stage when the log has no stage
 record and ``--graph`` is given), what the last ``request/header`` told the model, the
 surface length and any warnings (torn tail, unknown event types, surface problems).
-``--at SEQ`` folds only events ``0..SEQ`` (time travel). A progress bar appears on stderr
-when reading takes more than half a second and stderr is a terminal.
+``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
+projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
+the tail and folds only the new events (the surface is not folded in that mode). A progress
+bar appears on stderr when reading takes more than half a second and stderr is a terminal.
 
 Exit status: 0 on success; 1 for a ``UserError`` (not a session log, newer format,
 corruption, bad graph, ``--at`` past the end), printed as one line; 2 for usage errors.
@@ -17,17 +19,22 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from fsm_stage.errors import UserError
+from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
+from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
     PlanView,
+    Projection,
     StageProjection,
+    StageState,
     ToldProjection,
     fold,
 )
@@ -84,6 +91,68 @@ def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
     return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
 
 
+def _projections() -> tuple[Projection[Any], ...]:
+    return PlanView(), OpenTurn(), StageProjection(), ToldProjection()
+
+
+def _assemble(
+    header: SessionHeader,
+    states: Mapping[str, Any],
+    *,
+    total: int,
+    folded: int,
+    at: int | None,
+    graph: str | None,
+    surface: dict[str, Any] | None,
+    warnings: list[str],
+    torn: int | None,
+    unknown: Mapping[str, int],
+    checkpoint: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    plan, turn, stage, told = PlanView(), OpenTurn(), StageProjection(), ToldProjection()
+    initial, names = _initial_stage(graph)
+    stage_state: StageState = states[stage.key]
+    current: str | None
+    source: str | None
+    if stage_state.stage is not None:
+        current, source = stage_state.stage, "log"
+        if names is not None and current not in names:
+            warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
+    else:
+        current, source = initial, ("graph initial" if initial is not None else None)
+    out = {
+        "header": {
+            "id": header.id,
+            "createdAt": header.created_at,
+            "cwd": header.cwd,
+            "origin": header.origin,
+            "delegationDepth": header.delegation_depth,
+            "parentSession": header.parent_session,
+            "seedLength": header.seed_length,
+            "version": header.version,
+        },
+        "events": total,
+        "foldedEvents": folded,
+        "at": at,
+        "turn": turn.view(states[turn.key]),
+        "planMode": plan.view(states[plan.key]),
+        "stage": {
+            "current": current,
+            "source": source,
+            "atLastHeader": stage_state.stage_at_last_header,
+            "hasStagePrompt": stage_state.has_stage_prompt,
+        },
+        "lastHeader": told.view(states[told.key]),
+        "surface": surface,
+        "tornTailOffset": torn,
+        "unknownTypes": dict(unknown),
+        "warnings": warnings,
+    }
+    if checkpoint is not None:
+        out["checkpoint"] = checkpoint
+    return out
+
+
 def state_report(res: ReadResult, *, at: int | None = None, graph: str | None = None) -> dict[str, Any]:
     """The ``state`` command's data as a JSON-able dict (see module docstring).
 
@@ -95,19 +164,7 @@ def state_report(res: ReadResult, *, at: int | None = None, graph: str | None = 
         raise UserError(f"--at {at} is past the end of the log ({last})")
     events = res.events if at is None else res.events[: at + 1]
     warnings = list(res.warnings)
-    initial, names = _initial_stage(graph)
-    plan_view = PlanView()
-    stage_state = fold(StageProjection(), events)
-    turn = fold(OpenTurn(), events)
-    told = ToldProjection().view(fold(ToldProjection(), events))
-    current: str | None
-    source: str | None
-    if stage_state.stage is not None:
-        current, source = stage_state.stage, "log"
-        if names is not None and current not in names:
-            warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
-    else:
-        current, source = initial, ("graph initial" if initial is not None else None)
+    states = {p.key: fold(p, events) for p in _projections()}
     surface: dict[str, Any] | None
     s = Surface()
     try:
@@ -120,35 +177,49 @@ def state_report(res: ReadResult, *, at: int | None = None, graph: str | None = 
     except SurfaceOpError as err:
         surface = None
         warnings.append(f"surface fold failed: {err}")
-    h = res.header
-    return {
-        "header": {
-            "id": h.id,
-            "createdAt": h.created_at,
-            "cwd": h.cwd,
-            "origin": h.origin,
-            "delegationDepth": h.delegation_depth,
-            "parentSession": h.parent_session,
-            "seedLength": h.seed_length,
-            "version": h.version,
-        },
-        "events": total,
-        "foldedEvents": len(events),
-        "at": at,
-        "turn": OpenTurn().view(turn),
-        "planMode": plan_view.view(fold(plan_view, events)),
-        "stage": {
-            "current": current,
-            "source": source,
-            "atLastHeader": stage_state.stage_at_last_header,
-            "hasStagePrompt": stage_state.has_stage_prompt,
-        },
-        "lastHeader": told,
-        "surface": surface,
-        "tornTailOffset": res.torn_tail_offset,
-        "unknownTypes": dict(res.unknown_types),
-        "warnings": warnings,
-    }
+    return _assemble(
+        res.header,
+        states,
+        total=total,
+        folded=len(events),
+        at=at,
+        graph=graph,
+        surface=surface,
+        warnings=warnings,
+        torn=res.torn_tail_offset,
+        unknown=res.unknown_types,
+    )
+
+
+def checkpointed_report(
+    path: Path, store_dir: Path, *, graph: str | None = None, strict: bool = False
+) -> dict[str, Any]:
+    """The ``state`` data from a checkpointed cold read (``cold_fold``): seeks to the last
+    checkpoint's watermark and folds only newer events, then saves a fresh checkpoint in
+    ``store_dir``. The surface is not folded in this mode (it needs every node), so
+    ``surface`` is None; ``checkpoint`` says whether the read resumed and from which seq.
+    """
+    progress = _Progress(path.stat().st_size)
+    try:
+        res = cold_fold(
+            path, _projections(), store=CheckpointStore(store_dir), strict=strict, on_progress=progress
+        )
+    finally:
+        progress.close()
+    note = {"resumedFrom": res.resumed_from, "eventsFolded": res.events_applied, "note": res.checkpoint_note}
+    return _assemble(
+        res.header,
+        res.states,
+        total=res.last_seq + 1,
+        folded=res.last_seq + 1,
+        at=None,
+        graph=graph,
+        surface=None,
+        warnings=list(res.warnings),
+        torn=res.torn_tail_offset,
+        unknown=res.unknown_types,
+        checkpoint=note,
+    )
 
 
 def _dash(v: Any) -> str:
@@ -194,11 +265,20 @@ def _human(path: str, r: dict[str, Any]) -> str:
         )
     sf = r["surface"]
     lines.append(
-        "surface:      -"
+        "surface:      - (not folded in a checkpointed read)"
+        if sf is None and "checkpoint" in r
+        else "surface:      -"
         if sf is None
         else f"surface:      {sf['nodes']} node{'s' if sf['nodes'] != 1 else ''}"
         f" ({sf['replaceGeneration']} replace{'s' if sf['replaceGeneration'] != 1 else ''})"
     )
+    cp = r.get("checkpoint")
+    if cp is not None:
+        lines.append(
+            f"checkpoint:   resumed after seq {cp['resumedFrom']}, folded {cp['eventsFolded']} new event(s)"
+            if cp["resumedFrom"] is not None
+            else f"checkpoint:   full fold of {cp['eventsFolded']} event(s) ({cp['note']}); checkpoint saved"
+        )
     if r["warnings"]:
         lines.append("warnings:")
         lines.extend(f"  - {w}" for w in r["warnings"])
@@ -226,10 +306,23 @@ def _human(path: str, r: dict[str, Any]) -> str:
 @click.option(
     "--strict", is_flag=True, help="Refuse unknown event types without ignorable:true, as DSH does."
 )
-def state(log: Path, graph: str | None, at: int | None, as_json: bool, strict: bool) -> None:
+@click.option(
+    "--checkpoint-dir",
+    "checkpoint_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep projection checkpoints here: later reads seek to the tail (no surface fold; not with --at).",
+)
+def state(
+    log: Path, graph: str | None, at: int | None, as_json: bool, strict: bool, checkpoint_dir: Path | None
+) -> None:
     """Fold a session log and print its state (header, turn, plan mode, stage, surface)."""
-    res = _read(log, strict)
-    report = state_report(res, at=at, graph=graph)
+    if checkpoint_dir is not None:
+        if at is not None:
+            raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")
+        report = checkpointed_report(log, checkpoint_dir, graph=graph, strict=strict)
+    else:
+        report = state_report(_read(log, strict), at=at, graph=graph)
     if as_json:
         click.echo(json.dumps({"path": str(log), **report}, ensure_ascii=False, indent=2))
     else:

@@ -233,8 +233,9 @@ def row_memory(r: dict[str, Any] | None, err: str | None) -> Row:
                        f"{_bytes(r['add_model_noauto_b'])} (measured on {r['noauto_sessions']:,} models)")
     row.details.append(f"python-statemachine, one instance per session: {_bytes(r['psm_b'])} "
                        f"(measured on {r['psm_sessions']} instances; per-instance cost is flat)")
-    row.details.append(f"{r['sessions']:,} sessions per side, {r['stages']} stages; tracemalloc, live bytes "
-                       "after building them, shared per-graph objects excluded, session object included")
+    row.details.append(f"{r['sessions']:,} fsm_stage sessions, {r.get('default_sessions', r['sessions']):,} "
+                       f"default `add_model` models, {r['stages']} stages; tracemalloc, live bytes after "
+                       "building them, shared per-graph objects excluded, session object included")
     return row
 
 

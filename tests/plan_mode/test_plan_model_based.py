@@ -9,7 +9,7 @@ from plan_helpers import Harness
 OPS = st.lists(st.sampled_from(["on", "off", "open", "close", "header", "boundary"]), max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(OPS)
 def test_random_sequences_follow_the_spec_rules_B10_B28(ops: list[str]) -> None:
     """B10–B16 (set outcomes), B17–B19 (idle narration), B22–B28 (boundary flush and narration,

@@ -260,7 +260,7 @@ class Loop:
         session.append(STEP_START, {"turn": turn, "step": step})
         for message in batch:
             session.append_message(message)
-        request = Request(system=assembly.system, messages=tuple(session.messages()), tools=assembly.tools)
+        request = runtime.build_request(agent, assembly)
         header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
                                   "tools": [t.to_json() for t in request.tools]}
         retries = self.max_retries

@@ -34,6 +34,7 @@ from fsm_stage.runtime.assembly import (
     Assembly,
     ContextEntry,
     RenderedSection,
+    Request,
     SystemSection,
     render_sections,
 )
@@ -311,6 +312,13 @@ class Runtime:
         for hook in list(self._assemble_hooks):
             assembly = hook(agent, assembly)
         return assembly
+
+    def build_request(self, agent: Agent, assembly: Assembly | None = None) -> Request:
+        """The request for ``agent``'s next model call: the assembly's system text and tools
+        (``assemble(agent)`` unless given, e.g. a frozen one for a retry) and the surface
+        messages of its session."""
+        asm = assembly if assembly is not None else self.assemble(agent)
+        return Request(system=asm.system, messages=tuple(agent.session.messages()), tools=asm.tools)
 
     def render_context(self, agent: Agent | None) -> tuple[RenderedSection, ...]:
         """Only the runtime-context entries of ``assemble`` (rendered, non-empty, by order)."""

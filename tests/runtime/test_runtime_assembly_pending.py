@@ -130,3 +130,18 @@ def test_header_relative_projection_remembers_state_at_last_header() -> None:
     s2 = proj.apply(s1, ev(REQUEST_HEADER, {"reason": "initial"}, 2))
     s3 = proj.apply(s2, ev("plan/mode", {"active": False}, 3))
     assert told(s3) is True and s3.current is False
+
+
+def test_build_request_uses_the_surface_and_a_frozen_assembly() -> None:
+    """build_request = the assembly's system text and tools + the session's surface messages;
+    a frozen assembly (same-step retry) is reused as given."""
+    rt = Runtime()
+    text = {"v": "A"}
+    rt.add_section(SystemSection("s", 1, lambda a: text["v"]))
+    agent = new_agent()
+    agent.session.append_message(notice("hello", plugin="p"))
+    frozen = rt.assemble(agent)
+    text["v"] = "B"
+    req = rt.build_request(agent, frozen)
+    assert req.system == "A" and [m["content"][0]["text"] for m in req.messages] == ["hello"]
+    assert rt.build_request(agent).system == "B"

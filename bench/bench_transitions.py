@@ -239,31 +239,43 @@ def _missing(exc: BaseException) -> str:
 
 
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
-    """Row 3 as a dict: ``ours``/``baseline`` seconds per transition, ``ratio`` = ours / baseline.
+    """Row 3 as a dict of seconds per transition (``<side>_s``, medians) and paired ratios.
 
-    ``smoke`` uses tiny sizes (harness check only; numbers meaningless). Missing fsm_stage
-    parts are reported under ``missing`` instead of raising.
+    The sides are measured interleaved (one run of each side per round, ``repeat`` rounds), so
+    load changes on a shared machine hit every side alike; ``<side>_ratio`` is the median over
+    rounds of ``side / raw`` within the same round. ``smoke`` uses tiny sizes (harness check
+    only). Missing fsm_stage parts are reported under ``missing`` instead of raising.
     """
     n_stages = 10 if smoke else STAGES
     n, repeat = (30, 2) if smoke else (2_000, 5) if quick else (20_000, 7)
-    n_slow = max(10, n // 10)  # python-statemachine is ~20x slower; fewer iterations suffice
-    out: dict[str, Any] = {"row": 3, "title": "Transitions", "stages": n_stages, "n": n, "repeat": repeat,
-                           "missing": {}}
-    raw = statistics.median(measure(make_raw(n_stages), n, repeat))
-    psm = statistics.median(measure(make_statemachine(n_stages), n_slow, repeat))
-    out["raw_s"] = raw
-    out["psm_s"] = psm
-    try:
-        out["compiled_s"] = statistics.median(measure(make_compiled(n_stages), n, repeat))
-    except (ImportError, AttributeError, TypeError) as exc:
-        out["missing"]["compiled"] = _missing(exc)
-    variants = {"reviewed_s": {}, "reviewed_light_s": {"full": False},
-                "reviewed_logged_s": {"log_tool": True}}
-    for key, kw in variants.items():
+    n_slow = max(10, n // 10)  # python-statemachine and the reviewed path are 10-20x slower
+    out: dict[str, Any] = {"row": 3, "title": "Transitions", "stages": n_stages, "n": n, "n_slow": n_slow,
+                           "repeat": repeat, "missing": {}}
+    sides: dict[str, tuple[Callable[[int], Loop], int]] = {
+        "raw": (make_raw(n_stages), n),
+        "psm": (make_statemachine(n_stages), n_slow),
+    }
+    optional: dict[str, tuple[Callable[[], Callable[[int], Loop]], int]] = {
+        "compiled": (lambda: make_compiled(n_stages), n),
+        "reviewed": (lambda: make_reviewed(n_stages), n_slow),
+        "reviewed_light": (lambda: make_reviewed(n_stages, full=False), n_slow),
+        "reviewed_logged": (lambda: make_reviewed(n_stages, log_tool=True), n_slow),
+    }
+    for key, (build, iterations) in optional.items():
         try:
-            out[key] = statistics.median(measure(make_reviewed(n_stages, **kw), n_slow, repeat))
-        except (ImportError, AttributeError, TypeError) as exc:
-            out["missing"][key.removesuffix("_s")] = _missing(exc)
+            make = build()
+            measure(make, min(iterations, 10), 1)  # warm-up; surfaces API mismatches early
+            sides[key] = (make, iterations)
+        except (ImportError, AttributeError, TypeError, RuntimeError) as exc:
+            out["missing"][key] = _missing(exc)
+    times: dict[str, list[float]] = {key: [] for key in sides}
+    for _ in range(repeat):
+        for key, (make, iterations) in sides.items():
+            times[key].extend(measure(make, iterations, 1))
+    for key, ts in times.items():
+        out[f"{key}_s"] = statistics.median(ts)
+        if key != "raw":
+            out[f"{key}_ratio"] = statistics.median(t / r for t, r in zip(ts, times["raw"], strict=True))
     return out
 
 

@@ -305,8 +305,9 @@ class TerminalReviewChannel:
     """An interactive ``ReviewChannel`` on the terminal (click prompts).
 
     For each question it prints the header, the question, the ``detail`` rendered as markdown
-    and the numbered options, then reads one line: an option number selects it (for a keep
-    option, the free-text feedback prompt follows); any other text is feedback with nothing
+    and the numbered options, then reads one line: an option number selects it (for any option
+    but the approving one — the intent's ``approve`` label, else the first — a free-text
+    feedback prompt follows); single-choice questions only. Any other text is feedback with nothing
     selected (B80: feedback, never consent); an empty line or an out-of-range number asks
     again. End of input or Ctrl-C raises ``ReviewDismissed``.
     The blocking prompt runs in a worker thread so the event loop stays responsive.
@@ -338,14 +339,15 @@ class TerminalReviewChannel:
 
     def _read_answer(self, q: Question) -> Answer:
         w = self.wording
+        hinted = q.intent.get("approve") if q.intent is not None else None
+        approve = hinted if isinstance(hinted, str) and hinted in q.labels else q.labels[0]
         try:
             while True:
                 raw: str = click.prompt(w.choose, default="", show_default=False)
                 text = raw.strip()
                 if text.isdigit() and 1 <= int(text) <= len(q.options):
-                    index = int(text) - 1
-                    label = q.options[index].label
-                    if index == 0:
+                    label = q.options[int(text) - 1].label
+                    if label == approve:
                         return Answer(q.id, (label,))
                     fb: str = click.prompt(w.feedback, default="", show_default=False)
                     return Answer(q.id, (label,), fb.strip() or None)

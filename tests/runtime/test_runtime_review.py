@@ -129,3 +129,21 @@ def test_render_markdown_strips_markup_without_a_tty() -> None:
     """Headings lose their #, bullets become •, bold/code markers go; fences are dropped."""
     text = render_markdown("## Title\n* item **bold**\n```\ncode\n```\nplain `x`")
     assert click.unstyle(text) == "Title\n  • item bold\n    code\nplain x"
+
+
+def test_terminal_channel_uses_the_intents_approve_label() -> None:
+    """The approving option is the intent's `approve` label (no feedback prompt after it);
+    other options ask for optional feedback."""
+    q = Question("stage-review", "Stage", "Move?", (Option("Stay"), Option("Go")),
+                 intent={"kind": "x", "approve": "Go"})
+    box: list[list[Answer]] = []
+
+    @click.command()
+    def review() -> None:
+        channel = TerminalReviewChannel()
+        box.append(asyncio.run(channel.ask([q], new_agent())))
+        box.append(asyncio.run(channel.ask([q], new_agent())))
+
+    result = CliRunner().invoke(review, input="2\n1\nnot yet\n")
+    assert result.exception is None, result.output
+    assert box == [[Answer("stage-review", ("Go",))], [Answer("stage-review", ("Stay",), "not yet")]]

@@ -116,3 +116,44 @@ def test_cut_at_every_byte_of_the_last_record_loses_no_committed_event(specs: li
             else:
                 assert res.torn_tail_offset == last_start
                 assert any("torn tail" in w for w in res.warnings)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=60),
+            st.sampled_from(
+                [
+                    b'{"type":"turn/end","data":{}}',
+                    b'{"type":"text-chunks","data":{}}',
+                    b"[]",
+                    b"null",
+                    b'{"type":"session"}',
+                    b'{"type":"x","seq":"1"}',
+                    b'{"type":"user/message","surfaceOp":{"op":"replace","start":-1,"end":0}}',
+                    b'{"type":7}',
+                    b"\xff\xfe",
+                ]
+            ),
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_arbitrary_body_lines_never_raise_anything_but_log_format_error(
+    lines: list[bytes], newline: bool
+) -> None:
+    """DESIGN §4.6: damaged input gives a one-line LogFormatError or a reported torn tail, never a crash."""
+    from fsm_stage.errors import LogFormatError
+
+    body = b"\n".join(line.replace(b"\n", b" ") for line in lines) + (b"\n" if newline else b"")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "f.jsonl"
+        path.write_bytes(b'{"type":"session","version":0,"id":"f","createdAt":0}\n' + body)
+        try:
+            res = read_log(path)
+        except LogFormatError as err:
+            assert "\n" not in str(err)
+        else:
+            assert [e.seq for e in res.events] == list(range(len(res.events)))

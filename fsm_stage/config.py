@@ -418,6 +418,17 @@ class InvalidConfigError(ConfigError):
         super().__init__([str(p) for p in details])
 
 
+_LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every character ``str.splitlines`` breaks on escaped (``\\n``, ``\\u2028``).
+
+    Keys and values from the file end up in messages; a problem must stay one line.
+    """
+    return _LINE_BREAKS.sub(lambda m: json.dumps(m.group(0))[1:-1], text)
+
+
 class _Report:
     """Collects positioned problems and warnings of one file."""
 
@@ -429,7 +440,7 @@ class _Report:
         self.plugin_form = False
 
     def error_at(self, pos: tuple[int, int], key: str, message: str) -> None:
-        self.errors.append(Problem(self.path, pos[0], pos[1], key or "(file)", message))
+        self.errors.append(Problem(self.path, pos[0], pos[1], _one_line(key or "(file)"), _one_line(message)))
 
     def error(self, npath: NativePath, message: str, *, at_key: bool = False) -> None:
         """A problem with the value at ``npath`` (or with the key itself when ``at_key``)."""
@@ -438,7 +449,9 @@ class _Report:
 
     def warn(self, npath: NativePath, message: str) -> None:
         loc = self.loc(npath)
-        self.warnings.append(Problem(self.path, *loc.value, loc.display, message, "warning"))
+        self.warnings.append(
+            Problem(self.path, *loc.value, _one_line(loc.display), _one_line(message), "warning")
+        )
 
     def loc(self, npath: NativePath) -> _Loc:
         """The location of ``npath``, or of its nearest located ancestor (a missing key)."""

@@ -70,9 +70,14 @@ from fsm_stage.constants import (
     COMMAND_RUN,
     EXIT_PLAN_MODE,
     GOTO_STAGE,
+    PLAN_COMMAND,
+    PLAN_SOURCE_PLUGIN,
+    STAGE_COMMAND,
     STAGE_NAME_RE,
+    STAGE_SOURCE_KINDS,
     TOOL_RESULT,
     TURN_END,
+    TURN_START,
     USER_MESSAGE,
 )
 from fsm_stage.errors import UserError
@@ -784,73 +789,146 @@ def _review_from_result(text: str, is_error: bool) -> Review:
     return Review("dismiss") if _DISMISS_HINT.search(text) else Review("keep")
 
 
+WAKE_PLACEHOLDER = "(the recorded turn started without a user prompt)"
+"""Prompt text a replay uses for a turn something other than the user started, when the log
+holds no message that could stand for it."""
+
+
+def _is_wake_message(data: Mapping[str, Any]) -> bool:
+    """A user-role message from another source that may have started a turn (a goal, a subagent
+    report, a hook): not a runtime-context snapshot, not a stage or plan-mode record."""
+    src = data.get("source")
+    if not isinstance(src, Mapping):
+        return False
+    kind = src.get("kind")
+    return kind not in ("user", *STAGE_SOURCE_KINDS) and src.get("form") != "snapshot" and not (
+        kind == "plugin" and src.get("plugin") == PLAN_SOURCE_PLUGIN)
+
+
+class _Replay:
+    """State of ``steps_from_events`` while it walks a log."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.calls_by_id: dict[str, tuple[int, int]] = {}  # callId -> (step index, call index)
+        self.steered: set[str] = set()
+        self.prompted = False          # a prompt is waiting for the next model step
+        self.wake_text: str | None = None
+        self.in_turn = False
+        self.turn_models = 0
+        self.last_had_calls = False
+
+    def command(self, data: Mapping[str, Any]) -> None:
+        args = data.get("args")
+        raw = args if isinstance(args, str) else ""
+        self.steps.append(Command(f"/{data.get('name', '')}{raw}"))
+        words = raw.split()
+        name = data.get("name")
+        # the commands fsm_stage provides steer their trailing text as the next prompt
+        if name == PLAN_COMMAND:
+            self.steered = {raw.strip()} - {"", "off"}
+        elif name == STAGE_COMMAND:
+            self.steered = {" ".join(words[1:])} - {""}
+        else:
+            self.steered = set()
+        if self.steered:
+            self.prompted = True
+
+    def user_message(self, data: Mapping[str, Any]) -> None:
+        src = data.get("source")
+        text = _text_of(_blocks_of(data))
+        if not (isinstance(src, Mapping) and src.get("kind") == "user"):
+            if _is_wake_message(data) and text.strip() and self.wake_text is None:
+                self.wake_text = text
+            return
+        if text.strip() in self.steered:
+            self.steered = set()
+            return
+        self.steered = set()
+        if text.strip():
+            self.steps.append(UserPrompt(text))
+            self.prompted = True
+
+    def model(self, data: Mapping[str, Any]) -> None:
+        needs_prompt = (not self.in_turn or self.turn_models == 0 or not self.last_had_calls)
+        if needs_prompt and not self.prompted:
+            # something other than the user woke the agent (a goal, a report, a continuation)
+            self.steps.append(UserPrompt(self.wake_text or WAKE_PLACEHOLDER))
+        blocks = _blocks_of(data)
+        calls = [ToolCall(str(b.get("name")), _parse_args(b.get("arguments", b.get("input"))),
+                          id=str(b.get("id")) if b.get("id") is not None else None)
+                 for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool-call"]
+        for j, c in enumerate(calls):
+            if c.id is not None:
+                self.calls_by_id[c.id] = (len(self.steps), j)
+        self.steps.append(ModelStep(_text_of(blocks), tuple(calls)))
+        self.prompted, self.wake_text = False, None
+        self.turn_models += 1
+        self.last_had_calls = bool(calls)
+
+    def tool_result(self, data: Mapping[str, Any]) -> None:
+        call_id, text, is_error = _tool_outcome(data)
+        if call_id is None or call_id not in self.calls_by_id:
+            return
+        i, j = self.calls_by_id.pop(call_id)
+        step = self.steps[i]
+        assert isinstance(step, ModelStep)
+        call = step.calls[j]
+        if call.tool in REVIEWED_TOOLS:
+            call = attrs.evolve(call, review=_review_from_result(text, is_error))
+        else:
+            call = attrs.evolve(call, result=text, error=is_error)
+        self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
+
+    def turn_start(self) -> None:
+        self.in_turn, self.turn_models, self.last_had_calls = True, 0, False
+
+    def turn_end(self) -> None:
+        """Close the turn so the replay closes it at the same place."""
+        if self.turn_models == 0 and self.prompted:
+            self.steps.append(ModelStep(""))  # the recorded turn ended before any answer
+            self.prompted = False
+        elif self.last_had_calls:
+            self.steps.append(EndTurn("aborted"))  # it ended without a final answer
+        self.in_turn, self.turn_models, self.last_had_calls = False, 0, False
+        self.wake_text = None
+
+
 def steps_from_events(events: Sequence[Event]) -> list[Step]:
     """Turn a recorded session's events into scenario steps (``fsm-stage scenario LOG``).
 
     Kept: ``command/run`` (as typed: ``/name`` + recorded args), user-typed ``user/message``s
     (not the text a command steered, not plugin/stage notices), each ``assistant/message``
     (text blocks and tool calls) with its calls' recorded outcomes — a review answer for
-    ``exit_plan_mode`` / ``goto_stage``, the canned ``result``/``error`` for any other tool —
-    and ``end_turn: aborted`` where a turn ended otherwise than by a model answer without
-    tool calls. Everything controllers write (``plan/mode``, stage records, snapshots) is
-    left out: the simulator's controllers produce it again under the graph being tested.
+    ``exit_plan_mode`` / ``goto_stage``, the canned ``result``/``error`` for any other tool.
+    Turn structure is kept so the replay runs: a turn something else started (a goal, a
+    subagent report) gets a ``user`` step with that message's text; a turn that ended before
+    any answer gets an empty model step; one that ended after tool calls without a final
+    answer gets ``end_turn: aborted``. Everything controllers write (``plan/mode``, stage
+    records, snapshots) is left out: the simulator's controllers produce it again under the
+    graph being tested.
     """
-    steps: list[Step] = []
-    calls_by_id: dict[str, tuple[int, int]] = {}  # callId -> (step index, call index)
-    steered: set[str] = set()
-    last_model_has_calls = False
+    replay = _Replay()
     for ev in events:
         data = ev.data if isinstance(ev.data, Mapping) else {}
         if ev.type == COMMAND_RUN:
-            args = data.get("args")
-            raw = args if isinstance(args, str) else ""
-            steps.append(Command(f"/{data.get('name', '')}{raw}"))
-            words = raw.split()
-            steered = {raw.strip(), " ".join(words[1:])} - {"", "off"}
+            replay.command(data)
         elif ev.type == USER_MESSAGE:
-            src = data.get("source")
-            if not (isinstance(src, Mapping) and src.get("kind") == "user"):
-                continue
-            text = _text_of(_blocks_of(data))
-            if text.strip() in steered:
-                steered = set()
-                continue
-            steered = set()
-            if text.strip():
-                steps.append(UserPrompt(text))
+            replay.user_message(data)
         elif ev.type == ASSISTANT_MESSAGE:
-            blocks = _blocks_of(data)
-            calls = [ToolCall(str(b.get("name")), _parse_args(b.get("arguments", b.get("input"))),
-                              id=str(b.get("id")) if b.get("id") is not None else None)
-                     for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool-call"]
-            for j, c in enumerate(calls):
-                if c.id is not None:
-                    calls_by_id[c.id] = (len(steps), j)
-            steps.append(ModelStep(_text_of(blocks), tuple(calls)))
-            last_model_has_calls = bool(calls)
+            replay.model(data)
         elif ev.type == TOOL_RESULT:
-            call_id, text, is_error = _tool_outcome(data)
-            if call_id is None or call_id not in calls_by_id:
-                continue
-            i, j = calls_by_id.pop(call_id)
-            step = steps[i]
-            assert isinstance(step, ModelStep)
-            call = step.calls[j]
-            if call.tool in REVIEWED_TOOLS:
-                call = attrs.evolve(call, review=_review_from_result(text, is_error))
-            else:
-                call = attrs.evolve(call, result=text, error=is_error)
-            steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
+            replay.tool_result(data)
+        elif ev.type == TURN_START:
+            replay.turn_start()
         elif ev.type == TURN_END:
-            reason = data.get("reason")
-            kind = reason.get("kind") if isinstance(reason, Mapping) else None
-            if kind != "completed" or last_model_has_calls:
-                steps.append(EndTurn("aborted"))
-            last_model_has_calls = False
-    # a call whose result was never recorded: answer it with an empty canned result
+            replay.turn_end()
+    if replay.in_turn or replay.prompted:
+        replay.turn_end()
+    steps = replay.steps
+    # a call whose result was never recorded: answer it with an empty canned failure
     for i, step in enumerate(steps):
-        if isinstance(step, ModelStep) and any(
-                c.review is None and c.result is None for c in step.calls):
+        if isinstance(step, ModelStep) and any(c.review is None and c.result is None for c in step.calls):
             steps[i] = attrs.evolve(step, calls=tuple(
                 c if c.review is not None or c.result is not None
                 else (attrs.evolve(c, review=Review("dismiss")) if c.tool in REVIEWED_TOOLS

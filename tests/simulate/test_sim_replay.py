@@ -162,3 +162,27 @@ def test_load_scenario_accepts_the_generated_file(plan_review_log: Path, tmp_pat
     scenario = load_scenario(path)
     assert scenario.session.id == "{{sessionId}}"
     assert scenario.description.startswith("Replay of ")
+
+
+def test_every_recorded_session_replays(plan_review_log: Path, tmp_path: Path) -> None:
+    """Robustness over DSH's recorded corpus: every session log that holds prompts, commands or
+    model answers becomes a scenario that loads and runs to the end under feature-work (turns
+    started by goals or reports get a prompt, unanswered turns an empty answer)."""
+    from fsm_stage.errors import LogFormatError
+
+    ran = 0
+    for log in sorted(plan_review_log.parent.glob("*.jsonl")):
+        try:
+            res = read_log(log)
+        except LogFormatError:
+            continue  # ACP / stream transcripts are not session logs
+        steps = steps_from_events(res.events)
+        if not steps:
+            continue
+        text = dump_scenario(str(GRAPHS / "feature-work.yaml"),
+                             SessionSettings(id="replay", subagent=res.header.is_subagent), steps)
+        work = tmp_path / log.stem
+        result = simulate(load_scenario_text(text, str(work / "s.yaml")), cwd=work)
+        assert len(result.records) == sum(isinstance(s, ModelStep) for s in steps), log.name
+        ran += 1
+    assert ran >= 100

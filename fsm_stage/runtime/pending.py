@@ -7,8 +7,10 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   documented limitation, B114). ``narrate`` is True for user selections, False for reviewed
   tool exits (their tool result is the narration, B28). ``payload`` carries extras such as the
   stage switch's handoff path.
-* ``PendingStore[T]``: the per-session store, keyed weakly by the ``Session`` object, with
-  ``get`` / ``put`` (overwrites) / ``clear`` and ``flush``.
+* ``PendingStore[T]``: the per-session store, keyed by the session **id** (so a host that
+  re-wraps the same log in a new ``Session`` keeps its selection; S-spec §4.2 item 7), with
+  ``get`` / ``put`` (overwrites) / ``clear`` and ``flush``. A record lives until it is flushed,
+  cleared or the store is closed.
 * ``PendingStore.flush(agent, messages, aborted=..., apply=...)``: run at an accepted pre-step.
   Does nothing when ``aborted`` or nothing is pending (B22, B32). Otherwise calls
   ``apply(agent, selection)``, which performs the durable append(s) and returns the messages to
@@ -23,7 +25,6 @@ note; stage-switch spec §1.6, §1.9, §1.13):
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -58,21 +59,21 @@ class PendingStore(Generic[T]):
     """Per-session pending selections (memory only; see module docstring)."""
 
     def __init__(self, *, logger: logging.Logger | None = None, level: int = logging.WARNING) -> None:
-        self._records: weakref.WeakKeyDictionary[Session, Selection[T]] = weakref.WeakKeyDictionary()
+        self._records: dict[str, Selection[T]] = {}
         self._log = logger if logger is not None else logging.getLogger(__name__)
         self._level = level
 
     def get(self, session: Session) -> Selection[T] | None:
         """The pending selection of ``session`` or None."""
-        return self._records.get(session)
+        return self._records.get(session.id)
 
     def put(self, session: Session, selection: Selection[T]) -> None:
         """Store ``selection`` for ``session``, replacing any earlier one."""
-        self._records[session] = selection
+        self._records[session.id] = selection
 
     def clear(self, session: Session) -> Selection[T] | None:
         """Remove and return the pending selection of ``session`` (None when there was none)."""
-        return self._records.pop(session, None)
+        return self._records.pop(session.id, None)
 
     def clear_all(self) -> None:
         """Forget every pending selection (used by ``close()``: nothing is flushed later, B94)."""
@@ -96,8 +97,8 @@ class PendingStore(Generic[T]):
         out = list(messages)
         if aborted:
             return out
-        session = agent.session
-        selection = self._records.get(session)
+        key = agent.session.id
+        selection = self._records.get(key)
         if selection is None:
             return out
         try:
@@ -106,8 +107,8 @@ class PendingStore(Generic[T]):
             text = failure(exc) if callable(failure) else failure.format(error=exc)
             self._log.log(self._level, text)
             return out
-        if self._records.get(session) is selection:
-            del self._records[session]
+        if self._records.get(key) is selection:
+            del self._records[key]
         out.extend(extra)
         return out
 

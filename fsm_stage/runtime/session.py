@@ -1,7 +1,8 @@
 """``Session``: one agent's session over an ``EventLog`` (DESIGN.md §8; plan-mode spec §4.2 S1).
 
 The log is the truth (DESIGN.md invariant 1): ``Session`` holds no state of its own except
-projection caches that a fold of the log rebuilds. ``read(projection)`` costs O(new events)
+projection caches that a fold of the log rebuilds, so keep one ``Session`` per log for the
+agent's lifetime (a new wrapper refolds from the start once). ``read(projection)`` costs O(new events)
 (invariant 4): one cursor per projection object, advanced over the events appended since the
 last read.
 

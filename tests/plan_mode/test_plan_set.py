@@ -169,3 +169,18 @@ def test_set_rejects_non_bool() -> None:
     h = Harness()
     with pytest.raises(TypeError):
         h.plan.set(h.agent, "yes")  # type: ignore[arg-type]
+
+
+def test_pending_selection_survives_rewrapping_the_log() -> None:
+    """A host that wraps the same log in a new Session/agent object keeps the selection (the
+    store is keyed by session id), and the flush still lands once."""
+    from fsm_stage.runtime.agent import InboxAgent
+    from fsm_stage.runtime.session import Session
+
+    h = Harness()
+    h.open_turn()
+    assert h.plan.set(h.agent, True) == "queued"
+    again = InboxAgent(Session(h.log))
+    assert h.plan.get(again).to_json() == {"active": False, "pending": True}
+    h.runtime.pre_step(again, [])
+    assert h.plan_events() == [True] and h.get == {"active": True}

@@ -11,8 +11,9 @@ Follows dsh-log-format.md §9.1:
   ones (DSH's projected snapshots) are synthesised from it; absent ``time`` reads as 0.
   Replace ops are read as ``{op, start, end}`` or ``{op, startSeq, endSeq}``.
 * **Unknown event types** are kept (so seqs stay right) and folds ignore them; they are
-  counted in ``ReadResult.unknown_types``. ``strict=True`` refuses an unknown type that lacks
-  ``ignorable: true`` as DSH does (§8.6), and unknown envelope keys.
+  counted in ``ReadResult.unknown_types``. ``strict=True`` mirrors DSH's loader: it refuses
+  an unknown type that lacks ``ignorable: true`` (§8.6), unknown envelope keys, a header
+  without ``version`` or ``delegationDepth`` and retired header fields.
 * **Legacy shapes** (pre-identity messages, ``turn/start.trigger``) are kept verbatim; the
   folds only read fields they tolerate being absent.
 * **Torn tail** (§8.3): a last line without ``\\n`` is dropped and reported. A complete but
@@ -25,7 +26,10 @@ Follows dsh-log-format.md §9.1:
   the decompressed text.
 * Files that are not session logs (ACP JSON-RPC transcripts, headless ``stream-json``
   envelopes, JSON-RPC ``session.event`` notifications) get a one-line ``LogFormatError``
-  starting ``not a session log:``. The two live envelope forms are read by ``read_stream``.
+  starting ``not a session log:``. The two live envelope forms are read by ``read_streams``
+  (one ``ReadResult`` per session in the stream) and ``read_stream`` (the first one).
+* ``iter_events`` streams ``(line_offset, event)`` pairs in constant memory and can resume at
+  a byte offset (checkpoints).
 """
 
 from __future__ import annotations

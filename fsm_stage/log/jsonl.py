@@ -72,11 +72,13 @@ class JsonlLog:
     ``JsonlLog(path, header=h)`` creates the file (header line) when it does not exist or is
     empty; otherwise opens it, validates that ``h.id`` (if given) matches, and reads every
     event. ``ignorable_types`` adds types (besides ``fsm/…``) written with ``ignorable: true``.
-    ``protect_system_head`` enables the stage-switch §1.13 rule on appends.
+    ``protect_system_head`` enables the stage-switch §1.13 rule on appends. Missing parent
+    directories are created (by the lock).
 
     Raises ``LogLockedError`` (another writer), ``LogFormatError`` (not a session log, id
-    mismatch, corruption, no header for a new file). ``append`` raises ``LogWriteError``
-    (including ``SurfaceOpError``) with the log unchanged.
+    mismatch, corruption, no header for a new file), ``LogWriteError`` (the OS refused to
+    lock, create or open the file). ``append`` raises ``LogWriteError`` (including
+    ``SurfaceOpError``) with the log unchanged.
     """
 
     def __init__(
@@ -100,12 +102,17 @@ class JsonlLog:
                 f"{self.path} is locked by another writer (lock file {lock_path(self.path)}); "
                 "close the other writer first — fsm_stage allows one writer per log"
             ) from None
+        except OSError as err:
+            raise LogWriteError(f"{self.path}: cannot lock the log for writing: {err}") from err
         self._fh: Any = None
         self._mutex = threading.Lock()  # appends from several threads of one process serialise
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
         try:
             self._open(header, strict)
+        except OSError as err:
+            self._lock.release()
+            raise LogWriteError(f"{self.path}: cannot open the log for writing: {err}") from err
         except BaseException:
             self._lock.release()
             raise

@@ -283,3 +283,9 @@ def test_stored_log_with_impossible_surface_op_refuses_to_open(tmp_path: Path) -
         JsonlLog(path)
     with pytest.raises(LogFormatError):  # not LogLockedError: the failed open released its lock
         JsonlLog(path)
+
+
+def test_os_refusal_to_open_is_a_log_write_error(tmp_path: Path) -> None:
+    (tmp_path / "dir.jsonl").mkdir()
+    with pytest.raises(LogWriteError, match="cannot open the log for writing"):
+        JsonlLog(tmp_path / "dir.jsonl", header=HEADER)

@@ -15,6 +15,7 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 
 T = TypeVar("T")
 
@@ -102,13 +103,9 @@ class FakeTool:
     """A tool that always succeeds (read, write, bash …) and records its calls."""
 
     def __init__(self, name: str) -> None:
-        from fsm_stage.runtime.tools import ToolSpec
-
         self.spec = ToolSpec(name, f"The {name} tool.", {"type": "object", "properties": {}})
         self.calls: list[tuple[dict[str, Any], Any]] = []
 
-    async def execute(self, args: Any, agent: Any, signal: Any = None) -> Any:
-        from fsm_stage.runtime.tools import ToolOutput
-
+    async def execute(self, args: Any, agent: Any, signal: Any = None) -> ToolOutput:
         self.calls.append((dict(args), agent))
         return ToolOutput({"ok": True}, f"{self.spec.name} ok")

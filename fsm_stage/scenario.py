@@ -65,6 +65,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
+from fsm_stage.config import Problem
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
     COMMAND_RUN,
@@ -109,10 +110,15 @@ __all__ = [
 
 
 class ScenarioError(UserError):
-    """A scenario file is invalid. ``problems``: one ``PATH:LINE:COLUMN: KEY: message`` per line."""
+    """A scenario file is invalid.
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
+    ``details``: the positioned problems (``fsm_stage.config.Problem``, the config loader's
+    record); ``problems``: their one-line forms ``PATH:LINE:COLUMN: KEY: message``.
+    """
+
+    def __init__(self, details: Sequence[Problem]) -> None:
+        self.details = tuple(details)
+        self.problems = [str(p) for p in self.details]
         super().__init__("\n".join(self.problems))
 
 
@@ -343,11 +349,11 @@ def _position(root: Any, path: _Path) -> tuple[int, int]:
 
 class _Problems:
     def __init__(self, file: str, root: Any) -> None:
-        self.file, self.root, self.items = file, root, list[str]()
+        self.file, self.root, self.items = file, root, list[Problem]()
 
     def add(self, path: _Path, message: str) -> None:
         line, col = _position(self.root, path)
-        self.items.append(f"{self.file}:{line}:{col}: {_fmt_path(path)}: {message}")
+        self.items.append(Problem(self.file, line, col, _fmt_path(path), " ".join(message.splitlines())))
 
     def where(self, path: _Path) -> str:
         line, col = _position(self.root, path)
@@ -569,7 +575,8 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        raise ScenarioError([f"{path}:{line}:{col}: invalid YAML: {exc.problem or exc}"]) from None
+        problem = Problem(path, line, col, "(yaml)", f"invalid YAML: {exc.problem or exc}")
+        raise ScenarioError([problem]) from None
     problems = _Problems(path, root)
     if not isinstance(root, CommentedMap):
         problems.add((), "a scenario is a mapping with keys graph, session, eligible, steps")
@@ -623,7 +630,8 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ScenarioError([f"{p}: cannot read scenario: {exc.strerror or exc}"]) from None
+        problem = Problem(str(p), 1, 1, "(file)", f"cannot read scenario: {exc.strerror or exc}")
+        raise ScenarioError([problem]) from None
     return load_scenario_text(text, str(p))
 
 

@@ -118,7 +118,7 @@ G = graph_ref("feature-work.yaml")
     (f"graph: {G}\nsteps:\n  - expect: {{next_request: {{prefix: {{tools: same}}}}}}\n",
      "F:3:38: steps[0].expect.next_request.prefix.tools: expected one of kept, changed"),
     (f"graph: {G}\nsteps:\n  - expect: {{stagee: a}}\n", "F:3:14: steps[0].expect.stagee: unknown key"),
-    (f"graph: {G}\nsteps:\n  - user: [unclosed\n", "F:4:1: invalid YAML"),
+    (f"graph: {G}\nsteps:\n  - user: [unclosed\n", "F:4:1: (yaml): invalid YAML"),
     ("- just a list\n", "F:1:1: (top level): a scenario is a mapping"),
 ])
 def test_mistakes_are_one_line_positioned_errors(text: str, expected: str, tmp_path: Path) -> None:
@@ -135,4 +135,5 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = f"graph: {G}\nsession: {{x: 1}}\nsteps:\n  - user: ''\n  - bogus: 1\n"
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, str(tmp_path / "F"))
-    assert [p.split(": ")[1] for p in info.value.problems] == ["session.x", "steps[0].user", "steps[1].bogus"]
+    assert [p.key for p in info.value.details] == ["session.x", "steps[0].user", "steps[1].bogus"]
+    assert [(p.line, p.column) for p in info.value.details] == [(2, 11), (4, 5), (5, 5)]

@@ -146,3 +146,22 @@ def test_runtime_tracks_sessions_it_sees_and_validates_appends() -> None:
     with pytest.raises(InvariantError):
         other.session.append("x/bad", {})
     assert len(other.session) == 0
+
+
+def test_abort_signal_wakes_waiters_once() -> None:
+    """AbortSignal: the first reason wins; wait() returns it, before or after the abort."""
+    import asyncio
+
+    from fsm_stage.runtime.abort import AbortSignal
+
+    async def scenario() -> None:
+        signal = AbortSignal()
+        waiter = asyncio.ensure_future(signal.wait())
+        await asyncio.sleep(0)
+        assert not waiter.done() and not signal.aborted
+        signal.abort("user")
+        signal.abort("later")
+        assert await waiter == "user" and signal.reason == "user"
+        assert await signal.wait() == "user"
+
+    asyncio.run(scenario())

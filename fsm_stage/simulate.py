@@ -154,7 +154,8 @@ class RequestRecord:
 
     ``index`` counts requests from 1; ``turn``/``step`` are the loop's numbers; ``stage`` is the
     logged stage when the request was sent (None without a stage graph); ``plan_mode`` the
-    logged plan mode; ``tokens`` the estimated total (system + tools + messages).
+    logged plan mode; ``tokens`` the estimated total (system + tools + messages); ``seq`` the
+    log seq of the request's ``step/start`` (to find it in the ``--log`` output).
     """
 
     index: int
@@ -208,6 +209,7 @@ class RequestRecord:
             "request": self.index,
             "turn": self.turn,
             "step": self.step,
+            "seq": self.seq,
             "stage": self.stage,
             "plan_mode": self.plan_mode,
             "system": [{"name": s.name, "order": s.order, "tokens": s.tokens, "text": s.text}
@@ -713,11 +715,11 @@ class _Engine:
         tools = tool_views(request.tools, self.meter)
         messages = tuple(message_view(m, self.meter) for m in request.messages)
         prev = self.records[-1] if self.records else None
-        turn, step, _seq = self._turn_step()
+        turn, step, seq = self._turn_step()
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
-            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=len(self.session.events))
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
 
     def _note(self, kind: str, text: str) -> None:
         self.notes.append(Note(kind, text, len(self.records)))

@@ -143,3 +143,16 @@ def test_unrunnable_scenario_is_a_one_line_error(tmp_path: Path) -> None:
     assert code == 1
     assert err.startswith(f"fsm-stage: {scenario}:3:5: model step with no turn to answer in")
     assert err.count("\n") == 1
+
+
+def test_json_seq_points_at_the_step_start_in_the_log(tmp_path: Path) -> None:
+    out_log = tmp_path / "s.jsonl"
+    code, out, _ = _invoke("simulate", str(FEATURE_WORK), "--json", "--log", str(out_log),
+                           "--cwd", str(tmp_path / "w"))
+    assert code == 0
+    events = read_log(out_log).events
+    for line in out.splitlines():
+        record = json.loads(line)
+        start = events[record["seq"]]
+        assert start.type == "step/start"
+        assert (start.data["turn"], start.data["step"]) == (record["turn"], record["step"])

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sim_helpers import GRAPHS
 
 from fsm_stage.cli import main
@@ -186,3 +188,18 @@ def test_every_recorded_session_replays(plan_review_log: Path, tmp_path: Path) -
         assert len(result.records) == sum(isinstance(s, ModelStep) for s in steps), log.name
         ran += 1
     assert ran >= 100
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@given(texts=st.lists(_TEXT, min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_dump_then_load_round_trips_any_text(texts: list[str]) -> None:
+    """Whatever a recorded log holds (control characters, YAML keywords, trailing spaces), the
+    YAML ``fsm-stage scenario`` writes loads back to the same steps."""
+    steps = [ModelStep(t, (ToolCall("bash", {"cmd": t}, result=t, error=bool(len(t) % 2)),)) for t in texts]
+    steps += [UserPrompt(t) for t in texts if t.strip()]
+    text = dump_scenario("g.yaml", SessionSettings(id="x"), steps)
+    loaded = load_scenario_text(text)
+    assert loaded.steps == tuple(steps)

@@ -227,7 +227,6 @@ class RequestRecord:
 
 # --- building views -----------------------------------------------------------------------------
 
-Counter = Callable[[str], int]
 _METER = HeuristicTokenMeter()
 
 
@@ -530,13 +529,14 @@ class _Engine:
         if graph is not None:
             self.stage = StageController(graph, handoffs=LocalHandoffStore(cwd), token_meter=meter)
             self.runtime.attach(self.stage)
-            self.stage.register_eligibility(lambda _a: self.flags.get(GUIDANCE, False) is True)
+            self.stage.register_eligibility(self._flag(GUIDANCE))
             for st in graph.stages:
                 for edge in graph.edges_from(st.name):
                     guard_names.update(edge.guards)
             for name in sorted(guard_names):
                 self.stage.register_eligibility(self._flag(name), name=name)
         self.guard_names = frozenset(guard_names)
+        self._check_flag_names(scenario.eligible, f"{scenario.path}: eligible")
         if config.plan_mode is not None:
             self.plan = _attach_plan_mode(self.runtime, config)
         provided = set(self.runtime.tools)
@@ -669,11 +669,7 @@ class _Engine:
             else:
                 self._note("command", f"{step.line} → {reply.kind}: {reply.text}")
         elif isinstance(step, EligibilityFlip):
-            unknown = sorted(set(step.values) - self.guard_names - {GUIDANCE})
-            if unknown:
-                known = ", ".join(sorted(self.guard_names | {GUIDANCE}))
-                raise SimulationError(f"{step.where}: unknown eligibility predicate(s) {', '.join(unknown)}; "
-                                      f"this graph knows {known}")
+            self._check_flag_names(step.values, step.where)
             self.flags.update(step.values)
             self._note("eligible", ", ".join(f"{k}={str(v).lower()}" for k, v in step.values.items()))
         elif isinstance(step, EndTurn):
@@ -688,6 +684,13 @@ class _Engine:
                 raise SimulationError(f"{step.where}: end_turn: aborted, but no turn is open")
         elif isinstance(step, Expect):
             self._check(step)
+
+    def _check_flag_names(self, values: Mapping[str, bool], where: str) -> None:
+        unknown = sorted(set(values) - self.guard_names - {GUIDANCE})
+        if unknown:
+            known = ", ".join(sorted(self.guard_names | {GUIDANCE}))
+            raise SimulationError(f"{where}: unknown eligibility predicate(s) {', '.join(unknown)}; "
+                                  f"this graph knows {known}")
 
     # --- records ----------------------------------------------------------------------------------
 

@@ -144,3 +144,8 @@ steps:
     (record,) = result.records
     assert [(s.order, s.name) for s in record.sections] == [
         (0, "host"), (50, "plan:policy"), (60, "repo-rules")]
+
+
+def test_initial_predicate_names_are_checked_too(tmp_path: Path) -> None:
+    with pytest.raises(SimulationError, match=r"s\.yaml: eligible: unknown eligibility predicate\(s\) ready"):
+        run_text(f"graph: {FW}\neligible: {{ready: true}}\nsteps:\n  - user: hi\n  - model: ok\n", tmp_path)

@@ -703,13 +703,17 @@ def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *
     """Render a scenario as YAML text (block style, literal blocks for multi-line strings)."""
     from io import StringIO
 
-    from ruamel.yaml.scalarstring import LiteralScalarString
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString, LiteralScalarString
 
     def lit(v: Any) -> Any:
-        if isinstance(v, str) and "\n" in v and _literal_safe(v):
-            return LiteralScalarString(v)
+        if isinstance(v, str):
+            if "\n" in v and _literal_safe(v):
+                return LiteralScalarString(v)
+            if "\n" in v or not v.isprintable():  # escapes keep NEL, LS, PS, controls exact
+                return DoubleQuotedScalarString(v)
+            return v
         if isinstance(v, dict):
-            return {k: lit(x) for k, x in v.items()}
+            return {lit(k): lit(x) for k, x in v.items()}
         if isinstance(v, list):
             return [lit(x) for x in v]
         return v

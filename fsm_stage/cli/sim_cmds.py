@@ -1,7 +1,7 @@
 """``fsm-stage simulate`` and ``fsm-stage scenario`` (the simulator's command line).
 
-``simulate SCENARIO [--log OUT.jsonl] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
-    runs a scenario file and prints, per model request, what the model sees and the
+``simulate SCENARIO... [--log OUT.jsonl] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
+    runs scenario files and prints, per model request, what the model sees and the
     prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
 ``scenario LOG [--graph GRAPH] [--id ID]``
     prints a scenario (YAML, on stdout) replaying a recorded DSH session log.
@@ -23,9 +23,10 @@ from fsm_stage.simulate import render_human, simulate
 
 
 @click.command("simulate")
-@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the DSH-shaped session log (JSONL) here; an existing file is replaced.")
+              help="Also write the DSH-shaped session log (JSONL) here; an existing file is replaced. "
+                   "One scenario only.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per model request on stdout.")
 @click.option("--graph", type=click.Path(dir_okay=False, path_type=Path),
               help="Run under this stage-graph file instead of the scenario's `graph`.")
@@ -33,24 +34,36 @@ from fsm_stage.simulate import render_human, simulate
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
-def simulate_cmd(scenario: Path, log_path: Path | None, as_json: bool, graph: Path | None,
+def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, as_json: bool, graph: Path | None,
                  cwd: Path | None, full: bool) -> None:
-    """Run SCENARIO and show what the model sees at every request.
+    """Run SCENARIO (or several) and show what the model sees at every request.
 
     Per request: turn/step, stage, plan mode, system sections (order, name, tokens), runtime
     context entries, tools, the messages (kept from the previous request / new), and the
     prompt prefix reused from the previous request. Exits 1 when an expectation fails.
+    Several scenarios run one after the other (a regression suite); every file is checked
+    before any runs.
     """
-    parsed = load_scenario(scenario)
-    result = simulate(parsed, graph=graph, log_path=log_path, cwd=cwd)
-    if as_json:
-        for record in result.records:
-            click.echo(json.dumps(record.to_json(), ensure_ascii=False))
-        for failure in result.failures:
-            click.echo(failure.line(), err=True)
-    else:
-        click.echo(render_human(result, full=full))
-    if result.failures:
+    if log_path is not None and len(scenarios) > 1:
+        raise click.UsageError("--log takes one scenario")
+    parsed = [load_scenario(path) for path in scenarios]
+    failed = 0
+    for k, scenario in enumerate(parsed):
+        work = cwd / scenario.session_id if cwd is not None and len(parsed) > 1 else cwd
+        result = simulate(scenario, graph=graph, log_path=log_path, cwd=work)
+        if as_json:
+            for record in result.records:
+                click.echo(json.dumps({"scenario": scenario.path, **record.to_json()}, ensure_ascii=False))
+            for failure in result.failures:
+                click.echo(failure.line(), err=True)
+        else:
+            if k:
+                click.echo("")
+            click.echo(render_human(result, full=full))
+        failed += bool(result.failures)
+    if len(parsed) > 1 and not as_json:
+        click.echo(f"\n{len(parsed) - failed} of {len(parsed)} scenarios passed")
+    if failed:
         sys.exit(1)
 
 

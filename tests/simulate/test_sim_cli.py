@@ -156,3 +156,19 @@ def test_json_seq_points_at_the_step_start_in_the_log(tmp_path: Path) -> None:
         start = events[record["seq"]]
         assert start.type == "step/start"
         assert (start.data["turn"], start.data["step"]) == (record["turn"], record["step"])
+
+
+def test_several_scenarios_run_as_a_suite(tmp_path: Path) -> None:
+    good = SCENARIOS / "subagent.yaml"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"graph: {graph_ref('feature-work.yaml')}\nsteps:\n  - user: hi\n  - model: ok\n"
+                   "  - expect: {stage: verify}\n", encoding="utf-8")
+    code, out, _ = _invoke("simulate", str(good), str(bad), "--cwd", str(tmp_path / "w"))
+    assert code == 1
+    assert out.rstrip().endswith("1 of 2 scenarios passed")
+    assert f"scenario {good}" in out and f"scenario {bad}" in out
+    code, out, _ = _invoke("simulate", str(good), str(good), "--json", "--cwd", str(tmp_path / "j"))
+    assert code == 0
+    assert {json.loads(line)["scenario"] for line in out.splitlines()} == {str(good)}
+    code, _, err = _invoke("simulate", str(good), str(good), "--log", str(tmp_path / "x.jsonl"))
+    assert code == 2 and "--log takes one scenario" in err

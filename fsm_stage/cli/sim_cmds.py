@@ -41,8 +41,8 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, as_json: bo
     Per request: turn/step, stage, plan mode, system sections (order, name, tokens), runtime
     context entries, tools, the messages (kept from the previous request / new), and the
     prompt prefix reused from the previous request. Exits 1 when an expectation fails.
-    Several scenarios run one after the other (a regression suite); every file is checked
-    before any runs.
+    Several scenarios run one after the other (a regression suite); all the scenario files are
+    parsed before any runs.
     """
     if log_path is not None and len(scenarios) > 1:
         raise click.UsageError("--log takes one scenario")

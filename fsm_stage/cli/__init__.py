@@ -1,6 +1,10 @@
-"""The ``fsm-stage`` command line (click). Each concept registers its commands from its own
-module: ``graph_cmds`` (validate, draw, schema), ``log_cmds`` (state), ``sim_cmds``
-(simulate, scenario). A ``UserError`` prints one line on stderr and exits 1; usage errors exit 2.
+"""The ``fsm-stage`` command line (click).
+
+Each concept keeps its commands in its own module (``graph_cmds``: validate, schema;
+``draw_cmds``: draw; ``log_cmds``: state; ``sim_cmds``: simulate, scenario), each exposing
+``COMMANDS``. The group loads a module only when one of its commands runs, so
+``fsm-stage validate`` never imports the simulator. A ``UserError`` prints on stderr without a
+traceback and exits 1; click usage errors exit 2.
 """
 
 from __future__ import annotations
@@ -12,30 +16,43 @@ import click
 
 from fsm_stage.errors import UserError
 
-_COMMAND_MODULES = ("graph_cmds", "draw_cmds", "log_cmds", "sim_cmds")
+#: command name -> module under ``fsm_stage.cli`` that defines it (in ``--help`` order).
+COMMAND_MODULES: dict[str, str] = {
+    "simulate": "sim_cmds",
+    "scenario": "sim_cmds",
+    "validate": "graph_cmds",
+    "schema": "graph_cmds",
+    "draw": "draw_cmds",
+    "state": "log_cmds",
+}
 
 
-class _Group(click.Group):
+class _LazyGroup(click.Group):
+    """A click group that imports a command's module on first use and turns ``UserError`` into exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = COMMAND_MODULES.get(cmd_name)
+        if module_name is None:
+            return None
+        module = importlib.import_module(f"fsm_stage.cli.{module_name}")
+        for command in getattr(module, "COMMANDS", ()):
+            if command.name == cmd_name:
+                return command  # type: ignore[no-any-return]
+        raise LookupError(f"fsm_stage.cli.{module_name} does not define the {cmd_name!r} command")
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except UserError as err:
-            click.echo(f"fsm-stage: {err}" if "\n" not in str(err) else str(err), err=True)
+            text = str(err)
+            click.echo(f"fsm-stage: {text}" if "\n" not in text else text, err=True)
             sys.exit(1)
 
 
-@click.group(cls=_Group)
+@click.group(cls=_LazyGroup)
 @click.version_option(package_name="fsm_stage")
 def main() -> None:
     """fsm-stage: explicit, durable, reviewable stages for LLM agents."""
-
-
-for _name in _COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"fsm_stage.cli.{_name}")
-    except ModuleNotFoundError as _err:  # module not written yet
-        if _err.name != f"fsm_stage.cli.{_name}":
-            raise
-        continue
-    for _cmd in getattr(_mod, "COMMANDS", ()):
-        main.add_command(_cmd)

@@ -45,7 +45,7 @@ from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
-from fsm_stage.runtime.loop import Loop, ModelReply
+from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import Message, message_text, source_of, user_message
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
@@ -473,19 +473,6 @@ class _CannedTool:
         return ToolOutput(None, text)
 
 
-class _SimModel:
-    """The scripted model: answers each request with the scenario's next model step."""
-
-    provider = "scripted"
-    name = "fsm-stage-simulate"
-
-    def __init__(self, engine: _Engine) -> None:
-        self._engine = engine
-
-    async def complete(self, request: Request, *, signal: AbortSignal) -> ModelReply:
-        return self._engine.answer(request)
-
-
 def _short(value: Any) -> str:
     """A value as the scenario YAML would spell it: JSON (``"explore"``, ``true``, ``null``)."""
     return json.dumps(value, ensure_ascii=False)
@@ -545,7 +532,11 @@ class _Engine:
         for name in canned:
             self.runtime.add_tool(_CannedTool(self, name))
         self.agent = InboxAgent(self.session)
-        self.loop = Loop(self.runtime, self.agent, _SimModel(self))
+        # The reference loop's scripted model, one script item per model step (each answers one
+        # request) plus one more that reports a request no model step answers.
+        answers = sum(isinstance(s, ModelStep) for s in self.steps) + 1
+        self.model = ScriptedModel([self.answer] * answers, provider="scripted", name="fsm-stage-simulate")
+        self.loop = Loop(self.runtime, self.agent, self.model)
 
     @staticmethod
     def _constant(text: str) -> Callable[[Any], str]:

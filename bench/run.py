@@ -84,12 +84,18 @@ def _version(dist: str) -> str:
 
 
 def _git_commit() -> str:
+    """Short HEAD commit, flagged when the library's files differ from it."""
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10,
+                             check=False)
+        return out.stdout.strip()
+
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
-                             text=True, timeout=5, check=False)
-        return out.stdout.strip() or "unknown"
+        head = git("rev-parse", "--short", "HEAD") or "unknown"
+        dirty = git("status", "--porcelain", "--", "../fsm_stage", "../templates", "../pyproject.toml")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    return f"{head} + uncommitted changes to fsm_stage" if dirty else head
 
 
 def machine_info() -> dict[str, str]:
@@ -109,6 +115,8 @@ def machine_info() -> dict[str, str]:
         "Python": f"{platform.python_implementation()} {platform.python_version()} ({sys.platform})",
         "transitions": _version("transitions"),
         "python-statemachine": _version("python-statemachine"),
+        "ruamel.yaml (C parser)": f"{_version('ruamel.yaml')} (clibz {_version('ruamel.yaml.clibz')}, "
+                                  f"clib {_version('ruamel.yaml.clib')})",
         "fsm_stage commit": _git_commit(),
         "date (UTC)": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M"),
     }

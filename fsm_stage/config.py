@@ -69,6 +69,7 @@ them); ``strict=True`` turns them into errors.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -679,6 +680,197 @@ def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Fast path: libyaml events → plain data with positions
+# ---------------------------------------------------------------------------------------------
+
+#: Use ruamel's libyaml-based C parser when it is installed (``ruamel.yaml.clibz`` or the older
+#: ``ruamel.yaml.clib``). Tests set this to False to check the pure-Python path alone.
+_USE_C_PARSER = True
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_NULL_TAG = "tag:yaml.org,2002:null"
+#: Resolved tags of plain scalars the fast path constructs (with ruamel's round-trip
+#: constructor, as the pure path does); any other tag (timestamps, merge keys, ...) makes the
+#: loader take the pure path.
+_FAST_SCALAR_TAGS = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
+
+
+#: Text libyaml reads differently from ruamel's pure parser (found by differential fuzzing,
+#: ``tests/test_config_fast_path.py``): it accepts tabs where ruamel refuses them, counts NEL /
+#: LINE SEPARATOR / PARAGRAPH SEPARATOR inside quoted scalars as line breaks (shifting every
+#: later line number), gives a byte order mark after the start no column, and accepts a comment
+#: right after a block scalar header (``|#``). Texts containing any of these (even where they
+#: would be harmless) take the pure path.
+_LIBYAML_DIFFERS = re.compile("[\t\x85\u2028\u2029\ufeff]|[|>][-+0-9]*#")
+
+
+class _NotPlain(Exception):
+    """The document uses something only the pure round-trip path handles (or reports)."""
+
+
+@functools.cache
+def _c_parser() -> type | None:
+    """ruamel's libyaml ``CParser`` class, or None when no C extension is installed."""
+    import importlib
+
+    try:
+        cyaml = importlib.import_module("ruamel.yaml.cyaml")
+    except ImportError:
+        return None
+    parser: type = cyaml.CParser
+    return parser
+
+
+@functools.cache
+def _plain_resolvers() -> dict[Any, list[tuple[str, Any]]]:
+    """ruamel's YAML 1.2 implicit resolvers (first character -> [(tag, regex)]): the table the
+    pure round-trip loader resolves plain scalars with (it defaults to YAML 1.2 too)."""
+    from ruamel.yaml.resolver import VersionedResolver
+
+    table: dict[Any, list[tuple[str, Any]]] = VersionedResolver(version=(1, 2)).versioned_resolver
+    return {k: list(v) for k, v in table.items()}
+
+
+def _resolve_plain(value: str) -> str:
+    """The tag ruamel gives the plain (unquoted, untagged) scalar ``value``."""
+    table = _plain_resolvers()
+    candidates = table.get(value[0] if value else "", [])
+    if None in table:
+        candidates = candidates + table[None]
+    for tag, regex in candidates:
+        if regex.match(value):
+            return tag
+    return _STR_TAG
+
+
+def _fast_native(text: str) -> tuple[dict[str, Any], dict[NativePath, _Loc]] | None:
+    """Parse a native-form document with libyaml: ``(plain data, positions)`` or None.
+
+    Gives exactly what the pure round-trip path (``_parse_yaml`` + ``_to_plain``) gives for
+    the documents it accepts: one mapping with string keys, no duplicate key, no tag, anchor,
+    alias, merge key or directive, scalars that are strings, null, booleans or numbers, every
+    position from the same event marks. Anything else (including every syntax error, an empty
+    file or a plugin list) returns None and the caller takes the pure path, whose messages
+    and positions are the reference. About 20x faster than the pure parser.
+    """
+    parser_cls = _c_parser() if _USE_C_PARSER else None
+    if parser_cls is None or _LIBYAML_DIFFERS.search(text, 1 if text.startswith("\ufeff") else 0):
+        return None
+    try:
+        parser = parser_cls(text)
+    except Exception:  # e.g. text that cannot be encoded as UTF-8 (lone surrogates)
+        return None
+    try:
+        return _compose_native(parser.get_event)
+    except Exception:  # _NotPlain, syntax errors, anything the C parser raises: pure path
+        return None
+    finally:
+        parser.dispose()
+
+
+def _compose_native(get_event: Callable[[], Any]) -> tuple[dict[str, Any], dict[NativePath, _Loc]]:
+    """Build the native mapping from parser events (see ``_fast_native``); raises ``_NotPlain``."""
+    from ruamel.yaml.events import (
+        DocumentEndEvent,
+        DocumentStartEvent,
+        MappingEndEvent,
+        MappingStartEvent,
+        ScalarEvent,
+        SequenceEndEvent,
+        SequenceStartEvent,
+        StreamEndEvent,
+        StreamStartEvent,
+    )
+
+    locs: dict[NativePath, _Loc] = {}
+    resolve = _resolve_plain
+    constructor: list[Any] = []
+
+    def scalar(event: Any) -> object:
+        if event.anchor is not None or event.ctag is not None:
+            raise _NotPlain
+        value: str = event.value
+        if not event.implicit[0]:  # quoted or block scalar: a string
+            return value
+        tag = resolve(value)
+        if tag == _STR_TAG:
+            return value
+        if tag == _NULL_TAG:
+            return None
+        if tag not in _FAST_SCALAR_TAGS:
+            raise _NotPlain
+        from ruamel.yaml.nodes import ScalarNode
+
+        if not constructor:
+            from ruamel.yaml import YAML
+
+            constructor.append(YAML(typ="rt", pure=True).constructor)
+        node = ScalarNode(tag, value, event.start_mark, event.end_mark, style=event.style)
+        return _plain_scalar(constructor[0].construct_object(node, deep=True))
+
+    def node(event: Any, npath: NativePath, display: str) -> object:
+        kind = type(event)
+        if kind is ScalarEvent:
+            return scalar(event)
+        if event.anchor is not None or getattr(event, "ctag", None) is not None:
+            raise _NotPlain  # an alias, an anchor or a tag
+        if kind is MappingStartEvent:
+            out: dict[str, object] = {}
+            while True:
+                key_event = get_event()
+                if type(key_event) is MappingEndEvent:
+                    return out
+                if type(key_event) is not ScalarEvent:
+                    raise _NotPlain  # a collection or alias as key
+                key = scalar(key_event)  # `<<` (merge) raises: its tag is not a fast one
+                if not isinstance(key, str):
+                    raise _NotPlain  # null, boolean or number key: the pure path reports it
+                if key in out:
+                    raise _NotPlain  # duplicate key: the pure path reports it
+                value_event = get_event()
+                mark = key_event.start_mark
+                kpos = (mark.line + 1, mark.column + 1)
+                mark = value_event.start_mark
+                vpos = (mark.line + 1, mark.column + 1)
+                kdisplay = f"{display}.{key}" if display else key
+                child = (*npath, key)
+                value = node(value_event, child, kdisplay)
+                # a null value has no node of its own: point at its key (as ``_to_plain``)
+                locs[child] = _Loc(kdisplay, kpos, kpos if value is None else vpos)
+                out[key] = value
+        if kind is SequenceStartEvent:
+            items: list[object] = []
+            while True:
+                item_event = get_event()
+                if type(item_event) is SequenceEndEvent:
+                    return items
+                mark = item_event.start_mark
+                ipos = (mark.line + 1, mark.column + 1)
+                child = (*npath, len(items))
+                idisplay = f"{display}[{len(items)}]"
+                locs[child] = _Loc(idisplay, ipos, ipos)
+                items.append(node(item_event, child, idisplay))
+        raise _NotPlain
+
+    if type(get_event()) is not StreamStartEvent:
+        raise _NotPlain
+    start = get_event()
+    if type(start) is not DocumentStartEvent or start.version is not None or start.tags is not None:
+        raise _NotPlain  # empty stream, or a %YAML / %TAG directive
+    root = get_event()
+    if type(root) is not MappingStartEvent:
+        raise _NotPlain  # a plugin list, a scalar, an empty document
+    mark = root.start_mark
+    pos = (mark.line + 1, mark.column + 1)
+    locs[()] = _Loc("", pos, pos)
+    data = node(root, (), "")
+    if type(get_event()) is not DocumentEndEvent or type(get_event()) is not StreamEndEvent:
+        raise _NotPlain  # several documents: the pure path reports it
+    assert isinstance(data, dict)
+    return data, locs
+
+
+# ---------------------------------------------------------------------------------------------
 # Structuring with cattrs
 # ---------------------------------------------------------------------------------------------
 
@@ -1169,11 +1361,16 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
     Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
     """
     report = _Report(path)
-    ok, tree = _parse_yaml(text, report)
     stem = Path(path).stem if not path.startswith("<") else "stage-graph"
     native: dict[str, Any] | None = None
-    if ok:
-        native = _to_native(tree, report, stem)
+    fast = _fast_native(text)
+    if fast is not None:
+        native, report.locs = _without_extensions(fast[0]), fast[1]
+    if not native:  # not handled by the fast path (or it declares nothing): the reference path
+        report.locs = {}
+        ok, tree = _parse_yaml(text, report)
+        if ok:
+            native = _to_native(tree, report, stem)
     graph: GraphConfig | None = None
     plan: PlanModeConfig | None = None
     if native is not None:
@@ -1259,14 +1456,19 @@ def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
     report.locs[()] = _Loc("", pos, pos)
     native = _to_plain(tree, (), "", report)
     assert isinstance(native, dict)
-    # `x-…` top-level keys are the user's own (a home for YAML anchors), as in Compose files
-    native = {k: v for k, v in native.items() if not k.startswith(EXTENSION_PREFIX)}
+    native = _without_extensions(native)
     if not native and not report.errors:
         report.error_at(
             pos, "(file)", "the file declares nothing; expected `stages` and `section` and/or `plan_mode`"
         )
         return None
     return native
+
+
+def _without_extensions(native: dict[str, Any]) -> dict[str, Any]:
+    """``native`` without its ``x-…`` top-level keys: the user's own (a home for YAML anchors),
+    as in Compose files."""
+    return {k: v for k, v in native.items() if not k.startswith(EXTENSION_PREFIX)}
 
 
 def _structure(value: object, cl: type[Any], npath: NativePath, report: _Report) -> Any:

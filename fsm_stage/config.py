@@ -75,6 +75,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, cast, get_args, get_origin
 
 import attrs
@@ -310,12 +311,18 @@ class GraphConfig:
         """``initial`` when set, otherwise the first stage's name (S-spec §1.2 default)."""
         return self.initial if self.initial is not None else self.stages[0].name
 
-    def stage(self, name: str) -> StageConfig | None:
-        """The stage called ``name``, or None when it is not configured."""
+    @functools.cached_property
+    def _stage_index(self) -> dict[str, StageConfig]:
+        """name -> stage (the first of that name), built once per instance; not a field, so
+        equality, hashing, ``attrs.evolve`` and pickling ignore it."""
+        index: dict[str, StageConfig] = {}
         for s in self.stages:
-            if s.name == name:
-                return s
-        return None
+            index.setdefault(s.name, s)
+        return index
+
+    def stage(self, name: str) -> StageConfig | None:
+        """The stage called ``name``, or None when it is not configured (O(1))."""
+        return self._stage_index.get(name)
 
     def edges_from(self, name: str) -> tuple[EdgeConfig, ...]:
         """Allowed model transitions out of ``name`` in configured order.
@@ -700,8 +707,19 @@ _FAST_SCALAR_TAGS = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int"
 #: LINE SEPARATOR / PARAGRAPH SEPARATOR inside quoted scalars as line breaks (shifting every
 #: later line number), gives a byte order mark after the start no column, and accepts a comment
 #: right after a block scalar header (``|#``). Texts containing any of these (even where they
-#: would be harmless) take the pure path.
-_LIBYAML_DIFFERS = re.compile("[\t\x85\u2028\u2029\ufeff]|[|>][-+0-9]*#")
+#: would be harmless) take the pure path (see ``_libyaml_differs``).
+_LIBYAML_DIFFERENT_CHARS = "\t\x85\u2028\u2029"
+_BLOCK_HEADER_COMMENT = re.compile(r"[|>][-+0-9]*#")
+
+
+def _libyaml_differs(text: str) -> bool:
+    """Whether ``text`` holds something libyaml reads differently (``_LIBYAML_DIFFERENT_CHARS``,
+    a byte order mark after the start, ``|#``). Substring tests first: ~free on 175 KB."""
+    return (
+        any(c in text for c in _LIBYAML_DIFFERENT_CHARS)
+        or text.find("\ufeff", 1) != -1
+        or ("#" in text and _BLOCK_HEADER_COMMENT.search(text) is not None)
+    )
 
 
 class _NotPlain(Exception):
@@ -750,124 +768,131 @@ def _fast_native(text: str) -> tuple[dict[str, Any], dict[NativePath, _Loc]] | N
     the documents it accepts: one mapping with string keys, no duplicate key, no tag, anchor,
     alias, merge key or directive, scalars that are strings, null, booleans or numbers, every
     position from the same event marks. Anything else (including every syntax error, an empty
-    file or a plugin list) returns None and the caller takes the pure path, whose messages
-    and positions are the reference. About 20x faster than the pure parser.
+    file, a plugin list and text for which ``_libyaml_differs``) returns None and the caller
+    takes the pure path, whose messages and positions are the reference. About 20x faster
+    than the pure parser.
     """
     parser_cls = _c_parser() if _USE_C_PARSER else None
-    if parser_cls is None or _LIBYAML_DIFFERS.search(text, 1 if text.startswith("\ufeff") else 0):
+    if parser_cls is None or _libyaml_differs(text):
         return None
     try:
         parser = parser_cls(text)
     except Exception:  # e.g. text that cannot be encoded as UTF-8 (lone surrogates)
         return None
     try:
-        return _compose_native(parser.get_event)
+        return _EventComposer(parser.get_event).document()
     except Exception:  # _NotPlain, syntax errors, anything the C parser raises: pure path
         return None
     finally:
         parser.dispose()
 
 
-def _compose_native(get_event: Callable[[], Any]) -> tuple[dict[str, Any], dict[NativePath, _Loc]]:
-    """Build the native mapping from parser events (see ``_fast_native``); raises ``_NotPlain``."""
-    from ruamel.yaml.events import (
-        DocumentEndEvent,
-        DocumentStartEvent,
-        MappingEndEvent,
-        MappingStartEvent,
-        ScalarEvent,
-        SequenceEndEvent,
-        SequenceStartEvent,
-        StreamEndEvent,
-        StreamStartEvent,
-    )
+class _EventComposer:
+    """Builds the native mapping and its positions from parser events (see ``_fast_native``);
+    raises ``_NotPlain`` for anything the pure path must handle."""
 
-    locs: dict[NativePath, _Loc] = {}
-    resolve = _resolve_plain
-    constructor: list[Any] = []
+    def __init__(self, get_event: Callable[[], Any]) -> None:
+        from ruamel.yaml import events
 
-    def scalar(event: Any) -> object:
+        self.get_event = get_event
+        self.events = events
+        self.locs: dict[NativePath, _Loc] = {}
+        self.tags: dict[str, str] = {}  # plain scalar -> resolved tag, memo for this document
+        self.constructor: Any = None
+
+    def document(self) -> tuple[dict[str, Any], dict[NativePath, _Loc]]:
+        ev, get_event = self.events, self.get_event
+        if type(get_event()) is not ev.StreamStartEvent:
+            raise _NotPlain
+        start = get_event()
+        if type(start) is not ev.DocumentStartEvent or start.version is not None or start.tags is not None:
+            raise _NotPlain  # empty stream, or a %YAML / %TAG directive
+        root = get_event()
+        if type(root) is not ev.MappingStartEvent:
+            raise _NotPlain  # a plugin list, a scalar, an empty document
+        mark = root.start_mark
+        pos = (mark.line + 1, mark.column + 1)
+        self.locs[()] = _Loc("", pos, pos)
+        data = self.collection(root, (), "")
+        if type(get_event()) is not ev.DocumentEndEvent or type(get_event()) is not ev.StreamEndEvent:
+            raise _NotPlain  # several documents: the pure path reports it
+        assert isinstance(data, dict)
+        return data, self.locs
+
+    def scalar(self, event: Any) -> object:
+        """The plain value of a scalar event, resolved and constructed as the pure path does."""
         if event.anchor is not None or event.ctag is not None:
             raise _NotPlain
         value: str = event.value
         if not event.implicit[0]:  # quoted or block scalar: a string
             return value
-        tag = resolve(value)
+        tag = self.tags.get(value)
+        if tag is None:
+            tag = self.tags[value] = _resolve_plain(value)
         if tag == _STR_TAG:
             return value
         if tag == _NULL_TAG:
             return None
         if tag not in _FAST_SCALAR_TAGS:
-            raise _NotPlain
+            raise _NotPlain  # timestamps, `<<` merge keys, `=` value keys, ...
         from ruamel.yaml.nodes import ScalarNode
 
-        if not constructor:
+        if self.constructor is None:
             from ruamel.yaml import YAML
 
-            constructor.append(YAML(typ="rt", pure=True).constructor)
+            self.constructor = YAML(typ="rt", pure=True).constructor
         node = ScalarNode(tag, value, event.start_mark, event.end_mark, style=event.style)
-        return _plain_scalar(constructor[0].construct_object(node, deep=True))
+        return _plain_scalar(self.constructor.construct_object(node, deep=True))
 
-    def node(event: Any, npath: NativePath, display: str) -> object:
+    def collection(self, event: Any, npath: NativePath, display: str) -> object:
+        """The plain value of a collection event, recording every child's position."""
+        ev, get_event, locs, scalar = self.events, self.get_event, self.locs, self.scalar
         kind = type(event)
-        if kind is ScalarEvent:
-            return scalar(event)
-        if event.anchor is not None or getattr(event, "ctag", None) is not None:
-            raise _NotPlain  # an alias, an anchor or a tag
-        if kind is MappingStartEvent:
+        if kind is ev.AliasEvent or event.anchor is not None or event.ctag is not None:
+            raise _NotPlain
+        value: object
+        if kind is ev.MappingStartEvent:
             out: dict[str, object] = {}
             while True:
                 key_event = get_event()
-                if type(key_event) is MappingEndEvent:
-                    return out
-                if type(key_event) is not ScalarEvent:
+                if type(key_event) is not ev.ScalarEvent:
+                    if type(key_event) is ev.MappingEndEvent:
+                        return out
                     raise _NotPlain  # a collection or alias as key
                 key = scalar(key_event)  # `<<` (merge) raises: its tag is not a fast one
-                if not isinstance(key, str):
-                    raise _NotPlain  # null, boolean or number key: the pure path reports it
-                if key in out:
-                    raise _NotPlain  # duplicate key: the pure path reports it
+                if not isinstance(key, str) or key in out:
+                    raise _NotPlain  # null/boolean/number key, duplicate key: the pure path reports it
                 value_event = get_event()
-                mark = key_event.start_mark
-                kpos = (mark.line + 1, mark.column + 1)
-                mark = value_event.start_mark
-                vpos = (mark.line + 1, mark.column + 1)
+                kmark, vmark = key_event.start_mark, value_event.start_mark
+                kpos = (kmark.line + 1, kmark.column + 1)
                 kdisplay = f"{display}.{key}" if display else key
                 child = (*npath, key)
-                value = node(value_event, child, kdisplay)
+                if type(value_event) is ev.ScalarEvent:
+                    value = scalar(value_event)
+                else:
+                    value = self.collection(value_event, child, kdisplay)
                 # a null value has no node of its own: point at its key (as ``_to_plain``)
-                locs[child] = _Loc(kdisplay, kpos, kpos if value is None else vpos)
+                locs[child] = _Loc(
+                    kdisplay, kpos, kpos if value is None else (vmark.line + 1, vmark.column + 1)
+                )
                 out[key] = value
-        if kind is SequenceStartEvent:
+        if kind is ev.SequenceStartEvent:
             items: list[object] = []
             while True:
                 item_event = get_event()
-                if type(item_event) is SequenceEndEvent:
+                item_kind = type(item_event)
+                if item_kind is ev.SequenceEndEvent:
                     return items
                 mark = item_event.start_mark
                 ipos = (mark.line + 1, mark.column + 1)
                 child = (*npath, len(items))
                 idisplay = f"{display}[{len(items)}]"
                 locs[child] = _Loc(idisplay, ipos, ipos)
-                items.append(node(item_event, child, idisplay))
+                if item_kind is ev.ScalarEvent:
+                    items.append(scalar(item_event))
+                else:
+                    items.append(self.collection(item_event, child, idisplay))
         raise _NotPlain
-
-    if type(get_event()) is not StreamStartEvent:
-        raise _NotPlain
-    start = get_event()
-    if type(start) is not DocumentStartEvent or start.version is not None or start.tags is not None:
-        raise _NotPlain  # empty stream, or a %YAML / %TAG directive
-    root = get_event()
-    if type(root) is not MappingStartEvent:
-        raise _NotPlain  # a plugin list, a scalar, an empty document
-    mark = root.start_mark
-    pos = (mark.line + 1, mark.column + 1)
-    locs[()] = _Loc("", pos, pos)
-    data = node(root, (), "")
-    if type(get_event()) is not DocumentEndEvent or type(get_event()) is not StreamEndEvent:
-        raise _NotPlain  # several documents: the pure path reports it
-    assert isinstance(data, dict)
-    return data, locs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -983,8 +1008,10 @@ _CLASS_EXPECTED: dict[type, str] = {
 _CONVERTER = _make_converter()
 
 
-def _class_fields_by_key(cl: type) -> dict[str, attrs.Attribute[Any]]:
-    return {yaml_key(f): f for f in attrs.fields(cl)}
+@functools.cache
+def _class_fields_by_key(cl: type) -> Mapping[str, attrs.Attribute[Any]]:
+    """YAML key -> attrs field of a config class, in field order (read-only, cached)."""
+    return MappingProxyType({yaml_key(f): f for f in attrs.fields(cl)})
 
 
 def _walk_cattrs(exc: BaseException, cl: Any, npath: NativePath, report: _Report) -> None:
@@ -1108,12 +1135,12 @@ def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, re
         if key not in value:
             continue
         v, rule, child = value[key], field_rule(field), (*npath, key)
-        shown = report.loc(child).display.rsplit(".", 1)[-1]
         if isinstance(v, str):
             if rule.non_blank and not v.strip():
                 if field.default is attrs.NOTHING:
                     report.error(child, f"is blank; expected {rule.expected}")
                 else:
+                    shown = report.loc(child).display.rsplit(".", 1)[-1]
                     report.error(child, f"is blank; `{shown}` must be a non-empty string when supplied")
             elif (
                 rule.pattern is not None
@@ -1155,7 +1182,7 @@ def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
                 seen.add(name)
         for i, stage in enumerate(stages):
             if isinstance(stage, Mapping) and isinstance(stage.get("targets"), list):
-                _check_targets(stage, i, names, report)
+                _check_targets(stage, i, names, seen, report)
     initial = data.get("initial")
     if isinstance(initial, str) and names and initial not in names:
         report.error(
@@ -1167,9 +1194,13 @@ def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
         _check_template(section, ("section",), report, native=not report.plugin_form)
 
 
-def _check_targets(stage: Mapping[str, Any], i: int, names: list[str], report: _Report) -> None:
+def _check_targets(
+    stage: Mapping[str, Any], i: int, names: list[str], known: set[str], report: _Report
+) -> None:
+    """Target and guard rules of stage ``i`` (``names``: the stages in order, ``known`` as a set)."""
     own = stage.get("name")
     seen: set[str] = set()
+    guard_pattern = _GUARD_RE.pattern
     for j, edge in enumerate(stage["targets"]):
         target: object = edge
         tpath: NativePath = ("stages", i, "targets", j)
@@ -1180,7 +1211,7 @@ def _check_targets(stage: Mapping[str, Any], i: int, names: list[str], report: _
             continue
         if target == own:
             report.error(tpath, f'stage "{own}" cannot target itself; expected another configured stage')
-        elif names and target not in names:
+        elif names and target not in known:
             report.error(
                 tpath, f'"{target}" must name a configured stage; expected one of: {", ".join(names)}'
             )
@@ -1189,16 +1220,19 @@ def _check_targets(stage: Mapping[str, Any], i: int, names: list[str], report: _
         seen.add(target)
         if isinstance(guards, list):
             gseen: set[str] = set()
-            pattern = field_rule(attrs.fields(EdgeConfig).guards).item_pattern or ""
             for k, guard in enumerate(guards):
-                gpath = ("stages", i, "targets", j, "guards", k)
                 if not isinstance(guard, str):
                     continue
-                if not re.fullmatch(pattern, guard):
-                    report.error(gpath, f"must match {pattern}, got {json.dumps(guard)}")
+                gpath = ("stages", i, "targets", j, "guards", k)
+                if not _GUARD_RE.fullmatch(guard):
+                    report.error(gpath, f"must match {guard_pattern}, got {json.dumps(guard)}")
                 elif guard in gseen:
                     report.error(gpath, f'duplicate guard "{guard}"; list each predicate once')
                 gseen.add(guard)
+
+
+#: ``EdgeConfig.guards`` item grammar, compiled once.
+_GUARD_RE = re.compile(field_rule(attrs.fields(EdgeConfig).guards).item_pattern or "")
 
 
 def _unreachable(graph: GraphConfig) -> list[int]:

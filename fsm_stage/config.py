@@ -445,6 +445,8 @@ class _Report:
         self.errors: list[Problem] = []
         self.warnings: list[Problem] = []
         self.locs: dict[NativePath, _Loc] = {}
+        #: computes ``locs`` on first use (the fast path positions a file only when it reports)
+        self.locate: Callable[[], dict[NativePath, _Loc]] | None = None
         self.plugin_form = False
 
     def error_at(self, pos: tuple[int, int], key: str, message: str) -> None:
@@ -463,6 +465,8 @@ class _Report:
 
     def loc(self, npath: NativePath) -> _Loc:
         """The location of ``npath``, or of its nearest located ancestor (a missing key)."""
+        if self.locate is not None:
+            self.locs, self.locate = self.locate(), None
         probe = npath
         while probe not in self.locs and probe:
             probe = probe[:-1]
@@ -761,7 +765,7 @@ def _resolve_plain(value: str) -> str:
     return _STR_TAG
 
 
-def _fast_native(text: str) -> tuple[dict[str, Any], dict[NativePath, _Loc]] | None:
+def _fast_native(text: str, *, locate: bool = True) -> tuple[dict[str, Any], dict[NativePath, _Loc]] | None:
     """Parse a native-form document with libyaml: ``(plain data, positions)`` or None.
 
     Gives exactly what the pure round-trip path (``_parse_yaml`` + ``_to_plain``) gives for
@@ -770,7 +774,8 @@ def _fast_native(text: str) -> tuple[dict[str, Any], dict[NativePath, _Loc]] | N
     position from the same event marks. Anything else (including every syntax error, an empty
     file, a plugin list and text for which ``_libyaml_differs``) returns None and the caller
     takes the pure path, whose messages and positions are the reference. About 20x faster
-    than the pure parser.
+    than the pure parser. ``locate=False`` skips the positions (returns ``{}``), which cost
+    about as much as the parse: a valid file never needs them.
     """
     parser_cls = _c_parser() if _USE_C_PARSER else None
     if parser_cls is None or _libyaml_differs(text):
@@ -780,7 +785,7 @@ def _fast_native(text: str) -> tuple[dict[str, Any], dict[NativePath, _Loc]] | N
     except Exception:  # e.g. text that cannot be encoded as UTF-8 (lone surrogates)
         return None
     try:
-        return _EventComposer(parser.get_event).document()
+        return _EventComposer(parser.get_event, locate).document()
     except Exception:  # _NotPlain, syntax errors, anything the C parser raises: pure path
         return None
     finally:
@@ -791,11 +796,12 @@ class _EventComposer:
     """Builds the native mapping and its positions from parser events (see ``_fast_native``);
     raises ``_NotPlain`` for anything the pure path must handle."""
 
-    def __init__(self, get_event: Callable[[], Any]) -> None:
+    def __init__(self, get_event: Callable[[], Any], locate: bool) -> None:
         from ruamel.yaml import events
 
         self.get_event = get_event
         self.events = events
+        self.locate = locate
         self.locs: dict[NativePath, _Loc] = {}
         self.tags: dict[str, str] = {}  # plain scalar -> resolved tag, memo for this document
         self.constructor: Any = None
@@ -810,9 +816,10 @@ class _EventComposer:
         root = get_event()
         if type(root) is not ev.MappingStartEvent:
             raise _NotPlain  # a plugin list, a scalar, an empty document
-        mark = root.start_mark
-        pos = (mark.line + 1, mark.column + 1)
-        self.locs[()] = _Loc("", pos, pos)
+        if self.locate:
+            mark = root.start_mark
+            pos = (mark.line + 1, mark.column + 1)
+            self.locs[()] = _Loc("", pos, pos)
         data = self.collection(root, (), "")
         if type(get_event()) is not ev.DocumentEndEvent or type(get_event()) is not ev.StreamEndEvent:
             raise _NotPlain  # several documents: the pure path reports it
@@ -847,6 +854,7 @@ class _EventComposer:
     def collection(self, event: Any, npath: NativePath, display: str) -> object:
         """The plain value of a collection event, recording every child's position."""
         ev, get_event, locs, scalar = self.events, self.get_event, self.locs, self.scalar
+        locate = self.locate
         kind = type(event)
         if kind is ev.AliasEvent or event.anchor is not None or event.ctag is not None:
             raise _NotPlain
@@ -863,6 +871,12 @@ class _EventComposer:
                 if not isinstance(key, str) or key in out:
                     raise _NotPlain  # null/boolean/number key, duplicate key: the pure path reports it
                 value_event = get_event()
+                if not locate:
+                    if type(value_event) is ev.ScalarEvent:
+                        out[key] = scalar(value_event)
+                    else:
+                        out[key] = self.collection(value_event, npath, display)
+                    continue
                 kmark, vmark = key_event.start_mark, value_event.start_mark
                 kpos = (kmark.line + 1, kmark.column + 1)
                 kdisplay = f"{display}.{key}" if display else key
@@ -883,6 +897,12 @@ class _EventComposer:
                 item_kind = type(item_event)
                 if item_kind is ev.SequenceEndEvent:
                     return items
+                if not locate:
+                    if item_kind is ev.ScalarEvent:
+                        items.append(scalar(item_event))
+                    else:
+                        items.append(self.collection(item_event, npath, display))
+                    continue
                 mark = item_event.start_mark
                 ipos = (mark.line + 1, mark.column + 1)
                 child = (*npath, len(items))
@@ -1397,11 +1417,12 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
     report = _Report(path)
     stem = Path(path).stem if not path.startswith("<") else "stage-graph"
     native: dict[str, Any] | None = None
-    fast = _fast_native(text)
+    fast = _fast_native(text, locate=False)
     if fast is not None:
-        native, report.locs = _without_extensions(fast[0]), fast[1]
+        native = _without_extensions(fast[0])
+        report.locate = lambda: _fast_locations(text)
     if not native:  # not handled by the fast path (or it declares nothing): the reference path
-        report.locs = {}
+        report.locate = None
         ok, tree = _parse_yaml(text, report)
         if ok:
             native = _to_native(tree, report, stem)
@@ -1497,6 +1518,14 @@ def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
         )
         return None
     return native
+
+
+def _fast_locations(text: str) -> dict[NativePath, _Loc]:
+    """Positions of a text the fast path already parsed (a second, positioning pass)."""
+    located = _fast_native(text)
+    if located is None:  # cannot happen: the same text parsed a moment ago
+        raise AssertionError("the libyaml fast path refused a text it had accepted")
+    return located[1]
 
 
 def _without_extensions(native: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,7 @@ def _pure_plain(text: str) -> tuple[list[str], object, dict[Any, Any]]:
     return [str(p) for p in report.errors], data, report.locs
 
 
-def _outcome(text: str, *, c_parser: bool, strict: bool = False) -> object:
+def _outcome(text: str, *, c_parser: bool, strict: bool = False) -> tuple[Any, ...]:
     """What ``load_config_text`` gives, comparable across paths: the file or its problems."""
     saved = config_module._USE_C_PARSER
     config_module._USE_C_PARSER = c_parser
@@ -140,6 +140,23 @@ def test_file_of_extension_keys_only_is_reported_as_on_the_pure_path() -> None:
     comes from the pure path, identical."""
     assert config_module._fast_native("x-only: 1\n") is not None
     _assert_same("x-only: 1\n")
+
+
+def test_warnings_and_errors_of_a_valid_yaml_file_are_positioned_the_same() -> None:
+    """The fast path positions a file only when it reports something (a second pass): an
+    unreachable stage (warning, or error under ``strict``) and a schema error deep in a stage
+    get the pure path's positions."""
+    unreachable = (
+        "name: g\nsection: s\nstages:\n  - name: a\n    instruction: x\n    targets: []\n"
+        "  - name: b\n    instruction: y\n"
+    )
+    assert _assert_same(unreachable)
+    assert _assert_same(unreachable, strict=True)
+    outcome = _outcome(unreachable, c_parser=True)
+    assert outcome[0] == "ok" and outcome[2][0][1:3] == (7, 11)
+    bad = unreachable.replace("targets: []", "targets: [{to: b, guards: [1x]}]")
+    assert _assert_same(bad)
+    assert _outcome(bad, c_parser=True)[0] == "error"
 
 
 def test_forced_pure_path_is_the_pure_parser(monkeypatch: pytest.MonkeyPatch) -> None:

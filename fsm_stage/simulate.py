@@ -27,17 +27,21 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+import filelock
 
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.constants import STEP_START, USER_MESSAGE
-from fsm_stage.errors import UserError
+from fsm_stage.errors import LogFormatError, LogLockedError, UserError
+from fsm_stage.fileio import output_error
 from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
+from fsm_stage.log.dsh import read_header
 from fsm_stage.log.events import Event, EventLog, MemoryLog, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import JsonlLog, lock_path
 from fsm_stage.log.projections import PlanModeFold
@@ -71,6 +75,7 @@ from fsm_stage.tokens import HeuristicTokenMeter
 __all__ = [
     "GUIDANCE",
     "Failure",
+    "LogTarget",
     "MessageView",
     "Note",
     "PrefixReport",
@@ -815,11 +820,121 @@ def _header(scenario: Scenario, cwd: Path) -> SessionHeader:
         parent_session=f"{scenario.session_id}-parent" if sub else None)
 
 
+class LogTarget:
+    """The ``--log`` output while a run writes it: the target's writer lock is held, the run writes
+    a ``JsonlLog`` in a hidden temporary folder beside the target, and ``commit()`` renames it
+    into place. ``close()`` removes the temporary folder and the lock file this run created.
+
+    Use ``LogTarget.open(path, inputs=…, replace=…)``; see ``simulate`` for the rules.
+    """
+
+    def __init__(self, out: Path, lock: filelock.BaseFileLock, created_lock: bool, folder: Path) -> None:
+        self.out, self._lock, self._created_lock, self.folder = out, lock, created_lock, folder
+        self.log: JsonlLog | None = None
+
+    @classmethod
+    def open(cls, path: str | Path, *, inputs: Mapping[str, Path], replace: bool) -> LogTarget:
+        """Take ``path``'s writer lock and check it may be written.
+
+        ``inputs``: files the run reads, by role (``{"scenario": …, "graph": …}``), never
+        overwritten. Raises ``LogLockedError`` (a live writer holds the log), ``UserError`` (the
+        target is an input, a directory, an existing file that is not a session log, an existing
+        session log without ``replace``, or cannot be written). Creates missing parent folders.
+        """
+        out = Path(path)
+        if out.is_dir():
+            raise UserError(f"{out}: cannot write session log: it is a directory")
+        _refuse_inputs(out, inputs)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as err:
+            raise _log_error(out, err) from None
+        lock_file = lock_path(out)
+        created_lock = not lock_file.exists()
+        lock = filelock.FileLock(str(lock_file), timeout=0, thread_local=False)
+        try:
+            lock.acquire(blocking=False)
+        except filelock.Timeout:
+            raise LogLockedError(
+                f"{out} is locked by another writer (lock file {lock_file}); close the other writer "
+                "first — fsm_stage allows one writer per log") from None
+        except (OSError, ValueError) as err:
+            raise _log_error(out, err) from None
+        try:
+            _refuse_inputs(out, inputs)  # re-checked under the lock
+            _check_existing_log(out, replace)
+            folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+        except OSError as err:
+            _release(lock, lock_file, created_lock)
+            raise _log_error(out, err) from None
+        except BaseException:
+            _release(lock, lock_file, created_lock)
+            raise
+        return cls(out, lock, created_lock, folder)
+
+    def writer(self, header: SessionHeader) -> JsonlLog:
+        """The ``JsonlLog`` the run appends to (in the temporary folder)."""
+        self.log = JsonlLog(self.folder / self.out.name, header=header)
+        return self.log
+
+    def commit(self) -> None:
+        """Close the writer and atomically replace the target with the finished log."""
+        assert self.log is not None
+        self.log.close()
+        try:
+            os.replace(self.log.path, self.out)
+        except OSError as err:
+            raise _log_error(self.out, err) from None
+
+    def close(self) -> None:
+        """Remove the temporary folder (whatever is in it) and release the target's lock."""
+        if self.log is not None:
+            self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        _release(self._lock, lock_path(self.out), self._created_lock)
+
+
+def _log_error(out: Path, err: OSError | ValueError) -> UserError:
+    if isinstance(err, ValueError):
+        return UserError(f"{out!r}: cannot write session log: {err}")
+    return output_error(out, err, what="session log")
+
+
+def _refuse_inputs(out: Path, inputs: Mapping[str, Path]) -> None:
+    for role, path in inputs.items():
+        with contextlib.suppress(OSError, ValueError):
+            if out.exists() and out.samefile(path):
+                raise UserError(f"{out}: refusing to overwrite the {role} file with the session log")
+
+
+def _check_existing_log(out: Path, replace: bool) -> None:
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_file():
+        raise UserError(f"{out}: cannot write session log: not a regular file")
+    try:
+        with out.open("rb") as fh:
+            read_header(fh, str(out))
+    except LogFormatError:
+        raise UserError(f"{out}: exists and is not a session log; refusing to overwrite it") from None
+    if not replace:
+        raise UserError(f"{out}: session log already exists; pass --force to replace it")
+
+
+def _release(lock: filelock.BaseFileLock, lock_file: Path, created: bool) -> None:
+    """Release the lock; a lock file this run created is removed first, while still held, so a
+    writer that opened it meanwhile finds an unlinked file and retries on a fresh one."""
+    if created:
+        lock_file.unlink(missing_ok=True)
+    lock.release()
+
+
 async def simulate_async(
     scenario: Scenario,
     *,
     graph: str | Path | None = None,
     log_path: str | Path | None = None,
+    replace_log: bool = False,
     cwd: str | Path | None = None,
     meter: HeuristicTokenMeter | None = None,
 ) -> SimulationResult:
@@ -828,40 +943,43 @@ async def simulate_async(
     config = load_config(graph_path)
     meter = meter if meter is not None else HeuristicTokenMeter()
     with contextlib.ExitStack() as stack:
+        target: LogTarget | None = None
+        if log_path is not None:
+            target = LogTarget.open(log_path, inputs={"scenario": Path(scenario.path), "graph": graph_path},
+                                    replace=replace_log)
+            stack.callback(target.close)
         if cwd is not None:
-            work = Path(cwd).resolve()
-        elif scenario.resolved_cwd() is not None:
-            work = scenario.resolved_cwd()  # type: ignore[assignment]
+            work = _work_folder(Path(cwd), "--cwd")
+        elif scenario.session.cwd is not None:
+            work = _work_folder(Path(scenario.path).parent / scenario.session.cwd,
+                                f"{scenario.path}: session.cwd")
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fsm-sim-")))
-        work.mkdir(parents=True, exist_ok=True)
         header = _header(scenario, work)
-        log: EventLog
-        tmp: Path | None = None
-        if log_path is not None:
-            out = Path(log_path)
-            tmp = out.with_name(f".{out.name}.partial")
-            for stale in (tmp, lock_path(tmp)):
-                stale.unlink(missing_ok=True)
-            jsonl = JsonlLog(tmp, header=header)
-            log = jsonl
-        else:
-            log = MemoryLog(header)
-        try:
-            engine = _Engine(scenario, config, graph_path, log, work, meter)
-            await engine.run()
-        except BaseException:
-            if tmp is not None:
-                jsonl.close()
-                tmp.unlink(missing_ok=True)
-                lock_path(tmp).unlink(missing_ok=True)
-            raise
-        if tmp is not None:
-            jsonl.close()
-            os.replace(tmp, out)
-            lock_path(tmp).unlink(missing_ok=True)
+        log: EventLog = target.writer(header) if target is not None else MemoryLog(header)
+        engine = _Engine(scenario, config, graph_path, log, work, meter)
+        await engine.run()
+        if target is not None:
+            target.commit()
         return SimulationResult(tuple(engine.records), tuple(engine.notes), tuple(engine.failures),
                                 graph_path, log, engine.checks, scenario.path)
+    raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+
+
+def _work_folder(path: Path, what: str) -> Path:
+    """The session working directory, created when missing; a one-line ``SimulationError`` when
+    it cannot be (a file is in the way, no permission, a NUL byte in the name) or is read-only."""
+    try:
+        work = path.resolve()
+        work.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SimulationError(f"{what} {str(path)!r}: not a folder (a file is in the way)") from None
+    except (OSError, ValueError) as err:
+        reason = err.strerror.lower() if isinstance(err, OSError) and err.strerror else str(err)
+        raise SimulationError(f"{what} {str(path)!r}: cannot create the folder: {reason}") from None
+    if not os.access(work, os.W_OK | os.X_OK):
+        raise SimulationError(f"{what} {str(path)!r}: the folder is not writable")
+    return work
 
 
 def simulate(
@@ -869,15 +987,21 @@ def simulate(
     *,
     graph: str | Path | None = None,
     log_path: str | Path | None = None,
+    replace_log: bool = False,
     cwd: str | Path | None = None,
     meter: HeuristicTokenMeter | None = None,
 ) -> SimulationResult:
     """Run ``scenario`` through the reference loop and record every model request.
 
     ``graph`` overrides the scenario's graph file (``--graph``). ``log_path``: also write the
-    DSH-shaped session log there (``JsonlLog``; written to a hidden ``.partial`` file and renamed
-    into place when the run finishes, so a failed run leaves no half-written log; an existing
-    file is replaced). ``cwd``: the session's working directory (default: the scenario's
+    DSH-shaped session log there (``--log``). The target's one-writer lock (the one ``JsonlLog``
+    takes) is held for the whole run, so a live writer makes this raise ``LogLockedError``
+    before anything runs; the scenario and graph files are never overwritten, nor any existing
+    file that is not a session log; an existing session log is replaced only when
+    ``replace_log`` (``--force``). The log is written in a hidden temporary folder beside the
+    target and renamed over it when the run finishes; a failed or interrupted run leaves the
+    target as it was and no temporary or lock file behind. Missing parent folders are created.
+    ``cwd``: the session's working directory (default: the scenario's
     ``session.cwd``, else a temporary directory removed afterwards); handoff documents are
     written under it. ``meter``: the token meter (default ``HeuristicTokenMeter()``).
 
@@ -885,7 +1009,8 @@ def simulate(
     for a bad graph and ``SimulationError`` when the scenario cannot be run as written (both
     ``UserError``: one line).
     """
-    return asyncio.run(simulate_async(scenario, graph=graph, log_path=log_path, cwd=cwd, meter=meter))
+    return asyncio.run(simulate_async(scenario, graph=graph, log_path=log_path, replace_log=replace_log,
+                                      cwd=cwd, meter=meter))
 
 
 # --- the human view -----------------------------------------------------------------------------------

@@ -25,8 +25,10 @@ from fsm_stage.simulate import render_human, simulate
 @click.command("simulate")
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the DSH-shaped session log (JSONL) here; an existing file is replaced. "
-                   "One scenario only.")
+              help="Also write the DSH-shaped session log (JSONL) here (parent folders are created). "
+                   "Refused while another writer holds the log, and for the scenario, its graph or any "
+                   "existing file that is not a session log. One scenario only.")
+@click.option("--force", is_flag=True, help="Replace an existing session log at the --log path.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per model request on stdout.")
 @click.option("--graph", type=click.Path(dir_okay=False, path_type=Path),
               help="Run under this stage-graph file instead of the scenario's `graph`.")
@@ -34,8 +36,8 @@ from fsm_stage.simulate import render_human, simulate
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
-def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, as_json: bool, graph: Path | None,
-                 cwd: Path | None, full: bool) -> None:
+def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool, as_json: bool,
+                 graph: Path | None, cwd: Path | None, full: bool) -> None:
     """Run SCENARIO (or several) and show what the model sees at every request.
 
     Per request: turn/step, stage, plan mode, system sections (order, name, tokens), runtime
@@ -50,7 +52,7 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, as_json: bo
     failed = 0
     for k, scenario in enumerate(parsed):
         work = cwd / scenario.session_id if cwd is not None and len(parsed) > 1 else cwd
-        result = simulate(scenario, graph=graph, log_path=log_path, cwd=work)
+        result = simulate(scenario, graph=graph, log_path=log_path, replace_log=force, cwd=work)
         if as_json:
             for record in result.records:
                 click.echo(json.dumps({"scenario": scenario.path, **record.to_json()}, ensure_ascii=False))

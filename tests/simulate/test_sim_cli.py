@@ -10,6 +10,8 @@ from sim_helpers import SCENARIOS, graph_ref
 
 from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog, lock_path
 
 FEATURE_WORK = SCENARIOS / "feature-work.yaml"
 
@@ -77,9 +79,13 @@ steps:
 
 
 def test_log_writes_a_dsh_session_log(tmp_path: Path) -> None:
+    """An existing session log is replaced with --force (a stale one from another session here)."""
     out_log = tmp_path / "session.jsonl"
-    out_log.write_text("stale", encoding="utf-8")
-    code, _, _ = _invoke("simulate", str(FEATURE_WORK), "--log", str(out_log), "--cwd", str(tmp_path / "w"))
+    with JsonlLog(out_log, header=SessionHeader(id="stale", cwd=str(tmp_path))):
+        pass
+    lock_path(out_log).unlink()  # the lock file that writer left; simulate leaves none of its own
+    code, _, _ = _invoke("simulate", str(FEATURE_WORK), "--log", str(out_log), "--force", "--cwd",
+                         str(tmp_path / "w"))
     assert code == 0
     res = read_log(out_log, strict=True)
     assert res.header.id == "feature-work-demo"

@@ -1,0 +1,185 @@
+"""``simulate --log``: the one-writer lock, refusing to overwrite inputs and non-logs, ``--force``,
+and no leftover temporary or lock files whatever happens (findings 1, 2, 3, 17)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sim_helpers import GRAPHS, SCENARIOS, graph_ref
+
+from fsm_stage.cli import main
+from fsm_stage.errors import LogLockedError, UserError
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.scenario import load_scenario
+from fsm_stage.simulate import SimulationError, simulate
+
+SUBAGENT = SCENARIOS / "subagent.yaml"
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _one_line_error(code: int, err: str) -> str:
+    assert code == 1
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_a_live_writer_keeps_its_log(tmp_path: Path) -> None:
+    """Finding 1: a JsonlLog writer holds the log; simulate --log (even with --force) gets the
+    one-line LogLockedError, exits 1 and leaves the writer's file and appends intact."""
+    target = tmp_path / "held.jsonl"
+    with JsonlLog(target, header=SessionHeader(id="held", cwd=str(tmp_path))) as writer:
+        writer.append("user/message", {"role": "user", "content": [{"type": "text", "text": "one"}],
+                                       "source": {"kind": "user"}})
+        before = target.read_bytes()
+        for extra in ((), ("--force",)):
+            code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd",
+                                   str(tmp_path / "w"), *extra)
+            assert "is locked by another writer" in _one_line_error(code, err)
+            assert target.read_bytes() == before
+        writer.append("user/message", {"role": "user", "content": [{"type": "text", "text": "two"}],
+                                       "source": {"kind": "user"}})
+    texts = [e.data["content"][0]["text"] for e in read_log(target, strict=True).events]
+    assert texts == ["one", "two"]
+    assert ".held.jsonl" not in " ".join(_listing(tmp_path))
+
+
+def test_a_live_writer_of_a_new_log_blocks_the_python_api_too(tmp_path: Path) -> None:
+    target = tmp_path / "new.jsonl"
+    with JsonlLog(target, header=SessionHeader(id="x", cwd=str(tmp_path))), pytest.raises(LogLockedError):
+        simulate(load_scenario(SUBAGENT), log_path=target, replace_log=True, cwd=tmp_path / "w")
+
+
+def _scenario_with_own_graph(tmp_path: Path) -> tuple[Path, Path]:
+    graph = tmp_path / "g2.yaml"
+    shutil.copyfile(GRAPHS / "feature-work.yaml", graph)
+    scenario = tmp_path / "self.yaml"
+    scenario.write_text("graph: g2.yaml\nsteps:\n  - user: hi\n  - model: hello\n", encoding="utf-8")
+    return scenario, graph
+
+
+@pytest.mark.parametrize("which", ["scenario", "graph"])
+def test_log_never_overwrites_the_scenario_or_its_graph(tmp_path: Path, which: str) -> None:
+    """Finding 2: `--log self.yaml` / `--log g2.yaml` are refused (even with --force)."""
+    scenario, graph = _scenario_with_own_graph(tmp_path)
+    target = scenario if which == "scenario" else graph
+    before = target.read_bytes()
+    for extra in ((), ("--force",)):
+        code, out, err = _invoke("simulate", str(scenario), "--log", str(target), *extra)
+        assert f"refusing to overwrite the {which} file" in _one_line_error(code, err)
+        assert out == ""
+        assert target.read_bytes() == before
+    assert _listing(tmp_path) == ["g2.yaml", "self.yaml"]
+
+
+def test_log_refuses_an_existing_file_that_is_not_a_session_log(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n", encoding="utf-8")
+    for extra in ((), ("--force",)):
+        code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd",
+                               str(tmp_path / "w"), *extra)
+        assert "is not a session log; refusing to overwrite it" in _one_line_error(code, err)
+        assert target.read_text(encoding="utf-8") == "my notes\n"
+
+
+def test_an_existing_session_log_is_replaced_only_with_force(tmp_path: Path) -> None:
+    target = tmp_path / "out.jsonl"
+    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+    assert code == 0
+    first = target.read_bytes()
+    code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+    assert "already exists; pass --force to replace it" in _one_line_error(code, err)
+    assert target.read_bytes() == first
+    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"),
+                         "--force")
+    assert code == 0
+    assert target.read_bytes() != first  # new timestamps and message ids
+    assert read_log(target, strict=True).header.id == "child-1"
+    assert _listing(tmp_path) == ["out.jsonl", "w"]
+
+
+def test_log_creates_missing_parent_folders(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "out.jsonl"
+    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+    assert code == 0
+    assert _listing(target.parent) == ["out.jsonl"]
+
+
+def test_unwritable_log_targets_are_one_line_errors(tmp_path: Path) -> None:
+    """Finding 3: a log under a regular file, or a directory, is a one-line error (no traceback)."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("x", encoding="utf-8")
+    code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(blocker / "x.jsonl"))
+    assert "cannot write session log" in _one_line_error(code, err)
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(UserError, match="it is a directory"):
+        simulate(load_scenario(SUBAGENT), log_path=tmp_path / "adir", cwd=tmp_path / "w")
+    assert _listing(tmp_path) == ["adir", "afile"]
+
+
+def _failing_scenario(tmp_path: Path) -> Path:
+    scenario = tmp_path / "fails.yaml"
+    scenario.write_text(f"""graph: {graph_ref('feature-work.yaml')}
+steps:
+  - user: go
+  - model:
+      calls: [{{tool: goto_stage, args: {{stage: implement}}}}]
+  - model: never reached
+""", encoding="utf-8")
+    return scenario
+
+
+def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) -> None:
+    """Finding 17: a run that stops with an error (a review without an answer) keeps the
+    existing log byte for byte and leaves no `.partial` / `.lock` files."""
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "s.jsonl"
+    assert _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))[0] == 0
+    before = target.read_bytes()
+    code, _, err = _invoke("simulate", str(_failing_scenario(tmp_path)), "--log", str(target), "--force",
+                           "--cwd", str(tmp_path / "w"))
+    assert "has no `review:` outcome" in _one_line_error(code, err)
+    assert target.read_bytes() == before
+    assert _listing(out) == ["s.jsonl"]
+
+
+def test_an_interrupted_run_leaves_no_temporary_files(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 17: Ctrl-C (KeyboardInterrupt) in the middle of a run cleans up too."""
+    from fsm_stage import simulate as sim_module
+
+    calls = {"n": 0}
+    real_answer = sim_module._Engine.answer
+
+    def interrupt_on_third(self: object, request: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_answer(self, request)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim_module._Engine, "answer", interrupt_on_third)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        simulate(load_scenario(SCENARIOS / "feature-work.yaml"), log_path=out / "s.jsonl", cwd=tmp_path / "w")
+    assert calls["n"] == 3
+    assert _listing(out) == []
+
+
+def test_a_run_error_through_the_api_cleans_up(tmp_path: Path) -> None:
+    with pytest.raises(SimulationError):
+        simulate(load_scenario(_failing_scenario(tmp_path)), log_path=tmp_path / "o" / "s.jsonl",
+                 cwd=tmp_path / "w")
+    assert _listing(tmp_path / "o") == []

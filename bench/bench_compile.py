@@ -9,6 +9,12 @@ targets: the next five stages on a ring, every fifth edge guarded), then timed i
                      machine with ``auto_transitions=False``);
 * ``cached_s``       ``compile_graph`` again for an equal config (fingerprint + cache hit).
 
+A second graph, **all-to-all**, has the same 1,000 stages with ``targets`` omitted on every
+stage (each stage may go to every other: 999,000 model edges). It is timed the same way, plus
+``fire_s``: one ``goto`` fired from a fresh cursor (what the first request of a session pays).
+It shows that omitted targets cost O(stages), not O(stages²): the compiled machine builds the
+transitions out of such a stage only when a trigger first looks them up.
+
 Prints the medians; no assertions (shared, noisy machines). ``run(quick)`` is what
 ``bench/run.py`` calls; ``python bench/bench_compile.py [--quick]`` runs it alone.
 """
@@ -27,8 +33,12 @@ EDGES_PER_STAGE = 5
 GUARD_EVERY = 5
 
 
-def generate_yaml(stages: int = STAGES, edges_per_stage: int = EDGES_PER_STAGE) -> str:
-    """Native-form YAML text of a ring graph: ``stages`` stages, ``stages * edges_per_stage`` edges."""
+def generate_yaml(stages: int = STAGES, edges_per_stage: int | None = EDGES_PER_STAGE) -> str:
+    """Native-form YAML text of a ring graph: ``stages`` stages, ``stages * edges_per_stage`` edges.
+
+    ``edges_per_stage=None`` omits ``targets`` on every stage (all-to-all: ``stages * (stages - 1)``
+    edges).
+    """
     width = len(str(stages - 1))
     names = [f"s{i:0{width}d}" for i in range(stages)]
     lines = [
@@ -42,6 +52,8 @@ def generate_yaml(stages: int = STAGES, edges_per_stage: int = EDGES_PER_STAGE) 
     for i, name in enumerate(names):
         lines.append(f"  - name: {name}")
         lines.append(f"    instruction: Work on step {i} of the generated graph.")
+        if edges_per_stage is None:
+            continue
         lines.append("    targets:")
         for k in range(1, edges_per_stage + 1):
             target = names[(i + k) % stages]
@@ -63,23 +75,21 @@ def _median_time(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
-    """Time load+validate and compile; returns seconds (medians) and the sizes measured.
+def _built_transitions(compiled: Any) -> int:
+    """Transition objects the compiled machine holds right now (lazily built ones once built)."""
+    count = getattr(compiled, "built_transitions", None)
+    if count is not None:
+        return int(count())
+    return sum(len(ts) for ev in compiled.machine.events.values() for ts in ev.transitions.values())
 
-    ``quick`` repeats fewer times (same graph size); ``smoke`` uses a 50-stage graph (harness
-    check only).
-    """
+
+def _measure(text: str, repeat: int, *, fire: bool) -> dict[str, Any]:
     from fsm_stage.config import load_config_text
-    from fsm_stage.graph import clear_cache, compile_graph
+    from fsm_stage.graph import clear_cache, compile_graph, goto
 
-    stages = 50 if smoke else STAGES
-    repeat = 1 if smoke else 3 if quick else 7
-    text = generate_yaml(stages)
-    config_file = load_config_text(text, "generated.yaml")
-    graph = config_file.graph
+    graph = load_config_text(text, "generated.yaml").graph
     assert graph is not None
-    edges = sum(len(graph.edges_from(n)) for n in graph.stage_names)
-
+    edges = sum(len(s.targets) if s.targets is not None else len(graph.stages) - 1 for s in graph.stages)
     load_s = _median_time(lambda: load_config_text(text, "generated.yaml"), repeat)
 
     def cold() -> object:
@@ -89,11 +99,10 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     compile_s = _median_time(cold, repeat)
     compiled = compile_graph(graph)
     cached_s = _median_time(lambda: compile_graph(graph), repeat)
-    transitions = sum(len(ts) for ev in compiled.machine.events.values() for ts in ev.transitions.values())
-    return {
-        "stages": stages,
+    result = {
+        "stages": len(graph.stages),
         "edges": edges,
-        "transitions": transitions,
+        "transitions": _built_transitions(compiled),
         "yaml_bytes": len(text.encode()),
         "repeat": repeat,
         "load_s": load_s,
@@ -101,14 +110,40 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "total_s": load_s + compile_s,
         "cached_s": cached_s,
     }
+    if fire:
+        names = graph.stage_names
+
+        def fire_once() -> object:
+            cursor = compiled.new_cursor(names[0])
+            return compiled.fire(cursor, goto(names[-1]), approval=names[-1], commit=None)
+
+        result["fire_s"] = _median_time(fire_once, repeat)
+    return result
+
+
+def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """Time load+validate and compile; returns seconds (medians) and the sizes measured.
+
+    Top-level keys describe the 1,000-stage / 5,000-edge ring (``stages``, ``edges``,
+    ``transitions``, ``yaml_bytes``, ``repeat``, ``load_s``, ``compile_s``, ``total_s``,
+    ``cached_s``); ``all_to_all`` holds the same keys plus ``fire_s`` for the graph with
+    ``targets`` omitted everywhere. ``quick`` repeats fewer times (same graph sizes); ``smoke``
+    uses 50-stage graphs (harness check only).
+    """
+    stages = 50 if smoke else STAGES
+    repeat = 1 if smoke else 3 if quick else 7
+    result = _measure(generate_yaml(stages), repeat, fire=False)
+    result["all_to_all"] = _measure(generate_yaml(stages, None), repeat, fire=True)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: print the timings."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--smoke", action="store_true", help="50-stage graphs (harness check only)")
     args = ap.parse_args(argv)
-    r = run(quick=args.quick)
+    r = run(quick=args.quick, smoke=args.smoke)
     print(
         f"{r['stages']:,} stages / {r['edges']:,} edges ({r['yaml_bytes'] / 1024:,.0f} KB of YAML), "
         f"median of {r['repeat']}:"
@@ -117,6 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  compile          {r['compile_s'] * 1e3:9.1f} ms  ({r['transitions']:,} transitions)")
     print(f"  total            {r['total_s'] * 1e3:9.1f} ms")
     print(f"  compile (cached) {r['cached_s'] * 1e3:9.1f} ms  (fingerprint + cache hit)")
+    a = r["all_to_all"]
+    print(f"{a['stages']:,} stages, targets omitted (all-to-all: {a['edges']:,} edges), "
+          f"median of {a['repeat']}:")
+    print(f"  load + validate  {a['load_s'] * 1e3:9.1f} ms")
+    print(f"  compile          {a['compile_s'] * 1e3:9.1f} ms  ({a['transitions']:,} transitions built)")
+    print(f"  total            {a['total_s'] * 1e3:9.1f} ms")
+    print(f"  compile (cached) {a['cached_s'] * 1e3:9.1f} ms  (fingerprint + cache hit)")
+    print(f"  first fire       {a['fire_s'] * 1e3:9.1f} ms  (goto from a fresh cursor)")
     return 0
 
 

@@ -61,6 +61,7 @@ from cattrs.errors import (
     IterableValidationError,
     IterableValidationNote,
 )
+from cattrs.gen import make_dict_structure_fn
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
@@ -82,6 +83,7 @@ from fsm_stage.constants import (
     USER_MESSAGE,
 )
 from fsm_stage.errors import UserError
+from fsm_stage.fileio import read_text_input
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.commands import parse_command
 
@@ -377,11 +379,24 @@ def _plain(node: Any) -> Any:
     return node
 
 
+def _yaml_value(value: Any) -> str:
+    """A value as YAML would show it: ``null``, ``true``, ``5``, ``'yes'``, ``{feedback: null}``."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    return str(value)
+
+
 def _strict(tp: type, name: str) -> Any:
     def hook(value: Any, _t: Any) -> Any:
         if isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
             return value
-        raise TypeError(f"expected {name}, got {type(value).__name__} {value!r}")
+        raise TypeError(f"expected {name}, got {_yaml_value(value)}")
 
     return hook
 
@@ -392,13 +407,29 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook(bool, _strict(bool, "true or false"))
     conv.register_structure_hook(int, _strict(int, "an integer"))
 
+    def mapping_first(cl: Any) -> Any:
+        inner = make_dict_structure_fn(cl, conv)
+        keys = ", ".join(f.name for f in attrs.fields(cl) if f.name != "where")
+
+        def hook(value: Any, t: Any) -> Any:
+            if not isinstance(value, Mapping):
+                raise TypeError(f"expected a mapping {{{keys}}}, got {_yaml_value(value)}")
+            return inner(value, t)
+
+        return hook
+
+    conv.register_structure_hook_factory(attrs.has, mapping_first)
+
     def review_hook(value: Any, _t: Any) -> Review:
         if isinstance(value, str) and value in _REVIEW_WORDS:
             return Review(value)  # type: ignore[arg-type]
-        if isinstance(value, Mapping) and set(value) == {"feedback"} and isinstance(value["feedback"], str):
-            return Review("feedback", value["feedback"])
-        raise ValueError(f"unknown review outcome {value!r}; expected approve, keep, dismiss, abort "
-                         "or {feedback: TEXT}")
+        if isinstance(value, Mapping) and set(value) == {"feedback"}:
+            text = value["feedback"]
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{{feedback: TEXT}} needs the feedback text, got {_yaml_value(text)}")
+            return Review("feedback", text)
+        raise ValueError(f"unknown review outcome {_yaml_value(value)}; expected approve, keep, dismiss, "
+                         "abort or {feedback: TEXT}")
 
     conv.register_structure_hook(Review, review_hook)
 
@@ -597,6 +628,8 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     session = _structure(problems, plain.get("session", {}), SessionSettings, ("session",))
     if session is not None and session.id is not None and not session.id.strip():
         problems.add(("session", "id"), "must be a non-empty string")
+    if session is not None and session.cwd is not None and "\0" in session.cwd:
+        problems.add(("session", "cwd"), "a folder name cannot contain a NUL byte")
     eligible = _flags(problems, plain.get("eligible", {}), ("eligible",))
     system_raw = plain.get("system", [])
     if isinstance(system_raw, str):
@@ -624,14 +657,11 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and parse the scenario file at ``path`` (see ``load_scenario_text``).
 
-    Raises ``ScenarioError`` when the file cannot be read or is invalid.
+    Raises ``InputFileError`` (a ``UserError``, one line) when the file cannot be read (missing, a
+    folder, binary, not UTF-8) and ``ScenarioError`` when it is invalid.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        problem = Problem(str(p), 1, 1, "(file)", f"cannot read scenario: {exc.strerror or exc}")
-        raise ScenarioError([problem]) from None
+    text = read_text_input(p, what="scenario")
     return load_scenario_text(text, str(p))
 
 

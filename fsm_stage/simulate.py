@@ -652,6 +652,7 @@ class _Engine:
             raise SimulationError(f"{self.scenario.path}: the scenario ends with a user message that no "
                                   "model step answers; add a model step")
         for where, _nr in self.next_checks:
+            self.checks += 1
             self._fail(where, "next_request", "a following model request", "none (the scenario ended)")
 
     async def _do(self, step: Step, *, in_turn: bool) -> None:
@@ -949,10 +950,10 @@ async def simulate_async(
                                     replace=replace_log)
             stack.callback(target.close)
         if cwd is not None:
-            work = _work_folder(Path(cwd), "--cwd")
+            work = _work_folder(Path(cwd), f"--cwd {str(cwd)!r}")
         elif scenario.session.cwd is not None:
             work = _work_folder(Path(scenario.path).parent / scenario.session.cwd,
-                                f"{scenario.path}: session.cwd")
+                                f"{scenario.path}: session.cwd {scenario.session.cwd!r}")
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fsm-sim-")))
         header = _header(scenario, work)
@@ -966,19 +967,19 @@ async def simulate_async(
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
 
 
-def _work_folder(path: Path, what: str) -> Path:
+def _work_folder(path: Path, shown: str) -> Path:
     """The session working directory, created when missing; a one-line ``SimulationError`` when
     it cannot be (a file is in the way, no permission, a NUL byte in the name) or is read-only."""
     try:
         work = path.resolve()
         work.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise SimulationError(f"{what} {str(path)!r}: not a folder (a file is in the way)") from None
+        raise SimulationError(f"{shown}: not a folder (a file is in the way)") from None
     except (OSError, ValueError) as err:
         reason = err.strerror.lower() if isinstance(err, OSError) and err.strerror else str(err)
-        raise SimulationError(f"{what} {str(path)!r}: cannot create the folder: {reason}") from None
+        raise SimulationError(f"{shown}: cannot create the folder: {reason}") from None
     if not os.access(work, os.W_OK | os.X_OK):
-        raise SimulationError(f"{what} {str(path)!r}: the folder is not writable")
+        raise SimulationError(f"{shown}: the folder is not writable")
     return work
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from fsm_stage.constants import GOTO_STAGE, STAGE_SOURCE_KINDS
+from fsm_stage.errors import UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.resources import data_dir
 from fsm_stage.scenario import ModelStep, SessionSettings, dump_scenario, load_scenario, steps_from_events
@@ -48,7 +49,14 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool
     """
     if log_path is not None and len(scenarios) > 1:
         raise click.UsageError("--log takes one scenario")
-    parsed = [load_scenario(path) for path in scenarios]
+    parsed, problems = [], []
+    for path in scenarios:  # every file's mistakes are reported before anything runs
+        try:
+            parsed.append(load_scenario(path))
+        except UserError as err:
+            problems.append(str(err))
+    if problems:
+        raise UserError("\n".join(problems))
     failed = 0
     for k, scenario in enumerate(parsed):
         work = cwd / scenario.session_id if cwd is not None and len(parsed) > 1 else cwd

@@ -103,7 +103,7 @@ G = graph_ref("feature-work.yaml")
      "graph, session, system, eligible, steps)"),
     (f"graph: {G}\nsession: {{idd: x}}\nsteps: [{{user: hi}}]\n", "F:2:11: session.idd: unknown key"),
     (f"graph: {G}\nsession: {{subagent: yes}}\nsteps: [{{user: hi}}]\n",
-     "F:2:11: session.subagent: expected true or false, got str 'yes'"),
+     "F:2:11: session.subagent: expected true or false, got 'yes'"),
     (f"graph: {G}\nsteps:\n  - user: ''\n", "F:3:5: steps[0].user: expected the non-empty prompt text"),
     (f"graph: {G}\nsteps:\n  - command: stage x\n", "F:3:5: steps[0].command: expected a slash command"),
     (f"graph: {G}\nsteps:\n  - {{user: a, model: b}}\n", "F:3:5: steps[0]: a step is a one-key mapping"),

@@ -11,7 +11,11 @@ Safety rules (DESIGN.md §4 invariant 6, issue 5 item 3)
 -------------------------------------------------------
 * **Session segment.** ``session_segment(id)`` replaces every code point outside
   ``[A-Za-z0-9._-]`` with ``-``; ``''``, ``.`` and ``..`` become ``session`` (S70, S72).
-  So a session id can never add a path component.
+  So a session id can never add a path component. A segment longer than
+  ``MAX_SEGMENT_LENGTH`` (128) characters — a file name is at most 255 bytes, and some
+  filesystems allow fewer — keeps its first 111 characters, then ``-`` and 16 hex digits of
+  the SHA-256 of the *original* id: still readable, still one folder per session, never
+  ``ENAMETOOLONG``. Ids up to 128 characters keep the spec's segment exactly.
 * **Handoff folder.** ``handoff_dir`` comes from the deployer and is used as given, but it
   must be relative and must stay inside the session cwd after normalisation
   (``docs/../handoff`` is fine, ``../elsewhere`` and ``/tmp`` are refused).
@@ -26,8 +30,10 @@ Safety rules (DESIGN.md §4 invariant 6, issue 5 item 3)
   overwrites the file (S72g).
 
 Every refusal raises ``HandoffPathError`` (a ``UserError``: one clear line naming the path and
-the rule); operating-system failures (disk full, permission denied) propagate unchanged so the
-controller can report them verbatim (S49).
+the rule); operating-system failures (disk full, permission denied, a name too long) propagate
+as ``OSError``: the stage controller turns one carrying an OS error code into its catalogued
+``errors.handoff_write_failed`` message naming the document's path, and passes any other
+exception's own message through (S49).
 
 Shapes
 ------
@@ -43,6 +49,7 @@ Shapes
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import posixpath
 import re
@@ -58,6 +65,7 @@ from fsm_stage.errors import UserError
 
 __all__ = [
     "DEFAULT_HANDOFF_DIR",
+    "MAX_SEGMENT_LENGTH",
     "HandoffPathError",
     "HandoffStore",
     "HandoffWrite",
@@ -73,6 +81,11 @@ __all__ = [
 DEFAULT_HANDOFF_DIR = "handoff"
 """``handoff_dir`` used when a graph does not set one (spec §1.2)."""
 
+MAX_SEGMENT_LENGTH = 128
+"""Longest session segment (characters = bytes: a segment is ASCII); longer ones are shortened
+with a hash suffix (see ``session_segment``)."""
+
+_SEGMENT_HASH_HEX = 16
 _UNSAFE_SEGMENT_CHAR = re.compile(r"[^A-Za-z0-9._-]")
 _RESERVED_SEGMENTS = frozenset({"", ".", ".."})
 _FALLBACK_SEGMENT = "session"
@@ -88,9 +101,19 @@ def session_segment(session_id: str) -> str:
     Every code point outside ``[A-Za-z0-9._-]`` becomes ``-`` (one per code point, so
     ``"é"`` gives ``"-"``); a result of ``""``, ``"."`` or ``".."`` becomes ``"session"``.
     Example: ``"odd id/../x"`` → ``"odd-id-..-x"``.
+
+    A result longer than ``MAX_SEGMENT_LENGTH`` characters is cut to its first
+    ``MAX_SEGMENT_LENGTH - 17`` characters, then ``-`` and the first 16 hex digits of the
+    SHA-256 of ``session_id`` (UTF-8), so it fits in a file name and two long ids sharing a
+    prefix (or sanitising to the same text) still get different folders.
     """
     segment = _UNSAFE_SEGMENT_CHAR.sub("-", session_id)
-    return _FALLBACK_SEGMENT if segment in _RESERVED_SEGMENTS else segment
+    if segment in _RESERVED_SEGMENTS:
+        return _FALLBACK_SEGMENT
+    if len(segment) > MAX_SEGMENT_LENGTH:
+        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:_SEGMENT_HASH_HEX]
+        segment = f"{segment[:MAX_SEGMENT_LENGTH - _SEGMENT_HASH_HEX - 1]}-{digest}"
+    return segment
 
 
 def _normalised_dir(handoff_dir: str) -> PurePosixPath:
@@ -204,6 +227,7 @@ class MemoryHandoffStore:
         return path
 
 
+_TMP_NAME_PREFIX = 200
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -319,7 +343,8 @@ class LocalHandoffStore:
 
     @staticmethod
     def _atomic_write(dir_fd: int, name: str, data: bytes) -> None:
-        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        # Bounded, so a document whose own name fits in a file name can be written.
+        tmp = f".{name[:_TMP_NAME_PREFIX]}.{secrets.token_hex(6)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
                      0o644, dir_fd=dir_fd)
         try:

@@ -84,8 +84,11 @@ Spec decisions (Appendix B and related open points)
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import logging
+import os
+import posixpath
 import re
 import threading
 import weakref
@@ -94,6 +97,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
+import jinja2
+import jinja2.nodes
 from ruamel.yaml import YAML
 
 from fsm_stage.config import GraphConfig
@@ -110,6 +115,7 @@ from fsm_stage.constants import (
 from fsm_stage.errors import FsmStageError
 from fsm_stage.graph import CompiledGraph, StageCursor, compile_graph, goto
 from fsm_stage.handoff import (
+    HandoffPathError,
     HandoffStore,
     SandboxPolicyProvider,
     atomic_write_text,
@@ -118,7 +124,7 @@ from fsm_stage.handoff import (
 from fsm_stage.log.events import Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
 from fsm_stage.log.surface import shadow_range
-from fsm_stage.prompts import Catalog, deep_merge, load_catalog, render
+from fsm_stage.prompts import Catalog, deep_merge, environment, load_catalog, render
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, CommandSpec, Disposer
@@ -149,10 +155,13 @@ __all__ = [
     "SetOutcome",
     "StageCommand",
     "StageController",
+    "StageStatus",
     "apply_language_overlay",
     "build_review_question",
     "evaluate_review",
+    "goto_stage_argument_problem",
     "presentation_meta",
+    "section_lists_targets_plainly",
     "should_narrate",
     "stage_body",
 ]
@@ -217,6 +226,80 @@ def presentation_meta(value: Mapping[str, Any]) -> dict[str, bool] | None:
     """The durable marker of a successful call: ``{"fullTransition": True}`` when the value
     holds ``handoffPath``, else ``None`` (JSON null) (§1.15, S67)."""
     return {"fullTransition": True} if "handoffPath" in value else None
+
+
+GOTO_STAGE_PARAMETERS: Final = (("stage", True), ("handoff", False))
+"""``goto_stage``'s parameters in schema order, each ``(name, required)``; all are strings. The
+published JSON Schema (``StageController.tool_spec``) and ``goto_stage_argument_problem`` are
+both built from this (§1.15, S39)."""
+
+
+def _json_type(value: object) -> str:
+    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``number``, …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    return type(value).__name__
+
+
+def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
+    """Check ``goto_stage`` arguments against the tool's own parameter schema (finding 8).
+
+    Returns None when ``args`` is valid (a JSON object with a string ``stage``, an optional
+    string ``handoff`` and no other key), else the model-facing ``errors.invalid_arguments``
+    text naming the first problem, in this order: not an object
+    (``errors.arguments.not_object``), unknown keys (``errors.arguments.unknown``, sorted), a
+    missing required key (``errors.arguments.missing``), a value of the wrong JSON type
+    (``errors.arguments.wrong_type``). Accepts exactly what the JSON Schema accepts.
+    """
+    allowed = [name for name, _required in GOTO_STAGE_PARAMETERS]
+    problem: str | None = None
+    if not isinstance(args, Mapping):
+        problem = catalog.text("errors.arguments.not_object", actual=_json_type(args))
+    else:
+        unknown = sorted(str(k) for k in args if k not in allowed)
+        if unknown:
+            problem = catalog.text("errors.arguments.unknown", names=", ".join(f'"{k}"' for k in unknown),
+                                   allowed=", ".join(f'"{k}"' for k in allowed))
+        else:
+            for name, required in GOTO_STAGE_PARAMETERS:
+                if name not in args:
+                    if required:
+                        problem = catalog.text("errors.arguments.missing", name=name)
+                        break
+                elif not isinstance(args[name], str):
+                    problem = catalog.text("errors.arguments.wrong_type", name=name, expected="string",
+                                           actual=_json_type(args[name]))
+                    break
+    return None if problem is None else catalog.text("errors.invalid_arguments", problem=problem)
+
+
+@functools.lru_cache(maxsize=256)
+def section_lists_targets_plainly(section: str) -> bool:
+    """Whether ``section`` uses ``stage_targets`` only as bare ``<< stage_targets >>`` outputs
+    (at least once): such a section cannot read well when there are no targets, so
+    ``stage:policy`` then shows a catalog line instead (finding 6). A section that tests,
+    filters or defaults the variable (``<% if stage_targets %>``, ``<< stage_targets or … >>``)
+    handles the empty case itself; one that never mentions it has nothing to fix. A section
+    that does not compile returns False (rendering it reports the error).
+    """
+    try:
+        ast = environment().parse(section)
+    except jinja2.TemplateSyntaxError:
+        return False
+    uses = [n for n in ast.find_all(jinja2.nodes.Name) if n.name == "stage_targets"]
+    bare = [n for out in ast.find_all(jinja2.nodes.Output) for n in out.nodes
+            if isinstance(n, jinja2.nodes.Name) and n.name == "stage_targets"]
+    return bool(uses) and len(uses) == len(bare)
 
 
 def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> Question:
@@ -330,6 +413,23 @@ class PendingTransition:
     handoff_path: str | None = None
 
 
+@attrs.frozen
+class StageStatus:
+    """``StageController.get`` result, the counterpart of plan mode's ``PlanStatus``:
+    ``current`` is the logged stage (``initial`` before the first record) and ``pending`` the
+    target of the pending transition, or None."""
+
+    current: str
+    pending: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """``{"current": …}`` plus ``"pending"`` only when a transition is pending."""
+        out = {"current": self.current}
+        if self.pending is not None:
+            out["pending"] = self.pending
+        return out
+
+
 # --------------------------------------------------------------------------- tool and command
 
 
@@ -435,6 +535,8 @@ class StageController:
         a command registry), the pre-step participant and the ``stage`` service (S94)."""
         if self.closed:
             raise RuntimeError("a closed StageController cannot be attached again; build a new one")
+        if self._runtime is not None:
+            raise RuntimeError("this StageController is already attached to a runtime")
         self._runtime = runtime
         if self.review is None:
             self.review = runtime.review
@@ -451,6 +553,7 @@ class StageController:
             disposers, self._disposers = self._disposers, []
             for dispose in reversed(disposers):
                 dispose()
+            self._runtime = None
             raise
 
     def close(self) -> None:
@@ -498,6 +601,13 @@ class StageController:
         """The stage of the pending transition of ``session``, if any."""
         selection = self.pending.get(session)
         return selection.target if selection is not None else None
+
+    def get(self, agent: Agent) -> StageStatus:
+        """``StageStatus(current, pending)`` for ``agent``'s session — the same reading style as
+        ``PlanModeController.get(agent)``; ``current(session)`` and ``pending_stage(session)``
+        are the two parts. Raises ``ProjectionUnavailableError`` after ``close()``."""
+        session = agent.session
+        return StageStatus(self.current(session), self.pending_stage(session))
 
     def pending_transition(self, session: Session) -> PendingTransition | None:
         """The pending transition's payload for ``session``, if any."""
@@ -594,7 +704,22 @@ class StageController:
             return ""
         variables = self.variables(agent)
         assert variables is not None
+        if not variables["stage_targets"] and section_lists_targets_plainly(self.config.section):
+            return self._no_targets_text(agent)
         return render(self.config.section, **variables)
+
+    def _no_targets_text(self, agent: Agent) -> str:
+        """``notice.policy_blocked`` (edges out of the current stage exist, every one waits for a
+        guard; names the closed guards in configured order) or ``notice.policy_terminal`` (no edge)."""
+        current = self.current(agent.session)
+        closed: dict[str, None] = {}
+        for edge in self.graph.edges_from(current) if self.graph.has_state(current) else ():
+            for name in edge.guards:
+                if not self.guards_hold(agent, (name,)):
+                    closed[name] = None
+        if closed:
+            return self.catalog.text("notice.policy_blocked", stage=current, guards=", ".join(closed))
+        return self.catalog.text("notice.policy_terminal", stage=current)
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -683,10 +808,10 @@ class StageController:
             parameters={
                 "type": "object",
                 "properties": {
-                    "stage": {"type": "string", "description": text("goto_tool.stage_param")},
-                    "handoff": {"type": "string", "description": text("goto_tool.handoff_param")},
+                    name: {"type": "string", "description": text(f"goto_tool.{name}_param")}
+                    for name, _required in GOTO_STAGE_PARAMETERS
                 },
-                "required": ["stage"],
+                "required": [name for name, required in GOTO_STAGE_PARAMETERS if required],
                 "additionalProperties": False,
             },
             output={
@@ -701,17 +826,22 @@ class StageController:
             },
         )
 
-    def render_result(self, value: Mapping[str, Any]) -> str:
+    def render_result(self, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
         """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full
-        transition (S42)."""
+        transition (S42); for a light transition that was given a non-blank handoff,
+        ``tool_result.handoff_dropped`` tells the model the document was not saved (S66)."""
         text = self.catalog.text("tool_result.approved", stage=value["stage"])
         if "handoffPath" in value:
             text += self.catalog.text("tool_result.handoff_path", path=value["handoffPath"])
+        elif dropped_handoff:
+            text += self.catalog.text("tool_result.handoff_dropped")
         return text
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Call card: generic, titled by the target; body = the ``handoff`` argument when present
         (even empty), else ``present.light_call_content`` (S40)."""
+        if not isinstance(args, Mapping):
+            args = {}
         stage = str(args.get("stage", ""))
         handoff = args.get("handoff")
         if isinstance(handoff, str):
@@ -759,11 +889,13 @@ class StageController:
         raises ``ToolFailure`` with the model-facing reason otherwise. No failure writes a log
         event or sets a pending transition. ``asyncio.CancelledError`` propagates.
         """
+        problem = goto_stage_argument_problem(args, self.catalog)
+        if problem is not None:
+            raise ToolFailure(problem)
         if agent is None:
             raise ToolFailure(NO_AGENT_MESSAGE)
         session = agent.session
-        raw_target = args.get("stage")
-        target = raw_target if isinstance(raw_target, str) else str(raw_target)
+        target: str = args["stage"]
         if self.config.stage(target) is None:
             raise ToolFailure(
                 self.catalog.text("errors.not_configured", stage=target, stages=self.sorted_stages()))
@@ -777,22 +909,13 @@ class StageController:
         if review is None:
             raise ToolFailure(self.catalog.text("errors.no_user_questions"))
         full = self.requires_handoff(session)
+        handoff: str | None = args.get("handoff")
         handoff_path: str | None = None
         handoff_text: str | None = None
         if full:
-            handoff = args.get("handoff")
-            if not isinstance(handoff, str) or not handoff.strip():
+            if handoff is None or not handoff.strip():
                 raise ToolFailure(self.catalog.text("errors.requires_handoff"))
-            if self.handoffs is None:
-                raise ToolFailure(self.catalog.text("errors.no_fs"))
-            try:
-                policy = self.sandbox.resolve(session) if self.sandbox is not None else None
-                relative = handoff_relative_path(self.config.handoff_dir, session.id, target)
-                # fsync can take a while: keep the event loop responsive (the review waits for it).
-                handoff_path = await asyncio.to_thread(
-                    self.handoffs.write, relative, handoff, cwd=session.header.cwd, policy=policy)
-            except Exception as exc:
-                raise ToolFailure(str(exc) or type(exc).__name__) from exc
+            handoff_path = await self._write_handoff(session, target, handoff)
             handoff_text = handoff
         question = build_review_question(self.catalog, target, handoff_text)
         try:
@@ -821,7 +944,38 @@ class StageController:
         value: dict[str, Any] = {"approved": True, "stage": target}
         if handoff_path is not None:
             value["handoffPath"] = handoff_path
-        return ToolOutput(value, self.render_result(value), presentation_meta(value))
+        dropped = not full and handoff is not None and bool(handoff.strip())
+        return ToolOutput(value, self.render_result(value, dropped_handoff=dropped), presentation_meta(value))
+
+    async def _write_handoff(self, session: Session, target: str, handoff: str) -> str:
+        """Write the handoff document (§1.15 step 7); returns its absolute path.
+
+        Fails with ``errors.no_fs`` without a store. A ``HandoffPathError`` (a path the store
+        refuses) and any exception without an OS error code (a store's own message, e.g.
+        ``OSError("disk full")``, S49) pass through unchanged; an ``OSError`` carrying an OS
+        error code (``ENAMETOOLONG``, ``EACCES``, ``ENOSPC``…) becomes
+        ``errors.handoff_write_failed`` naming the document's path and the OS's reason instead
+        of Python's ``[Errno N] …`` text.
+        """
+        if self.handoffs is None:
+            raise ToolFailure(self.catalog.text("errors.no_fs"))
+        cwd = session.header.cwd
+        try:
+            policy = self.sandbox.resolve(session) if self.sandbox is not None else None
+            relative = handoff_relative_path(self.config.handoff_dir, session.id, target)
+            # fsync can take a while: keep the event loop responsive (the review waits for it).
+            return await asyncio.to_thread(self.handoffs.write, relative, handoff, cwd=cwd, policy=policy)
+        except HandoffPathError as exc:
+            raise ToolFailure(str(exc)) from exc
+        except OSError as exc:
+            if exc.errno is None:
+                raise ToolFailure(str(exc) or type(exc).__name__) from exc
+            shown = posixpath.join(cwd, str(relative)) if cwd is not None else str(relative)
+            reason = exc.strerror or os.strerror(exc.errno)
+            raise ToolFailure(self.catalog.text(
+                "errors.handoff_write_failed", stage=target, path=shown, reason=reason)) from exc
+        except Exception as exc:
+            raise ToolFailure(str(exc) or type(exc).__name__) from exc
 
     # --- boundary -----------------------------------------------------------------------------
 

@@ -711,7 +711,9 @@ class _Engine:
             sections = section_views(assembly.sections, self.meter)
         else:  # a host hook rewrote the system text: show it as one block
             sections = (SectionView("system", 0, request.system, self.meter.count_text(request.system)),)
-        context = section_views(self._assembly.context, self.meter) if self._assembly is not None else ()
+        # rendered after the pre-step (as the loop renders the snapshot the request carries), not
+        # from the step's frozen assembly: a transition flushed at this boundary shows at once
+        context = section_views(self.runtime.render_context(self.agent), self.meter)
         tools = tool_views(request.tools, self.meter)
         messages = tuple(message_view(m, self.meter) for m in request.messages)
         prev = self.records[-1] if self.records else None

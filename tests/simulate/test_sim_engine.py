@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_helpers import graph_ref, run_text
+from sim_helpers import SHIPPED, graph_ref, run_text
 
 from fsm_stage.errors import UserError
-from fsm_stage.simulate import SimulationError
+from fsm_stage.scenario import load_scenario
+from fsm_stage.simulate import SimulationError, simulate
 
 FW = graph_ref("feature-work.yaml")
 
@@ -149,3 +150,23 @@ steps:
 def test_initial_predicate_names_are_checked_too(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match=r"s\.yaml: eligible: unknown eligibility predicate\(s\) ready"):
         run_text(f"graph: {FW}\neligible: {{ready: true}}\nsteps:\n  - user: hi\n  - model: ok\n", tmp_path)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_context_shown_is_what_the_request_sends(path: Path, tmp_path: Path) -> None:
+    """Finding 4: the `context` entries of request N are exactly the runtime-context snapshot
+    request N carries (they lagged one request behind after a stage change)."""
+    result = simulate(load_scenario(path), cwd=tmp_path)
+    checked = 0
+    for record in result.records:
+        snapshots = [m for m in record.messages if m.source.endswith(" snapshot")]
+        if not record.context:
+            continue
+        assert snapshots, f"request {record.index} shows context but sends no snapshot"
+        body = snapshots[-1].text.split("\n\n", 1)[1]
+        assert body == "\n\n".join(c.text for c in record.context), f"request {record.index}"
+        for c in record.context:  # feature-work's guidance names the stage the request is sent in
+            if "current stage (" in c.text:
+                assert f"current stage ({record.stage})" in c.text, f"request {record.index}"
+        checked += 1
+    assert checked or path.stem in {"refused-transition"}

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from fsm_stage.cli import main
 from fsm_stage.config import EdgeConfig, GraphConfig, PlanModeConfig, StageConfig, load_config
@@ -271,3 +273,101 @@ def test_cli_draw_invalid_graph_is_a_positioned_one_line_error(tmp_path: Path) -
 def test_cli_draw_highlights_a_stage() -> None:
     result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "--stage", "implement"])
     assert result.exit_code == 0 and "class s_implement current" in result.stdout
+
+
+# --------------------------------------------------------------------------- CLI: files
+
+
+def _one_error_line(result: Result, fragment: str) -> str:
+    """The single `fsm-stage: …` stderr line of a failed command (exit 1, no traceback)."""
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # not an uncaught error
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fsm-stage: ") and fragment in lines[0], lines[0]
+    assert result.stdout == ""
+    return lines[0]
+
+
+def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """Finding 3: `-o nodir/x.svg` used to end in a FileNotFoundError traceback from mkstemp."""
+    for name in ("x.svg", "x.mmd", "x.dot"):
+        out = tmp_path / "nodir" / name
+        line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(out)]),
+                               "cannot write diagram")
+        assert f"folder {out.parent} does not exist" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux /sys (not writable, even as root)")
+def test_cli_draw_into_an_unwritable_folder_is_one_line() -> None:
+    """Finding 3: `-o /sys/x.svg` used to end in a PermissionError traceback from mkstemp."""
+    line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", "/sys/x.mmd"]),
+                           "/sys/x.mmd: cannot write diagram")
+    assert "mkstemp" not in line
+    assert not Path("/sys/x.mmd").exists()
+
+
+def test_cli_draw_onto_a_directory_is_one_line_and_leaves_it_alone(tmp_path: Path) -> None:
+    """`-o` naming an existing directory: exit 1 (not a click usage error), the folder untouched."""
+    folder = tmp_path / "out.mmd"
+    folder.mkdir()
+    result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(folder)])
+    _one_error_line(result, "it is a directory")
+    plain = tmp_path / "adir"
+    plain.mkdir()
+    _one_error_line(
+        CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "--format", "dot", "-o", str(plain)]),
+        "it is a directory",
+    )
+    assert list(folder.iterdir()) == [] and list(plain.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "out.mmd"]
+
+
+def test_cli_draw_refuses_to_overwrite_its_own_graph(tmp_path: Path) -> None:
+    """`-o` naming GRAPH itself (finding 2's pattern): refused, the graph file unchanged."""
+    path = tmp_path / "g.yaml"
+    path.write_text(AWKWARD_YAML)
+    result = CliRunner().invoke(main, ["draw", str(path), "--format", "mermaid", "-o", str(path)])
+    _one_error_line(result, "is the input stage graph")
+    assert path.read_text() == AWKWARD_YAML
+
+
+def test_cli_draw_writes_files_with_umask_permissions(tmp_path: Path) -> None:
+    """Finding 14: `-o` files were 0600 (mkstemp); they follow the umask like any other file."""
+    old = os.umask(0o022)
+    try:
+        result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(tmp_path / "g.mmd")])
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "g.mmd").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "g.mmd").read_text() == to_mermaid(
+        load_config(FEATURE_WORK).graph, load_config(FEATURE_WORK).plan_mode
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["g.mmd"]
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda p: None, "cannot read stage graph: no such file"),
+        (lambda p: p.mkdir(), "cannot read stage graph: it is a directory"),
+        (lambda p: p.write_bytes(b"name: g\x00\x01\x02\xff"), "cannot read stage graph: it is a binary file"),
+        (lambda p: p.write_bytes(b"name: caf\xe9\n"), "cannot read stage graph: not UTF-8 text"),
+    ],
+    ids=["missing", "directory", "binary", "latin-1"],
+)
+def test_cli_draw_unreadable_graph_is_one_line_exit_1(
+    tmp_path: Path, make: Callable[[Path], object], fragment: str
+) -> None:
+    """A GRAPH that is missing, a directory or not text: `fsm-stage: PATH: cannot read …`, exit 1
+    (the same shape as every other command's unreadable input; click usage errors stay exit 2)."""
+    path = tmp_path / "graph.yaml"
+    make(path)
+    result = CliRunner().invoke(main, ["draw", str(path), "-o", str(tmp_path / "o.mmd")])
+    line = _one_error_line(result, fragment)
+    assert line.startswith(f"fsm-stage: {path}: ")
+    assert not (tmp_path / "o.mmd").exists()
+

@@ -1,16 +1,23 @@
-"""``fsm-stage draw``: draw a stage-graph file as Mermaid, DOT, SVG or PNG (fsm_stage.diagram)."""
+"""``fsm-stage draw``: draw a stage-graph file as Mermaid, DOT, SVG or PNG (fsm_stage.diagram).
+
+GRAPH is read with ``fileio.read_text_input`` (missing, a directory, binary, not UTF-8: one line
+``fsm-stage: PATH: cannot read stage graph: …``, exit 1); ``-o`` is written with
+``fileio.atomic_write`` (umask permissions, never half-written) and a refusal of the OS becomes
+one line ``fsm-stage: PATH: cannot write diagram: …``, exit 1. Usage mistakes exit 2 (click).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
-from fsm_stage.config import load_config
+from fsm_stage.config import load_config_text
 from fsm_stage.diagram import FORMATS, Format, render, to_dot, to_mermaid
+from fsm_stage.errors import UserError
+from fsm_stage.fileio import atomic_write, output_error, read_text_input
 
 _SUFFIXES: dict[str, Format] = {
     ".mmd": "mermaid",
@@ -22,25 +29,19 @@ _SUFFIXES: dict[str, Format] = {
 }
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary sibling and a rename (never half-written)."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+def _same_file(a: Path, b: Path) -> bool:
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 @click.command()
-@click.argument("graph", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("graph", type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Write here instead of stdout; the suffix (.mmd .dot .gv .svg .png) picks the format.",
 )
 @click.option(
@@ -67,7 +68,7 @@ def draw(graph: Path, output: Path | None, fmt: Format | None, current: str | No
             fmt = "mermaid"
     if fmt == "png" and output is None and sys.stdout.isatty():
         raise click.UsageError("PNG is binary: pass -o FILE.png (or redirect stdout)")
-    config = load_config(graph)
+    config = load_config_text(read_text_input(graph, what="stage graph"), str(graph))
     for warning in config.warnings:
         click.echo(warning, err=True)
     if current is not None and (config.graph is None or config.graph.stage(current) is None):
@@ -82,7 +83,12 @@ def draw(graph: Path, output: Path | None, fmt: Format | None, current: str | No
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        _write_atomically(output, data)
+        if _same_file(output, graph):
+            raise UserError(f"{output}: cannot write diagram: it is the input stage graph")
+        try:
+            atomic_write(output, data)
+        except OSError as err:
+            raise output_error(output, err, what="diagram") from None
 
 
 COMMANDS = [draw]

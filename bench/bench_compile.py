@@ -3,8 +3,11 @@
 The graph is generated as native YAML text (``s0000`` … ``s0999``, each stage with five
 targets: the next five stages on a ring, every fifth edge guarded), then timed in three parts:
 
-* ``load_s``         ``load_config_text`` (ruamel parse, cattrs structuring, every validation
-                     rule, template checks, reachability warnings);
+* ``load_s``         ``load_config_text`` (YAML parse: ruamel's libyaml extension when it is
+                     installed, ``yaml_parser`` says which; cattrs structuring, every
+                     validation rule, template checks, reachability warnings);
+* ``load_pure_s``    the same with the pure-Python round-trip parser (the loader's fallback,
+                     and its only path without the C extension); ring graph only;
 * ``compile_s``      ``compile_graph`` with an empty cache (fingerprint + one ``transitions``
                      machine with ``auto_transitions=False``);
 * ``cached_s``       ``compile_graph`` again for an equal config (fingerprint + cache hit).
@@ -130,9 +133,21 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     ``targets`` omitted everywhere. ``quick`` repeats fewer times (same graph sizes); ``smoke``
     uses 50-stage graphs (harness check only).
     """
+    import fsm_stage.config as config_module
+
     stages = 50 if smoke else STAGES
     repeat = 1 if smoke else 3 if quick else 7
-    result = _measure(generate_yaml(stages), repeat, fire=False)
+    text = generate_yaml(stages)
+    result = _measure(text, repeat, fire=False)
+    fast = config_module._fast_native(text, locate=False) is not None
+    result["yaml_parser"] = "libyaml" if fast else "pure Python"
+    saved, config_module._USE_C_PARSER = config_module._USE_C_PARSER, False
+    try:
+        result["load_pure_s"] = _median_time(
+            lambda: config_module.load_config_text(text, "generated.yaml"), min(repeat, 3)
+        )
+    finally:
+        config_module._USE_C_PARSER = saved
     result["all_to_all"] = _measure(generate_yaml(stages, None), repeat, fire=True)
     return result
 
@@ -148,10 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['stages']:,} stages / {r['edges']:,} edges ({r['yaml_bytes'] / 1024:,.0f} KB of YAML), "
         f"median of {r['repeat']}:"
     )
-    print(f"  load + validate  {r['load_s'] * 1e3:9.1f} ms")
+    print(f"  load + validate  {r['load_s'] * 1e3:9.1f} ms  ({r['yaml_parser']} YAML parser)")
     print(f"  compile          {r['compile_s'] * 1e3:9.1f} ms  ({r['transitions']:,} transitions)")
     print(f"  total            {r['total_s'] * 1e3:9.1f} ms")
     print(f"  compile (cached) {r['cached_s'] * 1e3:9.1f} ms  (fingerprint + cache hit)")
+    print(f"  load, pure parser{r['load_pure_s'] * 1e3:9.1f} ms  (the fallback without the C extension)")
     a = r["all_to_all"]
     print(f"{a['stages']:,} stages, targets omitted (all-to-all: {a['edges']:,} edges), "
           f"median of {a['repeat']}:")

@@ -79,6 +79,42 @@ Spec decisions (Appendix B and related open points)
 8. **No embedded catalog copy**: wording lives only in ``templates/<lang>/stage_switch.yaml``
    (a missing English file is a clear installation error, not a silent fallback); zh overrides
    the review dialog only. ``apply_language_overlay`` is the file-level alternative.
+9. **Arguments are checked against the tool's own schema first.** The seed's harness
+   (``dsh-tools`` ``defineTool``) validates a call's input against the parameter schema before
+   ``execute`` runs, so the spec's chain (§1.15 steps 1–9) only ever sees well-formed input.
+   fsm_stage has no such host layer, so ``goto_stage`` does it itself, before step 1:
+   ``goto_stage_argument_problem`` (a JSON object; ``stage`` a string, required; ``handoff`` a
+   string, optional; no other key) fails with ``errors.invalid_arguments`` naming the problem —
+   never ``Stage "None" is not configured``. Valid input then meets the spec's chain unchanged
+   (an agent-less call with valid input still gets the S43 message).
+10. **Handoff write failures** (§1.15 step 7, "passed through unchanged"): a ``HandoffPathError``
+    and any exception without an OS error code (a store's own message: ``OSError("disk full")``
+    stays ``Error: disk full``, S49) pass through; an ``OSError`` *with* an OS error code
+    (``ENAMETOOLONG``, ``EACCES``, ``ENOSPC``…) becomes ``errors.handoff_write_failed`` naming the
+    document's path and the OS's reason, because Python's ``[Errno 36] …: 'beta.md'`` names
+    neither the path nor what to do. Session ids longer than a file name allows get a bounded
+    segment with a hash suffix (``fsm_stage.handoff.session_segment``).
+11. **No targets out of the current stage.** ``<< stage_targets >>`` keeps the spec's value
+    (``""``, §1.8). But a section that merely lists it would read "call goto_stage with one of: ."
+    So when no target is open *and* the section uses the variable only as a bare
+    ``<< stage_targets >>`` (``section_lists_targets_plainly``), ``stage:policy`` shows a catalog
+    line instead: ``notice.policy_terminal`` (no edge leaves the stage: "do not call
+    goto_stage") or ``notice.policy_blocked`` (edges exist but each waits for a guard; names the
+    guards). A section that branches on the variable (``<% if stage_targets %>…``) or defaults
+    it (``<< stage_targets or "…" >>``) owns the empty case and is rendered as written; so is a
+    section that never mentions it (S32).
+12. **One ``errors.requires_handoff`` text** serves both reasons a transition is full (no
+    ``min_handoff_tokens``; or the surface reached it): S47 and S65 pin the same key, so the text
+    says what happens ("this transition archives the conversation"), not that the conversation
+    is large.
+13. **A handoff given on a light transition** is still not written or shown (S66), and the tool
+    result now says so (``tool_result.handoff_dropped`` after ``tool_result.approved``); the
+    value keeps the spec's keys.
+14. **Wiring and reading like plan mode.** ``controller.attach(runtime)`` and
+    ``runtime.attach(controller)`` are the same call for both controllers; attaching an attached
+    controller again raises ``RuntimeError``. ``get(agent) -> StageStatus(current, pending)``
+    mirrors ``PlanModeController.get(agent)``; ``current(session)`` / ``pending_stage(session)``
+    are its parts for hosts that hold a session rather than an agent.
 """
 
 from __future__ import annotations
@@ -485,9 +521,12 @@ class StageController:
       resolved once here);
     * ``logger``: where a failed flush is logged at error level; ``id_factory``: message ids.
 
-    Use ``attach(runtime)`` to contribute ``stage:policy``, ``goto_stage``, ``/stage`` (when the
-    runtime has commands), the pre-step participant and the ``stage`` service; ``close()``
-    removes them all. The methods can also be called directly by a host with its own wiring.
+    Use ``attach(runtime)`` (or, equivalently, ``runtime.attach(controller)``) to contribute
+    ``stage:policy``, ``goto_stage``, ``/stage`` (when the runtime has commands), the pre-step
+    participant and the ``stage`` service; ``close()`` removes them all. Read the state with
+    ``get(agent)`` (``StageStatus(current, pending)``) or ``current(session)`` /
+    ``pending_stage(session)``. The methods can also be called directly by a host with its own
+    wiring.
     """
 
     def __init__(
@@ -532,7 +571,11 @@ class StageController:
 
     def attach(self, runtime: Runtime) -> None:
         """Register ``stage:policy`` (order 116), ``goto_stage``, ``/stage`` (when the runtime has
-        a command registry), the pre-step participant and the ``stage`` service (S94)."""
+        a command registry), the pre-step participant and the ``stage`` service (S94).
+
+        All or nothing: a clash (``ValueError``, e.g. a second stage switch on one runtime)
+        leaves nothing registered. Raises ``RuntimeError`` when the controller is closed or
+        already attached (as ``PlanModeController.attach`` does)."""
         if self.closed:
             raise RuntimeError("a closed StageController cannot be attached again; build a new one")
         if self._runtime is not None:
@@ -884,6 +927,9 @@ class StageController:
     async def goto_stage(self, args: Mapping[str, Any], agent: Agent | None,
                          signal: AbortSignal | None = None) -> ToolOutput:
         """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68).
+
+        ``args`` are first checked against the tool's parameter schema
+        (``goto_stage_argument_problem``, decision 9), then the spec's chain runs.
 
         Returns ``ToolOutput(value, text, meta)`` on approval (the transition is then pending);
         raises ``ToolFailure`` with the model-facing reason otherwise. No failure writes a log

@@ -73,6 +73,7 @@ from fsm_stage.constants import (
     EXIT_PLAN_MODE,
     GOTO_STAGE,
     PLAN_COMMAND,
+    PLAN_POLICY_SECTION,
     PLAN_SOURCE_PLUGIN,
     STAGE_COMMAND,
     STAGE_NAME_RE,
@@ -352,6 +353,7 @@ def _position(root: Any, path: _Path) -> tuple[int, int]:
 class _Problems:
     def __init__(self, file: str, root: Any) -> None:
         self.file, self.root, self.items = file, root, list[Problem]()
+        self.call_ids: dict[str, str] = {}  # explicit call id -> where it was first used
 
     def add(self, path: _Path, message: str) -> None:
         line, col = _position(self.root, path)
@@ -524,6 +526,38 @@ def _flags(problems: _Problems, value: Any, path: _Path) -> dict[str, bool] | No
     return None if bad else dict(value)
 
 
+def _check_call(problems: _Problems, call: ToolCall, path: _Path) -> None:
+    """Refuse call data the simulator would silently ignore (finding 9)."""
+    if call.review is not None and call.tool not in REVIEWED_TOOLS:
+        problems.add((*path, "review"), f"{call.tool} never asks a review (only "
+                     f"{' and '.join(sorted(REVIEWED_TOOLS))} do); remove `review`")
+    if call.tool in REVIEWED_TOOLS and (call.result is not None or call.error):
+        key = "result" if call.result is not None else "error"
+        problems.add((*path, key), f"{call.tool} is run by fsm_stage; `result`/`error` only answer your "
+                     "own tools")
+    elif call.error and call.result is None:
+        problems.add((*path, "error"), "`error: true` returns the `result` text as the tool's failure; "
+                     "add `result`")
+    if call.id is not None:
+        first = problems.call_ids.setdefault(call.id, _fmt_path(path))
+        if first != _fmt_path(path):
+            problems.add((*path, "id"), f"call id {call.id!r} is already used by {first}")
+
+
+def _check_system(problems: _Problems, system: Sequence[SystemText]) -> None:
+    """Host sections: unique names, not plan mode's, non-blank text."""
+    seen: dict[str, int] = {}
+    for i, sec in enumerate(system):
+        if sec.name in seen:
+            problems.add(("system", i, "name"), f"section name {sec.name!r} is already used by "
+                         f"system[{seen[sec.name]}]")
+        elif sec.name == PLAN_POLICY_SECTION:
+            problems.add(("system", i, "name"), f"{sec.name!r} is plan mode's section; pick another name")
+        elif not sec.text.strip():
+            problems.add(("system", i, "text"), "a system section needs non-blank text")
+        seen.setdefault(sec.name, i)
+
+
 def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
     if not isinstance(plain, Mapping) or len(plain) != 1:
         problems.add(path, f"a step is a one-key mapping, one of {', '.join(_STEP_KINDS)}")
@@ -559,7 +593,10 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
         calls = _structure(problems, value.get("calls", []), tuple[ToolCall, ...], (*kpath, "calls"))
         if unknown or calls is None:
             return None
-        return ModelStep(text, calls, where)
+        before = len(problems.items)
+        for j, call in enumerate(calls):
+            _check_call(problems, call, (*kpath, "calls", j))
+        return ModelStep(text, calls, where) if len(problems.items) == before else None
     if kind == "eligible":
         values = _flags(problems, value, kpath)
         return None if values is None else EligibilityFlip(values, where)
@@ -635,6 +672,8 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     if isinstance(system_raw, str):
         system_raw = [{"name": "host", "order": 0, "text": system_raw}]
     system = _structure(problems, system_raw, tuple[SystemText, ...], ("system",))
+    if system is not None:
+        _check_system(problems, system)
     description = plain.get("description", "")
     if not isinstance(description, str):
         problems.add(("description",), "expected a string")

@@ -30,7 +30,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import attrs
@@ -64,6 +64,7 @@ from fsm_stage.scenario import (
     Expect,
     ModelStep,
     NextRequest,
+    Review,
     Scenario,
     Step,
     UserPrompt,
@@ -408,7 +409,8 @@ class Failure:
 class Note:
     """Something the scenario did between requests, shown in the human view.
 
-    ``kind``: ``user`` | ``command`` | ``tool`` | ``eligible`` | ``turn`` | ``expect``;
+    ``kind``: ``user`` | ``command`` | ``tool`` | ``review`` | ``eligible`` | ``turn`` | ``expect`` |
+    ``warning``;
     ``text``: one readable line (or a few); ``after``: requests recorded before it.
     """
 
@@ -421,7 +423,9 @@ class Note:
 class SimulationResult:
     """What ``simulate`` produced: the per-request ``records``, the ``notes`` timeline, the
     expectation ``failures`` (empty = every ``expect:`` held), the ``graph`` path used and the
-    session ``log`` (an ``EventLog``: ``MemoryLog`` or the ``--log`` ``JsonlLog``)."""
+    session ``log`` (an ``EventLog``: ``MemoryLog`` or the ``--log`` ``JsonlLog``), the number of
+    ``checks`` made, the ``scenario`` path and ``warnings``: one line per scenario entry that had
+    no effect (a scripted review nobody asked for); warnings do not make ``ok`` false."""
 
     records: tuple[RequestRecord, ...]
     notes: tuple[Note, ...]
@@ -430,6 +434,7 @@ class SimulationResult:
     log: EventLog
     checks: int = 0
     scenario: str = ""
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -461,6 +466,23 @@ class _SimRuntime(Runtime):
         return result
 
 
+class _TrackedHandoffStore(LocalHandoffStore):
+    """``LocalHandoffStore`` that remembers the documents this run wrote."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.written: set[Path] = set()
+
+    def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
+        path = super().write(relative, text, cwd=cwd, policy=policy)
+        self.written.add(Path(path).resolve())
+        return path
+
+    def wrote(self, path: Path) -> bool:
+        """True when this run wrote the document at ``path``."""
+        return path.resolve() in self.written
+
+
 class _CannedTool:
     """A tool the scenario answers itself (replayed logs): result text or failure per call."""
 
@@ -476,6 +498,11 @@ class _CannedTool:
         if call is not None and call.error:
             raise ToolFailure(text.removeprefix(ERROR_PREFIX))
         return ToolOutput(None, text)
+
+
+def _review_text(review: Review) -> str:
+    """A review answer as the scenario spells it."""
+    return f"{{feedback: {review.feedback}}}" if review.kind == "feedback" else review.kind
 
 
 def _short(value: Any) -> str:
@@ -497,6 +524,8 @@ class _Engine:
         self.notes: list[Note] = []
         self.failures: list[Failure] = []
         self.checks = 0
+        self.warnings: list[str] = []
+        self.reviewed: set[str] = set()  # call ids whose scripted review was asked
         self.fatal: SimulationError | None = None
         self.next_checks: list[tuple[str, NextRequest]] = []
         self.current_call: LoopToolCall | None = None
@@ -517,18 +546,13 @@ class _Engine:
         self.stage: StageController | None = None
         self.plan: PlanModeController | None = None
         graph = config.graph
-        guard_names: set[str] = set()
+        self.handoffs = _TrackedHandoffStore(cwd)
         if graph is not None:
-            self.stage = StageController(graph, handoffs=LocalHandoffStore(cwd), token_meter=meter)
+            self.stage = StageController(graph, handoffs=self.handoffs, token_meter=meter)
             self.runtime.attach(self.stage)
             self.stage.register_eligibility(self._flag(GUIDANCE))
-            for st in graph.stages:
-                for edge in graph.edges_from(st.name):
-                    guard_names.update(edge.guards)
-            for name in sorted(guard_names):
+            for name in sorted(_guard_names(config)):
                 self.stage.register_eligibility(self._flag(name), name=name)
-        self.guard_names = frozenset(guard_names)
-        self._check_flag_names(scenario.eligible, f"{scenario.path}: eligible")
         if config.plan_mode is not None:
             self.plan = _attach_plan_mode(self.runtime, config)
         provided = set(self.runtime.tools)
@@ -569,6 +593,16 @@ class _Engine:
         self.calls_left -= 1
         mark = "✗" if result.is_error else "✓"
         self._note("tool", f"{mark} {call.name} → {result.text}")
+        scripted = self.calls.get(call.id)
+        if scripted is not None and scripted.review is not None and call.id not in self.reviewed:
+            where = self.model_step.where if self.model_step is not None else self.scenario.path
+            self.warn(f"{where}: {call.name} ({call.id}) was not reviewed, so its "
+                      f"`review: {_review_text(scripted.review)}` was not used")
+
+    def warn(self, text: str) -> None:
+        """Something the scenario says that had no effect (not a failure: the exit status stays)."""
+        self.warnings.append(text)
+        self._note("warning", text)
 
     async def between_steps(self) -> None:
         """Run the scenario steps between this model step and the next (inside the turn)."""
@@ -590,6 +624,8 @@ class _Engine:
                 f"{where}: {name} asked the human a review ({q.id}) but the call has no `review:` "
                 "outcome (approve, keep, dismiss, abort or {feedback: TEXT})")
             raise RuntimeError("no scripted review outcome")
+        if self.current_call is not None:
+            self.reviewed.add(self.current_call.id)
         self._note("review", f"review {q.id}: {review.kind}"
                    + (f" ({review.feedback})" if review.feedback else ""))
         if review.kind == "approve":
@@ -666,7 +702,6 @@ class _Engine:
             else:
                 self._note("command", f"{step.line} → {reply.kind}: {reply.text}")
         elif isinstance(step, EligibilityFlip):
-            self._check_flag_names(step.values, step.where)
             self.flags.update(step.values)
             self._note("eligible", ", ".join(f"{k}={str(v).lower()}" for k, v in step.values.items()))
         elif isinstance(step, EndTurn):
@@ -681,13 +716,6 @@ class _Engine:
                 raise SimulationError(f"{step.where}: end_turn: aborted, but no turn is open")
         elif isinstance(step, Expect):
             self._check(step)
-
-    def _check_flag_names(self, values: Mapping[str, bool], where: str) -> None:
-        unknown = sorted(set(values) - self.guard_names - {GUIDANCE})
-        if unknown:
-            known = ", ".join(sorted(self.guard_names | {GUIDANCE}))
-            raise SimulationError(f"{where}: unknown eligibility predicate(s) {', '.join(unknown)}; "
-                                  f"this graph knows {known}")
 
     # --- records ----------------------------------------------------------------------------------
 
@@ -753,11 +781,13 @@ class _Engine:
             must = stage in e.handoff_exists
             path = self.handoff_path(stage)
             self.checks += 1
-            if path is None or path.is_file() != must:
+            # only this run's documents count: a fixed cwd keeps earlier runs' files (finding 7)
+            there = path is not None and self.handoffs.wrote(path) and path.is_file()
+            if there != must:
                 shown = str(path) if path is not None else "(no stage graph)"
                 self._fail(where, "handoff_exists" if must else "handoff_missing",
-                           f"{shown} to {'exist' if must else 'be absent'}",
-                           "it exists" if path is not None and path.is_file() else "no such file")
+                           f"{shown} to {'exist' if must else 'be absent'} (written by this run)",
+                           "this run wrote it" if there else "this run wrote no such file")
         if e.next_request is not None:
             self.next_checks.append((where, e.next_request))
         if len(self.failures) == before:
@@ -821,6 +851,60 @@ def _header(scenario: Scenario, cwd: Path) -> SessionHeader:
         id=scenario.session_id, created_at=wall_clock_ms(), cwd=str(cwd),
         delegation_depth=1 if sub else 0, origin="subagent" if sub else None,
         parent_session=f"{scenario.session_id}-parent" if sub else None)
+
+
+def prepare(scenario: Scenario, *, graph: str | Path | None = None) -> tuple[Path, ConfigFile]:
+    """Load the graph a run uses (``graph`` overrides the scenario's) and check the scenario's
+    names against it before anything runs: ``expect`` stages (``stage``, ``pending_stage``,
+    ``handoff_exists``, ``handoff_missing``) must be stages of the graph, eligibility names
+    (``eligible:`` and every flip) ``guidance`` or a guard named on its edges.
+
+    Returns ``(graph path, config)``. Raises ``ConfigError`` for a bad graph and
+    ``SimulationError`` listing every unknown name, one line each (``FILE:LINE:COL: …``).
+    """
+    graph_path = Path(graph) if graph is not None else scenario.graph
+    config = load_config(graph_path)
+    problems = _name_problems(scenario, config, graph_path)
+    if problems:
+        raise SimulationError("\n".join(problems))
+    return graph_path, config
+
+
+def _guard_names(config: ConfigFile) -> frozenset[str]:
+    graph = config.graph
+    if graph is None:
+        return frozenset()
+    return frozenset(g for st in graph.stages for edge in graph.edges_from(st.name) for g in edge.guards)
+
+
+def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> list[str]:
+    stages = [st.name for st in config.graph.stages] if config.graph is not None else []
+    known_flags = _guard_names(config) | {GUIDANCE}
+    out: list[str] = []
+
+    def flags(values: Mapping[str, bool], where: str) -> None:
+        unknown = sorted(set(values) - known_flags)
+        if unknown:
+            out.append(f"{where}: unknown eligibility predicate(s) {', '.join(unknown)}; this graph "
+                       f"knows {', '.join(sorted(known_flags))}")
+
+    def stage(where: str, key: str, name: object) -> None:
+        if isinstance(name, str) and name not in stages:
+            have = f"({', '.join(stages)})" if stages else "(it has no stage graph)"
+            out.append(f"{where}: expect {key}: {name!r} is not a stage of {graph_path} {have}")
+
+    flags(scenario.eligible, f"{scenario.path}: eligible")
+    for step in scenario.steps:
+        if isinstance(step, EligibilityFlip):
+            flags(step.values, step.where)
+        elif isinstance(step, Expect):
+            stage(step.where, "stage", step.stage)
+            stage(step.where, "pending_stage", step.pending_stage)
+            for name in step.handoff_exists:
+                stage(step.where, "handoff_exists", name)
+            for name in step.handoff_missing:
+                stage(step.where, "handoff_missing", name)
+    return out
 
 
 class LogTarget:
@@ -942,8 +1026,7 @@ async def simulate_async(
     meter: HeuristicTokenMeter | None = None,
 ) -> SimulationResult:
     """Run ``scenario`` (see ``simulate``) inside a running event loop."""
-    graph_path = Path(graph) if graph is not None else scenario.graph
-    config = load_config(graph_path)
+    graph_path, config = prepare(scenario, graph=graph)
     meter = meter if meter is not None else HeuristicTokenMeter()
     with contextlib.ExitStack() as stack:
         target: LogTarget | None = None
@@ -965,7 +1048,7 @@ async def simulate_async(
         if target is not None:
             target.commit()
         return SimulationResult(tuple(engine.records), tuple(engine.notes), tuple(engine.failures),
-                                graph_path, log, engine.checks, scenario.path)
+                                graph_path, log, engine.checks, scenario.path, tuple(engine.warnings))
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
 
 
@@ -1108,6 +1191,8 @@ def render_human(result: SimulationResult, *, full: bool = False) -> str:
                 lines.append(f"   ✓ expect {n.text[3:]}")
             elif n.kind == "expect":
                 lines.append(f"   ✗ expect {n.text}")
+            elif n.kind == "warning":
+                lines.append(f"   ! warning: {n.text}")
             elif n.kind == "user":
                 lines.append(f"   » user: {_one_line(n.text, _WIDTH - 11)}")
             else:
@@ -1124,7 +1209,9 @@ def render_human(result: SimulationResult, *, full: bool = False) -> str:
     share = 100.0 * reused / total if total else 0.0
     lines.append(f"{len(result.records)} requests in {turns} turn(s) · ~{total} tokens sent · {reused} "
                  f"reused from the previous request ({share:.0f}%) · expectations: "
-                 f"{result.checks - len(result.failures)} of {result.checks} passed")
+                 f"{result.checks - len(result.failures)} of {result.checks} passed"
+                 + (f" · {len(result.warnings)} warning{'s' if len(result.warnings) != 1 else ''}"
+                    if result.warnings else ""))
     if result.failures:
         lines.append(f"FAILED {len(result.failures)} expectation(s):")
         lines.extend(f"  {f.line()}" for f in result.failures)

@@ -20,7 +20,7 @@ from fsm_stage.errors import UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.resources import data_dir
 from fsm_stage.scenario import ModelStep, SessionSettings, dump_scenario, load_scenario, steps_from_events
-from fsm_stage.simulate import render_human, simulate
+from fsm_stage.simulate import prepare, render_human, simulate
 
 
 @click.command("simulate")
@@ -55,6 +55,11 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool
             parsed.append(load_scenario(path))
         except UserError as err:
             problems.append(str(err))
+    for scenario in parsed:  # and their names checked against the graph each one runs under
+        try:
+            prepare(scenario, graph=graph)
+        except UserError as err:
+            problems.append(str(err))
     if problems:
         raise UserError("\n".join(problems))
     failed = 0
@@ -64,6 +69,8 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool
         if as_json:
             for record in result.records:
                 click.echo(json.dumps({"scenario": scenario.path, **record.to_json()}, ensure_ascii=False))
+            for warning in result.warnings:
+                click.echo(f"fsm-stage: warning: {warning}", err=True)
             for failure in result.failures:
                 click.echo(failure.line(), err=True)
         else:

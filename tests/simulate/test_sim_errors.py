@@ -86,3 +86,96 @@ def test_next_request_check_after_the_last_model_step_counts_as_one_failed_check
                       "  - expect: {next_request: {contains: [x]}}\n", tmp_path)
     assert [f.check for f in result.failures] == ["next_request"]
     assert render_human(result).splitlines()[-3].endswith("expectations: 0 of 1 passed")
+
+
+def test_scenario_data_that_would_be_ignored_is_refused() -> None:
+    """Finding 9: a `review` on a tool that never asks one, `result`/`error` on a tool fsm_stage
+    runs itself, `error` without the failure text, duplicate call ids, duplicate or reserved or
+    blank system sections."""
+    head = f"graph: {FW}\n"
+    call = "steps:\n  - user: hi\n  - model:\n      calls:\n"
+    assert _problems(head + call + "        - {tool: read_file, result: ok, review: approve}\n") == [
+        "steps[1].model.calls[0].review: read_file never asks a review (only exit_plan_mode and "
+        "goto_stage do); remove `review`"]
+    assert _problems(head + call + "        - {tool: goto_stage, args: {stage: verify}, result: ok}\n") == [
+        "steps[1].model.calls[0].result: goto_stage is run by fsm_stage; `result`/`error` only "
+        "answer your own tools"]
+    assert _problems(head + call + "        - {tool: read_file, error: true}\n") == [
+        "steps[1].model.calls[0].error: `error: true` returns the `result` text as the tool's "
+        "failure; add `result`"]
+    assert _problems(head + call + "        - {tool: read_file, result: a, id: c1}\n"
+                                   "        - {tool: read_file, result: b, id: c1}\n") == [
+        "steps[1].model.calls[1].id: call id 'c1' is already used by steps[1].model.calls[0]"]
+    assert _problems(head + "system:\n  - {name: host, order: 0, text: a}\n"
+                            "  - {name: host, order: 1, text: b}\n"
+                            "  - {name: plan:policy, order: 50, text: c}\n"
+                            "  - {name: extra, order: 2, text: ' '}\n"
+                            "steps: [{user: hi}, {model: ok}]\n") == [
+        "system[1].name: section name 'host' is already used by system[0]",
+        "system[2].name: 'plan:policy' is plan mode's section; pick another name",
+        "system[3].text: a system section needs non-blank text"]
+
+
+def test_names_the_graph_does_not_know_are_refused_before_the_run(tmp_path: Path) -> None:
+    """Suggestion: `expect` stages and eligibility predicates are checked against the graph that
+    runs before any step runs, all at once."""
+    from fsm_stage.simulate import SimulationError
+
+    with pytest.raises(SimulationError) as info:
+        run_text(f"""graph: {FW}
+steps:
+  - user: hi
+  - expect: {{stage: implemnt, pending_stage: verfy, handoff_exists: [nope]}}
+  - model: ok
+  - eligible: {{test_written: true}}
+""", tmp_path)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 4
+    assert lines[0].endswith("s.yaml:4:5: expect stage: 'implemnt' is not a stage of "
+                             f"{FW} (explore, implement, verify)")
+    assert "expect pending_stage: 'verfy' is not a stage" in lines[1]
+    assert "expect handoff_exists: 'nope' is not a stage" in lines[2]
+    assert lines[3].endswith("s.yaml:6:5: unknown eligibility predicate(s) test_written; this graph "
+                             "knows guidance, tests_written")
+    assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())
+
+
+def test_a_review_answer_nobody_asked_for_is_a_warning(tmp_path: Path) -> None:
+    """Finding 9/16: a refused goto_stage asks no review; its scripted answer is flagged, the run
+    still passes (warnings do not change the exit status)."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"""graph: {FW}
+steps:
+  - user: hi
+  - model:
+      calls: [{{tool: goto_stage, args: {{stage: verify}}, review: approve}}]
+  - model: done
+  - expect: {{stage: explore}}
+""", encoding="utf-8")
+    code, out, _ = _invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
+    assert code == 0
+    assert f"   ! warning: {scenario}:4:5: goto_stage (call-1-1) was not reviewed, so its " \
+           "`review: approve` was not used" in out.splitlines()
+    assert out.rstrip().splitlines()[-1].endswith("expectations: 1 of 1 passed · 1 warning")
+    code, _, err = _invoke("simulate", str(scenario), "--json", "--cwd", str(tmp_path / "w"))
+    assert code == 0 and "warning: " in err
+
+
+def test_handoff_checks_see_only_this_run(tmp_path: Path) -> None:
+    """Finding 7: with a fixed session.cwd a second run must not see the first run's handoff
+    documents (`handoff_missing` failed on every later run)."""
+    from fsm_stage.scenario import load_scenario
+    from fsm_stage.simulate import simulate
+
+    scenario = tmp_path / "fw.yaml"
+    text = (SCENARIOS / "feature-work.yaml").read_text(encoding="utf-8")
+    scenario.write_text(text.replace("graph: ../feature-work.yaml", f"graph: {FW}")
+                        .replace("session:\n", "session:\n  cwd: work\n", 1)
+                        .replace("handoff_missing: [implement]", "handoff_missing: [implement, verify]"),
+                        encoding="utf-8")
+    parsed = load_scenario(scenario)
+    assert parsed.session.cwd == "work"
+    for _ in range(2):
+        result = simulate(parsed)
+        assert result.failures == ()
+    assert (tmp_path / "work" / "handoff" / "feature-work-demo" / "verify.md").is_file()

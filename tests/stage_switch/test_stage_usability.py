@@ -263,6 +263,15 @@ def test_non_object_arguments_are_refused() -> None:
         "errors.invalid_arguments", problem=h.text("errors.arguments.not_object", actual="array"))
 
 
+def test_present_call_tolerates_malformed_arguments_S40() -> None:
+    """The call card is drawn before the tool runs, so malformed arguments must not break it:
+    non-object arguments draw like ``{}`` (S40's light wording with an empty stage)."""
+    h = Harness()
+    card = h.controller.present_call(["beta"])  # type: ignore[arg-type]
+    assert card["title"] == h.text("present.call_title", stage="")
+    assert card["content"] == [{"type": "text", "text": h.text("present.light_call_content", stage="")}]
+
+
 def test_schema_check_precedes_the_agent_check_S43() -> None:
     """The schema check stands for the harness's own argument validation, which runs before
     ``execute``; valid arguments without an agent still get the S43 message."""

@@ -45,40 +45,28 @@ def _graphs() -> list[GraphConfig]:
     return [g for g in shipped if g is not None] + [_ring(40, 5)]
 
 
+def _condition(c: Any) -> tuple[Any, ...]:
+    func = c.func
+    return (type(c), getattr(func, "func", func), getattr(func, "args", None), func.__name__, c.target)
+
+
+def _transition(t: Any) -> tuple[Any, ...]:
+    return (type(t), t.source, t.dest, t.prepare, t.before, t.after, [_condition(c) for c in t.conditions])
+
+
 def _shape(machine: Machine) -> list[Any]:
-    """Everything a trigger reads from the machine, comparable across machines."""
-    out: list[Any] = []
-    for name, event in machine.events.items():
-        per_source = []
-        for source, transitions in event.transitions.items():
-            per_source.append(
-                (
-                    source,
-                    [
-                        (
-                            type(t),
-                            t.source,
-                            t.dest,
-                            t.prepare,
-                            t.before,
-                            t.after,
-                            [
-                                (
-                                    type(c),
-                                    getattr(c.func, "func", c.func),
-                                    getattr(c.func, "args", None),
-                                    getattr(c.func, "__name__", None),
-                                    c.target,
-                                )
-                                for c in t.conditions
-                            ],
-                        )
-                        for t in transitions
-                    ],
-                )
-            )
-        out.append((name, type(event), event.name, event.machine is machine, per_source))
-    return [out, list(machine.states), machine.initial, machine.models, machine.auto_transitions]
+    """Everything a trigger reads from the machine, comparable across machines: per event and
+    source, the transitions in order (the order of events and of sources is not read)."""
+    events = {
+        name: (
+            type(event),
+            event.name,
+            event.machine is machine,
+            {source: [_transition(t) for t in ts] for source, ts in event.transitions.items()},
+        )
+        for name, event in machine.events.items()
+    }
+    return [events, list(machine.states), machine.initial, machine.models, machine.auto_transitions]
 
 
 @pytest.mark.parametrize("graph", _graphs(), ids=lambda g: g.name)

@@ -9,7 +9,7 @@ reference to it.
 Triggers and guards
 -------------------
 * Stage graphs: ``goto:<target>`` for every model edge ``stage -> target``
-  (``GraphConfig.edges_from``; ``targets`` omitted = every other stage). Each transition has
+  (``GraphConfig.edges_from``; ``targets`` omitted = every other stage, see below). Each transition has
   the conditions ``eligible`` (ctx ``eligible(guard_names) -> bool`` holds for the edge's
   guard names; an edge without guards is always eligible) and ``approved`` (ctx ``approval``
   equals the destination). Both return exactly ``True`` or ``False``; a guard callable
@@ -17,6 +17,21 @@ Triggers and guards
 * Plan mode (:func:`compile_plan_mode`): states ``default`` / ``plan``; ``enter_plan``
   (default→plan), ``leave_plan`` (plan→default, the user's ``/plan off``) and ``exit_plan``
   (plan→default, guarded by ``approved`` with ``approval == "default"``).
+
+Omitted targets: built on first use
+----------------------------------
+A stage whose ``targets`` are omitted may go to every other stage, so a graph of N such stages
+has N·(N-1) model edges (999,000 for 1,000 stages). Compiling them eagerly took ~18 s and
+hundreds of MB. Instead, each ``goto:<target>`` event's ``transitions`` mapping (transitions'
+``Event.transitions``: source name -> list of ``Transition``) is a :class:`_GotoTransitions`
+that holds the explicit edges and builds the transition out of an omitted-targets stage the
+first time the event looks that source up (``in`` / ``[]``, i.e. on ``fire``/``can_fire``),
+then keeps it. That transition is a real ``machine.transition_cls`` with the same shared
+``eligible``/``approved`` conditions and ``commit`` ``before`` callback as an explicit
+unguarded edge, so firing is unchanged. Listing (``keys``/``values``/``items``, hence
+``Machine.get_transitions``) builds every missing one first, so introspection sees the whole
+graph. Compiling and fingerprinting cost O(stages + explicit edges); ``edges_from`` and
+``triggers`` of such a stage cost O(stages) per call, from one shared tuple.
 
 Durable first (DESIGN.md invariant 2)
 -------------------------------------
@@ -50,15 +65,19 @@ import functools
 import hashlib
 import json
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 from transitions import EventData, Machine
+from transitions.core import Transition
 
-from fsm_stage.config import EdgeConfig, GraphConfig, normalised
+from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig, normalised
 from fsm_stage.errors import FsmStageError
+
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_keys, dict_values
 
 __all__ = [
     "GOTO_PREFIX",
@@ -85,7 +104,7 @@ PLAN_ENTER: Final = "enter_plan"
 PLAN_LEAVE: Final = "leave_plan"
 PLAN_EXIT: Final = "exit_plan"
 
-_FINGERPRINT_VERSION: Final = "fsm_stage.graph/1"
+_FINGERPRINT_VERSION: Final = "fsm_stage.graph/2"
 _CACHE_SIZE: Final = 64
 
 
@@ -191,17 +210,124 @@ def _eligible_condition(guards: tuple[str, ...]) -> Callable[[EventData], bool]:
 # --------------------------------------------------------------------------- fingerprint
 
 
+def _every_other(stage: StageConfig, names: tuple[str, ...]) -> bool:
+    """Whether ``stage`` may go to every other stage without guards, in configured order
+    (``targets`` omitted, or spelled out exactly so): O(stages) only when the lengths match."""
+    targets = stage.targets
+    if targets is None:
+        return True
+    if len(targets) != len(names) - 1 or any(e.guards for e in targets):
+        return False
+    return [e.target for e in targets] == [n for n in names if n != stage.name]
+
+
+def _canonical(config: GraphConfig) -> dict[str, Any]:
+    """``normalised(config)`` with every "every other stage" edge list written ``"*"``.
+
+    Same equivalence as ``normalised`` (omitted targets == the explicit list of every other
+    stage, in order, without guards) in O(size of the config) instead of O(stages²).
+    """
+    names = config.stage_names
+    every = [i for i, stage in enumerate(config.stages) if _every_other(stage, names)]
+    if not every:
+        return normalised(config)
+    stages = list(config.stages)
+    for i in every:
+        stages[i] = attrs.evolve(stages[i], targets=())
+    data = normalised(attrs.evolve(config, stages=tuple(stages)))
+    for i in every:
+        data["stages"][i]["targets"] = "*"
+    return data
+
+
 def fingerprint(config: GraphConfig) -> str:
     """Stable fingerprint of a graph: ``sha256`` hex of the canonical JSON (sorted keys, no
-    whitespace) of ``fsm_stage.config.normalised(config)``, prefixed with a format version.
+    whitespace) of ``fsm_stage.config.normalised(config)`` (with each "every other stage" edge
+    list written ``"*"``, so omitted targets are never expanded), prefixed with a format version.
 
     Equal configs give equal fingerprints in every process; any change to a stage, an edge, a
     guard, an instruction or a template gives a different one. Configs that behave the same
     share one (defaults resolved: ``targets`` omitted equals the explicit list of every other
-    stage, ``initial`` omitted equals the first stage; ``description`` is left out).
+    stage, ``initial`` omitted equals the first stage; ``description`` is left out): two configs
+    share a fingerprint exactly when ``normalised`` makes them equal. Cost O(size of config).
     """
-    canonical = json.dumps(normalised(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{_FINGERPRINT_VERSION}\n{canonical}".encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- lazy transitions
+
+
+class _GotoTransitions(defaultdict[str, list[Transition]]):
+    """``Event.transitions`` of one ``goto:<dest>`` event: source stage -> its transitions.
+
+    Holds the explicit edges' transitions like transitions' own ``defaultdict(list)``; for a
+    source in ``any_sources`` (stages whose ``targets`` are omitted) other than ``dest``, the
+    transition is built by ``make(source)`` on first lookup (``in``, ``[]``, ``get``) and kept
+    (``setdefault``: concurrent first lookups keep one). Listing (iteration, ``len``, ``keys``,
+    ``values``, ``items``) first builds every missing one, so it shows the whole graph.
+    """
+
+    __slots__ = ("_any", "_any_order", "_dest", "_make")
+
+    def __init__(
+        self,
+        dest: str,
+        any_sources: tuple[str, ...],
+        any_set: frozenset[str],
+        make: Callable[[str], Transition],
+        explicit: Mapping[str, list[Transition]],
+    ) -> None:
+        super().__init__(list, explicit)
+        self._dest = dest
+        self._any_order = any_sources
+        self._any = any_set
+        self._make = make
+
+    def _is_lazy(self, source: object) -> bool:
+        return source in self._any and source != self._dest
+
+    def __missing__(self, source: str) -> list[Transition]:
+        if self._is_lazy(source):
+            return self.setdefault(source, [self._make(source)])
+        return super().__missing__(source)
+
+    def __contains__(self, source: object) -> bool:
+        return dict.__contains__(self, source) or self._is_lazy(source)
+
+    def get(self, source: str, default: Any = None) -> Any:
+        if dict.__contains__(self, source) or self._is_lazy(source):
+            return self[source]
+        return default
+
+    def _build_all(self) -> None:
+        for source in self._any_order:
+            if source != self._dest and not dict.__contains__(self, source):
+                self[source]  # builds it through __missing__
+
+    def __iter__(self) -> Iterator[str]:
+        self._build_all()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._build_all()
+        return super().__len__()
+
+    def keys(self) -> dict_keys[str, list[Transition]]:
+        self._build_all()
+        return super().keys()
+
+    def values(self) -> dict_values[str, list[Transition]]:
+        self._build_all()
+        return super().values()
+
+    def items(self) -> dict_items[str, list[Transition]]:
+        self._build_all()
+        return super().items()
+
+    def built(self) -> int:
+        """Transition objects built so far (without building the missing ones)."""
+        return sum(len(ts) for ts in dict.values(self))
 
 
 # --------------------------------------------------------------------------- compiled graph
@@ -220,7 +346,19 @@ class CompiledGraph:
     fire/jump per session (one lock around fold -> fire -> append, DESIGN.md §5).
     """
 
-    __slots__ = ("_edges", "_triggers", "config", "fingerprint", "initial", "machine", "name", "states")
+    __slots__ = (
+        "_all_edges",
+        "_any",
+        "_edges",
+        "_gotos",
+        "_triggers",
+        "config",
+        "fingerprint",
+        "initial",
+        "machine",
+        "name",
+        "states",
+    )
 
     def __init__(
         self,
@@ -232,6 +370,7 @@ class CompiledGraph:
         config: GraphConfig | None,
         edges: Mapping[str, tuple[EdgeConfig, ...]],
         name: str,
+        any_sources: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.name = name
@@ -239,6 +378,10 @@ class CompiledGraph:
         self.initial = initial
         self.states = states
         self._edges = dict(edges)
+        self._any = frozenset(any_sources)
+        # one shared EdgeConfig / trigger name per stage for the stages with omitted targets
+        self._all_edges = tuple(EdgeConfig(n) for n in states) if any_sources else ()
+        self._gotos = tuple(goto(n) for n in states) if any_sources else ()
         triggers: dict[str, list[str]] = {state: [] for state in states}
         for t in transitions:
             if t["trigger"] not in triggers[t["source"]]:
@@ -255,6 +398,8 @@ class CompiledGraph:
             name=name,
         )
         _add_transitions(self.machine, transitions)
+        if any_sources:
+            _add_any_sources(self.machine, states, any_sources)
 
     def __repr__(self) -> str:
         return f"<CompiledGraph {self.name!r} {len(self.states)} states {self.fingerprint[:12]}>"
@@ -278,12 +423,29 @@ class CompiledGraph:
 
     def triggers(self, state: str) -> tuple[str, ...]:
         """Trigger names with a transition out of ``state``, ignoring guards, in configured order
-        (empty for an unknown stage)."""
+        (empty for an unknown stage). O(stages) for a stage with omitted targets."""
+        if state in self._any:
+            return tuple(t for n, t in zip(self.states, self._gotos, strict=True) if n != state)
         return self._triggers.get(state, ())
 
     def edges_from(self, state: str) -> tuple[EdgeConfig, ...]:
-        """Model edges out of ``state`` in configured order (empty for an unknown stage)."""
+        """Model edges out of ``state`` in configured order (empty for an unknown stage).
+
+        A stage with omitted targets gets one ``EdgeConfig`` (no guards) per other stage, from
+        one tuple shared by the whole graph: O(stages) per call, nothing allocated per edge.
+        """
+        if state in self._any:
+            return tuple(e for e in self._all_edges if e.target != state)
         return self._edges.get(state, ())
+
+    def built_transitions(self) -> int:
+        """How many ``Transition`` objects the machine holds now (benchmarks, tests): the
+        explicit edges plus the omitted-targets edges fired or listed so far."""
+        return sum(
+            ev.transitions.built() if isinstance(ev.transitions, _GotoTransitions)
+            else sum(len(ts) for ts in ev.transitions.values())
+            for ev in self.machine.events.values()
+        )
 
     # -- firing -----------------------------------------------------------------------
 
@@ -292,6 +454,8 @@ class CompiledGraph:
         if event is None:
             raise KeyError(f"graph {self.name!r} has no trigger {trigger!r}")
         self._check_state(cursor.state, "cursor")
+        # `get`, not `[]`: no empty list inserted; a _GotoTransitions builds an omitted-targets
+        # stage's transition here, on first use
         result: list[Any] = event.transitions.get(cursor.state, [])
         return result
 
@@ -362,6 +526,8 @@ class CompiledGraph:
             return Refusal("current", current, target)
         if not self.has_state(current):
             return Refusal("unknown_current", current, target)
+        if current in self._any:
+            return None  # omitted targets: an unguarded edge to every other stage
         edges = self.edges_from(current)
         edge = next((e for e in edges if e.target == target), None)
         if edge is None:
@@ -412,18 +578,43 @@ def _add_transitions(machine: Machine, transitions: list[dict[str, Any]]) -> Non
             transition.conditions.append(condition)
         event.transitions[source].append(transition)
 
+def _add_any_sources(machine: Machine, states: tuple[str, ...], any_sources: tuple[str, ...]) -> None:
+    """Give every ``goto:<dest>`` event the unguarded edges from ``any_sources`` (stages with
+    omitted targets) to ``dest``, built on first lookup (:class:`_GotoTransitions`).
+
+    The lazily built transitions are what ``_build`` would have added for an explicit
+    unguarded edge: conditions ``eligible`` (no guards) and ``approved``, ``before`` commit,
+    with the Condition objects shared by all of them. O(stages).
+    """
+    transition_cls = machine.transition_cls
+    conditions = [transition_cls.condition_cls(func) for func in (_eligible_condition(()), _approved)]
+    before: list[Any] = [_commit]
+    any_set = frozenset(any_sources)
+    for dest in states:
+        if any_set == {dest}:
+            continue  # the only omitted-targets stage cannot go to itself
+        trigger = goto(dest)
+        event = machine.events.get(trigger)
+        if event is None:
+            event = machine.events[trigger] = machine.event_cls(trigger, machine)
+
+        def make(source: str, dest: str = dest) -> Transition:
+            transition = transition_cls(source, dest, before=before)
+            transition.conditions.extend(conditions)
+            return transition
+
+        event.transitions = _GotoTransitions(dest, any_sources, any_set, make, event.transitions)
+
+
 _cache: OrderedDict[str, CompiledGraph] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
 def _build(config: GraphConfig, fp: str) -> CompiledGraph:
-    names = config.stage_names
-    # GraphConfig.edges_from for every configured stage, without its per-call linear lookup
-    edges = {
-        s.name: s.targets if s.targets is not None else tuple(EdgeConfig(n) for n in names if n != s.name)
-        for s in config.stages
-    }
-    known = set(edges)
+    # explicit edges only; stages with omitted targets go to _add_any_sources (built lazily)
+    edges = {s.name: s.targets for s in config.stages if s.targets is not None}
+    any_sources = tuple(s.name for s in config.stages if s.targets is None)
+    known = set(config.stage_names)
     if config.initial_stage not in known:
         raise ValueError(f"graph {config.name!r}: initial stage {config.initial_stage!r} is not configured")
     for source, out in edges.items():
@@ -458,6 +649,7 @@ def _build(config: GraphConfig, fp: str) -> CompiledGraph:
         config=config,
         edges=edges,
         name=config.name,
+        any_sources=any_sources,
     )
 
 
@@ -468,7 +660,8 @@ def compile_graph(config: GraphConfig) -> CompiledGraph:
     its own stage, or an unknown ``initial``, raises ``ValueError`` (a programming error, not a
     user one: ``load_config`` reports those with positions). The same fingerprint returns the
     same object (a bounded LRU cache of 64 graphs); a changed graph compiles a new machine.
-    Cost is O(stages + edges); ``targets`` omitted on every stage means N·(N-1) edges.
+    Cost is O(stages + explicit edges): a stage with omitted targets (an edge to every other
+    stage) costs O(1) here and its transitions are built on first use (module docstring).
     """
     fp = fingerprint(config)
     with _cache_lock:

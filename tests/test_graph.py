@@ -17,7 +17,7 @@ import transitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig
+from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig, normalised
 from fsm_stage.graph import (
     PLAN_DEFAULT,
     PLAN_ENTER,
@@ -28,6 +28,7 @@ from fsm_stage.graph import (
     Refusal,
     StageCursor,
     UnknownStageError,
+    clear_cache,
     compile_graph,
     compile_plan_mode,
     fingerprint,
@@ -362,6 +363,125 @@ def test_explain_refusal_agrees_with_can_fire_and_fire(config: GraphConfig, data
     assert cursor.state == (target if allowed else current)
 
 
+# --------------------------------------------------------------------------- targets omitted
+
+
+def all_to_all(n: int, **explicit: tuple[EdgeConfig, ...]) -> GraphConfig:
+    """``n`` stages ``s000``… with ``targets`` omitted, except the stages named in ``explicit``."""
+    names = [f"s{i:03d}" for i in range(n)]
+    stages = tuple(StageConfig(name, "x", explicit.get(name)) for name in names)
+    return GraphConfig(name=f"all-{n}", section="s", stages=stages)
+
+
+class _Counter:
+    """Counts constructor calls of a class while installed (monkeypatched ``__init__``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
+        self.calls = 0
+        original = cls.__dict__["__init__"]
+
+        def counting(obj: object, *args: object, **kwargs: object) -> None:
+            self.calls += 1
+            original(obj, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", counting)
+
+
+def test_omitted_targets_cost_o_stages_to_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 19: `targets` omitted on every stage of an N-stage graph compiled N·(N-1)
+    transition objects (and expanded N·(N-1) edges for the fingerprint): 1,000 stages took
+    ~18 s. Compiling now builds the explicit edges' transitions only, and at most one shared
+    edge per stage; the transition out of a stage with omitted targets is built when a trigger
+    first looks it up, and kept."""
+    n = 300
+    config = all_to_all(n, s001=(EdgeConfig("s002", ("ready",)), EdgeConfig("s000")), s002=())
+    clear_cache()  # count a cold compile
+    transitions_made = _Counter(monkeypatch, transitions.core.Transition)
+    edges_made = _Counter(monkeypatch, EdgeConfig)
+    graph = compile_graph(config)
+    assert transitions_made.calls == 2  # the two explicit edges of s001
+    assert edges_made.calls <= n  # not n·(n-1)
+    assert graph.built_transitions() == 2
+
+    cursor = graph.new_cursor("s000")
+    assert graph.fire(cursor, goto("s299"), approval="s299", commit=None) and cursor.state == "s299"
+    assert transitions_made.calls == 3 and graph.built_transitions() == 3
+    cursor = graph.new_cursor("s000")
+    assert graph.fire(cursor, goto("s299"), approval="s299", commit=None)
+    assert transitions_made.calls == 3  # built once, then reused
+    built = graph.machine.events[goto("s299")].transitions["s000"]
+    assert [(t.source, t.dest) for t in built] == [("s000", "s299")]
+    # shaped like an explicit unguarded edge (s001 -> s000): same conditions, same before
+    explicit = graph.machine.events[goto("s000")].transitions["s001"][0]
+    assert [c.func.__name__ for c in built[0].conditions] == [  # type: ignore[union-attr]
+        c.func.__name__ for c in explicit.conditions  # type: ignore[union-attr]
+    ] == ["eligible", "_approved"]
+    assert built[0].before == explicit.before
+
+
+def test_omitted_targets_behave_like_every_other_stage() -> None:
+    """A stage with omitted targets may go to every other stage (no guards, review approval
+    still required, durable first); explicit stages in the same graph keep their own edges."""
+    config = all_to_all(40, s001=(EdgeConfig("s002", ("ready",)),), s002=())
+    graph = compile_graph(config)
+    names = config.stage_names
+    for name in ("s000", "s017", "s039"):
+        assert graph.triggers(name) == tuple(goto(o) for o in names if o != name)
+        assert graph.edges_from(name) == config.edges_from(name)
+        assert set(graph.machine.get_triggers(name)) == set(graph.triggers(name))
+    assert graph.triggers("s001") == (goto("s002"),) and graph.triggers("s002") == ()
+    assert graph.machine.get_triggers("s002") == []
+
+    cursor = graph.new_cursor("s010")
+    assert not graph.can_fire(cursor, goto("s020"))  # not approved
+    assert not graph.fire(cursor, goto("s020"), approval="s021", commit=None)
+    assert not graph.fire(cursor, goto("s010"), approval="s010", commit=None)  # no edge to itself
+    assert graph.explain_refusal(cursor, "s020") is None
+    assert graph.can_fire(cursor, goto("s020"), approval="s020")
+    failing = Recorder(cursor, fail=True)
+    with pytest.raises(OSError):
+        graph.fire(cursor, goto("s020"), approval="s020", commit=failing)
+    assert cursor.state == "s010" and failing.seen == ["s010"]
+    commit = Recorder(cursor)
+    assert graph.fire(cursor, goto("s002"), approval="s002", commit=commit)
+    assert commit.seen == ["s010"] and cursor.state == "s002"
+    # the terminal stage s002 (targets: []) has no way out for the model
+    assert not graph.fire(cursor, goto("s000"), approval="s000", commit=commit) and cursor.state == "s002"
+    assert graph.explain_refusal(cursor, "s000") == Refusal("not_an_edge", "s002", "s000")
+    guarded = graph.new_cursor("s001")
+    assert graph.explain_refusal(guarded, "s002", eligible=lambda g: False) == Refusal(
+        "guard", "s001", "s002", failing=("ready",)
+    )
+
+
+def test_transitions_listing_api_sees_every_edge_of_omitted_targets() -> None:
+    """transitions' own ``Machine.get_transitions`` lists every edge, built ones or not."""
+    config = all_to_all(12, s003=(EdgeConfig("s004"),))
+    graph = compile_graph(config)
+    listed = {(t.source, t.dest) for t in graph.machine.get_transitions()}
+    expected = {(s, e.target) for s in config.stage_names for e in config.edges_from(s)}
+    assert listed == expected and len(expected) == 11 * 11 + 1
+    into_s005 = graph.machine.get_transitions(trigger=goto("s005"))
+    assert sorted(t.source for t in into_s005) == [n for n in config.stage_names if n not in ("s003", "s005")]
+
+
+def test_lazy_transitions_are_built_once_under_concurrent_first_use() -> None:
+    """Many threads firing the same never-used edge at once share one transition object."""
+    graph = compile_graph(all_to_all(60))
+    event = graph.machine.events[goto("s059")]
+
+    def first_use(_: int) -> tuple[int, bool]:
+        cursor = graph.new_cursor("s007")
+        fired = graph.fire(cursor, goto("s059"), approval="s059", commit=None)
+        return id(event.transitions["s007"][0]), fired and cursor.state == "s059"
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(first_use, range(64)))
+    assert all(ok for _, ok in results)
+    assert len({ident for ident, _ in results}) == 1
+    assert len(event.transitions["s007"]) == 1
+
+
 # --------------------------------------------------------------------------- plan mode
 
 
@@ -441,6 +561,56 @@ def test_fingerprint_ignores_spelling_of_defaults_and_documentation() -> None:
     )
     assert fingerprint(explicit) == fingerprint(base)
     assert compile_graph(explicit) is compile_graph(base)
+
+
+@st.composite
+def respelled(draw: st.DrawFn, config: GraphConfig) -> GraphConfig:
+    """``config`` with some stages' targets respelled (omitted <-> every other stage spelled
+    out), reordered, or replaced: some variants behave the same, others do not."""
+    names = config.stage_names
+    stages = []
+    for stage in config.stages:
+        every_other = tuple(EdgeConfig(n) for n in names if n != stage.name)
+        how = draw(st.sampled_from(["keep", "omit", "spell-out", "reverse", "drop-one"]))
+        targets = stage.targets
+        if how == "omit":
+            targets = None
+        elif how == "spell-out":
+            targets = every_other
+        elif how == "reverse":
+            targets = tuple(reversed(stage.targets if stage.targets is not None else every_other))
+        elif how == "drop-one":
+            targets = (stage.targets if stage.targets is not None else every_other)[1:]
+        stages.append(attrs.evolve(stage, targets=targets))
+    return attrs.evolve(config, stages=tuple(stages))
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs(), st.data())
+def test_fingerprint_is_equal_exactly_when_normalised_configs_are(
+    config: GraphConfig, data: st.DataObject
+) -> None:
+    """The fingerprint never expands omitted targets (O(config), not O(stages²)) yet keeps the
+    documented equivalence: two configs share a fingerprint iff ``normalised`` makes them equal
+    (omitted targets == every other stage spelled out in configured order, without guards)."""
+    other = data.draw(respelled(config))
+    assert (fingerprint(config) == fingerprint(other)) == (normalised(config) == normalised(other))
+
+
+def test_fingerprint_of_a_large_all_to_all_graph_does_not_expand_edges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finding 19: the fingerprint (computed on every ``compile_graph`` call, cache hits
+    included) expanded N·(N-1) edges; now it stays O(stages)."""
+    config = all_to_all(400)
+    edges_made = _Counter(monkeypatch, EdgeConfig)
+    first = fingerprint(config)
+    assert edges_made.calls == 0
+    spelled = attrs.evolve(
+        config,
+        stages=(attrs.evolve(config.stages[0], targets=config.edges_from("s000")), *config.stages[1:]),
+    )
+    assert fingerprint(spelled) == first
 
 
 def test_fingerprint_is_stable_across_processes() -> None:

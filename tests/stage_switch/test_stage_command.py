@@ -109,7 +109,7 @@ def test_steered_text_lands_after_the_new_prompt_S90() -> None:
 
 
 def test_narration_idle_no_header_S92a() -> None:
-    """S92a: idle, no header ever → the committed prompt has the prefix."""
+    """S92 (a): idle, no header ever → the committed prompt has the prefix."""
     h = Harness()
     h.command("/stage beta")
     assert h.stage_texts() == [prefix(h, "beta") + body("beta")]

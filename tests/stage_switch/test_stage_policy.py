@@ -97,7 +97,7 @@ def test_variables_S36() -> None:
 
 
 def test_variables_edge_cases_S37() -> None:
-    """S37a–d: no agent; after a switch (configured order); unsorted configs; unconfigured current."""
+    """S37 (a–d): no agent; after a switch (configured order); unsorted configs; unconfigured current."""
     h = Harness()
     assert h.controller.variables(None) is None  # (a)
     assert h.controller.policy_text(None) == ""

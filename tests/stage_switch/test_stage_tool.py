@@ -57,7 +57,7 @@ def test_present_result_card_S41() -> None:
 
 
 def test_rendered_results_S42() -> None:
-    """S42a–c: full = approved + handoff path; light = approved only; value keys exactly."""
+    """S42 (a–c): full = approved + handoff path; light = approved only; value keys exactly."""
     h = Harness()
     h.review.approve()  # type: ignore[union-attr]
     h.open_turn()

@@ -66,17 +66,20 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
-from fsm_stage.config import Problem
+from fsm_stage.config import GraphConfig, Problem
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
     COMMAND_RUN,
     EXIT_PLAN_MODE,
     GOTO_STAGE,
     PLAN_COMMAND,
+    PLAN_MODE_EVENT,
     PLAN_POLICY_SECTION,
     PLAN_SOURCE_PLUGIN,
+    REQUEST_HEADER,
     STAGE_COMMAND,
     STAGE_NAME_RE,
+    STAGE_POLICY_CONTEXT,
     STAGE_SOURCE_KINDS,
     TOOL_RESULT,
     TURN_END,
@@ -86,7 +89,11 @@ from fsm_stage.constants import (
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import read_text_input
 from fsm_stage.log.events import Event
+from fsm_stage.log.projections import stage_from_event
+from fsm_stage.prompts import LANGUAGES, Catalog, load_catalog
 from fsm_stage.runtime.commands import parse_command
+from fsm_stage.runtime.tools import ERROR_PREFIX
+from fsm_stage.stage_switch import CATALOG_NAME as STAGE_CATALOG
 
 __all__ = [
     "UNSET",
@@ -97,6 +104,7 @@ __all__ = [
     "ModelStep",
     "NextRequest",
     "PrefixExpect",
+    "Replay",
     "Review",
     "Scenario",
     "ScenarioError",
@@ -108,6 +116,7 @@ __all__ = [
     "dump_scenario",
     "load_scenario",
     "load_scenario_text",
+    "replay_events",
     "steps_from_events",
 ]
 
@@ -246,11 +255,16 @@ class PrefixExpect:
 
 @attrs.frozen
 class NextRequest:
-    """Checks on the next model request: texts it must / must not contain, and its prefix."""
+    """Checks on the next model request: texts it must / must not contain, its prefix, and the
+    ``stage`` / ``plan_mode`` it is sent in (``None``: not checked). ``fsm-stage scenario`` writes
+    the recorded stage and plan mode of every request this way, so a replay under a changed graph
+    fails where it diverges."""
 
     contains: tuple[str, ...] = ()
     not_contains: tuple[str, ...] = ()
     prefix: PrefixExpect | None = None
+    stage: str | None = None
+    plan_mode: bool | None = None
 
 
 @attrs.frozen
@@ -626,6 +640,10 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
             if k in ("stage", "pending_stage") and isinstance(got, str) and not STAGE_NAME_RE.fullmatch(got):
                 problems.add((*kpath, k), f"{got!r} is not a stage name ([a-z][a-z0-9_-]*)")
                 ok = False
+            bad = got.stage if isinstance(got, NextRequest) else None
+            if bad is not None and not STAGE_NAME_RE.fullmatch(bad):
+                problems.add((*kpath, k, "stage"), f"{bad!r} is not a stage name ([a-z][a-z0-9_-]*)")
+                ok = False
             fields[k] = got
         return Expect(**fields, where=where) if ok else None
     problems.add(kpath, f"unknown step kind; expected one of {', '.join(_STEP_KINDS)}")
@@ -767,8 +785,26 @@ def _literal_safe(text: str) -> bool:
     )
 
 
+def _flow(step: dict[str, Any]) -> Any:
+    """``{kind: {...}}`` with the body on one line (``- expect: {next_request: {stage: x}}``) when
+    it holds no multi-line text."""
+    from ruamel.yaml.comments import CommentedMap
+
+    def conv(value: Any) -> Any:
+        if isinstance(value, dict):
+            out = CommentedMap((k, conv(v)) for k, v in value.items())
+            out.fa.set_flow_style()
+            return out
+        return value
+
+    if "\\n" in json.dumps(step):  # an escaped newline: keep block style for the literal
+        return step
+    return {k: conv(v) for k, v in step.items()}
+
+
 def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *,
-                  description: str = "", eligible: Mapping[str, bool] | None = None) -> str:
+                  description: str = "", eligible: Mapping[str, bool] | None = None,
+                  system: Sequence[SystemText] = ()) -> str:
     """Render a scenario as YAML text (block style, literal blocks for multi-line strings)."""
     from io import StringIO
 
@@ -794,9 +830,12 @@ def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *
     sess = {k: v for k, v in _CONV.unstructure(session).items() if v not in (None, False)}
     if sess:
         doc["session"] = sess
+    if system:
+        doc["system"] = [lit({"name": t.name, "order": t.order, "text": t.text}) for t in system]
     if eligible:
         doc["eligible"] = dict(eligible)
-    doc["steps"] = [lit(step_to_plain(s)) for s in steps]
+    doc["steps"] = [_flow(lit(step_to_plain(s))) if isinstance(s, EligibilityFlip | Expect)
+                    else lit(step_to_plain(s)) for s in steps]
     y = YAML()
     y.representer.add_representer(
         type(None), lambda r, _d: r.represent_scalar("tag:yaml.org,2002:null", "null"))
@@ -886,10 +925,66 @@ def _is_wake_message(data: Mapping[str, Any]) -> bool:
         kind == "plugin" and src.get("plugin") == PLAN_SOURCE_PLUGIN)
 
 
+PLAN_CATALOG = "plan_mode"
+"""The plan-mode controller's wording catalog (``templates/<language>/plan_mode.yaml``)."""
+
+
+class _Wording:
+    """Recognises the controllers' recorded tool-result texts (in every shipped language) to
+    recover what a log does not keep structurally: review comments and guard refusals."""
+
+    def __init__(self) -> None:
+        self.patterns: dict[str, list[re.Pattern[str]]] = {}
+        for language in LANGUAGES:
+            plan = load_catalog(PLAN_CATALOG, language)
+            stage = load_catalog(STAGE_CATALOG, language)
+            for kind, catalog, key in (("plan_feedback", plan, "errors.keep_planning_feedback"),
+                                       ("stage_feedback", stage, "errors.keep_stage_feedback"),
+                                       ("guard", stage, "errors.guard_blocked"),
+                                       ("not_a_target", stage, "errors.not_a_target")):
+                pattern = _catalog_pattern(catalog, key)
+                if pattern is not None:
+                    self.patterns.setdefault(kind, []).append(pattern)
+
+    def match(self, kind: str, text: str) -> dict[str, str] | None:
+        """The template variables of a ``kind`` text (``Error:`` prefix ignored), or None."""
+        body = text.removeprefix(ERROR_PREFIX)
+        for pattern in self.patterns.get(kind, ()):
+            m = pattern.fullmatch(body)
+            if m is not None:
+                return m.groupdict()
+        return None
+
+
+def _catalog_pattern(catalog: Catalog, key: str) -> re.Pattern[str] | None:
+    """A regex matching ``catalog.text(key, …)`` for any variable values (one group each)."""
+    if not catalog.has(key):
+        return None
+    names = sorted(catalog.variables(key))
+    rendered = catalog.text(key, **{n: f"\0{n}\0" for n in names})
+    regex, seen = "", set[str]()
+    for i, part in enumerate(re.split(r"\0(\w+)\0", rendered)):
+        if i % 2 == 0:
+            regex += re.escape(part)
+        elif part in seen:
+            regex += f"(?P={part})"
+        else:
+            seen.add(part)
+            regex += f"(?P<{part}>.*?)"
+    return re.compile(regex, re.DOTALL)
+
+
 class _Replay:
     """State of ``steps_from_events`` while it walks a log."""
 
-    def __init__(self) -> None:
+    def __init__(self, graph: GraphConfig | None = None, wording: _Wording | None = None) -> None:
+        self.graph, self.wording = graph, wording
+        self.stage: str | None = None  # the recorded stage (host fold) so far
+        self.plan = False              # the recorded plan mode so far
+        self.guidance = False          # the last snapshot carried the stage guidance
+        self.state_at: dict[int, tuple[str | None, bool]] = {}  # model step index -> request state
+        self.need: dict[int, dict[str, bool]] = {}  # model step index -> predicates it needs
+        self.system_texts: list[str] = []  # system prompts of requests sent out of plan mode
         self.steps: list[Step] = []
         self.calls_by_id: dict[str, tuple[int, int]] = {}  # callId -> (step index, call index)
         self.steered: set[str] = set()
@@ -917,6 +1012,13 @@ class _Replay:
 
     def user_message(self, data: Mapping[str, Any]) -> None:
         src = data.get("source")
+        stage = stage_from_event({"type": USER_MESSAGE, "data": data})
+        if stage is not None:
+            self.stage = stage
+        sections = src.get("sections") if isinstance(src, Mapping) else None
+        if isinstance(src, Mapping) and src.get("form") == "snapshot" and isinstance(sections, list):
+            self.guidance = any(isinstance(sec, Mapping) and sec.get("name") == STAGE_POLICY_CONTEXT
+                                for sec in sections)
         text = _text_of(_blocks_of(data))
         if not (isinstance(src, Mapping) and src.get("kind") == "user"):
             if _is_wake_message(data) and text.strip() and self.wake_text is None:
@@ -942,6 +1044,11 @@ class _Replay:
         for j, c in enumerate(calls):
             if c.id is not None:
                 self.calls_by_id[c.id] = (len(self.steps), j)
+        stage = self.stage
+        if stage is None and self.graph is not None:  # a subagent is never told its first stage
+            stage = self.graph.initial or self.graph.stages[0].name
+        self.state_at[len(self.steps)] = (stage, self.plan)
+        self.need[len(self.steps)] = {GUIDANCE_PREDICATE: self.guidance} if self.guidance else {}
         self.steps.append(ModelStep(_text_of(blocks), tuple(calls)))
         self.prompted, self.wake_text = False, None
         self.turn_models += 1
@@ -956,10 +1063,50 @@ class _Replay:
         assert isinstance(step, ModelStep)
         call = step.calls[j]
         if call.tool in REVIEWED_TOOLS:
-            call = attrs.evolve(call, review=_review_from_result(text, is_error))
+            call = attrs.evolve(call, review=self._review(i, call, text, is_error))
         else:
             call = attrs.evolve(call, result=text, error=is_error)
         self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
+
+    def _review(self, i: int, call: ToolCall, text: str, is_error: bool) -> Review | None:
+        """The review answer a recorded outcome implies (None: the call was refused, nobody was
+        asked); also notes the guard values a ``goto_stage`` outcome reveals."""
+        wording = self.wording
+        if wording is None:
+            return _review_from_result(text, is_error)
+        if call.tool == GOTO_STAGE and is_error:
+            guard = wording.match("guard", text)
+            if guard is not None:
+                for name in (g.strip() for g in guard.get("guards", "").split(",")):
+                    if name:
+                        self.need.setdefault(i, {})[name] = False
+                return None
+            if wording.match("not_a_target", text) is not None:
+                return None
+        if call.tool == GOTO_STAGE:  # it got past the guards: they held
+            self._guards_held(i, call)
+        if is_error:
+            for kind in ("plan_feedback", "stage_feedback"):
+                found = wording.match(kind, text)
+                if found is not None and found.get("feedback", "").strip():
+                    return Review("feedback", found["feedback"])
+        return _review_from_result(text, is_error)
+
+    def _guards_held(self, i: int, call: ToolCall) -> None:
+        target = call.args.get("stage")
+        current = self.state_at.get(i, (None, False))[0]
+        if self.graph is None or current is None or not isinstance(target, str):
+            return
+        for edge in self.graph.edges_from(current):
+            if edge.target == target:
+                for name in edge.guards:
+                    self.need.setdefault(i, {})[name] = True
+
+    def request_header(self, data: Mapping[str, Any]) -> None:
+        header = data.get("header")
+        system = header.get("system") if isinstance(header, Mapping) else None
+        if isinstance(system, str) and not self.plan:
+            self.system_texts.append(system)
 
     def turn_start(self) -> None:
         self.in_turn, self.turn_models, self.last_had_calls = True, 0, False
@@ -989,7 +1136,11 @@ def steps_from_events(events: Sequence[Event]) -> list[Step]:
     records, snapshots) is left out: the simulator's controllers produce it again under the
     graph being tested.
     """
-    replay = _Replay()
+    return _walk(events, _Replay()).steps
+
+
+def _walk(events: Sequence[Event], replay: _Replay) -> _Replay:
+    """Feed a log's events to ``replay``; returns it with ``steps`` complete."""
     for ev in events:
         data = ev.data if isinstance(ev.data, Mapping) else {}
         if ev.type == COMMAND_RUN:
@@ -1004,6 +1155,10 @@ def steps_from_events(events: Sequence[Event]) -> list[Step]:
             replay.turn_start()
         elif ev.type == TURN_END:
             replay.turn_end()
+        elif ev.type == PLAN_MODE_EVENT:
+            replay.plan = data.get("active") is True
+        elif ev.type == REQUEST_HEADER:
+            replay.request_header(data)
     if replay.in_turn or replay.prompted:
         replay.turn_end()
     steps = replay.steps
@@ -1015,4 +1170,58 @@ def steps_from_events(events: Sequence[Event]) -> list[Step]:
                 else (attrs.evolve(c, review=Review("dismiss")) if c.tool in REVIEWED_TOOLS
                       else attrs.evolve(c, result="", error=True))
                 for c in step.calls))
-    return steps
+    return replay
+
+
+@attrs.frozen
+class Replay:
+    """A recorded session turned into a scenario (``replay_events``): the ``steps`` (with the
+    inferred eligibility flips and one ``expect: {next_request: {stage, plan_mode}}`` before each
+    model step), the host ``system`` text, and ``warnings`` about what could not be recovered."""
+
+    steps: tuple[Step, ...]
+    system: tuple[SystemText, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+GUIDANCE_PREDICATE = "guidance"
+"""Scenario name of the unnamed eligibility predicate (the stage guidance context)."""
+
+
+def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> Replay:
+    """``steps_from_events`` plus what a faithful replay needs (``fsm-stage scenario``):
+
+    * before each model step, ``expect: {next_request: {stage, plan_mode}}`` with the stage and
+      plan mode the recorded request was sent in (``stage`` only once the log names one), so a
+      replay under a changed graph fails where it diverges;
+    * eligibility flips inferred from the log: ``guidance`` from the runtime-context snapshots
+      (the ``stage:policy`` entry), and for ``goto_stage`` the guards of the recorded edge in
+      ``graph`` (true when the call got past them, false for those a refusal names);
+    * review comments recovered from the recorded failure text (``{feedback: TEXT}``), and a
+      refused ``goto_stage`` (no edge, guard) gets no ``review`` (nobody was asked);
+    * the host system prompt: the system text of the first request sent outside plan mode, as one
+      ``host`` section (a warning when there is none or it changed during the session).
+    """
+    replay = _walk(events, _Replay(graph, _Wording()))
+    warnings: list[str] = []
+    flags: dict[str, bool] = {}
+    steps: list[Step] = []
+    for i, step in enumerate(replay.steps):
+        if i in replay.state_at:
+            changes = {k: v for k, v in replay.need.get(i, {}).items() if flags.get(k, False) != v}
+            if changes:
+                steps.append(EligibilityFlip(changes))
+                flags.update(changes)
+            stage, plan = replay.state_at[i]
+            steps.append(Expect(next_request=NextRequest(stage=stage, plan_mode=plan)))
+        steps.append(step)
+    system: tuple[SystemText, ...] = ()
+    texts = replay.system_texts
+    if texts and texts[0].strip():
+        system = (SystemText("host", 0, texts[0]),)
+        if any(t != texts[0] for t in texts):
+            warnings.append("the host system prompt changed during the session; the replay uses the "
+                            "first one")
+    elif not texts and any(ev.type == REQUEST_HEADER for ev in events):
+        warnings.append("every request was sent in plan mode: the host system prompt is not recovered")
+    return Replay(tuple(steps), system, tuple(warnings))

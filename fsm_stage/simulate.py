@@ -804,6 +804,13 @@ class _Engine:
         text = record.text
         label = f"request {record.index} (turn {record.turn} step {record.step})"
         for where, nr in pending:
+            states = (("stage", nr.stage, record.stage), ("plan_mode", nr.plan_mode, record.plan_mode))
+            for key, want, got in states:
+                if want is None:
+                    continue
+                self.checks += 1
+                if want != got:
+                    self._fail(where, f"next_request.{key}", f"{_short(want)} in {label}", _short(got))
             for s in nr.contains:
                 self.checks += 1
                 if s not in text:

@@ -3,23 +3,27 @@
 ``simulate SCENARIO... [--log OUT.jsonl] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
     runs scenario files and prints, per model request, what the model sees and the
     prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
-``scenario LOG [--graph GRAPH] [--id ID]``
-    prints a scenario (YAML, on stdout) replaying a recorded DSH session log.
+``scenario LOG [--graph GRAPH] [-o OUT.yaml] [--id ID]``
+    prints (or writes) a scenario (YAML) replaying a recorded DSH session log.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from fsm_stage.constants import GOTO_STAGE, STAGE_SOURCE_KINDS
+from fsm_stage.config import load_config
+from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
 from fsm_stage.errors import UserError
+from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
+from fsm_stage.log.projections import stage_from_event
 from fsm_stage.resources import data_dir
-from fsm_stage.scenario import ModelStep, SessionSettings, dump_scenario, load_scenario, steps_from_events
+from fsm_stage.scenario import SessionSettings, dump_scenario, load_scenario, replay_events
 from fsm_stage.simulate import prepare, render_human, simulate
 
 
@@ -84,43 +88,96 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool
         sys.exit(1)
 
 
-def _default_graph(steps: list[object], stage_records: bool) -> Path:
-    """The shipped graph a replay runs under by default: feature-work when the log used the stage
-    switch, the plan-mode seed otherwise."""
-    uses_stages = stage_records or any(
-        isinstance(s, ModelStep) and any(c.tool == GOTO_STAGE for c in s.calls) for s in steps)
-    name = "feature-work.yaml" if uses_stages else "seed-plan-mode.yaml"
-    return data_dir("stage_graphs") / name
+#: shipped graphs a replay may default to, in order of preference
+_SHIPPED_GRAPHS = ("feature-work.yaml", "seed-stage-switch.yaml", "release-train.yaml")
+_PLAN_MODE_GRAPH = "seed-plan-mode.yaml"
+
+
+def _default_graph(stages: set[str], uses_goto: bool) -> Path:
+    """The shipped graph a replay runs under when no ``--graph`` is given: the first shipped
+    graph that has every stage the log names (the log does not say which graph it ran), or the
+    plan-mode seed when the log never used the stage switch. Raises ``UserError`` when no
+    shipped graph has the recorded stages."""
+    folder = data_dir("stage_graphs")
+    if not stages and not uses_goto:
+        return folder / _PLAN_MODE_GRAPH
+    for name in _SHIPPED_GRAPHS:
+        graph = load_config(folder / name).graph
+        if graph is not None and stages <= {st.name for st in graph.stages}:
+            return folder / name
+    raise UserError(f"the log names stages ({', '.join(sorted(stages))}) that no shipped graph has; "
+                    "pass --graph YOUR-GRAPH.yaml")
+
+
+def _graph_reference(graph: Path, output: Path | None) -> str:
+    """``graph:`` as the scenario writes it: relative to the output file's folder, else absolute
+    (stdout may be saved anywhere)."""
+    if output is None:
+        return str(graph)
+    try:
+        return os.path.relpath(graph, output.resolve().parent)
+    except ValueError:  # another drive (Windows)
+        return str(graph)
 
 
 @click.command("scenario")
-@click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--graph", type=str, default=None,
-              help="The `graph:` to write (relative to where you save the scenario). Default: the "
-                   "shipped feature-work graph when the log used the stage switch, else the plan-mode seed.")
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--graph", type=click.Path(path_type=Path), default=None,
+              help="The stage-graph file the replay runs under (written as the scenario's `graph:`, "
+                   "relative to --output, else absolute); also used to infer which guards held. "
+                   "Default: the first shipped graph with every stage the log names (the plan-mode "
+                   "seed when the log used no stages); a note on stderr says which.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write the scenario to this file (replaced atomically) instead of stdout.")
 @click.option("--id", "session_id", type=str, default=None, help="Session id (default: the log's).")
-def scenario_cmd(log: Path, graph: str | None, session_id: str | None) -> None:
-    """Turn a recorded session LOG into a scenario on stdout.
+def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id: str | None) -> None:
+    """Turn a recorded session LOG into a scenario (stdout, or --output).
 
-    Keeps user prompts, slash commands, each model answer with its tool calls, and each call's
-    recorded outcome (review answers for exit_plan_mode / goto_stage, canned results for other
-    tools), so `fsm-stage simulate scenario.yaml --graph NEW.yaml` re-runs the session under a
-    changed graph.
+    Keeps user prompts, slash commands, each model answer with its tool calls and each call's
+    recorded outcome (review answers — with the reviewer's comments when the log has them — for
+    exit_plan_mode / goto_stage, canned results for other tools), the host system prompt, the
+    eligibility flips the log reveals, and before each model step an
+    `expect: {next_request: {stage, plan_mode}}` with what was recorded, so
+    `fsm-stage simulate scenario.yaml --graph NEW.yaml` re-runs the session under a changed graph
+    and fails where it diverges.
     """
+    if log.is_dir():
+        raise UserError(f"{log}: cannot read session log: it is a directory")
+    if not log.exists():
+        raise UserError(f"{log}: cannot read session log: no such file")
     res = read_log(log)
     for warning in res.warnings:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
-    steps = steps_from_events(res.events)
-    if not steps:
-        raise click.ClickException(f"{log}: no user prompts, commands or model answers to replay")
-    stage_records = any(
-        ev.type == "user/message" and isinstance(ev.data, dict)
-        and isinstance(ev.data.get("source"), dict) and ev.data["source"].get("kind") in STAGE_SOURCE_KINDS
-        for ev in res.events)
-    graph_text = graph if graph is not None else str(_default_graph(list(steps), stage_records))
+    stages = {s for s in (stage_from_event(ev) for ev in res.events) if s is not None}
+    if graph is not None:
+        if graph.is_dir() or not graph.exists():
+            raise UserError(f"{graph}: --graph must be a stage-graph file")
+        graph_file = graph.resolve()
+    else:
+        uses_goto = any(ev.type == TOOL_CALL and isinstance(ev.data, dict)
+                        and ev.data.get("name") == GOTO_STAGE for ev in res.events)
+        graph_file = _default_graph(stages, uses_goto)
+        click.echo(f"fsm-stage: note: replaying under the shipped {graph_file.name} (pass --graph to "
+                   "choose)", err=True)
+    config = load_config(graph_file)
+    replay = replay_events(res.events, config.graph)
+    if not replay.steps:
+        raise UserError(f"{log}: no user prompts, commands or model answers to replay")
+    for warning in replay.warnings:
+        click.echo(f"fsm-stage: warning: {warning}", err=True)
     session = SessionSettings(id=session_id if session_id is not None else res.header.id,
                               subagent=res.header.is_subagent)
-    click.echo(dump_scenario(graph_text, session, steps, description=f"Replay of {log.name}"), nl=False)
+    text = dump_scenario(_graph_reference(graph_file, output), session, replay.steps,
+                         description=f"Replay of {log.name}", system=replay.system)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    if output.exists() and (output.is_dir() or output.samefile(log) or output.samefile(graph_file)):
+        raise UserError(f"{output}: refusing to overwrite the log, the graph or a folder with the scenario")
+    try:
+        atomic_write(output, text.encode("utf-8"))
+    except OSError as err:
+        raise output_error(output, err, what="scenario") from None
 
 
 COMMANDS = [simulate_cmd, scenario_cmd]

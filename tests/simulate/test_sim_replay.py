@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sim_helpers import GRAPHS
+from sim_helpers import GRAPHS, SCENARIOS
 
 from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
@@ -203,3 +204,100 @@ def test_dump_then_load_round_trips_any_text(texts: list[str]) -> None:
     text = dump_scenario("g.yaml", SessionSettings(id="x"), steps)
     loaded = load_scenario_text(text)
     assert loaded.steps == tuple(steps)
+
+
+def _record_and_replay(scenario: Path, tmp_path: Path, *graph: str) -> tuple[Path, str]:
+    """simulate SCENARIO --log, then `fsm-stage scenario` on that log into tmp_path/out/r.yaml."""
+    runner = CliRunner()
+    log = tmp_path / "recorded.jsonl"
+    ran = runner.invoke(main, ["simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w0")])
+    assert ran.exit_code == 0, ran.output
+    out = tmp_path / "out" / "r.yaml"
+    (tmp_path / "out").mkdir()
+    made = runner.invoke(main, ["scenario", str(log), *graph, "-o", str(out)])
+    assert made.exit_code == 0, made.output
+    return out, made.stderr
+
+
+def test_replay_of_a_simulated_log_reproduces_the_session(tmp_path: Path) -> None:
+    """Finding 16: the replay records the host system text, the eligibility flips the log reveals
+    (guidance from the snapshots, the guard a goto_stage got past) and the recorded stage / plan
+    mode of every request; re-run under the same graph it reaches verify again, uses every review
+    answer and passes every recorded expectation."""
+    original = simulate(load_scenario(SCENARIOS / "feature-work.yaml"), cwd=tmp_path / "w")
+    replay, err = _record_and_replay(SCENARIOS / "feature-work.yaml", tmp_path,
+                                     "--graph", str(GRAPHS / "feature-work.yaml"))
+    assert "warning" not in err
+    text = replay.read_text(encoding="utf-8")
+    relative = os.path.relpath(GRAPHS / "feature-work.yaml", replay.parent)  # to the output's folder
+    assert text.splitlines()[1] == f"graph: {relative}"
+    assert load_scenario(replay).graph == (GRAPHS / "feature-work.yaml").resolve()
+    assert "  - eligible: {guidance: true}\n" in text and "  - eligible: {tests_written: true}\n" in text
+    assert text.count("  - expect: {next_request: {stage: ") == len(original.records)
+    scenario = load_scenario(replay)
+    assert [(s.name, s.order, s.text) for s in scenario.system] == [
+        (s.name, s.order, s.text) for s in original.records[-1].sections]
+    result = simulate(scenario, cwd=tmp_path / "w1")
+    assert result.failures == () and result.warnings == ()
+    assert result.checks == 2 * len(original.records)
+    assert [r.stage for r in result.records] == [r.stage for r in original.records]
+    assert [r.plan_mode for r in result.records] == [r.plan_mode for r in original.records]
+    assert [r.text for r in result.records] != []
+    assert result.records[-1].stage == "verify"
+
+
+def test_replay_under_a_changed_graph_fails_where_it_diverges(tmp_path: Path) -> None:
+    """Finding 16: with an extra guard on implement → verify the replayed goto_stage is refused:
+    the recorded `review: approve` is flagged unused and the run fails (exit 1) at the first
+    request the recording sent in verify."""
+    changed = tmp_path / "changed.yaml"
+    changed.write_text((GRAPHS / "feature-work.yaml").read_text(encoding="utf-8").replace(
+        "guards: [tests_written]", "guards: [tests_written, reviewed]"), encoding="utf-8")
+    replay, _ = _record_and_replay(SCENARIOS / "feature-work.yaml", tmp_path,
+                                   "--graph", str(GRAPHS / "feature-work.yaml"))
+    ran = CliRunner().invoke(main, ["simulate", str(replay), "--graph", str(changed), "--cwd",
+                                    str(tmp_path / "w1")])
+    assert ran.exit_code == 1
+    lines = ran.stdout.splitlines()
+    assert any(line.startswith("   ! warning: ") and "goto_stage" in line and "`review: approve` was not used"
+               in line for line in lines)
+    failed = lines[lines.index("FAILED 2 expectation(s):") + 1:]
+    assert [line.split(": expect ", 1)[1] for line in failed] == [
+        'next_request.stage: expected "verify" in request 7 (turn 1 step 7), got "implement"',
+        'next_request.stage: expected "verify" in request 8 (turn 1 step 8), got "implement"']
+
+
+def test_replay_recovers_review_comments(tmp_path: Path) -> None:
+    """Finding 16: reviewer feedback was reduced to `keep`; the comment is in the recorded failure
+    text and comes back as `{feedback: TEXT}`; dismissals stay dismissals, a kept stage `keep`."""
+    replay, _ = _record_and_replay(SCENARIOS / "dismissed-review.yaml", tmp_path,
+                                   "--graph", str(GRAPHS / "feature-work.yaml"))
+    calls = [c for s in load_scenario(replay).steps if isinstance(s, ModelStep) for c in s.calls
+             if c.review is not None]
+    assert [c.review for c in calls] == [
+        Review("dismiss"), Review("feedback", "Call the variable HELLO_GREETING, not GREETING."),
+        Review("approve"), Review("dismiss"), Review("keep")] + [c.review for c in calls[5:]]
+    result = simulate(load_scenario(replay), cwd=tmp_path / "w1")
+    assert result.failures == () and result.warnings == ()
+
+
+def test_replay_without_graph_names_the_shipped_graph_it_chose(tmp_path: Path) -> None:
+    replay, err = _record_and_replay(SCENARIOS / "feature-work.yaml", tmp_path)
+    assert err == "fsm-stage: note: replaying under the shipped feature-work.yaml (pass --graph to choose)\n"
+    assert simulate(load_scenario(replay), cwd=tmp_path / "w1").failures == ()
+
+
+def test_replay_of_stages_no_shipped_graph_has_asks_for_a_graph(tmp_path: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text("name: g\nsection: Go on.\nstages:\n  - {name: draft, instruction: Draft.}\n",
+                     encoding="utf-8")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("graph: g.yaml\nsteps: [{user: hi}, {model: ok}]\n", encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(main, ["simulate", str(scenario), "--log", str(tmp_path / "l.jsonl")]).exit_code == 0
+    made = runner.invoke(main, ["scenario", str(tmp_path / "l.jsonl")])
+    assert made.exit_code == 1 and made.stdout == ""
+    assert made.stderr == ("fsm-stage: the log names stages (draft) that no shipped graph has; "
+                           "pass --graph YOUR-GRAPH.yaml\n")
+    made = runner.invoke(main, ["scenario", str(tmp_path / "nope.jsonl")])
+    assert made.exit_code == 1 and "nope.jsonl: cannot read session log: no such file" in made.stderr

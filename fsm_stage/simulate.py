@@ -949,6 +949,9 @@ class LogTarget:
         try:
             lock.acquire(blocking=False)
         except filelock.Timeout:
+            if not lock_file.exists():  # filelock reports a folder refusing new files as contention
+                raise UserError(f"{out}: cannot write session log: cannot create files in "
+                                f"{out.parent}") from None
             raise LogLockedError(
                 f"{out} is locked by another writer (lock file {lock_file}); close the other writer "
                 "first — fsm_stage allows one writer per log") from None

@@ -183,3 +183,11 @@ def test_a_run_error_through_the_api_cleans_up(tmp_path: Path) -> None:
         simulate(load_scenario(_failing_scenario(tmp_path)), log_path=tmp_path / "o" / "s.jsonl",
                  cwd=tmp_path / "w")
     assert _listing(tmp_path / "o") == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_a_folder_refusing_new_files_is_not_reported_as_a_lock(tmp_path: Path) -> None:
+    """Finding 3: `--log /proc/x.jsonl` said "locked by another writer"."""
+    code, _, err = _invoke("simulate", str(SUBAGENT), "--log", "/proc/x.jsonl", "--cwd", str(tmp_path))
+    message = _one_line_error(code, err)
+    assert "/proc/x.jsonl: cannot write session log: cannot create files in /proc" in message

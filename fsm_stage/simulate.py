@@ -863,8 +863,8 @@ def _header(scenario: Scenario, cwd: Path) -> SessionHeader:
 def prepare(scenario: Scenario, *, graph: str | Path | None = None) -> tuple[Path, ConfigFile]:
     """Load the graph a run uses (``graph`` overrides the scenario's) and check the scenario's
     names against it before anything runs: ``expect`` stages (``stage``, ``pending_stage``,
-    ``handoff_exists``, ``handoff_missing``) must be stages of the graph, eligibility names
-    (``eligible:`` and every flip) ``guidance`` or a guard named on its edges.
+    ``handoff_exists``, ``handoff_missing``, ``next_request.stage``) must be stages of the graph,
+    eligibility names (``eligible:`` and every flip) ``guidance`` or a guard named on its edges.
 
     Returns ``(graph path, config)``. Raises ``ConfigError`` for a bad graph and
     ``SimulationError`` listing every unknown name, one line each (``FILE:LINE:COL: …``).
@@ -911,6 +911,8 @@ def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> 
                 stage(step.where, "handoff_exists", name)
             for name in step.handoff_missing:
                 stage(step.where, "handoff_missing", name)
+            if step.next_request is not None:
+                stage(step.where, "next_request.stage", step.next_request.stage)
     return out
 
 

@@ -179,3 +179,28 @@ def test_handoff_checks_see_only_this_run(tmp_path: Path) -> None:
         result = simulate(parsed)
         assert result.failures == ()
     assert (tmp_path / "work" / "handoff" / "feature-work-demo" / "verify.md").is_file()
+
+
+def test_next_request_stage_and_plan_mode_are_checked(tmp_path: Path) -> None:
+    """`next_request: {stage, plan_mode}` (what `fsm-stage scenario` records) compares the state
+    the next request is sent in; a stage the graph lacks is refused before the run."""
+    result = run_text(f"""graph: {FW}
+steps:
+  - user: hi
+  - expect: {{next_request: {{stage: explore, plan_mode: false}}}}
+  - model: ok
+  - user: again
+  - expect: {{next_request: {{stage: verify, plan_mode: true}}}}
+  - model: ok
+""", tmp_path)
+    assert result.checks == 4
+    assert [(f.check, f.expected, f.actual) for f in result.failures] == [
+        ("next_request.stage", '"verify" in request 2 (turn 2 step 1)', '"explore"'),
+        ("next_request.plan_mode", "true in request 2 (turn 2 step 1)", "false")]
+    from fsm_stage.simulate import SimulationError
+    with pytest.raises(SimulationError, match=r"expect next_request.stage: 'nowhere' is not a stage"):
+        run_text(f"graph: {FW}\nsteps:\n  - user: hi\n  - expect: {{next_request: {{stage: nowhere}}}}\n"
+                 "  - model: ok\n", tmp_path, name="t.yaml")
+    assert _problems(f"graph: {FW}\nsteps:\n  - user: hi\n  - expect: {{next_request: {{stage: No}}}}\n"
+                     "  - model: ok\n") == ["steps[1].expect.next_request.stage: 'No' is not a stage name "
+                                            "([a-z][a-z0-9_-]*)"]

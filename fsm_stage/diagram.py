@@ -5,9 +5,13 @@ from the runtime machine (DESIGN.md §5). What is drawn:
 
 * one node per stage, labelled with its real name; the initial stage is marked
   (Mermaid ``[*] -->``, DOT a start point);
-* one arrow per model edge (``targets``; omitted targets = every other stage), labelled with
-  its eligibility guards ``[guard, …]`` when it has any. Every model edge also needs the
-  user's review approval, and the user may jump to any stage with ``/stage``: neither is drawn;
+* one arrow per model edge (``targets``), labelled with its eligibility guards
+  ``[guard, …]`` when it has any. Every model edge also needs the user's review approval, and
+  the user may jump to any stage with ``/stage``: neither is drawn;
+* omitted ``targets`` (every other stage, no guards): in a graph of at most
+  ``EXPAND_ANY_MAX_STAGES`` stages, one arrow per other stage; in a larger one, a single dashed
+  arrow to one ``any other stage`` node (``ANY_STAGE_LABEL``), so a 1,000-stage graph draws
+  1,000 arrows, not 999,000 (``expand_any`` forces either way);
 * plan mode, when the file configures it, as a separate two-state box (``default`` / ``plan``);
 * optionally the ``current`` stage, highlighted.
 
@@ -18,23 +22,37 @@ unique), real names are the labels, and the title goes in YAML front matter.
 
 SVG / PNG need the ``graphviz`` Python package (extra ``fsm_stage[diagrams]``) and the
 Graphviz ``dot`` program; a missing piece raises :class:`DiagramError` naming it.
+
+Size limits of the renderers (:func:`size_warnings`): Mermaid renders at most
+``MERMAID_MAX_TEXT`` (its default ``maxTextSize``, 50,000) characters and otherwise shows only
+"Maximum text size in diagram exceeded"; Graphviz ``dot`` layout time grows steeply with
+arrows between stages (measured on rings of 5 targets per stage: 250 arrows 0.5 s, 500 arrows
+8 s, 1,000 arrows 106 s), so more than ``DOT_SLOW_ARROWS`` of them get a warning before
+rendering.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Final, Literal
 
 from fsm_stage.config import GraphConfig, PlanModeConfig
 from fsm_stage.errors import UserError
 
 __all__ = [
+    "ANY_STAGE_LABEL",
+    "DOT_SLOW_ARROWS",
+    "EXPAND_ANY_MAX_STAGES",
     "FORMATS",
+    "MERMAID_MAX_TEXT",
     "DiagramError",
     "Format",
+    "arrow_count",
     "mermaid_ids",
     "render",
+    "size_warnings",
     "to_dot",
     "to_mermaid",
 ]
@@ -49,6 +67,18 @@ _PLAN_EDGES: Final = (
     ("plan", "default", "leave_plan (/plan off)"),
 )
 _CURRENT_STYLE_MERMAID: Final = "fill:#fde2c8,stroke:#d9480f,stroke-width:2px"
+_ANY_STYLE_MERMAID: Final = "fill:#ffffff,stroke:#868e96,stroke-dasharray:5 5"
+
+#: Label of the node that stands for "every other stage" (omitted ``targets``) in large graphs.
+ANY_STAGE_LABEL: Final = "any other stage"
+#: Graphs with at most this many stages draw omitted targets edge by edge (no hub node).
+EXPAND_ANY_MAX_STAGES: Final = 8
+#: Mermaid's default ``maxTextSize``: longer diagram text renders as an error box.
+MERMAID_MAX_TEXT: Final = 50_000
+#: Above this many arrows Graphviz ``dot`` takes from seconds to minutes; warn before rendering.
+DOT_SLOW_ARROWS: Final = 300
+_MERMAID_ANY_ID: Final = "any_other_stage"  # stage ids start with s_, plan mode's with pm_
+_DOT_ANY_ID: Final = "__any_other"  # stage names start with a letter
 
 
 class DiagramError(UserError):
@@ -68,6 +98,63 @@ def _title(graph: GraphConfig | None, title: str | None) -> str:
 
 def _guard_label(guards: tuple[str, ...]) -> str:
     return "[" + ", ".join(guards) + "]" if guards else ""
+
+
+def _hub(graph: GraphConfig, expand_any: bool | None) -> bool:
+    """Whether omitted targets are drawn through the single ``any other stage`` node."""
+    if not any(s.targets is None for s in graph.stages):
+        return False
+    return len(graph.stages) > EXPAND_ANY_MAX_STAGES if expand_any is None else not expand_any
+
+
+def _arrows(graph: GraphConfig, hub: bool) -> Iterator[tuple[str, str | None, tuple[str, ...]]]:
+    """``(source, target, guards)`` per drawn arrow, in configured order; target None is the
+    ``any other stage`` node. O(stages + explicit edges) with the hub."""
+    for stage in graph.stages:
+        if stage.targets is None and hub:
+            yield stage.name, None, ()
+        else:
+            for edge in graph.edges_from(stage.name):
+                yield stage.name, edge.target, edge.guards
+
+
+def arrow_count(graph: GraphConfig, *, expand_any: bool | None = None, hub_arrows: bool = True) -> int:
+    """How many model-edge arrows ``to_mermaid``/``to_dot`` draw for ``graph`` (the initial
+    marker and plan mode not counted; ``hub_arrows=False`` leaves out the arrows into the
+    ``any other stage`` node). O(stages)."""
+    hub = _hub(graph, expand_any)
+    n = len(graph.stages)
+    return sum(
+        (int(hub_arrows) if hub else n - 1) if s.targets is None else len(s.targets) for s in graph.stages
+    )
+
+
+def size_warnings(
+    fmt: Format, graph: GraphConfig | None, text: str, *, expand_any: bool | None = None
+) -> list[str]:
+    """One-line warnings about a diagram too large for its renderer (empty when fine).
+
+    ``text`` is the Mermaid or DOT text about to be written or rendered. Mermaid: more than
+    ``MERMAID_MAX_TEXT`` characters. SVG/PNG: more than ``DOT_SLOW_ARROWS`` stage-to-stage
+    arrows for Graphviz ``dot`` to lay out (arrows into the ``any other stage`` node form a
+    star, which ``dot`` lays out at once: 1,000 of them take 0.3 s). DOT text has no limit.
+    """
+    out: list[str] = []
+    if fmt == "mermaid" and len(text) > MERMAID_MAX_TEXT:
+        out.append(
+            f"the Mermaid text is {len(text):,} characters, over Mermaid's default maxTextSize of "
+            f"{MERMAID_MAX_TEXT:,}: renderers show \"Maximum text size in diagram exceeded\" unless "
+            "given a larger maxTextSize (mmdc -c config.json, mermaid.initialize); "
+            "--format svg draws it with Graphviz"
+        )
+    if fmt in ("svg", "png") and graph is not None:
+        arrows = arrow_count(graph, expand_any=expand_any, hub_arrows=False)
+        if arrows > DOT_SLOW_ARROWS:
+            out.append(
+                f"{len(graph.stages):,} stages and {arrows:,} arrows between them: Graphviz `dot` may "
+                "take minutes to lay this out (--format dot or mermaid write the text at once)"
+            )
+    return out
 
 
 # --------------------------------------------------------------------------- Mermaid
@@ -103,11 +190,14 @@ def to_mermaid(
     *,
     title: str | None = None,
     current: str | None = None,
+    expand_any: bool | None = None,
 ) -> str:
     """Mermaid ``stateDiagram-v2`` text for ``graph`` (and plan mode when given).
 
-    ``title`` defaults to the graph name; ``current`` highlights that stage. Returns text ending
-    in a newline. Raises ``DiagramError`` when both ``graph`` and ``plan_mode`` are None.
+    ``title`` defaults to the graph name; ``current`` highlights that stage; ``expand_any``
+    draws omitted targets edge by edge (True) or through the ``any other stage`` node (False);
+    None: edge by edge up to ``EXPAND_ANY_MAX_STAGES`` stages. Returns text ending in a
+    newline. Raises ``DiagramError`` when both ``graph`` and ``plan_mode`` are None.
     """
     _check_something(graph, plan_mode)
     lines = [
@@ -121,11 +211,17 @@ def to_mermaid(
         ids = mermaid_ids(graph.stage_names)
         for name in graph.stage_names:
             lines.append(f'  state "{_mermaid_text(name)}" as {ids[name]}')
+        hub = _hub(graph, expand_any)
+        if hub:
+            lines.append(f'  state "{ANY_STAGE_LABEL}" as {_MERMAID_ANY_ID}')
         lines.append(f"  [*] --> {ids[graph.initial_stage]}")
-        for name in graph.stage_names:
-            for edge in graph.edges_from(name):
-                label = _mermaid_text(_guard_label(edge.guards))
-                lines.append(f"  {ids[name]} --> {ids[edge.target]}" + (f": {label}" if label else ""))
+        for source, target, guards in _arrows(graph, hub):
+            dest = _MERMAID_ANY_ID if target is None else ids[target]
+            label = _mermaid_text(_guard_label(guards))
+            lines.append(f"  {ids[source]} --> {dest}" + (f": {label}" if label else ""))
+        if hub:
+            lines.append(f"  classDef anystage {_ANY_STYLE_MERMAID}")
+            lines.append(f"  class {_MERMAID_ANY_ID} anystage")
         if current is not None and current in ids:
             lines.append(f"  classDef current {_CURRENT_STYLE_MERMAID}")
             lines.append(f"  class {ids[current]} current")
@@ -155,11 +251,13 @@ def to_dot(
     *,
     title: str | None = None,
     current: str | None = None,
+    expand_any: bool | None = None,
 ) -> str:
     """Graphviz DOT text (a ``digraph``, left to right) for ``graph`` and optional plan mode.
 
     Node ids are the quoted stage names; a point node ``__start`` marks the initial stage;
-    stage descriptions become tooltips. Raises ``DiagramError`` when there is nothing to draw.
+    stage descriptions become tooltips; omitted targets as in :func:`to_mermaid` (the hub node
+    is ``__any_other``, dashed). Raises ``DiagramError`` when there is nothing to draw.
     """
     _check_something(graph, plan_mode)
     q = _dot_string
@@ -179,12 +277,18 @@ def to_dot(
             if stage.name == current:
                 attrs.append('fillcolor="#fde2c8", color="#d9480f", penwidth=2')
             lines.append(f"  {q(stage.name)} [{', '.join(attrs)}];")
+        hub = _hub(graph, expand_any)
+        if hub:
+            style = 'style="rounded,dashed", fillcolor="#ffffff"'
+            lines.append(f'  "{_DOT_ANY_ID}" [label={q(ANY_STAGE_LABEL)}, {style}];')
         lines.append(f'  "__start" -> {q(graph.initial_stage)};')
-        for stage_name in graph.stage_names:
-            for edge in graph.edges_from(stage_name):
-                label = _guard_label(edge.guards)
-                suffix = f" [label={q(label)}]" if label else ""
-                lines.append(f"  {q(stage_name)} -> {q(edge.target)}{suffix};")
+        for source, target, guards in _arrows(graph, hub):
+            if target is None:
+                lines.append(f'  {q(source)} -> "{_DOT_ANY_ID}" [style=dashed];')
+                continue
+            label = _guard_label(guards)
+            suffix = f" [label={q(label)}]" if label else ""
+            lines.append(f"  {q(source)} -> {q(target)}{suffix};")
     if plan_mode is not None:
         lines.append('  subgraph "cluster_plan_mode" {')
         lines.append(f'    label={q(PLAN_MODE_TITLE)}; style="rounded,dashed";')

@@ -18,7 +18,18 @@ from click.testing import CliRunner, Result
 
 from fsm_stage.cli import main
 from fsm_stage.config import EdgeConfig, GraphConfig, PlanModeConfig, StageConfig, load_config
-from fsm_stage.diagram import DiagramError, mermaid_ids, render, to_dot, to_mermaid
+from fsm_stage.diagram import (
+    ANY_STAGE_LABEL,
+    DOT_SLOW_ARROWS,
+    EXPAND_ANY_MAX_STAGES,
+    MERMAID_MAX_TEXT,
+    DiagramError,
+    arrow_count,
+    mermaid_ids,
+    render,
+    to_dot,
+    to_mermaid,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 FEATURE_WORK = REPO / "stage_graphs" / "feature-work.yaml"
@@ -141,6 +152,137 @@ def test_feature_work_example_renders_with_mermaid_cli(tmp_path: Path) -> None:
     assert config.graph is not None
     for name in config.graph.stage_names:
         assert name in svg
+
+
+# --------------------------------------------------------------------------- large graphs
+
+
+def all_to_all(n: int, **explicit: tuple[EdgeConfig, ...]) -> GraphConfig:
+    """``n`` stages ``s000``… with ``targets`` omitted (every other stage), except ``explicit``."""
+    names = [f"s{i:03d}" for i in range(n)]
+    return GraphConfig(
+        name=f"all-{n}", section="s", stages=tuple(StageConfig(x, "x", explicit.get(x)) for x in names)
+    )
+
+
+def _arrows(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if "-->" in line or " -> " in line]
+
+
+def test_omitted_targets_in_a_large_graph_draw_one_arrow_to_an_any_stage_hub() -> None:
+    """A 1,000-stage graph with omitted targets is 999,000 model edges: drawn one by one that is
+    an unusable diagram (and minutes of work). Above EXPAND_ANY_MAX_STAGES stages each
+    omitted-targets stage gets one dashed arrow to a single `any other stage` node; explicit
+    targets are still drawn edge by edge, with their guards."""
+    config = all_to_all(1000, s001=(EdgeConfig("s002", ("ready",)), EdgeConfig("s000")), s002=())
+    assert len(config.stages) > EXPAND_ANY_MAX_STAGES
+    ids = mermaid_ids(config.stage_names)
+    text = to_mermaid(config)
+    arrows = _arrows(text)
+    assert f'state "{ANY_STAGE_LABEL}" as any_other_stage' in text
+    assert f"[*] --> {ids['s000']}" in arrows
+    assert f"{ids['s001']} --> {ids['s002']}: [ready]" in arrows
+    assert f"{ids['s001']} --> {ids['s000']}" in arrows
+    into_hub = [a for a in arrows if a.endswith("--> any_other_stage")]
+    assert len(into_hub) == 998  # every stage but the explicit s001 and s002
+    assert len(arrows) == 1 + 2 + 998
+    assert f"{ids['s002']} --> any_other_stage" not in arrows
+    dot = to_dot(config)
+    dot_arrows = _arrows(dot)
+    assert sum(a.startswith('"s') and '-> "__any_other"' in a for a in dot_arrows) == 998
+    assert '"s001" -> "s002" [label="[ready]"];' in dot_arrows
+    assert len(dot_arrows) == 1 + 2 + 998
+    assert f'"__any_other" [label="{ANY_STAGE_LABEL}"' in dot
+
+
+def test_small_graphs_draw_omitted_targets_edge_by_edge_unless_asked() -> None:
+    """Up to EXPAND_ANY_MAX_STAGES stages every omitted-targets edge is its own arrow (no hub);
+    ``expand_any`` forces either way."""
+    small = all_to_all(EXPAND_ANY_MAX_STAGES)
+    n = EXPAND_ANY_MAX_STAGES
+    assert "any_other_stage" not in to_mermaid(small)
+    assert len(_arrows(to_mermaid(small))) == 1 + n * (n - 1)
+    assert len(_arrows(to_dot(small))) == 1 + n * (n - 1)
+    hub = to_mermaid(small, expand_any=False)
+    assert len(_arrows(hub)) == 1 + n and "any_other_stage" in hub
+    big = all_to_all(n + 1)
+    assert len(_arrows(to_mermaid(big))) == 1 + (n + 1)
+    assert len(_arrows(to_dot(big, expand_any=True))) == 1 + (n + 1) * n
+
+
+def test_arrow_count_matches_what_is_drawn() -> None:
+    for config, expand in ((all_to_all(30, s004=(EdgeConfig("s005"),)), None), (all_to_all(5), None),
+                           (all_to_all(12), True), (AWKWARD, False)):
+        arrows = _arrows(to_mermaid(config, expand_any=expand))[1:]  # minus [*] -->
+        assert arrow_count(config, expand_any=expand) == len(arrows)
+        between = [a for a in arrows if not a.endswith(" any_other_stage")]
+        assert arrow_count(config, expand_any=expand, hub_arrows=False) == len(between)
+
+
+def test_any_stage_hub_renders_with_mermaid_cli(tmp_path: Path) -> None:
+    svg = render_mermaid(to_mermaid(all_to_all(12, s003=(EdgeConfig("s004", ("ready",)),)), PLAN), tmp_path)
+    for label in (ANY_STAGE_LABEL, "s000", "s011", "[ready]", "plan mode"):
+        assert label in svg, label
+
+
+@needs_dot
+def test_any_stage_hub_renders_with_dot() -> None:
+    dot = to_dot(all_to_all(12, s003=(EdgeConfig("s004", ("ready",)),)))
+    svg = html.unescape(render(dot, "svg").decode())
+    for label in (ANY_STAGE_LABEL, "s000", "s011", "[ready]"):
+        assert f">{label}</text>" in svg, label
+
+
+def _ring_yaml(stages: int, fanout: int) -> str:
+    lines = ["name: ring", "section: s", "stages:"]
+    for i in range(stages):
+        lines += [f"  - name: s{i:04d}", "    instruction: x", "    targets:"]
+        lines += [f"      - s{(i + k) % stages:04d}" for k in range(1, fanout + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_cli_draw_warns_when_mermaid_would_refuse_the_text(tmp_path: Path) -> None:
+    """Mermaid renders at most maxTextSize (50,000) characters by default and otherwise shows
+    only "Maximum text size in diagram exceeded": `draw` says so on stderr (exit 0, the text is
+    still written); a small graph draws without warnings."""
+    path = tmp_path / "ring.yaml"
+    path.write_text(_ring_yaml(1000, 5))
+    result = CliRunner().invoke(main, ["draw", str(path)])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout) > MERMAID_MAX_TEXT
+    warnings = result.stderr.strip().splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith("fsm-stage: warning: ")
+    assert "maxTextSize" in warnings[0] and f"{len(result.stdout):,}" in warnings[0]
+    quiet = CliRunner().invoke(main, ["draw", str(FEATURE_WORK)])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_cli_draw_warns_before_a_slow_graphviz_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Graphviz `dot` needs minutes for a thousand arrows (200 stages x 5: ~100 s): before
+    rendering SVG/PNG of more than DOT_SLOW_ARROWS arrows, `draw` warns (and still renders)."""
+    import fsm_stage.cli.draw_cmds as draw_cmds
+
+    path = tmp_path / "ring.yaml"
+    path.write_text(_ring_yaml(100, 5))
+    rendered: list[str] = []
+    monkeypatch.setattr(draw_cmds, "render", lambda dot, fmt: rendered.append(fmt) or b"<svg/>")
+    result = CliRunner().invoke(main, ["draw", str(path), "-o", str(tmp_path / "ring.svg")])
+    assert result.exit_code == 0, result.output
+    assert rendered == ["svg"] and (tmp_path / "ring.svg").read_bytes() == b"<svg/>"
+    warnings = result.stderr.strip().splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith("fsm-stage: warning: ")
+    assert "100 stages and 500 arrows between them" in warnings[0]
+    assert DOT_SLOW_ARROWS < 500
+    # arrows into the `any other stage` node form a star that dot lays out at once: no warning
+    big = tmp_path / "big.yaml"
+    stages = "".join(f"  - {{name: s{i}, instruction: x}}\n" for i in range(1000))
+    big.write_text("section: s\nstages:\n" + stages)
+    star = CliRunner().invoke(main, ["draw", str(big), "-o", str(tmp_path / "big.svg")])
+    assert star.exit_code == 0 and star.stderr == "" and rendered == ["svg", "svg"]
+    as_text = CliRunner().invoke(main, ["draw", str(path), "--format", "dot"])
+    assert as_text.exit_code == 0 and as_text.stderr == ""  # DOT text itself is instant
 
 
 # --------------------------------------------------------------------------- DOT

@@ -15,7 +15,15 @@ from pathlib import Path
 import click
 
 from fsm_stage.config import load_config_text
-from fsm_stage.diagram import FORMATS, Format, render, to_dot, to_mermaid
+from fsm_stage.diagram import (
+    EXPAND_ANY_MAX_STAGES,
+    FORMATS,
+    Format,
+    render,
+    size_warnings,
+    to_dot,
+    to_mermaid,
+)
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import atomic_write, output_error, read_text_input
 
@@ -51,11 +59,21 @@ def _same_file(a: Path, b: Path) -> bool:
     help="mermaid (default), dot, or svg/png rendered by Graphviz `dot`.",
 )
 @click.option("--stage", "current", metavar="NAME", help="Highlight this stage (e.g. a session's current).")
-def draw(graph: Path, output: Path | None, fmt: Format | None, current: str | None) -> None:
+@click.option(
+    "--expand-any/--any-node",
+    "expand_any",
+    default=None,
+    help="Omitted targets: one arrow per other stage, or one arrow to an 'any other stage' node "
+    f"(default: expand up to {EXPAND_ANY_MAX_STAGES} stages).",
+)
+def draw(
+    graph: Path, output: Path | None, fmt: Format | None, current: str | None, expand_any: bool | None
+) -> None:
     """Draw the stage graph (and plan mode) of GRAPH.
 
     Mermaid and DOT are written by fsm_stage itself; SVG and PNG need the Graphviz `dot`
-    program and the graphviz Python package (pip install 'fsm_stage[diagrams]').
+    program and the graphviz Python package (pip install 'fsm_stage[diagrams]'). Diagrams too
+    large for their renderer get a warning on stderr.
     """
     if fmt is None:
         if output is not None:
@@ -74,11 +92,12 @@ def draw(graph: Path, output: Path | None, fmt: Format | None, current: str | No
     if current is not None and (config.graph is None or config.graph.stage(current) is None):
         raise click.BadParameter(f"{current!r} is not a stage of {graph}", param_hint="--stage")
     title = None if config.graph is not None else graph.stem  # plan mode only: name it after the file
-    if fmt == "mermaid":
-        data = to_mermaid(config.graph, config.plan_mode, title=title, current=current).encode()
-    else:
-        dot = to_dot(config.graph, config.plan_mode, title=title, current=current)
-        data = dot.encode() if fmt == "dot" else render(dot, fmt)
+    text = (to_mermaid if fmt == "mermaid" else to_dot)(
+        config.graph, config.plan_mode, title=title, current=current, expand_any=expand_any
+    )
+    for warning in size_warnings(fmt, config.graph, text, expand_any=expand_any):
+        click.echo(f"fsm-stage: warning: {warning}", err=True)
+    data = render(text, fmt) if fmt in ("svg", "png") else text.encode()
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

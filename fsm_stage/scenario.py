@@ -941,7 +941,8 @@ class _Wording:
             for kind, catalog, key in (("plan_feedback", plan, "errors.keep_planning_feedback"),
                                        ("stage_feedback", stage, "errors.keep_stage_feedback"),
                                        ("guard", stage, "errors.guard_blocked"),
-                                       ("not_a_target", stage, "errors.not_a_target")):
+                                       ("not_a_target", stage, "errors.not_a_target"),
+                                       ("not_a_target", stage, "errors.not_configured")):
                 pattern = _catalog_pattern(catalog, key)
                 if pattern is not None:
                     self.patterns.setdefault(kind, []).append(pattern)
@@ -979,12 +980,14 @@ class _Replay:
 
     def __init__(self, graph: GraphConfig | None = None, wording: _Wording | None = None) -> None:
         self.graph, self.wording = graph, wording
+        self.stages_recorded = False   # the log holds stage records (set by ``replay_events``)
         self.stage: str | None = None  # the recorded stage (host fold) so far
         self.plan = False              # the recorded plan mode so far
         self.guidance = False          # the last snapshot carried the stage guidance
         self.state_at: dict[int, tuple[str | None, bool]] = {}  # model step index -> request state
         self.need: dict[int, dict[str, bool]] = {}  # model step index -> predicates it needs
         self.system_texts: list[str] = []  # system prompts of requests sent out of plan mode
+        self.refused: set[str] = set()  # ids of goto_stage calls the graph refused (no review)
         self.steps: list[Step] = []
         self.calls_by_id: dict[str, tuple[int, int]] = {}  # callId -> (step index, call index)
         self.steered: set[str] = set()
@@ -1045,7 +1048,8 @@ class _Replay:
             if c.id is not None:
                 self.calls_by_id[c.id] = (len(self.steps), j)
         stage = self.stage
-        if stage is None and self.graph is not None:  # a subagent is never told its first stage
+        if stage is None and self.graph is not None and self.stages_recorded:
+            # a subagent is never told its first stage: it is the graph's initial one
             stage = self.graph.initial or self.graph.stages[0].name
         self.state_at[len(self.steps)] = (stage, self.plan)
         self.need[len(self.steps)] = {GUIDANCE_PREDICATE: self.guidance} if self.guidance else {}
@@ -1064,6 +1068,8 @@ class _Replay:
         call = step.calls[j]
         if call.tool in REVIEWED_TOOLS:
             call = attrs.evolve(call, review=self._review(i, call, text, is_error))
+            if call.review is None:
+                self.refused.add(call_id)
         else:
             call = attrs.evolve(call, result=text, error=is_error)
         self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
@@ -1163,10 +1169,13 @@ def _walk(events: Sequence[Event], replay: _Replay) -> _Replay:
         replay.turn_end()
     steps = replay.steps
     # a call whose result was never recorded: answer it with an empty canned failure
+    def answered(c: ToolCall) -> bool:
+        return c.review is not None or c.result is not None or c.id in replay.refused
+
     for i, step in enumerate(steps):
-        if isinstance(step, ModelStep) and any(c.review is None and c.result is None for c in step.calls):
+        if isinstance(step, ModelStep) and not all(answered(c) for c in step.calls):
             steps[i] = attrs.evolve(step, calls=tuple(
-                c if c.review is not None or c.result is not None
+                c if answered(c)
                 else (attrs.evolve(c, review=Review("dismiss")) if c.tool in REVIEWED_TOOLS
                       else attrs.evolve(c, result="", error=True))
                 for c in step.calls))
@@ -1192,7 +1201,8 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
     """``steps_from_events`` plus what a faithful replay needs (``fsm-stage scenario``):
 
     * before each model step, ``expect: {next_request: {stage, plan_mode}}`` with the stage and
-      plan mode the recorded request was sent in (``stage`` only once the log names one), so a
+      plan mode the recorded request was sent in (``stage`` only for a log with stage records;
+      before the first one, the graph's initial stage — a subagent is never told it), so a
       replay under a changed graph fails where it diverges;
     * eligibility flips inferred from the log: ``guidance`` from the runtime-context snapshots
       (the ``stage:policy`` entry), and for ``goto_stage`` the guards of the recorded edge in
@@ -1202,7 +1212,9 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
     * the host system prompt: the system text of the first request sent outside plan mode, as one
       ``host`` section (a warning when there is none or it changed during the session).
     """
-    replay = _walk(events, _Replay(graph, _Wording()))
+    start = _Replay(graph, _Wording())
+    start.stages_recorded = any(stage_from_event(ev) is not None for ev in events)
+    replay = _walk(events, start)
     warnings: list[str] = []
     flags: dict[str, bool] = {}
     steps: list[Step] = []

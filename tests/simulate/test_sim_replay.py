@@ -7,16 +7,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sim_helpers import GRAPHS, SCENARIOS
+from sim_helpers import GRAPHS, SCENARIOS, SHIPPED
 
 from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
 from fsm_stage.scenario import (
     Command,
     EndTurn,
+    Expect,
     ModelStep,
     Review,
     SessionSettings,
@@ -301,3 +303,49 @@ def test_replay_of_stages_no_shipped_graph_has_asks_for_a_graph(tmp_path: Path) 
                            "pass --graph YOUR-GRAPH.yaml\n")
     made = runner.invoke(main, ["scenario", str(tmp_path / "nope.jsonl")])
     assert made.exit_code == 1 and "nope.jsonl: cannot read session log: no such file" in made.stderr
+
+
+def test_every_recorded_session_replays_with_its_recorded_plan_mode(plan_review_log: Path,
+                                                                    tmp_path: Path) -> None:
+    """Finding 16 over DSH's corpus: with the recorded plan mode of every request as expectations
+    (`replay_events`), every session log replays under feature-work without a failure or an unused
+    review answer."""
+    from fsm_stage.config import load_config
+    from fsm_stage.errors import LogFormatError
+    from fsm_stage.scenario import replay_events
+
+    graph = load_config(GRAPHS / "feature-work.yaml").graph
+    ran = checks = 0
+    for log in sorted(plan_review_log.parent.glob("*.jsonl")):
+        try:
+            res = read_log(log)
+        except LogFormatError:
+            continue
+        replay = replay_events(res.events, graph)
+        if not replay.steps:
+            continue
+        text = dump_scenario(str(GRAPHS / "feature-work.yaml"),
+                             SessionSettings(id="replay", subagent=res.header.is_subagent), replay.steps,
+                             system=replay.system)
+        work = tmp_path / log.stem
+        result = simulate(load_scenario_text(text, str(work / "s.yaml")), cwd=work)
+        assert (result.failures, result.warnings) == ((), ()), log.name
+        expects = [s for s in replay.steps if isinstance(s, Expect)]  # one plan_mode check each
+        assert result.checks == len(expects), log.name
+        checks += result.checks
+        ran += 1
+    assert ran >= 100 and checks >= 100
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_shipped_scenario_round_trips_through_its_log(path: Path, tmp_path: Path) -> None:
+    """Finding 16: simulate --log, `fsm-stage scenario --graph` on that log, simulate again: the
+    same stage and plan mode at every request, every recorded expectation held, no review answer
+    left unused (refused goto_stage calls get none)."""
+    original = simulate(load_scenario(path), cwd=tmp_path / "w")
+    replay, err = _record_and_replay(path, tmp_path, "--graph", str(load_scenario(path).graph))
+    assert "warning" not in err
+    result = simulate(load_scenario(replay), cwd=tmp_path / "w1")
+    assert (result.failures, result.warnings) == ((), ())
+    states = [(r.stage, r.plan_mode) for r in result.records]
+    assert states == [(r.stage, r.plan_mode) for r in original.records]

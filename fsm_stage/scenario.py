@@ -4,7 +4,8 @@ A scenario is YAML (documented in the README, "Simulate"): the stage graph to us
 session settings and an ordered list of steps. Example::
 
     graph: ../feature-work.yaml          # relative to this file
-    session: {id: demo, subagent: false} # cwd: omitted = a fresh temporary directory
+    session: {id: demo, subagent: false} # cwd: omitted = a fresh temporary directory;
+                                         # "" = this file's folder
     system: You are a coding agent.      # optional host system section ("host", order 0),
                                          # or a list of {name, order, text}
     eligible: {ready: false}             # initial values of named eligibility predicates
@@ -26,21 +27,31 @@ session settings and an ordered list of steps. Example::
             contains: ["Current stage: implement"]
             not_contains: ["Current stage: explore"]
             prefix: {system: kept, tools: kept, messages: kept}
+            stage: implement              # the stage / plan mode the next request is sent in
+            plan_mode: false
 
 Step kinds (each step is a one-key mapping):
 
 ``user: TEXT``                 a user prompt (steered; wakes an idle agent, starting a turn)
 ``command: /NAME ARGS``        a slash command typed by the user (``/plan``, ``/stage implement``)
 ``model: TEXT | {text, calls}`` one model response; each call is ``{tool, args, review, result,
-                               error, id}``; ``review`` is ``approve`` | ``keep`` | ``dismiss`` |
-                               ``abort`` | ``{feedback: TEXT}``; ``result``/``error`` answer tools
-                               the graph does not provide (replayed logs)
+                               error, id}``; ``review`` (only on ``exit_plan_mode`` / ``goto_stage``)
+                               is ``approve`` | ``keep`` | ``dismiss`` | ``abort`` |
+                               ``{feedback: TEXT}``; ``result`` answers a tool the graph does not
+                               provide with that text, ``error: true`` makes it a failure;
+                               call ids are unique
 ``eligible: {NAME: BOOL}``     flip named eligibility predicates
 ``end_turn: completed|aborted`` end the open turn here (``aborted``: the user stops it)
 ``expect: {...}``              checks (see ``Expect``); a failure makes ``simulate`` exit 1
 
 Errors: ``load_scenario`` raises ``ScenarioError`` (a ``UserError``) listing every problem as
-one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file.
+one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file. Data the
+simulator would silently ignore is a problem too (a ``review`` on a tool that never asks one,
+``result`` on ``goto_stage``, duplicate call ids, duplicate / blank / ``plan:policy`` system
+sections). Names are checked against the graph by ``fsm_stage.simulate.prepare``.
+
+Replay: ``replay_events`` (``fsm-stage scenario LOG``) turns a recorded session into steps with
+the recorded stage / plan mode of every request as ``expect: {next_request: …}`` blocks.
 """
 
 from __future__ import annotations
@@ -165,10 +176,11 @@ class Review:
 class ToolCall:
     """One tool call of a model step.
 
-    ``args``: the JSON arguments. ``review``: the scripted answer when the tool asks a review.
-    ``result`` / ``error``: the canned outcome of a tool that neither fsm_stage nor the graph
-    provides (replayed from a recorded log); ``None`` = the tool must exist. ``id``: the call id
-    (default ``call-<request>-<index>``).
+    ``args``: the JSON arguments. ``review``: the scripted answer when the tool asks a review
+    (only ``exit_plan_mode`` / ``goto_stage`` do). ``result``: the canned text answering a tool
+    that neither fsm_stage nor the graph provides (your own tools, replayed logs); ``None`` = the
+    tool must exist. ``error``: a flag — the ``result`` text is returned as the tool's failure.
+    ``id``: the call id (default ``call-<request>-<index>``; unique within the scenario).
     """
 
     tool: str
@@ -275,7 +287,8 @@ class Expect:
     the stage of the pending transition, ``None`` = none pending. ``pending_plan``: the target
     of the pending plan-mode selection (``true`` entering, ``false`` leaving, ``None`` none).
     ``handoff_exists`` / ``handoff_missing``: stages whose handoff document must / must not
-    exist. ``next_request``: checked when the next request is made.
+    exist — documents this run wrote (leftovers of earlier runs in a fixed cwd do not count).
+    ``next_request``: checked when the next request is made.
     """
 
     stage: str | _Unset = UNSET

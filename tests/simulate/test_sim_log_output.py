@@ -191,3 +191,19 @@ def test_a_folder_refusing_new_files_is_not_reported_as_a_lock(tmp_path: Path) -
     code, _, err = _invoke("simulate", str(SUBAGENT), "--log", "/proc/x.jsonl", "--cwd", str(tmp_path))
     message = _one_line_error(code, err)
     assert "/proc/x.jsonl: cannot write session log: cannot create files in /proc" in message
+
+
+def test_two_simulations_on_one_log_do_not_race(tmp_path: Path) -> None:
+    """Finding 3: a second simulate on a --log another simulate is writing gets LogLockedError
+    (it used to crash renaming the shared `.partial` file)."""
+    from fsm_stage.simulate import LogTarget
+
+    target = tmp_path / "rr.jsonl"
+    held = LogTarget.open(target, inputs={}, replace=False)
+    try:
+        code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+        assert "rr.jsonl is locked by another writer" in _one_line_error(code, err)
+        assert not target.exists()
+    finally:
+        held.close()
+    assert _listing(tmp_path) == []  # refused before the run: no cwd, no log, no lock file

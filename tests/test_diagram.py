@@ -513,3 +513,18 @@ def test_cli_draw_unreadable_graph_is_one_line_exit_1(
     assert line.startswith(f"fsm-stage: {path}: ")
     assert not (tmp_path / "o.mmd").exists()
 
+
+
+def test_cli_draw_marks_config_warnings_as_warnings(tmp_path: Path) -> None:
+    """Finding 15's pattern: a warning (unreachable stage) printed bare looks like an error;
+    `draw` prefixes it `fsm-stage: warning:` and keeps its position (exit 0, diagram written)."""
+    path = tmp_path / "unreachable.yaml"
+    path.write_text(
+        "section: s\nstages:\n  - {name: a, instruction: x, targets: []}\n  - {name: b, instruction: y}\n"
+    )
+    result = CliRunner().invoke(main, ["draw", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"fsm-stage: warning: {path}:4:") and 'stage "b" is unreachable' in lines[0]
+    assert result.stdout.startswith("---\ntitle:")

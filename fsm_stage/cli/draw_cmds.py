@@ -88,7 +88,7 @@ def draw(
         raise click.UsageError("PNG is binary: pass -o FILE.png (or redirect stdout)")
     config = load_config_text(read_text_input(graph, what="stage graph"), str(graph))
     for warning in config.warnings:
-        click.echo(warning, err=True)
+        click.echo(f"fsm-stage: warning: {warning}", err=True)
     if current is not None and (config.graph is None or config.graph.stage(current) is None):
         raise click.BadParameter(f"{current!r} is not a stage of {graph}", param_hint="--stage")
     title = None if config.graph is not None else graph.stem  # plan mode only: name it after the file

@@ -313,6 +313,9 @@ class _GotoTransitions(defaultdict[str, list[Transition]]):
         self._build_all()
         return super().__len__()
 
+    def __bool__(self) -> bool:  # without building anything (len() would)
+        return dict.__len__(self) > 0 or any(source != self._dest for source in self._any_order)
+
     def keys(self) -> dict_keys[str, list[Transition]]:
         self._build_all()
         return super().keys()

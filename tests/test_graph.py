@@ -463,6 +463,9 @@ def test_transitions_listing_api_sees_every_edge_of_omitted_targets() -> None:
     assert listed == expected and len(expected) == 11 * 11 + 1
     into_s005 = graph.machine.get_transitions(trigger=goto("s005"))
     assert sorted(t.source for t in into_s005) == [n for n in config.stage_names if n not in ("s003", "s005")]
+    fresh = compile_graph(all_to_all(13)).machine.events[goto("s000")].transitions
+    assert fresh and not dict.__len__(fresh)  # truthy without building anything
+    assert len(fresh) == 12 and dict.__len__(fresh) == 12  # len() lists (builds) them all
 
 
 def test_lazy_transitions_are_built_once_under_concurrent_first_use() -> None:

@@ -467,14 +467,14 @@ def _converter() -> cattrs.Converter:
             return (value,)
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
-        raise TypeError(f"expected a string or a list of strings, got {value!r}")
+        raise TypeError(f"expected a string or a list of strings, got {_yaml_value(value)}")
 
     conv.register_structure_hook_func(lambda t: t == tuple[str, ...], tuple_of_str)
 
     def any_mapping(value: Any, _t: Any) -> Mapping[str, Any]:
         if isinstance(value, Mapping):
             return dict(value)
-        raise TypeError(f"expected a mapping, got {type(value).__name__}")
+        raise TypeError(f"expected a mapping, got {_yaml_value(value)}")
 
     conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], any_mapping)
 
@@ -549,7 +549,7 @@ def _flags(problems: _Problems, value: Any, path: _Path) -> dict[str, bool] | No
         return None
     bad = [k for k, v in value.items() if not isinstance(v, bool)]
     for k in bad:
-        problems.add((*path, k), f"expected true or false, got {value[k]!r}")
+        problems.add((*path, k), f"expected true or false, got {_yaml_value(value[k])}")
     return None if bad else dict(value)
 
 
@@ -599,7 +599,8 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
         return UserPrompt(value, where)
     if kind == "command":
         if not isinstance(value, str) or parse_command(value) is None:
-            problems.add(kpath, f"expected a slash command like '/plan' or '/stage verify', got {value!r}")
+            problems.add(kpath, "expected a slash command like '/plan' or '/stage verify', got "
+                         f"{_yaml_value(value)}")
             return None
         return Command(value, where)
     if kind == "model":
@@ -629,7 +630,7 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
         return None if values is None else EligibilityFlip(values, where)
     if kind == "end_turn":
         if value not in ("completed", "aborted"):
-            problems.add(kpath, f"expected completed or aborted, got {value!r}")
+            problems.add(kpath, f"expected completed or aborted, got {_yaml_value(value)}")
             return None
         return EndTurn(value, where)
     if kind == "expect":
@@ -691,7 +692,9 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
                      "missing or empty `graph`: the stage-graph file, relative to the scenario")
     else:
         graph_path = Path(os.path.normpath(Path(path).parent / graph))
-        if path != "<string>" and not graph_path.is_file():
+        if path != "<string>" and graph_path.is_dir():
+            problems.add(("graph",), f"{str(graph_path)!r} is a folder; expected a stage-graph file")
+        elif path != "<string>" and not graph_path.is_file():
             problems.add(("graph",), f"graph file {str(graph_path)!r} does not exist")
     session = _structure(problems, plain.get("session", {}), SessionSettings, ("session",))
     if session is not None and session.id is not None and not session.id.strip():

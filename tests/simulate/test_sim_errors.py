@@ -204,3 +204,20 @@ steps:
     assert _problems(f"graph: {FW}\nsteps:\n  - user: hi\n  - expect: {{next_request: {{stage: No}}}}\n"
                      "  - model: ok\n") == ["steps[1].expect.next_request.stage: 'No' is not a stage name "
                                             "([a-z][a-z0-9_-]*)"]
+
+
+def test_null_values_are_spelled_as_yaml(tmp_path: Path) -> None:
+    """Finding 12: `null`, not Python's `None` / `NoneType`; finding 13: a graph that is a folder."""
+    head = f"graph: {FW}\n"
+    assert _problems(head + "steps: [{user: hi}, {model: {calls: [{tool: read_file, args: null, "
+                            "result: x}]}}]\n") == [
+        "steps[1].model.calls[0].args: expected a mapping, got null"]
+    assert _problems(head + "eligible: {guidance: null}\nsteps: [{user: hi}, {model: ok}]\n") == [
+        "eligible.guidance: expected true or false, got null"]
+    assert _problems(head + "steps: [{user: hi}, {model: ok}, {end_turn: null}]\n") == [
+        "steps[2].end_turn: expected completed or aborted, got null"]
+    assert _problems(head + "steps: [{command: null}]\n") == [
+        "steps[0].command: expected a slash command like '/plan' or '/stage verify', got null"]
+    (tmp_path / "gdir").mkdir()
+    with pytest.raises(ScenarioError, match="is a folder; expected a stage-graph file"):
+        load_scenario_text("graph: gdir\nsteps: [{user: hi}, {model: ok}]\n", str(tmp_path / "s.yaml"))

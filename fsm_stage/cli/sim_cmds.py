@@ -28,16 +28,16 @@ from fsm_stage.simulate import prepare, render_human, simulate
 
 
 @click.command("simulate")
-@click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--log", "log_path", type=click.Path(path_type=Path),
               help="Also write the DSH-shaped session log (JSONL) here (parent folders are created). "
                    "Refused while another writer holds the log, and for the scenario, its graph or any "
                    "existing file that is not a session log. One scenario only.")
 @click.option("--force", is_flag=True, help="Replace an existing session log at the --log path.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON record per model request on stdout.")
-@click.option("--graph", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--graph", type=click.Path(path_type=Path),
               help="Run under this stage-graph file instead of the scenario's `graph`.")
-@click.option("--cwd", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--cwd", type=click.Path(path_type=Path),
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")

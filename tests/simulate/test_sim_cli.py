@@ -178,3 +178,24 @@ def test_several_scenarios_run_as_a_suite(tmp_path: Path) -> None:
     assert {json.loads(line)["scenario"] for line in out.splitlines()} == {str(good)}
     code, _, err = _invoke("simulate", str(good), str(good), "--log", str(tmp_path / "x.jsonl"))
     assert code == 2 and "--log takes one scenario" in err
+
+
+def test_folders_and_files_in_the_wrong_place_exit_1_with_one_line(tmp_path: Path) -> None:
+    """Finding 13: a folder where a file is expected (and a file where the cwd folder should be)
+    is a one-line error with exit 1, like every other input mistake — not a usage error (2)."""
+    folder = tmp_path / "dd"
+    folder.mkdir()
+    afile = tmp_path / "f.txt"
+    afile.write_text("x", encoding="utf-8")
+    cases = {
+        ("simulate", str(folder)): "dd: cannot read scenario: it is a directory",
+        ("simulate", str(FEATURE_WORK), "--log", str(folder)):
+            "dd: cannot write session log: it is a directory",
+        ("simulate", str(FEATURE_WORK), "--graph", str(folder)): "is a directory",
+        ("simulate", str(FEATURE_WORK), "--cwd", str(afile)): "f.txt': not a folder (a file is in the way)",
+        ("scenario", str(folder)): "dd: cannot read session log: it is a directory",
+    }
+    for args, message in cases.items():
+        code, out, err = _invoke(*args)
+        assert (code, out) == (1, ""), args
+        assert err.count("\n") == 1 and message in err, (args, err)

@@ -46,7 +46,8 @@ round-trip mode (positions of every key and value), structuring uses cattrs (str
 ``forbid_extra_keys``), and the value rules read ``FieldRule`` metadata.
 
 Speed: a native-form file of plain YAML (no tags, anchors, merges or directives) is parsed
-with ruamel's libyaml extension (``ruamel.yaml.clibz``) when it is installed, about 20x faster
+with ruamel's libyaml extension (``ruamel.yaml.clib``, a runtime dependency on CPython, or
+``ruamel.yaml.clibz``) when it is installed, about 20x faster
 than the pure-Python round-trip parser (a 1,000-stage graph loads in ~40 ms instead of
 ~900 ms); positions are then computed only if the file has a problem or a warning. Whatever
 that path does not handle (every syntax error, duplicate key, the plugin form, odd YAML)
@@ -702,8 +703,8 @@ def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
 # Fast path: libyaml events → plain data with positions
 # ---------------------------------------------------------------------------------------------
 
-#: Use ruamel's libyaml-based C parser when it is installed (``ruamel.yaml.clibz`` or the older
-#: ``ruamel.yaml.clib``). Tests set this to False to check the pure-Python path alone.
+#: Use ruamel's libyaml-based C parser when it is installed (``ruamel.yaml.clib``, which ships
+#: binary wheels, or ``ruamel.yaml.clibz``). Tests set this to False to check the pure-Python path alone.
 _USE_C_PARSER = True
 
 _STR_TAG = "tag:yaml.org,2002:str"

@@ -1,6 +1,6 @@
 """``fsm-stage simulate`` and ``fsm-stage scenario`` (the simulator's command line).
 
-``simulate SCENARIO... [--log OUT.jsonl] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
+``simulate SCENARIO... [--log OUT.jsonl [--force]] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
     runs scenario files and prints, per model request, what the model sees and the
     prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
 ``scenario LOG [--graph GRAPH] [-o OUT.yaml] [--id ID]``

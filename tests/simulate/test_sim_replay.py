@@ -349,3 +349,18 @@ def test_every_shipped_scenario_round_trips_through_its_log(path: Path, tmp_path
     assert (result.failures, result.warnings) == ((), ())
     states = [(r.stage, r.plan_mode) for r in result.records]
     assert states == [(r.stage, r.plan_mode) for r in original.records]
+
+
+def test_scenario_output_never_overwrites_its_inputs(tmp_path: Path) -> None:
+    log = tmp_path / "rec.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["simulate", str(SCENARIOS / "subagent.yaml"), "--log", str(log),
+                                "--cwd", str(tmp_path / "w")]).exit_code == 0
+    before = log.read_bytes()
+    made = runner.invoke(main, ["scenario", str(log), "-o", str(log)])
+    assert made.exit_code == 1 and "refusing to overwrite" in made.stderr and log.read_bytes() == before
+    made = runner.invoke(main, ["scenario", str(log), "-o", str(tmp_path / "missing" / "r.yaml"),
+                                "--graph", str(GRAPHS / "feature-work.yaml")])
+    assert made.exit_code == 1 and made.stderr.count("\n") == 1
+    assert "cannot write scenario: folder" in made.stderr and "does not exist" in made.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl", "w"]

@@ -984,6 +984,7 @@ class LogTarget:
             os.replace(self.log.path, self.out)
         except OSError as err:
             raise _log_error(self.out, err) from None
+        self.log.path = self.out  # the closed writer now names the file it wrote
 
     def close(self) -> None:
         """Remove the temporary folder (whatever is in it) and release the target's lock."""

@@ -115,6 +115,9 @@ def test_log_creates_missing_parent_folders(tmp_path: Path) -> None:
     code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
     assert code == 0
     assert _listing(target.parent) == ["out.jsonl"]
+    result = simulate(load_scenario(SUBAGENT), log_path=target, replace_log=True, cwd=tmp_path / "w")
+    assert isinstance(result.log, JsonlLog) and result.log.path == target
+    assert len(read_log(target).events) == len(result.log.events)
 
 
 def test_unwritable_log_targets_are_one_line_errors(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
-from sim_helpers import SCENARIOS, graph_ref
+from sim_helpers import REPO, SCENARIOS, graph_ref
 
 from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
@@ -199,3 +200,21 @@ def test_folders_and_files_in_the_wrong_place_exit_1_with_one_line(tmp_path: Pat
         code, out, err = _invoke(*args)
         assert (code, out) == (1, ""), args
         assert err.count("\n") == 1 and message in err, (args, err)
+
+
+def test_readme_excerpts_are_the_main_commands_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's line-by-line explanation quotes `fsm-stage simulate
+    stage_graphs/scenarios/feature-work.yaml` run from the repository root: every quoted line
+    (except the `…` elisions and the failure example) is a line of the real output."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("<!-- BEGIN simulate -->"):readme.index("<!-- END simulate -->")]
+    part = section[section.index("### The output, line by line"):section.index("### Scenario files")]
+    blocks = [b.split("```", 1)[0] for b in part.split("```text\n")[1:]]
+    quoted = [line for b in blocks if not b.startswith("FAILED") for line in b.splitlines()
+              if line.strip() != "…"]
+    assert len(quoted) > 30
+    monkeypatch.chdir(REPO)
+    code, out, _ = _invoke("simulate", "stage_graphs/scenarios/feature-work.yaml")
+    assert code == 0
+    lines = set(out.splitlines())
+    assert [line for line in quoted if line not in lines] == []

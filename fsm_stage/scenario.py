@@ -1068,7 +1068,7 @@ class _Replay:
             # a subagent is never told its first stage: it is the graph's initial one
             stage = self.graph.initial or self.graph.stages[0].name
         self.state_at[len(self.steps)] = (stage, self.plan)
-        self.need[len(self.steps)] = {GUIDANCE_PREDICATE: self.guidance} if self.guidance else {}
+        self.need[len(self.steps)] = {GUIDANCE_PREDICATE: self.guidance}
         self.steps.append(ModelStep(_text_of(blocks), tuple(calls)))
         self.prompted, self.wake_text = False, None
         self.turn_models += 1

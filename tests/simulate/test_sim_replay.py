@@ -17,6 +17,7 @@ from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
 from fsm_stage.scenario import (
     Command,
+    EligibilityFlip,
     EndTurn,
     Expect,
     ModelStep,
@@ -364,3 +365,22 @@ def test_scenario_output_never_overwrites_its_inputs(tmp_path: Path) -> None:
     assert made.exit_code == 1 and made.stderr.count("\n") == 1
     assert "cannot write scenario: folder" in made.stderr and "does not exist" in made.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl", "w"]
+
+
+def test_replay_turns_guidance_off_again(tmp_path: Path) -> None:
+    """A snapshot without the stage guidance after one with it flips `guidance` back to false."""
+    scenario = tmp_path / "g.yaml"
+    scenario.write_text(f"""graph: {GRAPHS / 'feature-work.yaml'}
+steps:
+  - user: hi
+  - eligible: {{guidance: true}}
+  - model:
+      calls: [{{tool: read_file, args: {{path: a}}, result: x}}]
+  - eligible: {{guidance: false}}
+  - model: done
+""", encoding="utf-8")
+    replay, _ = _record_and_replay(scenario, tmp_path, "--graph", str(GRAPHS / "feature-work.yaml"))
+    flips = [s.values for s in load_scenario(replay).steps if isinstance(s, EligibilityFlip)]
+    assert flips == [{"guidance": True}, {"guidance": False}]
+    result = simulate(load_scenario(replay), cwd=tmp_path / "w1")
+    assert [bool(r.context) for r in result.records] == [True, False]

@@ -387,6 +387,55 @@ def render_results(rows: list[Row], info: dict[str, str], mode: str, raw: dict[s
     )
 
 
+def profile(row: int, top: int = 30) -> str:
+    """cProfile of fsm_stage's side of ``row`` (2: cold fold, 3: reviewed transition, 5: load +
+    compile), sorted by cumulative time; the text of ``pstats`` (top ``top`` entries)."""
+    import cProfile
+    import io
+    import pstats
+    import tempfile
+
+    prof = cProfile.Profile()
+    if row == 3:
+        import bench_transitions
+
+        make = bench_transitions.make_reviewed()
+        make(20)()  # warm caches (catalog, compiled graph)
+        loop = make(1_000)
+        prof.runcall(loop)
+    elif row == 5:
+        import bench_compile
+
+        from fsm_stage.config import load_config_text
+        from fsm_stage.graph import clear_cache, compile_graph
+
+        text = bench_compile.generate_yaml()
+
+        def load_and_compile() -> object:
+            clear_cache()
+            graph = load_config_text(text, "generated.yaml").graph
+            assert graph is not None
+            return compile_graph(graph)
+
+        load_and_compile()
+        prof.runcall(load_and_compile)
+    elif row == 2:
+        import bench_log
+
+        from fsm_stage.log.checkpoints import cold_fold
+        from fsm_stage.log.projections import PlanView, StageProjection
+
+        with tempfile.TemporaryDirectory(prefix="fsm-bench-profile-") as tmp:
+            path = Path(tmp) / "log.jsonl"
+            bench_log.make_log(path, 100_000)
+            prof.runcall(cold_fold, path, [StageProjection(), PlanView()])
+    else:
+        raise SystemExit(f"--profile supports rows 2, 3 and 5, not {row}")
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
 def baseline_machine_s(quick: bool, smoke: bool) -> float | None:
     """Row 5's baseline: median construction time of a bare 1,000-stage / 5,000-edge Machine."""
     try:
@@ -406,7 +455,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="results file (default: %(default)s)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a row is missing")
+    ap.add_argument("--profile", type=int, metavar="ROW",
+                    help="print a cProfile of fsm_stage's side of row 2, 3 or 5 instead of benchmarking")
     args = ap.parse_args(argv)
+    if args.profile is not None:
+        print(profile(args.profile))
+        return 0
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
 
     info = machine_info()

@@ -69,3 +69,10 @@ def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
            "missing": {}}
     assert run_mod.row_memory({**mem, "cursor_b": 40.0}, None).status == "pass"
     assert run_mod.row_memory({**mem, "cursor_b": 2048.0}, None).status == "MISS"
+
+
+def test_profile_covers_the_reviewed_transition(run_mod: ModuleType) -> None:
+    """``--profile 3`` profiles the real reviewed path (tool, review, flush), not a stand-in."""
+    text = run_mod.profile(3, top=60)
+    for name in ("goto_stage", "on_pre_step", "fire"):
+        assert name in text

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -962,6 +963,10 @@ class LogTarget:
         try:
             _refuse_inputs(out, inputs)  # re-checked under the lock
             _check_existing_log(out, replace)
+            # under the lock no other run writes here: leftovers are from a killed run (SIGKILL)
+            for stale in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale, ignore_errors=True)
             folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
         except OSError as err:
             _release(lock, lock_file, created_lock)

@@ -210,3 +210,17 @@ def test_two_simulations_on_one_log_do_not_race(tmp_path: Path) -> None:
     finally:
         held.close()
     assert _listing(tmp_path) == []  # refused before the run: no cwd, no log, no lock file
+
+
+def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A run killed outright (no finally) leaves its hidden temporary folder; the next run on the
+    same --log, holding the lock, removes it (and nothing else)."""
+    stale = tmp_path / ".s.jsonl.k1ll3d.partial"
+    stale.mkdir()
+    (stale / "s.jsonl").write_text("half", encoding="utf-8")
+    other = tmp_path / ".other.jsonl.x.partial"
+    other.mkdir()
+    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(tmp_path / "s.jsonl"), "--cwd",
+                         str(tmp_path / "w"))
+    assert code == 0
+    assert _listing(tmp_path) == [".other.jsonl.x.partial", "s.jsonl", "w"]

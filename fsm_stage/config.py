@@ -78,6 +78,7 @@ them); ``strict=True`` turns them into errors.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -111,6 +112,23 @@ STAGE_SWITCH_PLUGIN_ID: str = STAGE_SOURCE_KIND
 PLAN_MODE_PLUGIN_ID: str = PLAN_SOURCE_PLUGIN
 #: Guard (eligibility predicate) name grammar, matched with ``re.fullmatch``.
 GUARD_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
+#: Longest stage or guard name (characters). A stage name becomes the handoff file name
+#: ``<stage>.md`` (file systems refuse names over 255 bytes); guard names share the limit so
+#: messages and diagrams stay readable.
+MAX_NAME_LENGTH = 64
+#: The package each plugin-list entry configures (the ``name`` of the seeds' entries); a
+#: ``name`` must be that package, optionally republished under another npm scope
+#: (``@fork/dsh-stage-switch``), because fsm_stage implements exactly that package.
+PLUGIN_PACKAGES: Mapping[str, str] = MappingProxyType(
+    {STAGE_SWITCH_PLUGIN_ID: "@ai4rpg/dsh-stage-switch", PLAN_MODE_PLUGIN_ID: "@deepseek-ai/dsh-plan-mode"}
+)
+
+
+def plugin_name_pattern(plugin_id: str) -> str:
+    """Full-match regex of the ``name`` a plugin-list entry with ``plugin_id`` may carry:
+    the seed's package name, or its base name with any (or no) npm scope."""
+    base = re.escape(PLUGIN_PACKAGES[plugin_id].rsplit("/", 1)[-1])
+    return f"(?:@[a-z0-9][a-z0-9._~-]*/)?{base}"
 #: Variables a graph ``section`` template may use (stage-switch spec §1.8).
 TEMPLATE_VARIABLES = frozenset({"stage_current", "stage_targets"})
 
@@ -127,8 +145,10 @@ class FieldRule:
     ``pattern``      full-match regular expression for strings (schema ``pattern ^…$``).
     ``non_blank``    the string must contain a non-whitespace character.
     ``minimum``      inclusive lower bound for numbers (finite numbers only).
+    ``max_length``   maximum string length in characters (schema ``maxLength``).
     ``min_items``    minimum list length.
     ``item_pattern`` full-match regular expression for each string of a list.
+    ``item_max_length`` maximum length of each string of a list (schema ``items.maxLength``).
     ``forbid``       ``(regex, message)`` pairs: a string in which ``re.search`` finds the
                      regex is refused with the message (schema ``not: {pattern}``).
     ``yaml_key``     the native YAML key when it differs from the attribute name.
@@ -142,8 +162,10 @@ class FieldRule:
     pattern: str | None = None
     non_blank: bool = False
     minimum: float | None = None
+    max_length: int | None = None
     min_items: int | None = None
     item_pattern: str | None = None
+    item_max_length: int | None = None
     forbid: tuple[tuple[str, str], ...] = ()
     yaml_key: str | None = None
     plugin_key: str | None = None
@@ -160,8 +182,10 @@ def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
 
 
 def yaml_key(field: attrs.Attribute[Any]) -> str:
-    """The native YAML key of ``field`` (``EdgeConfig.target`` is written ``to``)."""
-    return field_rule(field).yaml_key or field.name
+    """The native YAML key of ``field`` (``EdgeConfig.target`` is written ``to``); the
+    attribute name for fields without a ``FieldRule`` (classes of other files)."""
+    rule: FieldRule | None = field.metadata.get("rule")
+    return (rule.yaml_key if rule is not None else None) or field.name
 
 
 #: Handoff folders that could leave the session directory (DESIGN.md §4 invariant 6).
@@ -184,6 +208,7 @@ class EdgeConfig:
             "The stage this transition leads to.",
             "a configured stage name",
             pattern=STAGE_NAME_PATTERN,
+            max_length=MAX_NAME_LENGTH,
             yaml_key="to",
         )
     )
@@ -193,6 +218,7 @@ class EdgeConfig:
             "Names of eligibility predicates that must all hold for the model to take this edge.",
             "a list of predicate names",
             item_pattern=GUARD_NAME_PATTERN,
+            item_max_length=MAX_NAME_LENGTH,
         ),
     )
 
@@ -204,8 +230,9 @@ class StageConfig:
     name: str = attrs.field(
         metadata=_rule(
             "Stage name; also the handoff file name, so it is restricted to a safe grammar.",
-            f"a stage name matching {STAGE_NAME_PATTERN}",
+            f"a stage name matching {STAGE_NAME_PATTERN}, at most {MAX_NAME_LENGTH} characters",
             pattern=STAGE_NAME_PATTERN,
+            max_length=MAX_NAME_LENGTH,
             plugin_key="name",
         )
     )
@@ -278,6 +305,7 @@ class GraphConfig:
             "Stage a new session starts in (default: the first stage).",
             "a configured stage name",
             pattern=STAGE_NAME_PATTERN,
+            max_length=MAX_NAME_LENGTH,
             plugin_key="initial",
         ),
     )
@@ -446,8 +474,23 @@ def _one_line(text: str) -> str:
     return _LINE_BREAKS.sub(lambda m: json.dumps(m.group(0))[1:-1], text)
 
 
-class _Report:
-    """Collects positioned problems and warnings of one file."""
+class ProblemReport:
+    """Positioned problems and warnings of one YAML file (the loader's, and public for other
+    YAML inputs such as scenario files).
+
+    Usage for a file of your own attrs classes::
+
+        report = ProblemReport.from_yaml(text, "scenario.yaml")   # syntax errors are problems
+        obj, problems = positioned_problems(report, Scenario, converter=my_converter)
+        report.error(("steps", 3, "id"), "duplicate call id")      # your own rules, positioned
+        if report.problems: raise InvalidConfigError(report.problems)
+
+    Paths (``npath``) are tuples of mapping keys and list indexes into the document, e.g.
+    ``("steps", 2, "name")``; they display as ``steps[2].name``. ``error`` points at the value
+    (``at_key=True``: at the key); a path that is not in the file (a missing key) is placed at
+    its nearest present ancestor. ``problems`` / ``warning_list`` give ``Problem`` records
+    (``str(p)`` is ``PATH:LINE:COLUMN: KEY: message``) sorted by position, duplicates removed.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -457,6 +500,49 @@ class _Report:
         #: computes ``locs`` on first use (the fast path positions a file only when it reports)
         self.locate: Callable[[], dict[NativePath, _Loc]] | None = None
         self.plugin_form = False
+        #: the document as plain Python data (``from_yaml``/``from_tree``); None if unparsable
+        self.data: object = None
+
+    @classmethod
+    def from_yaml(cls, text: str, path: str) -> ProblemReport:
+        """Parse ``text`` with ruamel.yaml (round trip, duplicate keys refused) into ``data``,
+        recording the position of every key and value. YAML syntax errors and tags become
+        problems (KEY ``(yaml)``); ``data`` is then None (syntax error) or the untagged value."""
+        report = cls(path)
+        ok, tree = _parse_yaml(text, report)
+        if ok:
+            report._load_tree(tree)
+        return report
+
+    @classmethod
+    def from_tree(cls, tree: object, path: str) -> ProblemReport:
+        """Like ``from_yaml`` for a document already loaded with ``YAML(typ="rt")``."""
+        report = cls(path)
+        report._load_tree(tree)
+        return report
+
+    def _load_tree(self, tree: object) -> None:
+        pos = _node_pos(tree)
+        self.locs[()] = _Loc("", pos, pos)
+        self.data = _to_plain(tree, (), "", self)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """The errors so far, by position (see ``ordered``)."""
+        return self.ordered(self.errors)
+
+    @property
+    def warning_list(self) -> list[Problem]:
+        """The warnings so far, by position."""
+        return self.ordered(self.warnings)
+
+    def position(self, npath: NativePath) -> tuple[int, int]:
+        """1-based (line, column) of the value at ``npath`` (or its nearest present ancestor)."""
+        return self.loc(npath).value
+
+    def display(self, npath: NativePath) -> str:
+        """``npath`` as written in messages, e.g. ``steps[2].name``."""
+        return self.loc(npath).display
 
     def error_at(self, pos: tuple[int, int], key: str, message: str) -> None:
         self.errors.append(Problem(self.path, pos[0], pos[1], _one_line(key or "(file)"), _one_line(message)))
@@ -556,7 +642,7 @@ def _to_plain(
     node: object,
     npath: NativePath,
     display: str,
-    report: _Report,
+    report: ProblemReport,
     rename: _Renamer | None = None,
 ) -> object:
     """Convert a ruamel round-trip node to plain Python, recording each value's position.
@@ -654,7 +740,7 @@ def _mapping_display(text: str, mark: Any) -> str:
     return search(tree, "") or ""
 
 
-def _parse_yaml(text: str, report: _Report) -> tuple[bool, object]:
+def _parse_yaml(text: str, report: ProblemReport) -> tuple[bool, object]:
     """Parse ``text`` with ruamel round-trip (duplicate keys are errors). (ok, tree)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
@@ -1043,11 +1129,15 @@ def _class_fields_by_key(cl: type) -> Mapping[str, attrs.Attribute[Any]]:
     return MappingProxyType({yaml_key(f): f for f in attrs.fields(cl)})
 
 
-def _walk_cattrs(exc: BaseException, cl: Any, npath: NativePath, report: _Report) -> None:
+def _walk_cattrs(
+    exc: BaseException, cl: Any, npath: NativePath, report: ProblemReport, *, plain: bool = False
+) -> None:
     """Report every leaf of a cattrs validation error tree at its position.
 
     cattrs annotates each sub-exception with the attribute (``AttributeValidationNote``) or
     list index (``IterableValidationNote``) it came from; those notes give the path.
+    ``plain``: a leaf ``TypeError``/``ValueError`` message is used as it is (hooks of a
+    caller's converter word their own messages).
     """
     if isinstance(exc, BaseValidationError):
         for sub in exc.exceptions:
@@ -1056,15 +1146,16 @@ def _walk_cattrs(exc: BaseException, cl: Any, npath: NativePath, report: _Report
                 (n for n in notes if isinstance(n, AttributeValidationNote | IterableValidationNote)), None
             )
             if isinstance(note, AttributeValidationNote):
-                key = yaml_key(attrs.fields_dict(cl)[note.name])
-                if isinstance(sub, KeyError):
+                fields = attrs.fields_dict(cl) if attrs.has(cl) else {}
+                key = yaml_key(fields[note.name]) if note.name in fields else note.name
+                if isinstance(sub, KeyError) and note.name in fields:
                     _report_missing(cl, key, npath, report)
                 else:
-                    _walk_cattrs(sub, _unwrap(note.type), (*npath, key), report)
+                    _walk_cattrs(sub, _unwrap(note.type), (*npath, key), report, plain=plain)
             elif isinstance(note, IterableValidationNote):
-                _walk_cattrs(sub, _unwrap(note.type), (*npath, note.index), report)
+                _walk_cattrs(sub, _unwrap(note.type), (*npath, note.index), report, plain=plain)
             else:
-                _walk_cattrs(sub, cl, npath, report)
+                _walk_cattrs(sub, cl, npath, report, plain=plain)
         return
     if isinstance(exc, ForbiddenExtraKeysError):
         known = list(_class_fields_by_key(exc.cl))
@@ -1073,7 +1164,10 @@ def _walk_cattrs(exc: BaseException, cl: Any, npath: NativePath, report: _Report
         for key in sorted(exc.extra_fields):
             report.error((*npath, key), _unknown_key_message(key, known), at_key=True)
         return
-    report.error(npath, str(exc) if isinstance(exc, _TypeProblem) else f"invalid value: {exc}")
+    if isinstance(exc, _TypeProblem) or (plain and isinstance(exc, TypeError | ValueError) and str(exc)):
+        report.error(npath, str(exc))
+    else:
+        report.error(npath, f"invalid value: {exc}")
 
 
 def _unwrap(t: Any) -> Any:
@@ -1087,16 +1181,17 @@ def _unwrap(t: Any) -> Any:
             return t
 
 
-def _report_missing(cl: Any, key: str, npath: NativePath, report: _Report) -> None:
+def _report_missing(cl: Any, key: str, npath: NativePath, report: ProblemReport) -> None:
     field = _class_fields_by_key(cl)[key]
+    rule: FieldRule | None = field.metadata.get("rule")
     shown = key
-    if report.plugin_form and field_rule(field).plugin_key:
-        shown = field_rule(field).plugin_key or key
+    if report.plugin_form and rule is not None and rule.plugin_key:
+        shown = rule.plugin_key
     loc = report.loc(npath)
     report.error_at(
         loc.value,
         _join(loc.display, shown),
-        f"required key is missing; expected {field_rule(field).expected}",
+        "required key is missing" + (f"; expected {rule.expected}" if rule is not None else ""),
     )
 
 
@@ -1125,7 +1220,7 @@ def _unknown_key_message(key: str, known: list[str]) -> str:
 _DSH_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
-def _check_template(text: str, npath: NativePath, report: _Report, *, native: bool) -> None:
+def _check_template(text: str, npath: NativePath, report: ProblemReport, *, native: bool) -> None:
     if native:
         m = _DSH_VARIABLE.search(text)
         if m:
@@ -1158,7 +1253,7 @@ def _check_template(text: str, npath: NativePath, report: _Report, *, native: bo
 _CROSS_REFERENCES = frozenset({"initial"})
 
 
-def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, report: _Report) -> None:
+def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, report: ProblemReport) -> None:
     """Apply the ``FieldRule`` value constraints (pattern, non-blank, minimum, min_items)."""
     for key, field in _class_fields_by_key(cl).items():
         if key not in value:
@@ -1171,6 +1266,11 @@ def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, re
                 else:
                     shown = report.loc(child).display.rsplit(".", 1)[-1]
                     report.error(child, f"is blank; `{shown}` must be a non-empty string when supplied")
+            elif rule.max_length is not None and len(v) > rule.max_length and key not in _CROSS_REFERENCES:
+                why = " (a stage name becomes the handoff file name <stage>.md)" if cl is StageConfig else ""
+                report.error(
+                    child, f"is too long: must be at most {rule.max_length} characters{why}, got {len(v)}"
+                )
             elif (
                 rule.pattern is not None
                 and not re.fullmatch(rule.pattern, v)
@@ -1189,7 +1289,7 @@ def _check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, re
             report.error(child, f"is empty; expected {rule.expected}")
 
 
-def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
+def _check_graph(data: Mapping[str, Any], report: ProblemReport) -> None:
     """Value and cross-reference rules of a graph (stage-switch spec §1.2, fsm_stage edges)."""
     _check_field_rules(data, GraphConfig, (), report)
     stages = data.get("stages")
@@ -1224,7 +1324,7 @@ def _check_graph(data: Mapping[str, Any], report: _Report) -> None:
 
 
 def _check_targets(
-    stage: Mapping[str, Any], i: int, names: list[str], known: set[str], report: _Report
+    stage: Mapping[str, Any], i: int, names: list[str], known: set[str], report: ProblemReport
 ) -> None:
     """Target and guard rules of stage ``i`` (``names``: the stages in order, ``known`` as a set)."""
     own = stage.get("name")
@@ -1253,15 +1353,38 @@ def _check_targets(
                 if not isinstance(guard, str):
                     continue
                 gpath = ("stages", i, "targets", j, "guards", k)
-                if not _GUARD_RE.fullmatch(guard):
+                if len(guard) > _GUARD_MAX_LENGTH:
+                    report.error(
+                        gpath,
+                        f"is too long: must be at most {_GUARD_MAX_LENGTH} characters, got {len(guard)}",
+                    )
+                elif not _GUARD_RE.fullmatch(guard):
                     report.error(gpath, f"must match {guard_pattern}, got {json.dumps(guard)}")
                 elif guard in gseen:
                     report.error(gpath, f'duplicate guard "{guard}"; list each predicate once')
                 gseen.add(guard)
 
 
-#: ``EdgeConfig.guards`` item grammar, compiled once.
+#: ``EdgeConfig.guards`` item grammar, compiled once, and its length limit.
 _GUARD_RE = re.compile(field_rule(attrs.fields(EdgeConfig).guards).item_pattern or "")
+_GUARD_MAX_LENGTH = field_rule(attrs.fields(EdgeConfig).guards).item_max_length or MAX_NAME_LENGTH
+_STAGE_TARGETS_VARIABLE = "stage_targets"
+
+
+def _warn_terminal_guidance(graph: GraphConfig, section_vars: frozenset[str], report: ProblemReport) -> None:
+    """Warn when the guidance ``section`` lists ``<< stage_targets >>`` and a stage has
+    ``targets: []``: while an eligibility predicate holds there, the model would be told to
+    pick one of no stages (finding 15)."""
+    if _STAGE_TARGETS_VARIABLE not in section_vars:
+        return
+    for i, stage in enumerate(graph.stages):
+        if stage.targets == ():
+            report.warn(
+                ("stages", i, "targets"),
+                f'stage "{stage.name}" has no way out (`targets: []`) but the guidance `section` shows '
+                "<< stage_targets >>, which renders empty there; give the stage a target, or word the "
+                "section so it reads well without targets",
+            )
 
 
 def _unreachable(graph: GraphConfig) -> list[int]:
@@ -1293,7 +1416,7 @@ def _plugin_keys(cl: type) -> dict[str, str]:
     return {field_rule(f).plugin_key or "": yaml_key(f) for f in attrs.fields(cl) if field_rule(f).plugin_key}
 
 
-def _plugin_renamer(report: _Report) -> _Renamer:
+def _plugin_renamer(report: ProblemReport) -> _Renamer:
     graph_keys, stage_keys, plan_keys = (
         _plugin_keys(GraphConfig),
         _plugin_keys(StageConfig),
@@ -1317,29 +1440,56 @@ def _plugin_renamer(report: _Report) -> _Renamer:
     return rename
 
 
-def _load_plugin_list(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
+def _child_pos(node: Any, index: object, *, of_key: bool, default: tuple[int, int]) -> tuple[int, int]:
+    """1-based position of item ``index`` of a sequence, or of key ``index`` (``of_key``) or its
+    value in a mapping; ``default`` when ruamel recorded none (tagged or merged nodes)."""
+    data = getattr(getattr(node, "lc", None), "data", None) or {}
+    pos = data.get(index)
+    if not pos:
+        return default
+    line, col = (pos[0], pos[1]) if of_key or len(pos) < 4 else (pos[2], pos[3])
+    return (line + 1, col + 1)
+
+
+def _entry_value(entry: Any) -> str:
+    """``_describe`` of a plugin-list item (a tagged scalar is described by its value)."""
+    from ruamel.yaml.comments import TaggedScalar
+
+    return _describe(_plain_scalar(entry.value if isinstance(entry, TaggedScalar) else entry))
+
+
+def _load_plugin_list(tree: Any, report: ProblemReport, stem: str) -> dict[str, Any] | None:
     from ruamel.yaml.comments import CommentedMap
 
     report.plugin_form = True
     native: dict[str, Any] = {}
     seen: dict[str, int] = {}
     any_entry = False
+    root = _node_pos(tree)
+    tag = getattr(getattr(tree, "tag", None), "value", None)
+    if tag is not None:
+        report.error_at(
+            root, "(file)", f"the plugin list has the YAML tag {tag}; fsm_stage knows no tags, remove it"
+        )
     for idx, entry in enumerate(tree):
-        epos = (tree.lc.item(idx)[0] + 1, tree.lc.item(idx)[1] + 1)
+        epos = _child_pos(tree, idx, of_key=True, default=root)
         edisplay = f"[{idx}]"
+        etag = getattr(getattr(entry, "tag", None), "value", None)
+        if etag is not None:
+            report.error_at(epos, edisplay, f"has the YAML tag {etag}; fsm_stage knows no tags, remove it")
+            continue
         if not isinstance(entry, CommentedMap):
             report.error_at(
                 epos,
                 edisplay,
-                "expected a plugin entry mapping {id, name, config}, "
-                f"got {_describe(_plain_scalar(entry))}",
+                f"expected a plugin entry mapping {{id, name, config}}, got {_entry_value(entry)}",
             )
             continue
+        epos = _node_pos(entry, epos) if not entry.lc.data else epos
         for key in entry:
             if key not in _PLUGIN_ENTRY_KEYS:
-                kl, kc = entry.lc.key(key)
                 report.error_at(
-                    (kl + 1, kc + 1),
+                    _child_pos(entry, key, of_key=True, default=epos),
                     f"{edisplay}.{key}",
                     _unknown_key_message(str(key), list(_PLUGIN_ENTRY_KEYS)),
                 )
@@ -1349,8 +1499,9 @@ def _load_plugin_list(tree: Any, report: _Report, stem: str) -> dict[str, Any] |
                 epos, f"{edisplay}.id", f"required key is missing; expected one of: {', '.join(_PLUGIN_IDS)}"
             )
             continue
-        il, ic = entry.lc.value("id")
-        if pid not in _PLUGIN_IDS:
+        il, ic = _child_pos(entry, "id", of_key=False, default=epos)
+        il, ic = il - 1, ic - 1
+        if not isinstance(pid, str) or pid not in _PLUGIN_IDS:
             report.error_at(
                 (il + 1, ic + 1),
                 f"{edisplay}.id",
@@ -1367,20 +1518,31 @@ def _load_plugin_list(tree: Any, report: _Report, stem: str) -> dict[str, Any] |
             continue
         seen[pid] = idx
         name = entry.get("name")
-        if "name" in entry and (not isinstance(name, str) or not name.strip()):
-            nl, nc = entry.lc.value("name")
-            report.error_at(
-                (nl + 1, nc + 1),
-                f"{edisplay}.name",
-                f"expected a non-empty package name string, got {_describe(_plain_scalar(name))}",
-            )
+        if "name" in entry:
+            npos = _child_pos(entry, "name", of_key=False, default=epos)
+            package = PLUGIN_PACKAGES[pid]
+            if not isinstance(name, str) or not name.strip():
+                report.error_at(
+                    npos,
+                    f"{edisplay}.name",
+                    f"expected the package name {json.dumps(package)}, got {_entry_value(name)}",
+                )
+            elif not re.fullmatch(plugin_name_pattern(pid), name):
+                report.error_at(
+                    npos,
+                    f"{edisplay}.name",
+                    f"{json.dumps(_one_line(name), ensure_ascii=False)} is not the {pid} package; expected "
+                    f"{json.dumps(package)} (or omit `name`): fsm_stage implements that package, "
+                    "a plugin entry for another package cannot be configured here",
+                )
         if "config" not in entry:
             report.error_at(
                 epos, f"{edisplay}.config", "required key is missing; expected the plugin's config mapping"
             )
             continue
         config = entry["config"]
-        cl, cc = entry.lc.value("config")
+        cl, cc = _child_pos(entry, "config", of_key=False, default=epos)
+        cl, cc = cl - 1, cc - 1
         cdisplay = f"{edisplay}.config"
         if not isinstance(config, CommentedMap):
             report.error_at(
@@ -1427,7 +1589,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
     sorted by position). ``strict`` turns warnings (unreachable stages) into errors.
     Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
     """
-    report = _Report(path)
+    report = ProblemReport(path)
     stem = Path(path).stem if not path.startswith("<") else "stage-graph"
     native: dict[str, Any] | None = None
     fast = _fast_native(text, locate=False)
@@ -1458,6 +1620,8 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
             if isinstance(pm, Mapping):
                 _check_field_rules(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
     if graph is not None and not report.errors:
+        with contextlib.suppress(PromptTemplateError):  # a bad template was reported above
+            _warn_terminal_guidance(graph, frozenset(template_variables(graph.section)), report)
         for i in _unreachable(graph):
             report.warn(
                 ("stages", i, "name"),
@@ -1503,7 +1667,7 @@ def _file_error(path: str, message: str) -> InvalidConfigError:
     return InvalidConfigError([Problem(path, 1, 1, "(file)", message)])
 
 
-def _to_native(tree: Any, report: _Report, stem: str) -> dict[str, Any] | None:
+def _to_native(tree: Any, report: ProblemReport, stem: str) -> dict[str, Any] | None:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     if tree is None:
@@ -1547,7 +1711,7 @@ def _without_extensions(native: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in native.items() if not k.startswith(EXTENSION_PREFIX)}
 
 
-def _structure(value: object, cl: type[Any], npath: NativePath, report: _Report) -> Any:
+def _structure(value: object, cl: type[Any], npath: NativePath, report: ProblemReport) -> Any:
     try:
         return _CONVERTER.structure(value, cl)
     except Exception as exc:
@@ -1555,6 +1719,43 @@ def _structure(value: object, cl: type[Any], npath: NativePath, report: _Report)
             _walk_cattrs(exc, cl, npath, report)
             return None
         raise
+
+
+def positioned_problems(
+    report: ProblemReport,
+    cl: type[Any],
+    *,
+    converter: cattrs.Converter | None = None,
+    npath: NativePath = (),
+    value: object = attrs.NOTHING,
+) -> tuple[Any, list[Problem]]:
+    """Structure a YAML document (or part of one) into the attrs class ``cl`` and report every
+    cattrs validation problem at its position in the file.
+
+    ``report``: a ``ProblemReport`` from ``ProblemReport.from_yaml(text, path)`` (or
+    ``from_tree``); ``value`` defaults to the data at ``npath`` of ``report.data``.
+    ``converter``: a ``cattrs.Converter`` built with ``detailed_validation=True`` (and
+    usually ``forbid_extra_keys=True``); default: the stage-graph loader's strict converter
+    (strings must be strings, ``null`` for an optional key is an error). Leaf messages: the
+    text of the ``TypeError``/``ValueError`` your hooks raise; unknown keys are listed with the
+    class's keys and a "did you mean"; missing keys say ``required key is missing``.
+
+    Returns ``(instance or None, report.problems)``: the instance when structuring succeeded,
+    and every error the report holds so far (earlier syntax errors included), sorted by
+    position, each ``Problem`` printing as ``PATH:LINE:COLUMN: KEY: message``. Never raises
+    for bad input; exceptions other than cattrs validation errors (bugs in hooks) propagate.
+    """
+    if value is attrs.NOTHING:
+        value = report.data
+        for part in npath:
+            value = value[part] if isinstance(value, dict | list) else None  # type: ignore[index]
+    conv = converter if converter is not None else _CONVERTER
+    try:
+        obj = conv.structure(value, cl)
+    except (BaseValidationError, ForbiddenExtraKeysError, TypeError, ValueError) as exc:
+        _walk_cattrs(exc, cl, npath, report, plain=converter is not None)
+        obj = None
+    return obj, report.problems
 
 
 def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Nothing here is written by hand beside the data model: properties, types, defaults and
 descriptions come from ``attrs.fields`` of the classes in ``fsm_stage.config``, and the rule
-keywords (``pattern``, ``minLength``, ``minimum``, ``minItems``, ``items.pattern``, ``not``) from the
+keywords (``pattern``, ``minLength``, ``maxLength``, ``minimum``, ``minItems``, ``items.pattern``,
+``items.maxLength``, ``not``) from the
 ``FieldRule`` metadata the loader also enforces. The schema describes both YAML forms: the
 native snake_case mapping and the DeepSeek Harness plugin list (``oneOf``, told apart by the
 top-level type).
@@ -29,11 +30,13 @@ from fsm_stage.config import (
     EXTENSION_PREFIX,
     PLAN_MODE_KEY,
     PLAN_MODE_PLUGIN_ID,
+    PLUGIN_PACKAGES,
     SCALAR_SHORTHAND,
     STAGE_SWITCH_PLUGIN_ID,
     GraphConfig,
     PlanModeConfig,
     field_rule,
+    plugin_name_pattern,
     yaml_key,
 )
 
@@ -89,12 +92,16 @@ def _field_schema(field: attrs.Attribute[Any], form: Form) -> dict[str, Any]:
     if rule.non_blank:
         schema["minLength"] = 1
         schema.setdefault("pattern", "\\S")
+    if rule.max_length is not None:
+        schema["maxLength"] = rule.max_length
     if rule.minimum is not None:
         schema["minimum"] = rule.minimum
     if rule.min_items is not None:
         schema["minItems"] = rule.min_items
     if rule.item_pattern is not None:
         schema["items"] = {**schema["items"], "pattern": _anchored(rule.item_pattern)}
+    if rule.item_max_length is not None:
+        schema["items"] = {**schema["items"], "maxLength": rule.item_max_length}
     if rule.forbid:
         schema["allOf"] = [{"not": {"pattern": regex}, "description": msg} for regex, msg in rule.forbid]
     if field.default is not attrs.NOTHING and field.default is not None:
@@ -153,7 +160,12 @@ def _plugin_entry(plugin_id: str, config_cl: type) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "id": {"const": plugin_id},
-            "name": {"type": "string", "pattern": "\\S", "description": "The plugin's package name."},
+            "name": {
+                "type": "string",
+                "pattern": _anchored(plugin_name_pattern(plugin_id)),
+                "description": f"The package this entry configures: {PLUGIN_PACKAGES[plugin_id]} "
+                "(any npm scope, or none).",
+            },
             "config": {"$ref": f"#/$defs/{_def_name(config_cl, 'plugin')}"},
         },
         "required": ["id", "config"],

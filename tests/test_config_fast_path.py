@@ -45,7 +45,7 @@ def _typed(value: object) -> object:
 
 def _pure_plain(text: str) -> tuple[list[str], object, dict[Any, Any]]:
     """(problems, plain data, positions) from the pure round-trip path (``_to_plain``)."""
-    report = config_module._Report("t.yaml")
+    report = config_module.ProblemReport("t.yaml")
     ok, tree = config_module._parse_yaml(text, report)
     if not ok:
         return [str(p) for p in report.errors], None, {}

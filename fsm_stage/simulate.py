@@ -882,7 +882,8 @@ def _guard_names(config: ConfigFile) -> frozenset[str]:
     graph = config.graph
     if graph is None:
         return frozenset()
-    return frozenset(g for st in graph.stages for edge in graph.edges_from(st.name) for g in edge.guards)
+    # Omitted ``targets`` mean unguarded edges to every other stage: only explicit edges carry guards.
+    return frozenset(g for st in graph.stages for edge in st.targets or () for g in edge.guards)
 
 
 def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> list[str]:

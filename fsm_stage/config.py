@@ -101,6 +101,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from fsm_stage.constants import PLAN_SOURCE_PLUGIN, STAGE_NAME_RE, STAGE_SOURCE_KIND
 from fsm_stage.errors import ConfigError
+from fsm_stage.fileio import InputFileError, read_text_input
 from fsm_stage.prompts import PromptTemplateError, template_variables
 
 Language = Literal["en", "zh"]
@@ -1646,25 +1647,17 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
 def load_config(path: str | Path, *, strict: bool = False) -> ConfigFile:
     """Read and load the YAML file at ``path`` (see ``load_config_text``).
 
-    Raises ``ConfigError`` (one positioned line per problem); an unreadable or missing file is
-    a one-line ``ConfigError`` too.
+    Raises ``ConfigError`` (one positioned line per problem); a file that cannot be read
+    (missing, a directory, binary, not UTF-8: ``fileio.read_text_input``) is a one-line
+    ``ConfigError`` too, ``PATH:1:1: (file): cannot read stage graph: reason``.
     """
     shown = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _file_error(shown, "no such file; expected a YAML stage graph file") from None
-    except IsADirectoryError:
-        raise _file_error(shown, "is a directory; expected a YAML stage graph file") from None
-    except UnicodeDecodeError as err:
-        raise _file_error(shown, f"not UTF-8 text ({err.reason}); expected a UTF-8 YAML file") from None
-    except OSError as err:
-        raise _file_error(shown, f"cannot read ({err.strerror}); expected a readable YAML file") from None
+        text = read_text_input(path, what="stage graph")
+    except InputFileError as err:
+        message = str(err).removeprefix(f"{Path(path)}: ")
+        raise InvalidConfigError([Problem(shown, 1, 1, "(file)", message)]) from None
     return load_config_text(text, shown, strict=strict)
-
-
-def _file_error(path: str, message: str) -> InvalidConfigError:
-    return InvalidConfigError([Problem(path, 1, 1, "(file)", message)])
 
 
 def _to_native(tree: Any, report: ProblemReport, stem: str) -> dict[str, Any] | None:

@@ -124,26 +124,55 @@ def test_validate_reports_every_file_and_fails_if_any_is_bad(tmp_path: Path) -> 
 
 
 def test_validate_missing_file_is_one_line_error_exit_1(tmp_path: Path) -> None:
+    """Finding 13: an unreadable input is `fsm-stage: PATH: cannot read …` on stderr, exit 1."""
     missing = tmp_path / "nope.yaml"
     code, out, err = _run("validate", str(missing))
     assert code == 1
-    assert out == f"{missing}:1:1: (file): no such file; expected a YAML stage graph file\n"
-    assert "Traceback" not in err
+    assert out == ""
+    assert err == f"fsm-stage: {missing}: cannot read stage graph: no such file\n"
 
 
 def test_validate_directory_is_one_line_error(tmp_path: Path) -> None:
-    code, out, _ = _run("validate", str(tmp_path))
+    code, out, err = _run("validate", str(tmp_path))
     assert code == 1
-    assert out.startswith(f"{tmp_path}:1:1: (file): is a directory")
+    assert out == ""
+    assert err == f"fsm-stage: {tmp_path}: cannot read stage graph: it is a directory\n"
 
 
 def test_validate_non_utf8_file_is_one_line_error(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"section: caf\xe9\n")
-    code, out, _ = _run("validate", str(path))
+    code, out, err = _run("validate", str(path))
+    assert code == 1 and out == ""
+    assert err.startswith(f"fsm-stage: {path}: cannot read stage graph: not UTF-8 text")
+    assert len(err.splitlines()) == 1
+
+
+def test_validate_binary_file_is_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "graph.yaml"
+    path.write_bytes(b"stages:\x00\x01")
+    code, _, err = _run("validate", str(path))
     assert code == 1
-    assert out.startswith(f"{path}:1:1: (file): not UTF-8 text")
-    assert len(out.splitlines()) == 1
+    assert err.startswith(f"fsm-stage: {path}: cannot read stage graph: it is a binary file")
+
+
+def test_validate_unreadable_file_does_not_stop_the_others(tmp_path: Path) -> None:
+    good = data_dir("stage_graphs") / "feature-work.yaml"
+    missing = tmp_path / "nope.yaml"
+    code, out, err = _run("validate", str(missing), str(good))
+    assert code == 1 and out == ""
+    assert f"{good}: ok" in err and f"fsm-stage: {missing}: cannot read" in err
+    code, out, _ = _run("validate", "--json", str(missing), str(good))
+    assert code == 1
+    (record,) = json.loads(out)
+    assert record == {
+        "path": str(missing),
+        "line": 1,
+        "column": 1,
+        "key": "(file)",
+        "message": "cannot read stage graph: no such file",
+        "severity": "error",
+    }
 
 
 def test_validate_without_paths_is_a_usage_error_exit_2() -> None:
@@ -166,16 +195,36 @@ def test_validate_prints_warnings_but_exits_0_without_strict(tmp_path: Path) -> 
         "  - {name: beta, instruction: b}\n"
         "section: s\n"
     )
-    code, out, _ = _run("validate", str(path))
+    code, out, err = _run("validate", str(path))
     assert code == 0
-    assert out.startswith(f"{path}:3:12: stages[1].name: ")
-    assert "unreachable" in out
+    # finding 15: a warning says so, and the summary counts it
+    assert out.startswith(f"{path}:3:12: warning: stages[1].name: ")
+    assert "unreachable" in out and len(out.splitlines()) == 1
+    assert err == f"{path}: ok (stage graph 'island' with 2 stages; 1 warning)\n"
     code, out_json, _ = _run("validate", "--json", str(path))
     assert code == 0
     assert [r["severity"] for r in json.loads(out_json)] == ["warning"]
     code, out_strict, _ = _run("validate", "--strict", str(path))
     assert code == 1
-    assert out_strict == out
+    assert out_strict == out.replace(": warning: ", ": ", 1)
+
+
+def test_validate_summary_counts_several_warnings(tmp_path: Path) -> None:
+    """Finding 15: two warnings (an unreachable stage, a terminal stage under a section that
+    lists << stage_targets >>) print as warning lines; the summary says `2 warnings`."""
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "stages:\n"
+        "  - {name: alpha, instruction: a, targets: []}\n"
+        "  - {name: beta, instruction: b}\n"
+        "section: 'go to one of << stage_targets >>'\n"
+    )
+    code, out, err = _run("validate", str(path))
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 2 and all(": warning: " in line for line in lines)
+    assert lines[0].startswith(f"{path}:2:44: warning: stages[0].targets: ")
+    assert err.endswith("; 2 warnings)\n")
 
 
 def test_validate_json_of_valid_files_is_an_empty_list() -> None:
@@ -190,3 +239,9 @@ def test_schema_command_prints_the_json_schema() -> None:
     document = json.loads(out)
     assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert set(document["$defs"]) >= {"NativeFile", "PluginList", "StageConfig", "EdgeConfig"}
+
+
+def test_schema_takes_no_arguments_usage_error_exit_2() -> None:
+    code, _, err = _run("schema", "extra")
+    assert code == 2
+    assert "Got unexpected extra argument" in err

@@ -1,10 +1,15 @@
 """``fsm-stage validate`` and ``fsm-stage schema`` (stage-graph files; issue: stage graphs).
 
-``validate PATH... [--strict] [--json]`` loads every file with ``load_config`` and prints
-every problem as one line ``PATH:LINE:COLUMN: KEY: message`` (errors and warnings) on stdout,
-or with ``--json`` one JSON array of ``{path, line, column, key, message, severity}``.
-Exit status: 0 every file valid, 1 some file invalid (or unreadable), 2 usage error (click).
-A bad file never prints a traceback.
+``validate PATH... [--strict] [--json]`` reads every file (``fileio.read_text_input``) and
+loads it with ``load_config_text``. Text output: every error as one line
+``PATH:LINE:COLUMN: KEY: message`` and every warning as ``PATH:LINE:COLUMN: warning: KEY:
+message`` on stdout, then ``PATH: ok (…; N warnings)`` on stderr for each valid file; a file
+that cannot be read (missing, a directory, binary, not UTF-8) is one line
+``fsm-stage: PATH: cannot read stage graph: reason`` on stderr and the other files are still
+checked. ``--json`` prints one JSON array of ``{path, line, column, key, message, severity}``
+on stdout (an unreadable file is a ``(file)`` record at 1:1).
+Exit status (the CLI convention): 0 every file valid (warnings allowed unless ``--strict``),
+1 some file invalid or unreadable, 2 click usage error. Never a traceback for bad input.
 
 ``schema`` prints the JSON Schema (draft 2020-12) of stage-graph files (``fsm_stage.schema``).
 """
@@ -13,39 +18,60 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
-from fsm_stage.config import ConfigFile, InvalidConfigError, Problem, load_config
+from fsm_stage.config import ConfigFile, InvalidConfigError, Problem, load_config_text
+from fsm_stage.fileio import InputFileError, read_text_input
 from fsm_stage.schema import schema_text
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def _summary(cfg: ConfigFile) -> str:
-    """``PATH: ok (stage graph 'x' with 3 stages, plan mode)``."""
+    """``PATH: ok (stage graph 'x' with 3 stages, plan mode; 1 warning)``."""
     parts = []
     if cfg.graph is not None:
-        n = len(cfg.graph.stages)
-        parts.append(f"stage graph {cfg.graph.name!r} with {n} stage{'s' if n != 1 else ''}")
+        parts.append(f"stage graph {cfg.graph.name!r} with {_plural(len(cfg.graph.stages), 'stage')}")
     if cfg.plan_mode is not None:
         parts.append("plan mode")
-    return f"{cfg.path}: ok ({', '.join(parts)})"
+    warned = f"; {_plural(len(cfg.warning_details), 'warning')}" if cfg.warning_details else ""
+    return f"{cfg.path}: ok ({', '.join(parts)}{warned})"
+
+
+def warning_line(problem: Problem) -> str:
+    """A warning as ``PATH:LINE:COLUMN: warning: KEY: message`` (finding 15)."""
+    return f"{problem.path}:{problem.line}:{problem.column}: warning: {problem.key}: {problem.message}"
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=str)
-@click.option("--strict", is_flag=True, help="Treat warnings (unreachable stages) as errors.")
+@click.option("--strict", is_flag=True, help="Treat warnings (unreachable stages, ...) as errors.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array of problems instead of lines.")
 def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
     """Check stage-graph YAML files (native or plugin-list form).
 
-    Prints every problem as PATH:LINE:COLUMN: KEY: message. Exit 0 when every file is valid,
-    1 when any is not.
+    Prints every error as PATH:LINE:COLUMN: KEY: message and every warning as
+    PATH:LINE:COLUMN: warning: KEY: message. Exit 0 when every file is valid, 1 when any is
+    invalid or cannot be read, 2 for a usage error.
     """
     problems: list[Problem] = []
     failed = False
     for path in paths:
         try:
-            cfg = load_config(path, strict=strict)
+            text = read_text_input(path, what="stage graph")
+        except InputFileError as err:
+            failed = True
+            message = str(err).removeprefix(f"{Path(path)}: ")
+            problems.append(Problem(path, 1, 1, "(file)", message))
+            if not as_json:
+                click.echo(f"fsm-stage: {err}", err=True)
+            continue
+        try:
+            cfg = load_config_text(text, path, strict=strict)
         except InvalidConfigError as err:
             failed = True
             problems.extend(err.details)
@@ -55,8 +81,8 @@ def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
             continue
         problems.extend(cfg.warning_details)
         if not as_json:
-            for line in cfg.warnings:
-                click.echo(line)
+            for warning in cfg.warning_details:
+                click.echo(warning_line(warning))
             click.echo(_summary(cfg), err=True)
     if as_json:
         click.echo(json.dumps([p.to_json() for p in problems], indent=2, ensure_ascii=False))

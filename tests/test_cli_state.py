@@ -201,3 +201,53 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
         assert again[key] == plain[key]
     code, _, err = invoke("--at", "3", "--checkpoint-dir", str(ck), str(log))
     assert code == 2 and "--at" in err
+
+
+# -- finding 13: one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) --
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [(lambda p: None, "no such file"), (lambda p: p.mkdir(), "it is a directory")],
+    ids=["missing", "directory"],
+)
+def test_state_unreadable_log_is_one_line_exit_1(tmp_path: Path, make: object, reason: str) -> None:
+    path = tmp_path / "s.jsonl"
+    make(path)  # type: ignore[operator]
+    code, out, err = invoke(str(path))
+    assert code == 1 and out == ""
+    assert err == f"fsm-stage: {path}: cannot read session log: {reason}\n"
+
+
+def test_state_negative_at_is_a_usage_error_exit_2(tmp_path: Path) -> None:
+    code, _, err = invoke("--at", "-1", str(_stage_log(tmp_path / "a.jsonl", None)))
+    assert code == 2 and "--at" in err
+
+
+def test_state_on_a_live_stream_gives_cli_advice(tmp_path: Path) -> None:
+    """`state` on a headless stream-json file names what to pass instead, not a Python function."""
+    path = tmp_path / "stdout.jsonl"
+    path.write_text(
+        '{"type":"session_event","sessionId":"s","event":{"type":"turn/start","seq":0,"time":1,"data":{}}}\n'
+    )
+    code, out, err = invoke(str(path))
+    assert code == 1 and out == ""
+    assert err.startswith(f"fsm-stage: not a session log: {path}: ")
+    assert "read_stream" not in err and "session log file" in err and err.count("\n") == 1
+
+
+def test_state_graph_problems_print_as_positioned_lines(tmp_path: Path) -> None:
+    """A bad --graph: its problems print as PATH:LINE:COLUMN: KEY: message lines (no prefix);
+    an unreadable --graph is `fsm-stage: PATH: cannot read stage graph: …`."""
+    log = _stage_log(tmp_path / "a.jsonl", None)
+    graph = tmp_path / "g.yaml"
+    graph.write_text("stages: []\nsection: s\n", encoding="utf-8")
+    code, out, err = invoke("--graph", str(graph), str(log))
+    assert code == 1 and out == ""
+    assert err == (
+        f"{graph}:1:9: stages: is empty; "
+        "expected a non-empty `stages` list of {name, instruction} mappings\n"
+    )
+    code, _, err = invoke("--graph", str(tmp_path / "missing.yaml"), str(log))
+    assert code == 1
+    assert err == f"fsm-stage: {tmp_path / 'missing.yaml'}: cannot read stage graph: no such file\n"

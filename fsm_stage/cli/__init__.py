@@ -3,8 +3,14 @@
 Each concept keeps its commands in its own module (``graph_cmds``: validate, schema;
 ``draw_cmds``: draw; ``log_cmds``: state; ``sim_cmds``: simulate, scenario), each exposing
 ``COMMANDS``. The group loads a module only when one of its commands runs, so
-``fsm-stage validate`` never imports the simulator. A ``UserError`` prints on stderr without a
-traceback and exits 1; click usage errors exit 2.
+``fsm-stage validate`` never imports the simulator.
+
+The CLI convention (every command): exit 0 on success; exit 1 for invalid input, printed
+without a traceback on stderr: a ``ConfigError`` as its positioned lines
+``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` as ``fsm-stage: <message>`` (an
+input file that is missing, a directory, binary or not UTF-8 is
+``fsm-stage: PATH: cannot read WHAT: reason``, from ``fileio.read_text_input``); exit 2 only for
+click usage errors (unknown option, missing argument, a bad option value such as ``--at -1``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import sys
 
 import click
 
-from fsm_stage.errors import UserError
+from fsm_stage.errors import ConfigError, UserError
 
 #: command name -> module under ``fsm_stage.cli`` that defines it (in ``--help`` order).
 COMMAND_MODULES: dict[str, str] = {
@@ -46,6 +52,10 @@ class _LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except ConfigError as err:
+            for line in err.problems:
+                click.echo(line, err=True)
+            sys.exit(1)
         except UserError as err:
             text = str(err)
             click.echo(f"fsm-stage: {text}" if "\n" not in text else text, err=True)

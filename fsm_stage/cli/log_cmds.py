@@ -10,8 +10,11 @@ projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grow
 the tail and folds only the new events (the surface is not folded in that mode). A progress
 bar appears on stderr when reading takes more than half a second and stderr is a terminal.
 
-Exit status: 0 on success; 1 for a ``UserError`` (not a session log, newer format,
-corruption, bad graph, ``--at`` past the end), printed as one line; 2 for usage errors.
+Exit status (the CLI convention, see ``fsm_stage.cli``): 0 on success; 1 for invalid input
+(LOG or ``--graph`` missing / a directory / unreadable: ``fsm-stage: PATH: cannot read …``;
+not a session log, newer format, corruption, ``--at`` past the end: ``fsm-stage: …``; a bad
+graph: its positioned lines); 2 for click usage errors (unknown option, ``--at -1``,
+``--at`` with ``--checkpoint-dir``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,22 @@ class _Progress:
             self.bar.__exit__(None, None, None)
 
 
+def check_log_input(path: Path) -> None:
+    """Refuse a LOG that cannot be opened with the convention's one line
+    (``PATH: cannot read session log: reason``, a ``UserError``). The content is judged by
+    the reader (a session log is read in binary, possibly zstd, so not ``read_text_input``)."""
+    if path.is_dir():
+        raise UserError(f"{path}: cannot read session log: it is a directory")
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise UserError(f"{path}: cannot read session log: no such file") from None
+    except (OSError, ValueError) as err:
+        reason = err.strerror.lower() if isinstance(err, OSError) and err.strerror else str(err)
+        raise UserError(f"{path}: cannot read session log: {reason}") from None
+
+
 def _read(path: Path, strict: bool) -> ReadResult:
     progress = _Progress(path.stat().st_size)
     try:
@@ -83,9 +102,10 @@ def _read(path: Path, strict: bool) -> ReadResult:
 def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
     if graph is None:
         return None, None
-    from fsm_stage.config import load_config
+    from fsm_stage.config import load_config_text
+    from fsm_stage.fileio import read_text_input
 
-    cfg = load_config(graph)
+    cfg = load_config_text(read_text_input(graph, what="stage graph"), graph)
     if cfg.graph is None:
         raise UserError(f"{graph}: declares no stage graph (only plan mode); --graph needs a stage graph")
     return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
@@ -286,7 +306,7 @@ def _human(path: str, r: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("log", type=click.Path(path_type=Path))
 @click.option(
     "--graph",
     "graph",
@@ -316,7 +336,12 @@ def _human(path: str, r: dict[str, Any]) -> str:
 def state(
     log: Path, graph: str | None, at: int | None, as_json: bool, strict: bool, checkpoint_dir: Path | None
 ) -> None:
-    """Fold a session log and print its state (header, turn, plan mode, stage, surface)."""
+    """Fold a session log and print its state (header, turn, plan mode, stage, surface).
+
+    Exit 0 on success, 1 for invalid input (unreadable LOG or GRAPH, not a session log,
+    corruption, --at past the end), 2 for usage errors (unknown option, --at -1).
+    """
+    check_log_input(log)
     if checkpoint_dir is not None:
         if at is not None:
             raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")

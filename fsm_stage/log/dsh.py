@@ -422,10 +422,18 @@ def open_log_bytes(path: Path) -> OpenedLog:
 
 
 def _classify_foreign(first: Mapping[str, Any]) -> str:
+    # CLI and Python users alike read this message: no function names (the Python reader of
+    # streams, ``read_stream``, is documented in the module docstring)
     if first.get("type") == "session_event":
-        return "headless stream-json envelope stream (read it with read_stream)"
+        return (
+            "a headless stream-json event stream (live output of a run), not a session log file; "
+            "pass the session's own .jsonl log file"
+        )
     if first.get("method") in ("session.event", "session.status"):
-        return "JSON-RPC session.event notification stream (read it with read_stream)"
+        return (
+            "a JSON-RPC session.event notification stream (live output), not a session log file; "
+            "pass the session's own .jsonl log file"
+        )
     if "jsonrpc" in first:
         return "ACP JSON-RPC transcript"
     return "first line is not a session header"

@@ -9,12 +9,11 @@ optional ``source_event_seqs``. Event types fsm_stage invents carry ``ignorable=
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from fsm_stage.constants import FSM_EVENT_PREFIX
 from fsm_stage.errors import LogWriteError
 
 
@@ -149,8 +148,14 @@ class MemoryLog:
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
 
     Like ``JsonlLog`` it validates surface ops (``surface`` is the live ``Surface``; the
-    protected system head rule is on by default), marks ``fsm/…`` types ignorable, and offers
-    the atomic ``append_many``.
+    protected system head rule is on by default), checks every new event with
+    ``writer_checks.check_new_event`` (``ignorable_types``, ``allow_unknown_types`` as there),
+    marks ``fsm/…`` types ignorable, and offers the atomic ``append_many``. Seed ``events``
+    are taken as they are (they come from a reader). One difference: ``allow_unknown_types``
+    defaults to True here, because an in-memory log is never read by a strict DSH reader
+    (unit tests and hosts use made-up types freely); a log that reaches a file goes through
+    ``JsonlLog``, which refuses them unless ignorable. Pass ``allow_unknown_types=False`` to
+    get the file rule in memory.
     """
 
     def __init__(
@@ -160,9 +165,13 @@ class MemoryLog:
         *,
         clock: Clock = wall_clock_ms,
         protect_system_head: bool = True,
+        ignorable_types: Collection[str] = (),
+        allow_unknown_types: bool = True,
     ):
         from fsm_stage.log.surface import Surface  # local: surface imports this module
 
+        self._ignorable_types = frozenset(ignorable_types)
+        self._allow_unknown_types = allow_unknown_types
         self._header = header
         self._events: list[Event] = list(events)
         self._clock = clock
@@ -201,7 +210,10 @@ class MemoryLog:
         return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)])[0]
 
     def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
-        """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged)."""
+        """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
+        ``InvalidEventError`` for an event a strict reader would refuse."""
+        from fsm_stage.log.writer_checks import check_new_event  # local: it imports dsh
+
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             name = specs[0].type if specs else "?"
@@ -220,6 +232,11 @@ class MemoryLog:
                     spec.source_event_seqs,
                     spec.ignorable,
                 )
+            ign = check_new_event(
+                NewEvent(type_, data, op, srcs, bool(ign)),
+                ignorable_types=self._ignorable_types,
+                allow_unknown=self._allow_unknown_types,
+            )
             ev = Event(
                 type=type_,
                 seq=len(self._events) + i,
@@ -227,7 +244,7 @@ class MemoryLog:
                 data=data,
                 surface_op=op,
                 source_event_seqs=tuple(srcs) if srcs is not None else None,
-                ignorable=bool(ign) or type_.startswith(FSM_EVENT_PREFIX),
+                ignorable=ign,
             )
             probe.check(ev)
             evs.append(ev)

@@ -39,13 +39,13 @@ from typing import Any
 
 import filelock
 
-from fsm_stage.constants import FSM_EVENT_PREFIX
 from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
 
 __all__ = ["JsonlLog", "NewEvent", "encode_line", "lock_path"]
 from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.log.writer_checks import check_new_event
 
 
 def encode_line(ev: Event) -> bytes:
@@ -71,7 +71,10 @@ class JsonlLog:
 
     ``JsonlLog(path, header=h)`` creates the file (header line) when it does not exist or is
     empty; otherwise opens it, validates that ``h.id`` (if given) matches, and reads every
-    event. ``ignorable_types`` adds types (besides ``fsm/…``) written with ``ignorable: true``.
+    event. ``ignorable_types`` adds types (besides ``fsm/…`` and ``system/message``) written
+    with ``ignorable: true``. Every new event is checked with ``writer_checks.check_new_event``
+    first (finding 18: nothing a strict reader refuses is written); ``allow_unknown_types``
+    lets unknown types through without the flag (for reader tests).
     ``protect_system_head`` enables the stage-switch §1.13 rule on appends. Missing parent
     directories are created (by the lock).
 
@@ -90,10 +93,12 @@ class JsonlLog:
         ignorable_types: Collection[str] = (),
         protect_system_head: bool = True,
         strict: bool = False,
+        allow_unknown_types: bool = False,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
         self._ignorable_types = frozenset(ignorable_types)
+        self._allow_unknown_types = allow_unknown_types
         self._lock = filelock.FileLock(str(lock_path(self.path)), timeout=0, thread_local=False)
         try:
             self._lock.acquire(blocking=False)
@@ -199,8 +204,12 @@ class JsonlLog:
         return iter(self._events)
 
     def _make(self, spec: NewEvent, seq: int, now: int) -> Event:
-        ignorable = (
-            spec.ignorable or spec.type.startswith(FSM_EVENT_PREFIX) or spec.type in self._ignorable_types
+        # data is checked for JSON by ``encode_line`` before anything is written
+        ignorable = check_new_event(
+            spec,
+            ignorable_types=self._ignorable_types,
+            allow_unknown=self._allow_unknown_types,
+            check_json=False,
         )
         srcs = tuple(spec.source_event_seqs) if spec.source_event_seqs is not None else None
         return Event(spec.type, seq, now, spec.data, spec.surface_op, srcs, ignorable)

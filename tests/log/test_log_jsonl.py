@@ -17,6 +17,8 @@ from fsm_stage.log.events import MemoryLog, Replace, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog, NewEvent
 from fsm_stage.log.surface import SurfaceOpError
 
+USER_EMPTY = "user/message"
+EMPTY = {"content": []}  # the smallest user/message data a writer accepts
 HEADER = SessionHeader(id="sess-1", created_at=1_700_000_000_000, cwd="/work")
 
 
@@ -174,19 +176,19 @@ def test_non_json_data_and_refused_surface_op_change_nothing(tmp_path: Path) -> 
         with pytest.raises(LogWriteError, match="not JSON"):
             log.append("fsm/x", {"nan": float("nan")})
         with pytest.raises(SurfaceOpError):
-            log.append("user/message", {}, surface_op=Replace(0, 0), source_event_seqs=[0])
+            log.append("user/message", {"content": []}, surface_op=Replace(0, 0), source_event_seqs=[0])
         assert path.read_bytes() == before and len(log) == 0
 
 
 def test_append_many_is_all_or_nothing(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with JsonlLog(path, header=HEADER) as log:
-        log.append("user/message", {}, surface_op="append")
+        log.append("user/message", {"content": []}, surface_op="append")
         before = path.read_bytes()
         with pytest.raises(SurfaceOpError):
-            log.append_many([NewEvent("fsm/a", {}), NewEvent("user/message", {}, Replace(5, 5), [5])])
+            log.append_many([NewEvent("fsm/a", {}), NewEvent(USER_EMPTY, EMPTY, Replace(5, 5), [5])])
         assert path.read_bytes() == before and len(log) == 1
-        evs = log.append_many([NewEvent("fsm/a", {}), NewEvent("user/message", {}, Replace(0, 0), [0])])
+        evs = log.append_many([NewEvent("fsm/a", {}), NewEvent(USER_EMPTY, EMPTY, Replace(0, 0), [0])])
         assert [e.seq for e in evs] == [1, 2] and log.surface.nodes == [2]
     assert len(read_log(path).events) == 3
 
@@ -229,9 +231,9 @@ def test_memory_log_matches_jsonl_rules() -> None:
     """MemoryLog: same ignorable marking, surface validation and atomic batches as JsonlLog."""
     log = MemoryLog(HEADER, clock=lambda: 5)
     assert log.append("fsm/x", {}).ignorable
-    log.append("user/message", {}, surface_op="append")
+    log.append("user/message", {"content": []}, surface_op="append")
     with pytest.raises(SurfaceOpError):
-        log.append_many([NewEvent("fsm/y", {}), NewEvent("user/message", {}, Replace(9, 9), [9])])
+        log.append_many([NewEvent("fsm/y", {}), NewEvent(USER_EMPTY, {"content": []}, Replace(9, 9), [9])])
     assert len(log) == 2
     log.fail_next = OSError("disk")
     with pytest.raises(LogWriteError, match="refused"):

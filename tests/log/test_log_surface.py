@@ -69,15 +69,15 @@ def test_protected_system_head_refuses_covering_replace() -> None:
     """S80's cause: a user-message replace over the protected head is refused by the log."""
     log = MemoryLog(SessionHeader(id="s"), clock=lambda: 0)
     log.append("system/message", {}, surface_op="append")
-    log.append("user/message", {}, surface_op="append")
+    log.append("user/message", {"content": []}, surface_op="append")
     with pytest.raises(SurfaceOpError, match="protected system head"):
-        log.append("user/message", {}, surface_op=Replace(0, 1), source_event_seqs=[0, 1])
+        log.append("user/message", {"content": []}, surface_op=Replace(0, 1), source_event_seqs=[0, 1])
     assert len(log) == 2 and isinstance(SurfaceOpError("x"), LogWriteError)
     # a system/message over exactly the head is allowed
     log.append("system/message", {}, surface_op=Replace(0, 0), source_event_seqs=[0])
     assert log.surface.nodes == [2, 1] and log.surface.head_is_system
     # replacing the non-head range is fine
-    log.append("user/message", {}, surface_op=Replace(1, 1), source_event_seqs=[1])
+    log.append("user/message", {"content": []}, surface_op=Replace(1, 1), source_event_seqs=[1])
     assert log.surface.nodes == [2, 3]
 
 

@@ -1,0 +1,129 @@
+"""Finding 18: the writers (``JsonlLog``, ``MemoryLog``) refuse events that a strict reader
+(``fsm-stage state --strict``, DSH's loader) would refuse, or that break the folds, before
+anything is written; the log is unchanged afterwards.
+
+Rules under test: a ``domain/verb`` type; JSON ``data``; surface ops only on surface types;
+a type outside DSH's vocabulary only when ignorable (``ignorable=True``, ``fsm/…``,
+``ignorable_types``, fsm_stage's ``system/message``) or explicitly allowed (``MemoryLog``
+allows them by default: it is never read by a strict reader); a JSON object ``data`` for DSH
+types, ``user/message`` with ``content``. ``plan/mode {active: bool}`` stays with the plan-mode
+runtime validators (tested in tests/plan_mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fsm_stage.cli import main
+from fsm_stage.errors import LogWriteError
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import MemoryLog, NewEvent, SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
+
+HEADER = SessionHeader(id="s", created_at=1, cwd="/w")
+
+BAD: list[tuple[str, Any, dict[str, Any], str]] = [
+    ("", {}, {}, "domain/verb"),
+    ("turnstart", {}, {}, "domain/verb"),
+    ("turn/", {}, {}, "domain/verb"),
+    ("/x", {}, {}, "domain/verb"),
+    ("text-chunks", {}, {}, "domain/verb"),
+    ("future/x", {}, {}, "unknown event type 'future/x'"),
+    ("plan/mode", "active", {}, "plan/mode data must be a JSON object"),
+    ("user/message", {"bad": 1}, {}, "user/message data needs `content`"),
+    ("turn/start", [1], {}, "turn/start data must be a JSON object"),
+    ("turn/start", {"turn": {1, 2}}, {}, "not JSON"),
+    ("turn/start", {"x": math.nan}, {}, "not JSON"),
+    ("turn/start", {"turn": 1}, {"surface_op": "append"}, "not a surface type"),
+]
+
+
+@pytest.mark.parametrize(("type_", "data", "kw", "fragment"), BAD, ids=[f"{b[0]}-{b[3]}" for b in BAD])
+def test_memory_log_refuses_bad_events_and_stays_unchanged(
+    type_: str, data: Any, kw: dict[str, Any], fragment: str
+) -> None:
+    log = MemoryLog(HEADER, allow_unknown_types=False)
+    log.append("turn/start", {"turn": 1})
+    with pytest.raises(LogWriteError, match=fragment.replace("|", "\\|").replace("{", "\\{")):
+        log.append(type_, data, **kw)
+    assert len(log) == 1
+
+
+@pytest.mark.parametrize(("type_", "data", "kw", "fragment"), BAD, ids=[f"{b[0]}-{b[3]}" for b in BAD])
+def test_jsonl_log_refuses_bad_events_and_the_file_is_unchanged(
+    tmp_path: Path, type_: str, data: Any, kw: dict[str, Any], fragment: str
+) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        log.append("turn/start", {"turn": 1})
+        before = path.read_bytes()
+        with pytest.raises(LogWriteError) as info:
+            log.append(type_, data, **kw)
+        assert fragment in str(info.value)
+        assert path.read_bytes() == before and len(log) == 1
+        # a batch with one bad event writes nothing either
+        with pytest.raises(LogWriteError):
+            log.append_many([NewEvent("turn/end", {"turn": 1}), NewEvent(type_, data, **kw)])
+        assert path.read_bytes() == before and len(log) == 1
+
+
+def test_unknown_types_are_written_when_ignorable_or_explicitly_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER, ignorable_types={"stage/change"}) as log:
+        log.append("future/x", {"a": 1}, ignorable=True)
+        log.append("fsm/note", "any JSON")
+        log.append("stage/change", {"to": "b"})
+        log.append("system/message", {"content": "You are helpful."}, surface_op="append")
+    res = read_log(path, strict=True)
+    assert [e.ignorable for e in res.events] == [True, True, True, True]
+    other = tmp_path / "t.jsonl"
+    with JsonlLog(other, header=HEADER, allow_unknown_types=True) as log:
+        log.append("future/x", {})
+    assert not read_log(other).events[0].ignorable
+    mem = MemoryLog(HEADER)  # in memory, unknown types are allowed by default
+    assert not mem.append("future/x", {}).ignorable
+    assert MemoryLog(HEADER, ignorable_types={"stage/change"}).append("stage/change", {}).ignorable
+
+
+def test_check_new_event_returns_whether_the_event_is_written_ignorable() -> None:
+    assert check_new_event(NewEvent("turn/start", {"turn": 1})) is False
+    assert check_new_event(NewEvent("fsm/x", None)) is True
+    assert check_new_event(NewEvent("a/b", {}), ignorable_types=frozenset({"a/b"})) is True
+    with pytest.raises(InvalidEventError):
+        check_new_event(NewEvent("a/b", {}))
+
+
+_TYPES = st.sampled_from(
+    ["turn/start", "turn/end", "plan/mode", "user/message", "future/x", "fsm/x", "", "x", "system/message"]
+)
+_DATA = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["active", "content", "turn"]), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=st.lists(st.tuples(_TYPES, _DATA, st.booleans()), max_size=12))
+def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, events: Any) -> None:
+    """Property: every log JsonlLog wrote is read by `fsm-stage state --strict` without error."""
+    path = tmp_path_factory.mktemp("w") / "s.jsonl"
+    with JsonlLog(path, header=SessionHeader(id="s", created_at=1, cwd="/w")) as log:
+        for type_, data, ignorable in events:
+            with contextlib.suppress(LogWriteError):
+                log.append(type_, data, ignorable=ignorable)
+        written = len(log)
+    res = read_log(path, strict=True)
+    assert len(res.events) == written and res.torn_tail_offset is None
+    result = CliRunner().invoke(main, ["state", "--strict", "--json", str(path)])
+    assert result.exit_code == 0, result.stderr

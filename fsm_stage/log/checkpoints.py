@@ -7,30 +7,40 @@ A ``Checkpoint`` records, for one log file:
 * the watermark ``seq`` (last event reflected), the byte ``offset`` of the start of the line
   holding it, the seq ``line_seq0`` that line starts with (packed rows hold several events),
   a SHA-256 prefix of that line and the committed file ``size``;
+* a SHA-256 prefix of the header line, and the file's ``(st_dev, st_ino)`` and
+  ``st_mtime_ns`` when the checkpoint was taken (finding 20);
 * one row per projection key: ``{ver: STATE_VERSION, state: projection.dump(state)}``.
 
 ``CheckpointStore(directory)`` keeps one JSON file per log in ``directory``, named after a
-hash of the log's resolved path (``<sha256[:32]>.json``); writes are atomic (temp file +
-rename) and fail-soft. Nothing is ever written next to the log itself, so read-only DSH logs
-can be checkpointed too.
+hash of the log's resolved path (``<sha256[:32]>.json``); writes go through
+``fileio.atomic_write`` and are fail-soft. Nothing is ever written next to the log itself, so
+read-only DSH logs can be checkpointed too.
 
-``cold_fold(path, projections, store=…)`` validates the header, and if a checkpoint matches
-(identity, every requested key present with the same ``STATE_VERSION`` and loadable, file
-not shorter than recorded, watermark line unchanged) it seeks to the watermark line and folds
-only the newer events; on any mismatch it refolds from the start. It then writes a fresh
-checkpoint (the cache may lag the log, never lead it: it only ever reflects committed lines).
+``cold_fold(path, projections, store=…)`` validates the header, and if a checkpoint matches it
+seeks to the watermark line and folds only the newer events; on any mismatch it refolds from
+the start. It then writes a fresh checkpoint (the cache may lag the log, never lead it: it
+only ever reflects committed lines). A checkpoint matches when all of these hold:
 
-Known limit: a rewrite strictly before the watermark line that keeps that line's offset and
-bytes is not detected; DSH and fsm_stage logs are append-only, so this does not arise.
+* same identity and the same header line bytes;
+* the same file (device and inode): a log replaced by rename (editors, ``cp`` to a temp
+  file and back, atomic writers) is refolded;
+* the file is not shorter than recorded; if it has exactly the recorded size, its
+  modification time is unchanged too (appends only grow a log, so a same-size file with a
+  newer time was rewritten in place);
+* the watermark line has the recorded bytes at the recorded offset;
+* every requested projection has a row with its ``STATE_VERSION`` that loads.
+
+Known limit (no full rehash, which would cost the O(log) read checkpoints avoid): an in-place
+rewrite of bytes strictly before the watermark line that keeps the watermark line, the inode
+and the header, and either keeps the size and modification time (deliberate tampering) or is
+followed by an append, is not detected. DSH and fsm_stage logs are append-only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +48,7 @@ from typing import Any
 import attrs
 
 from fsm_stage.errors import LogFormatError
+from fsm_stage.fileio import atomic_write
 from fsm_stage.log.dsh import (
     BodyScan,
     RecordDecoder,
@@ -51,7 +62,7 @@ from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import Projection, ProjectionCursor
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
 
 
 @attrs.frozen
@@ -79,6 +90,9 @@ class Checkpoint:
     line_hash: str
     size: int
     rows: Mapping[str, Mapping[str, Any]]
+    header_hash: str = ""
+    file_id: tuple[int, int] = (0, 0)
+    mtime_ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +105,9 @@ class Checkpoint:
             "lineHash": self.line_hash,
             "size": self.size,
             "rows": {k: dict(v) for k, v in self.rows.items()},
+            "headerHash": self.header_hash,
+            "fileId": list(self.file_id),
+            "mtimeNs": self.mtime_ns,
         }
 
     @classmethod
@@ -99,8 +116,16 @@ class Checkpoint:
         if not isinstance(raw, dict) or raw.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a checkpoint record of this format")
         ident = raw["identity"]
-        ints = [raw[k] for k in ("seq", "offset", "lineSeq0", "lineNo", "size")]
-        if not all(isinstance(v, int) for v in ints) or not isinstance(raw["lineHash"], str):
+        ints = [raw[k] for k in ("seq", "offset", "lineSeq0", "lineNo", "size", "mtimeNs")]
+        file_id = raw["fileId"]
+        if (
+            not all(isinstance(v, int) for v in ints)
+            or not isinstance(raw["lineHash"], str)
+            or not isinstance(raw["headerHash"], str)
+            or not isinstance(file_id, list)
+            or len(file_id) != 2
+            or not all(isinstance(v, int) for v in file_id)
+        ):
             raise ValueError("bad checkpoint numbers")
         rows = raw["rows"]
         if not isinstance(rows, dict):
@@ -114,6 +139,9 @@ class Checkpoint:
             raw["lineHash"],
             raw["size"],
             rows,
+            raw["headerHash"],
+            (file_id[0], file_id[1]),
+            raw["mtimeNs"],
         )
 
 
@@ -141,19 +169,12 @@ class CheckpointStore:
             return None
 
     def save(self, log_path: str | os.PathLike[str], checkpoint: Checkpoint) -> bool:
-        """Write atomically; returns False (and leaves the old file) on any OS error."""
-        target = self.path_for(log_path)
+        """Write atomically (``fileio.atomic_write``); returns False (and leaves the old file)
+        on any OS error."""
+        data = json.dumps(checkpoint.to_json(), separators=(",", ":")).encode("utf-8")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".ckpt-", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(checkpoint.to_json(), fh, separators=(",", ":"))
-                os.replace(tmp, target)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            atomic_write(self.path_for(log_path), data)
         except OSError:
             return False
         return True
@@ -180,15 +201,31 @@ class ColdFold:
     unknown_types: Mapping[str, int]
 
 
+def _file_stamp(st: os.stat_result) -> tuple[tuple[int, int], int]:
+    """``((st_dev, st_ino), st_mtime_ns)`` of a log file."""
+    return (st.st_dev, st.st_ino), st.st_mtime_ns
+
+
 def _restore(
-    cp: Checkpoint | None, identity: LogIdentity, projections: Sequence[Projection[Any]], file_size: int
+    cp: Checkpoint | None,
+    identity: LogIdentity,
+    projections: Sequence[Projection[Any]],
+    st: os.stat_result,
+    header_hash: str,
 ) -> tuple[dict[str, Any] | None, str | None]:
     if cp is None:
         return None, "no checkpoint"
     if cp.identity != identity:
         return None, "checkpoint identity differs (recreated or swapped log)"
-    if file_size < cp.size:
+    if cp.header_hash != header_hash:
+        return None, "the log's header line changed"
+    file_id, mtime_ns = _file_stamp(st)
+    if cp.file_id != file_id:
+        return None, "the log file was replaced (another inode)"
+    if st.st_size < cp.size:
         return None, "log is shorter than the checkpoint (truncated or rewritten)"
+    if st.st_size == cp.size and mtime_ns != cp.mtime_ns:
+        return None, "the log was rewritten in place (same size, another modification time)"
     states: dict[str, Any] = {}
     for p in projections:
         row = cp.rows.get(p.key)
@@ -233,12 +270,16 @@ def cold_fold(
         note: str | None = "no checkpoint store"
         resumed: int | None = None
         first_seq, start, skip_upto, line_no = 0, body_start, -1, 1
+        st = None if compressed else os.fstat(fh.fileno())
+        header_hash = ""
+        if store is not None and st is not None:
+            fh.seek(0)
+            header_hash = line_digest(fh.read(body_start))
         if store is not None and compressed:
             note = "zstd log: checkpoints need a seekable plain file"
-        elif store is not None:
+        elif store is not None and st is not None:
             cp = store.load(p)
-            size = os.fstat(fh.fileno()).st_size
-            states, note = _restore(cp, identity, projections, size)
+            states, note = _restore(cp, identity, projections, st, header_hash)
             if states is not None and cp is not None:
                 fh.seek(cp.offset)
                 if line_digest(fh.readline()) == cp.line_hash:
@@ -276,8 +317,9 @@ def cold_fold(
             raise LogFormatError(
                 f"{source}: log ends before its checkpoint watermark {resumed}"
             )  # pragma: no cover
-    if store is not None and write and not compressed and last is not None:
+    if store is not None and write and st is not None and last is not None:
         off, raw, seq0, ln = last
+        file_id, mtime_ns = _file_stamp(st)
         store.save(
             p,
             Checkpoint(
@@ -291,6 +333,9 @@ def cold_fold(
                 rows={
                     pr.key: {"ver": pr.STATE_VERSION, "state": pr.dump(states[pr.key])} for pr in projections
                 },
+                header_hash=header_hash,
+                file_id=file_id,
+                mtime_ns=mtime_ns,
             ),
         )
     if decoder.unknown:
@@ -327,6 +372,15 @@ def checkpoint_log(store: CheckpointStore, log: JsonlLog, cursors: Sequence[Proj
         state = c.read()
         rows[c.projection.key] = {"ver": c.projection.STATE_VERSION, "state": c.projection.dump(state)}
     w = len(log) - 1
+    try:
+        st = os.stat(log.path)
+        with open(log.path, "rb") as fh:  # the header line as ``cold_fold`` hashes it
+            _, body_start = read_header(fh, str(log.path))
+            fh.seek(0)
+            header_hash = line_digest(fh.read(body_start))
+    except OSError:
+        return False
+    file_id, mtime_ns = _file_stamp(st)
     cp = Checkpoint(
         identity=LogIdentity.of(log.header),
         seq=w,
@@ -336,5 +390,8 @@ def checkpoint_log(store: CheckpointStore, log: JsonlLog, cursors: Sequence[Proj
         line_hash=log.line_hash(w),
         size=log.size,
         rows=rows,
+        header_hash=header_hash,
+        file_id=file_id,
+        mtime_ns=mtime_ns,
     )
     return store.save(log.path, cp)

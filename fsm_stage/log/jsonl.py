@@ -19,8 +19,8 @@ Durability rules:
   through ``dsh.read_log``; if it reports a torn tail, the file is truncated **only** at the
   reported ``torn_tail_offset`` (the end of the last good line) before appending, and the
   repair is listed in ``warnings``. Corruption (damage before a later ``turn/end``) refuses
-  to open. A new file's header is written to a temporary file and renamed into place, so a
-  header is never torn.
+  to open. A new file's header is written with ``fileio.atomic_write`` (temporary file,
+  fsync, rename; then the folder is fsynced), so a header is never torn.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import Any
 import filelock
 
 from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
+from fsm_stage.fileio import atomic_write
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
 
@@ -128,12 +129,9 @@ class JsonlLog:
             if header is None:
                 raise LogFormatError(f"{self.path}: no such session log (pass header= to create one)")
             line = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            with open(tmp, "wb") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            atomic_write(self.path, line)
+            # the one addition to ``atomic_write``: fsync the folder so the new file's name is
+            # durable too (a log must survive a crash right after it was created)
             _fsync_dir(self.path.parent)
             self._header = header
             self._events: list[Event] = []

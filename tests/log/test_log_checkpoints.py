@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,97 @@ def test_unwritable_store_is_fail_soft(tmp_path: Path) -> None:
     blocker.write_text("x")
     res = cold_fold(path, standard_projections(), store=CheckpointStore(blocker / "sub"))
     assert res.last_seq == 2
+
+
+# -- finding 20: rewrites the watermark line does not show ----------------------------------
+
+
+def _rewrite_in_place(path: Path, old: bytes, new: bytes, *, keep_mtime: bool = False) -> None:
+    """Overwrite the first ``old`` with ``new`` (same length) in place: same inode, same size.
+    The modification time is moved one second on (what a later write shows), or kept."""
+    assert len(old) == len(new)
+    st = path.stat()
+    data = path.read_bytes()
+    at = data.index(old)
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        fh.write(new)
+    mtime = st.st_mtime_ns if keep_mtime else st.st_mtime_ns + 1_000_000_000
+    os.utime(path, ns=(st.st_atime_ns, mtime))
+
+
+def test_finding20_same_size_rewrite_before_the_watermark_is_detected(tmp_path: Path) -> None:
+    """A rewrite before the watermark line that keeps the size and the watermark line: the
+    modification time of an unchanged-size file moved, so the log is refolded."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 20)
+    cold_fold(path, standard_projections(), store=store)
+    _rewrite_in_place(path, b'"step":3}', b'"step":4}')
+    res = cold_fold(path, standard_projections(), store=store)
+    assert res.resumed_from is None and "rewritten in place" in (res.checkpoint_note or "")
+    assert dict(res.states) == full_states(path)
+
+
+def test_finding20_replaced_file_with_the_same_bytes_at_the_watermark_is_detected(tmp_path: Path) -> None:
+    """A log replaced by another file (rename over it: a new inode) is refolded even when size,
+    identity and the watermark line are the same."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 20)
+    cold_fold(path, standard_projections(), store=store)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(path.read_bytes().replace(b'"step":3}', b'"step":4}'))
+    os.replace(other, path)
+    res = cold_fold(path, standard_projections(), store=store)
+    assert res.resumed_from is None and "replaced" in (res.checkpoint_note or "")
+
+
+def test_finding20_changed_header_line_is_detected(tmp_path: Path) -> None:
+    """The header line is hashed: a header edited in place (same id, createdAt, cwd) refolds."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    header = SessionHeader(id="s", created_at=7, cwd="/w", origin="cli")
+    with JsonlLog(path, header=header, clock=lambda: 1) as log:
+        log.append("step/start", {"turn": 1, "step": 0})
+    cold_fold(path, standard_projections(), store=store)
+    _rewrite_in_place(path, b'"origin":"cli"', b'"origin":"web"', keep_mtime=True)
+    res = cold_fold(path, standard_projections(), store=store)
+    assert res.resumed_from is None and "header" in (res.checkpoint_note or "")
+
+
+def test_finding20_known_limit_in_place_rewrite_keeping_size_and_mtime(tmp_path: Path) -> None:
+    """What the README states is not detected: an in-place rewrite before the watermark line
+    that keeps the file size, its inode and modification time (or that is followed by an
+    append, which moves both anyway). Logs are append-only, so this needs deliberate tampering."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 20)
+    cold_fold(path, standard_projections(), store=store)
+    _rewrite_in_place(path, b'"step":3}', b'"step":4}', keep_mtime=True)
+    res = cold_fold(path, standard_projections(), store=store)
+    assert res.resumed_from == 20
+
+
+def test_finding20_live_checkpoint_survives_its_own_appends(tmp_path: Path) -> None:
+    """The writer-side checkpoint records the inode and time of the file it wrote: later
+    appends (size grows) still resume."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    with JsonlLog(path, header=HEADER, clock=lambda: 1) as log:
+        cursors = [ProjectionCursor(p, log) for p in standard_projections()]
+        log.append("step/start", {"turn": 1, "step": 0})
+        assert checkpoint_log(store, log, cursors)
+        res = cold_fold(path, standard_projections(), store=store, write=False)
+        assert res.resumed_from == 0
+        log.append("step/start", {"turn": 1, "step": 1})
+    res = cold_fold(path, standard_projections(), store=store)
+    assert res.resumed_from == 0 and res.events_applied == 1
+
+
+def test_checkpoint_store_writes_with_umask_permissions_and_no_leftovers(tmp_path: Path) -> None:
+    """Checkpoints are written with ``fileio.atomic_write``: umask permissions, no temp files."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 2)
+    old = os.umask(0o022)
+    try:
+        cold_fold(path, standard_projections(), store=store)
+    finally:
+        os.umask(old)
+    (saved,) = (tmp_path / "ck").iterdir()
+    assert saved == store.path_for(path) and saved.stat().st_mode & 0o777 == 0o644

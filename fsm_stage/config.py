@@ -28,7 +28,9 @@ anchors, e.g. ``x-defaults: &d {...}`` merged into stages with ``<<: *d``).
 *Plugin list* (the seeds' DeepSeek Harness composition, verbatim): a list of entries
 ``{id, name, config}`` where ``id`` is ``stage-switch`` (config keys ``stages``,
 ``section``, ``handoffDir``, ``initial``, ``minHandoffTokens``, ``language``; stages hold
-only ``name`` and ``instruction``) or ``plan-mode`` (config key ``section``).
+only ``name`` and ``instruction``) or ``plan-mode`` (config key ``section``). ``name``, when
+given, must be the package the entry configures (``PLUGIN_PACKAGES``, any npm scope:
+``plugin_name_pattern``); another package's name is an error (finding 9).
 In the plugin form ``{{ stage_current }}`` / ``{{ stage_targets }}`` in the stage-switch
 ``section`` are translated to the native ``<< stage_current >>`` syntax; the plan-mode
 ``section`` is kept verbatim (B4). A plugin-form graph takes its name from the file name.
@@ -69,11 +71,28 @@ keys a user who writes ``initial:`` has left the value unfinished, and for ``tar
 ``null`` would be ambiguous (``[]`` means "no model transitions", an absent key means "every
 other stage"). The message says to give a value or remove the key to get the default.
 
+Names
+-----
+Stage names (and guard names) are at most ``MAX_NAME_LENGTH`` (64) characters: a stage name
+becomes the handoff file ``<stage>.md`` (finding 5). The limit is ``FieldRule.max_length`` /
+``item_max_length``, so the JSON Schema says ``maxLength`` too.
+
 Warnings
 --------
-Stages that cannot be reached from ``initial`` through ``targets`` are reported in
-``ConfigFile.warnings`` in the same one-line format (a user ``/stage`` jump can still reach
-them); ``strict=True`` turns them into errors.
+Reported in ``ConfigFile.warnings`` in the same one-line format (``severity="warning"`` in
+``warning_details``); ``strict=True`` turns them into errors. Only a file without errors gets
+them:
+
+* stages that cannot be reached from ``initial`` through ``targets`` (a user ``/stage`` jump
+  can still reach them);
+* a stage with ``targets: []`` while the ``section`` template uses ``stage_targets``, which
+  renders empty there (finding 15).
+
+Positioned problems for other YAML files
+----------------------------------------
+``ProblemReport`` (parse, positions, ``error``/``warn``) and ``positioned_problems`` (cattrs
+structuring with every validation error at its line and column) are public, so other YAML
+inputs (scenario files) report problems exactly as stage graphs do.
 """
 
 from __future__ import annotations

@@ -164,8 +164,9 @@ def fmt_us(seconds: float) -> str:
 # --- the sides -------------------------------------------------------------------------------
 
 
-def make_raw(n_stages: int = STAGES) -> Callable[[int], Loop]:
-    """Raw transitions trigger with one condition + one ``MemoryLog.append`` per iteration."""
+def make_raw(n_stages: int = STAGES, *, append: bool = True) -> Callable[[int], Loop]:
+    """Raw transitions trigger with one condition + one ``MemoryLog.append`` per iteration
+    (``append=False``: the trigger alone)."""
     machine = raw_machine(n_stages)
     names = stage_names(n_stages)
 
@@ -174,14 +175,18 @@ def make_raw(n_stages: int = STAGES) -> Callable[[int], Loop]:
         log = MemoryLog(header())
         events = machine.events
         triggers = [events[f"goto:{names[(k + 1) % n_stages]}"] for k in range(n)]
-        append = log.append
+        log_append = log.append
 
         def loop() -> None:
             for ev in triggers:
                 ev.trigger(cursor)
-                append(STAGE_EVENT, {"stage": cursor.state}, ignorable=True)
+                log_append(STAGE_EVENT, {"stage": cursor.state}, ignorable=True)
 
-        return loop
+        def trigger_only() -> None:
+            for ev in triggers:
+                ev.trigger(cursor)
+
+        return loop if append else trigger_only
 
     return make
 
@@ -253,6 +258,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
                            "repeat": repeat, "missing": {}}
     sides: dict[str, tuple[Callable[[int], Loop], int]] = {
         "raw": (make_raw(n_stages), n),
+        "trigger": (make_raw(n_stages, append=False), n),
         "psm": (make_statemachine(n_stages), n_slow),
     }
     optional: dict[str, tuple[Callable[[], Callable[[int], Loop]], int]] = {

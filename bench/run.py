@@ -222,6 +222,7 @@ def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
         "compiled": "fsm_stage `CompiledGraph.fire` alone (guards eligible + approved, the append as "
                     "durable `commit` in `before`)",
         "psm": "python-statemachine `send` (one cond) + append on the same graph",
+        "trigger": "the raw `transitions` trigger alone, without the `MemoryLog.append`",
     }
     for key, label in labels.items():
         if f"{key}_s" in r:

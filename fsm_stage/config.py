@@ -1045,10 +1045,21 @@ def _strict_str(value: object, _: object) -> str:
     return value
 
 
-def _strict_float(value: object, _: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _TypeProblem(f"expected a non-negative finite number, got {_describe(value)}")
+def _strict_int(value: object, _: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _TypeProblem(f"expected an integer, got {_describe(value)}")
     return value
+
+
+def _strict_bool(value: object, _: object) -> bool:
+    if not isinstance(value, bool):
+        raise _TypeProblem(f"expected true or false, got {_describe(value)}")
+    return value
+
+
+def _is_str_mapping(t: object) -> bool:
+    origin: object = get_origin(t)
+    return origin in (Mapping, dict) or t in (Mapping, dict)
 
 
 def _is_literal(t: object) -> bool:
@@ -1066,10 +1077,39 @@ def _is_hom_tuple(t: object) -> bool:
     return get_origin(t) is tuple and len(args) == 2 and args[1] is Ellipsis
 
 
-def _make_converter() -> cattrs.Converter:
+def strict_converter(
+    *, number: str = "a number", expected: Mapping[type, str] | None = None
+) -> cattrs.Converter:
+    """A cattrs converter that structures YAML data strictly, with user-facing messages, for
+    use with ``positioned_problems`` (the stage-graph loader uses one).
+
+    ``str``/``int``/``bool``/``float`` accept only that YAML type (no ``"5"`` -> 5, no
+    booleans as numbers; ``number`` words what a float field expects); ``Literal`` values are
+    listed; ``X | None`` refuses ``null`` ("give a value, or remove the key"); ``tuple[X, ...]``
+    needs a list; ``Mapping``/``dict`` a mapping; an attrs class needs a mapping (``expected``
+    maps a class to the words used for it, default "a mapping {its keys}") and refuses unknown
+    keys; fields with a ``FieldRule`` ``yaml_key`` are read under that key. Detailed
+    validation is on, so every problem of a document is collected. Add your own hooks to the
+    returned converter as usual (``register_structure_hook``).
+    """
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     conv.register_structure_hook(str, _strict_str)
-    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(bool, _strict_bool)
+
+    def strict_float(value: object, _: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _TypeProblem(f"expected {number}, got {_describe(value)}")
+        return value
+
+    conv.register_structure_hook(float, strict_float)
+
+    def mapping_hook(value: object, _: Any) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise _TypeProblem(f"expected a mapping, got {_describe(value)}")
+        return dict(value)
+
+    conv.register_structure_hook_func(_is_str_mapping, mapping_hook)
 
     def literal_hook(value: object, t: Any) -> object:
         allowed = get_args(t)
@@ -1117,20 +1157,21 @@ def _make_converter() -> cattrs.Converter:
     def class_factory(cl: Any) -> Callable[[object, Any], object]:
         renames = {f.name: override(rename=yaml_key(f)) for f in attrs.fields(cl) if yaml_key(f) != f.name}
         inner = cast(Any, make_dict_structure_fn)(cl, conv, _cattrs_forbid_extra_keys=True, **renames)
-        expected = _CLASS_EXPECTED.get(cl, "a mapping")
+        keys = ", ".join(yaml_key(f) for f in attrs.fields(cl))
+        words = (expected or {}).get(cl, f"a mapping {{{keys}}}")
 
         def hook(value: object, _: Any) -> object:
             if cl in SCALAR_SHORTHAND and isinstance(value, str):
                 return cl(**{SCALAR_SHORTHAND[cl]: value})
             if value is None:
-                raise _TypeProblem(f"is null; expected {expected}")
+                raise _TypeProblem(f"is null; expected {words}")
             if not isinstance(value, Mapping):
-                raise _TypeProblem(f"expected {expected}, got {_describe(value)}")
+                raise _TypeProblem(f"expected {words}, got {_describe(value)}")
             return inner(value, cl)
 
         return hook
 
-    conv.register_structure_hook_factory(lambda t: t in CONFIG_CLASSES, class_factory)
+    conv.register_structure_hook_factory(attrs.has, class_factory)
     return conv
 
 
@@ -1140,7 +1181,7 @@ _CLASS_EXPECTED: dict[type, str] = {
     GraphConfig: "a stage graph mapping",
     PlanModeConfig: "a mapping {section}",
 }
-_CONVERTER = _make_converter()
+_CONVERTER = strict_converter(number="a non-negative finite number", expected=_CLASS_EXPECTED)
 
 
 @functools.cache
@@ -1746,11 +1787,12 @@ def positioned_problems(
 
     ``report``: a ``ProblemReport`` from ``ProblemReport.from_yaml(text, path)`` (or
     ``from_tree``); ``value`` defaults to the data at ``npath`` of ``report.data``.
-    ``converter``: a ``cattrs.Converter`` built with ``detailed_validation=True`` (and
-    usually ``forbid_extra_keys=True``); default: the stage-graph loader's strict converter
-    (strings must be strings, ``null`` for an optional key is an error). Leaf messages: the
-    text of the ``TypeError``/``ValueError`` your hooks raise; unknown keys are listed with the
-    class's keys and a "did you mean"; missing keys say ``required key is missing``.
+    ``converter``: a ``cattrs.Converter`` built with ``detailed_validation=True``, best
+    ``strict_converter()`` plus your own hooks (a plain cattrs converter works but lets Python
+    wording through, e.g. "'int' object is not iterable"); default: the stage-graph loader's
+    converter. Leaf messages: the text of the ``TypeError``/``ValueError`` the hooks raise;
+    unknown keys are listed with the class's keys and a "did you mean"; missing keys say
+    ``required key is missing``.
 
     Returns ``(instance or None, report.problems)``: the instance when structuring succeeded,
     and every error the report holds so far (earlier syntax errors included), sorted by

@@ -7,7 +7,8 @@ Each test names the finding it guards. Behaviour IDs: S5 (stage names are safe f
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -22,6 +23,7 @@ from fsm_stage.config import (
     StageConfig,
     load_config_text,
     positioned_problems,
+    strict_converter,
 )
 from fsm_stage.schema import json_schema
 
@@ -293,3 +295,52 @@ def test_problem_report_turns_yaml_syntax_errors_into_problems() -> None:
     assert (p.line, p.column, p.key) == (1, 4, "(yaml)")
     report.error(("b",), "custom")
     assert [q.key for q in report.problems] == ["b", "(yaml)"]  # by position: b falls back to 1:1
+
+
+@attrs.frozen
+class Item:
+    kind: Literal["a", "b"]
+    n: int | None = None
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    on: bool = False
+
+
+@attrs.frozen
+class Items:
+    items: tuple[Item, ...]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (
+            "items:\n  - kind: c\n    n: x\n    options: 5\n    on: 1\n",
+            [
+                's.yaml:2:11: items[0].kind: must be "a" or "b", got a string ("c")',
+                's.yaml:3:8: items[0].n: expected an integer, got a string ("x")',
+                "s.yaml:4:14: items[0].options: expected a mapping, got a number (5)",
+                "s.yaml:5:9: items[0].on: expected true or false, got a number (1)",
+            ],
+        ),
+        ("items: 5\n", ["s.yaml:1:8: items: expected a list, got a number (5)"]),
+        (
+            "items:\n  - 5\n",
+            ["s.yaml:2:5: items[0]: expected a mapping {kind, n, options, on}, got a number (5)"],
+        ),
+        ("- a\n", ["s.yaml:1:1: (file): expected a mapping {items}, got a list"]),
+        (
+            "items: [{kind: a, n: ~}]\n",
+            ["s.yaml:1:19: items[0].n: is null; give a value, or remove the key to use the default"],
+        ),
+    ],
+)
+def test_strict_converter_words_every_problem_without_python_internals(text: str, want: list[str]) -> None:
+    report = ProblemReport.from_yaml(text, "s.yaml")
+    obj, problems = positioned_problems(report, Items, converter=strict_converter())
+    assert obj is None and [str(p) for p in problems] == want
+
+
+def test_strict_converter_structures_valid_data() -> None:
+    report = ProblemReport.from_yaml("items: [{kind: a, n: 3, options: {x: 1}, on: true}]\n", "s.yaml")
+    obj, problems = positioned_problems(report, Items, converter=strict_converter())
+    assert problems == [] and obj == Items((Item("a", 3, {"x": 1}, True),))

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from shared_data import DSH_SESSIONS, PLAN_REVIEW_LOG
 
 from fsm_stage.cli import main
 from fsm_stage.log.events import Replace, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 
 REPO = Path(__file__).resolve().parents[1]
-DSH_DIR = (REPO / ".." / "shared" / "data" / "dsh-sessions").resolve()
-PLAN_REVIEW = DSH_DIR / "apps__web__tests__snapshots__plan-review__session.jsonl"
+DSH_DIR = DSH_SESSIONS
+PLAN_REVIEW = PLAN_REVIEW_LOG
 CORPUS = sorted(p.name for p in DSH_DIR.iterdir()) if DSH_DIR.is_dir() else []
 
 

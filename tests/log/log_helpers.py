@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared_data import DSH_SESSIONS
+
 REPO = Path(__file__).resolve().parents[2]
-DSH_DIR = (REPO / ".." / "shared" / "data" / "dsh-sessions").resolve()
+DSH_DIR = DSH_SESSIONS
 PLAN_REVIEW = "apps__web__tests__snapshots__plan-review__session.jsonl"
 
 

@@ -7,6 +7,8 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shared_data import DSH_SESSIONS, PLAN_REVIEW_LOG
+
 from fsm_stage.constants import PLAN_MODE_EVENT, REQUEST_HEADER, TURN_END, TURN_START, USER_MESSAGE
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.plan_mode import PlanModeController
@@ -20,8 +22,8 @@ from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
-DSH_DIR = (REPO / ".." / "shared" / "data" / "dsh-sessions").resolve()
-PLAN_REVIEW = DSH_DIR / "apps__web__tests__snapshots__plan-review__session.jsonl"
+DSH_DIR = DSH_SESSIONS
+PLAN_REVIEW = PLAN_REVIEW_LOG
 SECTION = "You are in plan mode. Explore and design before presenting the plan through exit_plan_mode."
 CAT = load_catalog("plan_mode")
 PLAN = "# Add a flag\n\n- parse it\n- use it\n"

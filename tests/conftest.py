@@ -1,0 +1,1 @@
+"""Test-suite root: makes ``tests/`` importable (``shared_data``) for every test folder."""

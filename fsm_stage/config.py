@@ -358,9 +358,9 @@ class GraphConfig:
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
 
-    @property
+    @functools.cached_property
     def stage_names(self) -> tuple[str, ...]:
-        """Configured stage names in configured order."""
+        """Configured stage names in configured order (built once per instance; not a field)."""
         return tuple(s.name for s in self.stages)
 
     @property
@@ -390,8 +390,15 @@ class GraphConfig:
         """
         st = self.stage(name)
         if st is None or st.targets is None:
-            return tuple(EdgeConfig(n) for n in self.stage_names if n != name)
+            return tuple(e for e in self._edges_to_every_stage if e.target != name)
         return st.targets
+
+    @functools.cached_property
+    def _edges_to_every_stage(self) -> tuple[EdgeConfig, ...]:
+        """One unguarded ``EdgeConfig`` per configured stage, built once per instance (like
+        ``_stage_index``: not a field, so equality, hashing, evolve and pickling ignore it);
+        ``edges_from`` filters the source out instead of rebuilding every edge per call."""
+        return tuple(EdgeConfig(n) for n in self.stage_names)
 
 
 @attrs.frozen

@@ -347,6 +347,39 @@ def test_targets_shorthand_and_guarded_edges() -> None:
     assert g.edges_from("gamma") == (EdgeConfig("alpha"), EdgeConfig("beta"))
 
 
+def test_cached_edges_and_names_leave_equality_hash_evolve_and_pickle_unchanged() -> None:
+    """edges_from / stage_names are cached per instance (hot path of the simulator and the
+    stage switch) without becoming attrs fields: a used graph still equals, hashes and pickles
+    like a fresh one, and attrs.evolve builds fresh caches for the new stages."""
+    import pickle
+
+    text = (
+        "stages:\n"
+        "  - {name: alpha, instruction: a}\n"
+        "  - {name: beta, instruction: b, targets: [alpha]}\n"
+        "  - {name: gamma, instruction: c}\n"
+        "section: s\n"
+    )
+    used, fresh = graph_of(text), graph_of(text)
+    assert used.edges_from("alpha") == (EdgeConfig("beta"), EdgeConfig("gamma"))
+    assert used.edges_from("alpha") is not used.edges_from("gamma")
+    assert used.edges_from("gamma") == (EdgeConfig("alpha"), EdgeConfig("beta"))
+    assert used.edges_from("beta") == (EdgeConfig("alpha"),)
+    # an unknown stage (removed after a log recorded it) may go anywhere
+    assert used.edges_from("removed") == (EdgeConfig("alpha"), EdgeConfig("beta"), EdgeConfig("gamma"))
+    assert used.stage_names == ("alpha", "beta", "gamma")
+    assert used == fresh and hash(used) == hash(fresh)
+    assert {f.name for f in attrs.fields(GraphConfig)}.isdisjoint({"stage_names", "_edges_to_every_stage"})
+    assert "_edges_to_every_stage" not in repr(used) and "stage_names" not in repr(used)
+    clone = pickle.loads(pickle.dumps(used))
+    assert clone == used and clone.edges_from("alpha") == used.edges_from("alpha")
+    delta = StageConfig(name="delta", instruction="d")
+    grown = attrs.evolve(used, stages=(*used.stages, delta))
+    assert grown.stage_names == ("alpha", "beta", "gamma", "delta")
+    assert grown.edges_from("alpha") == (EdgeConfig("beta"), EdgeConfig("gamma"), EdgeConfig("delta"))
+    assert used.edges_from("alpha") == (EdgeConfig("beta"), EdgeConfig("gamma"))
+
+
 def test_plugin_and_native_forms_of_the_seed_mean_the_same_graph() -> None:
     """The seed README configuration loads verbatim and equals its native translation."""
     seed = load_config(STAGE_GRAPHS / "seed-stage-switch.yaml")

@@ -39,12 +39,12 @@ import filelock
 
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.constants import STEP_START, USER_MESSAGE
-from fsm_stage.errors import LogFormatError, LogLockedError, UserError
+from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.fileio import output_error
 from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.dsh import read_header
 from fsm_stage.log.events import Event, EventLog, MemoryLog, SessionHeader, wall_clock_ms
-from fsm_stage.log.jsonl import JsonlLog, lock_path
+from fsm_stage.log.jsonl import JsonlLog, lock_path, writer_lock
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.abort import AbortSignal
@@ -949,17 +949,9 @@ class LogTarget:
             raise _log_error(out, err) from None
         lock_file = lock_path(out)
         created_lock = not lock_file.exists()
-        lock = filelock.FileLock(str(lock_file), timeout=0, thread_local=False)
         try:
-            lock.acquire(blocking=False)
-        except filelock.Timeout:
-            if not lock_file.exists():  # filelock reports a folder refusing new files as contention
-                raise UserError(f"{out}: cannot write session log: cannot create files in "
-                                f"{out.parent}") from None
-            raise LogLockedError(
-                f"{out} is locked by another writer (lock file {lock_file}); close the other writer "
-                "first — fsm_stage allows one writer per log") from None
-        except (OSError, ValueError) as err:
+            lock = writer_lock(out)  # LogLockedError / LockFileError (a UserError) as they are
+        except ValueError as err:
             raise _log_error(out, err) from None
         try:
             _refuse_inputs(out, inputs)  # re-checked under the lock

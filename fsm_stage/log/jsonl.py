@@ -39,12 +39,12 @@ from typing import Any
 
 import filelock
 
-from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
-from fsm_stage.fileio import atomic_write
+from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError, UserError
+from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
 
-__all__ = ["JsonlLog", "NewEvent", "encode_line", "lock_path"]
+__all__ = ["JsonlLog", "LockFileError", "NewEvent", "encode_line", "lock_path", "writer_lock"]
 from fsm_stage.log.surface import Surface, SurfaceOpError
 from fsm_stage.log.writer_checks import check_new_event
 
@@ -67,6 +67,41 @@ def lock_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + ".lock")
 
 
+class LockFileError(LogWriteError, UserError):
+    """The log's lock file cannot be created (the folder refuses new files, permissions, a
+    read-only file system): a ``LogWriteError`` for ``JsonlLog`` callers and a one-line
+    ``UserError`` for the CLI — never reported as another writer holding the lock."""
+
+
+def writer_lock(path: str | os.PathLike[str]) -> filelock.BaseFileLock:
+    """Take the one-writer lock of the log at ``path`` (``lock_path(path)``, non-blocking) and
+    return it held; the caller releases it (``.release()``). ``JsonlLog`` and the simulator's
+    ``--log`` target both use it, so they exclude each other.
+
+    Missing parent folders are created. Raises ``LogLockedError`` when another writer (another
+    process, or another lock object in this one) holds it, and ``LockFileError`` naming the
+    folder when the lock file cannot be created (filelock itself reports a folder that refuses
+    new files as contention; the two are told apart by whether the lock file exists).
+    """
+    lock_file = lock_path(path)
+    lock = filelock.FileLock(str(lock_file), timeout=0, thread_local=False)
+    try:
+        lock.acquire(blocking=False)
+    except filelock.Timeout:
+        if not lock_file.exists():
+            raise LockFileError(
+                f"{path}: cannot write session log: cannot create files in {lock_file.parent} "
+                f"(lock file {lock_file.name})"
+            ) from None
+        raise LogLockedError(
+            f"{path} is locked by another writer (lock file {lock_file}); "
+            "close the other writer first — fsm_stage allows one writer per log"
+        ) from None
+    except OSError as err:
+        raise LockFileError(str(output_error(path, err, what="session log"))) from err
+    return lock
+
+
 class JsonlLog:
     """A durable, single-writer ``EventLog`` on a JSONL file.
 
@@ -81,7 +116,8 @@ class JsonlLog:
 
     Raises ``LogLockedError`` (another writer), ``LogFormatError`` (not a session log, id
     mismatch, corruption, no header for a new file), ``LogWriteError`` (the OS refused to
-    lock, create or open the file). ``append`` raises ``LogWriteError`` (including
+    create or open the file; ``LockFileError``, also a ``UserError``, for the lock file — see
+    ``writer_lock``). ``append`` raises ``LogWriteError`` (including
     ``SurfaceOpError``) with the log unchanged.
     """
 
@@ -100,16 +136,7 @@ class JsonlLog:
         self._clock = clock
         self._ignorable_types = frozenset(ignorable_types)
         self._allow_unknown_types = allow_unknown_types
-        self._lock = filelock.FileLock(str(lock_path(self.path)), timeout=0, thread_local=False)
-        try:
-            self._lock.acquire(blocking=False)
-        except filelock.Timeout:
-            raise LogLockedError(
-                f"{self.path} is locked by another writer (lock file {lock_path(self.path)}); "
-                "close the other writer first — fsm_stage allows one writer per log"
-            ) from None
-        except OSError as err:
-            raise LogWriteError(f"{self.path}: cannot lock the log for writing: {err}") from err
+        self._lock = writer_lock(self.path)
         self._fh: Any = None
         self._mutex = threading.Lock()  # appends from several threads of one process serialise
         self.warnings: list[str] = []

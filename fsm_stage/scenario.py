@@ -44,8 +44,12 @@ Step kinds (each step is a one-key mapping):
 ``end_turn: completed|aborted`` end the open turn here (``aborted``: the user stops it)
 ``expect: {...}``              checks (see ``Expect``); a failure makes ``simulate`` exit 1
 
-Errors: ``load_scenario`` raises ``ScenarioError`` (a ``UserError``) listing every problem as
-one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file. Data the
+Errors: ``load_scenario`` raises ``ScenarioError`` (a ``ConfigError``) listing every problem as
+one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file. The file goes
+through the stage-graph loader's machinery (``ProblemReport``, ``positioned_problems``,
+``strict_converter``), so YAML syntax errors, duplicate keys, tags, wrong types and unknown keys
+are worded and positioned as in a graph file: at the wrong value, or at the key for an unknown
+key or step kind; the CLI prints the lines bare, like ``validate``. Data the
 simulator would silently ignore is a problem too (a ``review`` on a tool that never asks one,
 ``result`` on ``goto_stage``, duplicate call ids, duplicate / blank / ``plan:policy`` system
 sections). Names are checked against the graph by ``fsm_stage.simulate.prepare``.
@@ -66,18 +70,16 @@ from typing import Any, Literal, TypeAlias, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import (
-    ClassValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationError,
-    IterableValidationNote,
-)
-from cattrs.gen import make_dict_structure_fn
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
 
-from fsm_stage.config import GraphConfig, Problem
+from fsm_stage.config import (
+    GraphConfig,
+    NativePath,
+    Problem,
+    ProblemReport,
+    positioned_problems,
+    strict_converter,
+)
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
     COMMAND_RUN,
@@ -97,7 +99,7 @@ from fsm_stage.constants import (
     TURN_START,
     USER_MESSAGE,
 )
-from fsm_stage.errors import UserError
+from fsm_stage.errors import ConfigError
 from fsm_stage.fileio import read_text_input
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import stage_from_event
@@ -132,17 +134,17 @@ __all__ = [
 ]
 
 
-class ScenarioError(UserError):
-    """A scenario file is invalid.
+class ScenarioError(ConfigError):
+    """A scenario file is invalid (a ``ConfigError``, so the CLI prints it like a stage-graph
+    file's problems: one bare ``PATH:LINE:COLUMN: KEY: message`` line each, exit 1).
 
-    ``details``: the positioned problems (``fsm_stage.config.Problem``, the config loader's
-    record); ``problems``: their one-line forms ``PATH:LINE:COLUMN: KEY: message``.
+    ``details``: the positioned problems (``fsm_stage.config.Problem``, from the config
+    loader's ``ProblemReport``); ``problems``: their one-line forms.
     """
 
     def __init__(self, details: Sequence[Problem]) -> None:
         self.details = tuple(details)
-        self.problems = [str(p) for p in self.details]
-        super().__init__("\n".join(self.problems))
+        super().__init__([str(p) for p in self.details])
 
 
 class _Unset(enum.Enum):
@@ -351,61 +353,7 @@ class Scenario:
 
 # --- loading ---------------------------------------------------------------------------------
 
-_Path = tuple[str | int, ...]
-
-
-def _fmt_path(path: _Path) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
-    return out or "(top level)"
-
-
-def _position(root: Any, path: _Path) -> tuple[int, int]:
-    """1-based (line, column) of ``path`` in a ruamel round-trip tree; the deepest node found."""
-    node = root
-    line, col = (node.lc.line, node.lc.col) if hasattr(node, "lc") else (0, 0)
-    for p in path:
-        if isinstance(node, CommentedMap) and p in node:
-            line, col = node.lc.key(p)
-            node = node[p]
-        elif isinstance(node, CommentedSeq) and isinstance(p, int) and 0 <= p < len(node):
-            line, col = node.lc.item(p)
-            node = node[p]
-        else:
-            break
-    return line + 1, col + 1
-
-
-class _Problems:
-    def __init__(self, file: str, root: Any) -> None:
-        self.file, self.root, self.items = file, root, list[Problem]()
-        self.call_ids: dict[str, str] = {}  # explicit call id -> where it was first used
-
-    def add(self, path: _Path, message: str) -> None:
-        line, col = _position(self.root, path)
-        self.items.append(Problem(self.file, line, col, _fmt_path(path), " ".join(message.splitlines())))
-
-    def where(self, path: _Path) -> str:
-        line, col = _position(self.root, path)
-        return f"{self.file}:{line}:{col}"
-
-
-def _plain(node: Any) -> Any:
-    """ruamel round-trip nodes -> plain JSON-like Python values."""
-    if isinstance(node, Mapping):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list | tuple):
-        return [_plain(v) for v in node]
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    return node
+_Path = NativePath
 
 
 def _yaml_value(value: Any) -> str:
@@ -421,33 +369,25 @@ def _yaml_value(value: Any) -> str:
     return str(value)
 
 
-def _strict(tp: type, name: str) -> Any:
-    def hook(value: Any, _t: Any) -> Any:
-        if isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
-            return value
-        raise TypeError(f"expected {name}, got {_yaml_value(value)}")
-
-    return hook
+def _is_optional(t: Any) -> bool:
+    args = get_args(t)
+    return len(args) == 2 and type(None) in args and get_origin(t) is not Literal
 
 
 def _converter() -> cattrs.Converter:
-    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-    conv.register_structure_hook(str, _strict(str, "a string"))
-    conv.register_structure_hook(bool, _strict(bool, "true or false"))
-    conv.register_structure_hook(int, _strict(int, "an integer"))
+    """The config loader's ``strict_converter`` plus the scenario's own shapes: ``null`` for an
+    optional field means "not given", a review outcome, and a string where a list is expected."""
+    conv = strict_converter()
 
-    def mapping_first(cl: Any) -> Any:
-        inner = make_dict_structure_fn(cl, conv)
-        keys = ", ".join(f.name for f in attrs.fields(cl) if f.name != "where")
+    def optional_factory(t: Any) -> Any:
+        inner = next(a for a in get_args(t) if a is not type(None))
 
-        def hook(value: Any, t: Any) -> Any:
-            if not isinstance(value, Mapping):
-                raise TypeError(f"expected a mapping {{{keys}}}, got {_yaml_value(value)}")
-            return inner(value, t)
+        def hook(value: Any, _t: Any) -> Any:
+            return None if value is None else conv.structure(value, inner)
 
         return hook
 
-    conv.register_structure_hook_factory(attrs.has, mapping_first)
+    conv.register_structure_hook_factory(_is_optional, optional_factory)
 
     def review_hook(value: Any, _t: Any) -> Review:
         if isinstance(value, str) and value in _REVIEW_WORDS:
@@ -470,63 +410,33 @@ def _converter() -> cattrs.Converter:
         raise TypeError(f"expected a string or a list of strings, got {_yaml_value(value)}")
 
     conv.register_structure_hook_func(lambda t: t == tuple[str, ...], tuple_of_str)
-
-    def any_mapping(value: Any, _t: Any) -> Mapping[str, Any]:
-        if isinstance(value, Mapping):
-            return dict(value)
-        raise TypeError(f"expected a mapping, got {_yaml_value(value)}")
-
-    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], any_mapping)
-
     return conv
 
 
 _CONV = _converter()
 
 
-def _literal_values(tp: Any) -> list[str]:
-    """The allowed values of a ``Literal`` (possibly inside ``| None``), else ``[]``."""
-    if get_origin(tp) is Literal:
-        return [str(a) for a in get_args(tp)]
-    return [v for a in get_args(tp) for v in _literal_values(a)]
+class _Loader:
+    """One scenario file being parsed: the shared ``ProblemReport`` plus the call ids seen."""
 
+    def __init__(self, report: ProblemReport) -> None:
+        self.report = report
+        self.call_ids: dict[str, str] = {}  # explicit call id -> where it was first used
 
-def _cattrs_problems(exc: BaseException, path: _Path) -> list[tuple[_Path, str]]:
-    """Flatten a cattrs detailed-validation error into (path, message) pairs."""
-    out: list[tuple[_Path, str]] = []
-    if isinstance(exc, ClassValidationError | IterableValidationError):
-        with_notes, without = exc.group_exceptions()
-        for sub, note in with_notes:
-            key: str | int = note.index if isinstance(note, IterableValidationNote) else str(note.name)
-            allowed = _literal_values(note.type)
-            if allowed and not isinstance(sub, ClassValidationError | IterableValidationError):
-                out.append(((*path, key), f"expected one of {', '.join(allowed)}"))
-                continue
-            out.extend(_cattrs_problems(sub, (*path, key)))
-        for sub in without:
-            out.extend(_cattrs_problems(sub, path))
-    elif isinstance(exc, ForbiddenExtraKeysError):
-        for k in sorted(exc.extra_fields):
-            out.append(((*path, k), "unknown key"))
-    elif isinstance(exc, KeyError):
-        missing: Any = exc.args[0] if exc.args else None
-        at = path[:-1] if path and path[-1] == missing else path
-        out.append((at, "missing required key" + (f" {missing!r}" if missing is not None else "")))
-    else:
-        out.append((path, str(exc)))
-    return out
+    def add(self, npath: _Path, message: str, *, at_key: bool = False) -> None:
+        self.report.error(npath, message, at_key=at_key)
 
+    def where(self, npath: _Path) -> str:
+        line, col = self.report.position(npath)
+        return f"{self.report.path}:{line}:{col}"
 
-def _structure(problems: _Problems, value: Any, tp: Any, path: _Path) -> Any:
-    try:
-        return _CONV.structure(value, tp)
-    except (ClassValidationError, IterableValidationError) as exc:
-        for p, msg in _cattrs_problems(exc, path):
-            problems.add(p, msg)
-    except (TypeError, ValueError, KeyError, ForbiddenExtraKeysError) as exc:
-        for p, msg in _cattrs_problems(exc, path):
-            problems.add(p, msg)
-    return None
+    def count(self) -> int:
+        return len(self.report.errors)
+
+    def structure(self, value: Any, tp: Any, npath: _Path) -> Any:
+        """``value`` structured as ``tp`` with ``_CONV``; None (problems reported) if it is invalid."""
+        obj, _ = positioned_problems(self.report, tp, converter=_CONV, npath=npath, value=value)
+        return obj
 
 
 _TOP_KEYS = ("description", "graph", "session", "system", "eligible", "steps")
@@ -542,7 +452,7 @@ _EXPECT_KEYS: dict[str, Any] = {
 }
 
 
-def _flags(problems: _Problems, value: Any, path: _Path) -> dict[str, bool] | None:
+def _flags(problems: _Loader, value: Any, path: _Path) -> dict[str, bool] | None:
     """``{NAME: BOOL}`` eligibility values; problems are positioned at the offending key."""
     if not isinstance(value, Mapping):
         problems.add(path, "expected a mapping of predicate names to true/false")
@@ -553,7 +463,7 @@ def _flags(problems: _Problems, value: Any, path: _Path) -> dict[str, bool] | No
     return None if bad else dict(value)
 
 
-def _check_call(problems: _Problems, call: ToolCall, path: _Path) -> None:
+def _check_call(problems: _Loader, call: ToolCall, path: _Path) -> None:
     """Refuse call data the simulator would silently ignore (finding 9)."""
     if call.review is not None and call.tool not in REVIEWED_TOOLS:
         problems.add((*path, "review"), f"{call.tool} never asks a review (only "
@@ -566,12 +476,12 @@ def _check_call(problems: _Problems, call: ToolCall, path: _Path) -> None:
         problems.add((*path, "error"), "`error: true` returns the `result` text as the tool's failure; "
                      "add `result`")
     if call.id is not None:
-        first = problems.call_ids.setdefault(call.id, _fmt_path(path))
-        if first != _fmt_path(path):
+        first = problems.call_ids.setdefault(call.id, problems.report.display(path))
+        if first != problems.report.display(path):
             problems.add((*path, "id"), f"call id {call.id!r} is already used by {first}")
 
 
-def _check_system(problems: _Problems, system: Sequence[SystemText]) -> None:
+def _check_system(problems: _Loader, system: Sequence[SystemText]) -> None:
     """Host sections: unique names, not plan mode's, non-blank text."""
     seen: dict[str, int] = {}
     for i, sec in enumerate(system):
@@ -585,7 +495,7 @@ def _check_system(problems: _Problems, system: Sequence[SystemText]) -> None:
         seen.setdefault(sec.name, i)
 
 
-def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
+def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
     if not isinstance(plain, Mapping) or len(plain) != 1:
         problems.add(path, f"a step is a one-key mapping, one of {', '.join(_STEP_KINDS)}")
         return None
@@ -613,18 +523,18 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
             return None
         unknown = [k for k in value if k not in ("text", "calls")]
         for k in unknown:
-            problems.add((*kpath, k), "unknown key (expected text, calls)")
+            problems.add((*kpath, k), "unknown key (expected text, calls)", at_key=True)
         text = value.get("text", "")
         if not isinstance(text, str):
             problems.add((*kpath, "text"), "expected a string")
             text = ""
-        calls = _structure(problems, value.get("calls", []), tuple[ToolCall, ...], (*kpath, "calls"))
+        calls = problems.structure(value.get("calls", []), tuple[ToolCall, ...], (*kpath, "calls"))
         if unknown or calls is None:
             return None
-        before = len(problems.items)
+        before = problems.count()
         for j, call in enumerate(calls):
             _check_call(problems, call, (*kpath, "calls", j))
-        return ModelStep(text, calls, where) if len(problems.items) == before else None
+        return ModelStep(text, calls, where) if problems.count() == before else None
     if kind == "eligible":
         values = _flags(problems, value, kpath)
         return None if values is None else EligibilityFlip(values, where)
@@ -641,15 +551,15 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
         ok = True
         for k, v in value.items():
             if k not in _EXPECT_KEYS:
-                problems.add((*kpath, k), f"unknown key (expected {', '.join(_EXPECT_KEYS)})")
+                problems.add((*kpath, k), f"unknown key (expected {', '.join(_EXPECT_KEYS)})", at_key=True)
                 ok = False
                 continue
             if k in ("pending_stage", "pending_plan") and v is None:
                 fields[k] = None
                 continue
-            before = len(problems.items)
-            got = _structure(problems, v, _EXPECT_KEYS[k], (*kpath, k))
-            if len(problems.items) != before:
+            before = problems.count()
+            got = problems.structure(v, _EXPECT_KEYS[k], (*kpath, k))
+            if problems.count() != before:
                 ok = False
             if k in ("stage", "pending_stage") and isinstance(got, str) and not STAGE_NAME_RE.fullmatch(got):
                 problems.add((*kpath, k), f"{got!r} is not a stage name ([a-z][a-z0-9_-]*)")
@@ -660,7 +570,7 @@ def _step(problems: _Problems, plain: Any, path: _Path) -> Step | None:
                 ok = False
             fields[k] = got
         return Expect(**fields, where=where) if ok else None
-    problems.add(kpath, f"unknown step kind; expected one of {', '.join(_STEP_KINDS)}")
+    problems.add(kpath, f"unknown step kind; expected one of {', '.join(_STEP_KINDS)}", at_key=True)
     return None
 
 
@@ -670,21 +580,17 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     Returns a ``Scenario``; raises ``ScenarioError`` with every positioned problem. Graph
     existence is checked here (the graph itself is validated by ``load_config`` when run).
     """
-    try:
-        root = YAML(typ="rt").load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        problem = Problem(path, line, col, "(yaml)", f"invalid YAML: {exc.problem or exc}")
-        raise ScenarioError([problem]) from None
-    problems = _Problems(path, root)
-    if not isinstance(root, CommentedMap):
+    report = ProblemReport.from_yaml(text, path)
+    if report.problems:  # a YAML syntax error or a tag: nothing else is checked
+        raise ScenarioError(report.problems)
+    plain = report.data
+    problems = _Loader(report)
+    if not isinstance(plain, dict):
         problems.add((), "a scenario is a mapping with keys graph, session, eligible, steps")
-        raise ScenarioError(problems.items)
-    plain = _plain(root)
+        raise ScenarioError(report.problems)
     for k in plain:
         if k not in _TOP_KEYS:
-            problems.add((k,), f"unknown key (expected {', '.join(_TOP_KEYS)})")
+            problems.add((k,), f"unknown key (expected {', '.join(_TOP_KEYS)})", at_key=True)
     graph = plain.get("graph")
     graph_path = Path()
     if not isinstance(graph, str) or not graph.strip():
@@ -696,7 +602,7 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
             problems.add(("graph",), f"{str(graph_path)!r} is a folder; expected a stage-graph file")
         elif path != "<string>" and not graph_path.is_file():
             problems.add(("graph",), f"graph file {str(graph_path)!r} does not exist")
-    session = _structure(problems, plain.get("session", {}), SessionSettings, ("session",))
+    session = problems.structure(plain.get("session", {}), SessionSettings, ("session",))
     if session is not None and session.id is not None and not session.id.strip():
         problems.add(("session", "id"), "must be a non-empty string")
     if session is not None and session.cwd is not None and "\0" in session.cwd:
@@ -705,7 +611,7 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     system_raw = plain.get("system", [])
     if isinstance(system_raw, str):
         system_raw = [{"name": "host", "order": 0, "text": system_raw}]
-    system = _structure(problems, system_raw, tuple[SystemText, ...], ("system",))
+    system = problems.structure(system_raw, tuple[SystemText, ...], ("system",))
     if system is not None:
         _check_system(problems, system)
     description = plain.get("description", "")
@@ -719,8 +625,8 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
             st = _step(problems, s, ("steps", i))
             if st is not None:
                 steps.append(st)
-    if problems.items:
-        raise ScenarioError(problems.items)
+    if report.problems:
+        raise ScenarioError(report.problems)
     assert session is not None and eligible is not None
     return Scenario(path=path, graph=graph_path, session=session, eligible=eligible,
                     steps=tuple(steps), description=description if isinstance(description, str) else "",

@@ -53,19 +53,21 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool
     """
     if log_path is not None and len(scenarios) > 1:
         raise click.UsageError("--log takes one scenario")
-    parsed, problems = [], []
+    parsed, problems = [], list[UserError]()
     for path in scenarios:  # every file's mistakes are reported before anything runs
         try:
             parsed.append(load_scenario(path))
         except UserError as err:
-            problems.append(str(err))
+            problems.append(err)
     for scenario in parsed:  # and their names checked against the graph each one runs under
         try:
             prepare(scenario, graph=graph)
         except UserError as err:
-            problems.append(str(err))
+            problems.append(err)
+    if len(problems) == 1:
+        raise problems[0]  # a ScenarioError prints as bare PATH:LINE:COLUMN lines, like a graph's
     if problems:
-        raise UserError("\n".join(problems))
+        raise UserError("\n".join(str(p) for p in problems))
     failed = 0
     for k, scenario in enumerate(parsed):
         work = cwd / scenario.session_id if cwd is not None and len(parsed) > 1 else cwd

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from fsm_stage.cli import main
 from fsm_stage.scenario import load_scenario_text
 from fsm_stage.simulate import SimulationResult, simulate
 
@@ -26,3 +29,9 @@ def run_text(text: str, tmp_path: Path, name: str = "s.yaml") -> SimulationResul
 def graph_ref(name: str) -> str:
     """An absolute ``graph:`` value for a shipped graph."""
     return str(GRAPHS / name)
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    """Run ``fsm-stage ARGS`` in-process: ``(exit code, stdout, stderr)``."""
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stdout, res.stderr

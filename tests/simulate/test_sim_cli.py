@@ -6,10 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from sim_helpers import REPO, SCENARIOS, graph_ref
+from sim_helpers import REPO, SCENARIOS, graph_ref, invoke
 
-from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog, lock_path
@@ -17,13 +15,8 @@ from fsm_stage.log.jsonl import JsonlLog, lock_path
 FEATURE_WORK = SCENARIOS / "feature-work.yaml"
 
 
-def _invoke(*args: str) -> tuple[int, str, str]:
-    res = CliRunner().invoke(main, list(args))
-    return res.exit_code, res.stdout, res.stderr
-
-
 def test_main_command_prints_every_request_and_exits_0(tmp_path: Path) -> None:
-    code, out, _ = _invoke("simulate", str(FEATURE_WORK), "--cwd", str(tmp_path))
+    code, out, _ = invoke("simulate", str(FEATURE_WORK), "--cwd", str(tmp_path))
     assert code == 0
     headings = [line for line in out.splitlines() if line.startswith("━━ request ")]
     assert len(headings) == 8
@@ -46,7 +39,7 @@ steps:
         prefix: {{messages: broken}}
   - model: hello
 """, encoding="utf-8")
-    code, out, _ = _invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
+    code, out, _ = invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
     assert code == 1
     failed = out[out.index("\nFAILED ") + 1:].splitlines()
     assert failed[0] == "FAILED 3 expectation(s):"
@@ -65,7 +58,7 @@ steps:
   - model: hello
   - expect: {{plan_mode: true}}
 """, encoding="utf-8")
-    code, out, err = _invoke("simulate", str(scenario), "--json", "--cwd", str(tmp_path / "w"))
+    code, out, err = invoke("simulate", str(scenario), "--json", "--cwd", str(tmp_path / "w"))
     assert code == 1
     (record,) = [json.loads(line) for line in out.splitlines()]
     assert record["request"] == 1 and record["turn"] == 1 and record["step"] == 1
@@ -85,7 +78,7 @@ def test_log_writes_a_dsh_session_log(tmp_path: Path) -> None:
     with JsonlLog(out_log, header=SessionHeader(id="stale", cwd=str(tmp_path))):
         pass
     lock_path(out_log).unlink()  # the lock file that writer left; simulate leaves none of its own
-    code, _, _ = _invoke("simulate", str(FEATURE_WORK), "--log", str(out_log), "--force", "--cwd",
+    code, _, _ = invoke("simulate", str(FEATURE_WORK), "--log", str(out_log), "--force", "--cwd",
                          str(tmp_path / "w"))
     assert code == 0
     res = read_log(out_log, strict=True)
@@ -97,7 +90,7 @@ def test_log_writes_a_dsh_session_log(tmp_path: Path) -> None:
 
 
 def test_graph_override_runs_the_scenario_under_another_graph(tmp_path: Path) -> None:
-    code, out, _ = _invoke("simulate", str(SCENARIOS / "subagent.yaml"), "--graph",
+    code, out, _ = invoke("simulate", str(SCENARIOS / "subagent.yaml"), "--graph",
                            graph_ref("seed-stage-switch.yaml"), "--cwd", str(tmp_path))
     assert code == 1  # the seed's guidance text differs from feature-work's
     assert "The current stage is complete. Call goto_stage" in out
@@ -115,11 +108,11 @@ steps:
         - {{tool: goto_stage, args: {{stage: implement}}, review: yes}}
   - expekt: {{stage: explore}}
 """, encoding="utf-8")
-    code, out, err = _invoke("simulate", str(scenario))
+    code, out, err = invoke("simulate", str(scenario))
     assert code == 1 and out == ""
     lines = err.strip().splitlines()
     assert lines == [
-        f"{scenario}:6:56: steps[1].model.calls[0].review: unknown review outcome 'yes'; expected approve, "
+        f"{scenario}:6:64: steps[1].model.calls[0].review: unknown review outcome 'yes'; expected approve, "
         "keep, dismiss, abort or {feedback: TEXT}",
         f"{scenario}:7:5: steps[2].expekt: unknown step kind; expected one of user, command, model, "
         "eligible, end_turn, expect",
@@ -127,7 +120,7 @@ steps:
 
 
 def test_missing_scenario_file_is_one_line(tmp_path: Path) -> None:
-    code, _, err = _invoke("simulate", str(tmp_path / "nope.yaml"))
+    code, _, err = invoke("simulate", str(tmp_path / "nope.yaml"))
     assert code == 1
     assert err.count("\n") == 1 and "cannot read scenario" in err
 
@@ -137,7 +130,7 @@ def test_bad_graph_is_reported_by_the_config_loader(tmp_path: Path) -> None:
     graph.write_text("name: g\nstages: []\n", encoding="utf-8")
     scenario = tmp_path / "s.yaml"
     scenario.write_text("graph: g.yaml\nsteps:\n  - user: hi\n  - model: ok\n", encoding="utf-8")
-    code, _, err = _invoke("simulate", str(scenario))
+    code, _, err = invoke("simulate", str(scenario))
     assert code == 1 and "Traceback" not in err
     assert str(graph) in err or "g.yaml" in err
 
@@ -146,7 +139,7 @@ def test_unrunnable_scenario_is_a_one_line_error(tmp_path: Path) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(f"graph: {graph_ref('feature-work.yaml')}\nsteps:\n  - model: hello\n",
                         encoding="utf-8")
-    code, _, err = _invoke("simulate", str(scenario))
+    code, _, err = invoke("simulate", str(scenario))
     assert code == 1
     assert err.startswith(f"fsm-stage: {scenario}:3:5: model step with no turn to answer in")
     assert err.count("\n") == 1
@@ -154,7 +147,7 @@ def test_unrunnable_scenario_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_json_seq_points_at_the_step_start_in_the_log(tmp_path: Path) -> None:
     out_log = tmp_path / "s.jsonl"
-    code, out, _ = _invoke("simulate", str(FEATURE_WORK), "--json", "--log", str(out_log),
+    code, out, _ = invoke("simulate", str(FEATURE_WORK), "--json", "--log", str(out_log),
                            "--cwd", str(tmp_path / "w"))
     assert code == 0
     events = read_log(out_log).events
@@ -170,14 +163,14 @@ def test_several_scenarios_run_as_a_suite(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"graph: {graph_ref('feature-work.yaml')}\nsteps:\n  - user: hi\n  - model: ok\n"
                    "  - expect: {stage: verify}\n", encoding="utf-8")
-    code, out, _ = _invoke("simulate", str(good), str(bad), "--cwd", str(tmp_path / "w"))
+    code, out, _ = invoke("simulate", str(good), str(bad), "--cwd", str(tmp_path / "w"))
     assert code == 1
     assert out.rstrip().endswith("1 of 2 scenarios passed")
     assert f"scenario {good}" in out and f"scenario {bad}" in out
-    code, out, _ = _invoke("simulate", str(good), str(good), "--json", "--cwd", str(tmp_path / "j"))
+    code, out, _ = invoke("simulate", str(good), str(good), "--json", "--cwd", str(tmp_path / "j"))
     assert code == 0
     assert {json.loads(line)["scenario"] for line in out.splitlines()} == {str(good)}
-    code, _, err = _invoke("simulate", str(good), str(good), "--log", str(tmp_path / "x.jsonl"))
+    code, _, err = invoke("simulate", str(good), str(good), "--log", str(tmp_path / "x.jsonl"))
     assert code == 2 and "--log takes one scenario" in err
 
 
@@ -197,7 +190,7 @@ def test_folders_and_files_in_the_wrong_place_exit_1_with_one_line(tmp_path: Pat
         ("scenario", str(folder)): "dd: cannot read session log: it is a directory",
     }
     for args, message in cases.items():
-        code, out, err = _invoke(*args)
+        code, out, err = invoke(*args)
         assert (code, out) == (1, ""), args
         assert err.count("\n") == 1 and message in err, (args, err)
 
@@ -214,7 +207,7 @@ def test_readme_excerpts_are_the_main_commands_real_output(monkeypatch: pytest.M
               if line.strip() != "…"]
     assert len(quoted) > 30
     monkeypatch.chdir(REPO)
-    code, out, _ = _invoke("simulate", "stage_graphs/scenarios/feature-work.yaml")
+    code, out, _ = invoke("simulate", "stage_graphs/scenarios/feature-work.yaml")
     assert code == 0
     lines = set(out.splitlines())
     assert [line for line in quoted if line not in lines] == []

@@ -6,19 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from sim_helpers import SCENARIOS, graph_ref, run_text
+from sim_helpers import SCENARIOS, graph_ref, invoke, run_text
 
-from fsm_stage.cli import main
 from fsm_stage.scenario import ScenarioError, load_scenario_text
 from fsm_stage.simulate import render_human
 
 FW = graph_ref("feature-work.yaml")
-
-
-def _invoke(*args: str) -> tuple[int, str, str]:
-    res = CliRunner().invoke(main, list(args))
-    return res.exit_code, res.stdout, res.stderr
 
 
 def _problems(text: str) -> list[str]:
@@ -30,7 +23,7 @@ def _problems(text: str) -> list[str]:
 def test_binary_scenario_is_one_line(tmp_path: Path) -> None:
     scenario = tmp_path / "bin.yaml"
     scenario.write_bytes(b"graph: x\n\x00\xff\xfe steps")
-    code, out, err = _invoke("simulate", str(scenario))
+    code, out, err = invoke("simulate", str(scenario))
     assert code == 1 and out == "" and "Traceback" not in err
     assert err.count("\n") == 1 and "binary file" in err
 
@@ -40,7 +33,7 @@ def test_session_cwd_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(f"graph: {FW}\nsession: {{cwd: pub.yaml}}\nsteps:\n  - user: hi\n  - model: ok\n",
                         encoding="utf-8")
-    code, _, err = _invoke("simulate", str(scenario))
+    code, _, err = invoke("simulate", str(scenario))
     assert code == 1 and "Traceback" not in err and err.count("\n") == 1
     assert "session.cwd 'pub.yaml': not a folder" in err
 
@@ -54,11 +47,11 @@ def test_python_internals_never_leak_into_messages() -> None:
     """Finding 12: null / wrong-typed values get messages in the scenario's own terms."""
     head = f"graph: {FW}\n"
     assert _problems(head + "session:\nsteps: [{user: hi}, {model: ok}]\n") == [
-        "session: expected a mapping {id, cwd, subagent}, got null"]
+        "session: is null; expected a mapping {id, cwd, subagent}"]
     assert _problems(head + "system: [5]\nsteps: [{user: hi}, {model: ok}]\n") == [
-        "system[0]: expected a mapping {name, order, text}, got 5"]
+        "system[0]: expected a mapping {name, order, text}, got a number (5)"]
     assert _problems(head + "steps: [{user: hi}, {model: {calls: [null]}}]\n") == [
-        "steps[1].model.calls[0]: expected a mapping {tool, args, review, result, error, id}, got null"]
+        "steps[1].model.calls[0]: is null; expected a mapping {tool, args, review, result, error, id}"]
     assert _problems(head + "steps:\n  - user: hi\n  - model:\n      calls:\n"
                             "        - {tool: goto_stage, args: {stage: a}, review: {feedback: }}\n") == [
         "steps[1].model.calls[0].review: {feedback: TEXT} needs the feedback text, got null"]
@@ -70,13 +63,13 @@ def test_every_bad_scenario_file_is_reported(tmp_path: Path) -> None:
     bad1.write_text(f"graph: {FW}\nsteps: [{{usr: hi}}]\n", encoding="utf-8")
     bad2.write_text(f"graph: {FW}\nsteps: [{{user: hi}}, {{model: ok}}, {{end_turn: later}}]\n",
                     encoding="utf-8")
-    code, out, err = _invoke("simulate", str(SCENARIOS / "subagent.yaml"), str(bad1), str(bad2),
+    code, out, err = invoke("simulate", str(SCENARIOS / "subagent.yaml"), str(bad1), str(bad2),
                              str(tmp_path / "missing.yaml"))
     assert code == 1 and out == ""
     lines = err.splitlines()
     assert len(lines) == 3 and "Traceback" not in err
     assert lines[0].startswith(f"{bad1}:2:10: steps[0].usr: unknown step kind")
-    assert lines[1].startswith(f"{bad2}:2:35: steps[2].end_turn: expected completed or aborted")
+    assert lines[1].startswith(f"{bad2}:2:45: steps[2].end_turn: expected completed or aborted")
     assert "missing.yaml: cannot read scenario: no such file" in lines[2]
 
 
@@ -152,12 +145,12 @@ steps:
   - model: done
   - expect: {{stage: explore}}
 """, encoding="utf-8")
-    code, out, _ = _invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
+    code, out, _ = invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
     assert code == 0
     assert f"   ! warning: {scenario}:4:5: goto_stage (call-1-1) was not reviewed, so its " \
            "`review: approve` was not used" in out.splitlines()
     assert out.rstrip().splitlines()[-1].endswith("expectations: 1 of 1 passed · 1 warning")
-    code, _, err = _invoke("simulate", str(scenario), "--json", "--cwd", str(tmp_path / "w"))
+    code, _, err = invoke("simulate", str(scenario), "--json", "--cwd", str(tmp_path / "w"))
     assert code == 0 and "warning: " in err
 
 

@@ -7,10 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from sim_helpers import GRAPHS, SCENARIOS, graph_ref
+from sim_helpers import GRAPHS, SCENARIOS, graph_ref, invoke
 
-from fsm_stage.cli import main
 from fsm_stage.errors import LogLockedError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
@@ -19,11 +17,6 @@ from fsm_stage.scenario import load_scenario
 from fsm_stage.simulate import SimulationError, simulate
 
 SUBAGENT = SCENARIOS / "subagent.yaml"
-
-
-def _invoke(*args: str) -> tuple[int, str, str]:
-    res = CliRunner().invoke(main, list(args))
-    return res.exit_code, res.stdout, res.stderr
 
 
 def _listing(folder: Path) -> list[str]:
@@ -45,7 +38,7 @@ def test_a_live_writer_keeps_its_log(tmp_path: Path) -> None:
                                        "source": {"kind": "user"}})
         before = target.read_bytes()
         for extra in ((), ("--force",)):
-            code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd",
+            code, _, err = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd",
                                    str(tmp_path / "w"), *extra)
             assert "is locked by another writer" in _one_line_error(code, err)
             assert target.read_bytes() == before
@@ -77,7 +70,7 @@ def test_log_never_overwrites_the_scenario_or_its_graph(tmp_path: Path, which: s
     target = scenario if which == "scenario" else graph
     before = target.read_bytes()
     for extra in ((), ("--force",)):
-        code, out, err = _invoke("simulate", str(scenario), "--log", str(target), *extra)
+        code, out, err = invoke("simulate", str(scenario), "--log", str(target), *extra)
         assert f"refusing to overwrite the {which} file" in _one_line_error(code, err)
         assert out == ""
         assert target.read_bytes() == before
@@ -88,7 +81,7 @@ def test_log_refuses_an_existing_file_that_is_not_a_session_log(tmp_path: Path) 
     target = tmp_path / "notes.txt"
     target.write_text("my notes\n", encoding="utf-8")
     for extra in ((), ("--force",)):
-        code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd",
+        code, _, err = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd",
                                str(tmp_path / "w"), *extra)
         assert "is not a session log; refusing to overwrite it" in _one_line_error(code, err)
         assert target.read_text(encoding="utf-8") == "my notes\n"
@@ -96,13 +89,13 @@ def test_log_refuses_an_existing_file_that_is_not_a_session_log(tmp_path: Path) 
 
 def test_an_existing_session_log_is_replaced_only_with_force(tmp_path: Path) -> None:
     target = tmp_path / "out.jsonl"
-    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+    code, _, _ = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
     assert code == 0
     first = target.read_bytes()
-    code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+    code, _, err = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
     assert "already exists; pass --force to replace it" in _one_line_error(code, err)
     assert target.read_bytes() == first
-    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"),
+    code, _, _ = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"),
                          "--force")
     assert code == 0
     assert target.read_bytes() != first  # new timestamps and message ids
@@ -112,7 +105,7 @@ def test_an_existing_session_log_is_replaced_only_with_force(tmp_path: Path) -> 
 
 def test_log_creates_missing_parent_folders(tmp_path: Path) -> None:
     target = tmp_path / "a" / "b" / "out.jsonl"
-    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+    code, _, _ = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
     assert code == 0
     assert _listing(target.parent) == ["out.jsonl"]
     result = simulate(load_scenario(SUBAGENT), log_path=target, replace_log=True, cwd=tmp_path / "w")
@@ -124,7 +117,7 @@ def test_unwritable_log_targets_are_one_line_errors(tmp_path: Path) -> None:
     """Finding 3: a log under a regular file, or a directory, is a one-line error (no traceback)."""
     blocker = tmp_path / "afile"
     blocker.write_text("x", encoding="utf-8")
-    code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(blocker / "x.jsonl"))
+    code, _, err = invoke("simulate", str(SUBAGENT), "--log", str(blocker / "x.jsonl"))
     assert "cannot write session log" in _one_line_error(code, err)
     (tmp_path / "adir").mkdir()
     with pytest.raises(UserError, match="it is a directory"):
@@ -150,9 +143,9 @@ def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) 
     out = tmp_path / "out"
     out.mkdir()
     target = out / "s.jsonl"
-    assert _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))[0] == 0
+    assert invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))[0] == 0
     before = target.read_bytes()
-    code, _, err = _invoke("simulate", str(_failing_scenario(tmp_path)), "--log", str(target), "--force",
+    code, _, err = invoke("simulate", str(_failing_scenario(tmp_path)), "--log", str(target), "--force",
                            "--cwd", str(tmp_path / "w"))
     assert "has no `review:` outcome" in _one_line_error(code, err)
     assert target.read_bytes() == before
@@ -191,7 +184,7 @@ def test_a_run_error_through_the_api_cleans_up(tmp_path: Path) -> None:
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
 def test_a_folder_refusing_new_files_is_not_reported_as_a_lock(tmp_path: Path) -> None:
     """Finding 3: `--log /proc/x.jsonl` said "locked by another writer"."""
-    code, _, err = _invoke("simulate", str(SUBAGENT), "--log", "/proc/x.jsonl", "--cwd", str(tmp_path))
+    code, _, err = invoke("simulate", str(SUBAGENT), "--log", "/proc/x.jsonl", "--cwd", str(tmp_path))
     message = _one_line_error(code, err)
     assert "/proc/x.jsonl: cannot write session log: cannot create files in /proc" in message
 
@@ -204,7 +197,7 @@ def test_two_simulations_on_one_log_do_not_race(tmp_path: Path) -> None:
     target = tmp_path / "rr.jsonl"
     held = LogTarget.open(target, inputs={}, replace=False)
     try:
-        code, _, err = _invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
+        code, _, err = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
         assert "rr.jsonl is locked by another writer" in _one_line_error(code, err)
         assert not target.exists()
     finally:
@@ -220,7 +213,7 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> No
     (stale / "s.jsonl").write_text("half", encoding="utf-8")
     other = tmp_path / ".other.jsonl.x.partial"
     other.mkdir()
-    code, _, _ = _invoke("simulate", str(SUBAGENT), "--log", str(tmp_path / "s.jsonl"), "--cwd",
+    code, _, _ = invoke("simulate", str(SUBAGENT), "--log", str(tmp_path / "s.jsonl"), "--cwd",
                          str(tmp_path / "w"))
     assert code == 0
     assert _listing(tmp_path) == [".other.jsonl.x.partial", "s.jsonl", "w"]

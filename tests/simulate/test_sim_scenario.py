@@ -96,30 +96,32 @@ G = graph_ref("feature-work.yaml")
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("graph: x.yaml\nsteps: [{user: hi}]\n", "F:1:1: graph: graph file"),
-    ("steps: [{user: hi}]\n", "F:1:1: (top level): missing or empty `graph`"),
-    (f"graph: {G}\nsteps: []\n", "F:2:1: steps: missing or empty `steps` list"),
+    ("graph: x.yaml\nsteps: [{user: hi}]\n", "F:1:8: graph: graph file '"),
+    ("steps: [{user: hi}]\n", "F:1:1: (file): missing or empty `graph`"),
+    (f"graph: {G}\nsteps: []\n", "F:2:8: steps: missing or empty `steps` list"),
     (f"graph: {G}\nstepz: []\nsteps: [{{user: hi}}]\n", "F:2:1: stepz: unknown key (expected description, "
      "graph, session, system, eligible, steps)"),
     (f"graph: {G}\nsession: {{idd: x}}\nsteps: [{{user: hi}}]\n", "F:2:11: session.idd: unknown key"),
     (f"graph: {G}\nsession: {{subagent: yes}}\nsteps: [{{user: hi}}]\n",
-     "F:2:11: session.subagent: expected true or false, got 'yes'"),
-    (f"graph: {G}\nsteps:\n  - user: ''\n", "F:3:5: steps[0].user: expected the non-empty prompt text"),
-    (f"graph: {G}\nsteps:\n  - command: stage x\n", "F:3:5: steps[0].command: expected a slash command"),
+     "F:2:21: session.subagent: expected true or false, got a string (\"yes\")"),
+    (f"graph: {G}\nsteps:\n  - user: ''\n", "F:3:11: steps[0].user: expected the non-empty prompt text"),
+    (f"graph: {G}\nsteps:\n  - command: stage x\n", "F:3:14: steps[0].command: expected a slash command"),
     (f"graph: {G}\nsteps:\n  - {{user: a, model: b}}\n", "F:3:5: steps[0]: a step is a one-key mapping"),
     (f"graph: {G}\nsteps:\n  - model: {{txt: a}}\n",
      "F:3:13: steps[0].model.txt: unknown key (expected text, calls)"),
     (f"graph: {G}\nsteps:\n  - model:\n      calls:\n        - {{args: {{}}}}\n",
-     "F:5:11: steps[0].model.calls[0]: missing required key 'tool'"),
+     "F:5:11: steps[0].model.calls[0].tool: required key is missing"),
     (f"graph: {G}\nsteps:\n  - eligible: {{ready: 1}}\n",
-     "F:3:16: steps[0].eligible.ready: expected true or false"),
+     "F:3:23: steps[0].eligible.ready: expected true or false, got 1"),
     (f"graph: {G}\nsteps:\n  - expect: {{stage: Bad}}\n",
-     "F:3:14: steps[0].expect.stage: 'Bad' is not a stage name"),
+     "F:3:21: steps[0].expect.stage: 'Bad' is not a stage name"),
     (f"graph: {G}\nsteps:\n  - expect: {{next_request: {{prefix: {{tools: same}}}}}}\n",
-     "F:3:38: steps[0].expect.next_request.prefix.tools: expected one of kept, changed"),
+     "F:3:45: steps[0].expect.next_request.prefix.tools: must be \"kept\" or \"changed\", "
+     'got a string ("same")'),
     (f"graph: {G}\nsteps:\n  - expect: {{stagee: a}}\n", "F:3:14: steps[0].expect.stagee: unknown key"),
-    (f"graph: {G}\nsteps:\n  - user: [unclosed\n", "F:4:1: (yaml): invalid YAML"),
-    ("- just a list\n", "F:1:1: (top level): a scenario is a mapping"),
+    (f"graph: {G}\nsteps:\n  - user: [unclosed\n", "F:3:11: (yaml): YAML syntax error: "
+     "the flow sequence opened here is never closed"),
+    ("- just a list\n", "F:1:1: (file): a scenario is a mapping"),
 ])
 def test_mistakes_are_one_line_positioned_errors(text: str, expected: str, tmp_path: Path) -> None:
     path = tmp_path / "F"
@@ -136,4 +138,5 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_text(text, str(tmp_path / "F"))
     assert [p.key for p in info.value.details] == ["session.x", "steps[0].user", "steps[1].bogus"]
-    assert [(p.line, p.column) for p in info.value.details] == [(2, 11), (4, 5), (5, 5)]
+    # unknown keys / step kinds point at the key, wrong values at the value (as in graph files)
+    assert [(p.line, p.column) for p in info.value.details] == [(2, 11), (4, 11), (5, 5)]

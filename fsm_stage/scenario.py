@@ -310,7 +310,12 @@ Step: TypeAlias = UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn |
 class SessionSettings:
     """``session:``: ``id`` (default: the scenario file's stem), ``cwd`` (relative to the
     scenario file; ``None`` = a fresh temporary directory per run), ``subagent`` (header
-    ``origin: subagent``, ``delegationDepth: 1``)."""
+    ``origin: subagent``, ``delegationDepth: 1``).
+
+    ``id`` has no length limit (a recorded log's id is replayed as it is): folders named after
+    it use ``fsm_stage.handoff.session_segment``, which keeps ids up to ``MAX_SEGMENT_LENGTH``
+    (128) characters as they are and shortens longer ones with a hash suffix.
+    """
 
     id: str | None = None
     cwd: str | None = None

@@ -20,6 +20,7 @@ from fsm_stage.config import load_config
 from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import atomic_write, output_error
+from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.projections import stage_from_event
 from fsm_stage.resources import data_dir
@@ -70,7 +71,8 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool
         raise UserError("\n".join(str(p) for p in problems))
     failed = 0
     for k, scenario in enumerate(parsed):
-        work = cwd / scenario.session_id if cwd is not None and len(parsed) > 1 else cwd
+        # one subfolder per session, named like its handoff folder: never a path, never too long
+        work = cwd / session_segment(scenario.session_id) if cwd is not None and len(parsed) > 1 else cwd
         result = simulate(scenario, graph=graph, log_path=log_path, replace_log=force, cwd=work)
         if as_json:
             for record in result.records:

@@ -1,17 +1,25 @@
 """Scenario files go through the config loader's positioned-problem machinery
-(``ProblemReport`` / ``positioned_problems``): problems print like a stage graph's."""
+(``ProblemReport`` / ``positioned_problems``): problems print like a stage graph's, and session
+ids of any length are safe (the handoff writer's ``session_segment`` names their folders)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from sim_helpers import graph_ref, invoke
+from sim_helpers import graph_ref, invoke, run_text
 
 from fsm_stage.errors import ConfigError
+from fsm_stage.handoff import MAX_SEGMENT_LENGTH, session_segment
 from fsm_stage.scenario import ScenarioError, load_scenario_text
 
 FW = graph_ref("feature-work.yaml")
+# no min_handoff_tokens: every model transition is full, so it writes a handoff document
+FULL_GRAPH = """stages:
+  - {name: explore, instruction: Read.}
+  - {name: implement, instruction: Write.}
+section: "Stage << stage_current >>; next: << stage_targets >>."
+"""
 
 
 def _problems(text: str) -> list[str]:
@@ -60,3 +68,38 @@ def test_null_optional_call_fields_still_mean_not_given() -> None:
                             "        - {tool: read_file, result: ok, review: null, id: null}\n", "s.yaml")
     call = sc.steps[1].calls[0]  # type: ignore[union-attr]
     assert (call.review, call.id, call.result) == (None, None, "ok")
+
+
+@pytest.mark.parametrize("length", [MAX_SEGMENT_LENGTH, MAX_SEGMENT_LENGTH + 1, 300])
+def test_session_ids_of_any_length_run_and_get_a_bounded_handoff_folder(tmp_path: Path, length: int) -> None:
+    """Session ids are not length-limited: an id longer than MAX_SEGMENT_LENGTH gets the handoff
+    writer's hashed segment (so no ENAMETOOLONG), one up to it is used as it is."""
+    (tmp_path / "g.yaml").write_text(FULL_GRAPH, encoding="utf-8")
+    sid = "s" * length
+    result = run_text(f"graph: g.yaml\nsession: {{id: {sid}}}\nsteps:\n  - user: hi\n  - model:\n"
+                      "      calls: [{tool: goto_stage, args: {stage: implement, handoff: '# h'}, "
+                      "review: approve}]\n  - model: ok\n  - expect: {handoff_exists: [implement]}\n",
+                      tmp_path)
+    assert result.failures == () or list(result.failures) == []
+    assert result.checks == 1
+    folder = session_segment(sid)
+    assert len(folder) <= MAX_SEGMENT_LENGTH and (folder == sid) == (length <= MAX_SEGMENT_LENGTH)
+    assert (tmp_path / "work" / "handoff" / folder / "implement.md").read_text(encoding="utf-8")
+
+
+def test_several_scenarios_with_cwd_get_one_safe_folder_per_session(tmp_path: Path) -> None:
+    """`--cwd DIR` with several scenarios: the per-session subfolder is the session segment, so
+    an id with `..` or `/` stays inside DIR and a 300-character id does not fail the run."""
+    long_id = "x" * 300
+    paths = []
+    for name, sid in (("a.yaml", "../escaped"), ("b.yaml", long_id)):
+        path = tmp_path / name
+        path.write_text(f"graph: {FW}\nsession: {{id: '{sid}'}}\nsteps: [{{user: hi}}, {{model: ok}}]\n",
+                        encoding="utf-8")
+        paths.append(str(path))
+    code, out, err = invoke("simulate", *paths, "--cwd", str(tmp_path / "out"))
+    assert code == 0, err
+    assert out.rstrip().endswith("2 of 2 scenarios passed")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        [session_segment("../escaped"), session_segment(long_id)])
+    assert not (tmp_path / "escaped").exists()

@@ -10,11 +10,18 @@ Durability rules:
 * **One writer.** Opening takes an exclusive, non-blocking ``filelock`` lock on
   ``<log>.lock``; a second writer (another process or another ``JsonlLog`` in this one)
   gets ``LogLockedError``. The lock is released by ``close()`` / the context manager.
-* **Whole lines, durable.** Each append (or ``append_many`` batch) is one ``write`` of
-  complete ``\\n``-terminated lines, then ``flush`` + ``os.fsync``. The in-memory event list
-  changes only after that succeeds.
-* **Rollback.** If the write, flush or fsync fails, the file is truncated back to its
-  previous length and ``LogWriteError`` is raised; the log is exactly as before.
+* **Whole lines, durable.** Each append (or ``append_many`` batch) writes its complete
+  ``\\n``-terminated lines with unbuffered ``os.write`` calls on a raw file descriptor (no
+  Python buffer can hold bytes back and flush them later), then ``os.fsync``. The in-memory
+  event list changes only after that succeeds.
+* **Rollback.** If a write fails (even part-way), the file is cut back to its previous length
+  with ``os.ftruncate`` + ``os.fsync`` and ``LogWriteError`` ("rolled back") is raised; the log
+  is exactly as before and stays usable.
+* **Unusable after an unknown state.** If that rollback itself fails, or ``fsync`` of the
+  batch failed (retrying fsync after an error is unsound on Linux, "fsyncgate"; the batch is
+  still cut back first), the log closes its file, releases the writer lock and every later
+  append raises ``LogWriteError`` telling to reopen it; reopening runs the torn-tail repair
+  below.
 * **Never rewrite.** Committed lines are never changed. On open, an existing file is read
   through ``dsh.read_log``; if it reports a torn tail, the file is truncated **only** at the
   reported ``torn_tail_offset`` (the end of the last good line) before appending, and the
@@ -137,7 +144,8 @@ class JsonlLog:
         self._ignorable_types = frozenset(ignorable_types)
         self._allow_unknown_types = allow_unknown_types
         self._lock = writer_lock(self.path)
-        self._fh: Any = None
+        self._fd: int | None = None  # raw, unbuffered O_RDWR descriptor; None once closed
+        self._unusable: str | None = None  # why appends are refused until the log is reopened
         self._mutex = threading.Lock()  # appends from several threads of one process serialise
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
@@ -187,8 +195,7 @@ class JsonlLog:
                 self.surface.extend(self._events)
             except SurfaceOpError as err:
                 raise LogFormatError(f"{self.path}: invalid surface op in the stored log: {err}") from None
-        self._fh = open(self.path, "r+b")  # noqa: SIM115 - closed in close()
-        self._fh.seek(size)
+        self._fd = os.open(self.path, os.O_RDWR | getattr(os, "O_BINARY", 0))
         self._size = size
 
     # -- EventLog -------------------------------------------------------------------------
@@ -207,7 +214,8 @@ class JsonlLog:
 
     @property
     def closed(self) -> bool:
-        return self._fh is None
+        """True after ``close()`` — or after a failure left the log unusable (see module docs)."""
+        return self._fd is None
 
     def line_offset(self, seq: int) -> int:
         """Byte offset of the start of the line holding event ``seq``."""
@@ -261,7 +269,9 @@ class JsonlLog:
             return self._append_many(specs)
 
     def _append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
-        if self._fh is None:
+        if self._unusable is not None:
+            raise LogWriteError(self._unusable)
+        if self._fd is None:
             raise LogWriteError(f"{self.path}: log is closed")
         if not specs:
             return []
@@ -275,17 +285,31 @@ class JsonlLog:
         lines = [encode_line(ev) for ev in evs]
         blob = b"".join(lines)
         prev = self._size
+        fd = self._fd
+        synced = False
         try:
-            self._fh.seek(prev)
-            self._fh.write(blob)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            _write_all_at(fd, blob, prev)
+            synced = True
+            os.fsync(fd)
         except BaseException as err:
-            self._rollback(prev)
+            what = f"{self.path}: append of {len(evs)} event(s) failed"
+            try:
+                os.ftruncate(fd, prev)
+                os.fsync(fd)
+            except OSError as rb_err:
+                self._make_unusable(
+                    f"{what} ({err}) and so did its rollback ({rb_err}): the file's state is "
+                    "unknown; reopen the log (JsonlLog(path)) to repair it"
+                )
+                raise LogWriteError(self._unusable) from err
+            if synced:  # fsync failed: the page cache may have dropped the error (fsyncgate)
+                self._make_unusable(
+                    f"{what} in fsync and was rolled back ({err}); a failed fsync cannot be "
+                    "retried safely: reopen the log (JsonlLog(path)) to continue"
+                )
+                raise LogWriteError(self._unusable) from err
             if isinstance(err, Exception):
-                raise LogWriteError(
-                    f"{self.path}: append of {len(evs)} event(s) failed and was rolled back: {err}"
-                ) from err
+                raise LogWriteError(f"{what} and was rolled back: {err}") from err
             raise
         off = prev
         for line in lines:
@@ -297,12 +321,11 @@ class JsonlLog:
             self.surface.apply(ev)
         return evs
 
-    def _rollback(self, prev: int) -> None:
-        with contextlib.suppress(OSError):
-            self._fh.truncate(prev)
-            self._fh.seek(prev)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+    def _make_unusable(self, why: str) -> None:
+        """Refuse every later append with ``why``; close the file and release the writer lock
+        so the log can be reopened (in this process too)."""
+        self._unusable = why
+        self._close()
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -311,10 +334,12 @@ class JsonlLog:
             self._close()
 
     def _close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-            self._lock.release()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            finally:
+                self._lock.release()
 
     def __enter__(self) -> JsonlLog:
         return self
@@ -330,6 +355,17 @@ class JsonlLog:
 
     def __repr__(self) -> str:
         return f"JsonlLog({str(self.path)!r}, events={len(self._events)})"
+
+
+def _write_all_at(fd: int, blob: bytes, offset: int) -> None:
+    """Write all of ``blob`` at byte ``offset`` of ``fd`` (``os.write`` may write less than asked)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    view = memoryview(blob)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(f"write returned {n} with {len(view)} byte(s) left")
+        view = view[n:]
 
 
 def _hash_line_at(path: Path, offset: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -163,8 +164,92 @@ def test_failed_write_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert path.read_bytes() == before
         assert len(log) == 1 and log.size == len(before)
         monkeypatch.setattr(os, "fsync", real_fsync)
+        # C1: retrying fsync after a failure is unsound ("fsyncgate"): the log refuses further
+        # appends until it is reopened
+        with pytest.raises(LogWriteError, match="reopen"):
+            log.append("turn/end", {"turn": 1})
+    with JsonlLog(path) as log:
         assert log.append("turn/end", {"turn": 1}).seq == 1
     assert [r.get("seq") for r in lines(path)[1:]] == [0, 1]
+
+
+def _half_then_enospc(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the next ``os.write`` write half its bytes, and the one after raise ENOSPC (a disk
+    filling up mid-batch); returns the list of write sizes attempted."""
+    real_write = os.write
+    sizes: list[int] = []
+
+    def flaky(fd: int, data: bytes | memoryview) -> int:
+        sizes.append(len(data))
+        if len(sizes) == 1:
+            return real_write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", flaky)
+    return sizes
+
+
+def test_write_failing_part_way_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """C1: the write itself fails after half a batch hit the file: the file is exactly as
+    before (no stale bytes buffered to reappear later), the same log appends again, and the
+    log reopens with every event."""
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=HEADER) as log:
+        log.append("turn/start", {"turn": 1})
+        before = path.read_bytes()
+        real_write = os.write
+        sizes = _half_then_enospc(monkeypatch)
+        with pytest.raises(LogWriteError, match="rolled back"):
+            log.append_many(
+                [NewEvent(USER_EMPTY, {"content": [{"type": "text", "text": "x" * 40}]}, "append"),
+                 NewEvent("turn/end", {"turn": 1})]
+            )
+        assert len(sizes) == 2  # half written, then the failure
+        assert path.read_bytes() == before
+        assert len(log) == 1 and log.size == len(before) and log.surface.nodes == []
+        monkeypatch.setattr(os, "write", real_write)
+        assert log.append(USER_EMPTY, EMPTY, surface_op="append").seq == 1
+        assert log.append("turn/end", {"turn": 1}).seq == 2
+    res = read_log(path)
+    assert [(e.seq, e.type) for e in res.events] == [(0, "turn/start"), (1, USER_EMPTY), (2, "turn/end")]
+    assert not res.warnings and res.torn_tail_offset is None
+    with JsonlLog(path) as log:
+        assert log.warnings == [] and len(log) == 3
+        assert log.append("fsm/x", {}).seq == 3
+
+
+def test_failed_rollback_makes_the_log_unusable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """C1: when the rollback itself fails the log's state is unknown: every later append
+    raises a ``LogWriteError`` telling to reopen (nothing is suppressed), and reopening repairs
+    the torn tail and appends again."""
+    path = tmp_path / "s.jsonl"
+    log = JsonlLog(path, header=HEADER)
+    log.append("turn/start", {"turn": 1})
+    before = path.read_bytes()
+    real_write, real_ftruncate = os.write, os.ftruncate
+    _half_then_enospc(monkeypatch)
+
+    def refuse(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "ftruncate", refuse)
+    with pytest.raises(LogWriteError, match="reopen") as err:
+        log.append("turn/end", {"turn": 1})
+    assert "Input/output error" in str(err.value)
+    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "ftruncate", real_ftruncate)
+    for _ in range(2):
+        with pytest.raises(LogWriteError, match="reopen"):
+            log.append("fsm/x", {})
+    assert len(log) == 1
+    assert path.read_bytes().startswith(before) and path.read_bytes() != before  # the torn half
+    log.close()
+    log.close()  # idempotent
+    with JsonlLog(path) as again:  # the writer lock was released: reopen in the same process
+        assert [e.seq for e in again.events] == [0]
+        assert any("torn tail" in w for w in again.warnings)
+        assert path.read_bytes() == before
+        assert again.append("turn/end", {"turn": 1}).seq == 1
 
 
 def test_non_json_data_and_refused_surface_op_change_nothing(tmp_path: Path) -> None:

@@ -18,8 +18,10 @@ Wiring (see the README section "Plan mode")::
     ...
     plan.close()                  # removes every contribution at once
 
-``get``/``set``/the pre-step never await between folding the log and appending, so one event
-loop serialises them per session (DESIGN.md §5); the controller is not thread-safe.
+``set``, the pre-step flush and the exit tool's approval hold the runtime's per-session lock
+(``fsm_stage.runtime.pending.session_lock(session.id)``, the same lock the stage switch holds)
+around fold → fire → append, and never await inside it, so threads, event loops and several
+``Session`` wrappers of one log are serialised per session (DESIGN.md §5).
 
 Public API
 ----------
@@ -102,7 +104,7 @@ from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.commands import CommandReply, CommandSpec
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
-from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, told
+from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, session_lock, told
 from fsm_stage.runtime.review import Option, Question, ReviewChannel, ReviewDismissed, evaluate
 from fsm_stage.runtime.runtime import Contributions, Runtime
 from fsm_stage.runtime.session import Session
@@ -345,20 +347,21 @@ class PlanModeController:
         if self.closed:
             raise RuntimeError("this plan-mode controller is closed")
         session = agent.session
-        logged = self.logged(session)
-        sel = self._pending.get(session)
-        target = sel.target if sel is not None else logged
-        if active == target:
-            return "noop"
-        if session.is_turn_open:
-            self._pending.put(session, Selection(active, narrate=True))
-            return "cancelled" if active == logged else "queued"
-        if active == logged:
+        with session_lock(session.id):
+            logged = self.logged(session)
+            sel = self._pending.get(session)
+            target = sel.target if sel is not None else logged
+            if active == target:
+                return "noop"
+            if session.is_turn_open:
+                self._pending.put(session, Selection(active, narrate=True))
+                return "cancelled" if active == logged else "queued"
+            if active == logged:
+                self._pending.clear(session)
+                return "cancelled"
+            self._transition(session, logged, active, approved=False)
             self._pending.clear(session)
-            return "cancelled"
-        self._transition(session, logged, active, approved=False)
-        self._pending.clear(session)
-        message = self._narration(session, active)
+            message = self._narration(session, active)
         if message is not None:
             agent.inject(message)
         return "committed"
@@ -396,10 +399,11 @@ class PlanModeController:
         """
         if self.closed:
             return messages
-        return self._pending.flush(
-            agent, messages, aborted=aborted, apply=self._apply,
-            failure=lambda error: self.catalog.text("log.flush_failed", error=error),
-        )
+        with session_lock(agent.session.id):
+            return self._pending.flush(
+                agent, messages, aborted=aborted, apply=self._apply,
+                failure=lambda error: self.catalog.text("log.flush_failed", error=error),
+            )
 
     def _apply(self, agent: Agent, selection: Selection[bool]) -> list[Message]:
         session = agent.session
@@ -492,7 +496,8 @@ class PlanModeController:
             if decision.feedback:
                 raise ToolFailure(c.text("errors.keep_planning_feedback", feedback=decision.feedback))
             raise ToolFailure(c.text("errors.keep_planning"))
-        self._pending.put(agent.session, Selection(False, narrate=False, payload=_APPROVED))
+        with session_lock(agent.session.id):
+            self._pending.put(agent.session, Selection(False, narrate=False, payload=_APPROVED))
         return ToolOutput({"approved": True}, c.text("tool.approved"))
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:

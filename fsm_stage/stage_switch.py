@@ -127,7 +127,6 @@ import os
 import posixpath
 import re
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -165,7 +164,7 @@ from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, CommandSpec, Disposer
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice, user_message
-from fsm_stage.runtime.pending import PendingStore, Selection
+from fsm_stage.runtime.pending import PendingStore, Selection, session_lock
 from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed, evaluate
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 from fsm_stage.tokens import TokenMeter
@@ -563,8 +562,6 @@ class StageController:
         self._guards: dict[str, Predicate] = {}
         self._disposers: list[Disposer] = []
         self._runtime: Runtime | None = None
-        self._locks: weakref.WeakKeyDictionary[Session, threading.RLock] = weakref.WeakKeyDictionary()
-        self._locks_guard = threading.Lock()
         self.closed = False
 
     # --- composition -------------------------------------------------------------------------
@@ -618,12 +615,11 @@ class StageController:
 
     def session_lock(self, session: Session) -> threading.RLock:
         """The per-session lock held around fold → fire → append (DESIGN.md §5 concurrency), so
-        a host driving one session from several threads never interleaves two stage writes."""
-        with self._locks_guard:
-            lock = self._locks.get(session)
-            if lock is None:
-                lock = self._locks[session] = threading.RLock()
-            return lock
+        a host driving one session from several threads never interleaves two stage writes.
+        It is ``fsm_stage.runtime.pending.session_lock(session.id)``: keyed by the session id
+        like the pending selections, so every ``Session`` wrapper of one log and plan mode
+        share it."""
+        return session_lock(session.id)
 
     def _state(self, session: Session) -> StageState:
         if self.closed:

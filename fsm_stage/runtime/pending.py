@@ -18,6 +18,13 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   On success the selection is cleared; if ``apply`` raises, the failure is logged once, the
   selection is kept for the next accepted pre-step and the batch is returned unchanged (B29,
   B30; S80). Durable first: nothing is cleared before the append succeeded.
+* ``session_lock(session_id) -> RLock``: the **one** per-session lock (DESIGN.md §5
+  "serialise per session") that every controller holds around fold → fire → append. It is
+  keyed by the session **id**, like the pending store, so two ``Session`` wrappers of one log
+  (in one process) share it, and plan mode and the stage switch share it. Re-entrant, so a
+  controller may call another locked method of itself. The registry keeps a lock only while
+  someone holds a reference to it (a weak-value map), so it does not grow with the sessions
+  a long-lived host has seen. ``Runtime.session_lock(session_id)`` is the same lock.
 * ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
   ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
 """
@@ -25,6 +32,8 @@ note; stage-switch spec §1.6, §1.9, §1.13):
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -44,6 +53,25 @@ S = TypeVar("S")
 Outcome = Literal["committed", "queued", "cancelled", "noop"]
 """What a selection did: appended now / pending until the next accepted pre-step / reverted a
 pending selection back to the logged state / nothing (already the target)."""
+
+
+_LOCKS: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def session_lock(session_id: str) -> threading.RLock:
+    """The process-wide re-entrant lock of the session ``session_id`` (see module docstring).
+
+    Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
+    log) never both apply a transition from the same folded state (DESIGN.md §5, review H2).
+    The same id always yields the same lock object while any caller still references it.
+    """
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(session_id)
+        if lock is None:
+            lock = threading.RLock()
+            _LOCKS[session_id] = lock
+        return lock
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ lists tools (sorted by name, then assemble hooks may add more), and renders cont
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -40,6 +41,7 @@ from fsm_stage.runtime.assembly import (
 )
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
+from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import Tool, ToolCall, ToolResult, ToolSpec, dispatch_tool
@@ -271,6 +273,14 @@ class Runtime:
         _scan((event,), self._invariants)
 
     # --- boundary, assembly, tools, commands -----------------------------------------------------
+
+    def session_lock(self, session_id: str) -> threading.RLock:
+        """The per-session re-entrant lock every controller holds around fold → fire → append
+        (DESIGN.md §5): ``fsm_stage.runtime.pending.session_lock(session_id)``, keyed by the
+        session id like pending selections, hence shared by every ``Session`` wrapper of one
+        log and by plan mode and the stage switch. A host that appends to a session from
+        several threads outside the controllers should hold it too."""
+        return session_lock(session_id)
 
     def pre_step(self, agent: Agent, messages: Sequence[Message], *, aborted: bool = False) -> list[Message]:
         """Run every participant on an accepted pre-step; returns the entering messages.

@@ -110,3 +110,85 @@ def test_corpus_surfaces_fold_including_replacements(dsh_dir: Path) -> None:
     names = {n.split("__")[-2]: v for n, v in replaced.items()}
     assert names["compaction-recovery"] == (21, Replace(4, 4))
     assert len(replaced) == 2
+
+
+class _CopySpy:
+    """Counts ``Surface.copy`` calls and the nodes they copied, and ``_positions`` lookups."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.copies = 0
+        self.nodes_copied = 0
+        self.lookups = 0
+        real_copy, real_positions = Surface.copy, Surface._positions
+
+        def copy(surface: Surface) -> Surface:
+            self.copies += 1
+            self.nodes_copied += len(surface.nodes)
+            return real_copy(surface)
+
+        def positions(surface: Surface, seq: int, op: Replace) -> tuple[int, int]:
+            self.lookups += 1
+            return real_positions(surface, seq, op)
+
+        monkeypatch.setattr(Surface, "copy", copy)
+        monkeypatch.setattr(Surface, "_positions", positions)
+
+
+def test_single_op_appends_never_copy_the_surface(monkeypatch: pytest.MonkeyPatch) -> None:
+    """H1 (invariant 4, O(new events) per append): in a 10k-message session an append with a
+    surface op is validated against the live surface without copying it — the nodes copied
+    per append do not grow with the session (a copy spy, not a timing)."""
+    from fsm_stage.runtime.session import Session
+
+    log = MemoryLog(SessionHeader(id="s"))
+    session = Session(log)
+    for _ in range(10_000):
+        log.append("user/message", {"content": []}, surface_op="append")
+    assert len(session.surface()) == 10_000
+    spy = _CopySpy(monkeypatch)
+    for _ in range(100):
+        session.append("user/message", {"content": []}, surface_op="append")
+        session.surface()
+    last = len(log) - 1
+    session.append("user/message", {"content": []}, surface_op=Replace(last, last), source_event_seqs=[last])
+    assert spy.copies == 0 and spy.nodes_copied == 0
+    assert session.surface()[-1] == len(log) - 1 and len(session.surface()) == 10_100
+
+
+def test_replace_looks_its_positions_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """H1: applying a replace validates and splices with one position lookup."""
+    s = Surface()
+    s.extend([ev(0), ev(1), ev(2)])
+    spy = _CopySpy(monkeypatch)
+    s.apply(ev(3, op=Replace(1, 2), srcs=(1, 2)), validate_sources=True)
+    assert s.nodes == [0, 3] and spy.lookups == 1
+
+
+def test_batch_copies_only_from_its_second_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """H1: a batch with one surface op never copies; the second op of a batch is checked on one
+    copy that already holds the first op's effect (so it may target the first's node)."""
+    from fsm_stage.log.events import NewEvent
+
+    log = MemoryLog(SessionHeader(id="s"))
+    for _ in range(50):
+        log.append("user/message", {"content": []}, surface_op="append")
+    spy = _CopySpy(monkeypatch)
+    log.append_many([NewEvent("fsm/a", {}), NewEvent("user/message", {"content": []}, "append")])
+    assert spy.copies == 0
+    log.append_many(
+        [
+            NewEvent("user/message", {"content": []}, "append"),  # seq 52
+            NewEvent("user/message", {"content": []}, Replace(52, 52), [52]),  # needs the first
+            NewEvent("user/message", {"content": []}, "append"),
+        ]
+    )
+    assert spy.copies == 1 and log.surface.nodes[-2:] == [53, 54]
+    before = list(log.surface.nodes)
+    with pytest.raises(SurfaceOpError):
+        log.append_many(
+            [
+                NewEvent("user/message", {"content": []}, Replace(0, 0), [0]),
+                NewEvent("user/message", {"content": []}, Replace(0, 0), [0]),  # 0 was shadowed
+            ]
+        )
+    assert log.surface.nodes == before and len(log) == 55

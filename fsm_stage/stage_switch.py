@@ -1030,9 +1030,10 @@ class StageController:
         with self.session_lock(session):
             selection = self.pending.get(session)
             if selection is not None:
-                stage = selection.target.replace("{", "{{").replace("}", "}}")
-                return self.pending.flush(agent, messages, aborted=aborted, apply=self._apply,
-                                          failure=FLUSH_FAILURE_MESSAGE.replace("{stage}", stage))
+                target = selection.target
+                return self.pending.flush(
+                    agent, messages, aborted=aborted, apply=self._apply,
+                    failure=lambda error: FLUSH_FAILURE_MESSAGE.format(stage=target, error=error))
             state = self._state(session)
             if state.has_stage_prompt or session.header.is_subagent:
                 return list(messages)

@@ -15,9 +15,12 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   Does nothing when ``aborted`` or nothing is pending (B22, B32). Otherwise calls
   ``apply(agent, selection)``, which performs the durable append(s) and returns the messages to
   add at the **end** of the step's batch (e.g. a narration notice decided before the append).
-  On success the selection is cleared; if ``apply`` raises, the failure is logged once, the
-  selection is kept for the next accepted pre-step and the batch is returned unchanged (B29,
-  B30; S80). Durable first: nothing is cleared before the append succeeded.
+  On success the selection is cleared. If ``apply`` raises a **write-path** error
+  (``FLUSH_RETRY_ERRORS``: ``LogWriteError``, ``HandoffPathError``, ``OSError``), the failure
+  is logged (once per failed attempt), the selection is kept for the next accepted pre-step and
+  the batch is returned unchanged (B29, B30; S80). Any other exception is a bug, not a write
+  failure: it propagates with the selection kept, instead of being retried forever (review
+  M4). Durable first: nothing is cleared before the append succeeded.
 * ``session_lock(session_id) -> RLock``: the **one** per-session lock (DESIGN.md §5
   "serialise per session") that every controller holds around fold → fire → append. It is
   keyed by the session **id**, like the pending store, so two ``Session`` wrappers of one log
@@ -40,6 +43,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 import attrs
 
 from fsm_stage.constants import REQUEST_HEADER
+from fsm_stage.errors import LogWriteError
+from fsm_stage.handoff import HandoffPathError
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.messages import Message
 from fsm_stage.runtime.session import Projection, Session
@@ -72,6 +77,10 @@ def session_lock(session_id: str) -> threading.RLock:
             lock = threading.RLock()
             _LOCKS[session_id] = lock
         return lock
+
+
+FLUSH_RETRY_ERRORS: tuple[type[Exception], ...] = (LogWriteError, HandoffPathError, OSError)
+"""The exceptions a failed flush is retried for (a write that did not happen); others propagate."""
 
 
 @attrs.frozen
@@ -119,8 +128,11 @@ class PendingStore(Generic[T]):
         """Apply the pending selection at an accepted pre-step (see module docstring).
 
         ``failure`` is the log message for a failed apply: a ``str.format`` template with an
-        ``{error}`` placeholder, or a function of the exception.
-        Returns the (possibly extended) message batch; never raises for a failed apply.
+        ``{error}`` placeholder, or a function of the exception (use a function when the text
+        embeds other values, so no brace in them is read as a placeholder).
+        Returns the (possibly extended) message batch; never raises for a write-path failure
+        (``FLUSH_RETRY_ERRORS``). Any other exception from ``apply`` propagates unchanged, the
+        selection kept.
         """
         out = list(messages)
         if aborted:
@@ -131,7 +143,7 @@ class PendingStore(Generic[T]):
             return out
         try:
             extra = apply(agent, selection)
-        except Exception as exc:
+        except FLUSH_RETRY_ERRORS as exc:
             text = failure(exc) if callable(failure) else failure.format(error=exc)
             self._log.log(self._level, text)
             return out

@@ -9,6 +9,8 @@ import pytest
 from runtime_helpers import new_agent, run
 
 from fsm_stage.constants import REQUEST_HEADER, STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER
+from fsm_stage.errors import LogWriteError
+from fsm_stage.handoff import HandoffPathError
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.runtime.agent import Agent
@@ -115,6 +117,46 @@ def test_pending_flush_failure_is_contained_and_kept(caplog: pytest.LogCaptureFi
     assert store.get(agent.session) == Selection("beta", narrate=True)
     store.clear_all()
     assert store.get(agent.session) is None
+
+
+@pytest.mark.parametrize("error", [
+    LogWriteError("append rolled back"),
+    HandoffPathError("handoff folder is a symlink"),
+    OSError(28, "No space left on device"),
+])
+def test_pending_flush_keeps_the_selection_on_write_errors_S80(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    """S80/B29: the write-path failures (a rolled-back append, a refused handoff path, an OS
+    error) are contained: logged, batch unchanged, selection kept for the next boundary."""
+    store, agent = _store()
+    store.put(agent.session, Selection("beta", narrate=True))
+
+    def fail(ag: Agent, sel: Selection[str]) -> list[Message]:
+        raise error
+
+    with caplog.at_level(logging.WARNING, logger="test.pending"):
+        assert store.flush(agent, ["m"], aborted=False, apply=fail) == ["m"]
+    assert len(caplog.records) == 1 and str(error) in caplog.records[0].getMessage()
+    assert store.get(agent.session) == Selection("beta", narrate=True)
+
+
+@pytest.mark.parametrize("error", [TypeError("bad operand"), KeyError("stage"), AssertionError("bug")])
+def test_pending_flush_lets_programming_errors_propagate(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in ``apply`` is not a write failure: it propagates instead of being logged and
+    retried at every boundary forever (review M4); nothing is cleared, nothing logged."""
+    store, agent = _store()
+    store.put(agent.session, Selection("beta", narrate=True))
+
+    def buggy(ag: Agent, sel: Selection[str]) -> list[Message]:
+        raise error
+
+    with caplog.at_level(logging.DEBUG, logger="test.pending"), pytest.raises(type(error)):
+        store.flush(agent, ["m"], aborted=False, apply=buggy)
+    assert caplog.records == []
+    assert store.get(agent.session) == Selection("beta", narrate=True)
 
 
 def test_header_relative_projection_remembers_state_at_last_header() -> None:

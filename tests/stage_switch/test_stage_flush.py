@@ -164,6 +164,22 @@ def test_failed_flush_keeps_stage_and_pending_S80(caplog: pytest.LogCaptureFixtu
     assert h.summaries() == ["Stage switched to beta"]
 
 
+def test_flush_failure_names_a_stage_with_braces_verbatim_S80(caplog: pytest.LogCaptureFixture) -> None:
+    """S80 with a stage name that looks like a format template (``set`` takes any name, S89):
+    the logged failure names it verbatim and the real error, neither read as a placeholder."""
+    h = Harness()
+    h.open_turn()
+    stage = "{error}-{stage}-{0}"
+    assert h.controller.set(h.agent, stage) == "queued"
+    h.log.fail_next = OSError("disk full")
+    with caplog.at_level(logging.ERROR):
+        h.boundary()
+    (logged,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert logged.startswith(FLUSH_FAILURE_MESSAGE.format(stage=stage, error=""))
+    assert logged.endswith("disk full")
+    assert h.pending() == stage
+
+
 def test_refused_replace_over_a_protected_head_S80() -> None:
     """S80 with the host's own refusal: a log whose surface rejects the replace keeps everything."""
     h = Harness(system_head=True)

@@ -99,11 +99,17 @@ class ProjectionCursor(Generic[S]):
     ``log`` is an ``EventLog`` or a plain event sequence. ``read()`` applies only the events
     appended since the last read (O(k) for k new events) and returns the state. ``state``/
     ``watermark`` may seed the cursor from a checkpoint (``watermark`` = last seq reflected,
-    -1 for none). If the log is shorter than the watermark (truncated or swapped), the
-    cursor refolds from ``init``.
+    -1 for none). If the log is shorter than the watermark (a checkpoint seeded over a
+    shorter log, or a swapped sequence), the cursor refolds from ``init``.
+
+    Thread safety (review H2): the state and the next seq to fold live in **one** attribute,
+    read once and assigned once per ``read()``, so concurrent readers (a controller under its
+    lock, a runtime view without one) each fold from a consistent pair and never apply an
+    event twice or skip one; at worst two readers fold the same new events in parallel.
+    ``snapshot`` gives the pair without folding.
     """
 
-    __slots__ = ("_events", "_next", "_state", "projection")
+    __slots__ = ("_at", "_events", "projection")
 
     def __init__(
         self,
@@ -122,28 +128,23 @@ class ProjectionCursor(Generic[S]):
         else:
             ev_log: EventLog = log
             self._events = lambda: ev_log.events
-        if state is None:
-            self._state = projection.init()
-            self._next = 0
-        else:
-            self._state = state
-            self._next = watermark + 1
+        # (state, next seq to fold): one attribute so a reader never sees half an update
+        self._at: tuple[S, int] = (projection.init(), 0) if state is None else (state, watermark + 1)
 
     def read(self) -> S:
         """The state reflecting every committed event (folds only the new ones)."""
         events = self._events()
         n = len(events)
-        if n < self._next:
-            self._state = self.projection.init()
-            self._next = 0
-        if n > self._next:
-            apply = self.projection.apply
-            state = self._state
-            for i in range(self._next, n):
-                state = apply(state, events[i])
-            self._state = state
-            self._next = n
-        return self._state
+        state, nxt = self._at
+        if n == nxt:
+            return state
+        if n < nxt:
+            state, nxt = self.projection.init(), 0
+        apply = self.projection.apply
+        for i in range(nxt, n):
+            state = apply(state, events[i])
+        self._at = (state, n)
+        return state
 
     def view(self) -> Any:
         """``projection.view(read())``."""
@@ -152,12 +153,18 @@ class ProjectionCursor(Generic[S]):
     @property
     def watermark(self) -> int:
         """The last seq reflected in the state (-1 before any event)."""
-        return self._next - 1
+        return self._at[1] - 1
 
     @property
     def state(self) -> S:
         """The state as of ``watermark`` (no read)."""
-        return self._state
+        return self._at[0]
+
+    @property
+    def snapshot(self) -> tuple[S, int]:
+        """``(state, watermark)`` as one consistent pair (no read)."""
+        state, nxt = self._at
+        return state, nxt - 1
 
 
 def _data(event: Event) -> Mapping[str, Any]:

@@ -556,3 +556,67 @@ def test_every_projection_state_survives_json_and_rejects_garbage() -> None:
         for garbage in (None, 3, "x", [], {"unexpected": 1}):
             with pytest.raises(ValueError):
                 p.load(garbage)
+
+
+class _CountFold:
+    """A deliberately non-idempotent fold: the number of events applied."""
+
+    def init(self) -> int:
+        return 0
+
+    def apply(self, state: int, event: Event) -> int:
+        return state + 1
+
+
+def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
+    """H2: a ``ProjectionCursor`` shared by reader threads while another thread appends
+    keeps its state and watermark consistent: a non-idempotent count never exceeds the events
+    committed, and ends equal to them."""
+    import sys
+    import threading
+
+    from fsm_stage.log.projections import ProjectionCursor
+
+    log = MemoryLog(SessionHeader(id="s"))
+    cursor = ProjectionCursor(_CountFold(), log)  # type: ignore[arg-type]
+    done = threading.Event()
+    errors: list[str] = []
+
+    def reader() -> None:
+        while not done.is_set():
+            count = cursor.read()
+            committed = len(log)
+            if count > committed:
+                errors.append(f"folded {count} events with {committed} committed")
+                return
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(3000):
+            log.append("fsm/tick", {})
+        done.set()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    assert cursor.read() == len(log) == 3000 and cursor.watermark == 2999
+
+
+def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -> None:
+    """H2: ``snapshot`` is the (state, watermark) pair; a cursor seeded past the end of its
+    log refolds from ``init`` instead of trusting the seed."""
+    from fsm_stage.log.projections import ProjectionCursor
+
+    log = MemoryLog(SessionHeader(id="s"))
+    for _ in range(3):
+        log.append("fsm/tick", {})
+    cursor = ProjectionCursor(_CountFold(), log)  # type: ignore[arg-type]
+    assert cursor.snapshot == (0, -1)
+    assert cursor.read() == 3 and cursor.snapshot == (3, 2)
+    seeded = ProjectionCursor(_CountFold(), log, state=100, watermark=9)  # type: ignore[arg-type]
+    assert seeded.read() == 3 and seeded.snapshot == (3, 2)

@@ -72,7 +72,11 @@ Spec decisions (Appendix B and related open points)
    asked about a forbidden move) and again when the review returns (the world may have
    changed while the human read; a stage moved by another writer meanwhile fails the call
    with ``errors.stage_changed``). Once approved, the transition is applied as approved at the
-   next accepted pre-step: the tool never claims a switch that does not happen.
+   next accepted pre-step: the tool never claims a switch that does not happen. The flush
+   still asks the machine honestly: the edge fires with the live eligibility and the approval;
+   when the edge or a guard no longer holds (a guard closed after the review, or another
+   writer moved the stage), the machine refuses and the approved switch is applied as an
+   **explicit** ``CompiledGraph.jump``, with a warning naming why (review M3).
 7. **A current stage that is no longer in the graph** (a log from an older graph): the model may
    move to any configured stage (the session is never stranded); the flush commits it as a
    jump, since the machine has no state to fire from.
@@ -148,7 +152,7 @@ from fsm_stage.constants import (
     SYSTEM_MESSAGE,
 )
 from fsm_stage.errors import FsmStageError
-from fsm_stage.graph import CompiledGraph, StageCursor, compile_graph, goto
+from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
 from fsm_stage.handoff import (
     HandoffPathError,
     HandoffStore,
@@ -1066,17 +1070,31 @@ class StageController:
             session.append_message(message, surface_op=op, source_event_seqs=sources)
 
         current = self.current(session)
+        cursor = StageCursor(current)
         if not self.graph.has_state(current):
-            self.graph.jump(StageCursor(current), target, commit=commit)  # decision 7
+            self.graph.jump(cursor, target, commit=commit)  # decision 7
             return []
-        # The approval is binding (decision 6): the guards were checked before and after the
-        # review, so the machine's edge fires with the approval and the eligibility recorded then.
-        fired = self.graph.fire(StageCursor(current), goto(target), approval=target,
-                                eligible=lambda _guards: True, commit=commit)
-        if not fired:
-            # The logged stage moved under us (another writer): the human approved the target,
-            # and the tool result told the model so; apply it as a jump rather than lie.
-            self.logger.warning("stage switch: %s -> %s is not an edge of the logged stage; jumping",
-                                current, target)
-            self.graph.jump(StageCursor(current), target, commit=commit)
+        # The machine is asked honestly: its edge fires with the live eligibility and the approval.
+        eligible = self._eligible_fn(agent)
+        # ``fire`` returns False with nothing committed when the edge or a guard refuses.
+        if self.graph.fire(cursor, goto(target), approval=target, eligible=eligible, commit=commit):
+            return []
+        # Decision 6: the approval is binding. The edge or a guard no longer holds (another writer
+        # moved the stage, or a guard closed since the review); the human approved this exact
+        # switch and the tool result told the model so: apply it as an explicit, logged jump.
+        refusal = self.graph.explain_refusal(cursor, target, eligible)
+        self.logger.warning("stage switch: %s -> %s was approved but %s; applying the approval as a jump "
+                            "(decision 6)", current, target, _refusal_reason(refusal))
+        self.graph.jump(cursor, target, commit=commit)
         return []
+
+
+def _refusal_reason(refusal: Refusal | None) -> str:
+    """Why the machine refused an approved flush, for the decision-6 warning."""
+    if refusal is None:
+        return "the machine refused it"
+    if refusal.kind == "not_an_edge":
+        return "it is not an edge of the logged stage any more"
+    if refusal.kind == "guard":
+        return f"guard(s) {', '.join(refusal.failing)} no longer hold"
+    return str(refusal)

@@ -290,6 +290,49 @@ def test_flush_when_the_logged_stage_lost_the_edge_jumps(caplog: object) -> None
     assert "not an edge" in caplog.text  # type: ignore[attr-defined]
 
 
+GUARDED = {"alpha": [EdgeConfig("beta", ("tests_green",))], "beta": ["alpha"]}
+
+
+def test_flush_fires_the_edge_with_the_real_guards_when_they_still_hold(caplog: object) -> None:
+    """Decision 6 / DESIGN §5: the flush fires the machine's edge with the live eligibility (the
+    guard is consulted again at flush time); while it holds, no jump and no warning."""
+    import logging
+
+    h = Harness(make_config(targets=GUARDED))
+    calls: list[object] = []
+    h.controller.register_eligibility(lambda a: calls.append(a) is None, name="tests_green")
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    assert not h.goto("beta", H).is_error
+    before = len(calls)
+    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+        h.boundary()
+    assert h.fold() == "beta"
+    assert len(calls) > before  # the guard was evaluated at flush time
+    assert "stage switch" not in caplog.text  # type: ignore[attr-defined]
+
+
+def test_flush_after_a_guard_closed_applies_the_approval_as_an_explicit_jump(caplog: object) -> None:
+    """Decision 6: a guard that closed between the approval and the flush does not undo what the
+    human approved (the tool already told the model), but the machine is asked honestly: its
+    edge refuses, the switch is applied as an explicit jump and the warning names the guard."""
+    import logging
+
+    h = Harness(make_config(targets=GUARDED))
+    green = {"value": True}
+    h.controller.register_eligibility(lambda _a: green["value"], name="tests_green")
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    assert not h.goto("beta", H).is_error
+    green["value"] = False
+    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+        h.boundary()
+    assert h.fold() == "beta" and h.pending() is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]  # type: ignore[attr-defined]
+    assert len(warnings) == 1
+    assert "alpha -> beta" in warnings[0] and "tests_green" in warnings[0] and "jump" in warnings[0]
+
+
 def test_plan_mode_machine_is_not_a_stage_graph() -> None:
     import pytest
 

@@ -150,12 +150,16 @@ class MemoryLog:
     Like ``JsonlLog`` it validates surface ops (``surface`` is the live ``Surface``; the
     protected system head rule is on by default), checks every new event with
     ``writer_checks.check_new_event`` (``ignorable_types``, ``allow_unknown_types`` as there),
-    marks ``fsm/…`` types ignorable, and offers the atomic ``append_many``. Seed ``events``
-    are taken as they are (they come from a reader). One difference: ``allow_unknown_types``
-    defaults to True here, because an in-memory log is never read by a strict DSH reader
-    (unit tests and hosts use made-up types freely); a log that reaches a file goes through
-    ``JsonlLog``, which refuses them unless ignorable. Pass ``allow_unknown_types=False`` to
-    get the file rule in memory.
+    marks ``fsm/…`` types ignorable, and offers the atomic ``append_many`` — both stores
+    build their events with the one ``writer_checks.prepare_batch``. Seed ``events`` are taken
+    as they are (they come from a reader).
+
+    **One difference, on purpose: ``allow_unknown_types`` defaults to True here but to False
+    on ``JsonlLog``.** An in-memory log is never read by a strict DSH reader, so unit tests
+    and hosts may use made-up types freely; the same append of an unknown type without
+    ``ignorable=True`` raises ``InvalidEventError`` on a file. Pass
+    ``allow_unknown_types=False`` to get the file rule in memory (recommended for an
+    orchestrator's own tests).
     """
 
     def __init__(
@@ -212,42 +216,20 @@ class MemoryLog:
     def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
         """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
         ``InvalidEventError`` for an event a strict reader would refuse."""
-        from fsm_stage.log.writer_checks import check_new_event  # local: it imports dsh
+        from fsm_stage.log.writer_checks import prepare_batch  # local: it imports this module
 
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             name = specs[0].type if specs else "?"
             raise LogWriteError(f"append of {name!r} refused: {err}") from err
-        now = self._clock()
-        probe = self.surface.probe()
-        evs: list[Event] = []
-        for i, spec in enumerate(specs):
-            if isinstance(spec, tuple):
-                type_, data, op, srcs, ign = spec
-            else:
-                type_, data, op, srcs, ign = (
-                    spec.type,
-                    spec.data,
-                    spec.surface_op,
-                    spec.source_event_seqs,
-                    spec.ignorable,
-                )
-            ign = check_new_event(
-                NewEvent(type_, data, op, srcs, bool(ign)),
-                ignorable_types=self._ignorable_types,
-                allow_unknown=self._allow_unknown_types,
-            )
-            ev = Event(
-                type=type_,
-                seq=len(self._events) + i,
-                time=now,
-                data=data,
-                surface_op=op,
-                source_event_seqs=tuple(srcs) if srcs is not None else None,
-                ignorable=ign,
-            )
-            probe.check(ev)
-            evs.append(ev)
+        evs = prepare_batch(
+            specs,
+            next_seq=len(self._events),
+            now=self._clock(),
+            surface=self.surface,
+            ignorable_types=self._ignorable_types,
+            allow_unknown=self._allow_unknown_types,
+        )
         self._events.extend(evs)
         self.surface.extend(evs)
         return evs

@@ -50,10 +50,10 @@ from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError, User
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.log.writer_checks import prepare_batch
 
 __all__ = ["JsonlLog", "LockFileError", "NewEvent", "encode_line", "lock_path", "writer_lock"]
-from fsm_stage.log.surface import Surface, SurfaceOpError
-from fsm_stage.log.writer_checks import check_new_event
 
 
 def encode_line(ev: Event) -> bytes:
@@ -116,8 +116,14 @@ class JsonlLog:
     empty; otherwise opens it, validates that ``h.id`` (if given) matches, and reads every
     event. ``ignorable_types`` adds types (besides ``fsm/…`` and ``system/message``) written
     with ``ignorable: true``. Every new event is checked with ``writer_checks.check_new_event``
-    first (finding 18: nothing a strict reader refuses is written); ``allow_unknown_types``
-    lets unknown types through without the flag (for reader tests).
+    first (finding 18: nothing a strict reader refuses is written), through the
+    ``writer_checks.prepare_batch`` that ``MemoryLog`` shares.
+
+    **``allow_unknown_types`` defaults to False here but to True on ``MemoryLog``**: a type
+    outside DSH's vocabulary must be appended ``ignorable=True`` (or be ``fsm/…`` or listed in
+    ``ignorable_types``), or ``append`` raises ``InvalidEventError`` — code tested only on a
+    ``MemoryLog`` with made-up types fails here. Pass True only for reader tests (a strict
+    reader will refuse the file).
     ``protect_system_head`` enables the stage-switch §1.13 rule on appends. Missing parent
     directories are created (by the lock).
 
@@ -236,17 +242,6 @@ class JsonlLog:
     def __iter__(self) -> Iterator[Event]:
         return iter(self._events)
 
-    def _make(self, spec: NewEvent, seq: int, now: int) -> Event:
-        # data is checked for JSON by ``encode_line`` before anything is written
-        ignorable = check_new_event(
-            spec,
-            ignorable_types=self._ignorable_types,
-            allow_unknown=self._allow_unknown_types,
-            check_json=False,
-        )
-        srcs = tuple(spec.source_event_seqs) if spec.source_event_seqs is not None else None
-        return Event(spec.type, seq, now, spec.data, spec.surface_op, srcs, ignorable)
-
     def append(
         self,
         type: str,
@@ -275,13 +270,15 @@ class JsonlLog:
             raise LogWriteError(f"{self.path}: log is closed")
         if not specs:
             return []
-        now = int(self._clock())
-        evs: list[Event] = []
-        probe = self.surface.probe()
-        for i, spec in enumerate(specs):
-            ev = self._make(spec, len(self._events) + i, now)
-            probe.check(ev)
-            evs.append(ev)
+        evs = prepare_batch(
+            specs,
+            next_seq=len(self._events),
+            now=self._clock(),
+            surface=self.surface,
+            ignorable_types=self._ignorable_types,
+            allow_unknown=self._allow_unknown_types,
+            check_json=False,  # ``encode_line`` below refuses non-JSON data the same way
+        )
         lines = [encode_line(ev) for ev in evs]
         blob = b"".join(lines)
         prev = self._size

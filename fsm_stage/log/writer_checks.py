@@ -27,18 +27,23 @@ Rules
   would stop those validators from ever seeing, and reporting, such an event.
 
 Unknown event types that are ignorable may carry any JSON ``data``.
+
+``prepare_batch`` is the one append path both shipped writers share (review M2): it checks
+each spec of a batch, builds its ``Event`` (contiguous seqs, one integer ``time`` for the
+batch) and probes the batch's surface ops, all before the writer changes anything.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from fsm_stage.constants import FSM_EVENT_PREFIX, SYSTEM_MESSAGE, USER_MESSAGE
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import KNOWN_EVENT_TYPES
-from fsm_stage.log.events import NewEvent
+from fsm_stage.log.events import Event, NewEvent
+from fsm_stage.log.surface import Surface
 
 #: ``domain/verb`` event type grammar (full match).
 EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+")
@@ -92,3 +97,41 @@ def check_new_event(
     if t == USER_MESSAGE and "content" not in data:
         raise InvalidEventError(f"{t} data needs `content` (the message parts), got keys {sorted(data)}")
     return ignorable
+
+
+def prepare_batch(
+    specs: Sequence[NewEvent],
+    *,
+    next_seq: int,
+    now: int,
+    surface: Surface,
+    ignorable_types: Collection[str] = (),
+    allow_unknown: bool = False,
+    check_json: bool = True,
+) -> list[Event]:
+    """Validate a batch about to be appended and build its events; changes nothing.
+
+    ``specs``: ``NewEvent``s (a plain tuple of the same five fields, in order, is accepted
+    too). Event ``i`` gets seq ``next_seq + i`` and ``time=int(now)`` (epoch ms);
+    ``source_event_seqs`` becomes a tuple and ``ignorable`` is decided by ``check_new_event``
+    (``ignorable_types``, ``allow_unknown``, ``check_json`` as there). Surface ops are checked
+    in order against ``surface`` as the batch would evolve it (``Surface.probe``; the surface
+    itself is not mutated — apply the returned events after the write succeeded).
+
+    Raises ``InvalidEventError`` or ``SurfaceOpError`` (both ``LogWriteError``) for the first
+    refused event.
+    """
+    time = int(now)
+    probe = surface.probe()
+    evs: list[Event] = []
+    for i, spec in enumerate(specs):
+        if isinstance(spec, tuple):
+            spec = NewEvent(*spec)
+        ignorable = check_new_event(
+            spec, ignorable_types=ignorable_types, allow_unknown=allow_unknown, check_json=check_json
+        )
+        srcs = tuple(spec.source_event_seqs) if spec.source_event_seqs is not None else None
+        ev = Event(spec.type, next_seq + i, time, spec.data, spec.surface_op, srcs, ignorable)
+        probe.check(ev)
+        evs.append(ev)
+    return evs

@@ -127,3 +127,41 @@ def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, 
     assert len(res.events) == written and res.torn_tail_offset is None
     result = CliRunner().invoke(main, ["state", "--strict", "--json", str(path)])
     assert result.exit_code == 0, result.stderr
+
+
+def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Path) -> None:
+    """M2: both writers share ``prepare_batch``: the same batch (NewEvents or plain tuples,
+    a clock returning a float) gives identical events — integer ``time``, tuple
+    ``source_event_seqs``, the same ignorable flags — in memory and on file."""
+    from fsm_stage.log.events import Replace
+
+    batch: list[Any] = [
+        NewEvent("user/message", {"content": []}, "append"),
+        ("fsm/note", {"x": 1}, None, None, False),
+        NewEvent("user/message", {"content": []}, Replace(0, 0), [0]),
+        ("agent/custom", {}, None, None, True),
+    ]
+    mem = MemoryLog(SessionHeader(id="s"), clock=lambda: 1234.9)  # type: ignore[arg-type, return-value]
+    with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s"), clock=lambda: 1234.9) as log:  # type: ignore[arg-type, return-value]
+        on_file = log.append_many(batch)
+    in_memory = mem.append_many(batch)
+    assert in_memory == on_file
+    assert {type(e.time) for e in in_memory} == {int} and in_memory[0].time == 1234
+    assert in_memory[2].source_event_seqs == (0,)
+    assert [e.ignorable for e in in_memory] == [False, True, False, True]
+    assert read_log(tmp_path / "s.jsonl").events == on_file
+
+
+def test_allow_unknown_types_defaults_differ_by_store_and_say_so(tmp_path: Path) -> None:
+    """M2: ``MemoryLog`` lets unknown non-ignorable types through by default, ``JsonlLog``
+    refuses them; both docstrings warn about it (an orchestrator testing on memory must not be
+    surprised by the file)."""
+    assert MemoryLog(SessionHeader(id="s")).append("agent/custom", {}).ignorable is False
+    with (
+        JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s")) as log,
+        pytest.raises(InvalidEventError, match="unknown event type"),
+    ):
+        log.append("agent/custom", {})
+    for cls, other in ((MemoryLog, "JsonlLog"), (JsonlLog, "MemoryLog")):
+        doc = " ".join((cls.__doc__ or "").split())
+        assert "allow_unknown_types" in doc and "defaults to" in doc and other in doc

@@ -44,7 +44,7 @@ from fsm_stage.fileio import output_error
 from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.dsh import read_header
 from fsm_stage.log.events import Event, EventLog, MemoryLog, SessionHeader, wall_clock_ms
-from fsm_stage.log.jsonl import JsonlLog, lock_path, writer_lock
+from fsm_stage.log.jsonl import JsonlLog, writer_lock
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.abort import AbortSignal
@@ -921,13 +921,14 @@ def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> 
 class LogTarget:
     """The ``--log`` output while a run writes it: the target's writer lock is held, the run writes
     a ``JsonlLog`` in a hidden temporary folder beside the target, and ``commit()`` renames it
-    into place. ``close()`` removes the temporary folder and the lock file this run created.
+    into place. ``close()`` removes the temporary folder and releases the lock; the lock file
+    itself stays, as filelock intends (waiters must share one inode; ``JsonlLog`` leaves it too).
 
     Use ``LogTarget.open(path, inputs=…, replace=…)``; see ``simulate`` for the rules.
     """
 
-    def __init__(self, out: Path, lock: filelock.BaseFileLock, created_lock: bool, folder: Path) -> None:
-        self.out, self._lock, self._created_lock, self.folder = out, lock, created_lock, folder
+    def __init__(self, out: Path, lock: filelock.BaseFileLock, folder: Path) -> None:
+        self.out, self._lock, self.folder = out, lock, folder
         self.log: JsonlLog | None = None
 
     @classmethod
@@ -947,8 +948,6 @@ class LogTarget:
             out.parent.mkdir(parents=True, exist_ok=True)
         except (OSError, ValueError) as err:
             raise _log_error(out, err) from None
-        lock_file = lock_path(out)
-        created_lock = not lock_file.exists()
         try:
             lock = writer_lock(out)  # LogLockedError / LockFileError (a UserError) as they are
         except ValueError as err:
@@ -962,12 +961,12 @@ class LogTarget:
                     shutil.rmtree(stale, ignore_errors=True)
             folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
         except OSError as err:
-            _release(lock, lock_file, created_lock)
+            lock.release()
             raise _log_error(out, err) from None
         except BaseException:
-            _release(lock, lock_file, created_lock)
+            lock.release()
             raise
-        return cls(out, lock, created_lock, folder)
+        return cls(out, lock, folder)
 
     def writer(self, header: SessionHeader) -> JsonlLog:
         """The ``JsonlLog`` the run appends to (in the temporary folder)."""
@@ -989,7 +988,7 @@ class LogTarget:
         if self.log is not None:
             self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
-        _release(self._lock, lock_path(self.out), self._created_lock)
+        self._lock.release()
 
 
 def _log_error(out: Path, err: OSError | ValueError) -> UserError:
@@ -1017,14 +1016,6 @@ def _check_existing_log(out: Path, replace: bool) -> None:
         raise UserError(f"{out}: exists and is not a session log; refusing to overwrite it") from None
     if not replace:
         raise UserError(f"{out}: session log already exists; pass --force to replace it")
-
-
-def _release(lock: filelock.BaseFileLock, lock_file: Path, created: bool) -> None:
-    """Release the lock; a lock file this run created is removed first, while still held, so a
-    writer that opened it meanwhile finds an unlinked file and retries on a fresh one."""
-    if created:
-        lock_file.unlink(missing_ok=True)
-    lock.release()
 
 
 async def simulate_async(
@@ -1097,7 +1088,9 @@ def simulate(
     file that is not a session log; an existing session log is replaced only when
     ``replace_log`` (``--force``). The log is written in a hidden temporary folder beside the
     target and renamed over it when the run finishes; a failed or interrupted run leaves the
-    target as it was and no temporary or lock file behind. Missing parent folders are created.
+    target as it was and no temporary file behind (the ``<log>.lock`` file stays, as with every
+    ``JsonlLog`` writer: filelock keeps it so waiters share one inode). Missing parent folders
+    are created.
     ``cwd``: the session's working directory (default: the scenario's
     ``session.cwd``, else a temporary directory removed afterwards); handoff documents are
     written under it. ``meter``: the token meter (default ``HeuristicTokenMeter()``).

@@ -10,7 +10,7 @@ from sim_helpers import REPO, SCENARIOS, graph_ref, invoke
 
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
-from fsm_stage.log.jsonl import JsonlLog, lock_path
+from fsm_stage.log.jsonl import JsonlLog
 
 FEATURE_WORK = SCENARIOS / "feature-work.yaml"
 
@@ -77,7 +77,6 @@ def test_log_writes_a_dsh_session_log(tmp_path: Path) -> None:
     out_log = tmp_path / "session.jsonl"
     with JsonlLog(out_log, header=SessionHeader(id="stale", cwd=str(tmp_path))):
         pass
-    lock_path(out_log).unlink()  # the lock file that writer left; simulate leaves none of its own
     code, _, _ = invoke("simulate", str(FEATURE_WORK), "--log", str(out_log), "--force", "--cwd",
                          str(tmp_path / "w"))
     assert code == 0
@@ -86,7 +85,7 @@ def test_log_writes_a_dsh_session_log(tmp_path: Path) -> None:
     types = [e.type for e in res.events]
     assert types.count("request/header") >= 2 and types[-1] == "turn/end"
     assert [e.data["active"] for e in res.events if e.type == "plan/mode"] == [True, False]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl", "w"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl", "session.jsonl.lock", "w"]
 
 
 def test_graph_override_runs_the_scenario_under_another_graph(tmp_path: Path) -> None:

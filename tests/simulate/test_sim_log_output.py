@@ -1,5 +1,5 @@
 """``simulate --log``: the one-writer lock, refusing to overwrite inputs and non-logs, ``--force``,
-and no leftover temporary or lock files whatever happens (findings 1, 2, 3, 17)."""
+and no leftover temporary files whatever happens (the lock file stays, review M5) (findings 1, 2, 3, 17)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sim_helpers import GRAPHS, SCENARIOS, graph_ref, invoke
 from fsm_stage.errors import LogLockedError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
-from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.log.jsonl import JsonlLog, lock_path
 from fsm_stage.scenario import load_scenario
 from fsm_stage.simulate import SimulationError, simulate
 
@@ -100,14 +100,14 @@ def test_an_existing_session_log_is_replaced_only_with_force(tmp_path: Path) -> 
     assert code == 0
     assert target.read_bytes() != first  # new timestamps and message ids
     assert read_log(target, strict=True).header.id == "child-1"
-    assert _listing(tmp_path) == ["out.jsonl", "w"]
+    assert _listing(tmp_path) == ["out.jsonl", "out.jsonl.lock", "w"]
 
 
 def test_log_creates_missing_parent_folders(tmp_path: Path) -> None:
     target = tmp_path / "a" / "b" / "out.jsonl"
     code, _, _ = invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))
     assert code == 0
-    assert _listing(target.parent) == ["out.jsonl"]
+    assert _listing(target.parent) == ["out.jsonl", "out.jsonl.lock"]
     result = simulate(load_scenario(SUBAGENT), log_path=target, replace_log=True, cwd=tmp_path / "w")
     assert isinstance(result.log, JsonlLog) and result.log.path == target
     assert len(read_log(target).events) == len(result.log.events)
@@ -137,9 +137,28 @@ steps:
     return scenario
 
 
+def test_the_lock_file_is_kept_while_held_and_after_release(tmp_path: Path) -> None:
+    """Review M5: the run never unlinks the writer lock file it holds (filelock's design: the
+    file stays so waiters share one inode); after the run another writer locks it normally."""
+    from fsm_stage.simulate import LogTarget
+
+    target = tmp_path / "k.jsonl"
+    held = LogTarget.open(target, inputs={}, replace=False)
+    lock_file = lock_path(target)
+    inode = lock_file.stat().st_ino
+    held.close()
+    assert lock_file.exists() and lock_file.stat().st_ino == inode
+    assert invoke("simulate", str(SUBAGENT), "--log", str(target), "--cwd", str(tmp_path / "w"))[0] == 0
+    assert lock_file.stat().st_ino == inode
+    with JsonlLog(target) as log:
+        assert log.header.id
+    assert _listing(tmp_path) == ["k.jsonl", "k.jsonl.lock", "w"]
+
+
 def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) -> None:
     """Finding 17: a run that stops with an error (a review without an answer) keeps the
-    existing log byte for byte and leaves no `.partial` / `.lock` files."""
+    existing log byte for byte and leaves no `.partial` files; the lock file stays (filelock keeps
+    it on release so every writer locks the same inode; review M5)."""
     out = tmp_path / "out"
     out.mkdir()
     target = out / "s.jsonl"
@@ -149,7 +168,7 @@ def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) 
                            "--cwd", str(tmp_path / "w"))
     assert "has no `review:` outcome" in _one_line_error(code, err)
     assert target.read_bytes() == before
-    assert _listing(out) == ["s.jsonl"]
+    assert _listing(out) == ["s.jsonl", "s.jsonl.lock"]
 
 
 def test_an_interrupted_run_leaves_no_temporary_files(tmp_path: Path,
@@ -171,14 +190,14 @@ def test_an_interrupted_run_leaves_no_temporary_files(tmp_path: Path,
     with pytest.raises(KeyboardInterrupt):
         simulate(load_scenario(SCENARIOS / "feature-work.yaml"), log_path=out / "s.jsonl", cwd=tmp_path / "w")
     assert calls["n"] == 3
-    assert _listing(out) == []
+    assert _listing(out) == ["s.jsonl.lock"]
 
 
 def test_a_run_error_through_the_api_cleans_up(tmp_path: Path) -> None:
     with pytest.raises(SimulationError):
         simulate(load_scenario(_failing_scenario(tmp_path)), log_path=tmp_path / "o" / "s.jsonl",
                  cwd=tmp_path / "w")
-    assert _listing(tmp_path / "o") == []
+    assert _listing(tmp_path / "o") == ["s.jsonl.lock"]
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
@@ -202,7 +221,7 @@ def test_two_simulations_on_one_log_do_not_race(tmp_path: Path) -> None:
         assert not target.exists()
     finally:
         held.close()
-    assert _listing(tmp_path) == []  # refused before the run: no cwd, no log, no lock file
+    assert _listing(tmp_path) == ["rr.jsonl.lock"]  # refused before the run: no cwd, no log
 
 
 def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
@@ -216,4 +235,4 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> No
     code, _, _ = invoke("simulate", str(SUBAGENT), "--log", str(tmp_path / "s.jsonl"), "--cwd",
                          str(tmp_path / "w"))
     assert code == 0
-    assert _listing(tmp_path) == [".other.jsonl.x.partial", "s.jsonl", "w"]
+    assert _listing(tmp_path) == [".other.jsonl.x.partial", "s.jsonl", "s.jsonl.lock", "w"]

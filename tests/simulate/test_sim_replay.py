@@ -364,7 +364,7 @@ def test_scenario_output_never_overwrites_its_inputs(tmp_path: Path) -> None:
                                 "--graph", str(GRAPHS / "feature-work.yaml")])
     assert made.exit_code == 1 and made.stderr.count("\n") == 1
     assert "cannot write scenario: folder" in made.stderr and "does not exist" in made.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl", "w"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl", "rec.jsonl.lock", "w"]
 
 
 def test_replay_turns_guidance_off_again(tmp_path: Path) -> None:

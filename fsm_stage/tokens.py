@@ -133,18 +133,22 @@ def visible_text(event: Event) -> tuple[str, int]:
 def surface_events(session: Any) -> list[Event]:
     """The events ``session``'s surface currently shows, in order.
 
-    Accepts a runtime ``Session`` (``session.surface()`` node seqs over ``session.events``), any
-    object with a ``log`` attribute holding an ``EventLog``, or an ``EventLog`` itself (its
-    surface is folded with ``fsm_stage.log.surface.fold_surface``).
+    Accepts a runtime ``Session``, any object with a ``log`` attribute holding an
+    ``EventLog``, or an ``EventLog`` itself. The log's live ``surface`` (a
+    ``fsm_stage.log.surface.Surface``, kept by ``MemoryLog``/``JsonlLog``) is read in place —
+    O(surface nodes), no refold (review M1). Only an object without one (a bare event holder)
+    is folded from scratch with ``fold_surface``; one with a callable ``surface()`` uses it.
     """
-    surface = getattr(session, "surface", None)
-    if callable(surface):
-        events: Sequence[Event] = session.events
-        return [events[seq] for seq in surface()]
-    from fsm_stage.log.surface import fold_surface
+    from fsm_stage.log.surface import Surface, fold_surface
 
     log = getattr(session, "log", session)
-    events = log.events
+    events: Sequence[Event] = log.events
+    live = getattr(log, "surface", None)
+    if isinstance(live, Surface):
+        return [events[seq] for seq in live.nodes]
+    surface = getattr(session, "surface", None)
+    if callable(surface):
+        return [events[seq] for seq in surface()]
     return [events[seq] for seq in fold_surface(events)]
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from fsm_stage.errors import LogWriteError
+
+if TYPE_CHECKING:  # surface imports this module
+    from fsm_stage.log.surface import Surface
 
 
 @attrs.frozen
@@ -114,7 +117,14 @@ class EventLog(Protocol):
 
     ``events`` is the committed, ordered event list (``events[i].seq == i``). ``append``
     either commits the event durably and returns it, or raises ``LogWriteError`` and leaves
-    the log exactly as it was.
+    the log exactly as it was; ``append_many`` does the same for a batch (all or nothing).
+    ``surface`` is the live ``fsm_stage.log.surface.Surface`` the log validates surface ops
+    against and folds as it commits (DESIGN.md §8): readers (``Session``, ``tokens``) use it
+    instead of folding a second copy. ``MemoryLog`` and ``JsonlLog`` implement all of it; a
+    host adapter delegating to one of them gets it by delegation.
+
+    Writers differ in one default: ``allow_unknown_types`` is True on ``MemoryLog`` and False
+    on ``JsonlLog`` (see their docstrings).
     """
 
     @property
@@ -123,7 +133,12 @@ class EventLog(Protocol):
     @property
     def events(self) -> Sequence[Event]: ...
 
+    @property
+    def surface(self) -> Surface: ...
+
     def __len__(self) -> int: ...
+
+    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]: ...
 
     def append(
         self,

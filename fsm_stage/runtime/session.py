@@ -15,8 +15,9 @@ Shapes
 ``session.append(...)``      appends through the log; raises ``LogWriteError`` (log unchanged).
 ``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
 ``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
-``session.surface()``        model-visible node seqs (``fsm_stage.log.surface.Surface``, folded
-                             incrementally); ``session.messages()`` their messages.
+``session.surface()``        model-visible node seqs (a tuple copy of ``log.surface.nodes`` — the
+                             log folds and validates the surface once, review M1);
+                             ``session.messages()`` their messages.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from fsm_stage.constants import (
 )
 from fsm_stage.log.events import Event, EventLog, SessionHeader, SurfaceOp
 from fsm_stage.log.projections import ProjectionCursor
-from fsm_stage.log.surface import Surface
 
 S = TypeVar("S")
 
@@ -91,8 +91,6 @@ class Session:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._cursors: dict[int, ProjectionCursor[Any]] = {}
-        self._surface = Surface()
-        self._surface_pos = 0
         self._validators: list[Callable[[Event], None]] = []
 
     @property
@@ -186,21 +184,17 @@ class Session:
         return self.read(TURN_FOLD).headers > 0
 
     def surface(self) -> tuple[int, ...]:
-        """Model-visible node seqs in order (append / replace ops folded, §3)."""
-        events = self._log.events
-        n = len(events)
-        if n < self._surface_pos:  # the log shrank (torn tail rolled back): refold
-            self._surface, self._surface_pos = Surface(), 0
-        for i in range(self._surface_pos, n):
-            self._surface.apply(events[i])
-        self._surface_pos = n
-        return tuple(self._surface.nodes)
+        """Model-visible node seqs in order (append / replace ops folded, §3): a snapshot copy
+        of the log's live ``surface.nodes`` (O(surface); ``log.surface`` reads it in place)."""
+        return tuple(self._log.surface.nodes)
 
     @property
     def head_is_system(self) -> bool:
-        """True when surface node 0 is a ``system/message`` (the protected head, S-spec §1.13)."""
-        self.surface()
-        return self._surface.head_is_system
+        """True when surface node 0 is a ``system/message`` (the protected head, S-spec §1.13).
+
+        O(1): read from the log's surface.
+        """
+        return self._log.surface.head_is_system
 
     def messages(self) -> list[dict[str, Any]]:
         """The model-visible messages of the surface nodes, in order.
@@ -211,7 +205,7 @@ class Session:
         """
         events = self._log.events
         out: list[dict[str, Any]] = []
-        for seq in self.surface():
+        for seq in self._log.surface.nodes:
             ev = events[seq]
             data = ev.data if isinstance(ev.data, Mapping) else {}
             if ev.type in (USER_MESSAGE, SYSTEM_MESSAGE):

@@ -165,3 +165,36 @@ def test_abort_signal_wakes_waiters_once() -> None:
         assert await signal.wait() == "user"
 
     asyncio.run(scenario())
+
+
+def test_session_reads_the_logs_surface_instead_of_folding_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """M1: the surface is folded once per session — by the log that validates it. A ``Session``
+    (and ``tokens.surface_events`` given a session or a log) reads ``log.surface`` and never
+    applies an event to a second ``Surface``, nor refolds the log from scratch."""
+    from fsm_stage import tokens
+    from fsm_stage.log import surface as surface_mod
+    from fsm_stage.log.surface import Surface
+
+    log = MemoryLog(SessionHeader("s"))
+    s = Session(log)
+    applied: list[int] = []
+    real_apply = Surface.apply
+
+    def spy(self: Surface, event: Event, **kw: Any) -> None:
+        applied.append(event.seq)
+        real_apply(self, event, **kw)
+
+    monkeypatch.setattr(Surface, "apply", spy)
+
+    def no_refold(*_a: Any, **_k: Any) -> list[int]:
+        raise AssertionError("surface refolded from scratch")
+
+    monkeypatch.setattr(surface_mod, "fold_surface", no_refold)
+    s.append("system/message", {"content": "sys"}, surface_op="append")
+    s.append_message(user_message("hi"))
+    assert s.surface() == (0, 1) and s.head_is_system
+    log.append("user/message", {"content": []}, surface_op=Replace(1, 1), source_event_seqs=[1])
+    assert s.surface() == (0, 2) and s.head_is_system
+    assert [e.seq for e in tokens.surface_events(s)] == [0, 2]
+    assert [e.seq for e in tokens.surface_events(log)] == [0, 2]
+    assert applied == [0, 1, 2]  # each event folded into exactly one surface, once

@@ -106,7 +106,7 @@ from fsm_stage.runtime.commands import CommandReply, CommandSpec
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
 from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, session_lock, told
 from fsm_stage.runtime.review import Option, Question, ReviewChannel, ReviewDismissed, evaluate
-from fsm_stage.runtime.runtime import Contributions, Runtime
+from fsm_stage.runtime.runtime import Contributions, ControllerClosedError, Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 
@@ -136,6 +136,7 @@ _TITLE_RE: Final = re.compile(r"#{1,6}\s+(.*)")
 _TRIM_RE: Final = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")  # JS String.prototype.trim
 
 _log = logging.getLogger(__name__)
+_WHAT = "plan-mode controller"
 
 
 class PlanModeConfigError(ConfigError):
@@ -275,9 +276,9 @@ class PlanModeController:
         participant, the ``plan:policy`` section, the ``exit_plan_mode`` tool, ``/plan`` when the
         runtime has commands (B48) and the ``plan`` projection when it has projections (B95).
         Nothing stays registered if any step fails. Raises ``RuntimeError`` when already attached
-        or closed."""
+        and ``ControllerClosedError`` (a ``RuntimeError``) when closed."""
         if self.closed:
-            raise RuntimeError("this plan-mode controller is closed")
+            raise ControllerClosedError(_WHAT)
         if self._runtime is not None:
             raise RuntimeError("this plan-mode controller is already attached")
         c = Contributions()
@@ -317,16 +318,24 @@ class PlanModeController:
     # --- state ----------------------------------------------------------------------------------
 
     def logged(self, session: Session) -> bool:
-        """The logged state: the last ``plan/mode`` of the log (False when none; B6–B9)."""
+        """The logged state: the last ``plan/mode`` of the log (False when none; B6–B9).
+        Raises ``ControllerClosedError`` after ``close()``, as every read does."""
+        if self.closed:
+            raise ControllerClosedError(_WHAT)
         return session.read(_PLAN_FOLD)
 
     def effective(self, agent: Agent) -> bool:
         """The pending target when a selection exists, otherwise the logged state (§1.3)."""
+        if self.closed:
+            raise ControllerClosedError(_WHAT)
         sel = self._pending.get(agent.session)
         return sel.target if sel is not None else self.logged(agent.session)
 
     def get(self, agent: Agent) -> PlanStatus:
-        """``PlanStatus(active=<logged>, pending=<selection target or None>)`` (B9, B11–B13)."""
+        """``PlanStatus(active=<logged>, pending=<selection target or None>)`` (B9, B11–B13).
+        Raises ``ControllerClosedError`` after ``close()``."""
+        if self.closed:
+            raise ControllerClosedError(_WHAT)
         sel = self._pending.get(agent.session)
         return PlanStatus(self.logged(agent.session), sel.target if sel is not None else None)
 
@@ -339,13 +348,14 @@ class PlanModeController:
         dropped, ``"cancelled"``; otherwise ``plan/mode`` is appended now, the selection
         cleared and, when the last request header told the model otherwise, one notice is
         handed to ``agent.inject`` → ``"committed"``. An append failure propagates with nothing
-        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active`` and ``RuntimeError``
-        after ``close()`` (a selection would never be flushed).
+        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active`` and
+        ``ControllerClosedError`` (a ``RuntimeError``) after ``close()`` (a selection would never
+        be flushed).
         """
         if not isinstance(active, bool):
             raise TypeError(f"plan mode must be selected with a bool, got {active!r}")
         if self.closed:
-            raise RuntimeError("this plan-mode controller is closed")
+            raise ControllerClosedError(_WHAT)
         session = agent.session
         with session_lock(session.id):
             logged = self.logged(session)

@@ -151,7 +151,6 @@ from fsm_stage.constants import (
     STAGE_SWITCHED_PREFIX,
     SYSTEM_MESSAGE,
 )
-from fsm_stage.errors import FsmStageError
 from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
 from fsm_stage.handoff import (
     HandoffPathError,
@@ -170,6 +169,7 @@ from fsm_stage.runtime.commands import CommandReply, CommandSpec, Disposer
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice, user_message
 from fsm_stage.runtime.pending import PendingStore, Selection, session_lock
 from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.runtime.runtime import ControllerClosedError
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 from fsm_stage.tokens import TokenMeter
 
@@ -233,12 +233,17 @@ SetOutcome = Literal["noop", "queued", "committed"]
 Predicate = Callable[["Agent"], bool]
 
 _log = logging.getLogger(__name__)
+_WHAT = "stage switch"
 _WS = re.compile(r"\s+")
 
 
-class ProjectionUnavailableError(FsmStageError):
+class ProjectionUnavailableError(ControllerClosedError):
     """The stage projection is not available (the controller was closed): reads fail loudly
-    rather than falling back to the initial stage (S97)."""
+    rather than falling back to the initial stage (S97). A ``ControllerClosedError``, the error
+    plan mode's reads raise after ``close()`` too."""
+
+    def __init__(self, message: str = PROJECTION_UNAVAILABLE_MESSAGE) -> None:
+        Exception.__init__(self, message)
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -578,7 +583,7 @@ class StageController:
         leaves nothing registered. Raises ``RuntimeError`` when the controller is closed or
         already attached (as ``PlanModeController.attach`` does)."""
         if self.closed:
-            raise RuntimeError("a closed StageController cannot be attached again; build a new one")
+            raise ControllerClosedError(_WHAT)
         if self._runtime is not None:
             raise RuntimeError("this StageController is already attached to a runtime")
         self._runtime = runtime
@@ -806,8 +811,11 @@ class StageController:
         cancelled, S93b). During an open turn → pending (narrated at flush time), ``"queued"``.
         Otherwise the stage prompt (narrated per §1.6) is appended now and any pending
         transition is discarded after the append succeeded (Appendix B1) → ``"committed"``.
-        A failed append raises and changes nothing.
+        A failed append raises and changes nothing. Raises ``ControllerClosedError`` (a
+        ``RuntimeError``) after ``close()``, as ``PlanModeController.set`` does.
         """
+        if self.closed:
+            raise ControllerClosedError(_WHAT)
         session = agent.session
         with self.session_lock(session):
             current = self.current(session)

@@ -49,6 +49,20 @@ from fsm_stage.runtime.tools import Tool, ToolCall, ToolResult, ToolSpec, dispat
 T = TypeVar("T")
 
 
+class ControllerClosedError(FsmStageError, RuntimeError):
+    """A closed controller (plan mode, the stage switch) was asked to attach, select or read.
+
+    Both controllers raise it the same way after ``close()``: ``set`` (a selection would never
+    be flushed), ``attach`` and their state reads. The stage switch's reads raise its subclass
+    ``ProjectionUnavailableError`` (S97). A ``RuntimeError``, so ``except RuntimeError`` still
+    catches it. Message: one line naming the controller, e.g. ``"this plan-mode controller is
+    closed: build and attach a new one"``.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"this {what} is closed: build and attach a new one")
+
+
 class InvariantError(FsmStageError):
     """An event violates an installed invariant (e.g. a ``plan/mode`` whose ``active`` is not a
     boolean, B107). Raised at installation (existing logs), at ``track`` and on append."""

@@ -22,6 +22,7 @@ from fsm_stage.plan_mode import PlanModeController, plan_heading_ok
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent, InboxAgent
 from fsm_stage.runtime.review import Answer, Question, ScriptedReviewChannel
+from fsm_stage.runtime.runtime import ControllerClosedError
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolFailure, ToolOutput, ToolSpec, dispatch_nested
 
@@ -335,7 +336,10 @@ def test_close_while_review_open_B88(resolve: str) -> None:
     expected = {"approve": CAT.text("errors.reloaded"), "keep": CAT.text("errors.reloaded"),
                 "fail": "provider torn down", "dismiss": CAT.text("errors.dismissed")}[resolve]
     assert message == expected
-    assert h.plan.get(h.agent).to_json() == {"active": True}
+    # the closed controller no longer answers reads (review M6); the log still says active
+    with pytest.raises(ControllerClosedError):
+        h.plan.get(h.agent)
+    assert PlanModeController({"section": "x"}).get(h.agent).to_json() == {"active": True}
     assert h.plan_events() == [True]
 
 

@@ -1,0 +1,59 @@
+"""After ``close()`` both controllers refuse writes and reads the same way (review M6; S96, S97,
+B93): ``ControllerClosedError`` (a ``RuntimeError``) with a one-line message saying so."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.runtime.runtime import ControllerClosedError
+from fsm_stage.stage_switch import ProjectionUnavailableError
+
+from .harness import Harness
+
+
+def _both_closed() -> tuple[Harness, PlanModeController]:
+    h = Harness()
+    plan = PlanModeController({"section": "Plan first."})
+    plan.attach(h.runtime)
+    h.controller.close()
+    plan.close()
+    return h, plan
+
+
+def test_set_after_close_raises_the_same_error_for_both_controllers_S96_B93() -> None:
+    """S96/B93: a closed controller would never flush a selection, so ``set`` refuses for both,
+    idle or mid-turn, and nothing is logged or queued."""
+    h, plan = _both_closed()
+    for turn_open in (False, True):
+        if turn_open:
+            h.open_turn()
+        with pytest.raises(ControllerClosedError, match="stage switch is closed") as stage_err:
+            h.controller.set(h.agent, "beta")
+        with pytest.raises(ControllerClosedError, match="plan-mode controller is closed") as plan_err:
+            plan.set(h.agent, True)
+        for err in (stage_err, plan_err):
+            assert isinstance(err.value, RuntimeError) and "\n" not in str(err.value)
+    assert h.summaries() == [] and h.controller.pending_stage(h.session) is None
+    assert [e for e in h.session.events if e.type == "plan/mode"] == []
+
+
+def test_reads_after_close_raise_for_both_controllers_S97() -> None:
+    """S97: the stage switch's reads raise rather than fall back to ``initial``; plan mode's
+    reads (``get``, ``logged``, ``effective``) raise the same base error instead of answering
+    from a controller that no longer runs."""
+    h, plan = _both_closed()
+    with pytest.raises(ProjectionUnavailableError):
+        h.controller.get(h.agent)
+    assert issubclass(ProjectionUnavailableError, ControllerClosedError)
+    for read in (lambda: plan.get(h.agent), lambda: plan.logged(h.session), lambda: plan.effective(h.agent)):
+        with pytest.raises(ControllerClosedError, match="plan-mode controller is closed"):
+            read()
+
+
+def test_attach_after_close_raises_the_same_error_for_both_controllers() -> None:
+    h, plan = _both_closed()
+    with pytest.raises(ControllerClosedError):
+        h.controller.attach(h.runtime)
+    with pytest.raises(ControllerClosedError):
+        plan.attach(h.runtime)

@@ -69,7 +69,7 @@ def test_dispatch_failures_never_crash(name: str, arguments: str, needle: str) -
 
 def test_parse_command_keeps_separator_whitespace() -> None:
     """Raw input is everything after the name, separator whitespace included (DSH args)."""
-    assert parse_command("/plan  draft it ") == parse_command("/plan  draft it ")
+    assert parse_command("/plan  draft it ") != parse_command("/plan draft it ")  # not normalised
     p = parse_command("/Plan  draft it ")
     assert p is not None and (p.name, p.raw_input) == ("plan", "  draft it ")
     p2 = parse_command("/plan")

@@ -617,22 +617,30 @@ class ProblemReport:
 # ---------------------------------------------------------------------------------------------
 
 
-def _describe(value: object) -> str:
-    """A short user-facing description of a YAML value's type, e.g. ``a number (5)``."""
+def describe_value(value: object, *, json_names: bool = False) -> str:
+    """The type of a decoded YAML/JSON value in words, for one-line user-facing errors.
+
+    Default (config files): with the value where short, e.g. ``a number (5)``, ``a string
+    ("x")``, ``a list``, ``a mapping``, ``null``. ``json_names=True`` (tool arguments, which are
+    JSON): the bare JSON type name ``null`` / ``boolean`` / ``number`` / ``string`` / ``array``
+    / ``object``. Anything else is named by its Python type. The one helper for both (D8).
+    """
     import datetime
 
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return f"a boolean ({'true' if value else 'false'})"
+        return "boolean" if json_names else f"a boolean ({'true' if value else 'false'})"
     if isinstance(value, int | float):
-        return f"a number ({value})"
+        return "number" if json_names else f"a number ({value})"
     if isinstance(value, str):
-        return f"a string ({json.dumps(value, ensure_ascii=False)})"
+        return "string" if json_names else f"a string ({json.dumps(value, ensure_ascii=False)})"
     if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
+        return "array" if json_names else "a list"
+    if isinstance(value, Mapping):
+        return "object" if json_names else "a mapping"
+    if json_names:
+        return type(value).__name__
     if isinstance(value, set | frozenset):
         return "a set"
     if isinstance(value, bytes):
@@ -700,7 +708,7 @@ def _to_plain(
             kdisplay = _join(display, str(key))
             if not isinstance(key, str):
                 report.error_at(
-                    kpos, kdisplay, f"key {key!r} is {_describe(key)}; expected a name (a string key)"
+                    kpos, kdisplay, f"key {key!r} is {describe_value(key)}; expected a name (a string key)"
                 )
                 continue
             native = rename(npath, key, kpos, kdisplay) if rename is not None else key
@@ -1048,19 +1056,19 @@ class _TypeProblem(TypeError):
 
 def _strict_str(value: object, _: object) -> str:
     if not isinstance(value, str):
-        raise _TypeProblem(f"expected a string, got {_describe(value)}")
+        raise _TypeProblem(f"expected a string, got {describe_value(value)}")
     return value
 
 
 def _strict_int(value: object, _: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _TypeProblem(f"expected an integer, got {_describe(value)}")
+        raise _TypeProblem(f"expected an integer, got {describe_value(value)}")
     return value
 
 
 def _strict_bool(value: object, _: object) -> bool:
     if not isinstance(value, bool):
-        raise _TypeProblem(f"expected true or false, got {_describe(value)}")
+        raise _TypeProblem(f"expected true or false, got {describe_value(value)}")
     return value
 
 
@@ -1106,14 +1114,14 @@ def strict_converter(
 
     def strict_float(value: object, _: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _TypeProblem(f"expected {number}, got {_describe(value)}")
+            raise _TypeProblem(f"expected {number}, got {describe_value(value)}")
         return value
 
     conv.register_structure_hook(float, strict_float)
 
     def mapping_hook(value: object, _: Any) -> dict[str, Any]:
         if not isinstance(value, Mapping):
-            raise _TypeProblem(f"expected a mapping, got {_describe(value)}")
+            raise _TypeProblem(f"expected a mapping, got {describe_value(value)}")
         return dict(value)
 
     conv.register_structure_hook_func(_is_str_mapping, mapping_hook)
@@ -1122,7 +1130,7 @@ def strict_converter(
         allowed = get_args(t)
         if value not in allowed or isinstance(value, bool):
             choices = " or ".join(json.dumps(a) for a in allowed)
-            raise _TypeProblem(f"must be {choices}, got {_describe(value)}")
+            raise _TypeProblem(f"must be {choices}, got {describe_value(value)}")
         return value
 
     conv.register_structure_hook_func(_is_literal, literal_hook)
@@ -1144,7 +1152,7 @@ def strict_converter(
 
         def hook(value: object, _: Any) -> tuple[object, ...]:
             if not isinstance(value, list):
-                raise _TypeProblem(f"expected a list, got {_describe(value)}")
+                raise _TypeProblem(f"expected a list, got {describe_value(value)}")
             out: list[object] = []
             errors: list[Exception] = []
             for i, item in enumerate(value):
@@ -1173,7 +1181,7 @@ def strict_converter(
             if value is None:
                 raise _TypeProblem(f"is null; expected {words}")
             if not isinstance(value, Mapping):
-                raise _TypeProblem(f"expected {words}, got {_describe(value)}")
+                raise _TypeProblem(f"expected {words}, got {describe_value(value)}")
             return inner(value, cl)
 
         return hook
@@ -1523,7 +1531,7 @@ def _entry_value(entry: Any) -> str:
     """``_describe`` of a plugin-list item (a tagged scalar is described by its value)."""
     from ruamel.yaml.comments import TaggedScalar
 
-    return _describe(_plain_scalar(entry.value if isinstance(entry, TaggedScalar) else entry))
+    return describe_value(_plain_scalar(entry.value if isinstance(entry, TaggedScalar) else entry))
 
 
 def _load_plugin_list(tree: Any, report: ProblemReport, stem: str) -> dict[str, Any] | None:
@@ -1616,7 +1624,7 @@ def _load_plugin_list(tree: Any, report: ProblemReport, stem: str) -> dict[str, 
             report.error_at(
                 (cl + 1, cc + 1),
                 cdisplay,
-                f"expected a config mapping, got {_describe(_plain_scalar(config))}",
+                f"expected a config mapping, got {describe_value(_plain_scalar(config))}",
             )
             continue
         any_entry = True
@@ -1741,7 +1749,7 @@ def _to_native(tree: Any, report: ProblemReport, stem: str) -> dict[str, Any] | 
         report.error_at(
             _node_pos(tree),
             "(file)",
-            f"expected a stage graph mapping or a plugin list, got {_describe(_plain_scalar(tree))}",
+            f"expected a stage graph mapping or a plugin list, got {describe_value(_plain_scalar(tree))}",
         )
         return None
     pos = _node_pos(tree)

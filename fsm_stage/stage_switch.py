@@ -140,7 +140,7 @@ import jinja2
 import jinja2.nodes
 from ruamel.yaml import YAML
 
-from fsm_stage.config import GraphConfig
+from fsm_stage.config import GraphConfig, describe_value
 from fsm_stage.constants import (
     CURRENT_STAGE_PREFIX,
     GOTO_STAGE,
@@ -278,23 +278,6 @@ published JSON Schema (``StageController.tool_spec``) and ``goto_stage_argument_
 both built from this (§1.15, S39)."""
 
 
-def _json_type(value: object) -> str:
-    """The JSON type name of a decoded JSON value (``null``, ``boolean``, ``number``, …)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, list | tuple):
-        return "array"
-    return type(value).__name__
-
-
 def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
     """Check ``goto_stage`` arguments against the tool's own parameter schema (finding 8).
 
@@ -308,7 +291,7 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
     allowed = [name for name, _required in GOTO_STAGE_PARAMETERS]
     problem: str | None = None
     if not isinstance(args, Mapping):
-        problem = catalog.text("errors.arguments.not_object", actual=_json_type(args))
+        problem = catalog.text("errors.arguments.not_object", actual=describe_value(args, json_names=True))
     else:
         unknown = sorted(str(k) for k in args if k not in allowed)
         if unknown:
@@ -322,7 +305,7 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
                         break
                 elif not isinstance(args[name], str):
                     problem = catalog.text("errors.arguments.wrong_type", name=name, expected="string",
-                                           actual=_json_type(args[name]))
+                                           actual=describe_value(args[name], json_names=True))
                     break
     return None if problem is None else catalog.text("errors.invalid_arguments", problem=problem)
 

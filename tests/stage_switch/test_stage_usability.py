@@ -227,6 +227,21 @@ def test_missing_stage_argument_names_the_problem() -> None:
     assert len(h.session.events) == before + 4  # two tool/call + tool/result pairs only
 
 
+@pytest.mark.parametrize(("value", "json_name", "yaml_words"), [
+    (None, "null", "null"), (True, "boolean", "a boolean (true)"), (5, "number", "a number (5)"),
+    ("x", "string", 'a string ("x")'), (["a"], "array", "a list"), ({"a": 1}, "object", "a mapping"),
+])
+def test_one_value_type_helper_serves_both_vocabularies(value: Any, json_name: str, yaml_words: str) -> None:
+    """Duplicate D8: the ``goto_stage`` argument check names JSON types with the same helper the
+    config loader uses for YAML values (``fsm_stage.config.describe_value``), not a private copy."""
+    from fsm_stage import stage_switch
+    from fsm_stage.config import describe_value
+
+    assert describe_value(value, json_names=True) == json_name
+    assert describe_value(value) == yaml_words
+    assert not hasattr(stage_switch, "_json_type")
+
+
 def wrong(name: str, actual: str) -> dict[str, str]:
     return {"name": name, "expected": "string", "actual": actual}
 

@@ -71,9 +71,52 @@ def graph() -> CompiledGraph:
     return compile_graph(feature_work())
 
 
+TESTED_TRANSITIONS = "0.9."
+"""The ``transitions`` series ``fsm_stage.graph``'s wrappers are written and tested against."""
+
+UPGRADE_HINT = (
+    "fsm_stage.graph relies on transitions internals (Event.transitions is a defaultdict(list) of "
+    "source -> [Transition] that _add_transitions fills and _GotoTransitions replaces; "
+    "Transition.conditions; EventData.transition) and is tested against {tested}x only; "
+    "installed: {installed}. Re-check graph._add_transitions/_GotoTransitions against the new "
+    "release, then widen the pin in pyproject.toml and TESTED_TRANSITIONS here."
+)
+
+
 def test_pinned_transitions_version() -> None:
-    """The wrappers are tested against transitions 0.9.x (pyproject pins >=0.9.3,<0.10)."""
-    assert transitions.__version__.startswith("0.9.")
+    """The wrappers are tested against transitions 0.9.x (pyproject pins >=0.9.3,<0.10): any
+    other installed version fails here first, with a message saying what to re-check."""
+    from importlib.metadata import version
+
+    installed = version("transitions")
+    hint = UPGRADE_HINT.format(tested=TESTED_TRANSITIONS, installed=installed)
+    assert transitions.__version__.startswith(TESTED_TRANSITIONS), hint
+    assert installed.startswith(TESTED_TRANSITIONS), hint
+
+
+def test_transitions_internals_the_graph_relies_on(graph: CompiledGraph) -> None:
+    """The shapes ``_add_transitions`` / ``_GotoTransitions`` assume, checked on a plain machine
+    (what transitions builds itself) and on a compiled graph (what fsm_stage puts there)."""
+    from collections import defaultdict
+
+    from transitions import Machine
+    from transitions.core import Condition, Event, EventData, Transition
+
+    from fsm_stage.graph import _GotoTransitions
+
+    hint = UPGRADE_HINT.format(tested=TESTED_TRANSITIONS, installed=transitions.__version__)
+    plain = Machine(model=None, states=["a", "b"], initial="a", auto_transitions=False)
+    plain.add_transition("go", "a", "b", conditions=[lambda **_: True])
+    event = plain.events["go"]
+    assert type(event.transitions) is defaultdict and event.transitions.default_factory is list, hint
+    (made,) = event.transitions["a"]
+    assert isinstance(made, Transition) and isinstance(made.conditions, list), hint
+    assert all(isinstance(c, Condition) for c in made.conditions), hint
+    assert "transition" in EventData(None, None, None, None, (), {}).__dict__, hint
+    assert plain.event_cls is Event and plain.transition_cls is Transition, hint
+    assert Transition.condition_cls is Condition, hint
+    compiled = graph.machine.events[goto("explore")].transitions  # verify (targets omitted) -> explore
+    assert isinstance(compiled, _GotoTransitions) and isinstance(compiled, defaultdict), hint
 
 
 def test_machine_is_built_read_only_and_unattached(graph: CompiledGraph) -> None:

@@ -149,7 +149,6 @@ from fsm_stage.constants import (
     STAGE_POLICY_ORDER,
     STAGE_REVIEW_ID,
     STAGE_SWITCHED_PREFIX,
-    SYSTEM_MESSAGE,
 )
 from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
 from fsm_stage.handoff import (
@@ -230,6 +229,9 @@ COMMAND_HINT: Final = "[stage|message]"
 """Input hint of ``/stage`` (spec §3.1 item 10)."""
 
 SetOutcome = Literal["noop", "queued", "committed"]
+"""What ``StageController.set`` did: the stage switch's subset of
+``fsm_stage.runtime.pending.Outcome`` (plan mode adds ``"cancelled"``: its toggle can revert a
+pending selection to the logged state, while a stage jump always names a stage)."""
 Predicate = Callable[["Agent"], bool]
 
 _log = logging.getLogger(__name__)
@@ -1050,7 +1052,7 @@ class StageController:
         else:
             message = self.handoff_notice(target, payload.handoff_path)
             nodes = list(session.surface())
-            head_is_system = bool(nodes) and session.events[nodes[0]].type == SYSTEM_MESSAGE
+            head_is_system = session.head_is_system
             shadowed = shadow_range(nodes, head_is_system)
             if shadowed:
                 op, sources = Replace(shadowed[0], shadowed[-1]), shadowed

@@ -17,7 +17,14 @@ Concrete projections:
 * ``PlanView`` — the ``plan`` unit ``{active, wanted, running}``, version 2, rules R0–R5,
   view ``{active, pending}`` (plan-mode-spec §2.K, dsh-log-format §6.5/§10).
 * ``OpenTurn`` — idle vs open turn: the last ``turn/start``/``turn/end`` decides
-  (plan-mode-spec §1.4).
+  (plan-mode-spec §1.4); also the last turn number and the ``request/header`` count. The
+  runtime's ``Session`` reads this same fold (``runtime.session.TurnFold`` is a subclass).
+* ``HeaderRelative(inner)`` — any fold plus its state at the last ``request/header``;
+  ``told(state, default)`` reads it. The **one** "what was the model last told" mechanism:
+  plan mode uses ``HeaderRelative(PlanModeFold())``, ``StageProjection`` folds
+  ``HeaderRelative(StageFold())`` for ``stage``/``stage_at_last_header``, and
+  ``ToldProjection`` (the CLI's ``lastHeader``) wraps both (review H3).
+* ``StageFold`` — the last stage record's stage (None before any).
 * ``StageProjection`` — stage-switch-spec §1.5: ``stage``, ``stage_at_last_header``,
   ``open_turn``, ``has_stage_prompt``, ``head_seq``, ``head_is_system``.
 * ``ToldProjection`` — what the last ``request/header`` told the model: plan mode and stage
@@ -32,7 +39,7 @@ Checkpoints (``Checkpoint``, ``CheckpointStore``, ``cold_fold``) live in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import attrs
 
@@ -170,6 +177,64 @@ class ProjectionCursor(Generic[S]):
 def _data(event: Event) -> Mapping[str, Any]:
     d = event.data
     return d if isinstance(d, dict) else {}
+
+
+class Fold(Protocol[S]):
+    """A pure incremental fold (dsh-log-format §6): ``init()``, ``apply(state, event)`` — the
+    part of a ``Projection`` that folding needs (``Session.read`` and ``HeaderRelative``
+    accept any). ``apply`` returns the same object when the event is irrelevant."""
+
+    def init(self) -> S: ...
+
+    def apply(self, state: S, event: Event) -> S: ...
+
+
+# ---------------------------------------------------------------------------------------
+# state at the last request header
+# ---------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class HeaderRelativeState(Generic[S]):
+    """``current`` inner state, the inner state at the last header, and whether one exists."""
+
+    current: S
+    at_last_header: S | None = None
+    has_header: bool = False
+
+
+class HeaderRelative(Generic[S]):
+    """Projection wrapper remembering ``inner``'s state at the last ``request/header``
+    ("what the model was last told", plan-mode-spec §1.7, stage-switch-spec §1.6).
+
+    The header event is applied to ``inner`` first, so the remembered state includes it.
+    Returns the same state object for events that change neither part. The single
+    implementation behind plan mode's told state, ``StageProjection.stage_at_last_header`` and
+    ``ToldProjection`` (review H3); ``fsm_stage.runtime.pending`` re-exports it.
+    """
+
+    def __init__(self, inner: Fold[S], header_type: str = REQUEST_HEADER) -> None:
+        self.inner = inner
+        self.header_type = header_type
+
+    def init(self) -> HeaderRelativeState[S]:
+        return HeaderRelativeState(self.inner.init())
+
+    def apply(self, state: HeaderRelativeState[S], event: Event) -> HeaderRelativeState[S]:
+        current = self.inner.apply(state.current, event)
+        if event.type == self.header_type:
+            return HeaderRelativeState(current, current, True)
+        if current is state.current:
+            return state
+        return HeaderRelativeState(current, state.at_last_header, state.has_header)
+
+
+def told(state: HeaderRelativeState[S], default: S | None = None) -> S | None:
+    """What the model was last told: the state at the last header, else ``default`` (also
+    used when the header came before any value, i.e. ``at_last_header is None``)."""
+    if not state.has_header or state.at_last_header is None:
+        return default
+    return state.at_last_header
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,45 +395,73 @@ class PlanView:
 
 @attrs.frozen
 class TurnState:
-    """``open``: the last turn boundary is a ``turn/start``; ``turn``: its number (None if idle)."""
+    """State of ``OpenTurn``.
+
+    ``open``: the last turn boundary is a ``turn/start``; ``turn``: the open turn's number
+    (None when idle); ``last_turn``: the highest turn number seen (0 before any);
+    ``headers``: how many ``request/header`` events the log holds.
+    """
 
     open: bool = False
     turn: int | None = None
+    last_turn: int = 0
+    headers: int = 0
 
 
 _TURN_IDLE = TurnState()
 
 
+def _int(value: Any) -> TypeGuard[int]:
+    """An int that is not a bool (JSON integers)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class OpenTurn:
-    """Idle vs open turn from the log (plan-mode-spec §1.4, dsh-log-format §4)."""
+    """Idle vs open turn from the log (plan-mode-spec §1.4, dsh-log-format §4).
+
+    A ``turn/start`` opens a turn numbered ``data.turn``, or ``last_turn + 1`` when it
+    carries no integer number (hand-trimmed logs); ``last_turn`` keeps the highest number.
+    A ``turn/end`` closes an open turn. ``request/header`` events are counted. The view is
+    ``{"open", "turn"}``. The runtime's ``Session.is_turn_open``/``last_turn``/
+    ``has_request_header`` read this fold, so runtime and CLI agree (review H3).
+    """
 
     key = "turn"
-    STATE_VERSION = 1
+    STATE_VERSION = 2
 
     def init(self) -> TurnState:
         return _TURN_IDLE
 
     def apply(self, state: TurnState, event: Event) -> TurnState:
-        if event.type == TURN_START:
+        t = event.type
+        if t == TURN_START:
             turn = _data(event).get("turn")
-            return TurnState(True, turn if isinstance(turn, int) and not isinstance(turn, bool) else None)
-        if event.type == TURN_END:
-            return state if not state.open else _TURN_IDLE
+            number = turn if _int(turn) else state.last_turn + 1
+            return TurnState(True, number, max(number, state.last_turn), state.headers)
+        if t == TURN_END:
+            return TurnState(False, None, state.last_turn, state.headers) if state.open else state
+        if t == REQUEST_HEADER:
+            return attrs.evolve(state, headers=state.headers + 1)
         return state
 
     def view(self, state: TurnState) -> dict[str, Any]:
         return {"open": state.open, "turn": state.turn}
 
     def dump(self, state: TurnState) -> Any:
-        return {"open": state.open, "turn": state.turn}
+        return {"open": state.open, "turn": state.turn, "lastTurn": state.last_turn, "headers": state.headers}
 
     def load(self, raw: Any) -> TurnState:
-        if not isinstance(raw, dict) or not isinstance(raw.get("open"), bool):
+        if not isinstance(raw, dict) or set(raw) != {"open", "turn", "lastTurn", "headers"}:
             raise ValueError(f"bad turn state {raw!r}")
-        turn = raw.get("turn")
-        if turn is not None and not isinstance(turn, int):
+        ok = (
+            isinstance(raw["open"], bool)
+            and (raw["turn"] is None or _int(raw["turn"]))
+            and _int(raw["lastTurn"])
+            and _int(raw["headers"])
+        )
+        if not ok:
             raise ValueError(f"bad turn state {raw!r}")
-        return TurnState(raw["open"], turn)
+        return TurnState(raw["open"], raw["turn"], raw["lastTurn"], raw["headers"])
 
 
 # ---------------------------------------------------------------------------------------
@@ -485,16 +578,49 @@ def is_stage_prompt(event: Event) -> bool:
     return CURRENT_STAGE_MARK in message_text(d)
 
 
+class StageFold:
+    """The last stage record's stage (``stage_from_event``), None before any (§1.4).
+
+    Returns the same object for events that name no new stage. The inner fold of
+    ``StageProjection``'s ``HeaderRelative`` and of ``ToldProjection``.
+    """
+
+    def init(self) -> str | None:
+        return None
+
+    def apply(self, state: str | None, event: Event) -> str | None:
+        if event.type != USER_MESSAGE:
+            return state
+        stage = stage_from_event(event)
+        return stage if stage is not None and stage != state else state
+
+
+_STAGE_AT_HEADER: HeaderRelative[str | None] = HeaderRelative(StageFold())
+
+
 @attrs.frozen
 class StageState:
-    """Stage projection state (stage-switch-spec §1.5)."""
+    """Stage projection state (stage-switch-spec §1.5).
 
-    stage: str | None = None
-    stage_at_last_header: str | None = None
+    ``at`` is ``HeaderRelative(StageFold())``'s state; ``stage`` and ``stage_at_last_header``
+    read it (the stage now, and as the last ``request/header`` told the model).
+    """
+
+    at: HeaderRelativeState[str | None] = attrs.field(factory=_STAGE_AT_HEADER.init)
     open_turn: bool = False
     has_stage_prompt: bool = False
     head_seq: int | None = None
     head_is_system: bool = False
+
+    @property
+    def stage(self) -> str | None:
+        """The last stage record's stage (None before any)."""
+        return self.at.current
+
+    @property
+    def stage_at_last_header(self) -> str | None:
+        """The stage when the last ``request/header`` was logged (None before any header)."""
+        return self.at.at_last_header
 
 
 _STAGE_INIT = StageState()
@@ -503,18 +629,20 @@ _STAGE_INIT = StageState()
 class StageProjection:
     """Incremental stage fold (stage-switch-spec §1.5, S13–S23).
 
-    * ``stage``: ``stage_from_event`` or the previous value;
-    * ``stage_at_last_header``: the (already updated) stage at each ``request/header``;
+    * ``stage`` / ``stage_at_last_header``: ``HeaderRelative(StageFold())`` — the last
+      record's stage, and its value at each ``request/header``;
     * ``open_turn``: ``turn/start`` → True, ``turn/end`` → False;
     * ``has_stage_prompt``: sticky (``is_stage_prompt``);
     * ``head_seq``/``head_is_system``: surface node 0 — an append sets it only while the
       surface is empty (head None), a replace starting at the head makes this event the head.
 
-    The current stage is ``state.stage or initial`` (see ``current_stage``).
+    The current stage is ``state.stage or initial`` (see ``current_stage``). ``view`` is
+    ``{stage, stageAtLastHeader, openTurn, hasStagePrompt, headSeq, headIsSystem}``; ``dump``
+    adds ``hasHeader``.
     """
 
     key = "stage"
-    STATE_VERSION = 1
+    STATE_VERSION = 2
 
     def init(self) -> StageState:
         return _STAGE_INIT
@@ -522,15 +650,12 @@ class StageProjection:
     def apply(self, state: StageState, event: Event) -> StageState:
         t = event.type
         changes: dict[str, Any] = {}
+        at = _STAGE_AT_HEADER.apply(state.at, event)
+        if at is not state.at:
+            changes["at"] = at
         if t == USER_MESSAGE:
-            stage = stage_from_event(event)
-            if stage is not None and stage != state.stage:
-                changes["stage"] = stage
             if not state.has_stage_prompt and is_stage_prompt(event):
                 changes["has_stage_prompt"] = True
-        elif t == REQUEST_HEADER:
-            if state.stage_at_last_header != state.stage:
-                changes["stage_at_last_header"] = state.stage
         elif t == TURN_START:
             if not state.open_turn:
                 changes["open_turn"] = True
@@ -549,9 +674,6 @@ class StageProjection:
         return attrs.evolve(state, **changes)
 
     def view(self, state: StageState) -> dict[str, Any]:
-        return self.dump(state)  # type: ignore[no-any-return]
-
-    def dump(self, state: StageState) -> Any:
         return {
             "stage": state.stage,
             "stageAtLastHeader": state.stage_at_last_header,
@@ -561,21 +683,25 @@ class StageProjection:
             "headIsSystem": state.head_is_system,
         }
 
+    def dump(self, state: StageState) -> Any:
+        return {**self.view(state), "hasHeader": state.at.has_header}
+
     def load(self, raw: Any) -> StageState:
-        keys = {"stage", "stageAtLastHeader", "openTurn", "hasStagePrompt", "headSeq", "headIsSystem"}
+        keys = {
+            "stage", "stageAtLastHeader", "hasHeader", "openTurn", "hasStagePrompt", "headSeq", "headIsSystem"
+        }
         if not isinstance(raw, dict) or set(raw) != keys:
             raise ValueError(f"bad stage state {raw!r}")
         for k in ("stage", "stageAtLastHeader"):
             if raw[k] is not None and not isinstance(raw[k], str):
                 raise ValueError(f"bad stage state {raw!r}")
-        for k in ("openTurn", "hasStagePrompt", "headIsSystem"):
+        for k in ("hasHeader", "openTurn", "hasStagePrompt", "headIsSystem"):
             if not isinstance(raw[k], bool):
                 raise ValueError(f"bad stage state {raw!r}")
-        if raw["headSeq"] is not None and not isinstance(raw["headSeq"], int):
+        if raw["headSeq"] is not None and not _int(raw["headSeq"]):
             raise ValueError(f"bad stage state {raw!r}")
         return StageState(
-            raw["stage"],
-            raw["stageAtLastHeader"],
+            HeaderRelativeState(raw["stage"], raw["stageAtLastHeader"], raw["hasHeader"]),
             raw["openTurn"],
             raw["hasStagePrompt"],
             raw["headSeq"],
@@ -594,84 +720,101 @@ def current_stage(state: StageState, initial: str) -> str:
 
 
 @attrs.frozen
-class ToldState:
-    """State at the last ``request/header``: ``header_seq``/``reason`` (None before any),
-    ``plan_active``/``stage`` as folded up to and including it, and the live values
-    ``live_plan_active``/``live_stage`` the fold needs to snapshot them."""
+class ToldFacts:
+    """What a ``request/header`` tells: its ``header_seq``/``reason`` (None before any) and
+    ``plan_active``/``stage`` as folded up to and including it."""
 
     header_seq: int | None = None
     reason: str | None = None
     plan_active: bool = False
     stage: str | None = None
-    live_plan_active: bool = False
-    live_stage: str | None = None
 
 
-_TOLD_INIT = ToldState()
+class _ToldFacts:
+    """Inner fold of ``ToldProjection``: plan mode (``PlanModeFold``), stage (``StageFold``)
+    and the latest header's seq and reason."""
+
+    _plan = PlanModeFold()
+    _stage = StageFold()
+
+    def init(self) -> ToldFacts:
+        return ToldFacts()
+
+    def apply(self, state: ToldFacts, event: Event) -> ToldFacts:
+        if event.type == REQUEST_HEADER:
+            reason = _data(event).get("reason")
+            reason = reason if isinstance(reason, str) else None
+            return attrs.evolve(state, header_seq=event.seq, reason=reason)
+        plan = self._plan.apply(state.plan_active, event)
+        stage = self._stage.apply(state.stage, event)
+        if plan is state.plan_active and stage is state.stage:
+            return state
+        return attrs.evolve(state, plan_active=plan, stage=stage)
+
+
+ToldState = HeaderRelativeState[ToldFacts]
+"""State of ``ToldProjection``: ``current`` facts and the facts at the last header."""
+
+_TOLD = HeaderRelative(_ToldFacts())
 
 
 class ToldProjection:
     """What the model was last told (plan-mode-spec §1.7 narration ``told``; stage-switch §1.6).
 
-    View: None before the first header, else ``{"seq", "reason", "planActive", "stage"}``.
+    ``HeaderRelative`` over ``PlanModeFold`` + ``StageFold`` — the folds plan mode and the
+    stage controller judge "told" with (review H3). View: None before the first header, else
+    ``{"seq", "reason", "planActive", "stage"}``.
     """
 
     key = "told"
-    STATE_VERSION = 1
+    STATE_VERSION = 2
 
     def init(self) -> ToldState:
-        return _TOLD_INIT
+        return _TOLD.init()
 
     def apply(self, state: ToldState, event: Event) -> ToldState:
-        t = event.type
-        if t == PLAN_MODE_EVENT:
-            active = _data(event).get("active")
-            if isinstance(active, bool) and active != state.live_plan_active:
-                return attrs.evolve(state, live_plan_active=active)
-            return state
-        if t == USER_MESSAGE:
-            stage = stage_from_event(event)
-            if stage is not None and stage != state.live_stage:
-                return attrs.evolve(state, live_stage=stage)
-            return state
-        if t == REQUEST_HEADER:
-            reason = _data(event).get("reason")
-            return attrs.evolve(
-                state,
-                header_seq=event.seq,
-                reason=reason if isinstance(reason, str) else None,
-                plan_active=state.live_plan_active,
-                stage=state.live_stage,
-            )
-        return state
+        return _TOLD.apply(state, event)
 
     def view(self, state: ToldState) -> dict[str, Any] | None:
-        if state.header_seq is None:
+        facts = state.at_last_header
+        if not state.has_header or facts is None:
             return None
         return {
-            "seq": state.header_seq,
-            "reason": state.reason,
-            "planActive": state.plan_active,
-            "stage": state.stage,
+            "seq": facts.header_seq,
+            "reason": facts.reason,
+            "planActive": facts.plan_active,
+            "stage": facts.stage,
         }
 
     def dump(self, state: ToldState) -> Any:
-        return attrs.asdict(state)
+        at = state.at_last_header
+        return {
+            "current": attrs.asdict(state.current),
+            "atLastHeader": None if at is None else attrs.asdict(at),
+            "hasHeader": state.has_header,
+        }
 
     def load(self, raw: Any) -> ToldState:
-        if not isinstance(raw, dict) or set(raw) != {f.name for f in attrs.fields(ToldState)}:
+        if not isinstance(raw, dict) or set(raw) != {"current", "atLastHeader", "hasHeader"}:
             raise ValueError(f"bad told state {raw!r}")
-        ok = (
-            (raw["header_seq"] is None or type(raw["header_seq"]) is int)
-            and (raw["reason"] is None or isinstance(raw["reason"], str))
-            and isinstance(raw["plan_active"], bool)
-            and isinstance(raw["live_plan_active"], bool)
-            and (raw["stage"] is None or isinstance(raw["stage"], str))
-            and (raw["live_stage"] is None or isinstance(raw["live_stage"], str))
-        )
-        if not ok:
+        if not isinstance(raw["hasHeader"], bool):
             raise ValueError(f"bad told state {raw!r}")
-        return ToldState(**raw)
+        at = None if raw["atLastHeader"] is None else _load_facts(raw["atLastHeader"])
+        return HeaderRelativeState(_load_facts(raw["current"]), at, raw["hasHeader"])
+
+
+def _load_facts(raw: Any) -> ToldFacts:
+    if not isinstance(raw, dict) or set(raw) != {f.name for f in attrs.fields(ToldFacts)}:
+        raise ValueError(f"bad told state {raw!r}")
+    ok = (
+        (raw["header_seq"] is None or _int(raw["header_seq"]))
+        and (raw["reason"] is None or isinstance(raw["reason"], str))
+        and isinstance(raw["plan_active"], bool)
+        and (raw["stage"] is None or isinstance(raw["stage"], str))
+    )
+    if not ok:
+        raise ValueError(f"bad told state {raw!r}")
+    return ToldFacts(**raw)
 
 
 def standard_projections() -> tuple[Projection[Any], ...]:

@@ -30,6 +30,8 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   a long-lived host has seen. ``Runtime.session_lock(session_id)`` is the same lock.
 * ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
   ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
+  Re-exported from ``fsm_stage.log.projections``, the single implementation the stage fold
+  and the CLI's ``lastHeader`` use too (review H3).
 """
 
 from __future__ import annotations
@@ -42,18 +44,18 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import attrs
 
-from fsm_stage.constants import REQUEST_HEADER
 from fsm_stage.errors import LogWriteError
 from fsm_stage.handoff import HandoffPathError
-from fsm_stage.log.events import Event
+from fsm_stage.log.projections import HeaderRelative as HeaderRelative
+from fsm_stage.log.projections import HeaderRelativeState as HeaderRelativeState
+from fsm_stage.log.projections import told as told
 from fsm_stage.runtime.messages import Message
-from fsm_stage.runtime.session import Projection, Session
+from fsm_stage.runtime.session import Session
 
 if TYPE_CHECKING:
     from fsm_stage.runtime.agent import Agent
 
 T = TypeVar("T")
-S = TypeVar("S")
 
 Outcome = Literal["committed", "queued", "cancelled", "noop"]
 """What a selection did: appended now / pending until the next accepted pre-step / reverted a
@@ -151,42 +153,3 @@ class PendingStore(Generic[T]):
             del self._records[key]
         out.extend(extra)
         return out
-
-
-@attrs.frozen
-class HeaderRelativeState(Generic[S]):
-    """``current`` inner state, the inner state at the last header, and whether one exists."""
-
-    current: S
-    at_last_header: S | None = None
-    has_header: bool = False
-
-
-class HeaderRelative(Generic[S]):
-    """Projection wrapper remembering ``inner``'s state at the last ``request/header``.
-
-    Returns the same state object for events that change neither part.
-    """
-
-    def __init__(self, inner: Projection[S], header_type: str = REQUEST_HEADER) -> None:
-        self.inner = inner
-        self.header_type = header_type
-
-    def init(self) -> HeaderRelativeState[S]:
-        return HeaderRelativeState(self.inner.init())
-
-    def apply(self, state: HeaderRelativeState[S], event: Event) -> HeaderRelativeState[S]:
-        current = self.inner.apply(state.current, event)
-        if event.type == self.header_type:
-            return HeaderRelativeState(current, current, True)
-        if current is state.current:
-            return state
-        return HeaderRelativeState(current, state.at_last_header, state.has_header)
-
-
-def told(state: HeaderRelativeState[S], default: S | None = None) -> S | None:
-    """What the model was last told: the state at the last header, else ``default`` (also
-    used when the header came before any value, i.e. ``at_last_header is None``)."""
-    if not state.has_header or state.at_last_header is None:
-        return default
-    return state.at_last_header

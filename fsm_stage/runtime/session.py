@@ -23,63 +23,31 @@ Shapes
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
-
-import attrs
+from typing import Any, TypeVar
 
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
-    REQUEST_HEADER,
     SYSTEM_MESSAGE,
     TOOL_RESULT,
-    TURN_END,
-    TURN_START,
     USER_MESSAGE,
 )
 from fsm_stage.log.events import Event, EventLog, SessionHeader, SurfaceOp
-from fsm_stage.log.projections import ProjectionCursor
+from fsm_stage.log.projections import Fold, OpenTurn, ProjectionCursor, TurnState
 
 S = TypeVar("S")
 
-
-class Projection(Protocol[S]):
-    """A pure incremental fold (dsh-log-format §6): ``init()``, ``apply(state, event)``.
-
-    ``apply`` returns the same object when the event is irrelevant. Structurally identical to
-    ``fsm_stage.log.projections.Projection`` (which adds ``key``, ``view``, ``dump``/``load``
-    for checkpoints); either can be passed to ``Session.read``.
-    """
-
-    def init(self) -> S: ...
-
-    def apply(self, state: S, event: Event) -> S: ...
+__all__ = ["TURN_FOLD", "Projection", "Session", "TurnFold", "TurnState"]
 
 
-@attrs.frozen
-class TurnState:
-    """State of ``TurnFold``: whether a turn is open, the last turn number, header count."""
-
-    open: bool = False
-    last_turn: int = 0
-    headers: int = 0
+Projection = Fold
+"""A pure incremental fold: ``init()``, ``apply(state, event)`` (``projections.Fold``).
+``fsm_stage.log.projections.Projection`` (which adds ``key``, ``view``, ``dump``/``load``
+for checkpoints) is one too; either can be passed to ``Session.read``."""
 
 
-class TurnFold:
-    """Projection: open turn (dsh-log-format §4 idle rule), last turn number, header count."""
-
-    def init(self) -> TurnState:
-        return TurnState()
-
-    def apply(self, state: TurnState, event: Event) -> TurnState:
-        if event.type == TURN_START:
-            turn = event.data.get("turn") if isinstance(event.data, Mapping) else None
-            last = turn if isinstance(turn, int) and not isinstance(turn, bool) else state.last_turn + 1
-            return TurnState(True, max(last, state.last_turn), state.headers)
-        if event.type == TURN_END:
-            return TurnState(False, state.last_turn, state.headers) if state.open else state
-        if event.type == REQUEST_HEADER:
-            return TurnState(state.open, state.last_turn, state.headers + 1)
-        return state
+class TurnFold(OpenTurn):
+    """The runtime's name for ``fsm_stage.log.projections.OpenTurn`` — the one turn fold
+    (open turn, last turn number, header count; review H3). State: ``TurnState``."""
 
 
 TURN_FOLD = TurnFold()

@@ -620,3 +620,64 @@ def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -
     assert cursor.read() == 3 and cursor.snapshot == (3, 2)
     seeded = ProjectionCursor(_CountFold(), log, state=100, watermark=9)  # type: ignore[arg-type]
     assert seeded.read() == 3 and seeded.snapshot == (3, 2)
+
+
+# --- one fold per question (H3) -------------------------------------------------------------------
+
+
+def test_runtime_turn_fold_is_the_log_turn_fold() -> None:
+    """H3: ``Session``'s turn fold is ``OpenTurn``: for a ``turn/start`` without ``data.turn``
+    the runtime (``last_turn``) and ``fsm-stage log state`` (``OpenTurn`` view) report the same
+    number (one past the last), and headers are counted by the same fold."""
+    from fsm_stage.runtime.session import TURN_FOLD, Session, TurnFold, TurnState
+
+    assert isinstance(TURN_FOLD, OpenTurn) and issubclass(TurnFold, OpenTurn)
+    mem = MemoryLog(SessionHeader(id="s"))
+    session = Session(mem)
+    mem.append("turn/start", {"turn": 4})
+    mem.append("request/header", {"reason": "initial"})
+    mem.append("turn/end", {"turn": 4})
+    mem.append("turn/start", {})  # no number: the next one
+    state = session.read(TURN_FOLD)
+    assert isinstance(state, TurnState)
+    assert session.is_turn_open and session.last_turn == 5 and session.has_request_header
+    assert OpenTurn().view(fold(OpenTurn(), mem.events)) == {"open": True, "turn": session.last_turn}
+    mem.append("turn/end", {})
+    assert OpenTurn().view(fold(OpenTurn(), mem.events)) == {"open": False, "turn": None}
+    assert session.last_turn == 5 and not session.is_turn_open
+    t = OpenTurn()
+    assert t.load(json.loads(json.dumps(t.dump(fold(t, mem.events))))) == fold(t, mem.events)
+
+
+def test_told_and_stage_at_last_header_are_the_controllers_header_relative(
+    plan_review_lines: list[list[Event]],
+) -> None:
+    """H3: "what the model was last told" has one implementation, ``HeaderRelative``:
+    ``pending.HeaderRelative`` (plan mode's) is the projections one, and after every prefix of
+    a real plan-review log plus stage records, ``ToldProjection`` (the CLI's ``lastHeader``)
+    agrees with ``told(HeaderRelative(PlanModeFold()))`` (plan mode) and with
+    ``StageProjection.stage_at_last_header`` (the stage controller)."""
+    from fsm_stage.log.projections import HeaderRelative, told
+    from fsm_stage.runtime import pending
+
+    assert pending.HeaderRelative is HeaderRelative and pending.told is told
+    log = Log()
+    for evs in plan_review_lines:
+        for e in evs:
+            log.add(e.type, e.data)
+    log.add(*notice("Stage switched to alpha"))
+    log.add("request/header", {"reason": "change"})
+    log.add(*notice("Stage switched to beta"))
+    events = log.events
+    plan_at, stage_p, told_p = HeaderRelative(PlanModeFold()), StageProjection(), ToldProjection()
+    for n in range(0, len(events) + 1, 7):
+        view = told_p.view(fold(told_p, events, n))
+        plan_told = told(fold(plan_at, events, n))
+        stage_told = fold(stage_p, events, n).stage_at_last_header
+        if view is None:
+            assert plan_told is None and stage_told is None
+        else:
+            assert view["planActive"] is plan_told and view["stage"] == stage_told
+    final = told_p.view(fold(told_p, events))
+    assert final is not None and final["stage"] == "alpha" and final["reason"] == "change"
+    assert fold(stage_p, events).stage == "beta"

@@ -57,6 +57,7 @@ from fsm_stage.log.dsh import (
     parse_header,
     read_header,
     scan_body,
+    unknown_types_warning,
 )
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
@@ -339,10 +340,7 @@ def cold_fold(
             ),
         )
     if decoder.unknown:
-        warnings.append(
-            f"{source}: unknown event type(s) kept but ignored by folds: "
-            + ", ".join(f"{t} ×{k}" for t, k in sorted(decoder.unknown.items()))
-        )
+        warnings.append(unknown_types_warning(source, decoder.unknown))
     return ColdFold(
         header=header,
         states=states,

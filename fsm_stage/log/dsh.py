@@ -499,6 +499,14 @@ def scan_body(
         scan.offset += len(raw)
 
 
+def unknown_types_warning(source: str, counts: Mapping[str, int]) -> str:
+    """The one-line warning for event types outside DSH's vocabulary that a reader kept:
+    ``"<source>: unknown event type(s) kept but ignored by folds: a/b ×2, c/d ×1"`` (types
+    sorted). Shared by ``read_log`` and ``checkpoints.cold_fold`` (review D5)."""
+    listed = ", ".join(f"{t} ×{n}" for t, n in sorted(counts.items()))
+    return f"{source}: unknown event type(s) kept but ignored by folds: {listed}"
+
+
 def read_header(fh: IO[bytes], source: str) -> tuple[dict[str, Any], int]:
     """Read and classify the first non-empty line; returns (header dict, offset after it).
 
@@ -562,10 +570,7 @@ def read_log(
     if opened.torn and scan.torn_tail_offset is None:
         scan.torn_tail_offset = scan.offset
     if decoder.unknown:
-        warnings.append(
-            f"{source}: unknown event type(s) kept but ignored by folds: "
-            + ", ".join(f"{t} ×{n}" for t, n in sorted(decoder.unknown.items()))
-        )
+        warnings.append(unknown_types_warning(source, decoder.unknown))
     return ReadResult(
         header=header,
         raw_header=raw_header,

@@ -346,3 +346,23 @@ def test_interleaved_subagent_streams_are_split(dsh_dir: Path) -> None:
     for s in streams:
         assert [e.seq for e in s.events] == list(range(len(s.events)))
     assert streams[0].events[98].type == "tool/call" and streams[0].events[99].seq == 99
+
+
+def test_reader_and_cold_fold_report_unknown_types_with_one_warning(tmp_path: Path) -> None:
+    """D5: ``read_log`` and ``checkpoints.cold_fold`` word the unknown-types warning the same
+    way, through ``dsh.unknown_types_warning`` (sorted types with counts)."""
+    from fsm_stage.log.checkpoints import cold_fold
+    from fsm_stage.log.dsh import unknown_types_warning
+    from fsm_stage.log.projections import standard_projections
+
+    path = write(
+        tmp_path / "u.jsonl",
+        HDR,
+        {"type": "z/thing", "seq": 0, "time": 0, "data": {}},
+        {"type": "future/thing", "seq": 1, "time": 0, "data": {}},
+        {"type": "z/thing", "seq": 2, "time": 0, "data": {}},
+    )
+    expected = unknown_types_warning(str(path), {"z/thing": 2, "future/thing": 1})
+    assert expected.endswith("future/thing ×1, z/thing ×2") and str(path) in expected
+    assert expected in read_log(path).warnings
+    assert expected in cold_fold(path, standard_projections()).warnings

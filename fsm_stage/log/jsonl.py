@@ -128,10 +128,11 @@ class JsonlLog:
     directories are created (by the lock).
 
     Raises ``LogLockedError`` (another writer), ``LogFormatError`` (not a session log, id
-    mismatch, corruption, no header for a new file), ``LogWriteError`` (the OS refused to
-    create or open the file; ``LockFileError``, also a ``UserError``, for the lock file — see
-    ``writer_lock``). ``append`` raises ``LogWriteError`` (including
-    ``SurfaceOpError``) with the log unchanged.
+    mismatch, corruption, no ``header=`` for a missing or an empty file — each named as such),
+    ``LogWriteError`` (the OS refused to create or open the file; ``LockFileError``, also a
+    ``UserError``, for the lock file — see ``writer_lock``). ``append`` raises
+    ``LogWriteError`` (including ``SurfaceOpError``) with the log unchanged — or, when its
+    rollback failed, unusable until reopened (module docs).
     """
 
     def __init__(
@@ -168,6 +169,11 @@ class JsonlLog:
     def _open(self, header: SessionHeader | None, strict: bool) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
             if header is None:
+                if self.path.exists():
+                    raise LogFormatError(
+                        f"{self.path}: the file is empty (no session header line); "
+                        "pass header= to start a session log in it"
+                    )
                 raise LogFormatError(f"{self.path}: no such session log (pass header= to create one)")
             line = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
             atomic_write(self.path, line)

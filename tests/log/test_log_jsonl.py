@@ -75,6 +75,19 @@ def test_reopen_reads_back_identical_events(tmp_path: Path) -> None:
         assert log.append("turn/end", {"turn": 1}).seq == 2
 
 
+def test_open_of_an_existing_empty_file_without_header_says_it_is_empty(tmp_path: Path) -> None:
+    """M6: an existing but empty file is not "no such session log": the error names the real
+    problem (no header line) and how to fix it; with ``header=`` the file is written."""
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"")
+    with pytest.raises(LogFormatError, match="is empty") as err:
+        JsonlLog(path)
+    assert "no such" not in str(err.value) and "header=" in str(err.value)
+    with JsonlLog(path, header=HEADER) as log:
+        assert log.append("turn/start", {"turn": 1}).seq == 0
+    assert lines(path)[0]["id"] == HEADER.id
+
+
 def test_open_without_header_or_with_other_id(tmp_path: Path) -> None:
     with pytest.raises(LogFormatError, match="no such session log"):
         JsonlLog(tmp_path / "missing.jsonl")

@@ -252,3 +252,29 @@ def test_state_graph_problems_print_as_positioned_lines(tmp_path: Path) -> None:
     code, _, err = invoke("--graph", str(tmp_path / "missing.yaml"), str(log))
     assert code == 1
     assert err == f"fsm-stage: {tmp_path / 'missing.yaml'}: cannot read stage graph: no such file\n"
+
+
+def test_json_header_is_the_session_header_as_read(tmp_path: Path) -> None:
+    """The ``header`` of ``state --json`` is ``SessionHeader.to_json(absent_as_null=True)``
+    without ``type``: every modelled field (absent ones as null, a missing ``version`` as null,
+    not 0) and any unmodelled header key, so a new header field cannot be forgotten here."""
+    path = tmp_path / "h.jsonl"
+    head = {"type": "session", "id": "h1", "createdAt": 5, "cwd": "/w", "futureKey": [1]}
+    path.write_text(json.dumps(head) + "\n", encoding="utf-8")
+    code, out, err = invoke("--json", str(path))
+    assert code == 0, err
+    assert json.loads(out)["header"] == {
+        "id": "h1",
+        "createdAt": 5,
+        "cwd": "/w",
+        "origin": None,
+        "delegationDepth": 0,
+        "parentSession": None,
+        "seedLength": None,
+        "version": None,
+        "futureKey": [1],
+    }
+    written = SessionHeader(id="s", cwd="/w", origin="subagent", delegation_depth=1, parent_session="p")
+    full = written.to_json(absent_as_null=True)
+    assert full["seedLength"] is None and full["type"] == "session"
+    assert written.to_json() == {k: v for k, v in full.items() if v is not None}

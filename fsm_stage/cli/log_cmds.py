@@ -141,16 +141,7 @@ def _assemble(
     else:
         current, source = initial, ("graph initial" if initial is not None else None)
     out = {
-        "header": {
-            "id": header.id,
-            "createdAt": header.created_at,
-            "cwd": header.cwd,
-            "origin": header.origin,
-            "delegationDepth": header.delegation_depth,
-            "parentSession": header.parent_session,
-            "seedLength": header.seed_length,
-            "version": header.version,
-        },
+        "header": {k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"},
         "events": total,
         "foldedEvents": folded,
         "at": at,

@@ -78,23 +78,25 @@ class SessionHeader:
         """True for delegated children: origin ``subagent`` or ``delegation_depth > 0`` (S-spec §1.14)."""
         return self.origin == "subagent" or self.delegation_depth > 0
 
-    def to_json(self) -> dict[str, Any]:
-        """The header line as written by fsm_stage (absent optional fields omitted, never null)."""
-        out: dict[str, Any] = {
-            "type": "session",
-            "version": 0 if self.version is None else self.version,
-            "id": self.id,
-            "createdAt": self.created_at,
+    def to_json(self, *, absent_as_null: bool = False) -> dict[str, Any]:
+        """The header line as written by fsm_stage (absent optional fields omitted, never null;
+        a missing ``version`` written 0), then the unmodelled ``extra`` keys.
+
+        ``absent_as_null=True`` is the header *as read*, for reports (``fsm-stage state
+        --json``): every modelled key present, an absent ``cwd``/``parentSession``/
+        ``seedLength``/``origin``/``version`` as None. Never write that form to a log.
+        """
+        version = self.version if absent_as_null or self.version is not None else 0
+        optional = {
+            "cwd": self.cwd,
+            "delegationDepth": self.delegation_depth,
+            "parentSession": self.parent_session,
+            "seedLength": self.seed_length,
+            "origin": self.origin,
         }
-        if self.cwd is not None:
-            out["cwd"] = self.cwd
-        out["delegationDepth"] = self.delegation_depth
-        if self.parent_session is not None:
-            out["parentSession"] = self.parent_session
-        if self.seed_length is not None:
-            out["seedLength"] = self.seed_length
-        if self.origin is not None:
-            out["origin"] = self.origin
+        out: dict[str, Any] = {"type": "session", "version": version, "id": self.id}
+        out["createdAt"] = self.created_at
+        out.update((k, v) for k, v in optional.items() if absent_as_null or v is not None)
         for k, v in self.extra.items():
             out.setdefault(k, v)
         return out

@@ -98,16 +98,20 @@ def _git_commit() -> str:
     return f"{head} + uncommitted changes to fsm_stage" if dirty else head
 
 
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def machine_info() -> dict[str, str]:
     """CPU model, cores, load, Python, library versions, commit and UTC date for ``results.md``."""
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:
         affinity = os.cpu_count() or 0
-    try:
-        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "n/a"
+    load = _load()
     return {
         "CPU": _cpu_model(),
         "cores": f"{affinity} usable ({os.cpu_count()} online)",
@@ -481,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         *rows_compile(*results["bench_compile"], machine_s=baseline_machine_s(args.quick, args.smoke)),
     ]
     seconds = time.perf_counter() - t0
+    info["load average (1/5/15 min, at end)"] = _load()
     print(table(rows))
     print()
     print(details(rows))

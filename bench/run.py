@@ -339,14 +339,18 @@ def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | N
     row.details.append(f"{r['stages']:,} stages / {r['edges']:,} edges ({r['yaml_bytes'] / 1024:,.0f} KB "
                        f"YAML), median of {r['repeat']}: load + validate {_ms(r['load_s'])}, compile "
                        f"{_ms(r['compile_s'])}, compile again (cache hit) {_ms(r['cached_s'])}")
+    if "yaml_parser" in r:
+        pure = f"; the pure-Python fallback parser takes {_ms(r['load_pure_s'])} to load" \
+            if "load_pure_s" in r else ""
+        row.details.append(f"YAML parser used: {r['yaml_parser']}{pure}")
     a2a = r.get("all_to_all")
     if isinstance(a2a, dict):
         fire = f"; first fire from a fresh cursor {_us(a2a['fire_s'])}" if "fire_s" in a2a else ""
         row.details.append(
             f"all-to-all stress (targets omitted, the seed's default: {a2a['stages']:,} stages / "
             f"{a2a['edges']:,} edges), median of {a2a['repeat']}: load + validate {_ms(a2a['load_s'])}, "
-            f"compile {_ms(a2a['compile_s'])} ({a2a['transitions']:,} transitions built), compile again "
-            f"(cache hit) {_ms(a2a['cached_s'])}{fire}")
+            f"compile {_ms(a2a['compile_s'])} ({a2a['transitions']:,} transitions built up front), "
+            f"compile again (cache hit) {_ms(a2a['cached_s'])}{fire}")
     elif a2a is not None:
         row.details.append(f"all-to-all stress graph: {a2a}")
     return [row]

@@ -14,6 +14,7 @@ import attrs
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED_DIR
 
 from fsm_stage.config import (
     ConfigFile,
@@ -30,7 +31,7 @@ from fsm_stage.errors import ConfigError, UserError
 from fsm_stage.resources import data_dir
 
 STAGE_GRAPHS = data_dir("stage_graphs")
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED = SHARED_DIR
 
 SECTION = "When the current stage is complete, call goto_stage."
 

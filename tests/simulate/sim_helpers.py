@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import shared_data
 from click.testing import CliRunner
 
 from fsm_stage.cli import main
@@ -14,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 GRAPHS = REPO / "stage_graphs"
 SCENARIOS = GRAPHS / "scenarios"
 SHIPPED = sorted(SCENARIOS.glob("*.yaml"))
-DSH_SESSIONS = (REPO / ".." / "shared" / "data" / "dsh-sessions").resolve()
-PLAN_REVIEW_LOG = DSH_SESSIONS / "apps__web__tests__snapshots__plan-review__session.jsonl"
+DSH_SESSIONS = shared_data.DSH_SESSIONS
+PLAN_REVIEW_LOG = shared_data.PLAN_REVIEW_LOG
 
 
 def run_text(text: str, tmp_path: Path, name: str = "s.yaml") -> SimulationResult:

@@ -396,10 +396,16 @@ def test_cli_draw_usage_errors(tmp_path: Path) -> None:
     runner = CliRunner()
     unknown_suffix = runner.invoke(main, ["draw", str(FEATURE_WORK), "-o", str(tmp_path / "x.txt")])
     assert unknown_suffix.exit_code == 2 and "--format" in unknown_suffix.stderr
-    bad_stage = runner.invoke(main, ["draw", str(FEATURE_WORK), "--stage", "nope"])
-    assert bad_stage.exit_code == 2 and "nope" in bad_stage.stderr
     bad_format = runner.invoke(main, ["draw", str(FEATURE_WORK), "--format", "gif"])
     assert bad_format.exit_code == 2
+
+
+def test_cli_draw_unknown_stage_depends_on_the_file_exit_1() -> None:
+    """Second fresh user, finding 9: whether `--stage NAME` exists depends on the file's content,
+    so it is a one-line `fsm-stage: …` error with exit 1, not a usage error (exit 2)."""
+    line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "--stage", "nope"]),
+                           "'nope' is not a stage of")
+    assert str(FEATURE_WORK) in line and "implement" in line  # names the stages there are
 
 
 def test_cli_draw_invalid_graph_is_a_positioned_one_line_error(tmp_path: Path) -> None:
@@ -473,6 +479,11 @@ def test_cli_draw_refuses_to_overwrite_its_own_graph(tmp_path: Path) -> None:
     path.write_text(AWKWARD_YAML)
     result = CliRunner().invoke(main, ["draw", str(path), "--format", "mermaid", "-o", str(path)])
     _one_error_line(result, "is the input stage graph")
+    assert path.read_text() == AWKWARD_YAML
+    # second fresh user, finding 9: the same without --format (the .yaml suffix names no format)
+    result = CliRunner().invoke(main, ["draw", str(path), "-o", str(path)])
+    assert _one_error_line(result, "cannot write diagram: it is the input stage graph").startswith(
+        f"fsm-stage: {path}: ")
     assert path.read_text() == AWKWARD_YAML
 
 

@@ -3,7 +3,9 @@
 GRAPH is read with ``fileio.read_text_input`` (missing, a directory, binary, not UTF-8: one line
 ``fsm-stage: PATH: cannot read stage graph: …``, exit 1); ``-o`` is written with
 ``fileio.atomic_write`` (umask permissions, never half-written) and a refusal of the OS becomes
-one line ``fsm-stage: PATH: cannot write diagram: …``, exit 1. Usage mistakes exit 2 (click).
+one line ``fsm-stage: PATH: cannot write diagram: …``, exit 1 (also ``-o`` naming GRAPH itself,
+whatever ``--format``). ``--stage NAME`` not in the file is exit 1 too (it depends on the file's
+content). Usage mistakes exit 2 (click).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def draw(
     program and the graphviz Python package (pip install 'fsm_stage[diagrams]'). Diagrams too
     large for their renderer get a warning on stderr.
     """
+    if output is not None and _same_file(output, graph):  # before the format: the suffix is .yaml
+        raise UserError(f"{output}: cannot write diagram: it is the input stage graph")
     if fmt is None:
         if output is not None:
             fmt = _SUFFIXES.get(output.suffix.lower())
@@ -90,7 +94,10 @@ def draw(
     for warning in config.warnings:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
     if current is not None and (config.graph is None or config.graph.stage(current) is None):
-        raise click.BadParameter(f"{current!r} is not a stage of {graph}", param_hint="--stage")
+        # depends on the file's content, not on the command line: exit 1, not a usage error
+        names = ", ".join(st.name for st in config.graph.stages) if config.graph is not None else ""
+        raise UserError(f"--stage: {current!r} is not a stage of {graph}"
+                        + (f" (its stages: {names})" if names else " (it has no stage graph)"))
     title = None if config.graph is not None else graph.stem  # plan mode only: name it after the file
     text = (to_mermaid if fmt == "mermaid" else to_dot)(
         config.graph, config.plan_mode, title=title, current=current, expand_any=expand_any
@@ -102,8 +109,6 @@ def draw(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        if _same_file(output, graph):
-            raise UserError(f"{output}: cannot write diagram: it is the input stage graph")
         try:
             atomic_write(output, data)
         except OSError as err:

@@ -17,6 +17,7 @@ module                 seam
 ``runtime``            ``Runtime`` registry (pre-step, assemble, tools, commands) and ``Controller``
 ``pending``            pending selection + accepted-boundary flush + header-relative narration
 ``loop``               reference loop, ``Model`` protocol, ``ScriptedModel``
+``repair``             crash repair on resume: ``repair_open_turn(session)`` closes a dead open turn
 ``wording``            the runtime's texts (``templates/<lang>/runtime.yaml``)
 =====================  ===========================================================
 

@@ -23,6 +23,10 @@ One turn (``Loop.run_turn``), per step (plan-mode spec §1.5):
    ``{kind: error, error: {message}}`` (DSH's shape; an abort is ``{kind: aborted, reason:
    {kind: <cause>}}``, a host rejection ``{kind: blocked}``).
 8. ``assistant/message``, then ``tool/call``/``tool/result`` per requested call, ``step/end``.
+0. Crash repair first (``Loop.repair``, dsh-log-format §8): when the log ends inside a turn
+   that no loop of this process is running (a reopened log whose writer died mid-turn), the
+   dangling tool calls, step and turn are closed (``turn/end {reason: {kind: interrupted}}``)
+   before anything else; ``prompt``, ``run_until_idle``, ``run_turn`` and ``command`` do it.
 9. Continue with step n+1 when the model called tools or a steered message is waiting;
    otherwise ``turn/end {reason: {kind: completed}}``. An exception escaping the turn (a bug,
    a cancellation) still closes it (``error`` / ``aborted``) before propagating, so the log
@@ -49,11 +53,13 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
+from fsm_stage.log.events import Event
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, Request, snapshot_if_changed
 from fsm_stage.runtime.commands import CommandReply
 from fsm_stage.runtime.messages import Block, Message, new_id, user_message
+from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.tools import ToolCall, ToolResult
 
@@ -196,25 +202,45 @@ class Loop:
         if self._signal is not None:
             self._signal.abort(reason)
 
+    def repair(self) -> list[Event]:
+        """Crash repair (``fsm_stage.runtime.repair``): when the session's log ends inside a
+        turn that no loop of this process is running, close it as DSH does (error
+        ``tool/result`` per unanswered call, ``step/end``, ``turn/end {kind: interrupted}``)
+        and return the events written; ``[]`` when idle or when the open turn is live (e.g.
+        called from inside this loop's own turn). Raises ``LogWriteError`` (log unchanged)."""
+        session = self.agent.session
+        if not session.is_turn_open or is_turn_live(session.id):
+            return []
+        return repair_open_turn(session)
+
     async def prompt(self, text: str, *, images: Sequence[Block] = ()) -> list[TurnOutcome]:
-        """Steer a user message and run until idle."""
+        """Steer a user message and run until idle (crash repair first, see ``repair``)."""
+        self.repair()
         self.agent.steer(user_message(text, images=images))
         return await self.run_until_idle()
 
     async def command(self, line: str, images: Sequence[Block] = ()) -> CommandReply | None:
-        """Run a slash command (``/name rest``) through the runtime's command registry."""
+        """Run a slash command (``/name rest``) through the runtime's command registry (crash
+        repair first, see ``repair``, so a command never waits for a dead turn to end)."""
+        self.repair()
         return await self.runtime.run_command(self.agent, line, images)
 
     async def run_until_idle(self) -> list[TurnOutcome]:
-        """Run turns while a steered message is waiting."""
+        """Run turns while a steered message is waiting (crash repair first, see ``repair``)."""
+        self.repair()
         outcomes: list[TurnOutcome] = []
         while self.agent.wants_turn:
             outcomes.append(await self.run_turn())
         return outcomes
 
     async def run_turn(self) -> TurnOutcome:
-        """Run one whole turn (see module docstring)."""
+        """Run one whole turn (see module docstring; crash repair first, see ``repair``)."""
         session = self.agent.session
+        self.repair()
+        with live_turn(session.id):
+            return await self._run_turn(session)
+
+    async def _run_turn(self, session: Any) -> TurnOutcome:
         turn = session.last_turn + 1
         signal = AbortSignal()
         self._signal = signal

@@ -13,6 +13,7 @@ Shapes
 ``session.header``           the ``SessionHeader`` (cwd, origin, delegation depth, parent).
 ``session.events``           the committed events (``events[i].seq == i``).
 ``session.append(...)``      appends through the log; raises ``LogWriteError`` (log unchanged).
+``session.append_many(b)``   appends a batch of ``NewEvent`` atomically (all or nothing).
 ``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
 ``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
 ``session.surface()``        model-visible node seqs (a tuple copy of ``log.surface.nodes`` — the
@@ -31,7 +32,7 @@ from fsm_stage.constants import (
     TOOL_RESULT,
     USER_MESSAGE,
 )
-from fsm_stage.log.events import Event, EventLog, SessionHeader, SurfaceOp
+from fsm_stage.log.events import Event, EventLog, NewEvent, SessionHeader, SurfaceOp
 from fsm_stage.log.projections import Fold, OpenTurn, ProjectionCursor, TurnState
 
 S = TypeVar("S")
@@ -106,6 +107,24 @@ class Session:
         return self._log.append(
             type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable
         )
+
+    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
+        """Append a batch atomically through ``EventLog.append_many`` (all or nothing).
+
+        Installed validators see every would-be event first (with the seq it would get); the
+        first refusal raises and nothing is appended. Raises ``LogWriteError`` (log unchanged).
+        """
+        if self._validators:
+            base = len(self._log)
+            for i, spec in enumerate(specs):
+                seqs = spec.source_event_seqs
+                probe = Event(type=spec.type, seq=base + i, time=0, data=spec.data,
+                              surface_op=spec.surface_op,
+                              source_event_seqs=None if seqs is None else tuple(seqs),
+                              ignorable=spec.ignorable)
+                for validate in list(self._validators):
+                    validate(probe)
+        return self._log.append_many(specs)
 
     def add_validator(self, validate: Callable[[Event], None]) -> Callable[[], None]:
         """Run ``validate(event)`` before every later append (raise to refuse); returns a disposer."""

@@ -1,0 +1,211 @@
+"""Crash repair on resume (dsh-log-format §4 "idle rule", §8 item 8).
+
+A log whose writer died mid-turn ends inside an open turn: the last ``turn/start`` has no
+``turn/end``. DSH repairs such a log when it cold-loads it, before any new work, by appending
+synthetic closers; fsm_stage does the same so a resumed session never starts turn N+1 inside
+turn N (which a DSH reader would then misread):
+
+1. one error ``tool/result`` per tool call of the open turn that has no result, in the order the
+   model asked for them: ``error.code`` ``TOOL_OUTCOME_UNKNOWN`` when its ``tool/call`` was
+   recorded (the tool may have run), ``TOOL_NOT_STARTED`` when only the ``assistant/message``
+   asked for it (catalog wording ``runtime.yaml`` ``repair.*``; the first is DSH's text);
+   message shape as ``tools.tool_result_message`` with id ``interrupted-tool-result-<callId>-<seq>``,
+   ``surfaceOp: append`` and ``sourceEventSeqs: [<tool/call seq>]`` when there is one;
+2. ``step/end {turn, step}`` when a step is open;
+3. ``turn/end {turn, reason: {kind: "interrupted"}}``.
+
+All of them are appended in **one atomic batch** (``Session.append_many``): either the log is
+repaired or it is unchanged (``LogWriteError``). One difference from DSH: their ``time`` is the
+log's clock, not a copy of the last event's time (the ``EventLog`` API sets times).
+
+Who calls it: the reference ``Loop`` does, automatically, before ``run_turn``,
+``run_until_idle``, ``prompt`` and ``command`` (``Loop.repair()``). A host with its own loop
+calls ``repair_open_turn(session)`` once when it reopens a log. A turn that a ``Loop`` of this
+process is running (registered with ``live_turn``) is never a crash: ``repair_open_turn``
+raises ``RuntimeError`` for it and ``Loop.repair`` skips it. Another *process* still running
+the turn cannot happen for a ``JsonlLog`` (one writer per log, ``writer_lock``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+from fsm_stage.log.events import Event, NewEvent
+from fsm_stage.runtime import wording
+from fsm_stage.runtime.messages import Message
+from fsm_stage.runtime.pending import session_lock
+from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.tools import ToolCall, tool_result_message
+
+__all__ = [
+    "INTERRUPTED",
+    "NOT_STARTED",
+    "OUTCOME_UNKNOWN",
+    "closers",
+    "is_turn_live",
+    "live_turn",
+    "repair_open_turn",
+]
+
+INTERRUPTED = "interrupted"
+"""The ``turn/end`` reason kind crash repair writes (only crash repair writes it, §4)."""
+OUTCOME_UNKNOWN = {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+"""``tool/result.data.error`` for a recorded ``tool/call`` without result (DSH's shape)."""
+NOT_STARTED = {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
+"""``tool/result.data.error`` for a requested call whose ``tool/call`` was never recorded."""
+
+_LIVE: dict[str, int] = {}
+_LIVE_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def live_turn(session_id: str) -> Iterator[None]:
+    """Mark the open turn of ``session_id`` as run by a live loop of this process while the
+    block runs (re-entrant, counted). ``Loop.run_turn`` wraps every turn in it."""
+    with _LIVE_GUARD:
+        _LIVE[session_id] = _LIVE.get(session_id, 0) + 1
+    try:
+        yield
+    finally:
+        with _LIVE_GUARD:
+            n = _LIVE.get(session_id, 1) - 1
+            if n <= 0:
+                _LIVE.pop(session_id, None)
+            else:
+                _LIVE[session_id] = n
+
+
+def is_turn_live(session_id: str) -> bool:
+    """True while a loop of this process runs a turn of ``session_id`` (see ``live_turn``)."""
+    with _LIVE_GUARD:
+        return session_id in _LIVE
+
+
+def _data(ev: Event) -> Mapping[str, Any]:
+    return ev.data if isinstance(ev.data, Mapping) else {}
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _answered_call_id(ev: Event) -> str | None:
+    """The call id a ``tool/result`` answers (current and legacy shapes)."""
+    data = _data(ev)
+    if isinstance(data.get("callId"), str):  # legacy {callId, content, isError}
+        return str(data["callId"])
+    msg = data.get("message")
+    if isinstance(msg, Mapping):
+        source = msg.get("source")
+        if isinstance(source, Mapping) and isinstance(source.get("callId"), str):
+            return str(source["callId"])
+        for block in msg.get("content") or ():
+            if isinstance(block, Mapping) and isinstance(block.get("toolCallId"), str):
+                return str(block["toolCallId"])
+    return None
+
+
+def closers(events: Sequence[Event], *, language: str = "en") -> list[NewEvent]:
+    """The events that close a trailing open turn of ``events`` (empty when idle); see the
+    module docstring for the order and shapes. Pure: nothing is appended."""
+    start = None
+    for i in range(len(events) - 1, -1, -1):
+        t = events[i].type
+        if t == TURN_END:
+            return []
+        if t == TURN_START:
+            start = i
+            break
+    if start is None:
+        return []
+    raw_turn = _data(events[start]).get("turn")
+    turn: int | None = raw_turn if _int(raw_turn) else None
+    open_step: tuple[Any, Any] | None = None
+    asked: dict[str, tuple[ToolCall, Any, Any]] = {}  # call id → (call, turn, step), in order
+    recorded: dict[str, int] = {}  # call id → tool/call seq
+    answered: set[str] = set()
+    for ev in events[start + 1:]:
+        data = _data(ev)
+        where = (data.get("turn", turn), data.get("step"))
+        if ev.type == STEP_START:
+            open_step = where
+        elif ev.type == STEP_END:
+            open_step = None
+        elif ev.type == ASSISTANT_MESSAGE:
+            msg = data.get("message")
+            for block in (msg.get("content") or ()) if isinstance(msg, Mapping) else ():
+                if (isinstance(block, Mapping) and block.get("type") == "tool-call"
+                        and isinstance(block.get("id"), str)):
+                    call = ToolCall(block["id"], str(block.get("name", "")),
+                                    str(block.get("arguments", "{}")))
+                    asked.setdefault(call.id, (call, *where))
+        elif ev.type == TOOL_CALL and isinstance(data.get("callId"), str):
+            call_id = str(data["callId"])
+            recorded[call_id] = ev.seq
+            asked.setdefault(call_id, (ToolCall(call_id, str(data.get("name", "")),
+                                                str(data.get("arguments", "{}"))), *where))
+        elif ev.type == TOOL_RESULT:
+            answered_id = _answered_call_id(ev)
+            if answered_id is not None:
+                answered.add(answered_id)
+    out: list[NewEvent] = []
+    seq = len(events)
+    for call_id, (call, call_turn, call_step) in asked.items():
+        if call_id in answered:
+            continue
+        started = call_id in recorded
+        text = wording.text("repair.outcome_unknown" if started else "repair.not_started", language)
+        result_id = f"interrupted-tool-result-{call_id}-{seq}"
+        message: Message = tool_result_message(call, text, True,
+                                               id_factory=functools.partial(str, result_id))
+        data_out: dict[str, Any] = {}
+        if call_turn is not None:
+            data_out["turn"] = call_turn
+        if call_step is not None:
+            data_out["step"] = call_step
+        data_out["message"] = message
+        data_out["error"] = dict(OUTCOME_UNKNOWN if started else NOT_STARTED)
+        out.append(NewEvent(TOOL_RESULT, data_out, "append",
+                            [recorded[call_id]] if started else None))
+        seq += 1
+    if open_step is not None:
+        step_turn, step = open_step
+        step_data: dict[str, Any] = {}
+        if step_turn is not None:
+            step_data["turn"] = step_turn
+        if step is not None:
+            step_data["step"] = step
+        out.append(NewEvent(STEP_END, step_data))
+    end: dict[str, Any] = {"turn": turn} if turn is not None else {}
+    end["reason"] = {"kind": INTERRUPTED}
+    out.append(NewEvent(TURN_END, end))
+    return out
+
+
+def repair_open_turn(session: Session, *, language: str = "en") -> list[Event]:
+    """Close ``session``'s trailing open turn as interrupted; returns the events written
+    (``[]`` when the session is idle). Raises ``RuntimeError`` when a loop of this process is
+    running that turn (``is_turn_live``), ``LogWriteError`` when the log refused the batch (the
+    log is then unchanged). Hold no other lock of the session while calling it from a thread;
+    it takes ``Runtime.session_lock``'s lock itself."""
+    with session_lock(session.id):
+        if not session.is_turn_open:
+            return []
+        if is_turn_live(session.id):
+            raise RuntimeError(
+                f"session {session.id!r}: the open turn is being run by a live loop; it is not a crash")
+        batch = closers(session.events, language=language)
+        return session.append_many(batch) if batch else []

@@ -107,6 +107,7 @@ from fsm_stage.prompts import LANGUAGES, Catalog, load_catalog
 from fsm_stage.runtime.commands import parse_command
 from fsm_stage.runtime.tools import ERROR_PREFIX
 from fsm_stage.stage_switch import CATALOG_NAME as STAGE_CATALOG
+from fsm_stage.stage_switch import NO_AGENT_MESSAGE
 
 __all__ = [
     "UNSET",
@@ -579,6 +580,34 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
     return None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_encodable(problems: _Loader, value: Any, path: _Path) -> None:
+    """Refuse strings holding a lone surrogate (YAML ``"\\ud800"``): such text cannot be encoded
+    as UTF-8, so it could never be sent to a model, logged or printed (newuser2 finding 3).
+    Keys are positioned at the key, values at the value."""
+    def problem(text: str) -> str:
+        found = _SURROGATE.search(text)
+        assert found is not None
+        return (f"U+{ord(found.group()):04X} (a lone surrogate) at character {found.start()} cannot be "
+                "encoded as UTF-8, so it can never be sent to a model or logged; remove it")
+
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            problems.add(path, problem(value))
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and _SURROGATE.search(k):
+                loc = problems.report.loc((*path, k))  # the key's display shows it: escape it
+                shown = loc.display.encode("utf-8", "backslashreplace").decode("utf-8")
+                problems.report.error_at(loc.key, shown, problem(k))
+            _check_encodable(problems, v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_encodable(problems, v, (*path, i))
+
+
 def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     """Parse scenario YAML ``text`` (``path`` names the file in errors and anchors ``graph``/``cwd``).
 
@@ -592,6 +621,9 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     problems = _Loader(report)
     if not isinstance(plain, dict):
         problems.add((), "a scenario is a mapping with keys graph, session, eligible, steps")
+        raise ScenarioError(report.problems)
+    _check_encodable(problems, plain, ())
+    if report.problems:  # nothing else is checked: every message would have to quote such text
         raise ScenarioError(report.problems)
     for k in plain:
         if k not in _TOP_KEYS:
@@ -856,6 +888,16 @@ PLAN_CATALOG = "plan_mode"
 """The plan-mode controller's wording catalog (``templates/<language>/plan_mode.yaml``)."""
 
 
+_BEFORE_REVIEW_KEYS: tuple[str, ...] = (
+    "errors.invalid_arguments", "errors.already_current", "errors.no_user_questions",
+    "errors.missing_token_meter", "errors.requires_handoff", "errors.no_fs",
+    "errors.handoff_write_failed")
+"""Stage-switch refusals of a ``goto_stage`` call made before any review is asked (besides the
+graph's own refusals, ``not_a_target`` / ``guard``): a replay gives such a call no ``review``.
+(``already_current`` can also follow an approval when the stage moved meanwhile; a replay then
+reaches the target first and is refused the same way.)"""
+
+
 class _Wording:
     """Recognises the controllers' recorded tool-result texts (in every shipped language) to
     recover what a log does not keep structurally: review comments and guard refusals."""
@@ -869,7 +911,8 @@ class _Wording:
                                        ("stage_feedback", stage, "errors.keep_stage_feedback"),
                                        ("guard", stage, "errors.guard_blocked"),
                                        ("not_a_target", stage, "errors.not_a_target"),
-                                       ("not_a_target", stage, "errors.not_configured")):
+                                       ("not_a_target", stage, "errors.not_configured"),
+                                       *(("before_review", stage, key) for key in _BEFORE_REVIEW_KEYS)):
                 pattern = _catalog_pattern(catalog, key)
                 if pattern is not None:
                     self.patterns.setdefault(kind, []).append(pattern)
@@ -1016,6 +1059,9 @@ class _Replay:
                 return None
             if wording.match("not_a_target", text) is not None:
                 return None
+            if (wording.match("before_review", text) is not None
+                    or text.removeprefix(ERROR_PREFIX) == NO_AGENT_MESSAGE):
+                return None  # refused before anyone was asked (newuser2 finding 7)
         if call.tool == GOTO_STAGE:  # it got past the guards: they held
             self._guards_held(i, call)
         if is_error:
@@ -1135,7 +1181,9 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
       (the ``stage:policy`` entry), and for ``goto_stage`` the guards of the recorded edge in
       ``graph`` (true when the call got past them, false for those a refusal names);
     * review comments recovered from the recorded failure text (``{feedback: TEXT}``), and a
-      refused ``goto_stage`` (no edge, guard) gets no ``review`` (nobody was asked);
+      ``goto_stage`` refused before any review (no edge, guard, bad arguments, missing handoff
+      document, handoff write failure…: ``_BEFORE_REVIEW_KEYS``) gets no ``review`` (nobody was
+      asked);
     * the host system prompt: the system text of the first request sent outside plan mode, as one
       ``host`` section (a warning when there is none or it changed during the session).
     """

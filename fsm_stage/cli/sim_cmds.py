@@ -16,10 +16,10 @@ from pathlib import Path
 
 import click
 
-from fsm_stage.config import load_config
+from fsm_stage.config import load_config, load_config_text
 from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
 from fsm_stage.errors import UserError
-from fsm_stage.fileio import atomic_write, output_error
+from fsm_stage.fileio import atomic_write, output_error, read_text_input
 from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.projections import stage_from_event
@@ -113,10 +113,17 @@ def _default_graph(stages: set[str], uses_goto: bool) -> Path:
                     "pass --graph YOUR-GRAPH.yaml")
 
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+"""The installed ``fsm_stage`` package folder (a wheel ships its graphs under ``_data/``)."""
+
+
 def _graph_reference(graph: Path, output: Path | None) -> str:
     """``graph:`` as the scenario writes it: relative to the output file's folder, else absolute
-    (stdout may be saved anywhere)."""
-    if output is None:
+    (stdout may be saved anywhere). A graph inside the installed package (a wheel's shipped
+    graphs, ``…/site-packages/fsm_stage/_data/stage_graphs/``) is always written absolute: a
+    path relative to the output would climb through the venv's folders and break as soon as the
+    output file moved."""
+    if output is None or graph.resolve().is_relative_to(PACKAGE_DIR):
         return str(graph)
     try:
         return os.path.relpath(graph, output.resolve().parent)
@@ -128,12 +135,14 @@ def _graph_reference(graph: Path, output: Path | None) -> str:
 @click.argument("log", type=click.Path(path_type=Path))
 @click.option("--graph", type=click.Path(path_type=Path), default=None,
               help="The stage-graph file the replay runs under (written as the scenario's `graph:`, "
-                   "relative to --output, else absolute); also used to infer which guards held. "
+                   "relative to --output, else absolute; a graph shipped inside the installed package "
+                   "is always written absolute); also used to infer which guards held. "
                    "Default: the first shipped graph with every stage the log names (the plan-mode "
                    "seed when the log used no stages); a note on stderr says which.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write the scenario to this file (replaced atomically) instead of stdout.")
-@click.option("--id", "session_id", type=str, default=None, help="Session id (default: the log's).")
+@click.option("--id", "session_id", type=str, default=None,
+              help="Session id (default: the log's; must not be empty).")
 def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id: str | None) -> None:
     """Turn a recorded session LOG into a scenario (stdout, or --output).
 
@@ -145,6 +154,8 @@ def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id:
     `fsm-stage simulate scenario.yaml --graph NEW.yaml` re-runs the session under a changed graph
     and fails where it diverges.
     """
+    if session_id is not None and not session_id.strip():
+        raise click.BadParameter("must be a non-empty session id", param_hint="--id")
     if log.is_dir():
         raise UserError(f"{log}: cannot read session log: it is a directory")
     if not log.exists():
@@ -154,8 +165,8 @@ def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
     stages = {s for s in (stage_from_event(ev) for ev in res.events) if s is not None}
     if graph is not None:
-        if graph.is_dir() or not graph.exists():
-            raise UserError(f"{graph}: --graph must be a stage-graph file")
+        # missing, a folder, binary: the same one line as every other command's --graph
+        graph_text = read_text_input(graph, what="stage graph")
         graph_file = graph.resolve()
     else:
         uses_goto = any(ev.type == TOOL_CALL and isinstance(ev.data, dict)
@@ -163,7 +174,7 @@ def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id:
         graph_file = _default_graph(stages, uses_goto)
         click.echo(f"fsm-stage: note: replaying under the shipped {graph_file.name} (pass --graph to "
                    "choose)", err=True)
-    config = load_config(graph_file)
+    config = load_config_text(graph_text, str(graph)) if graph is not None else load_config(graph_file)
     replay = replay_events(res.events, config.graph)
     if not replay.steps:
         raise UserError(f"{log}: no user prompts, commands or model answers to replay")

@@ -1,0 +1,156 @@
+"""Second fresh user's findings on the simulator and ``fsm-stage scenario`` (findings 3, 7, 8 and the
+doc notes on ``scenario --graph`` / ``-o``): each a regression test written before the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+from sim_helpers import GRAPHS, invoke
+
+from fsm_stage.scenario import ModelStep, ScenarioError, load_scenario, load_scenario_text
+from fsm_stage.simulate import simulate
+
+# no min_handoff_tokens: every model transition is full, so goto_stage without `handoff` is refused
+# before anyone is asked (errors.requires_handoff)
+FULL_GRAPH = """name: full
+language: en
+stages:
+  - {name: explore, instruction: Read.}
+  - {name: implement, instruction: Write.}
+section: "Stage << stage_current >>; next: << stage_targets >>."
+"""
+
+HANDOFF = """## Goal
+Add the flag.
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_lone_surrogate_in_scenario_text_is_a_positioned_problem(tmp_path: Path) -> None:
+    """Finding 3: `user: "\\ud800"` ended in a UnicodeEncodeError traceback when the output was
+    printed. Text that cannot be encoded as UTF-8 can never be sent to a model or logged: the
+    loader refuses it, positioned at the value, wherever it is (prompt, tool args, keys)."""
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    text = ('graph: g.yaml\nsteps:\n  - user: "ok \\ud800 zalgo"\n'
+            '  - model: {calls: [{tool: mine, args: {"k\\udfff": v}, result: "r"}]}\n')
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, str(tmp_path / "s.yaml"))
+    lines = info.value.problems
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"{tmp_path / 's.yaml'}:3:11: steps[0].user: ")
+    assert "U+D800" in lines[0] and "UTF-8" in lines[0]
+    assert ":4:" in lines[1] and "U+DFFF" in lines[1]
+    for line in lines:
+        line.encode("utf-8")  # the message itself is printable
+
+
+def test_lone_surrogate_scenario_through_the_cli_is_one_line(tmp_path: Path) -> None:
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    scenario = _write(tmp_path, "s.yaml", 'graph: g.yaml\nsteps:\n  - user: "\\u202e\\u0000\\ud800 zalgo"\n'
+                      "  - model: x\n")
+    code, out, err = invoke("simulate", str(scenario), "--cwd", str(tmp_path / "w"))
+    assert (code, out) == (1, "")
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert err.startswith(f"{scenario}:3:") and "U+D800" in err
+
+
+def _graph_value(scenario: Path) -> str:
+    """The ``graph:`` value as written (YAML may fold a long path onto the next line)."""
+    value = YAML(typ="safe").load(scenario.read_text(encoding="utf-8"))["graph"]
+    assert isinstance(value, str)
+    return value
+
+
+def _record(tmp_path: Path) -> Path:
+    """Simulate a session whose first goto_stage is refused before the review (no handoff), the
+    second approved; return its log."""
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    scenario = _write(tmp_path, "s.yaml", f"""graph: g.yaml
+steps:
+  - user: Add the flag.
+  - model:
+      calls:
+        - {{tool: goto_stage, args: {{stage: implement}}}}
+  - model:
+      calls:
+        - tool: goto_stage
+          args: {{stage: implement, handoff: {HANDOFF!r}}}
+          review: approve
+  - model: Done.
+""")
+    log = tmp_path / "rec.jsonl"
+    code, _, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w0"))
+    assert code == 0, err
+    return log
+
+
+def test_goto_stage_refused_before_the_review_is_replayed_without_a_review(tmp_path: Path) -> None:
+    """Finding 7: a goto_stage the stage switch refused before asking anyone (here: the handoff
+    document is missing) was written `review: keep`, and the replay then warned "was not
+    reviewed". It gets no review; the one the reviewer approved keeps `approve`; the replay runs
+    without a warning."""
+    log = _record(tmp_path)
+    out = tmp_path / "rt.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(out))
+    assert code == 0, err
+    calls = [c for s in load_scenario(out).steps if isinstance(s, ModelStep) for c in s.calls]
+    assert [(c.tool, c.review.kind if c.review else None) for c in calls] == [
+        ("goto_stage", None), ("goto_stage", "approve")]
+    result = simulate(load_scenario(out), cwd=tmp_path / "w1")
+    assert result.warnings == () and result.failures == ()
+    assert result.records[-1].stage == "implement"
+
+
+def test_scenario_refuses_an_empty_session_id(tmp_path: Path) -> None:
+    """Finding 8: `--id ""` wrote `id: ''`, which the loader then refuses; it is a usage error
+    (exit 2) naming --id, and nothing is written."""
+    log = _record(tmp_path)
+    out = tmp_path / "rt.yaml"
+    for bad in ("", "  "):
+        code, stdout, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "--id", bad,
+                                   "-o", str(out))
+        assert code == 2 and stdout == "" and "--id" in err and "Traceback" not in err
+        assert not out.exists()
+
+
+def test_scenario_graph_that_does_not_exist_is_worded_like_other_commands(tmp_path: Path) -> None:
+    """Doc note: `scenario --graph nosuch.yaml` says what `state --graph` says."""
+    log = _record(tmp_path)
+    missing = tmp_path / "nosuch.yaml"
+    code, out, err = invoke("scenario", str(log), "--graph", str(missing))
+    assert (code, out) == (1, "")
+    assert err == f"fsm-stage: {missing}: cannot read stage graph: no such file\n"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path))
+    assert code == 1 and err.startswith(f"fsm-stage: {tmp_path}: cannot read stage graph: ")
+
+
+def test_scenario_of_a_graph_inside_the_installed_package_is_written_absolute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Doc note: `-o` wrote `graph:` relative to the output through the install's folders
+    (`../repo/.venv/lib/python3.11/site-packages/fsm_stage/_data/…`), broken when the output or
+    the venv moves. A graph inside the installed package is written as an absolute path; a graph
+    of the user's (or of a source checkout) stays relative to the output."""
+    from fsm_stage.cli import sim_cmds
+
+    log = _record(tmp_path)
+    package = tmp_path / "venv" / "site-packages" / "fsm_stage"
+    (package / "_data" / "stage_graphs").mkdir(parents=True)
+    shipped = package / "_data" / "stage_graphs" / "feature-work.yaml"
+    shipped.write_text((GRAPHS / "feature-work.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(sim_cmds, "PACKAGE_DIR", package)
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "rt.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(shipped), "-o", str(out))
+    assert code == 0, err
+    assert _graph_value(out) == str(shipped.resolve())
+    assert load_scenario(out).graph == shipped.resolve()
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(out))
+    assert code == 0, err
+    assert _graph_value(out) == "../g.yaml"

@@ -56,9 +56,10 @@ that path does not handle (every syntax error, duplicate key, the plugin form, o
 goes through the round-trip parser, so messages and positions are the same either way
 (``tests/test_config_fast_path.py`` compares the two paths). The ``section``
 template is checked with the package's shared jinja2 environment
-(``fsm_stage.prompts.template_variables``): it must compile and use only ``stage_current`` and
-``stage_targets``; the native form writes them ``<< stage_current >>``, and ``{{ … }}`` there
-is an error.
+(``fsm_stage.prompts.template_variables``): it must compile, use only ``stage_current`` and
+``stage_targets``, and render without error for every stage (its name and declared
+targets; ``_trial_render_section``); the native form writes them ``<< stage_current >>``, and
+``{{ … }}`` there is an error.
 Unknown keys are errors at every level in both forms (a deliberate departure from the seed,
 which silently drops extra keys inside a stage entry, S12c); every problem is reported, not
 only the first (the seed stops at the first failure, S12d).
@@ -85,8 +86,9 @@ them:
 
 * stages that cannot be reached from ``initial`` through ``targets`` (a user ``/stage`` jump
   can still reach them);
-* a stage with ``targets: []`` while the ``section`` template uses ``stage_targets``, which
-  renders empty there (finding 15).
+* a stage with ``targets: []`` while the ``section`` template lists ``<< stage_targets >>``
+  plainly (``prompts.section_lists_targets_plainly``), which renders empty there (finding 15;
+  a section branching on ``<% if stage_targets %>`` gets no warning).
 
 Positioned problems for other YAML files
 ----------------------------------------
@@ -97,7 +99,6 @@ inputs (scenario files) report problems exactly as stage graphs do.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
@@ -121,7 +122,7 @@ from cattrs.gen import make_dict_structure_fn, override
 from fsm_stage.constants import PLAN_SOURCE_PLUGIN, STAGE_NAME_RE, STAGE_SOURCE_KIND
 from fsm_stage.errors import ConfigError
 from fsm_stage.fileio import InputFileError, read_text_input
-from fsm_stage.prompts import PromptTemplateError, template_variables
+from fsm_stage.prompts import PromptTemplateError, render, section_lists_targets_plainly, template_variables
 
 Language = Literal["en", "zh"]
 
@@ -1447,11 +1448,13 @@ _GUARD_MAX_LENGTH = field_rule(attrs.fields(EdgeConfig).guards).item_max_length 
 _STAGE_TARGETS_VARIABLE = "stage_targets"
 
 
-def _warn_terminal_guidance(graph: GraphConfig, section_vars: frozenset[str], report: ProblemReport) -> None:
-    """Warn when the guidance ``section`` lists ``<< stage_targets >>`` and a stage has
-    ``targets: []``: while an eligibility predicate holds there, the model would be told to
-    pick one of no stages (finding 15)."""
-    if _STAGE_TARGETS_VARIABLE not in section_vars:
+def _warn_terminal_guidance(graph: GraphConfig, report: ProblemReport) -> None:
+    """Warn when the guidance ``section`` lists ``<< stage_targets >>`` plainly
+    (``prompts.section_lists_targets_plainly``) and a stage has ``targets: []``: while an
+    eligibility predicate holds there, the model would be told to pick one of no stages
+    (finding 15). A section that tests the variable (``<% if stage_targets %>``) handles the
+    empty case itself and gets no warning (newuser2 finding 5)."""
+    if not section_lists_targets_plainly(graph.section):
         return
     for i, stage in enumerate(graph.stages):
         if stage.targets == ():
@@ -1461,6 +1464,25 @@ def _warn_terminal_guidance(graph: GraphConfig, section_vars: frozenset[str], re
                 "<< stage_targets >>, which renders empty there; give the stage a target, or word the "
                 "section so it reads well without targets",
             )
+
+
+def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
+    """Render the guidance ``section`` as the stage switch would, once per stage with
+    ``stage_current`` = its name and ``stage_targets`` = its declared targets (and ``""`` too when
+    guards or ``targets: []`` can leave none), so a template that fails at run time (sandbox,
+    runaway output, ``TypeError`` …) is a positioned problem at validate time (newuser2
+    findings 3, 4). Stops at the first failure."""
+    for stage in graph.stages:
+        edges = graph.edges_from(stage.name)
+        listed = ", ".join(e.target for e in edges)
+        tried = dict.fromkeys((listed, "") if not edges or any(e.guards for e in edges) else (listed,))
+        for targets in tried:
+            try:
+                render(graph.section, stage_current=stage.name, stage_targets=targets)
+            except PromptTemplateError as err:
+                report.error(("section",), f'{str(err).rstrip(".")} (rendered for stage "{stage.name}", '
+                             f"stage_targets {targets!r:.60})")
+                return
 
 
 def _unreachable(graph: GraphConfig) -> list[int]:
@@ -1696,8 +1718,8 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
             if isinstance(pm, Mapping):
                 _check_field_rules(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
     if graph is not None and not report.errors:
-        with contextlib.suppress(PromptTemplateError):  # a bad template was reported above
-            _warn_terminal_guidance(graph, frozenset(template_variables(graph.section)), report)
+        _trial_render_section(graph, report)
+        _warn_terminal_guidance(graph, report)
         for i in _unreachable(graph):
             report.warn(
                 ("stages", i, "name"),

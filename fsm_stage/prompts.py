@@ -10,9 +10,13 @@ Template syntax
 ``<< name >>`` inserts a variable; ``<% if x %>…<% endif %>`` is a block; ``<# … #>`` is a
 comment; a block tag alone on its line leaves no trace in the output. The delimiters were
 chosen so that markdown, JSON and the ``{{…}}`` syntax of other tools pass through unchanged.
-The environment is a ``SandboxedEnvironment`` (templates come from deployers), undefined
-variables are errors (``StrictUndefined``), there is no HTML autoescaping, and a trailing
-newline of the template is kept.
+The environment is a ``SandboxedEnvironment`` (templates come from deployers) with no
+globals (a template reads only the variables it is given: no ``range``, ``lipsum``, ``dict``,
+``cycler``, ``joiner`` or ``namespace``), undefined variables are errors (``StrictUndefined``),
+there is no HTML autoescaping, and a trailing newline of the template is kept. Rendering is
+bounded: ``*`` and ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` characters / 4096-bit
+integers, and output longer than ``MAX_RENDERED_CHARS`` is refused, so any failure while
+rendering is a one-line ``PromptTemplateError``.
 
 Catalog layering (stage-switch spec §1.17, S99–S107)
 -----------------------------------------------------
@@ -42,6 +46,8 @@ import attrs
 import jinja2
 import jinja2.exceptions
 import jinja2.meta
+import jinja2.nodes
+import jinja2.runtime
 import jinja2.sandbox
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -53,6 +59,7 @@ __all__ = [
     "BLOCK_DELIMITERS",
     "COMMENT_DELIMITERS",
     "LANGUAGES",
+    "MAX_RENDERED_CHARS",
     "VARIABLE_DELIMITERS",
     "Catalog",
     "CatalogError",
@@ -62,6 +69,7 @@ __all__ = [
     "environment",
     "load_catalog",
     "render",
+    "section_lists_targets_plainly",
     "template_variables",
 ]
 
@@ -69,6 +77,10 @@ VARIABLE_DELIMITERS = ("<<", ">>")
 BLOCK_DELIMITERS = ("<%", "%>")
 COMMENT_DELIMITERS = ("<#", "#>")
 LANGUAGES = ("en", "zh")
+#: Longest text a template may render, and longest string/list ``*`` may build (characters /
+#: items). Sections and catalog texts are a few hundred characters; this only stops runaways.
+MAX_RENDERED_CHARS = 200_000
+_MAX_POWER_BITS = 4096
 _BASE_LANGUAGE = "en"
 
 
@@ -83,6 +95,25 @@ class CatalogError(UserError):
     """A catalog file is missing, is not valid YAML, or does not have the expected shape."""
 
 
+class _BoundedSandbox(jinja2.sandbox.SandboxedEnvironment):
+    """Sandbox whose ``*`` and ``**`` refuse results too large to be a prompt text."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if (isinstance(seq, str | list | tuple) and isinstance(times, int)
+                        and len(seq) * times > MAX_RENDERED_CHARS):
+                    raise jinja2.exceptions.SecurityError(
+                        f"repeating a {type(seq).__name__} {times} times exceeds {MAX_RENDERED_CHARS} items"
+                    )
+        elif (operator == "**" and isinstance(left, int) and isinstance(right, int)
+              and abs(left) > 1 and right * abs(left).bit_length() > _MAX_POWER_BITS):
+            raise jinja2.exceptions.SecurityError(f"{left} ** {right} exceeds {_MAX_POWER_BITS} bits")
+        return super().call_binop(context, operator, left, right)
+
+
 @functools.cache
 def environment() -> jinja2.sandbox.SandboxedEnvironment:
     """The package's single jinja2 environment (created once, shared, never mutated after).
@@ -90,8 +121,10 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``SandboxedEnvironment`` with ``StrictUndefined``, variable delimiters ``<< >>``, blocks
     ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
     ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
+    ``globals`` is empty (newuser2 finding 4): a template reads nothing but its variables.
+    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits (finding 3).
     """
-    return jinja2.sandbox.SandboxedEnvironment(
+    env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],
         variable_end_string=VARIABLE_DELIMITERS[1],
         block_start_string=BLOCK_DELIMITERS[0],
@@ -105,6 +138,8 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
         lstrip_blocks=True,
         auto_reload=False,
     )
+    env.globals.clear()
+    return env
 
 
 def _describe(origin: str | None) -> str:
@@ -121,26 +156,48 @@ def _compile(text: str, origin: str | None) -> jinja2.Template:
         ) from None
 
 
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def _render(template_text: str, origin: str | None, variables: Mapping[str, Any]) -> str:
     template = _compile(template_text, origin)
     try:
-        return template.render(**variables)
+        parts: list[str] = []
+        size = 0
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > MAX_RENDERED_CHARS:
+                raise PromptTemplateError(
+                    f"{_describe(origin)}template renders more than {MAX_RENDERED_CHARS} characters"
+                )
+            parts.append(chunk)
+        return "".join(parts)
+    except PromptTemplateError:
+        raise
     except jinja2.UndefinedError as err:
         given = ", ".join(sorted(variables)) or "none"
         raise PromptTemplateError(
             f"{_describe(origin)}template uses an undefined variable: {err.message} (given: {given})"
         ) from None
     except jinja2.exceptions.SecurityError as err:
-        raise PromptTemplateError(f"{_describe(origin)}template refused by the sandbox: {err}") from None
+        raise PromptTemplateError(
+            f"{_describe(origin)}template refused by the sandbox: {_one_line(err)}"
+        ) from None
+    except Exception as err:  # any runtime failure of a deployer's template is the template's fault
+        raise PromptTemplateError(
+            f"{_describe(origin)}template failed while rendering: {type(err).__name__}: {_one_line(err)}"
+        ) from None
 
 
 def render(template_text: str, /, **variables: Any) -> str:
     """Render ``template_text`` with ``variables`` through the shared sandboxed environment.
 
     Returns the rendered string (a trailing newline of the template is kept). Compiled
-    templates are cached by text. Raises ``PromptTemplateError`` (a ``UserError``) for a syntax
-    error, an undefined variable (naming it and the variables that were given) or a sandbox
-    violation.
+    templates are cached by text. Raises ``PromptTemplateError`` (a ``UserError``, one line) for
+    a syntax error, an undefined variable (naming it and the variables that were given), a
+    sandbox violation, output longer than ``MAX_RENDERED_CHARS`` or any other runtime error
+    (``ZeroDivisionError``, ``TypeError``, …): never a traceback (newuser2 finding 3).
     """
     return _render(template_text, None, variables)
 
@@ -155,6 +212,26 @@ def template_variables(template_text: str) -> set[str]:
     except jinja2.TemplateSyntaxError as err:
         raise PromptTemplateError(f"template syntax error on line {err.lineno}: {err.message}") from None
     return set(jinja2.meta.find_undeclared_variables(ast))
+
+
+@functools.lru_cache(maxsize=256)
+def section_lists_targets_plainly(section: str) -> bool:
+    """Whether ``section`` uses ``stage_targets`` only as bare ``<< stage_targets >>`` outputs
+    (at least once): such a section cannot read well when there are no targets, so
+    ``stage:policy`` then shows a catalog line instead (finding 6), and config validation warns
+    about stages with ``targets: []`` (finding 15). A section that tests, filters or defaults
+    the variable (``<% if stage_targets %>``, ``<< stage_targets or … >>``) handles the empty
+    case itself; one that never mentions it has nothing to fix. A section that does not
+    compile returns False (rendering it reports the error).
+    """
+    try:
+        ast = environment().parse(section)
+    except jinja2.TemplateSyntaxError:
+        return False
+    uses = [n for n in ast.find_all(jinja2.nodes.Name) if n.name == "stage_targets"]
+    bare = [n for out in ast.find_all(jinja2.nodes.Output) for n in out.nodes
+            if isinstance(n, jinja2.nodes.Name) and n.name == "stage_targets"]
+    return bool(uses) and len(uses) == len(bare)
 
 
 def deep_merge(base: Any, overlay: Any) -> Any:

@@ -298,3 +298,51 @@ def test_shipped_catalogs_load_in_every_language() -> None:
     for name in names:
         en, zh = load_catalog(name), load_catalog(name, "zh")
         assert en.keys() == zh.keys(), name
+
+
+# --------------------------------------------------------------------------- findings (newuser2 bugs 3, 4, 5)
+
+
+def test_environment_exposes_no_globals() -> None:
+    """Bug 4: a template sees only the variables it is given: no ``lipsum``, ``range``,
+    ``dict``, ``cycler``, ``joiner`` or ``namespace`` from jinja's defaults."""
+    assert dict(environment().globals) == {}
+    for name in ("lipsum", "range", "dict", "cycler", "joiner", "namespace"):
+        with pytest.raises(PromptTemplateError, match=f"undefined variable.*{name}"):
+            render(f"<< {name} >>")
+    assert template_variables("<< lipsum >> << range(10) >>") == {"lipsum", "range"}
+
+
+@pytest.mark.parametrize(
+    ("text", "variables"),
+    [
+        ("<< x * 100000000000 >>", {"x": "ab"}),  # would need 200 GB (MemoryError / OverflowError)
+        ("<< 10 ** 10000000 >>", {}),  # a ten-million-digit integer
+        ("<< 1 // 0 >>", {}),  # ZeroDivisionError
+        ("<< x + 1 >>", {"x": "a"}),  # TypeError
+        ("<< x.__class__ >>", {"x": "a"}),  # sandbox
+        ("<% for a in x %><% for b in x %><< a >><% endfor %><% endfor %>", {"x": "y" * 2000}),
+    ],
+)
+def test_any_template_runtime_error_is_a_one_line_prompt_template_error(
+    text: str, variables: dict[str, str]
+) -> None:
+    """Bug 3: a template that blows up at render time is a ``PromptTemplateError`` (a
+    ``UserError``) with one line, never an OverflowError/SecurityError/MemoryError traceback;
+    the output is bounded, so a loop that explodes is refused rather than filling memory."""
+    with pytest.raises(PromptTemplateError) as info:
+        render(text, **variables)
+    assert isinstance(info.value, UserError)
+    assert "\n" not in str(info.value)
+
+
+def test_section_lists_targets_plainly_only_for_bare_outputs() -> None:
+    """Bug 5: the "renders empty" cases: bare ``<< stage_targets >>`` outputs only."""
+    from fsm_stage.prompts import section_lists_targets_plainly
+
+    assert section_lists_targets_plainly("one of << stage_targets >>.")
+    branching = "<% if stage_targets %><< stage_targets >><% else %>x<% endif %>"
+    assert not section_lists_targets_plainly(branching)
+    assert not section_lists_targets_plainly("<< stage_targets or 'none' >>")
+    assert not section_lists_targets_plainly("<< stage_current >>")
+    assert not section_lists_targets_plainly("<% if %>")

@@ -121,6 +121,11 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _json_decode = json.JSONDecoder().decode
 """One shared decoder: skips ``json.loads``'s per-call encoding detection on the hot path."""
 
+_UNPARSABLE = (ValueError, RecursionError)
+"""What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and
+``UnicodeDecodeError``) and ``RecursionError`` for nesting deeper than the parser's recursion
+limit (newuser2 finding 3): such a line is unparsable like any other (§8.3)."""
+
 
 @attrs.frozen
 class ReadResult:
@@ -445,7 +450,7 @@ def _later_turn_end(lines: Iterator[bytes]) -> bool:
             continue
         try:
             rec = json.loads(raw)
-        except ValueError:
+        except _UNPARSABLE:
             continue
         if isinstance(rec, dict) and rec.get("type") == TURN_END:
             return True
@@ -484,7 +489,7 @@ def scan_body(
         try:
             try:
                 rec = _json_decode(raw.decode("utf-8"))
-            except ValueError:  # includes UnicodeDecodeError
+            except _UNPARSABLE:
                 raise _Defect(f"line {scan.line_no} is not valid JSON") from None
             evs = decoder.decode(rec, scan.line_no)
         except _Defect as defect:
@@ -519,7 +524,7 @@ def read_header(fh: IO[bytes], source: str) -> tuple[dict[str, Any], int]:
             continue
         try:
             first = json.loads(raw)
-        except ValueError:
+        except _UNPARSABLE:
             raise LogFormatError(f"not a session log: {source}: first line is not JSON") from None
         if not isinstance(first, dict):
             raise LogFormatError(f"not a session log: {source}: first line is not a JSON object")
@@ -649,7 +654,7 @@ def read_streams(path: str | os.PathLike[str], *, strict: bool = False) -> list[
         for line_no, raw in enumerate(fh, 1):
             try:
                 rec = json.loads(raw) if raw.strip() else None
-            except ValueError:
+            except _UNPARSABLE:
                 raise LogFormatError(f"{source}:{line_no}: line is not valid JSON") from None
             ev = unwrap_envelope(rec)
             if ev is not None:

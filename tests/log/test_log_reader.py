@@ -366,3 +366,44 @@ def test_reader_and_cold_fold_report_unknown_types_with_one_warning(tmp_path: Pa
     assert expected.endswith("future/thing ×1, z/thing ×2") and str(path) in expected
     assert expected in read_log(path).warnings
     assert expected in cold_fold(path, standard_projections()).warnings
+
+
+# --- newuser2 finding 3: JSON nested too deep for the parser ------------------------------------
+
+
+def _deep(depth: int) -> bytes:
+    return b'{"type":"fsm/x","ignorable":true,"data":{"a":' + b"[" * depth + b"]" * depth + b"}}\n"
+
+
+def test_json_nested_too_deep_as_last_line_is_a_torn_tail(tmp_path: Path) -> None:
+    """A line whose nesting exceeds the JSON parser's recursion limit is an unparsable line like
+    any other (§8.3): the last one is a torn tail, never a RecursionError."""
+    path = write(tmp_path / "d.jsonl", HDR, {"type": "turn/end", "data": {}}, raw_tail=_deep(100_000))
+    res = read_log(path)
+    assert len(res.events) == 1 and res.torn_tail_offset is not None
+    assert any("torn tail" in w and "not valid JSON" in w for w in res.warnings)
+
+
+def test_json_nested_too_deep_before_a_turn_end_is_one_line_corruption(tmp_path: Path) -> None:
+    path = write(tmp_path / "d.jsonl", HDR, raw_tail=_deep(100_000) + b'{"type":"turn/end","data":{}}\n')
+    with pytest.raises(LogFormatError, match="corrupt session log") as info:
+        read_log(path)
+    assert "\n" not in str(info.value)
+
+
+def test_json_nested_too_deep_in_header_or_event_stream_is_one_line(tmp_path: Path) -> None:
+    deep_header = tmp_path / "h.jsonl"
+    deep_header.write_bytes(b'{"type":"session","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+    with pytest.raises(LogFormatError, match="not a session log"):
+        read_log(deep_header)
+    stream = tmp_path / "s.jsonl"
+    stream.write_bytes(b'{"jsonrpc":"2.0","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+    with pytest.raises(LogFormatError, match="not valid JSON"):
+        read_stream(stream)
+
+
+def test_moderately_deep_json_within_the_parser_limit_reads(tmp_path: Path) -> None:
+    """Nesting the parser accepts (here 500 levels) is ordinary data and must read and fold."""
+    path = write(tmp_path / "d.jsonl", HDR, raw_tail=_deep(500))
+    res = read_log(path)
+    assert len(res.events) == 1 and res.torn_tail_offset is None

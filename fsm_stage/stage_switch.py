@@ -145,6 +145,7 @@ from fsm_stage.constants import (
     CURRENT_STAGE_PREFIX,
     GOTO_STAGE,
     STAGE_COMMAND,
+    STAGE_NAME_RE,
     STAGE_POLICY_CONTEXT,
     STAGE_POLICY_ORDER,
     STAGE_REVIEW_ID,
@@ -237,6 +238,18 @@ Predicate = Callable[["Agent"], bool]
 _log = logging.getLogger(__name__)
 _WHAT = "stage switch"
 _WS = re.compile(r"\s+")
+
+
+def check_stage_name(stage: object) -> str:
+    """Return ``stage`` when it is a ``str`` fully matching ``constants.STAGE_NAME_RE``
+    (``[a-z][a-z0-9_-]*``); raises ``TypeError`` for a non-str and ``ValueError`` (one line
+    naming the grammar) otherwise. Whether the stage is configured is not checked (S89)."""
+    if not isinstance(stage, str):
+        raise TypeError(f"a stage name must be a str, got {type(stage).__name__} {stage!r}")
+    if STAGE_NAME_RE.fullmatch(stage) is None:
+        raise ValueError(f"{stage!r} is not a valid stage name: stage names match "
+                         f"{STAGE_NAME_RE.pattern} (lowercase letter first)")
+    return stage
 
 
 class ProjectionUnavailableError(ControllerClosedError):
@@ -535,6 +548,9 @@ class StageController:
         logger: logging.Logger | None = None,
         id_factory: IdFactory = new_id,
     ) -> None:
+        if not isinstance(graph, GraphConfig | CompiledGraph):
+            raise TypeError("StageController needs a stage graph (a GraphConfig or CompiledGraph, "
+                            f"e.g. load_config(path).graph), got {type(graph).__name__}")
         compiled = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
         if compiled.config is None:
             raise TypeError("StageController needs a stage graph, not the plan-mode machine")
@@ -582,6 +598,14 @@ class StageController:
                 self._disposers.append(runtime.add_command(StageCommand(self)))
             self._disposers.append(runtime.add_pre_step(self.on_pre_step))
             self._disposers.append(runtime.add_service("stage", self))
+            if self.config.min_handoff_tokens is not None and self.token_meter is None:
+                # Construction and attach never fail for this (spec); say it once, now, instead
+                # of only failing every threshold-deciding goto_stage later (newuser2 bug 10).
+                self.logger.warning(
+                    "stage graph %r sets min_handoff_tokens=%s but this StageController has no "
+                    "token_meter: every goto_stage will fail with errors.missing_token_meter; "
+                    "pass token_meter= (e.g. fsm_stage.tokens.HeuristicTokenMeter()) before attach",
+                    self.config.name, self.config.min_handoff_tokens)
         except Exception:
             # All or nothing: a clash (e.g. a second stage switch on one runtime) leaves no trace.
             disposers, self._disposers = self._disposers, []
@@ -797,8 +821,12 @@ class StageController:
         Otherwise the stage prompt (narrated per §1.6) is appended now and any pending
         transition is discarded after the append succeeded (Appendix B1) → ``"committed"``.
         A failed append raises and changes nothing. Raises ``ControllerClosedError`` (a
-        ``RuntimeError``) after ``close()``, as ``PlanModeController.set`` does.
+        ``RuntimeError``) after ``close()``, as ``PlanModeController.set`` does. The name is not
+        checked against the graph (S89), but it must be a ``str`` (``TypeError``) that
+        ``constants.STAGE_NAME_RE`` fully matches (``ValueError``): any other name could never
+        be read back as a stage record, so it would be written while the fold stays put.
         """
+        check_stage_name(stage)
         if self.closed:
             raise ControllerClosedError(_WHAT)
         session = agent.session
@@ -904,7 +932,7 @@ class StageController:
         allowed = ", ".join(self.targets(agent, session)) or self.catalog.text("errors.no_targets")
         if refusal.kind == "guard":
             return self.catalog.text("errors.guard_blocked", stage=target, guards=", ".join(refusal.failing),
-                                     targets=allowed)
+                                     count=len(refusal.failing), targets=allowed)
         return self.catalog.text("errors.not_a_target", stage=target, current=current, targets=allowed)
 
     def requires_handoff(self, session: Session) -> bool:

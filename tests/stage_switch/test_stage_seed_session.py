@@ -167,7 +167,7 @@ def test_feature_work_graph_guards_the_verify_edge(tmp_path: Path) -> None:
         run(loop.prompt("continue"))
         results = [e.data["message"]["content"][0]["content"][0]["text"]
                    for e in session.events if e.type == TOOL_RESULT]
-        assert results[0] == "Error: " + catalog.text("errors.guard_blocked", stage="verify",
+        assert results[0] == "Error: " + catalog.text("errors.guard_blocked", stage="verify", count=1,
                                                       guards="tests_written", targets="explore")
         assert results[1] == catalog.text("tool_result.approved", stage="verify")
         assert controller.current(session) == "verify"

@@ -196,7 +196,7 @@ def test_edge_guard_must_hold_and_refusal_names_it() -> None:
     h.controller.set(h.agent, "beta")
     refused = h.goto("gamma", H)
     assert refused.text == "Error: " + h.text("errors.guard_blocked", stage="gamma", guards="tests_green",
-                                              targets="alpha")
+                                              count=1, targets="alpha")
     green = {"ok": False}
     h.controller.register_eligibility(lambda _a: green["ok"], name="tests_green")
     assert h.goto("gamma", H).text == refused.text

@@ -104,3 +104,36 @@ def test_meter_over_a_bare_event_log() -> None:
 def test_bad_parameters_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         HeuristicTokenMeter(**kwargs)  # type: ignore[arg-type]
+
+
+def test_cjk_and_full_width_characters_count_one_token_each() -> None:
+    """Second fresh user: ≈4 characters per token undercounts CJK heavily (a Chinese character is
+    about one token). Each CJK ideograph, kana, hangul and full-width character counts 1; the
+    rest of the text keeps the Latin rule."""
+    meter = HeuristicTokenMeter()
+    assert meter.count_text("实现一个命令行参数") == 9
+    assert meter.count_text("ひらがなカタカナ") == 8
+    assert meter.count_text("한국어") == 3
+    assert meter.count_text("ＡＢＣ，。") == 5  # full-width forms and CJK punctuation
+    # mixed: 8 Latin characters (ceil(8/4) = 2) + 4 ideographs
+    assert meter.count_text("abcdefgh阶段切换") == 2 + 4
+    assert meter.count_text("x" * 1080) == 270  # pure Latin text is unchanged
+
+
+def test_other_non_latin_scripts_count_at_half_the_latin_ratio() -> None:
+    """Greek, Cyrillic, Arabic, Hebrew, Devanagari, Thai… (code points from U+0370 on, outside the
+    one-token-each class) count at chars_per_token / 2 characters per token."""
+    meter = HeuristicTokenMeter()
+    assert meter.count_text("привет") == 3  # ceil(6 / 2)
+    assert meter.count_text("नमस्ते") == math.ceil(len("नमस्ते") / 2)
+    # 7 Latin characters (spaces included), 3 Cyrillic, 2 ideographs
+    assert meter.count_text("hello мир 世界") == math.ceil(7 / 4) + math.ceil(3 / 2) + 2
+    assert HeuristicTokenMeter(chars_per_token=8).count_text("привет") == math.ceil(6 / 4)
+    # Latin with accents (Latin-1 / Latin Extended) stays Latin
+    assert meter.count_text("déjà vu") == math.ceil(7 / 4)
+
+
+def test_surface_price_of_a_chinese_message() -> None:
+    s = _session()
+    s.append_message(_user("请为命令行添加问候选项"))
+    assert HeuristicTokenMeter().surface_tokens(s) == 11 + DEFAULT_PER_MESSAGE_OVERHEAD

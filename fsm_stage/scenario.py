@@ -311,7 +311,8 @@ Step: TypeAlias = UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn |
 class SessionSettings:
     """``session:``: ``id`` (default: the scenario file's stem), ``cwd`` (relative to the
     scenario file; ``None`` = a fresh temporary directory per run), ``subagent`` (header
-    ``origin: subagent``, ``delegationDepth: 1``).
+    ``origin: subagent``, ``delegationDepth: 1``), ``parent`` (a subagent's header
+    ``parentSession``; default ``<id>-parent``; only with ``subagent: true``).
 
     ``id`` has no length limit (a recorded log's id is replayed as it is): folders named after
     it use ``fsm_stage.handoff.session_segment``, which keeps ids up to ``MAX_SEGMENT_LENGTH``
@@ -321,6 +322,7 @@ class SessionSettings:
     id: str | None = None
     cwd: str | None = None
     subagent: bool = False
+    parent: str | None = None
 
 
 @attrs.frozen
@@ -642,6 +644,12 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     session = problems.structure(plain.get("session", {}), SessionSettings, ("session",))
     if session is not None and session.id is not None and not session.id.strip():
         problems.add(("session", "id"), "must be a non-empty string")
+    if session is not None and session.parent is not None:
+        if not session.subagent:
+            problems.add(("session", "parent"),
+                         "only a subagent session (subagent: true) has a parent session")
+        elif not session.parent.strip():
+            problems.add(("session", "parent"), "must be a non-empty string")
     if session is not None and session.cwd is not None and "\0" in session.cwd:
         problems.add(("session", "cwd"), "a folder name cannot contain a NUL byte")
     eligible = _flags(problems, plain.get("eligible", {}), ("eligible",))

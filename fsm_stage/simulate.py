@@ -858,7 +858,7 @@ def _header(scenario: Scenario, cwd: Path) -> SessionHeader:
     return SessionHeader(
         id=scenario.session_id, created_at=wall_clock_ms(), cwd=str(cwd),
         delegation_depth=1 if sub else 0, origin="subagent" if sub else None,
-        parent_session=f"{scenario.session_id}-parent" if sub else None)
+        parent_session=(scenario.session.parent or f"{scenario.session_id}-parent") if sub else None)
 
 
 def prepare(scenario: Scenario, *, graph: str | Path | None = None) -> tuple[Path, ConfigFile]:

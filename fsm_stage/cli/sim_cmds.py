@@ -180,8 +180,9 @@ def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id:
         raise UserError(f"{log}: no user prompts, commands or model answers to replay")
     for warning in replay.warnings:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
-    session = SessionSettings(id=session_id if session_id is not None else res.header.id,
-                              subagent=res.header.is_subagent)
+    sub, parent = res.header.is_subagent, res.header.parent_session
+    session = SessionSettings(id=session_id if session_id is not None else res.header.id, subagent=sub,
+                              parent=parent if sub and parent is not None and parent.strip() else None)
     text = dump_scenario(_graph_reference(graph_file, output), session, replay.steps,
                          description=f"Replay of {log.name}", system=replay.system)
     if output is None:

@@ -47,7 +47,7 @@ def test_python_internals_never_leak_into_messages() -> None:
     """Finding 12: null / wrong-typed values get messages in the scenario's own terms."""
     head = f"graph: {FW}\n"
     assert _problems(head + "session:\nsteps: [{user: hi}, {model: ok}]\n") == [
-        "session: is null; expected a mapping {id, cwd, subagent}"]
+        "session: is null; expected a mapping {id, cwd, subagent, parent}"]
     assert _problems(head + "system: [5]\nsteps: [{user: hi}, {model: ok}]\n") == [
         "system[0]: expected a mapping {name, order, text}, got a number (5)"]
     assert _problems(head + "steps: [{user: hi}, {model: {calls: [null]}}]\n") == [

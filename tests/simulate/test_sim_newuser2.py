@@ -154,3 +154,50 @@ def test_scenario_of_a_graph_inside_the_installed_package_is_written_absolute(
     code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(out))
     assert code == 0, err
     assert _graph_value(out) == "../g.yaml"
+
+
+SUBAGENT = """graph: g.yaml
+session: {id: child-1, subagent: true%s}
+steps:
+  - user: Report back.
+  - model: Done.
+"""
+
+
+def test_subagent_parent_session_is_configurable(tmp_path: Path) -> None:
+    """Doc note: the subagent header got an invented `parentSession: child-1-parent`. DSH always
+    writes a child's parent id, so a scenario can name it (`session.parent`); the default stays
+    `<id>-parent` (documented)."""
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    named = _write(tmp_path, "named.yaml", SUBAGENT % ", parent: lead-7")
+    result = simulate(load_scenario(named), cwd=tmp_path / "w")
+    assert result.log.header.parent_session == "lead-7" and result.log.header.is_subagent
+    default = _write(tmp_path, "default.yaml", SUBAGENT % "")
+    assert simulate(load_scenario(default), cwd=tmp_path / "w").log.header.parent_session == "child-1-parent"
+
+
+def test_session_parent_needs_a_subagent_and_a_name(tmp_path: Path) -> None:
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    text = "graph: g.yaml\nsession: {parent: lead}\nsteps: [{user: hi}, {model: ok}]\n"
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, str(tmp_path / "s.yaml"))
+    assert [p.split(": ", 1)[1] for p in info.value.problems] == [
+        "session.parent: only a subagent session (subagent: true) has a parent session"]
+    text = "graph: g.yaml\nsession: {subagent: true, parent: ' '}\nsteps: [{user: hi}, {model: ok}]\n"
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_text(text, str(tmp_path / "s.yaml"))
+    assert [p.split(": ", 1)[1] for p in info.value.problems] == [
+        "session.parent: must be a non-empty string"]
+
+
+def test_scenario_of_a_subagent_log_keeps_its_parent(tmp_path: Path) -> None:
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    named = _write(tmp_path, "named.yaml", SUBAGENT % ", parent: lead-7")
+    log = tmp_path / "child.jsonl"
+    code, _, err = invoke("simulate", str(named), "--log", str(log), "--cwd", str(tmp_path / "w"))
+    assert code == 0, err
+    out = tmp_path / "rt.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(out))
+    assert code == 0, err
+    session = load_scenario(out).session
+    assert (session.subagent, session.parent) == (True, "lead-7")

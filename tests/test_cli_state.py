@@ -278,3 +278,45 @@ def test_json_header_is_the_session_header_as_read(tmp_path: Path) -> None:
     full = written.to_json(absent_as_null=True)
     assert full["seedLength"] is None and full["type"] == "session"
     assert written.to_json() == {k: v for k, v in full.items() if v is not None}
+
+
+# -- newuser2 finding 12: plan/mode records with an invalid payload ----------------------------------
+
+
+def _plan_log(path: Path, *payloads: object) -> Path:
+    lines = [json.dumps({"type": "session", "version": 0, "id": "s", "createdAt": 1, "cwd": "/w",
+                         "delegationDepth": 0})]
+    lines += [json.dumps({"type": "plan/mode", "seq": i, "time": 1, "data": d})
+              for i, d in enumerate(payloads)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_state_warns_about_invalid_plan_mode_records_and_strict_refuses_them(
+    tmp_path: Path, checkpointed: bool
+) -> None:
+    """B105–B108 (plan-mode-spec §2.L): a ``plan/mode`` without a boolean ``active`` is named
+    in the warnings (the fold keeps the last valid record's value), and ``--strict`` refuses
+    the log with a one-line error."""
+    log = _plan_log(tmp_path / "p.jsonl", {"active": True}, {"active": "yes"}, {})
+    extra = ["--checkpoint-dir", str(tmp_path / "ck")] if checkpointed else []
+    code, out, err = invoke("--json", *extra, str(log))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["planMode"]["active"] is True  # the last valid plan/mode
+    problems = [w for w in report["warnings"] if "plan/mode" in w]
+    assert len(problems) == 2
+    assert 'seq 1: plan/mode active must be a boolean, got "yes"' in problems[0]
+    assert "seq 2: plan/mode active must be a boolean, got undefined" in problems[1]
+    code, out, err = invoke("--strict", *extra, str(log))
+    assert code == 1 and out == ""
+    assert err.startswith("fsm-stage: ") and err.count("\n") == 1
+    assert 'seq 1: plan/mode active must be a boolean, got "yes"' in err
+
+
+def test_state_valid_plan_mode_records_give_no_warning(tmp_path: Path) -> None:
+    log = _plan_log(tmp_path / "p.jsonl", {"active": True}, {"active": False})
+    code, out, err = invoke("--json", "--strict", str(log))
+    assert code == 0, err
+    assert json.loads(out)["warnings"] == []

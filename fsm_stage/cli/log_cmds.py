@@ -4,7 +4,9 @@
 origin, delegation depth, parent), the event count, the open turn, plan mode
 ``{active, pending}``, the current stage (the graph's initial stage when the log has no stage
 record and ``--graph`` is given), what the last ``request/header`` told the model, the
-surface length and any warnings (torn tail, unknown event types, surface problems).
+surface length and any warnings (torn tail, unknown event types, surface problems, and
+``plan/mode`` records with an invalid payload: plan mode is then the last *valid* record's
+value, B105–B108; ``--strict`` refuses such a log, newuser2 finding 12).
 ``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
 projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
 the tail and folds only the new events (the surface is not folded in that mode). A progress
@@ -28,12 +30,14 @@ from typing import Any
 
 import click
 
-from fsm_stage.errors import UserError
+from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
+    PlanModeProblems,
+    PlanModeProblemsState,
     PlanView,
     Projection,
     StageProjection,
@@ -112,7 +116,22 @@ def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
 
 
 def _projections() -> tuple[Projection[Any], ...]:
-    return PlanView(), OpenTurn(), StageProjection(), ToldProjection()
+    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems()
+
+
+def _plan_mode_warnings(path: str | None, state: PlanModeProblemsState, *, strict: bool) -> list[str]:
+    """One warning per invalid ``plan/mode`` record (the folds keep the last valid record's
+    value; newuser2 finding 12); with ``strict`` the first one is a ``LogFormatError``."""
+    if state.count == 0:
+        return []
+    where = f"{path}: " if path else ""
+    if strict:
+        more = f" (and {state.count - 1} more)" if state.count > 1 else ""
+        raise LogFormatError(f"{where}invalid plan/mode record: {state.first[0]}{more}")
+    warnings = [f"{where}{p}; plan mode keeps the last valid plan/mode record" for p in state.first]
+    if state.count > len(state.first):
+        warnings.append(f"{state.count - len(state.first)} more invalid plan/mode record(s)")
+    return warnings
 
 
 def _assemble(
@@ -127,19 +146,22 @@ def _assemble(
     warnings: list[str],
     torn: int | None,
     unknown: Mapping[str, int],
+    source: str | None,
+    strict: bool,
     checkpoint: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     plan, turn, stage, told = PlanView(), OpenTurn(), StageProjection(), ToldProjection()
+    warnings.extend(_plan_mode_warnings(source, states[PlanModeProblems.key], strict=strict))
     initial, names = _initial_stage(graph)
     stage_state: StageState = states[stage.key]
     current: str | None
-    source: str | None
+    stage_source: str | None
     if stage_state.stage is not None:
-        current, source = stage_state.stage, "log"
+        current, stage_source = stage_state.stage, "log"
         if names is not None and current not in names:
             warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
     else:
-        current, source = initial, ("graph initial" if initial is not None else None)
+        current, stage_source = initial, ("graph initial" if initial is not None else None)
     out = {
         "header": {k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"},
         "events": total,
@@ -149,7 +171,7 @@ def _assemble(
         "planMode": plan.view(states[plan.key]),
         "stage": {
             "current": current,
-            "source": source,
+            "source": stage_source,
             "atLastHeader": stage_state.stage_at_last_header,
             "hasStagePrompt": stage_state.has_stage_prompt,
         },
@@ -164,10 +186,19 @@ def _assemble(
     return out
 
 
-def state_report(res: ReadResult, *, at: int | None = None, graph: str | None = None) -> dict[str, Any]:
+def state_report(
+    res: ReadResult,
+    *,
+    at: int | None = None,
+    graph: str | None = None,
+    strict: bool = False,
+    source: str | None = None,
+) -> dict[str, Any]:
     """The ``state`` command's data as a JSON-able dict (see module docstring).
 
-    Raises ``UserError`` when ``at`` is past the last seq or the graph cannot be loaded.
+    Raises ``UserError`` when ``at`` is past the last seq or the graph cannot be loaded, and
+    (``strict``) ``LogFormatError`` for a ``plan/mode`` record with an invalid payload, which is
+    otherwise a warning (B105–B108); ``source`` (the log's path) prefixes those messages.
     """
     total = len(res.events)
     if at is not None and at >= total:
@@ -199,6 +230,8 @@ def state_report(res: ReadResult, *, at: int | None = None, graph: str | None = 
         warnings=warnings,
         torn=res.torn_tail_offset,
         unknown=res.unknown_types,
+        source=source,
+        strict=strict,
     )
 
 
@@ -229,6 +262,8 @@ def checkpointed_report(
         warnings=list(res.warnings),
         torn=res.torn_tail_offset,
         unknown=res.unknown_types,
+        source=str(path),
+        strict=strict,
         checkpoint=note,
     )
 
@@ -338,7 +373,7 @@ def state(
             raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")
         report = checkpointed_report(log, checkpoint_dir, graph=graph, strict=strict)
     else:
-        report = state_report(_read(log, strict), at=at, graph=graph)
+        report = state_report(_read(log, strict), at=at, graph=graph, strict=strict, source=str(log))
     if as_json:
         click.echo(json.dumps({"path": str(log), **report}, ensure_ascii=False, indent=2))
     else:

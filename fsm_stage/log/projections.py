@@ -16,6 +16,9 @@ Concrete projections:
   (plan-mode-spec §1.3, B6–B8). ``fold_plan_mode(events, end=None)``.
 * ``PlanView`` — the ``plan`` unit ``{active, wanted, running}``, version 2, rules R0–R5,
   view ``{active, pending}`` (plan-mode-spec §2.K, dsh-log-format §6.5/§10).
+* ``PlanModeProblems`` — the ``plan/mode`` records with an invalid payload
+  (``plan_mode_problem``): every fold above skips them (the last *valid* record wins); this one
+  counts them so readers such as ``fsm-stage state`` can warn (newuser2 finding 12).
 * ``OpenTurn`` — idle vs open turn: the last ``turn/start``/``turn/end`` decides
   (plan-mode-spec §1.4); also the last turn number and the ``request/header`` count. The
   runtime's ``Session`` reads this same fold (``runtime.session.TurnFold`` is a subclass).
@@ -300,6 +303,56 @@ def plan_mode_problem(event: Event) -> str | None:
 
 
 @attrs.frozen
+class PlanModeProblemsState:
+    """``count`` invalid ``plan/mode`` records seen; ``first``: the one-line problems
+    (``plan_mode_problem``) of the first ``PlanModeProblems.KEEP`` of them, in log order."""
+
+    count: int = 0
+    first: tuple[str, ...] = ()
+
+
+class PlanModeProblems:
+    """Fold of the ``plan/mode`` records with an invalid payload (B105–B108; newuser2 finding 12).
+
+    The plan folds (``PlanModeFold``, ``PlanView``) skip such a record, so the plan mode is the
+    last *valid* record's value; this fold lets a reader say so. View:
+    ``{"count": int, "problems": [str, …]}`` (at most ``KEEP`` problems, in log order).
+    """
+
+    key = "planModeProblems"
+    STATE_VERSION = 1
+    KEEP = 20
+
+    def init(self) -> PlanModeProblemsState:
+        return _NO_PLAN_MODE_PROBLEMS
+
+    def apply(self, state: PlanModeProblemsState, event: Event) -> PlanModeProblemsState:
+        problem = plan_mode_problem(event)
+        if problem is None:
+            return state
+        first = state.first if len(state.first) >= self.KEEP else (*state.first, problem)
+        return PlanModeProblemsState(state.count + 1, first)
+
+    def view(self, state: PlanModeProblemsState) -> dict[str, Any]:
+        return {"count": state.count, "problems": list(state.first)}
+
+    def dump(self, state: PlanModeProblemsState) -> Any:
+        return {"count": state.count, "first": list(state.first)}
+
+    def load(self, raw: Any) -> PlanModeProblemsState:
+        if not isinstance(raw, dict) or set(raw) != {"count", "first"}:
+            raise ValueError(f"bad plan-mode problems state {raw!r}")
+        count, first = raw["count"], raw["first"]
+        if (not isinstance(count, int) or isinstance(count, bool) or not isinstance(first, list)
+                or not all(isinstance(p, str) for p in first) or not len(first) <= min(count, self.KEEP)):
+            raise ValueError(f"bad plan-mode problems state {raw!r}")
+        return PlanModeProblemsState(count, tuple(first))
+
+
+_NO_PLAN_MODE_PROBLEMS = PlanModeProblemsState()
+
+
+@attrs.frozen
 class RunningSelection:
     """A ``/plan`` command in flight: its id and whether it asks for plan mode on."""
 
@@ -323,7 +376,9 @@ class PlanView:
     """The ``plan`` projection unit (plan-mode-spec §2.K rules R0–R5, dsh-log-format §6.5).
 
     View: ``{"active": bool, "pending": bool}`` where the target is ``running.wanted`` if a
-    command is running, else ``wanted``; pending = target is not None and != active.
+    command is running, else ``wanted``; pending = target is not None and != active. A
+    ``plan/mode`` whose ``active`` is not a boolean is skipped (``active`` stays the last valid
+    record's value); ``PlanModeProblems`` counts such records so readers can warn.
     """
 
     key = "plan"

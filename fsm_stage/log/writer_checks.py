@@ -24,7 +24,9 @@ Rules
   has ``content`` (every DSH message has it; the stage fold reads it). ``plan/mode``'s
   ``{active: bool}`` invariant stays with the plan-mode runtime validators
   (``fsm_stage.plan_mode``), which also judge existing logs (B109/B111): a writer-level check
-  would stop those validators from ever seeing, and reporting, such an event.
+  would stop those validators from ever seeing, and reporting, such an event. Such a log
+  reads under ``read_log(strict=True)``, but ``fsm-stage state`` warns about the record and
+  ``state --strict`` refuses it (newuser2 finding 12).
 
 Unknown event types that are ignorable may carry any JSON ``data``.
 

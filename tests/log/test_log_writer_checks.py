@@ -27,6 +27,7 @@ from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import MemoryLog, NewEvent, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.log.projections import plan_mode_problem
 from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
 
 HEADER = SessionHeader(id="s", created_at=1, cwd="/w")
@@ -116,7 +117,10 @@ _DATA = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(events=st.lists(st.tuples(_TYPES, _DATA, st.booleans()), max_size=12))
 def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, events: Any) -> None:
-    """Property: every log JsonlLog wrote is read by `fsm-stage state --strict` without error."""
+    """Property: every log JsonlLog wrote is read by a strict reader without error, and by
+    `fsm-stage state --strict` too unless it holds a ``plan/mode`` with an invalid payload:
+    writers let those through so the plan-mode validators judge them (B109–B111), and
+    ``state --strict`` refuses them in one line (newuser2 finding 12)."""
     path = tmp_path_factory.mktemp("w") / "s.jsonl"
     with JsonlLog(path, header=SessionHeader(id="s", created_at=1, cwd="/w")) as log:
         for type_, data, ignorable in events:
@@ -126,7 +130,13 @@ def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, 
     res = read_log(path, strict=True)
     assert len(res.events) == written and res.torn_tail_offset is None
     result = CliRunner().invoke(main, ["state", "--strict", "--json", str(path)])
-    assert result.exit_code == 0, result.stderr
+    bad = [p for p in map(plan_mode_problem, res.events) if p is not None]
+    if not bad:
+        assert result.exit_code == 0, result.stderr
+    else:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        assert result.exit_code == 1 and result.stdout == ""
+        assert result.stderr == f"fsm-stage: {path}: invalid plan/mode record: {bad[0]}{more}\n"
 
 
 def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Path) -> None:

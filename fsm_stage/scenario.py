@@ -44,6 +44,9 @@ Step kinds (each step is a one-key mapping):
 ``end_turn: completed|aborted`` end the open turn here (``aborted``: the user stops it)
 ``expect: {...}``              checks (see ``Expect``); a failure makes ``simulate`` exit 1
 
+Text that cannot be encoded as UTF-8 (a lone surrogate, YAML ``"\\ud800"``) is refused anywhere in
+the file: it could never be sent to a model or logged.
+
 Errors: ``load_scenario`` raises ``ScenarioError`` (a ``ConfigError``) listing every problem as
 one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing is run for a bad file. The file goes
 through the stage-graph loader's machinery (``ProblemReport``, ``positioned_problems``,

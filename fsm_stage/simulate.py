@@ -17,8 +17,9 @@ token sum of the leading blocks identical to the previous request's blocks. ``sy
 ``kept`` when every section (name, order, text) is unchanged; ``tools`` when the catalog
 serialises identically; ``messages`` is ``kept`` when the previous request's messages are a
 prefix of this one's (a full stage transition ``broken``: it replaces the history with a
-handoff notice). Tokens come from the stage switch's meter (``fsm_stage.tokens``, ≈4
-characters per token plus a per-message overhead).
+handoff notice). Tokens come from the stage switch's meter (``fsm_stage.tokens``: ≈4 Latin
+characters per token, one per CJK / full-width character, ≈2 characters per token for other
+scripts, plus a per-message overhead).
 """
 
 from __future__ import annotations

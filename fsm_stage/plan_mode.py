@@ -155,16 +155,17 @@ def resolve_config(
 ) -> PlanModeConfig:
     """Validate a plan-mode config and return a **new** ``PlanModeConfig`` (B1–B5).
 
-    ``raw`` is a mapping (``{"section": str}``), a ``PlanModeConfig`` or None (treated as an
-    empty section, B5). Checks in order, first failure wins: ``section`` is a string (B1), it is
-    not blank after trimming (B2), no other keys (B3, listed in insertion order, comma-space
-    joined). ``section`` is kept exactly as given (B4). Raises ``PlanModeConfigError``.
+    ``raw`` is a mapping (``{"section": str}``), a ``PlanModeConfig`` or None (refused like an
+    empty section, B5, with ``config.missing``: what ``load_config(...).plan_mode`` is for a
+    graph without a ``plan_mode`` key). Checks in order, first failure wins: ``section`` is a
+    string (B1), it is not blank after trimming (B2), no other keys (B3, listed in insertion
+    order, comma-space joined). ``section`` is kept exactly as given (B4). Raises ``PlanModeConfigError``.
     """
     cat = catalog if catalog is not None else _catalog()
-    if raw is None:
-        data: Mapping[str, Any] = {"section": ""}
-    elif isinstance(raw, PlanModeConfig):
-        data = {"section": raw.section}
+    if raw is None:  # B5: fails like a blank section, saying that no config was given
+        raise PlanModeConfigError(cat.text("config.missing"))
+    if isinstance(raw, PlanModeConfig):
+        data: Mapping[str, Any] = {"section": raw.section}
     elif isinstance(raw, Mapping):
         data = raw
     else:

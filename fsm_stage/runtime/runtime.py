@@ -299,7 +299,14 @@ class Runtime:
     def pre_step(self, agent: Agent, messages: Sequence[Message], *, aborted: bool = False) -> list[Message]:
         """Run every participant on an accepted pre-step; returns the entering messages.
 
-        The agent's session is tracked first (see ``track``)."""
+        ``messages`` is a list (or tuple) of message mappings; anything else (a ``str``, one
+        message dict, None) raises ``TypeError`` before any participant runs. The agent's
+        session is tracked first (see ``track``). No open turn is required: hosts and the
+        spec's tests run step boundaries and tools outside ``turn/start``…``turn/end`` (S44–S51,
+        B46, B47), so the seam does not police the host's turn bracketing."""
+        if not isinstance(messages, list | tuple) or not all(isinstance(m, Mapping) for m in messages):
+            raise TypeError("pre_step(agent, messages): messages must be a list of message dicts, "
+                            f"got {type(messages).__name__}")
         self.track(agent.session)
         out = list(messages)
         for fn in list(self._pre_steps):
@@ -359,7 +366,9 @@ class Runtime:
         log: bool = True,
     ) -> ToolResult:
         """Dispatch ``call`` to the registered tools; logs ``tool/call``/``tool/result`` on the
-        agent's session when ``log`` and an agent is given."""
+        agent's session when ``log`` and an agent is given. Like ``pre_step`` it does not
+        require an open turn (the spec's tool tests call it outside one); ``turn``/``step`` are
+        written only when given."""
         if agent is not None:
             self.track(agent.session)
         session = agent.session if (log and agent is not None) else None

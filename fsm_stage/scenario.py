@@ -1181,6 +1181,25 @@ GUIDANCE_PREDICATE = "guidance"
 """Scenario name of the unnamed eligibility predicate (the stage guidance context)."""
 
 
+def _scrub(value: Any, count: list[int]) -> Any:
+    """``value`` with every lone surrogate in its strings (a JSON log may escape one) replaced by
+    U+FFFD; ``count[0]`` counts the strings changed. Walks strings, mappings, lists, tuples and
+    attrs instances (the scenario's steps)."""
+    if isinstance(value, str):
+        fixed = _SURROGATE.sub("\ufffd", value)
+        count[0] += fixed != value
+        return fixed
+    if isinstance(value, Mapping):
+        return {_scrub(k, count): _scrub(v, count) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrub(v, count) for v in value)
+    if attrs.has(type(value)):
+        changes = {f.name: _scrub(getattr(value, f.name), count) for f in attrs.fields(type(value))
+                   if f.init}
+        return attrs.evolve(value, **changes)
+    return value
+
+
 def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> Replay:
     """``steps_from_events`` plus what a faithful replay needs (``fsm-stage scenario``):
 
@@ -1197,6 +1216,8 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
       asked);
     * the host system prompt: the system text of the first request sent outside plan mode, as one
       ``host`` section (a warning when there is none or it changed during the session).
+    * a lone surrogate in any recorded text (JSON can escape one; it cannot be encoded as UTF-8,
+      so the scenario loader refuses it) is replaced with U+FFFD, with a warning.
     """
     start = _Replay(graph, _Wording())
     start.stages_recorded = any(stage_from_event(ev) is not None for ev in events)
@@ -1222,4 +1243,9 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
                             "first one")
     elif not texts and any(ev.type == REQUEST_HEADER for ev in events):
         warnings.append("every request was sent in plan mode: the host system prompt is not recovered")
+    scrubbed = [0]
+    steps, system = _scrub(steps, scrubbed), _scrub(system, scrubbed)
+    if scrubbed[0]:
+        warnings.append(f"{scrubbed[0]} text(s) held a lone surrogate (not encodable as UTF-8); replaced "
+                        "with U+FFFD")
     return Replay(tuple(steps), system, tuple(warnings))

@@ -201,3 +201,30 @@ def test_scenario_of_a_subagent_log_keeps_its_parent(tmp_path: Path) -> None:
     assert code == 0, err
     session = load_scenario(out).session
     assert (session.subagent, session.parent) == (True, "lead-7")
+
+
+def test_scenario_of_a_log_with_a_lone_surrogate_replaces_it_and_warns(tmp_path: Path) -> None:
+    """Finding 3's other side: JSON can escape a lone surrogate (`"\\ud800"`), so a recorded log may
+    hold one; the scenario written from it used to be refused by the loader. The replay replaces
+    it with U+FFFD, says so on stderr, and the scenario loads and runs."""
+    import json
+
+    log = _record(tmp_path)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if record.get("type") == "user/message" and record["data"]["source"]["kind"] == "user":
+            record["data"]["content"][0]["text"] += "\ud800"
+            lines[i] = json.dumps(record)  # ensure_ascii: written as the escape \ud800
+            break
+    else:
+        raise AssertionError("no user message recorded")
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "rt.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(out))
+    assert code == 0, err
+    assert ("fsm-stage: warning: 1 text(s) held a lone surrogate (not encodable as UTF-8); replaced with "
+            "U+FFFD\n") in err
+    scenario = load_scenario(out)
+    assert any(getattr(s, "text", "").endswith("\ufffd") for s in scenario.steps)
+    assert simulate(scenario, cwd=tmp_path / "w1").failures == ()

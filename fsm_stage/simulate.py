@@ -523,6 +523,7 @@ class _Engine:
         self.i = 0
         self.flags: dict[str, bool] = dict(scenario.eligible)
         self.records: list[RequestRecord] = []
+        self._views: dict[int, tuple[Any, tuple[str, str], MessageView]] = {}  # id(content) -> view
         self.notes: list[Note] = []
         self.failures: list[Failure] = []
         self.checks = 0
@@ -745,13 +746,28 @@ class _Engine:
         # from the step's frozen assembly: a transition flushed at this boundary shows at once
         context = section_views(self.runtime.render_context(self.agent), self.meter)
         tools = tool_views(request.tools, self.meter)
-        messages = tuple(message_view(m, self.meter) for m in request.messages)
+        messages = tuple(self._message_view(m) for m in request.messages)
         prev = self.records[-1] if self.records else None
         turn, step, seq = self._turn_step()
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
             tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
+
+    def _message_view(self, message: Mapping[str, Any]) -> MessageView:
+        """``message_view``, computed once per message: every request lists all the messages so
+        far, so pricing and rendering each again made a session's run quadratic. The runtime hands
+        the logged content object itself (events are never mutated), so a hit is that same object
+        (the cache holds it, so its id is not reused) with the same role and source label."""
+        content = message.get("content")
+        role, label = str(message.get("role", "user")), _source_label(message)
+        hit = self._views.get(id(content))
+        if hit is not None and hit[0] is content and hit[1] == (role, label):
+            return hit[2]
+        view = message_view(message, self.meter)
+        if isinstance(content, list | dict):
+            self._views[id(content)] = (content, (role, label), view)
+        return view
 
     def _note(self, kind: str, text: str) -> None:
         self.notes.append(Note(kind, text, len(self.records)))

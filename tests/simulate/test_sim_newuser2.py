@@ -228,3 +228,32 @@ def test_scenario_of_a_log_with_a_lone_surrogate_replaces_it_and_warns(tmp_path:
     scenario = load_scenario(out)
     assert any(getattr(s, "text", "").endswith("\ufffd") for s in scenario.steps)
     assert simulate(scenario, cwd=tmp_path / "w1").failures == ()
+
+
+def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Perf note (simulate time grew with the square of the session length): every request lists
+    all the messages so far, and each was priced and rendered again at every request. A message's
+    view is computed once and reused while the log shows the same message; the records are the
+    same as without the reuse."""
+    import fsm_stage.simulate as sim
+
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    steps = "".join(f"  - user: prompt {i}\n  - model: answer {i}\n" for i in range(30))
+    scenario = load_scenario(_write(tmp_path, "long.yaml", f"graph: g.yaml\nsteps:\n{steps}"))
+    calls = [0]
+    real = sim.message_view
+
+    def counting(message: object, meter: object = sim._METER) -> object:
+        calls[0] += 1
+        return real(message, meter)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim, "message_view", counting)
+    result = simulate(scenario, cwd=tmp_path / "w")
+    listed = sum(len(r.messages) for r in result.records)
+    assert len(result.records) == 30 and listed > 900
+    # nothing is archived here: the last request lists every message; linear, not quadratic
+    assert calls[0] <= len(result.records[-1].messages) + 2 * len(result.records)
+    monkeypatch.setattr(sim, "message_view", real)
+    again = simulate(scenario, cwd=tmp_path / "w2")
+    assert [r.messages for r in again.records] == [r.messages for r in result.records]

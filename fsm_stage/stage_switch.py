@@ -136,8 +136,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
-import jinja2
-import jinja2.nodes
 from ruamel.yaml import YAML
 
 from fsm_stage.config import GraphConfig, describe_value
@@ -162,7 +160,13 @@ from fsm_stage.handoff import (
 from fsm_stage.log.events import Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
 from fsm_stage.log.surface import shadow_range
-from fsm_stage.prompts import Catalog, deep_merge, environment, load_catalog, render
+from fsm_stage.prompts import (
+    Catalog,
+    deep_merge,
+    load_catalog,
+    render,
+    section_lists_targets_plainly,
+)
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, CommandSpec, Disposer
@@ -326,24 +330,6 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def section_lists_targets_plainly(section: str) -> bool:
-    """Whether ``section`` uses ``stage_targets`` only as bare ``<< stage_targets >>`` outputs
-    (at least once): such a section cannot read well when there are no targets, so
-    ``stage:policy`` then shows a catalog line instead (finding 6). A section that tests,
-    filters or defaults the variable (``<% if stage_targets %>``, ``<< stage_targets or … >>``)
-    handles the empty case itself; one that never mentions it has nothing to fix. A section
-    that does not compile returns False (rendering it reports the error).
-    """
-    try:
-        ast = environment().parse(section)
-    except jinja2.TemplateSyntaxError:
-        return False
-    uses = [n for n in ast.find_all(jinja2.nodes.Name) if n.name == "stage_targets"]
-    bare = [n for out in ast.find_all(jinja2.nodes.Output) for n in out.nodes
-            if isinstance(n, jinja2.nodes.Name) and n.name == "stage_targets"]
-    return bool(uses) and len(uses) == len(bare)
-
-
 def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> Question:
     """The single ``stage-review`` question (§1.12, S52, S53, S61, S64).
 

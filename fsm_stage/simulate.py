@@ -1116,8 +1116,17 @@ def simulate(
     for a bad graph and ``SimulationError`` when the scenario cannot be run as written (both
     ``UserError``: one line).
     """
-    return asyncio.run(simulate_async(scenario, graph=graph, log_path=log_path, replace_log=replace_log,
-                                      cwd=cwd, meter=meter))
+    out: list[SimulationResult] = []
+
+    async def main() -> None:
+        # The main task returns nothing: asyncio.run restores the SIGINT handler through
+        # signal._int_to_enum, whose failed enum lookup formats the old handler (a partial holding
+        # the main task, whose repr holds its result) — every record and message once more.
+        out.append(await simulate_async(scenario, graph=graph, log_path=log_path,
+                                        replace_log=replace_log, cwd=cwd, meter=meter))
+
+    asyncio.run(main())
+    return out[0]
 
 
 # --- the human view -----------------------------------------------------------------------------------

@@ -257,3 +257,30 @@ def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
     monkeypatch.setattr(sim, "message_view", real)
     again = simulate(scenario, cwd=tmp_path / "w2")
     assert [r.messages for r in again.records] == [r.messages for r in result.records]
+
+
+def test_simulate_never_formats_its_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Perf note: `asyncio.run` restores the SIGINT handler through `signal._int_to_enum`, whose
+    failed enum lookup formats the handler — a partial holding the main task, whose repr holds
+    its result. With the `SimulationResult` as that result, every run formatted every record
+    and message once more (seconds on a long session). The main task returns nothing."""
+    import signal
+
+    import fsm_stage.simulate as sim
+
+    _write(tmp_path, "g.yaml", FULL_GRAPH)
+    scenario = load_scenario(_write(tmp_path, "s.yaml", "graph: g.yaml\nsteps: [{user: hi}, {model: ok}]\n"))
+    formatted = [0]
+
+    def counting(self: object) -> str:
+        formatted[0] += 1
+        return "SimulationResult(...)"
+
+    monkeypatch.setattr(sim.SimulationResult, "__repr__", counting)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # what asyncio.run looks for
+    try:
+        result = simulate(scenario, cwd=tmp_path / "w")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(result.records) == 1
+    assert formatted[0] == 0

@@ -909,6 +909,12 @@ graph's own refusals, ``not_a_target`` / ``guard``): a replay gives such a call 
 reaches the target first and is refused the same way.)"""
 
 
+_PLAN_BEFORE_REVIEW_KEYS: tuple[str, ...] = (
+    "errors.not_in_plan", "errors.bad_plan", "errors.no_channel", "errors.no_agent")
+"""Plan-mode refusals of an ``exit_plan_mode`` call made before any review is asked: a replay
+gives such a call no ``review``."""
+
+
 class _Wording:
     """Recognises the controllers' recorded tool-result texts (in every shipped language) to
     recover what a log does not keep structurally: review comments and guard refusals."""
@@ -923,7 +929,9 @@ class _Wording:
                                        ("guard", stage, "errors.guard_blocked"),
                                        ("not_a_target", stage, "errors.not_a_target"),
                                        ("not_a_target", stage, "errors.not_configured"),
-                                       *(("before_review", stage, key) for key in _BEFORE_REVIEW_KEYS)):
+                                       *(("before_review", stage, key) for key in _BEFORE_REVIEW_KEYS),
+                                       *(("plan_before_review", plan, key)
+                                         for key in _PLAN_BEFORE_REVIEW_KEYS)):
                 pattern = _catalog_pattern(catalog, key)
                 if pattern is not None:
                     self.patterns.setdefault(kind, []).append(pattern)
@@ -1073,6 +1081,8 @@ class _Replay:
             if (wording.match("before_review", text) is not None
                     or text.removeprefix(ERROR_PREFIX) == NO_AGENT_MESSAGE):
                 return None  # refused before anyone was asked (newuser2 finding 7)
+        if call.tool == EXIT_PLAN_MODE and is_error and wording.match("plan_before_review", text) is not None:
+            return None  # refused before anyone was asked (newuser2 finding 7)
         if call.tool == GOTO_STAGE:  # it got past the guards: they held
             self._guards_held(i, call)
         if is_error:
@@ -1212,8 +1222,9 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
       ``graph`` (true when the call got past them, false for those a refusal names);
     * review comments recovered from the recorded failure text (``{feedback: TEXT}``), and a
       ``goto_stage`` refused before any review (no edge, guard, bad arguments, missing handoff
-      document, handoff write failure…: ``_BEFORE_REVIEW_KEYS``) gets no ``review`` (nobody was
-      asked);
+      document, handoff write failure…: ``_BEFORE_REVIEW_KEYS``) and an ``exit_plan_mode``
+      refused before its review (not in plan mode, bad plan, no review channel:
+      ``_PLAN_BEFORE_REVIEW_KEYS``) get no ``review`` (nobody was asked);
     * the host system prompt: the system text of the first request sent outside plan mode, as one
       ``host`` section (a warning when there is none or it changed during the session).
     * a lone surrogate in any recorded text (JSON can escape one; it cannot be encoded as UTF-8,

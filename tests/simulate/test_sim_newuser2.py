@@ -284,3 +284,27 @@ def test_simulate_never_formats_its_result(tmp_path: Path, monkeypatch: pytest.M
         signal.signal(signal.SIGINT, previous)
     assert len(result.records) == 1
     assert formatted[0] == 0
+
+
+def test_exit_plan_mode_refused_before_the_review_is_replayed_without_a_review(tmp_path: Path) -> None:
+    """Finding 7, plan-mode side: `exit_plan_mode` outside plan mode (or with a bad plan) is
+    refused before anyone is asked; the replay gives it no review instead of `keep`."""
+    _write(tmp_path, "g.yaml", FULL_GRAPH + "plan_mode: {section: Plan first.}\n")
+    scenario = _write(tmp_path, "s.yaml", """graph: g.yaml
+steps:
+  - user: Go.
+  - model:
+      calls:
+        - {tool: exit_plan_mode, args: {plan: "# Plan"}}
+  - model: Done.
+""")
+    log = tmp_path / "rec.jsonl"
+    code, _, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w0"))
+    assert code == 0, err
+    out = tmp_path / "rt.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(out))
+    assert code == 0, err
+    calls = [c for s in load_scenario(out).steps if isinstance(s, ModelStep) for c in s.calls]
+    assert [(c.tool, c.review) for c in calls] == [("exit_plan_mode", None)]
+    result = simulate(load_scenario(out), cwd=tmp_path / "w1")
+    assert result.warnings == () and result.failures == ()

@@ -182,6 +182,29 @@ def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | 
     return result, None, time.perf_counter() - t0
 
 
+def call_isolated(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | None, str | None, float]:
+    """``call_bench`` in a fresh interpreter (``run.py --child``), so one bench's garbage, caches
+    and heap growth (e.g. 10,000 ``add_model``-ed sessions, a 1M-event log) never land in
+    another bench's timed region. The result travels back as JSON (dict keys become strings)."""
+    import tempfile
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="fsm-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", module, "--child-output", str(out)]
+        if quick:
+            cmd.append("--quick")
+        if smoke:
+            cmd.append("--smoke")
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            return None, f"failed: {module} exited {proc.returncode}: " + " | ".join(tail), \
+                time.perf_counter() - t0
+        payload = json.loads(out.read_text(encoding="utf-8"))
+    return payload["result"], payload["error"], time.perf_counter() - t0
+
+
 def _us(s: float) -> str:
     return f"{s * 1e6:,.1f} µs" if s < 1e-3 else f"{s * 1e3:,.2f} ms"
 
@@ -466,7 +489,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 when a row is missing")
     ap.add_argument("--profile", type=int, metavar="ROW",
                     help="print a cProfile of fsm_stage's side of row 2, 3 or 5 instead of benchmarking")
+    ap.add_argument("--in-process", action="store_true",
+                    help="run every bench in this interpreter (default: one fresh interpreter each)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-output", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child is not None:
+        res, err, _ = call_bench(args.child, quick=args.quick, smoke=args.smoke)
+        if args.child_output is None:
+            raise SystemExit("--child needs --child-output")
+        args.child_output.write_text(json.dumps({"result": res, "error": err}, default=str), encoding="utf-8")
+        return 0
     if args.profile is not None:
         print(profile(args.profile))
         return 0
@@ -478,7 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
     for module in ("bench_log", "bench_transitions", "bench_memory", "bench_compile"):
         print(f"running {module} ({mode}) …", file=sys.stderr, flush=True)
-        res, err, secs = call_bench(module, quick=args.quick, smoke=args.smoke)
+        call = call_bench if args.in_process else call_isolated
+        res, err, secs = call(module, quick=args.quick, smoke=args.smoke)
         results[module] = (res, err)
         raw[module] = res if res is not None else {"error": err}
         print(f"  {module}: {secs:.1f} s" + (f" — {err.splitlines()[0]}" if err else ""), file=sys.stderr)

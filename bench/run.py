@@ -276,8 +276,11 @@ def row_memory(r: dict[str, Any] | None, err: str | None) -> Row:
     row.baseline = _bytes(base)
     if "cursor_b" in r:
         ours = r["cursor_b"]
-        row.ours = _bytes(ours)
-        row.ratio = f"{base / ours:,.0f}x smaller" if ours > 0 else "∞"
+        row.ours = _bytes(ours) + " cursor"
+        if "live_session_b" in r:
+            # Shown beside the cursor so the table never hides what a whole session costs.
+            row.ours += f"; {_bytes(r['live_session_b'])} whole live session"
+        row.ratio = f"{base / ours:,.0f}x smaller (cursor)" if ours > 0 else "∞"
         row.status = _status(ours <= 1024)
     else:
         row.ours = "missing"

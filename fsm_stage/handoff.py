@@ -157,7 +157,12 @@ class SandboxPolicyProvider(Protocol):
 
 @runtime_checkable
 class HandoffStore(Protocol):
-    """Writes handoff documents inside a session cwd (DESIGN.md §8 "handoff file writer")."""
+    """Writes handoff documents inside a session cwd (DESIGN.md §8 "handoff file writer").
+
+    A store may set a class attribute ``blocking = False`` when ``write`` does no I/O (like
+    ``MemoryHandoffStore``); the stage switch then calls it directly instead of in a worker
+    thread. Stores without the attribute are treated as blocking (run via ``asyncio.to_thread``).
+    """
 
     def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
         """Write ``text`` (UTF-8) to ``cwd / relative`` atomically and return its absolute path.
@@ -205,6 +210,9 @@ class MemoryHandoffStore:
     exception makes the next write raise it (the write is not recorded). Paths are checked
     with the same lexical rules as the local store (no filesystem, so no symlinks).
     """
+
+    #: ``write`` does no I/O, so the stage switch calls it without a thread hop.
+    blocking = False
 
     def __init__(self, default_root: str | None = "/workspace") -> None:
         self.default_root = default_root

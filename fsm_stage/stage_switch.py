@@ -1016,6 +1016,8 @@ class StageController:
         try:
             policy = self.sandbox.resolve(session) if self.sandbox is not None else None
             relative = handoff_relative_path(self.config.handoff_dir, session.id, target)
+            if not getattr(self.handoffs, "blocking", True):  # e.g. MemoryHandoffStore: no I/O
+                return self.handoffs.write(relative, handoff, cwd=cwd, policy=policy)
             # fsync can take a while: keep the event loop responsive (the review waits for it).
             return await asyncio.to_thread(self.handoffs.write, relative, handoff, cwd=cwd, policy=policy)
         except HandoffPathError as exc:

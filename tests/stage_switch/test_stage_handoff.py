@@ -6,6 +6,7 @@ Spec: stage-switch §1.11 (S69–S72), issue 5 "path-attack tests".
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -229,3 +230,55 @@ def test_memory_store_records_writes_and_policies_S72e_S72f() -> None:
     with pytest.raises(OSError, match="disk full"):
         store.write(rel, "c", cwd="/workspace")
     assert len(store.writes) == 2
+
+
+
+def test_non_blocking_store_is_written_without_a_thread_hop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store declaring ``blocking = False`` (the in-memory one) is called on the event loop;
+    the handoff document is still written before the review (S52)."""
+    import asyncio
+
+    from .harness import Harness
+
+    def no_threads(*_a: object, **_k: object) -> object:
+        raise AssertionError("asyncio.to_thread used for a non-blocking store")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_threads)
+    h = Harness()
+    h.open_turn()
+    assert h.review is not None
+    h.review.approve()
+    result = h.goto("beta", "# Handoff\n\nDone with alpha.")
+    assert not result.is_error
+    assert h.handoffs is not None
+    assert [w.text for w in h.handoffs.writes] == ["# Handoff\n\nDone with alpha."]
+
+
+def test_store_without_blocking_attribute_is_written_in_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store that does not declare ``blocking`` is assumed to do disk I/O: its write runs
+    through ``asyncio.to_thread`` so an fsync never stalls the event loop."""
+    import asyncio
+
+    from .harness import Harness
+
+    class PlainStore(MemoryHandoffStore):
+        """The in-memory store with the ``blocking`` declaration removed below."""
+
+    monkeypatch.delattr(MemoryHandoffStore, "blocking")
+    calls: list[str] = []
+    real = asyncio.to_thread
+
+    async def counting(func: Callable[..., object], /, *args: object, **kwargs: object) -> object:
+        calls.append(getattr(func, "__name__", "?"))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    h = Harness(handoffs=PlainStore())
+    h.open_turn()
+    assert h.review is not None
+    h.review.approve()
+    result = h.goto("beta", "# Handoff\n\nDone with alpha.")
+    assert not result.is_error
+    assert calls == ["write"]

@@ -30,7 +30,7 @@ anchors, e.g. ``x-defaults: &d {...}`` merged into stages with ``<<: *d``).
 ``section``, ``handoffDir``, ``initial``, ``minHandoffTokens``, ``language``; stages hold
 only ``name`` and ``instruction``) or ``plan-mode`` (config key ``section``). ``name``, when
 given, must be the package the entry configures (``PLUGIN_PACKAGES``, any npm scope:
-``plugin_name_pattern``); another package's name is an error (finding 9).
+``plugin_name_pattern``); another package's name is an error.
 In the plugin form ``{{ stage_current }}`` / ``{{ stage_targets }}`` in the stage-switch
 ``section`` are translated to the native ``<< stage_current >>`` syntax; the plan-mode
 ``section`` is kept verbatim (B4). A plugin-form graph takes its name from the file name.
@@ -75,7 +75,7 @@ other stage"). The message says to give a value or remove the key to get the def
 Names
 -----
 Stage names (and guard names) are at most ``MAX_NAME_LENGTH`` (64) characters: a stage name
-becomes the handoff file ``<stage>.md`` (finding 5). The limit is ``FieldRule.max_length`` /
+becomes the handoff file ``<stage>.md``. The limit is ``FieldRule.max_length`` /
 ``item_max_length``, so the JSON Schema says ``maxLength`` too.
 
 Warnings
@@ -87,8 +87,8 @@ them:
 * stages that cannot be reached from ``initial`` through ``targets`` (a user ``/stage`` jump
   can still reach them);
 * a stage with ``targets: []`` while the ``section`` template lists ``<< stage_targets >>``
-  plainly (``prompts.section_lists_targets_plainly``), which renders empty there (finding 15;
-  a section branching on ``<% if stage_targets %>`` gets no warning).
+  plainly (``prompts.section_lists_targets_plainly``), which renders empty there (a section
+  branching on ``<% if stage_targets %>`` gets no warning).
 
 Positioned problems for other YAML files
 ----------------------------------------
@@ -1451,9 +1451,9 @@ _STAGE_TARGETS_VARIABLE = "stage_targets"
 def _warn_terminal_guidance(graph: GraphConfig, report: ProblemReport) -> None:
     """Warn when the guidance ``section`` lists ``<< stage_targets >>`` plainly
     (``prompts.section_lists_targets_plainly``) and a stage has ``targets: []``: while an
-    eligibility predicate holds there, the model would be told to pick one of no stages
-    (finding 15). A section that tests the variable (``<% if stage_targets %>``) handles the
-    empty case itself and gets no warning (newuser2 finding 5)."""
+    eligibility predicate holds there, the model would be told to pick one of no stages.
+    A section that tests the variable (``<% if stage_targets %>``) handles the
+    empty case itself and gets no warning."""
     if not section_lists_targets_plainly(graph.section):
         return
     for i, stage in enumerate(graph.stages):
@@ -1470,8 +1470,8 @@ def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
     """Render the guidance ``section`` as the stage switch would, once per stage with
     ``stage_current`` = its name and ``stage_targets`` = its declared targets (and ``""`` too when
     guards or ``targets: []`` can leave none), so a template that fails at run time (sandbox,
-    runaway output, ``TypeError`` …) is a positioned problem at validate time (newuser2
-    findings 3, 4). Stops at the first failure."""
+    runaway output, ``TypeError`` …) is a positioned problem at validate time.
+    Stops at the first failure."""
     for stage in graph.stages:
         edges = graph.edges_from(stage.name)
         listed = ", ".join(e.target for e in edges)

@@ -121,8 +121,8 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``SandboxedEnvironment`` with ``StrictUndefined``, variable delimiters ``<< >>``, blocks
     ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
     ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
-    ``globals`` is empty (newuser2 finding 4): a template reads nothing but its variables.
-    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits (finding 3).
+    ``globals`` is empty: a template reads nothing but its variables.
+    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits.
     """
     env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],
@@ -197,7 +197,7 @@ def render(template_text: str, /, **variables: Any) -> str:
     templates are cached by text. Raises ``PromptTemplateError`` (a ``UserError``, one line) for
     a syntax error, an undefined variable (naming it and the variables that were given), a
     sandbox violation, output longer than ``MAX_RENDERED_CHARS`` or any other runtime error
-    (``ZeroDivisionError``, ``TypeError``, …): never a traceback (newuser2 finding 3).
+    (``ZeroDivisionError``, ``TypeError``, …): never a traceback.
     """
     return _render(template_text, None, variables)
 
@@ -218,8 +218,8 @@ def template_variables(template_text: str) -> set[str]:
 def section_lists_targets_plainly(section: str) -> bool:
     """Whether ``section`` uses ``stage_targets`` only as bare ``<< stage_targets >>`` outputs
     (at least once): such a section cannot read well when there are no targets, so
-    ``stage:policy`` then shows a catalog line instead (finding 6), and config validation warns
-    about stages with ``targets: []`` (finding 15). A section that tests, filters or defaults
+    ``stage:policy`` then shows a catalog line instead, and config validation warns
+    about stages with ``targets: []``. A section that tests, filters or defaults
     the variable (``<% if stage_targets %>``, ``<< stage_targets or … >>``) handles the empty
     case itself; one that never mentions it has nothing to fix. A section that does not
     compile returns False (rendering it reports the error).

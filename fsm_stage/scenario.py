@@ -475,7 +475,7 @@ def _flags(problems: _Loader, value: Any, path: _Path) -> dict[str, bool] | None
 
 
 def _check_call(problems: _Loader, call: ToolCall, path: _Path) -> None:
-    """Refuse call data the simulator would silently ignore (finding 9)."""
+    """Refuse call data the simulator would silently ignore."""
     if call.review is not None and call.tool not in REVIEWED_TOOLS:
         problems.add((*path, "review"), f"{call.tool} never asks a review (only "
                      f"{' and '.join(sorted(REVIEWED_TOOLS))} do); remove `review`")
@@ -590,7 +590,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _check_encodable(problems: _Loader, value: Any, path: _Path) -> None:
     """Refuse strings holding a lone surrogate (YAML ``"\\ud800"``): such text cannot be encoded
-    as UTF-8, so it could never be sent to a model, logged or printed (newuser2 finding 3).
+    as UTF-8, so it could never be sent to a model, logged or printed.
     Keys are positioned at the key, values at the value."""
     def problem(text: str) -> str:
         found = _SURROGATE.search(text)
@@ -1080,9 +1080,9 @@ class _Replay:
                 return None
             if (wording.match("before_review", text) is not None
                     or text.removeprefix(ERROR_PREFIX) == NO_AGENT_MESSAGE):
-                return None  # refused before anyone was asked (newuser2 finding 7)
+                return None  # refused before anyone was asked
         if call.tool == EXIT_PLAN_MODE and is_error and wording.match("plan_before_review", text) is not None:
-            return None  # refused before anyone was asked (newuser2 finding 7)
+            return None  # refused before anyone was asked
         if call.tool == GOTO_STAGE:  # it got past the guards: they held
             self._guards_held(i, call)
         if is_error:

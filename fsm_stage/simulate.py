@@ -799,7 +799,7 @@ class _Engine:
             must = stage in e.handoff_exists
             path = self.handoff_path(stage)
             self.checks += 1
-            # only this run's documents count: a fixed cwd keeps earlier runs' files (finding 7)
+            # only this run's documents count: a fixed cwd keeps earlier runs' files
             there = path is not None and self.handoffs.wrote(path) and path.is_file()
             if there != must:
                 shown = str(path) if path is not None else "(no stage graph)"

@@ -298,7 +298,7 @@ both built from this (§1.15, S39)."""
 
 
 def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
-    """Check ``goto_stage`` arguments against the tool's own parameter schema (finding 8).
+    """Check ``goto_stage`` arguments against the tool's own parameter schema.
 
     Returns None when ``args`` is valid (a JSON object with a string ``stage``, an optional
     string ``handoff`` and no other key), else the model-facing ``errors.invalid_arguments``
@@ -586,7 +586,7 @@ class StageController:
             self._disposers.append(runtime.add_service("stage", self))
             if self.config.min_handoff_tokens is not None and self.token_meter is None:
                 # Construction and attach never fail for this (spec); say it once, now, instead
-                # of only failing every threshold-deciding goto_stage later (newuser2 bug 10).
+                # of only failing every threshold-deciding goto_stage later.
                 self.logger.warning(
                     "stage graph %r sets min_handoff_tokens=%s but this StageController has no "
                     "token_meter: every goto_stage will fail with errors.missing_token_meter; "

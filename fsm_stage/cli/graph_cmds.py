@@ -43,7 +43,7 @@ def _summary(cfg: ConfigFile) -> str:
 
 
 def warning_line(problem: Problem) -> str:
-    """A warning as ``PATH:LINE:COLUMN: warning: KEY: message`` (finding 15)."""
+    """A warning as ``PATH:LINE:COLUMN: warning: KEY: message``."""
     return f"{problem.path}:{problem.line}:{problem.column}: warning: {problem.key}: {problem.message}"
 
 

@@ -6,7 +6,7 @@ origin, delegation depth, parent), the event count, the open turn, plan mode
 record and ``--graph`` is given), what the last ``request/header`` told the model, the
 surface length and any warnings (torn tail, unknown event types, surface problems, and
 ``plan/mode`` records with an invalid payload: plan mode is then the last *valid* record's
-value, B105–B108; ``--strict`` refuses such a log, newuser2 finding 12).
+value, B105–B108; ``--strict`` refuses such a log).
 ``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
 projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
 the tail and folds only the new events (the surface is not folded in that mode). A progress
@@ -121,7 +121,7 @@ def _projections() -> tuple[Projection[Any], ...]:
 
 def _plan_mode_warnings(path: str | None, state: PlanModeProblemsState, *, strict: bool) -> list[str]:
     """One warning per invalid ``plan/mode`` record (the folds keep the last valid record's
-    value; newuser2 finding 12); with ``strict`` the first one is a ``LogFormatError``."""
+    value); with ``strict`` the first one is a ``LogFormatError``."""
     if state.count == 0:
         return []
     where = f"{path}: " if path else ""

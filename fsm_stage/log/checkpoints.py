@@ -8,7 +8,7 @@ A ``Checkpoint`` records, for one log file:
   holding it, the seq ``line_seq0`` that line starts with (packed rows hold several events),
   a SHA-256 prefix of that line and the committed file ``size``;
 * a SHA-256 prefix of the header line, and the file's ``(st_dev, st_ino)`` and
-  ``st_mtime_ns`` when the checkpoint was taken (finding 20);
+  ``st_mtime_ns`` when the checkpoint was taken;
 * one row per projection key: ``{ver: STATE_VERSION, state: projection.dump(state)}``.
 
 ``CheckpointStore(directory)`` keeps one JSON file per log in ``directory``, named after a

@@ -124,7 +124,7 @@ _json_decode = json.JSONDecoder().decode
 _UNPARSABLE = (ValueError, RecursionError)
 """What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and
 ``UnicodeDecodeError``) and ``RecursionError`` for nesting deeper than the parser's recursion
-limit (newuser2 finding 3): such a line is unparsable like any other (§8.3)."""
+limit: such a line is unparsable like any other (§8.3)."""
 
 
 @attrs.frozen

@@ -116,7 +116,7 @@ class JsonlLog:
     empty; otherwise opens it, validates that ``h.id`` (if given) matches, and reads every
     event. ``ignorable_types`` adds types (besides ``fsm/…`` and ``system/message``) written
     with ``ignorable: true``. Every new event is checked with ``writer_checks.check_new_event``
-    first (finding 18: nothing a strict reader refuses is written), through the
+    first (nothing a strict reader refuses is written), through the
     ``writer_checks.prepare_batch`` that ``MemoryLog`` shares.
 
     **``allow_unknown_types`` defaults to False here but to True on ``MemoryLog``**: a type

@@ -18,7 +18,7 @@ Concrete projections:
   view ``{active, pending}`` (plan-mode-spec §2.K, dsh-log-format §6.5/§10).
 * ``PlanModeProblems`` — the ``plan/mode`` records with an invalid payload
   (``plan_mode_problem``): every fold above skips them (the last *valid* record wins); this one
-  counts them so readers such as ``fsm-stage state`` can warn (newuser2 finding 12).
+  counts them so readers such as ``fsm-stage state`` can warn.
 * ``OpenTurn`` — idle vs open turn: the last ``turn/start``/``turn/end`` decides
   (plan-mode-spec §1.4); also the last turn number and the ``request/header`` count. The
   runtime's ``Session`` reads this same fold (``runtime.session.TurnFold`` is a subclass).
@@ -312,7 +312,7 @@ class PlanModeProblemsState:
 
 
 class PlanModeProblems:
-    """Fold of the ``plan/mode`` records with an invalid payload (B105–B108; newuser2 finding 12).
+    """Fold of the ``plan/mode`` records with an invalid payload (B105–B108).
 
     The plan folds (``PlanModeFold``, ``PlanView``) skip such a record, so the plan mode is the
     last *valid* record's value; this fold lets a reader say so. View:

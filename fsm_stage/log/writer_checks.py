@@ -1,4 +1,4 @@
-"""Checks every writer runs before an event is committed (finding 18).
+"""Checks every writer runs before an event is committed.
 
 A log fsm_stage writes must never be one that a strict reader refuses (DSH's loader, or
 ``fsm-stage state --strict``, i.e. ``dsh.read_log(strict=True)``), nor one whose folds
@@ -26,7 +26,7 @@ Rules
   (``fsm_stage.plan_mode``), which also judge existing logs (B109/B111): a writer-level check
   would stop those validators from ever seeing, and reporting, such an event. Such a log
   reads under ``read_log(strict=True)``, but ``fsm-stage state`` warns about the record and
-  ``state --strict`` refuses it (newuser2 finding 12).
+  ``state --strict`` refuses it.
 
 Unknown event types that are ignorable may carry any JSON ``data``.
 

@@ -48,7 +48,7 @@ from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import Message
 from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolCall, tool_result_message
+from fsm_stage.runtime.tools import ToolCall, step_position, tool_result_message
 
 __all__ = [
     "INTERRUPTED",
@@ -171,24 +171,14 @@ def closers(events: Sequence[Event], *, language: str = "en") -> list[NewEvent]:
         result_id = f"interrupted-tool-result-{call_id}-{seq}"
         message: Message = tool_result_message(call, text, True,
                                                id_factory=functools.partial(str, result_id))
-        data_out: dict[str, Any] = {}
-        if call_turn is not None:
-            data_out["turn"] = call_turn
-        if call_step is not None:
-            data_out["step"] = call_step
+        data_out = step_position(call_turn, call_step)
         data_out["message"] = message
         data_out["error"] = dict(OUTCOME_UNKNOWN if started else NOT_STARTED)
         out.append(NewEvent(TOOL_RESULT, data_out, "append",
                             [recorded[call_id]] if started else None))
         seq += 1
     if open_step is not None:
-        step_turn, step = open_step
-        step_data: dict[str, Any] = {}
-        if step_turn is not None:
-            step_data["turn"] = step_turn
-        if step is not None:
-            step_data["step"] = step
-        out.append(NewEvent(STEP_END, step_data))
+        out.append(NewEvent(STEP_END, step_position(*open_step)))
     end: dict[str, Any] = {"turn": turn} if turn is not None else {}
     end["reason"] = {"kind": INTERRUPTED}
     out.append(NewEvent(TURN_END, end))

@@ -195,28 +195,33 @@ async def dispatch_tool(
     """
     call_seq: int | None = None
     if session is not None:
-        data: dict[str, Any] = {}
-        if turn is not None:
-            data["turn"] = turn
-        if step is not None:
-            data["step"] = step
+        data = step_position(turn, step)
         data.update(callId=call.id, name=call.name, arguments=call.arguments)
         call_seq = session.append(TOOL_CALL, data).seq
     result = await execute_tool(tools, call, agent, signal)
     message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
     result = attrs.evolve(result, message=message)
     if session is not None:
-        rdata: dict[str, Any] = {}
-        if turn is not None:
-            rdata["turn"] = turn
-        if step is not None:
-            rdata["step"] = step
+        rdata = step_position(turn, step)
         rdata["message"] = message
         if not result.is_error and result.meta is not _ABSENT:
             rdata["meta"] = result.meta
         session.append(TOOL_RESULT, rdata, surface_op="append",
                        source_event_seqs=[call_seq] if call_seq is not None else None)
     return result
+
+
+def step_position(turn: int | None, step: int | None) -> dict[str, Any]:
+    """The ``{turn, step}`` head of DSH step-scoped event data, omitting unknown parts.
+
+    Shared by the tool events and the crash-repair closers so they are shaped alike.
+    """
+    out: dict[str, Any] = {}
+    if turn is not None:
+        out["turn"] = turn
+    if step is not None:
+        out["step"] = step
+    return out
 
 
 def export_tools(specs: Sequence[ToolSpec], style: str = "openai") -> list[dict[str, Any]]:

@@ -53,8 +53,7 @@ from fsm_stage.log.dsh import (
     BodyScan,
     RecordDecoder,
     gc_paused,
-    open_log_bytes,
-    parse_header,
+    open_session_log,
     read_header,
     scan_body,
     unknown_types_warning,
@@ -261,11 +260,10 @@ def cold_fold(
     """
     p = Path(path)
     source = str(p)
-    opened = open_log_bytes(p)
+    session = open_session_log(p, strict=strict)
+    opened, body_start, header = session.log, session.body_start, session.header
     fh, compressed, warnings = opened.stream, opened.compressed, opened.warnings
     with fh:
-        raw_header, body_start = read_header(fh, source)
-        header = parse_header(raw_header, source=source, strict=strict, warnings=warnings)
         identity = LogIdentity.of(header)
         states: dict[str, Any] | None = None
         note: str | None = "no checkpoint store"

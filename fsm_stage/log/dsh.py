@@ -536,6 +536,37 @@ def read_header(fh: IO[bytes], source: str) -> tuple[dict[str, Any], int]:
     raise LogFormatError(f"not a session log: {source}: the file is empty")
 
 
+
+@attrs.frozen
+class OpenedSession:
+    """A session log opened for reading with its header parsed: the ``log`` stream (positioned
+    just after the header line), the ``raw_header`` mapping, ``body_start`` (byte offset of the
+    first event line) and the validated ``header``."""
+
+    log: OpenedLog
+    raw_header: dict[str, Any]
+    body_start: int
+    header: SessionHeader
+
+
+def open_session_log(path: Path, *, strict: bool = False, allow_newer: bool = False) -> OpenedSession:
+    """Open ``path``, read and validate its header line (shared by ``read_log`` and ``cold_fold``).
+
+    The caller closes ``result.log.stream`` (use it as a context manager). Raises
+    ``LogFormatError`` like ``read_header`` / ``parse_header``; the stream is closed then.
+    """
+    source = str(path)
+    opened = open_log_bytes(path)
+    try:
+        raw_header, body_start = read_header(opened.stream, source)
+        header = parse_header(
+            raw_header, source=source, allow_newer=allow_newer, strict=strict, warnings=opened.warnings
+        )
+    except BaseException:
+        opened.stream.close()
+        raise
+    return OpenedSession(opened, raw_header, body_start, header)
+
 def read_log(
     path: str | os.PathLike[str],
     *,
@@ -551,13 +582,11 @@ def read_log(
     """
     p = Path(path)
     source = str(p)
-    opened = open_log_bytes(p)
+    session = open_session_log(p, strict=strict, allow_newer=allow_newer)
+    opened, raw_header, header = session.log, session.raw_header, session.header
+    offset = session.body_start
     fh, compressed, warnings = opened.stream, opened.compressed, opened.warnings
     with fh:
-        raw_header, offset = read_header(fh, source)
-        header = parse_header(
-            raw_header, source=source, allow_newer=allow_newer, strict=strict, warnings=warnings
-        )
         decoder = RecordDecoder(source=source, strict=strict)
         events: list[Event] = []
         offsets: array[int] = array("q")

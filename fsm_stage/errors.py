@@ -38,3 +38,59 @@ class LogWriteError(FsmStageError):
 
 class LogLockedError(UserError):
     """Another writer holds the session log's lock."""
+
+
+class AppendConflictError(LogWriteError):
+    """A conditional append lost: the log's last seq is no longer the one the writer folded from.
+
+    ``expected`` is the seq the writer saw (``-1`` for an empty log), ``actual`` the log's last
+    seq now. Nothing was written; re-fold (``refresh()``) and decide again.
+    """
+
+    def __init__(self, expected: int, actual: int, message: str | None = None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message or f"append conflict: expected the log to end at seq {expected}, "
+                                    f"it ends at seq {actual}; re-read the log and retry")
+
+
+class ReviewSuspended(FsmStageError):
+    """Raised by a ``ReviewChannel.ask`` that will not answer now: the review stays open in the
+    log and the host answers it later (``answer_review``), in this process or another."""
+
+
+class ReviewPending(FsmStageError):
+    """A tool call whose review was suspended: the call stays open (no ``tool/result``) until
+    the host answers review ``review_id`` and resumes the call.
+
+    ``review_id`` (``rv_…``), ``call_id`` (the model's tool-call id) and ``kind``
+    (``"plan"`` or ``"stage"``). Map it to your framework's interrupt.
+    """
+
+    def __init__(self, review_id: str, call_id: str, kind: str) -> None:
+        self.review_id = review_id
+        self.call_id = call_id
+        self.kind = kind
+        super().__init__(f"review {review_id} ({kind}) for tool call {call_id} awaits a human answer")
+
+
+class ReviewError(UserError):
+    """A review cannot be answered as asked (base of the review answer errors)."""
+
+
+class ReviewNotFoundError(ReviewError):
+    """No review with that id in the session log."""
+
+
+class ReviewAlreadyAnsweredError(ReviewError):
+    """The review was answered already (by this or another process); nothing was applied twice."""
+
+
+class ReviewPayloadChangedError(ReviewError):
+    """What the reviewer would approve (plan text, or handoff document plus target) no longer
+    hashes to the review request's ``payloadSha256``."""
+
+
+class GraphChangedError(UserError):
+    """The session log records a different stage-graph fingerprint than the graph in use;
+    pass ``accept_graph_change=True`` to record the new one."""

@@ -103,10 +103,11 @@ from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.commands import CommandReply, CommandSpec
+from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
 from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, session_lock, told
 from fsm_stage.runtime.review import Option, Question, ReviewChannel, ReviewDismissed, evaluate
-from fsm_stage.runtime.runtime import Contributions, ControllerClosedError, Runtime
+from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 
@@ -263,13 +264,16 @@ class PlanModeController:
         self.logger = logger if logger is not None else _log
         self._pending: PendingStore[bool] = PendingStore(logger=self.logger, level=logging.WARNING)
         self._review = review
-        self._runtime: Runtime | None = None
-        self._contributions = Contributions()
-        self.closed = False
+        self.lifecycle = ControllerLifecycle(_WHAT)
         self.tool = _ExitTool(self)
         self.command = _PlanCommand(self)
 
     # --- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self.lifecycle.closed
 
     def attach(self, runtime: Runtime) -> None:
         """Register everything with ``runtime``: the invariant (scans tracked logs first and
@@ -277,66 +281,51 @@ class PlanModeController:
         participant, the ``plan:policy`` section, the ``exit_plan_mode`` tool, ``/plan`` when the
         runtime has commands (B48) and the ``plan`` projection when it has projections (B95).
         Nothing stays registered if any step fails. Raises ``RuntimeError`` when already attached
-        and ``ControllerClosedError`` (a ``RuntimeError``) when closed."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
-        if self._runtime is not None:
-            raise RuntimeError("this plan-mode controller is already attached")
-        c = Contributions()
-        try:
-            c.add(runtime.add_invariant(self.check_event))
-            c.add(runtime.add_service(PLAN_SERVICE, self))
-            c.add(runtime.add_pre_step(self.on_pre_step))
-            section = SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text)
-            c.add(runtime.add_section(section))
-            c.add(runtime.add_tool(self.tool))
-            if runtime.commands is not None:
-                c.add(runtime.add_command(self.command))
-            if runtime.projections is not None:
-                c.add(runtime.add_projection(PLAN_PROJECTION_KEY, PlanView()))
-        except BaseException:
-            c.dispose()
-            raise
-        self._contributions = c
-        self._runtime = runtime
+        and ``ControllerClosedError`` (a ``RuntimeError``) when closed, through the same
+        ``ControllerLifecycle`` the stage switch uses."""
+        self.lifecycle.attach(runtime, self._contribute)
+
+    def _contribute(self, reg: Registration) -> None:
+        reg.invariant(self.check_event)
+        reg.service(PLAN_SERVICE, self)
+        reg.pre_step(self.on_pre_step)
+        reg.section(SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text))
+        reg.tool(self.tool)
+        reg.command(self.command)
+        reg.projection(PLAN_PROJECTION_KEY, PlanView())
 
     def close(self) -> None:
         """Remove every contribution at once and forget pending selections (B93, B94, B101).
         A review still open fails with the reload error when it resolves (B88). Idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        self._contributions.dispose()
-        self._pending.clear_all()
+        if self.lifecycle.close():
+            self._pending.clear_all()
 
     @property
     def review(self) -> ReviewChannel | None:
         """The review channel: the one given to the constructor, else the runtime's."""
         if self._review is not None:
             return self._review
-        return self._runtime.review if self._runtime is not None else None
+        runtime = self.lifecycle.runtime
+        return runtime.review if runtime is not None else None
 
     # --- state ----------------------------------------------------------------------------------
 
     def logged(self, session: Session) -> bool:
         """The logged state: the last ``plan/mode`` of the log (False when none; B6–B9).
         Raises ``ControllerClosedError`` after ``close()``, as every read does."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         return session.read(_PLAN_FOLD)
 
     def effective(self, agent: Agent) -> bool:
         """The pending target when a selection exists, otherwise the logged state (§1.3)."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         sel = self._pending.get(agent.session)
         return sel.target if sel is not None else self.logged(agent.session)
 
     def get(self, agent: Agent) -> PlanStatus:
         """``PlanStatus(active=<logged>, pending=<selection target or None>)`` (B9, B11–B13).
         Raises ``ControllerClosedError`` after ``close()``."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         sel = self._pending.get(agent.session)
         return PlanStatus(self.logged(agent.session), sel.target if sel is not None else None)
 
@@ -355,8 +344,7 @@ class PlanModeController:
         """
         if not isinstance(active, bool):
             raise TypeError(f"plan mode must be selected with a bool, got {active!r}")
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         session = agent.session
         with session_lock(session.id):
             logged = self.logged(session)

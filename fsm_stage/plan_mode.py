@@ -1,67 +1,16 @@
 """Plan mode: a reviewed two-state stage (``default`` ↔ ``plan``) over the session log.
 
-Port of the ``dsh-plan-mode`` plugin (``plan-mode-spec.md``, behaviours B1–B114) onto the
-runtime seams of :mod:`fsm_stage.runtime`. The state machine is
-``fsm_stage.graph.compile_plan_mode()``: ``enter_plan`` (default→plan), ``leave_plan``
-(plan→default, the user) and ``exit_plan`` (plan→default, guarded by ``approved``: the
-reviewer's approval is the guard on the model's exit). The machine is never replayed: the
-logged state is a fold of the log (last ``plan/mode`` wins, B6–B8) assigned to a throw-away
-cursor, and every transition appends ``plan/mode {active}`` in the machine's ``before``
-callback (durable first, DESIGN.md invariant 2).
+Port of ``dsh-plan-mode`` (plan-mode spec B1–B114). ``PlanModeController(config)`` runs the
+``compile_plan_mode()`` machine over a fold of the log (last ``plan/mode`` wins) and appends
+``plan/mode {active}`` durably first. ``attach(runtime)`` contributes the invariant, the
+``plan_mode`` service, the pre-step flush, ``plan:policy`` (order 50), ``exit_plan_mode``,
+``/plan`` and the ``plan`` projection through ``fsm_stage.runtime.controller.ControllerLifecycle``;
+``close()`` removes them all. ``set``, the flush and the exit's approval hold the shared
+per-session lock around fold → fire → append and never await inside it.
 
-Wiring (see the README section "Plan mode")::
-
-    runtime = Runtime(review=ScriptedReviewChannel().approve())
-    plan = PlanModeController({"section": "You are in plan mode. ..."})
-    plan.attach(runtime)          # service, pre-step, plan:policy (order 50), exit_plan_mode,
-                                  # /plan (if runtime.commands), "plan" projection, invariant
-    ...
-    plan.close()                  # removes every contribution at once
-
-``set``, the pre-step flush and the exit tool's approval hold the runtime's per-session lock
-(``fsm_stage.runtime.pending.session_lock(session.id)``, the same lock the stage switch holds)
-around fold → fire → append, and never await inside it, so threads, event loops and several
-``Session`` wrappers of one log are serialised per session (DESIGN.md §5).
-
-Public API
-----------
-``resolve_config(raw) -> PlanModeConfig`` (B1–B5, raises ``PlanModeConfigError``).
-``PlanModeController(config, *, language="en", override_dir=None, review=None, logger=None)``:
-``attach(runtime)``, ``close()``, ``closed``; ``get(agent) -> PlanStatus`` (B9);
-``set(agent, active) -> "committed" | "queued" | "cancelled" | "noop"`` (B10–B21);
-``logged(session)`` / ``effective(agent)``; ``section_text(agent | None)`` (B36, B37);
-``on_pre_step(agent, messages, aborted)`` (B22–B35); ``exit_plan_mode(args, agent, signal)``
-and ``tool`` (B64–B90); ``handle_command(agent, raw_input, images)`` and ``command``
-(B48–B63); ``present_call(args)`` / ``present_result(content)`` (B91, B92);
-``check_event(event)`` (B105–B111). ``fold_plan_mode`` is re-exported from
-``fsm_stage.log.projections`` (B6–B8) and ``PlanView`` is the ``plan`` projection (B95–B104).
-
-Decisions on the reference quirks (plan-mode spec §2.N)
--------------------------------------------------------
-Q1 (plan heading): **changed** — a plan must start with a markdown heading of level 1 to 6
-   (``#`` … ``######``) followed by whitespace and text, the same rule the call card uses for
-   its title. A model writing ``## Plan`` is following the tool's instructions; refusing it
-   only costs a round trip. ``#Title``, ``# `` and seven ``#`` are still refused. A leading
-   BOM is stripped like JS ``trim`` does.
-Q2 (entry wording): **changed** — ``/plan`` answers truthfully: ``noop`` while plan mode is
-   already logged active says "already on"; ``cancelled`` (withdrawing a pending exit) says
-   the exit was withdrawn. ``noop`` during a pending entry still says "starts with the next
-   step". The off branch is unchanged (B55).
-Q3 (net-zero narration): **changed** — a boundary narrates only when it actually appends
-   ``plan/mode``. A net-zero record clears silently, so the model never gets a duplicate
-   notice after an idle commit already injected one.
-Q4 (projection): **kept** — the ``plan`` unit is DSH's state version 2 (R0–R5) so
-   checkpoints and clients stay compatible; it sees only ``/plan`` records (B104).
-Q5 (exit checks the logged state): **kept** — a second ``exit_plan_mode`` in the same batch
-   after an approval asks again: it may carry a different plan, which the user must see.
-Q6 (failed flush): **kept** — the step's prompt was assembled from the effective state; the
-   record stays pending and the next healthy boundary logs it (B29, B30).
-Q7 (pre-step order): **adopted** — ``Runtime.pre_step`` is called by the host only after its
-   final accept decision, so a ``plan/mode`` append is never followed by a rejection.
-Q8 (retries): **kept** — same-step retries reuse the frozen assembly and run no pre-step (B34).
-Q9 (idle-commit failure): **kept** — the append error propagates from ``set`` (and ``/plan``
-   settles as an error): the caller must learn that the switch did not happen; nothing is
-   changed (B20).
+``resolve_config`` validates a config (raises ``PlanModeConfigError``); ``plan_heading_ok`` /
+``plan_title`` read a plan's heading. The mechanism, the public API and the rules where plan
+mode differs from the seed are in ``docs/plan-mode-decisions.md``.
 """
 
 from __future__ import annotations
@@ -184,7 +133,8 @@ def resolve_config(
 
 def plan_heading_ok(plan: object) -> bool:
     """Whether ``plan`` is a string that, trimmed, starts with a 1–6 level markdown heading
-    followed by whitespace and text (B69, B70; Q1 decision)."""
+    followed by whitespace and text (B69, B70). Any level 1–6 is accepted, not only ``# ``:
+    a model writing ``## Plan`` follows the tool's instructions."""
     return isinstance(plan, str) and _HEADING_RE.match(_TRIM_RE.sub("", plan)) is not None
 
 
@@ -338,7 +288,8 @@ class PlanModeController:
         dropped, ``"cancelled"``; otherwise ``plan/mode`` is appended now, the selection
         cleared and, when the last request header told the model otherwise, one notice is
         handed to ``agent.inject`` → ``"committed"``. An append failure propagates with nothing
-        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active`` and
+        changed (B20): the caller must learn that the switch did not happen. Raises
+        ``TypeError`` for a non-bool ``active`` and
         ``ControllerClosedError`` (a ``RuntimeError``) after ``close()`` (a selection would never
         be flushed).
         """
@@ -391,7 +342,8 @@ class PlanModeController:
         """Flush the pending selection at an accepted pre-step (B22–B35).
 
         Aborted or nothing pending: unchanged. A selection equal to the logged state is cleared
-        silently (B25, Q3). Otherwise ``plan/mode`` is appended (it lands before the step's
+        silently (B25): a boundary narrates only when it appends. Otherwise ``plan/mode`` is
+        appended (it lands before the step's
         ``step/start``, B24) and, for a narrated selection whose target differs from what the
         last header told the model, one notice is added after all other messages (B26–B28). An
         append failure is logged once as a warning and keeps the selection (B29, B30).
@@ -523,7 +475,8 @@ class PlanModeController:
         )
 
     def handle_command(self, agent: Agent, raw_input: str, images: Sequence[Block] = ()) -> CommandReply:
-        """``/plan [message]`` and ``/plan off`` (B50–B62; Q2 wording).
+        """``/plan [message]`` and ``/plan off`` (B50–B62). The reply is truthful: ``noop`` while plan
+        mode is logged active says it is already on; ``cancelled`` says the pending exit was withdrawn.
 
         ``raw_input.strip() == "off"`` exactly: refuse images (B51), ``set(False)`` and reply per
         B55; never steers. Anything else: ``set(True)`` first, then steer one user message (images

@@ -1,67 +1,16 @@
 """Plan mode: a reviewed two-state stage (``default`` ↔ ``plan``) over the session log.
 
-Port of the ``dsh-plan-mode`` plugin (``plan-mode-spec.md``, behaviours B1–B114) onto the
-runtime seams of :mod:`fsm_stage.runtime`. The state machine is
-``fsm_stage.graph.compile_plan_mode()``: ``enter_plan`` (default→plan), ``leave_plan``
-(plan→default, the user) and ``exit_plan`` (plan→default, guarded by ``approved``: the
-reviewer's approval is the guard on the model's exit). The machine is never replayed: the
-logged state is a fold of the log (last ``plan/mode`` wins, B6–B8) assigned to a throw-away
-cursor, and every transition appends ``plan/mode {active}`` in the machine's ``before``
-callback (durable first, DESIGN.md invariant 2).
+Port of ``dsh-plan-mode`` (plan-mode spec B1–B114). ``PlanModeController(config)`` runs the
+``compile_plan_mode()`` machine over a fold of the log (last ``plan/mode`` wins) and appends
+``plan/mode {active}`` durably first. ``attach(runtime)`` contributes the invariant, the
+``plan_mode`` service, the pre-step flush, ``plan:policy`` (order 50), ``exit_plan_mode``,
+``/plan`` and the ``plan`` projection through ``fsm_stage.runtime.controller.ControllerLifecycle``;
+``close()`` removes them all. ``set``, the flush and the exit's approval hold the shared
+per-session lock around fold → fire → append and never await inside it.
 
-Wiring (see the README section "Plan mode")::
-
-    runtime = Runtime(review=ScriptedReviewChannel().approve())
-    plan = PlanModeController({"section": "You are in plan mode. ..."})
-    plan.attach(runtime)          # service, pre-step, plan:policy (order 50), exit_plan_mode,
-                                  # /plan (if runtime.commands), "plan" projection, invariant
-    ...
-    plan.close()                  # removes every contribution at once
-
-``set``, the pre-step flush and the exit tool's approval hold the runtime's per-session lock
-(``fsm_stage.runtime.pending.session_lock(session.id)``, the same lock the stage switch holds)
-around fold → fire → append, and never await inside it, so threads, event loops and several
-``Session`` wrappers of one log are serialised per session (DESIGN.md §5).
-
-Public API
-----------
-``resolve_config(raw) -> PlanModeConfig`` (B1–B5, raises ``PlanModeConfigError``).
-``PlanModeController(config, *, language="en", override_dir=None, review=None, logger=None)``:
-``attach(runtime)``, ``close()``, ``closed``; ``get(agent) -> PlanStatus`` (B9);
-``set(agent, active) -> "committed" | "queued" | "cancelled" | "noop"`` (B10–B21);
-``logged(session)`` / ``effective(agent)``; ``section_text(agent | None)`` (B36, B37);
-``on_pre_step(agent, messages, aborted)`` (B22–B35); ``exit_plan_mode(args, agent, signal)``
-and ``tool`` (B64–B90); ``handle_command(agent, raw_input, images)`` and ``command``
-(B48–B63); ``present_call(args)`` / ``present_result(content)`` (B91, B92);
-``check_event(event)`` (B105–B111). ``fold_plan_mode`` is re-exported from
-``fsm_stage.log.projections`` (B6–B8) and ``PlanView`` is the ``plan`` projection (B95–B104).
-
-Decisions on the reference quirks (plan-mode spec §2.N)
--------------------------------------------------------
-Q1 (plan heading): **changed** — a plan must start with a markdown heading of level 1 to 6
-   (``#`` … ``######``) followed by whitespace and text, the same rule the call card uses for
-   its title. A model writing ``## Plan`` is following the tool's instructions; refusing it
-   only costs a round trip. ``#Title``, ``# `` and seven ``#`` are still refused. A leading
-   BOM is stripped like JS ``trim`` does.
-Q2 (entry wording): **changed** — ``/plan`` answers truthfully: ``noop`` while plan mode is
-   already logged active says "already on"; ``cancelled`` (withdrawing a pending exit) says
-   the exit was withdrawn. ``noop`` during a pending entry still says "starts with the next
-   step". The off branch is unchanged (B55).
-Q3 (net-zero narration): **changed** — a boundary narrates only when it actually appends
-   ``plan/mode``. A net-zero record clears silently, so the model never gets a duplicate
-   notice after an idle commit already injected one.
-Q4 (projection): **kept** — the ``plan`` unit is DSH's state version 2 (R0–R5) so
-   checkpoints and clients stay compatible; it sees only ``/plan`` records (B104).
-Q5 (exit checks the logged state): **kept** — a second ``exit_plan_mode`` in the same batch
-   after an approval asks again: it may carry a different plan, which the user must see.
-Q6 (failed flush): **kept** — the step's prompt was assembled from the effective state; the
-   record stays pending and the next healthy boundary logs it (B29, B30).
-Q7 (pre-step order): **adopted** — ``Runtime.pre_step`` is called by the host only after its
-   final accept decision, so a ``plan/mode`` append is never followed by a rejection.
-Q8 (retries): **kept** — same-step retries reuse the frozen assembly and run no pre-step (B34).
-Q9 (idle-commit failure): **kept** — the append error propagates from ``set`` (and ``/plan``
-   settles as an error): the caller must learn that the switch did not happen; nothing is
-   changed (B20).
+``resolve_config`` validates a config (raises ``PlanModeConfigError``); ``plan_heading_ok`` /
+``plan_title`` read a plan's heading. The mechanism, the public API and the rules where plan
+mode differs from the seed are in ``docs/plan-mode-decisions.md``.
 """
 
 from __future__ import annotations
@@ -103,10 +52,11 @@ from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.commands import CommandReply, CommandSpec
+from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
 from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, session_lock, told
 from fsm_stage.runtime.review import Option, Question, ReviewChannel, ReviewDismissed, evaluate
-from fsm_stage.runtime.runtime import Contributions, ControllerClosedError, Runtime
+from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 
@@ -183,7 +133,8 @@ def resolve_config(
 
 def plan_heading_ok(plan: object) -> bool:
     """Whether ``plan`` is a string that, trimmed, starts with a 1–6 level markdown heading
-    followed by whitespace and text (B69, B70; Q1 decision)."""
+    followed by whitespace and text (B69, B70). Any level 1–6 is accepted, not only ``# ``:
+    a model writing ``## Plan`` follows the tool's instructions."""
     return isinstance(plan, str) and _HEADING_RE.match(_TRIM_RE.sub("", plan)) is not None
 
 
@@ -263,13 +214,16 @@ class PlanModeController:
         self.logger = logger if logger is not None else _log
         self._pending: PendingStore[bool] = PendingStore(logger=self.logger, level=logging.WARNING)
         self._review = review
-        self._runtime: Runtime | None = None
-        self._contributions = Contributions()
-        self.closed = False
+        self.lifecycle = ControllerLifecycle(_WHAT)
         self.tool = _ExitTool(self)
         self.command = _PlanCommand(self)
 
     # --- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self.lifecycle.closed
 
     def attach(self, runtime: Runtime) -> None:
         """Register everything with ``runtime``: the invariant (scans tracked logs first and
@@ -277,66 +231,51 @@ class PlanModeController:
         participant, the ``plan:policy`` section, the ``exit_plan_mode`` tool, ``/plan`` when the
         runtime has commands (B48) and the ``plan`` projection when it has projections (B95).
         Nothing stays registered if any step fails. Raises ``RuntimeError`` when already attached
-        and ``ControllerClosedError`` (a ``RuntimeError``) when closed."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
-        if self._runtime is not None:
-            raise RuntimeError("this plan-mode controller is already attached")
-        c = Contributions()
-        try:
-            c.add(runtime.add_invariant(self.check_event))
-            c.add(runtime.add_service(PLAN_SERVICE, self))
-            c.add(runtime.add_pre_step(self.on_pre_step))
-            section = SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text)
-            c.add(runtime.add_section(section))
-            c.add(runtime.add_tool(self.tool))
-            if runtime.commands is not None:
-                c.add(runtime.add_command(self.command))
-            if runtime.projections is not None:
-                c.add(runtime.add_projection(PLAN_PROJECTION_KEY, PlanView()))
-        except BaseException:
-            c.dispose()
-            raise
-        self._contributions = c
-        self._runtime = runtime
+        and ``ControllerClosedError`` (a ``RuntimeError``) when closed, through the same
+        ``ControllerLifecycle`` the stage switch uses."""
+        self.lifecycle.attach(runtime, self._contribute)
+
+    def _contribute(self, reg: Registration) -> None:
+        reg.invariant(self.check_event)
+        reg.service(PLAN_SERVICE, self)
+        reg.pre_step(self.on_pre_step)
+        reg.section(SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text))
+        reg.tool(self.tool)
+        reg.command(self.command)
+        reg.projection(PLAN_PROJECTION_KEY, PlanView())
 
     def close(self) -> None:
         """Remove every contribution at once and forget pending selections (B93, B94, B101).
         A review still open fails with the reload error when it resolves (B88). Idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        self._contributions.dispose()
-        self._pending.clear_all()
+        if self.lifecycle.close():
+            self._pending.clear_all()
 
     @property
     def review(self) -> ReviewChannel | None:
         """The review channel: the one given to the constructor, else the runtime's."""
         if self._review is not None:
             return self._review
-        return self._runtime.review if self._runtime is not None else None
+        runtime = self.lifecycle.runtime
+        return runtime.review if runtime is not None else None
 
     # --- state ----------------------------------------------------------------------------------
 
     def logged(self, session: Session) -> bool:
         """The logged state: the last ``plan/mode`` of the log (False when none; B6–B9).
         Raises ``ControllerClosedError`` after ``close()``, as every read does."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         return session.read(_PLAN_FOLD)
 
     def effective(self, agent: Agent) -> bool:
         """The pending target when a selection exists, otherwise the logged state (§1.3)."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         sel = self._pending.get(agent.session)
         return sel.target if sel is not None else self.logged(agent.session)
 
     def get(self, agent: Agent) -> PlanStatus:
         """``PlanStatus(active=<logged>, pending=<selection target or None>)`` (B9, B11–B13).
         Raises ``ControllerClosedError`` after ``close()``."""
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         sel = self._pending.get(agent.session)
         return PlanStatus(self.logged(agent.session), sel.target if sel is not None else None)
 
@@ -349,14 +288,14 @@ class PlanModeController:
         dropped, ``"cancelled"``; otherwise ``plan/mode`` is appended now, the selection
         cleared and, when the last request header told the model otherwise, one notice is
         handed to ``agent.inject`` → ``"committed"``. An append failure propagates with nothing
-        changed (B20, Q9). Raises ``TypeError`` for a non-bool ``active`` and
+        changed (B20): the caller must learn that the switch did not happen. Raises
+        ``TypeError`` for a non-bool ``active`` and
         ``ControllerClosedError`` (a ``RuntimeError``) after ``close()`` (a selection would never
         be flushed).
         """
         if not isinstance(active, bool):
             raise TypeError(f"plan mode must be selected with a bool, got {active!r}")
-        if self.closed:
-            raise ControllerClosedError(_WHAT)
+        self.lifecycle.ensure_open()
         session = agent.session
         with session_lock(session.id):
             logged = self.logged(session)
@@ -403,7 +342,8 @@ class PlanModeController:
         """Flush the pending selection at an accepted pre-step (B22–B35).
 
         Aborted or nothing pending: unchanged. A selection equal to the logged state is cleared
-        silently (B25, Q3). Otherwise ``plan/mode`` is appended (it lands before the step's
+        silently (B25): a boundary narrates only when it appends. Otherwise ``plan/mode`` is
+        appended (it lands before the step's
         ``step/start``, B24) and, for a narrated selection whose target differs from what the
         last header told the model, one notice is added after all other messages (B26–B28). An
         append failure is logged once as a warning and keeps the selection (B29, B30).
@@ -535,7 +475,8 @@ class PlanModeController:
         )
 
     def handle_command(self, agent: Agent, raw_input: str, images: Sequence[Block] = ()) -> CommandReply:
-        """``/plan [message]`` and ``/plan off`` (B50–B62; Q2 wording).
+        """``/plan [message]`` and ``/plan off`` (B50–B62). The reply is truthful: ``noop`` while plan
+        mode is logged active says it is already on; ``cancelled`` says the pending exit was withdrawn.
 
         ``raw_input.strip() == "off"`` exactly: refuse images (B51), ``set(False)`` and reply per
         B55; never steers. Anything else: ``set(True)`` first, then steer one user message (images

@@ -15,6 +15,7 @@ module                 seam
 ``commands``           ``/name rest`` parser, ``Command`` protocol, ``command/run``/``done`` dispatch
 ``assembly``           ``SystemSection``, ``ContextEntry``, ``Assembly``, ``Request``
 ``runtime``            ``Runtime`` registry (pre-step, assemble, tools, commands) and ``Controller``
+``controller``         ``ControllerLifecycle``: one attach/close for every controller
 ``pending``            pending selection + accepted-boundary flush + header-relative narration
 ``loop``               reference loop, ``Model`` protocol, ``ScriptedModel``
 ``repair``             crash repair on resume: ``repair_open_turn(session)`` closes a dead open turn

@@ -3,7 +3,8 @@
 Controllers (plan mode, the stage switch) ``attach`` to a ``Runtime`` and contribute system
 sections, runtime-context entries, tools, commands, pre-step participants, projections,
 invariants and service handles. Every ``add_*`` returns an idempotent **disposer**; a
-controller's ``close()`` runs all of its disposers at once (plan-mode spec §1.13).
+controller's ``close()`` runs all of its disposers at once (plan-mode spec §1.13) through
+``fsm_stage.runtime.controller.ControllerLifecycle``.
 
 Optional registries mirror optional composition in the harness: ``Runtime(commands=False)``
 has ``runtime.commands is None`` (no ``/`` commands, B48); ``Runtime(projections=False)`` has
@@ -13,8 +14,9 @@ Step boundary
 -------------
 ``pre_step(agent, messages, *, aborted=False) -> messages`` is called by the host **after** its
 final accept/reject decision, once per accepted pre-step (initial and continuation alike), and
-never for rejected steps or same-step retries (§1.5, seam S4, Q7). Participants run in
-registration order; each receives and returns the full list of messages entering the step.
+never for rejected steps or same-step retries (§1.5, seam S4), so a participant's append is
+never followed by a rejection. Participants run in registration order; each receives and
+returns the full list of messages entering the step.
 
 ``assemble(agent | None) -> Assembly`` renders system sections by order (empty ones dropped),
 lists tools (sorted by name, then assemble hooks may add more), and renders context entries.
@@ -124,7 +126,8 @@ class ProjectionRegistry:
 
 
 class Contributions:
-    """Collects disposers; ``dispose()`` runs them all (last registered first), once."""
+    """Collects disposers; ``dispose()`` runs them all (last registered first), once. The
+    bookkeeping under ``fsm_stage.runtime.controller.Registration``."""
 
     def __init__(self) -> None:
         self._disposers: list[Disposer] = []

@@ -1,4 +1,4 @@
-"""Second fresh-user findings on plan mode: a missing config names the missing plan_mode
+"""Plan-mode API misuse: a missing config names the missing plan_mode
 (B5 still holds), set() with a non-bool, and /plan after close() (B-spec §1.13)."""
 
 from __future__ import annotations

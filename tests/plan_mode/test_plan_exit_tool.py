@@ -336,7 +336,7 @@ def test_close_while_review_open_B88(resolve: str) -> None:
     expected = {"approve": CAT.text("errors.reloaded"), "keep": CAT.text("errors.reloaded"),
                 "fail": "provider torn down", "dismiss": CAT.text("errors.dismissed")}[resolve]
     assert message == expected
-    # the closed controller no longer answers reads (review M6); the log still says active
+    # the closed controller no longer answers reads; the log still says active
     with pytest.raises(ControllerClosedError):
         h.plan.get(h.agent)
     assert PlanModeController({"section": "x"}).get(h.agent).to_json() == {"active": True}

@@ -1,4 +1,4 @@
-"""The recorded DSH plan-review session, replayed through the reference loop (issue 4 "Done when").
+"""The recorded DSH plan-review session, replayed through the reference loop.
 
 Inputs taken from the recording: the ``/plan`` command with its message, one model step
 calling ``exit_plan_mode`` with the recorded plan, an approving review, a second step

@@ -1,4 +1,4 @@
-"""Second fresh-user findings on the runtime seams: pre_step's messages argument."""
+"""Runtime API misuse: pre_step's messages argument."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def test_pending_flush_lets_programming_errors_propagate(
     error: Exception, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bug in ``apply`` is not a write failure: it propagates instead of being logged and
-    retried at every boundary forever (review M4); nothing is cleared, nothing logged."""
+    retried at every boundary forever; nothing is cleared, nothing logged."""
     store, agent = _store()
     store.put(agent.session, Selection("beta", narrate=True))
 

@@ -168,7 +168,7 @@ def test_abort_signal_wakes_waiters_once() -> None:
 
 
 def test_session_reads_the_logs_surface_instead_of_folding_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    """M1: the surface is folded once per session — by the log that validates it. A ``Session``
+    """The surface is folded once per session — by the log that validates it. A ``Session``
     (and ``tokens.surface_events`` given a session or a log) reads ``log.surface`` and never
     applies an event to a second ``Surface``, nor refolds the log from scratch."""
     from fsm_stage import tokens

@@ -1,6 +1,5 @@
-"""Second fresh-user findings on the stage switch: set() input checks (bug 2), clear errors
-for a missing graph (API), a warning for a threshold without a token meter (bug 10), the
-guard-refusal grammar and /stage after close()."""
+"""Stage-switch API misuse: set() input checks, clear errors for a missing graph, a warning
+for a threshold without a token meter, the guard-refusal grammar and /stage after close()."""
 
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ def test_set_refuses_a_name_outside_the_grammar_S88(bad: str) -> None:
 
 
 def test_set_still_accepts_an_unconfigured_name_in_the_grammar_S89() -> None:
-    """S89 (spec decision kept): a grammatical name outside the graph is committed and folds."""
+    """S89 (kept as specified): a grammatical name outside the graph is committed and folds."""
     h = Harness()
     assert h.controller.set(h.agent, "nowhere") == "committed"
     assert fold_stage(h.session.events) == "nowhere"
@@ -53,7 +52,7 @@ def test_stage_controller_without_a_graph_is_a_clear_type_error() -> None:
 
 
 def test_attach_warns_when_a_threshold_has_no_token_meter(caplog: pytest.LogCaptureFixture) -> None:
-    """Bug 10: construction never fails, but attach logs one warning naming min_handoff_tokens
+    """Construction never fails, but attach logs one warning naming min_handoff_tokens
     (every full goto_stage would otherwise fail later); no warning with a meter or no threshold."""
     with caplog.at_level(logging.WARNING, logger="fsm_stage.stage_switch"):
         Runtime().attach(StageController(make_config(min_handoff_tokens=100), handoffs=None))

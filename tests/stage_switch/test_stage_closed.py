@@ -1,4 +1,4 @@
-"""After ``close()`` both controllers refuse writes and reads the same way (review M6; S96, S97,
+"""After ``close()`` both controllers refuse writes and reads the same way (S96, S97,
 B93): ``ControllerClosedError`` (a ``RuntimeError``) with a one-line message saying so."""
 
 from __future__ import annotations

@@ -158,5 +158,5 @@ def test_resolved_config_is_detached_and_frozen_S12f() -> None:
 
 @pytest.mark.parametrize("key", ["initial", "minHandoffTokens", "handoffDir", "language"])
 def test_null_optional_values_are_errors_appendix_b2(key: str) -> None:
-    """Appendix B2 decision: YAML null for an optional key is an error (as JS null), never a default."""
+    """B2: YAML null for an optional key is an error (as JS null), never a default."""
     assert "null" in error(f"    {key}: null\n")

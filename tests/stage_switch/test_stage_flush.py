@@ -169,7 +169,7 @@ def test_flush_failure_names_a_stage_with_braces_verbatim_S80(caplog: pytest.Log
     """S80 with a stage name that looks like a format template: the logged failure names it
     verbatim and the real error, neither read as a placeholder.
 
-    Deliberate change (newuser2 bug 2): ``set`` now refuses names outside ``STAGE_NAME_RE``
+    Deliberate change: ``set`` refuses names outside ``STAGE_NAME_RE``
     (ValueError), so such a name only reaches the flush through a selection stored directly
     (a host adapter's own store); the flush log must still not format it."""
     h = Harness()

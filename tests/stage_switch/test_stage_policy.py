@@ -145,7 +145,7 @@ def test_closing_unregisters_policy_S38() -> None:
 
 
 def test_raising_predicate_counts_as_false(caplog: pytest.LogCaptureFixture) -> None:
-    """A predicate that raises fails closed and is logged (decision in the module docstring)."""
+    """A predicate that raises fails closed and is logged (fail closed)."""
     h = Harness()
 
     def broken(_a: Agent) -> bool:
@@ -157,7 +157,7 @@ def test_raising_predicate_counts_as_false(caplog: pytest.LogCaptureFixture) -> 
 
 
 def test_targets_follow_graph_edges_and_named_guards() -> None:
-    """<< stage_targets >> lists only the open edges out of the current stage (issue 5 item 2)."""
+    """<< stage_targets >> lists only the open edges out of the current stage."""
     cfg = make_config(targets={"alpha": ["beta"], "beta": [EdgeConfig("gamma", ("tests_green",)), "alpha"],
                                "gamma": []})
     h = Harness(cfg)

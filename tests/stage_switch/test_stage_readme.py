@@ -41,7 +41,7 @@ def test_readme_stage_switch_example_runs(capsys: pytest.CaptureFixture[str], tm
 
 def test_readme_no_targets_section_example_is_a_valid_branching_section() -> None:
     """The YAML snippet for wording the no-targets case branches on ``stage_targets``, so it is
-    rendered as written (decision 11)."""
+    rendered as written."""
     yaml_blocks = re.findall(r"```yaml\n(.*?)```", _section(), re.DOTALL)
     snippet = next(b for b in yaml_blocks if "stage_targets" in b)
     section = YAML(typ="safe", pure=True).load(snippet)["section"]

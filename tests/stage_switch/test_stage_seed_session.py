@@ -1,7 +1,7 @@
 """End to end: the seed's example graph through explore → implement → verify with the reference loop.
 
 Checks the log, the handoff files and what the model sees after each boundary, then resumes the
-session from its JSONL file (issue 5 "Done when", S25, S63, S64, S73, S74, S79).
+session from its JSONL file (S25, S63, S64, S73, S74, S79).
 """
 
 from __future__ import annotations

@@ -216,7 +216,8 @@ def test_stage_without_targets_refuses_everything_with_none() -> None:
 
 
 def test_guard_rechecked_after_the_review() -> None:
-    """Decision 6: a guard that stops holding while the human reads refuses the transition."""
+    """Guards are checked again after the review: a guard that stops holding while the human
+    reads refuses the transition."""
     h = Harness(make_config(targets=EDGES))
     h.controller.set(h.agent, "beta")
     green = {"ok": True}
@@ -246,7 +247,7 @@ def test_user_jump_ignores_edges() -> None:
 
 
 def test_retired_current_stage_may_go_anywhere() -> None:
-    """Decision 7: from a stage no longer in the graph the model may go to any configured stage."""
+    """From a stage no longer in the graph the model may go to any configured stage."""
     h = Harness(make_config(targets=EDGES))
     h.controller.set(h.agent, "retired")
     h.open_turn()
@@ -257,7 +258,7 @@ def test_retired_current_stage_may_go_anywhere() -> None:
 
 
 def test_stage_moved_during_review_refuses_the_stale_approval() -> None:
-    """Decision 6: another writer moved the stage while the human read → the approval is stale."""
+    """Another writer moved the stage while the human read → the approval is stale."""
     h = Harness()
     h.open_turn()
     gate = h.review.block()  # type: ignore[union-attr]
@@ -297,7 +298,7 @@ GUARDED = {"alpha": [EdgeConfig("beta", ("tests_green",))], "beta": ["alpha"]}
 
 
 def test_flush_fires_the_edge_with_the_real_guards_when_they_still_hold(caplog: object) -> None:
-    """Decision 6 / DESIGN §5: the flush fires the machine's edge with the live eligibility (the
+    """DESIGN §5: the flush fires the machine's edge with the live eligibility (the
     guard is consulted again at flush time); while it holds, no jump and no warning."""
     import logging
 
@@ -316,7 +317,7 @@ def test_flush_fires_the_edge_with_the_real_guards_when_they_still_hold(caplog: 
 
 
 def test_flush_after_a_guard_closed_applies_the_approval_as_an_explicit_jump(caplog: object) -> None:
-    """Decision 6: a guard that closed between the approval and the flush does not undo what the
+    """An approval is binding: a guard that closed between the approval and the flush does not undo what the
     human approved (the tool already told the model), but the machine is asked honestly: its
     edge refuses, the switch is applied as an explicit jump and the warning names the guard."""
     import logging

@@ -1,4 +1,4 @@
-"""Regressions from a fresh user's report: handoff write failures and long session ids, terminal
+"""Usability rules of the stage switch: handoff write failures and long session ids, terminal
 stages in the guidance, goto_stage argument checking, per-case wording, the dropped light-transition
 handoff, and one wiring / reading style for both controllers.
 
@@ -47,7 +47,7 @@ LISTING = ("When the current stage (<< stage_current >>) is complete, "
            "call goto_stage with one of: << stage_targets >>.")
 
 
-# ----------------------------------------------------------------------------- finding 5: session ids
+# ----------------------------------------------------------------------------- session ids
 
 
 def test_short_session_ids_keep_the_spec_segment_S70_S72() -> None:
@@ -74,7 +74,7 @@ def test_long_session_id_is_truncated_with_a_hash_suffix() -> None:
 
 
 def test_goto_stage_with_a_400_character_session_id_writes_the_handoff(tmp_path: Path) -> None:
-    """Finding 5: a 400-character session id used to reach the model as ``[Errno 36]``; now the
+    """A 400-character session id does not reach the model as ``[Errno 36]``: the
     handoff is written under the bounded segment and the transition is approved."""
     sid = "session-" + "0123456789" * 40
     h = Harness(session_id=sid, cwd=str(tmp_path), handoffs=LocalHandoffStore())  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def test_goto_stage_with_a_400_character_session_id_writes_the_handoff(tmp_path:
     assert expected.read_text(encoding="utf-8") == H
 
 
-# ----------------------------------------------------------------------------- finding 5: OS errors
+# ----------------------------------------------------------------------------- OS errors
 
 
 def test_os_error_from_the_handoff_write_is_a_catalogued_error() -> None:
@@ -141,7 +141,7 @@ def test_atomic_write_handles_a_file_name_near_the_limit(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
 
 
-# ----------------------------------------------------------------------------- finding 6: terminal stages
+# ----------------------------------------------------------------------------- terminal stages
 
 
 def terminal_graph(section: str = LISTING) -> Harness:
@@ -153,7 +153,7 @@ def terminal_graph(section: str = LISTING) -> Harness:
 
 
 def test_terminal_stage_guidance_is_the_catalogued_line() -> None:
-    """Finding 6: at a stage with ``targets: []`` a section that lists ``<< stage_targets >>`` is
+    """At a stage with ``targets: []`` a section that lists ``<< stage_targets >>`` is
     replaced by ``notice.policy_terminal`` (no "one of: ."); the variable keeps the spec's ``''``."""
     h = terminal_graph()
     assert h.controller.policy_text(h.agent) == (
@@ -205,7 +205,7 @@ def test_single_stage_graph_guidance_S32_S36() -> None:
     assert plain.controller.policy_text(plain.agent) == plain.config.section
 
 
-# ----------------------------------------------------------------------------- finding 8: arguments
+# ----------------------------------------------------------------------------- arguments
 
 
 def problem(h: Harness, key: str, **kw: Any) -> str:
@@ -213,7 +213,7 @@ def problem(h: Harness, key: str, **kw: Any) -> str:
 
 
 def test_missing_stage_argument_names_the_problem() -> None:
-    """Finding 8: ``goto_stage {}`` used to say ``Stage "None" is not configured``."""
+    """``goto_stage {}`` names the missing argument, never ``Stage "None" is not configured``."""
     h = Harness()
     h.open_turn()
     before = len(h.session.events)

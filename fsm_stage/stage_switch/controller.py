@@ -1,0 +1,477 @@
+"""``StageController``: the stage switch over one compiled stage graph.
+
+State is a fold of the log (``StageProjection``); ``goto_stage`` (``stage_switch.goto``) and
+``/stage`` (``stage_switch.command``) make a transition pending or commit a user jump; the
+accepted pre-step (``on_pre_step``) applies a pending transition durably first, through the
+compiled machine's edge, or as an explicit jump when the approved edge no longer holds.
+Attach and close go through ``fsm_stage.runtime.controller.ControllerLifecycle``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fsm_stage.config import GraphConfig
+from fsm_stage.constants import (
+    CURRENT_STAGE_PREFIX,
+    STAGE_POLICY_CONTEXT,
+    STAGE_POLICY_ORDER,
+    STAGE_SWITCHED_PREFIX,
+)
+from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
+from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
+from fsm_stage.log.events import Replace, SurfaceOp
+from fsm_stage.log.projections import StageProjection, StageState
+from fsm_stage.log.surface import shadow_range
+from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.assembly import ContextEntry
+from fsm_stage.runtime.commands import CommandReply, Disposer
+from fsm_stage.runtime.controller import ControllerLifecycle, Registration
+from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
+from fsm_stage.runtime.pending import PendingStore, Selection, session_lock
+from fsm_stage.runtime.review import ReviewChannel
+from fsm_stage.runtime.tools import ToolOutput, ToolSpec
+from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
+from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
+from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
+from fsm_stage.stage_switch.state import (
+    PendingTransition,
+    ProjectionUnavailableError,
+    SetOutcome,
+    StageStatus,
+)
+from fsm_stage.stage_switch.texts import (
+    CATALOG_NAME,
+    FLUSH_FAILURE_MESSAGE,
+    PROJECTION_UNAVAILABLE_MESSAGE,
+    check_stage_name,
+    should_narrate,
+    stage_body,
+)
+from fsm_stage.stage_switch.tool import (
+    GotoStageTool,
+    goto_stage_tool_spec,
+    present_call,
+    present_result,
+    render_result,
+)
+from fsm_stage.tokens import TokenMeter
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+
+__all__ = ["StageController"]
+
+_log = logging.getLogger("fsm_stage.stage_switch")
+_WHAT = "stage switch"
+
+
+class StageController:
+    """The stage switch over one compiled stage graph (see the package docstring).
+
+    Construction (plain injection; every seam is optional except the graph):
+
+    * ``graph``: a ``GraphConfig`` (compiled with ``compile_graph``, cached) or a ``CompiledGraph``;
+    * ``review``: the ``ReviewChannel`` (default: the runtime's, at ``attach``);
+    * ``handoffs``: a ``HandoffStore`` (e.g. ``LocalHandoffStore()``); without one a full
+      transition fails with ``errors.no_fs``;
+    * ``token_meter``: required only when ``min_handoff_tokens`` is configured;
+    * ``sandbox``: optional ``SandboxPolicyProvider`` resolved once per handoff write;
+    * ``catalog`` / ``override_dir``: wording (default: ``stage_switch`` in the graph's language,
+      resolved once here);
+    * ``logger``: where a failed flush is logged at error level; ``id_factory``: message ids.
+
+    Use ``attach(runtime)`` (or, equivalently, ``runtime.attach(controller)``) to contribute
+    ``stage:policy``, ``goto_stage``, ``/stage`` (when the runtime has commands), the pre-step
+    participant and the ``stage`` service; ``close()`` removes them all. Read the state with
+    ``get(agent)`` (``StageStatus(current, pending)``) or ``current(session)`` /
+    ``pending_stage(session)``. The methods can also be called directly by a host with its own
+    wiring.
+    """
+
+    def __init__(
+        self,
+        graph: GraphConfig | CompiledGraph,
+        *,
+        review: ReviewChannel | None = None,
+        handoffs: HandoffStore | None = None,
+        token_meter: TokenMeter | None = None,
+        sandbox: SandboxPolicyProvider | None = None,
+        catalog: Catalog | None = None,
+        override_dir: str | Path | None = None,
+        logger: logging.Logger | None = None,
+        id_factory: IdFactory = new_id,
+    ) -> None:
+        if not isinstance(graph, GraphConfig | CompiledGraph):
+            raise TypeError("StageController needs a stage graph (a GraphConfig or CompiledGraph, "
+                            f"e.g. load_config(path).graph), got {type(graph).__name__}")
+        compiled = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
+        if compiled.config is None:
+            raise TypeError("StageController needs a stage graph, not the plan-mode machine")
+        self.graph: CompiledGraph = compiled
+        self.config: GraphConfig = compiled.config
+        self.catalog: Catalog = (
+            catalog if catalog is not None
+            else load_catalog(CATALOG_NAME, self.config.language, override_dir)
+        )
+        self.review = review
+        self.handoffs = handoffs
+        self.token_meter = token_meter
+        self.sandbox = sandbox
+        self.logger = logger if logger is not None else _log
+        self.id_factory = id_factory
+        self.pending: PendingStore[str] = PendingStore(logger=self.logger, level=logging.ERROR)
+        self.projection = StageProjection()
+        self.eligibility = Eligibility(self.logger)
+        self.lifecycle = ControllerLifecycle(_WHAT)
+
+    # --- composition -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self.lifecycle.closed
+
+    def attach(self, runtime: Runtime) -> None:
+        """Register ``stage:policy`` (order 116), ``goto_stage``, ``/stage`` (when the runtime has
+        a command registry), the pre-step participant and the ``stage`` service (S94).
+
+        All or nothing: a clash (``ValueError``, e.g. a second stage switch on one runtime)
+        leaves nothing registered. Raises ``ControllerClosedError`` (a ``RuntimeError``) when
+        the controller is closed and ``RuntimeError`` when it is already attached, through the
+        same ``ControllerLifecycle`` plan mode uses."""
+        self.lifecycle.attach(runtime, self._contribute)
+
+    def _contribute(self, reg: Registration) -> None:
+        if self.review is None:
+            self.review = reg.runtime.review
+        reg.context(ContextEntry(STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER, self.policy_text))
+        reg.tool(GotoStageTool(self))
+        reg.command(StageCommand(self))
+        reg.pre_step(self.on_pre_step)
+        reg.service("stage", self)
+        if self.config.min_handoff_tokens is not None and self.token_meter is None:
+            # Construction and attach never fail for this (spec); say it once, now, instead
+            # of only failing every threshold-deciding goto_stage later.
+            self.logger.warning(
+                "stage graph %r sets min_handoff_tokens=%s but this StageController has no "
+                "token_meter: every goto_stage will fail with errors.missing_token_meter; "
+                "pass token_meter= (e.g. fsm_stage.tokens.HeuristicTokenMeter()) before attach",
+                self.config.name, self.config.min_handoff_tokens)
+
+    def close(self) -> None:
+        """Unregister everything, forget predicates and pending transitions, and mark the
+        controller closed: open reviews then fail with ``RELOADED_MESSAGE`` and projection
+        reads raise ``ProjectionUnavailableError`` (§1.18, S38, S60, S96). Idempotent."""
+        if self.lifecycle.close():
+            self.eligibility.clear()
+            self.pending.clear_all()
+
+    dispose = close
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def session_lock(self, session: Session) -> threading.RLock:
+        """The per-session lock held around fold → fire → append (DESIGN.md §5 concurrency), so
+        a host driving one session from several threads never interleaves two stage writes.
+        It is ``fsm_stage.runtime.pending.session_lock(session.id)``: keyed by the session id
+        like the pending selections, so every ``Session`` wrapper of one log and plan mode
+        share it."""
+        return session_lock(session.id)
+
+    def _state(self, session: Session) -> StageState:
+        if self.closed:
+            raise ProjectionUnavailableError(PROJECTION_UNAVAILABLE_MESSAGE)
+        return session.read(self.projection)
+
+    def projection_state(self, session: Session) -> StageState | None:
+        """The stage projection's state for ``session`` (None once closed, S96)."""
+        return None if self.closed else session.read(self.projection)
+
+    def current(self, session: Session) -> str:
+        """The current stage: the last logged record, else ``initial`` (§1.5). Raises
+        ``ProjectionUnavailableError`` after ``close()`` (S97)."""
+        stage: str | None = self._state(session).stage
+        return stage if stage is not None else self.graph.initial
+
+    def pending_stage(self, session: Session) -> str | None:
+        """The stage of the pending transition of ``session``, if any."""
+        selection = self.pending.get(session)
+        return selection.target if selection is not None else None
+
+    def get(self, agent: Agent) -> StageStatus:
+        """``StageStatus(current, pending)`` for ``agent``'s session — the same reading style as
+        ``PlanModeController.get(agent)``; ``current(session)`` and ``pending_stage(session)``
+        are the two parts. Raises ``ProjectionUnavailableError`` after ``close()``."""
+        session = agent.session
+        return StageStatus(self.current(session), self.pending_stage(session))
+
+    def pending_transition(self, session: Session) -> PendingTransition | None:
+        """The pending transition's payload for ``session``, if any."""
+        selection = self.pending.get(session)
+        return selection.payload if selection is not None else None
+
+    def sorted_stages(self) -> str:
+        """Configured names sorted alphabetically, ``", "``-joined (diagnostics, §1.8)."""
+        return ", ".join(sorted(self.config.stage_names))
+
+    # --- eligibility --------------------------------------------------------------------------
+
+    def register_eligibility(self, predicate: Predicate, *, name: str | None = None) -> Disposer:
+        """Register a synchronous ``(agent) -> bool`` predicate; returns its disposer (§1.7).
+
+        Unnamed: gates the ``stage:policy`` guidance (any true → shown; S31–S33, S37f: the same
+        callable is stored once). Named: a guard graph edges reference by ``name``; a name holds
+        one predicate (another callable under a taken name raises ``ValueError``). Raises
+        ``TypeError`` for a non-callable (S37e). See ``Eligibility.register``.
+        """
+        return self.eligibility.register(predicate, name=name)
+
+    def is_eligible(self, agent: Agent) -> bool:
+        """True when any unnamed predicate returns true (registration order, stops at the
+        first true); False with none (§1.7)."""
+        return self.eligibility.is_eligible(agent)
+
+    def guards_hold(self, agent: Agent | None, names: Sequence[str]) -> bool:
+        """True when every named guard is registered and returns exactly True for ``agent``."""
+        return self.eligibility.guards_hold(agent, names)
+
+    def eligible_fn(self, agent: Agent | None) -> Callable[[tuple[str, ...]], bool]:
+        """The ``eligible`` callback ``CompiledGraph`` asks about an edge's guard names."""
+        return lambda names: self.guards_hold(agent, names)
+
+    def targets(self, agent: Agent | None, session: Session | None = None) -> tuple[str, ...]:
+        """Stages the model may move to right now: edges out of the current stage whose guards
+        hold, in configured order (for a current stage no longer in the graph: every configured
+        stage except it, S37d)."""
+        sess = session if session is not None else (agent.session if agent is not None else None)
+        if sess is None:
+            return ()
+        current = self.current(sess)
+        if not self.graph.has_state(current):
+            return tuple(n for n in self.config.stage_names if n != current)
+        return tuple(e.target for e in self.graph.edges_from(current) if self.guards_hold(agent, e.guards))
+
+    # --- policy context -----------------------------------------------------------------------
+
+    def variables(self, agent: Agent | None) -> dict[str, str] | None:
+        """``{stage_current, stage_targets}`` for ``agent``; None without an agent (S36, S37a)."""
+        if agent is None:
+            return None
+        session = agent.session
+        return {
+            "stage_current": self.current(session),
+            "stage_targets": ", ".join(self.targets(agent, session)),
+        }
+
+    def policy_text(self, agent: Agent | None) -> str:
+        """Text of ``stage:policy``: ``""`` without an agent or while no unnamed predicate holds;
+        otherwise ``section`` rendered with the variables (§1.8, S31–S34)."""
+        if agent is None or self.closed or not self.is_eligible(agent):
+            return ""
+        variables = self.variables(agent)
+        assert variables is not None
+        if not variables["stage_targets"] and section_lists_targets_plainly(self.config.section):
+            return self._no_targets_text(agent)
+        return render(self.config.section, **variables)
+
+    def _no_targets_text(self, agent: Agent) -> str:
+        """``notice.policy_blocked`` (edges out of the current stage exist, every one waits for a
+        guard; names the closed guards in configured order) or ``notice.policy_terminal`` (no edge)."""
+        current = self.current(agent.session)
+        closed: dict[str, None] = {}
+        for edge in self.graph.edges_from(current) if self.graph.has_state(current) else ():
+            for name in edge.guards:
+                if not self.guards_hold(agent, (name,)):
+                    closed[name] = None
+        if closed:
+            return self.catalog.text("notice.policy_blocked", stage=current, guards=", ".join(closed))
+        return self.catalog.text("notice.policy_terminal", stage=current)
+
+    # --- messages -----------------------------------------------------------------------------
+
+    def stage_prompt(self, stage: str, *, narrate: bool) -> Message:
+        """The stage-prompt record message (``Current stage: <stage>`` summary), with the
+        user-switch prefix when ``narrate`` (§1.3, §1.6)."""
+        text = stage_body(self.config, stage)
+        if narrate:
+            text = self.catalog.text("notice.user_switch_prefix", stage=stage) + text
+        return stage_notice(text, summary=f"{CURRENT_STAGE_PREFIX}{stage}", id_factory=self.id_factory)
+
+    def handoff_notice(self, stage: str, path: str) -> Message:
+        """The handoff notice record (``Stage switched to <stage>`` summary): the archive wording,
+        a blank line, then the stage body; never narrated (§1.3, S77)."""
+        text = self.catalog.text("notice.handoff_replaced", stage=stage, path=path) + "\n\n" + stage_body(
+            self.config, stage)
+        return stage_notice(text, summary=f"{STAGE_SWITCHED_PREFIX}{stage}", id_factory=self.id_factory)
+
+    # --- user jumps -----------------------------------------------------------------------------
+
+    def _narrate_now(self, session: Session, target: str) -> bool:
+        return should_narrate(self._state(session).stage_at_last_header, self.graph.initial, target)
+
+    def _jump(self, session: Session, target: str, message: Message) -> None:
+        """Durable-first user jump: append ``message`` (inside the machine's commit for a
+        configured target), then the state follows from the log."""
+        current = self.current(session)
+
+        def commit() -> None:
+            session.append_message(message)
+
+        if self.graph.has_state(target):
+            self.graph.jump(StageCursor(current), target, commit=commit)
+        else:
+            commit()
+
+    def set(self, agent: Agent, stage: str) -> SetOutcome:
+        """Switch ``agent``'s session to ``stage`` as the user (no validation; §1.16, S88, S89).
+
+        ``stage == current`` → ``"noop"`` (a pending transition is neither consulted nor
+        cancelled, S93b). During an open turn → pending (narrated at flush time), ``"queued"``.
+        Otherwise the stage prompt (narrated per §1.6) is appended now and any pending
+        transition is discarded after the append succeeded (Appendix B1) → ``"committed"``.
+        A failed append raises and changes nothing. Raises ``ControllerClosedError`` (a
+        ``RuntimeError``) after ``close()``, as ``PlanModeController.set`` does. The name is not
+        checked against the graph (S89), but it must be a ``str`` (``TypeError``) that
+        ``constants.STAGE_NAME_RE`` fully matches (``ValueError``): any other name could never
+        be read back as a stage record, so it would be written while the fold stays put.
+        """
+        check_stage_name(stage)
+        self.lifecycle.ensure_open()
+        session = agent.session
+        with self.session_lock(session):
+            current = self.current(session)
+            if stage == current:
+                return "noop"
+            if session.is_turn_open:
+                self.pending.put(session, Selection(stage, True, PendingTransition("user", current)))
+                return "queued"
+            narrate = self._narrate_now(session, stage)
+            self._jump(session, stage, self.stage_prompt(stage, narrate=narrate))
+            self.pending.clear(session)
+            return "committed"
+
+    def handle_stage_command(self, agent: Agent, raw_input: str) -> CommandReply:
+        """``/stage [stage [message]]`` (§1.16, S82–S91, S93d); see ``command.handle_stage_command``."""
+        return handle_stage_command(self, agent, raw_input)
+
+    # --- goto_stage -----------------------------------------------------------------------------
+
+    def tool_spec(self) -> ToolSpec:
+        """The ``goto_stage`` schema: ``stage`` (required), ``handoff`` (optional), in that
+        order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39)."""
+        return goto_stage_tool_spec(self.catalog)
+
+    def render_result(self, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
+        """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full
+        transition (S42); for a light transition that was given a non-blank handoff,
+        ``tool_result.handoff_dropped`` tells the model the document was not saved (S66)."""
+        return render_result(self.catalog, value, dropped_handoff=dropped_handoff)
+
+    def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Call card: generic, titled by the target; body = the ``handoff`` argument when present
+        (even empty), else ``present.light_call_content`` (S40)."""
+        return present_call(self.catalog, args)
+
+    def present_result(self, args: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        """Result card: generic, ``present.result_title``, the result's content unchanged (S41)."""
+        return present_result(self.catalog, args, result)
+
+    def requires_handoff(self, session: Session) -> bool:
+        """Full (True) or light (False), decided now (§1.10, S63, S64, S68). Raises
+        ``ToolFailure(errors.missing_token_meter)`` when a threshold is set without a meter."""
+        return requires_handoff(self, session)
+
+    async def goto_stage(self, args: Mapping[str, Any], agent: Agent | None,
+                         signal: AbortSignal | None = None) -> ToolOutput:
+        """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68; see
+        ``fsm_stage.stage_switch.goto.run_goto_stage``).
+
+        Returns ``ToolOutput(value, text, meta)`` on approval (the transition is then pending);
+        raises ``ToolFailure`` with the model-facing reason otherwise. No failure writes a log
+        event or sets a pending transition. ``asyncio.CancelledError`` propagates.
+        """
+        return await run_goto_stage(self, args, agent, signal)
+
+    # --- boundary -----------------------------------------------------------------------------
+
+    def on_pre_step(self, agent: Agent, messages: list[Message], aborted: bool) -> list[Message]:
+        """Accepted pre-step (§1.13, §1.14): flush a pending transition, else inject the initial
+        stage prompt once for a top-level session. An aborted step changes nothing (S30a)."""
+        if aborted or self.closed:
+            return list(messages)
+        session = agent.session
+        with self.session_lock(session):
+            selection = self.pending.get(session)
+            if selection is not None:
+                target = selection.target
+                return self.pending.flush(
+                    agent, messages, aborted=aborted, apply=self._apply,
+                    failure=lambda error: FLUSH_FAILURE_MESSAGE.format(stage=target, error=error))
+            state = self._state(session)
+            if state.has_stage_prompt or session.header.is_subagent:
+                return list(messages)
+            return [*messages, self.stage_prompt(self.current(session), narrate=False)]
+
+    def _apply(self, agent: Agent, selection: Selection[str]) -> list[Message]:
+        """Durably apply ``selection`` (called by ``PendingStore.flush``); raises on failure."""
+        session = agent.session
+        target = selection.target
+        payload: PendingTransition = selection.payload
+        if payload.kind == "user":
+            narrate = selection.narrate and self._narrate_now(session, target)
+            self._jump(session, target, self.stage_prompt(target, narrate=narrate))
+            return []
+        if payload.handoff_path is None:
+            message = self.stage_prompt(target, narrate=False)
+            op: SurfaceOp = "append"
+            sources: list[int] | None = None
+        else:
+            message = self.handoff_notice(target, payload.handoff_path)
+            nodes = list(session.surface())
+            head_is_system = session.head_is_system
+            shadowed = shadow_range(nodes, head_is_system)
+            if shadowed:
+                op, sources = Replace(shadowed[0], shadowed[-1]), shadowed
+            else:
+                op, sources = "append", None
+
+        def commit() -> None:
+            session.append_message(message, surface_op=op, source_event_seqs=sources)
+
+        current = self.current(session)
+        cursor = StageCursor(current)
+        if not self.graph.has_state(current):
+            self.graph.jump(cursor, target, commit=commit)  # the machine has no state to fire from
+            return []
+        # The machine is asked honestly: its edge fires with the live eligibility and the approval.
+        eligible = self.eligible_fn(agent)
+        # ``fire`` returns False with nothing committed when the edge or a guard refuses.
+        if self.graph.fire(cursor, goto(target), approval=target, eligible=eligible, commit=commit):
+            return []
+        # An approval is binding. The edge or a guard no longer holds (another writer
+        # moved the stage, or a guard closed since the review); the human approved this exact
+        # switch and the tool result told the model so: apply it as an explicit, logged jump.
+        refusal = self.graph.explain_refusal(cursor, target, eligible)
+        self.logger.warning("stage switch: %s -> %s was approved but %s; applying the approval as a jump",
+                            current, target, _refusal_reason(refusal))
+        self.graph.jump(cursor, target, commit=commit)
+        return []
+
+
+def _refusal_reason(refusal: Refusal | None) -> str:
+    """Why the machine refused an approved flush, for the warning that applies it as a jump."""
+    if refusal is None:
+        return "the machine refused it"
+    if refusal.kind == "not_an_edge":
+        return "it is not an edge of the logged stage any more"
+    if refusal.kind == "guard":
+        return f"guard(s) {', '.join(refusal.failing)} no longer hold"
+    return str(refusal)

@@ -1,0 +1,165 @@
+"""The ``goto_stage`` validation chain (spec §1.15 plus graph edges; S43–S68).
+
+``run_goto_stage(controller, args, agent, signal)`` checks the arguments, the target, the
+graph edge and its guards, decides full or light (``requires_handoff``), writes the handoff
+document of a full transition before the review, asks the reviewer, checks the edge again and
+then makes the transition pending on the controller. Every refusal raises ``ToolFailure`` with
+the model-facing reason; no refusal writes a log event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from fsm_stage.graph import StageCursor
+from fsm_stage.handoff import HandoffPathError, handoff_relative_path
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.pending import Selection
+from fsm_stage.runtime.review import ReviewDismissed
+from fsm_stage.runtime.tools import ToolFailure, ToolOutput
+from fsm_stage.stage_switch.review import Decline, build_review_question, evaluate_review
+from fsm_stage.stage_switch.state import PendingTransition
+from fsm_stage.stage_switch.texts import NO_AGENT_MESSAGE, RELOADED_MESSAGE
+from fsm_stage.stage_switch.tool import goto_stage_argument_problem, presentation_meta, render_result
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.stage_switch.controller import StageController
+
+__all__ = ["requires_handoff", "run_goto_stage"]
+
+
+def _refusal_text(ctl: StageController, agent: Agent, session: Session, target: str) -> str | None:
+    """The model-facing reason ``current -> target`` is refused, or None when allowed."""
+    current = ctl.current(session)
+    if not ctl.graph.has_state(current):
+        return None  # a stage no longer in the graph may go to any configured stage
+    refusal = ctl.graph.explain_refusal(StageCursor(current), target, ctl.eligible_fn(agent))
+    if refusal is None:
+        return None
+    allowed = ", ".join(ctl.targets(agent, session)) or ctl.catalog.text("errors.no_targets")
+    if refusal.kind == "guard":
+        return ctl.catalog.text("errors.guard_blocked", stage=target, guards=", ".join(refusal.failing),
+                                 count=len(refusal.failing), targets=allowed)
+    return ctl.catalog.text("errors.not_a_target", stage=target, current=current, targets=allowed)
+
+
+def requires_handoff(ctl: StageController, session: Session) -> bool:
+    """Full (True) or light (False), decided now (§1.10, S63, S64, S68). Raises
+    ``ToolFailure(errors.missing_token_meter)`` when a threshold is set without a meter."""
+    threshold = ctl.config.min_handoff_tokens
+    if threshold is None:
+        return True
+    if ctl.token_meter is None:
+        raise ToolFailure(ctl.catalog.text("errors.missing_token_meter"))
+    return ctl.token_meter.surface_tokens(session) >= threshold
+
+
+async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: Agent | None,
+                     signal: AbortSignal | None = None) -> ToolOutput:
+    """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68).
+
+    ``args`` are first checked against the tool's parameter schema
+    (``goto_stage_argument_problem``: the seed's host validates input against the schema
+    before ``execute``; fsm_stage has no such host layer), then the spec's chain runs.
+
+    Returns ``ToolOutput(value, text, meta)`` on approval (the transition is then pending);
+    raises ``ToolFailure`` with the model-facing reason otherwise. No failure writes a log
+    event or sets a pending transition. ``asyncio.CancelledError`` propagates.
+    """
+    problem = goto_stage_argument_problem(args, ctl.catalog)
+    if problem is not None:
+        raise ToolFailure(problem)
+    if agent is None:
+        raise ToolFailure(NO_AGENT_MESSAGE)
+    session = agent.session
+    target: str = args["stage"]
+    if ctl.config.stage(target) is None:
+        raise ToolFailure(
+            ctl.catalog.text("errors.not_configured", stage=target, stages=ctl.sorted_stages()))
+    from_stage = ctl.current(session)
+    if target == from_stage:
+        raise ToolFailure(ctl.catalog.text("errors.already_current", stage=target))
+    refusal = _refusal_text(ctl, agent, session, target)
+    if refusal is not None:
+        raise ToolFailure(refusal)
+    review = ctl.review
+    if review is None:
+        raise ToolFailure(ctl.catalog.text("errors.no_user_questions"))
+    full = requires_handoff(ctl, session)
+    handoff: str | None = args.get("handoff")
+    handoff_path: str | None = None
+    handoff_text: str | None = None
+    if full:
+        if handoff is None or not handoff.strip():
+            raise ToolFailure(ctl.catalog.text("errors.requires_handoff"))
+        handoff_path = await _write_handoff(ctl, session, target, handoff)
+        handoff_text = handoff
+    question = build_review_question(ctl.catalog, target, handoff_text)
+    try:
+        answers = await review.ask([question], agent, signal=signal)
+    except ReviewDismissed:
+        raise ToolFailure(ctl.catalog.text("errors.dismissed")) from None
+    except Exception as exc:
+        raise ToolFailure(str(exc) or type(exc).__name__) from exc
+    if ctl.closed:
+        raise ToolFailure(RELOADED_MESSAGE)
+    verdict = evaluate_review(answers, ctl.catalog)
+    if isinstance(verdict, Decline):
+        raise ToolFailure(verdict.message)
+    with ctl.session_lock(session):
+        # The world may have moved while the human read: check the stage and the edge again.
+        now = ctl.current(session)
+        if now != from_stage:
+            if now == target:
+                raise ToolFailure(ctl.catalog.text("errors.already_current", stage=target))
+            raise ToolFailure(ctl.catalog.text("errors.stage_changed", stage=target, current=now))
+        refusal = _refusal_text(ctl, agent, session, target)
+        if refusal is not None:
+            raise ToolFailure(refusal)
+        transition = PendingTransition("model", from_stage, handoff_path)
+        ctl.pending.put(session, Selection(target, False, transition))
+    value: dict[str, Any] = {"approved": True, "stage": target}
+    if handoff_path is not None:
+        value["handoffPath"] = handoff_path
+    dropped = not full and handoff is not None and bool(handoff.strip())
+    text = render_result(ctl.catalog, value, dropped_handoff=dropped)
+    return ToolOutput(value, text, presentation_meta(value))
+
+
+async def _write_handoff(ctl: StageController, session: Session, target: str, handoff: str) -> str:
+    """Write the handoff document (§1.15 step 7); returns its absolute path.
+
+    Fails with ``errors.no_fs`` without a store. A ``HandoffPathError`` (a path the store
+    refuses) and any exception without an OS error code (a store's own message, e.g.
+    ``OSError("disk full")``, S49) pass through unchanged; an ``OSError`` carrying an OS
+    error code (``ENAMETOOLONG``, ``EACCES``, ``ENOSPC``…) becomes
+    ``errors.handoff_write_failed`` naming the document's path and the OS's reason instead
+    of Python's ``[Errno N] …`` text.
+    """
+    if ctl.handoffs is None:
+        raise ToolFailure(ctl.catalog.text("errors.no_fs"))
+    cwd = session.header.cwd
+    try:
+        policy = ctl.sandbox.resolve(session) if ctl.sandbox is not None else None
+        relative = handoff_relative_path(ctl.config.handoff_dir, session.id, target)
+        if not getattr(ctl.handoffs, "blocking", True):  # e.g. MemoryHandoffStore: no I/O
+            return ctl.handoffs.write(relative, handoff, cwd=cwd, policy=policy)
+        # fsync can take a while: keep the event loop responsive (the review waits for it).
+        return await asyncio.to_thread(ctl.handoffs.write, relative, handoff, cwd=cwd, policy=policy)
+    except HandoffPathError as exc:
+        raise ToolFailure(str(exc)) from exc
+    except OSError as exc:
+        if exc.errno is None:
+            raise ToolFailure(str(exc) or type(exc).__name__) from exc
+        shown = posixpath.join(cwd, str(relative)) if cwd is not None else str(relative)
+        reason = exc.strerror or os.strerror(exc.errno)
+        raise ToolFailure(ctl.catalog.text(
+            "errors.handoff_write_failed", stage=target, path=shown, reason=reason)) from exc
+    except Exception as exc:
+        raise ToolFailure(str(exc) or type(exc).__name__) from exc

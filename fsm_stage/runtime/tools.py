@@ -16,6 +16,7 @@ logs ``tool/call`` then ``tool/result`` DSH-style: a failure becomes an error re
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.errors import ReviewPending
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
@@ -36,6 +38,17 @@ log = logging.getLogger(__name__)
 
 ERROR_PREFIX = "Error: "
 _ABSENT: Any = object()
+
+_CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "fsm_stage_current_tool_call", default=None)
+
+
+def current_tool_call() -> ToolCall | None:
+    """The ``ToolCall`` being executed by ``execute_tool`` in this task, or None outside a call.
+
+    A tool reads it to learn the model's call id (e.g. to bind a durable review to the call).
+    """
+    return _CURRENT_CALL.get()
 
 
 def _frozen_copy(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -156,7 +169,9 @@ async def execute_tool(
 ) -> ToolResult:
     """Run ``call`` against ``tools`` without logging. Unknown tools, non-object JSON arguments
     and ``ToolFailure`` become error results; other exceptions also become error results with
-    their message (a tool bug never crashes the loop) and are logged with a traceback."""
+    their message (a tool bug never crashes the loop) and are logged with a traceback.
+    ``ReviewPending`` propagates: the call waits for a human answer. While the tool runs,
+    ``current_tool_call()`` returns ``call``."""
     tool = tools.get(call.name)
     if tool is None:
         return ToolResult(call, ERROR_PREFIX + wording.text("tools.unknown", name=call.name), True)
@@ -166,13 +181,18 @@ async def execute_tool(
         return ToolResult(call, ERROR_PREFIX + wording.text("tools.bad_json", error=exc.msg), True)
     if not isinstance(args, dict):
         return ToolResult(call, ERROR_PREFIX + wording.text("tools.not_object"), True)
+    token = _CURRENT_CALL.set(call)
     try:
         out = await tool.execute(args, agent, signal)
+    except ReviewPending:
+        raise  # the call stays open until its review is answered (no tool/result)
     except ToolFailure as exc:
         return ToolResult(call, ERROR_PREFIX + exc.message, True)
     except Exception as exc:
         log.exception("tool %s raised", call.name)
         return ToolResult(call, ERROR_PREFIX + (str(exc) or type(exc).__name__), True)
+    finally:
+        _CURRENT_CALL.reset(token)
     return ToolResult(call, out.text, False, out.value, out.meta)
 
 

@@ -63,7 +63,7 @@ def _check_template(text: str, npath: NativePath, report: ProblemReport, *, nati
         )
 
 
-#: Keys whose value must name a configured stage: ``_check_graph`` reports them with the list of
+#: Keys whose value must name a configured stage: ``check_graph`` reports them with the list of
 #: stages, which says more than the name pattern (the schema, which cannot cross-reference,
 #: uses the pattern).
 _CROSS_REFERENCES = frozenset({"initial"})

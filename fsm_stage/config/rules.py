@@ -184,7 +184,6 @@ def _check_targets(
 #: ``EdgeConfig.guards`` item grammar, compiled once, and its length limit.
 _GUARD_RE = re.compile(field_rule(attrs.fields(EdgeConfig).guards).item_pattern or "")
 _GUARD_MAX_LENGTH = field_rule(attrs.fields(EdgeConfig).guards).item_max_length or MAX_NAME_LENGTH
-_STAGE_TARGETS_VARIABLE = "stage_targets"
 
 
 def _warn_terminal_guidance(graph: GraphConfig, report: ProblemReport) -> None:

@@ -135,21 +135,22 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     ``targets`` omitted everywhere. ``quick`` repeats fewer times (same graph sizes); ``smoke``
     uses 50-stage graphs (harness check only).
     """
+    import fsm_stage._yaml.fast as fast_module
     import fsm_stage.config as config_module
 
     stages = 50 if smoke else STAGES
     repeat = 1 if smoke else 3 if quick else 7
     text = generate_yaml(stages)
     result = _measure(text, repeat, fire=False)
-    fast = config_module._fast_native(text, locate=False) is not None
+    fast = fast_module.fast_parse(text, locate=False) is not None
     result["yaml_parser"] = "libyaml" if fast else "pure Python"
-    saved, config_module._USE_C_PARSER = config_module._USE_C_PARSER, False
+    saved, fast_module.USE_C_PARSER = fast_module.USE_C_PARSER, False
     try:
         result["load_pure_s"] = _median_time(
             lambda: config_module.load_config_text(text, "generated.yaml"), min(repeat, 3)
         )
     finally:
-        config_module._USE_C_PARSER = saved
+        fast_module.USE_C_PARSER = saved
     result["all_to_all"] = _measure(generate_yaml(stages, None), repeat, fire=True)
     return result
 

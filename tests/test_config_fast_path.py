@@ -1,11 +1,12 @@
 """The loader's libyaml fast path gives exactly what the pure round-trip path gives.
 
-``fsm_stage.config`` parses a native-form file with ruamel's C parser (libyaml events) when the
+The stage-graph loader parses a native-form file with ruamel's C parser (libyaml events) when the
 extension is installed and falls back to the pure-Python round-trip parser for everything the
 fast path does not handle (syntax errors, duplicate keys, tags, anchors, merge keys, plugin
 lists, ...). These tests hold the fast path to the pure one: same data, same positions, same
 problems, on the repository's graphs, on every malformed graph of ``tests/data/bad_graphs`` and
-on generated documents full of YAML corner cases. ``_USE_C_PARSER = False`` forces the pure path.
+on generated documents full of YAML corner cases.
+``fsm_stage._yaml.fast.USE_C_PARSER = False`` forces the pure path.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import fsm_stage.config as config_module
+import fsm_stage._yaml.fast as fast_module
+from fsm_stage._yaml import Loc, ProblemReport, node_pos, parse_yaml, to_plain
 from fsm_stage.config import ConfigFile, InvalidConfigError, load_config_text
 from fsm_stage.resources import data_dir
 
@@ -26,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 BAD_GRAPH_DIR = Path(__file__).parent / "data" / "bad_graphs"
 
 pytestmark = pytest.mark.skipif(
-    config_module._c_parser() is None, reason="ruamel's C extension (ruamel.yaml.clibz) is not installed"
+    fast_module.c_parser() is None, reason="ruamel's C extension (ruamel.yaml.clibz) is not installed"
 )
 
 
@@ -44,21 +46,21 @@ def _typed(value: object) -> object:
 
 
 def _pure_plain(text: str) -> tuple[list[str], object, dict[Any, Any]]:
-    """(problems, plain data, positions) from the pure round-trip path (``_to_plain``)."""
-    report = config_module.ProblemReport("t.yaml")
-    ok, tree = config_module._parse_yaml(text, report)
+    """(problems, plain data, positions) from the pure round-trip path (``to_plain``)."""
+    report = ProblemReport("t.yaml")
+    ok, tree = parse_yaml(text, report)
     if not ok:
         return [str(p) for p in report.errors], None, {}
-    pos = config_module._node_pos(tree)
-    report.locs[()] = config_module._Loc("", pos, pos)
-    data = config_module._to_plain(tree, (), "", report)
+    pos = node_pos(tree)
+    report.locs[()] = Loc("", pos, pos)
+    data = to_plain(tree, (), "", report)
     return [str(p) for p in report.errors], data, report.locs
 
 
 def _outcome(text: str, *, c_parser: bool, strict: bool = False) -> tuple[Any, ...]:
     """What ``load_config_text`` gives, comparable across paths: the file or its problems."""
-    saved = config_module._USE_C_PARSER
-    config_module._USE_C_PARSER = c_parser
+    saved = fast_module.USE_C_PARSER
+    fast_module.USE_C_PARSER = c_parser
     try:
         loaded: ConfigFile = load_config_text(text, "graph.yaml", strict=strict)
     except InvalidConfigError as err:
@@ -66,13 +68,13 @@ def _outcome(text: str, *, c_parser: bool, strict: bool = False) -> tuple[Any, .
     except Exception as err:  # a loader bug shows the same on both paths (compared, not hidden)
         return ("crash", type(err).__name__, str(err))
     finally:
-        config_module._USE_C_PARSER = saved
+        fast_module.USE_C_PARSER = saved
     return ("ok", loaded, [attrs.astuple(p) for p in loaded.warning_details])
 
 
 def _assert_same(text: str, *, strict: bool = False) -> bool:
     """The fast path agrees with the pure path on ``text``; True when the fast path handled it."""
-    fast = config_module._fast_native(text)
+    fast = fast_module.fast_parse(text)
     if fast is not None:
         problems, data, locs = _pure_plain(text)
         assert problems == []
@@ -102,7 +104,7 @@ def test_shipped_native_graphs_take_the_fast_path() -> None:
     native = [p for p in sorted(data_dir("stage_graphs").glob("*.yaml")) if "seed" not in p.name]
     assert native
     for path in native:
-        assert config_module._fast_native(path.read_text(encoding="utf-8")) is not None, path
+        assert fast_module.fast_parse(path.read_text(encoding="utf-8")) is not None, path
 
 
 @pytest.mark.parametrize(
@@ -131,14 +133,14 @@ def test_documents_the_fast_path_leaves_to_the_pure_one(text: str) -> None:
     """Syntax errors, duplicate keys, anchors and merges, tags, directives, several documents,
     non-string keys, timestamps, plugin lists and files that declare nothing are not handled
     by the fast path; the pure path reports them with its messages and positions."""
-    assert config_module._fast_native(text) is None
+    assert fast_module.fast_parse(text) is None
     _assert_same(text)
 
 
 def test_file_of_extension_keys_only_is_reported_as_on_the_pure_path() -> None:
     """A file with only ``x-`` keys parses on the fast path but declares nothing: the problem
     comes from the pure path, identical."""
-    assert config_module._fast_native("x-only: 1\n") is not None
+    assert fast_module.fast_parse("x-only: 1\n") is not None
     _assert_same("x-only: 1\n")
 
 
@@ -160,11 +162,12 @@ def test_warnings_and_errors_of_a_valid_yaml_file_are_positioned_the_same() -> N
 
 
 def test_forced_pure_path_is_the_pure_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``_USE_C_PARSER = False`` disables the fast path (how the other tests compare paths)."""
+    """``fsm_stage._yaml.fast.USE_C_PARSER = False`` disables the fast path (how the other
+    tests compare paths)."""
     text = "name: g\nsection: s\nstages:\n  - {name: a, instruction: x}\n"
-    assert config_module._fast_native(text) is not None
-    monkeypatch.setattr(config_module, "_USE_C_PARSER", False)
-    assert config_module._fast_native(text) is None
+    assert fast_module.fast_parse(text) is not None
+    monkeypatch.setattr(fast_module, "USE_C_PARSER", False)
+    assert fast_module.fast_parse(text) is None
     assert load_config_text(text).graph is not None
 
 

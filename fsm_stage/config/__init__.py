@@ -1,0 +1,81 @@
+"""Stage-graph configuration: the data model, the YAML loader and its validation rules.
+
+``load_config(path)`` / ``load_config_text(text)`` read a native-form or plugin-list file
+into a ``ConfigFile`` (``graph``: ``GraphConfig``, ``plan_mode``: ``PlanModeConfig``,
+``warnings``) or raise ``InvalidConfigError`` with one ``PATH:LINE:COLUMN: KEY: message``
+line per problem; ``normalised`` is the plain dict the graph fingerprint hashes.
+
+``model``       the frozen attrs classes and their ``FieldRule`` metadata.
+``load``        the loader (native form, fast path, warnings, ``strict``).
+``plugin``      the DeepSeek Harness plugin-list form.
+``rules``       value, cross-reference and template rules; warnings.
+``vocabulary``  the stage-graph flavour of ``fsm_stage._yaml`` (``strict_converter``,
+                ``positioned_problems``, for other YAML inputs such as scenario files).
+``schema``      the JSON Schema derived from the model (import it from its module).
+"""
+
+from fsm_stage._yaml import NativePath, Problem, ProblemReport, describe_value
+from fsm_stage.config.load import InvalidConfigError, load_config, load_config_text
+from fsm_stage.config.model import (
+    CONFIG_CLASSES,
+    EXTENSION_PREFIX,
+    GUARD_NAME_PATTERN,
+    MAX_NAME_LENGTH,
+    PLAN_MODE_KEY,
+    SCALAR_SHORTHAND,
+    STAGE_NAME_PATTERN,
+    TEMPLATE_VARIABLES,
+    ConfigFile,
+    EdgeConfig,
+    FieldRule,
+    GraphConfig,
+    Language,
+    PlanModeConfig,
+    StageConfig,
+    field_rule,
+    normalised,
+    yaml_key,
+)
+from fsm_stage.config.plugin import (
+    PLAN_MODE_PLUGIN_ID,
+    PLUGIN_PACKAGES,
+    STAGE_SWITCH_PLUGIN_ID,
+    plugin_name_pattern,
+)
+from fsm_stage.config.vocabulary import positioned_problems, strict_converter
+from fsm_stage.errors import ConfigError
+
+__all__ = [
+    "CONFIG_CLASSES",
+    "EXTENSION_PREFIX",
+    "GUARD_NAME_PATTERN",
+    "MAX_NAME_LENGTH",
+    "PLAN_MODE_KEY",
+    "PLAN_MODE_PLUGIN_ID",
+    "PLUGIN_PACKAGES",
+    "SCALAR_SHORTHAND",
+    "STAGE_NAME_PATTERN",
+    "STAGE_SWITCH_PLUGIN_ID",
+    "TEMPLATE_VARIABLES",
+    "ConfigError",
+    "ConfigFile",
+    "EdgeConfig",
+    "FieldRule",
+    "GraphConfig",
+    "InvalidConfigError",
+    "Language",
+    "NativePath",
+    "PlanModeConfig",
+    "Problem",
+    "ProblemReport",
+    "StageConfig",
+    "describe_value",
+    "field_rule",
+    "load_config",
+    "load_config_text",
+    "normalised",
+    "plugin_name_pattern",
+    "positioned_problems",
+    "strict_converter",
+    "yaml_key",
+]

@@ -1,0 +1,348 @@
+"""The stage-graph data model: frozen attrs classes with their field rules, and ``normalised``.
+
+``GraphConfig`` (stages, guidance ``section``, ``initial``, handoff settings, language),
+``StageConfig``, ``EdgeConfig`` (an allowed transition and its guards), ``PlanModeConfig``
+and ``ConfigFile`` (what one YAML file declares). Each field carries a ``FieldRule``
+(attrs metadata ``"rule"``) that the loader's checks and the JSON Schema both read.
+``normalised`` gives the plain dict the compiled graph's fingerprint hashes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+import attrs
+
+from fsm_stage._yaml import Problem
+from fsm_stage.constants import STAGE_NAME_RE
+
+Language = Literal["en", "zh"]
+
+#: Stage name grammar (stage-switch spec §1.2), matched with ``re.fullmatch``.
+STAGE_NAME_PATTERN: str = STAGE_NAME_RE.pattern
+#: Guard (eligibility predicate) name grammar, matched with ``re.fullmatch``.
+GUARD_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
+#: Longest stage or guard name (characters). A stage name becomes the handoff file name
+#: ``<stage>.md`` (file systems refuse names over 255 bytes); guard names share the limit so
+#: messages and diagrams stay readable.
+MAX_NAME_LENGTH = 64
+#: Variables a graph ``section`` template may use (stage-switch spec §1.8).
+TEMPLATE_VARIABLES = frozenset({"stage_current", "stage_targets"})
+
+
+@attrs.frozen
+class FieldRule:
+    """Validation rule and documentation of one config field (attrs field metadata ``"rule"``).
+
+    Read by the loader (messages, checks) and by ``fsm_stage.schema`` (JSON Schema keywords),
+    so both judge a file by the same rules.
+
+    ``doc``          one-sentence description (schema ``description``, README).
+    ``expected``     what a valid value looks like, for "missing"/"wrong type" messages.
+    ``pattern``      full-match regular expression for strings (schema ``pattern ^…$``).
+    ``non_blank``    the string must contain a non-whitespace character.
+    ``minimum``      inclusive lower bound for numbers (finite numbers only).
+    ``max_length``   maximum string length in characters (schema ``maxLength``).
+    ``min_items``    minimum list length.
+    ``item_pattern`` full-match regular expression for each string of a list.
+    ``item_max_length`` maximum length of each string of a list (schema ``items.maxLength``).
+    ``forbid``       ``(regex, message)`` pairs: a string in which ``re.search`` finds the
+                     regex is refused with the message (schema ``not: {pattern}``).
+    ``yaml_key``     the native YAML key when it differs from the attribute name.
+    ``plugin_key``   the key in the plugin-list form; None = not accepted there.
+
+    Regexes use only syntax that Python ``re`` and ECMA-262 (JSON Schema) read alike.
+    """
+
+    doc: str
+    expected: str
+    pattern: str | None = None
+    non_blank: bool = False
+    minimum: float | None = None
+    max_length: int | None = None
+    min_items: int | None = None
+    item_pattern: str | None = None
+    item_max_length: int | None = None
+    forbid: tuple[tuple[str, str], ...] = ()
+    yaml_key: str | None = None
+    plugin_key: str | None = None
+
+
+def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
+    return {"rule": FieldRule(doc, expected, **kw)}
+
+
+def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
+    """The ``FieldRule`` of an attrs field of a config class (KeyError if it has none)."""
+    rule: FieldRule = field.metadata["rule"]
+    return rule
+
+
+def yaml_key(field: attrs.Attribute[Any]) -> str:
+    """The native YAML key of ``field`` (``EdgeConfig.target`` is written ``to``); the
+    attribute name for fields without a ``FieldRule`` (classes of other files)."""
+    rule: FieldRule | None = field.metadata.get("rule")
+    return (rule.yaml_key if rule is not None else None) or field.name
+
+
+#: Handoff folders that could leave the session directory (DESIGN.md §4 invariant 6).
+_HANDOFF_DIR_FORBIDDEN: tuple[tuple[str, str], ...] = (
+    (r"^(?:[/\\~]|[A-Za-z]:)", "is an absolute path; expected a folder relative to the session directory"),
+    (r"(?:^|[/\\])\.\.(?:[/\\]|(?![\s\S]))", "leaves the session directory; `..` components are not allowed"),
+    (r"\x00", "contains a NUL character; expected a plain relative folder path"),
+)
+
+
+
+@attrs.frozen
+class EdgeConfig:
+    """An allowed model transition ``<stage> -> target``; ``guards`` name eligibility predicates.
+
+    YAML: a stage name string, or a mapping ``{to: <stage>, guards: [<predicate names>]}``.
+    """
+
+    target: str = attrs.field(
+        metadata=_rule(
+            "The stage this transition leads to.",
+            "a configured stage name",
+            pattern=STAGE_NAME_PATTERN,
+            max_length=MAX_NAME_LENGTH,
+            yaml_key="to",
+        )
+    )
+    guards: tuple[str, ...] = attrs.field(
+        default=(),
+        metadata=_rule(
+            "Names of eligibility predicates that must all hold for the model to take this edge.",
+            "a list of predicate names",
+            item_pattern=GUARD_NAME_PATTERN,
+            item_max_length=MAX_NAME_LENGTH,
+        ),
+    )
+
+
+@attrs.frozen
+class StageConfig:
+    """One stage of a graph (stage-switch spec §1.2)."""
+
+    name: str = attrs.field(
+        metadata=_rule(
+            "Stage name; also the handoff file name, so it is restricted to a safe grammar.",
+            f"a stage name matching {STAGE_NAME_PATTERN}, at most {MAX_NAME_LENGTH} characters",
+            pattern=STAGE_NAME_PATTERN,
+            max_length=MAX_NAME_LENGTH,
+            plugin_key="name",
+        )
+    )
+    instruction: str = attrs.field(
+        metadata=_rule(
+            "Shown to the model on entering the stage, after `Current stage: <name>`.",
+            "a non-empty string `instruction`",
+            non_blank=True,
+            plugin_key="instruction",
+        )
+    )
+    targets: tuple[EdgeConfig, ...] | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Stages the model may switch to from here (omit: every other stage; []: none).",
+            "a list of stage names or {to, guards} mappings",
+        ),
+    )
+    description: str | None = attrs.field(
+        default=None,
+        metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
+    )
+
+
+@attrs.frozen
+class PlanModeConfig:
+    """Plan-mode settings: the policy ``section`` shown while plan mode is active (B1–B5)."""
+
+    section: str = attrs.field(
+        metadata=_rule(
+            "Plan-mode policy text, shown verbatim at system-prompt order 50 while plan mode is active.",
+            "a non-empty string `section`",
+            non_blank=True,
+            plugin_key="section",
+        )
+    )
+
+
+@attrs.frozen
+class GraphConfig:
+    """A validated stage graph (stage-switch spec §1.2 plus fsm_stage's edges)."""
+
+    name: str = attrs.field(
+        metadata=_rule(
+            "Graph name (diagram title, logs); the plugin form uses the file name.",
+            "a non-empty string",
+            non_blank=True,
+        )
+    )
+    stages: tuple[StageConfig, ...] = attrs.field(
+        metadata=_rule(
+            "The stages, in order; the first is the default initial stage.",
+            "a non-empty `stages` list of {name, instruction} mappings",
+            min_items=1,
+            plugin_key="stages",
+        )
+    )
+    section: str = attrs.field(
+        metadata=_rule(
+            "Guidance template shown while an eligibility predicate holds; "
+            "may use << stage_current >> and << stage_targets >>.",
+            "a non-empty string `section`",
+            non_blank=True,
+            plugin_key="section",
+        )
+    )
+    initial: str | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Stage a new session starts in (default: the first stage).",
+            "a configured stage name",
+            pattern=STAGE_NAME_PATTERN,
+            max_length=MAX_NAME_LENGTH,
+            plugin_key="initial",
+        ),
+    )
+    handoff_dir: str = attrs.field(
+        default="handoff",
+        metadata=_rule(
+            "Folder for handoff documents, relative to the session's working directory.",
+            "a relative folder path inside the session directory",
+            non_blank=True,
+            forbid=_HANDOFF_DIR_FORBIDDEN,
+            plugin_key="handoffDir",
+        ),
+    )
+    min_handoff_tokens: float | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Surface size (tokens) from which a model transition is full (handoff + archive); "
+            "omit to make every model transition full.",
+            "a non-negative finite number",
+            minimum=0,
+            plugin_key="minHandoffTokens",
+        ),
+    )
+    language: Language = attrs.field(
+        default="en",
+        metadata=_rule('Review dialog language: "en" or "zh".', '"en" or "zh"', plugin_key="language"),
+    )
+    description: str | None = attrs.field(
+        default=None,
+        metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
+    )
+
+    @functools.cached_property
+    def stage_names(self) -> tuple[str, ...]:
+        """Configured stage names in configured order (built once per instance; not a field)."""
+        return tuple(s.name for s in self.stages)
+
+    @property
+    def initial_stage(self) -> str:
+        """``initial`` when set, otherwise the first stage's name (S-spec §1.2 default)."""
+        return self.initial if self.initial is not None else self.stages[0].name
+
+    @functools.cached_property
+    def _stage_index(self) -> dict[str, StageConfig]:
+        """name -> stage (the first of that name), built once per instance; not a field, so
+        equality, hashing, ``attrs.evolve`` and pickling ignore it."""
+        index: dict[str, StageConfig] = {}
+        for s in self.stages:
+            index.setdefault(s.name, s)
+        return index
+
+    def stage(self, name: str) -> StageConfig | None:
+        """The stage called ``name``, or None when it is not configured (O(1))."""
+        return self._stage_index.get(name)
+
+    def edges_from(self, name: str) -> tuple[EdgeConfig, ...]:
+        """Allowed model transitions out of ``name`` in configured order.
+
+        ``targets: None`` means every other configured stage with no guards. An unknown
+        ``name`` (e.g. a stage removed from the graph after a log recorded it) may go anywhere,
+        so a session is never stranded.
+        """
+        st = self.stage(name)
+        if st is None or st.targets is None:
+            return tuple(e for e in self._edges_to_every_stage if e.target != name)
+        return st.targets
+
+    @functools.cached_property
+    def _edges_to_every_stage(self) -> tuple[EdgeConfig, ...]:
+        """One unguarded ``EdgeConfig`` per configured stage, built once per instance (like
+        ``_stage_index``: not a field, so equality, hashing, evolve and pickling ignore it);
+        ``edges_from`` filters the source out instead of rebuilding every edge per call."""
+        return tuple(EdgeConfig(n) for n in self.stage_names)
+
+
+#: stages merge in with ``<<: *anchor`` (the Compose-file convention).
+EXTENSION_PREFIX = "x-"
+#: Key of the plan-mode mapping at the top level of the native form.
+PLAN_MODE_KEY = "plan_mode"
+
+
+@attrs.frozen
+class ConfigFile:
+    """Everything one YAML file declares. At least one of ``graph`` / ``plan_mode`` is set.
+
+    ``warnings`` are one-line positioned messages (same format as errors) that do not make
+    the file invalid (unreachable stages).
+    """
+
+    path: str
+    graph: GraphConfig | None = None
+    plan_mode: PlanModeConfig | None = None
+    warnings: tuple[str, ...] = ()
+    warning_details: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)
+
+
+for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
+    attrs.resolve_types(_cls)
+
+#: Classes a bare YAML string may stand for, and the field the string fills
+#: (``targets: [verify]`` means ``targets: [{to: verify}]``).
+SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target"}
+#: The config classes the loader structures (the JSON Schema's ``$defs``).
+CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig)
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions
+# ---------------------------------------------------------------------------------------------
+
+def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, Any]:
+    """A plain, JSON-able dict of what ``config`` means (input of the graph fingerprint).
+
+    Defaults are resolved (``initial`` → the initial stage; ``targets: None`` → the explicit
+    list of every other stage) and documentation-only fields (``description``) are left out,
+    so two files that behave the same normalise the same. Edges are ``{"to", "guards"}``.
+    A ``ConfigFile`` gives ``{"graph": …|None, "plan_mode": …|None}``.
+    """
+    if isinstance(config, ConfigFile):
+        return {
+            "graph": normalised(config.graph) if config.graph is not None else None,
+            "plan_mode": normalised(config.plan_mode) if config.plan_mode is not None else None,
+        }
+    if isinstance(config, PlanModeConfig):
+        return {"section": config.section}
+    return {
+        "name": config.name,
+        "initial": config.initial_stage,
+        "section": config.section,
+        "handoff_dir": config.handoff_dir,
+        "min_handoff_tokens": config.min_handoff_tokens,
+        "language": config.language,
+        "stages": [
+            {
+                "name": s.name,
+                "instruction": s.instruction,
+                "targets": [{"to": e.target, "guards": list(e.guards)} for e in config.edges_from(s.name)],
+            }
+            for s in config.stages
+        ],
+    }

@@ -8,6 +8,7 @@ test simulate a refused append. Open one with ``MemoryLog(header)`` or ``open_lo
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
+from types import TracebackType
 from typing import Any
 
 from fsm_stage.errors import LogWriteError
@@ -101,3 +102,15 @@ class MemoryLog:
         self._events.extend(evs)
         self.surface.extend(evs)
         return evs
+
+    # -- lifecycle (the same shape as ``JsonlLog``, so ``with open_log(...)`` fits both) -----
+    def close(self) -> None:
+        """Nothing to release: the events stay readable (and appendable) after ``close``."""
+
+    def __enter__(self) -> MemoryLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -17,12 +17,14 @@ from fsm_stage.log.dsh.opening import (
     OpenedSession,
     gc_paused,
     open_log_bytes,
+    open_log_data,
+    open_session_data,
     open_session_log,
     read_header,
     scan_body,
     unknown_types_warning,
 )
-from fsm_stage.log.dsh.reader import iter_events, read_log
+from fsm_stage.log.dsh.reader import iter_events, read_log, read_log_data
 from fsm_stage.log.dsh.records import (
     ENVELOPE_KEYS,
     HEADER_KEYS,
@@ -50,11 +52,14 @@ __all__ = [
     "gc_paused",
     "iter_events",
     "open_log_bytes",
+    "open_log_data",
+    "open_session_data",
     "open_session_log",
     "parse_header",
     "parse_surface_op",
     "read_header",
     "read_log",
+    "read_log_data",
     "read_stream",
     "read_streams",
     "scan_body",

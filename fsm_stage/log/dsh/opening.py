@@ -72,6 +72,18 @@ def open_log_bytes(path: Path) -> OpenedLog:
         return OpenedLog(fh, False, False, [])
     with fh:
         data = fh.read()
+    return _decompressed(data, str(path))
+
+
+def open_log_data(data: bytes, source: str) -> OpenedLog:
+    """``open_log_bytes`` for a log already in memory (standard input); ``source`` names it
+    in messages."""
+    if data[:4] != ZSTD_MAGIC:
+        return OpenedLog(io.BytesIO(data), False, False, [])
+    return _decompressed(data, source)
+
+
+def _decompressed(data: bytes, path: str) -> OpenedLog:
     try:
         import zstandard
     except ImportError:
@@ -228,8 +240,17 @@ def open_session_log(path: Path, *, strict: bool = False, allow_newer: bool = Fa
     The caller closes ``result.log.stream`` (use it as a context manager). Raises
     ``LogFormatError`` like ``read_header`` / ``parse_header``; the stream is closed then.
     """
-    source = str(path)
-    opened = open_log_bytes(path)
+    return _with_header(open_log_bytes(path), str(path), strict=strict, allow_newer=allow_newer)
+
+
+def open_session_data(
+    data: bytes, source: str, *, strict: bool = False, allow_newer: bool = False
+) -> OpenedSession:
+    """``open_session_log`` for a log already in memory (standard input), named ``source``."""
+    return _with_header(open_log_data(data, source), source, strict=strict, allow_newer=allow_newer)
+
+
+def _with_header(opened: OpenedLog, source: str, *, strict: bool, allow_newer: bool) -> OpenedSession:
     try:
         raw_header, body_start = read_header(opened.stream, source)
         header = parse_header(

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from fsm_stage.log.dsh.opening import (
     BodyScan,
+    OpenedSession,
     gc_paused,
     open_log_bytes,
+    open_session_data,
     open_session_log,
     read_header,
     scan_body,
@@ -41,8 +43,23 @@ def read_log(
     strict-mode violations; ``FileNotFoundError`` propagates.
     """
     p = Path(path)
-    source = str(p)
-    session = open_session_log(p, strict=strict, allow_newer=allow_newer)
+    return _read_session(
+        open_session_log(p, strict=strict, allow_newer=allow_newer), str(p), strict, on_progress
+    )
+
+
+def read_log_data(
+    data: bytes, *, source: str = "<stdin>", strict: bool = False, allow_newer: bool = False
+) -> ReadResult:
+    """``read_log`` for a log already in memory (e.g. standard input's bytes), named ``source``
+    in messages; same rules and errors."""
+    session = open_session_data(data, source, strict=strict, allow_newer=allow_newer)
+    return _read_session(session, source, strict, None)
+
+
+def _read_session(
+    session: OpenedSession, source: str, strict: bool, on_progress: Callable[[int], None] | None
+) -> ReadResult:
     opened, raw_header, header = session.log, session.raw_header, session.header
     offset = session.body_start
     fh, compressed, warnings = opened.stream, opened.compressed, opened.warnings

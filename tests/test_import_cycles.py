@@ -117,7 +117,8 @@ def test_the_checker_finds_a_cycle() -> None:
 
 def test_type_checking_and_function_imports_are_ignored() -> None:
     tree = ast.parse(
-        "import x\nif TYPE_CHECKING:\n    import y\ndef f():\n    import z\ntry:\n    import w\nexcept ImportError:\n    pass\n"
+        "import x\nif TYPE_CHECKING:\n    import y\ndef f():\n    import z\n"
+        "try:\n    import w\nexcept ImportError:\n    pass\n"
     )
     names = [a.name for node in _module_level_imports(tree) for a in node.names]  # type: ignore[union-attr]
     assert names == ["x", "w"]

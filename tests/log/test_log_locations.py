@@ -110,7 +110,7 @@ def test_standard_input_is_refused_for_writing() -> None:
 def test_empty_and_non_string_locations() -> None:
     with pytest.raises(UserError, match="empty log location"):
         open_log("", create=HEADER)
-    with pytest.raises(TypeError, match="str or os.PathLike"):
+    with pytest.raises(TypeError, match=r"str or os\.PathLike"):
         open_log(3, create=HEADER)  # type: ignore[arg-type]
 
 

@@ -15,154 +15,49 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from fsm_stage.log.checkpoints import (
-        CheckpointStore as CheckpointStore,
-    )
-    from fsm_stage.log.checkpoints import (
-        checkpoint_log as checkpoint_log,
-    )
-    from fsm_stage.log.checkpoints import (
-        cold_fold as cold_fold,
-    )
-    from fsm_stage.log.dsh import (
-        ReadResult as ReadResult,
-    )
-    from fsm_stage.log.dsh import (
-        iter_events as iter_events,
-    )
-    from fsm_stage.log.dsh import (
-        read_log as read_log,
-    )
-    from fsm_stage.log.dsh import (
-        read_log_data as read_log_data,
-    )
-    from fsm_stage.log.dsh import (
-        read_stream as read_stream,
-    )
-    from fsm_stage.log.dsh import (
-        read_streams as read_streams,
-    )
+if TYPE_CHECKING:  # the static view of the lazy names below
+    from fsm_stage.log.checkpoints import CheckpointStore, checkpoint_log, cold_fold
+    from fsm_stage.log.dsh import ReadResult, iter_events, read_log, read_log_data, read_stream, read_streams
     from fsm_stage.log.events import (
-        Clock as Clock,
+        Clock,
+        Event,
+        EventLog,
+        NewEvent,
+        Replace,
+        SessionHeader,
+        SurfaceOp,
+        wall_clock_ms,
     )
-    from fsm_stage.log.events import (
-        Event as Event,
-    )
-    from fsm_stage.log.events import (
-        EventLog as EventLog,
-    )
-    from fsm_stage.log.events import (
-        NewEvent as NewEvent,
-    )
-    from fsm_stage.log.events import (
-        Replace as Replace,
-    )
-    from fsm_stage.log.events import (
-        SessionHeader as SessionHeader,
-    )
-    from fsm_stage.log.events import (
-        SurfaceOp as SurfaceOp,
-    )
-    from fsm_stage.log.events import (
-        wall_clock_ms as wall_clock_ms,
-    )
-    from fsm_stage.log.jsonl import (
-        JsonlLog as JsonlLog,
-    )
-    from fsm_stage.log.jsonl import (
-        LockFileError as LockFileError,
-    )
-    from fsm_stage.log.jsonl import (
-        lock_path as lock_path,
-    )
-    from fsm_stage.log.jsonl import (
-        writer_lock as writer_lock,
-    )
+    from fsm_stage.log.jsonl import JsonlLog, LockFileError, lock_path, writer_lock
     from fsm_stage.log.locations import (
-        LogOpener as LogOpener,
+        LogOpener,
+        StoredLog,
+        log_schemes,
+        open_log,
+        read_location,
+        register_log_scheme,
+        unregister_log_scheme,
     )
-    from fsm_stage.log.locations import (
-        StoredLog as StoredLog,
-    )
-    from fsm_stage.log.locations import (
-        log_schemes as log_schemes,
-    )
-    from fsm_stage.log.locations import (
-        open_log as open_log,
-    )
-    from fsm_stage.log.locations import (
-        read_location as read_location,
-    )
-    from fsm_stage.log.locations import (
-        register_log_scheme as register_log_scheme,
-    )
-    from fsm_stage.log.locations import (
-        unregister_log_scheme as unregister_log_scheme,
-    )
-    from fsm_stage.log.memory import (
-        MemoryLog as MemoryLog,
-    )
+    from fsm_stage.log.memory import MemoryLog
     from fsm_stage.log.projections import (
-        HeaderRelative as HeaderRelative,
+        HeaderRelative,
+        OpenTurn,
+        PlanModeFold,
+        PlanView,
+        Projection,
+        ProjectionCursor,
+        StageProjection,
+        ToldProjection,
+        current_stage,
+        fold,
+        fold_plan_mode,
+        fold_stage,
+        standard_projections,
+        told,
     )
-    from fsm_stage.log.projections import (
-        OpenTurn as OpenTurn,
-    )
-    from fsm_stage.log.projections import (
-        PlanModeFold as PlanModeFold,
-    )
-    from fsm_stage.log.projections import (
-        PlanView as PlanView,
-    )
-    from fsm_stage.log.projections import (
-        Projection as Projection,
-    )
-    from fsm_stage.log.projections import (
-        ProjectionCursor as ProjectionCursor,
-    )
-    from fsm_stage.log.projections import (
-        StageProjection as StageProjection,
-    )
-    from fsm_stage.log.projections import (
-        ToldProjection as ToldProjection,
-    )
-    from fsm_stage.log.projections import (
-        current_stage as current_stage,
-    )
-    from fsm_stage.log.projections import (
-        fold as fold,
-    )
-    from fsm_stage.log.projections import (
-        fold_plan_mode as fold_plan_mode,
-    )
-    from fsm_stage.log.projections import (
-        fold_stage as fold_stage,
-    )
-    from fsm_stage.log.projections import (
-        standard_projections as standard_projections,
-    )
-    from fsm_stage.log.projections import (
-        told as told,
-    )
-    from fsm_stage.log.surface import (
-        Surface as Surface,
-    )
-    from fsm_stage.log.surface import (
-        SurfaceOpError as SurfaceOpError,
-    )
-    from fsm_stage.log.surface import (
-        fold_surface as fold_surface,
-    )
-    from fsm_stage.log.surface import (
-        shadow_range as shadow_range,
-    )
-    from fsm_stage.log.writer_checks import (
-        InvalidEventError as InvalidEventError,
-    )
-    from fsm_stage.log.writer_checks import (
-        check_new_event as check_new_event,
-    )
+    from fsm_stage.log.surface import Surface, SurfaceOpError, fold_surface, shadow_range
+    from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
+
 
 _EXPORTS: dict[str, str] = {
     "CheckpointStore": "checkpoints",

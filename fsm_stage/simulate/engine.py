@@ -9,6 +9,7 @@ answer per model step) and a scripted review channel; at every model request it 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -43,6 +44,7 @@ from fsm_stage.scenario import (
     UserPrompt,
 )
 from fsm_stage.scenario import ToolCall as ScenarioToolCall
+from fsm_stage.simulate.history import MessageHistory, SharedHistory
 from fsm_stage.simulate.report import (
     MessageView,
     RequestRecord,
@@ -61,6 +63,11 @@ GUIDANCE = "guidance"
 """Scenario predicate name of the unnamed eligibility predicate (it shows ``stage:policy``)."""
 
 _STEP_START_LOOKBACK = 4096
+
+_MARK_FIELDS: tuple[Callable[[Mapping[str, Any]], Any], ...] = (
+    operator.methodcaller("get", "content"), operator.methodcaller("get", "source"),
+    operator.methodcaller("get", "role", "user"))
+"""What makes a message's view: equal content, source and role give an equal ``MessageView``."""
 
 
 class _SimRuntime(Runtime):
@@ -137,6 +144,8 @@ class _Engine:
         self.flags: dict[str, bool] = dict(scenario.eligible)
         self.records: list[RequestRecord] = []
         self._views: dict[int, tuple[Any, tuple[str, str], MessageView]] = {}  # id(content) -> view
+        self._history = SharedHistory()  # the views the records' messages are prefixes of
+        self._marks: list[list[Any]] = [[] for _ in _MARK_FIELDS]  # the fields of each history view
         self.notes: list[Note] = []
         self.failures: list[Failure] = []
         self.checks = 0
@@ -260,6 +269,10 @@ class _Engine:
         self.raise_fatal()
         record = self._record(request)
         self.records.append(record)
+        # the records hold what each request carried; the loop's and the model's own request
+        # lists would keep every request's whole message list alive (memory quadratic in turns)
+        self.loop.requests.clear()
+        self.model.requests.clear()
         self._check_next_request(record)
         step = self.steps[self.i] if self.i < len(self.steps) else None
         if not isinstance(step, ModelStep):
@@ -359,13 +372,38 @@ class _Engine:
         # from the step's frozen assembly: a transition flushed at this boundary shows at once
         context = section_views(self.runtime.render_context(self.agent), self.meter)
         tools = tool_views(request.tools, self.meter)
-        messages = tuple(self._message_view(m) for m in request.messages)
+        messages = self._history_view(request.messages)
         prev = self.records[-1] if self.records else None
         turn, step, seq = self._turn_step()
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
             tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
+
+    def _history_view(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
+        """The views of a request's ``messages`` as a prefix of the shared history.
+
+        The leading messages the history already holds (equal content, source and role, so
+        the same view) are found by comparing the three field lists (identity first, at C
+        speed); only the rest get views, appended to the history. When the request diverges
+        inside the history (a transition replaced the messages), a new history starts with the
+        views of the common prefix; records made before keep the old one, never changed."""
+        fields = [list(map(get, messages)) for get in _MARK_FIELDS]
+        marks = self._marks
+        n = min(len(messages), len(self._history))
+        if all(f[:n] == m[:n] for f, m in zip(fields, marks, strict=True)):
+            k = n
+        else:
+            k = next(i for i in range(n) if any(f[i] != m[i] for f, m in zip(fields, marks, strict=True)))
+        if k == len(messages):
+            return self._history.view(k)
+        if k < len(self._history):
+            self._history = SharedHistory(self._history.items[:k])
+            self._marks = marks = [m[:k] for m in marks]
+        self._history.extend([self._message_view(m) for m in messages[k:]])
+        for f, m in zip(fields, marks, strict=True):
+            m.extend(f[k:])
+        return self._history.view(len(messages))
 
     def _message_view(self, message: Mapping[str, Any]) -> MessageView:
         """``message_view``, computed once per message: every request lists all the messages so
@@ -432,7 +470,8 @@ class _Engine:
 
     def _check_next_request(self, record: RequestRecord) -> None:
         pending, self.next_checks = self.next_checks, []
-        text = record.text
+        # every text of the request, joined only for a contains / not_contains check
+        text = record.text if any(nr.contains or nr.not_contains for _, nr in pending) else ""
         label = f"request {record.index} (turn {record.turn} step {record.step})"
         for where, nr in pending:
             states = (("stage", nr.stage, record.stage), ("plan_mode", nr.plan_mode, record.plan_mode))

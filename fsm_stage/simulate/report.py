@@ -21,6 +21,7 @@ import attrs
 from fsm_stage.constants import USER_MESSAGE
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.messages import message_text, source_of
+from fsm_stage.simulate.history import MessageHistory
 from fsm_stage.tokens import HeuristicTokenMeter
 
 Kept = Literal["kept", "changed"]
@@ -91,7 +92,9 @@ class RequestRecord:
     ``index`` counts requests from 1; ``turn``/``step`` are the loop's numbers; ``stage`` is the
     logged stage when the request was sent (None without a stage graph); ``plan_mode`` the
     logged plan mode; ``tokens`` the estimated total (system + tools + messages); ``seq`` the
-    log seq of the request's ``step/start`` (to find it in the ``--log`` output).
+    log seq of the request's ``step/start`` (to find it in the ``--log`` output). ``messages``
+    is a tuple or, in a run's records, a ``MessageHistory`` (a prefix view of the history the
+    records share; equal to the tuple of the same views).
     """
 
     index: int
@@ -101,7 +104,7 @@ class RequestRecord:
     plan_mode: bool
     sections: tuple[SectionView, ...]
     context: tuple[SectionView, ...]
-    messages: tuple[MessageView, ...]
+    messages: Sequence[MessageView]
     tools: tuple[ToolView, ...]
     prefix: PrefixReport
     seq: int | None = None
@@ -119,7 +122,7 @@ class RequestRecord:
     @property
     def message_tokens(self) -> int:
         """Tokens of the messages."""
-        return sum(m.tokens for m in self.messages)
+        return _history_tokens(self.messages)
 
     @property
     def tokens(self) -> int:
@@ -258,12 +261,32 @@ def _first_tool_change(prev: Sequence[ToolView], cur: Sequence[ToolView]) -> str
     return None
 
 
-def _blocks(sections: Sequence[SectionView], tools: Sequence[ToolView],
-            messages: Sequence[MessageView]) -> list[tuple[str, int]]:
+def _head_blocks(sections: Sequence[SectionView], tools: Sequence[ToolView]) -> list[tuple[str, int]]:
+    """The system-section and tool blocks of a request (its messages follow them)."""
     out: list[tuple[str, int]] = [(f"s\0{s.name}\0{s.order}\0{s.text}", s.tokens) for s in sections]
     out += [(f"t\0{t.text}", t.tokens) for t in tools]
-    out += [(f"m\0{m.key}", m.tokens) for m in messages]
     return out
+
+
+def _history_tokens(messages: Sequence[MessageView]) -> int:
+    """Token sum of ``messages`` (O(1) for a ``MessageHistory``)."""
+    return messages.tokens if isinstance(messages, MessageHistory) else sum(m.tokens for m in messages)
+
+
+def _messages_kept(prev: Sequence[MessageView], cur: Sequence[MessageView]) -> tuple[int, int]:
+    """``(kept, tokens)``: how many leading messages ``cur`` shares with ``prev`` (same ``key``)
+    and the tokens of those in ``prev``. O(1) when both view one ``SharedHistory``."""
+    if isinstance(prev, MessageHistory):
+        shared = prev.common_prefix(cur)
+        if shared is not None:
+            return shared, prev.shared.cumulative[shared]
+    kept = tokens = 0
+    for a_msg, b_msg in zip(prev, cur, strict=False):
+        if a_msg.key != b_msg.key:
+            break
+        kept += 1
+        tokens += a_msg.tokens
+    return kept, tokens
 
 
 def prefix_report(
@@ -275,25 +298,27 @@ def prefix_report(
     """Compare a request (its section, tool and message views) with the previous ``RequestRecord``.
 
     Pure. Returns a ``PrefixReport`` (see its docstring and the module docstring for the
-    block model). ``prev=None`` gives ``first=True`` with nothing reused.
+    block model). ``prev=None`` gives ``first=True`` with nothing reused. Cost: O(sections +
+    tools) plus O(messages) unless both message lists view one ``SharedHistory`` (then O(1)).
     """
-    cur_blocks = _blocks(sections, tools, messages)
-    total = sum(t for _, t in cur_blocks)
+    cur_head = _head_blocks(sections, tools)
+    total = sum(t for _, t in cur_head) + _history_tokens(messages)
     if prev is None:
         return PrefixReport(first=True, reused_tokens=0, total_tokens=total, percent=0.0)
-    prev_blocks = _blocks(prev.sections, prev.tools, prev.messages)
+    prev_head = _head_blocks(prev.sections, prev.tools)
     reused = 0
-    for (a, ta), (b, _tb) in zip(prev_blocks, cur_blocks, strict=False):
+    head_kept = True
+    for (a, ta), (b, _tb) in zip(prev_head, cur_head, strict=False):
         if a != b:
+            head_kept = False
             break
         reused += ta
+    kept, kept_tokens = _messages_kept(prev.messages, messages)
+    # a message block never equals a section or tool block: messages count only after a full head
+    if head_kept and len(prev_head) == len(cur_head):
+        reused += kept_tokens
     system_change = _first_section_change(prev.sections, sections)
     tools_change = _first_tool_change(prev.tools, tools)
-    kept = 0
-    for a_msg, b_msg in zip(prev.messages, messages, strict=False):
-        if a_msg.key != b_msg.key:
-            break
-        kept += 1
     head_prev = prev.system_tokens + prev.tool_tokens
     head_reused = min(reused, head_prev)
     return PrefixReport(

@@ -190,7 +190,7 @@ def test_omitted_targets_in_a_large_graph_draw_one_arrow_to_an_any_stage_hub() -
     dot = to_dot(config)
     dot_arrows = _arrows(dot)
     assert sum(a.startswith('"s') and '-> "__any_other"' in a for a in dot_arrows) == 998
-    assert '"s001" -> "s002" [label="[ready]"];' in dot_arrows
+    assert '"s001" -> "s002" [label="[ready]", decorate=true];' in dot_arrows
     assert len(dot_arrows) == 1 + 2 + 998
     assert f'"__any_other" [label="{ANY_STAGE_LABEL}"' in dot
 
@@ -242,17 +242,20 @@ def _ring_yaml(stages: int, fanout: int) -> str:
 
 
 def test_cli_draw_warns_when_mermaid_would_refuse_the_text(tmp_path: Path) -> None:
-    """Mermaid renders at most maxTextSize (50,000) characters by default and otherwise shows
-    only "Maximum text size in diagram exceeded": `draw` says so on stderr (exit 0, the text is
-    still written); a small graph draws without warnings."""
+    """Mermaid renders at most maxTextSize (50,000) characters and maxEdges (500) arrows by
+    default and otherwise shows only an error: `draw` says so on stderr (exit 0, the text is
+    still written), plus a note that 1,000 stages is large for Mermaid's default size; a small
+    graph draws without warnings."""
     path = tmp_path / "ring.yaml"
     path.write_text(_ring_yaml(1000, 5))
     result = CliRunner().invoke(main, ["draw", str(path)])
     assert result.exit_code == 0, result.output
     assert len(result.stdout) > MERMAID_MAX_TEXT
-    warnings = result.stderr.strip().splitlines()
-    assert len(warnings) == 1 and warnings[0].startswith("fsm-stage: warning: ")
-    assert "maxTextSize" in warnings[0] and f"{len(result.stdout):,}" in warnings[0]
+    text_size, edges, note = result.stderr.strip().splitlines()
+    assert text_size.startswith("fsm-stage: warning: ") and edges.startswith("fsm-stage: warning: ")
+    assert "maxTextSize" in text_size and f"{len(result.stdout):,}" in text_size
+    assert "maxEdges of 500" in edges and "5,000 arrows" in edges
+    assert note.startswith("fsm-stage: note: 1,000 stages is large for Mermaid")
     quiet = CliRunner().invoke(main, ["draw", str(FEATURE_WORK)])
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
@@ -291,7 +294,7 @@ def test_cli_draw_warns_before_a_slow_graphviz_layout(
 def test_dot_text_quotes_names_and_labels_guards() -> None:
     dot = to_dot(AWKWARD, PLAN, current="end")
     assert dot.startswith('digraph "awkward; names" {')
-    assert '"collect-data" -> "state" [label="[has_plan, odd;guard]"];' in dot
+    assert '"collect-data" -> "state" [label="[has_plan, odd;guard]", decorate=true];' in dot
     assert '"__start" -> "collect-data";' in dot
     assert 'subgraph "cluster_plan_mode"' in dot
     assert re.search(r'"end" \[label="end", fillcolor=', dot)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from fsm_stage.errors import UserError
+from fsm_stage.errors import ConfigError, UserError
 from fsm_stage.fileio import InputFileError, read_text_input
 
 STDIN = "-"
@@ -88,8 +88,22 @@ def spooled(arg: str | os.PathLike[str]) -> Iterator[Path]:
             tmp = _copy(source, name)
     try:
         yield tmp
+    except UserError as err:
+        raise _renamed(err, tmp, name) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _renamed(err: UserError, tmp: Path, name: str) -> UserError:
+    """``err`` with the temporary file's path in its message replaced by the input's name
+    (``err`` itself when it does not mention it, or is a ``ConfigError`` with positioned lines)."""
+    text = str(err)
+    if str(tmp) not in text or isinstance(err, ConfigError):
+        return err
+    try:
+        return type(err)(text.replace(str(tmp), name))
+    except TypeError:
+        return err
 
 
 def read_text_arg(arg: str | os.PathLike[str], *, what: str = "file") -> str:

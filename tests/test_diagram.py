@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import os
 import re
@@ -84,8 +85,17 @@ def render_mermaid(text: str, tmp_path: Path) -> str:
     return out.read_text(encoding="utf-8")
 
 
+HAS_GRAPHVIZ_PACKAGE = importlib.util.find_spec("graphviz") is not None
+#: Renders with Graphviz: needs the `dot` program and the graphviz Python package.
 needs_dot = pytest.mark.skipif(
-    shutil.which("dot") is None, reason="Graphviz `dot` not installed (apt install graphviz)"
+    shutil.which("dot") is None or not HAS_GRAPHVIZ_PACKAGE,
+    reason="Graphviz `dot` or the graphviz Python package not installed "
+    "(apt install graphviz; pip install 'fsm_stage[diagrams]')",
+)
+#: Checks the missing-`dot` message, which only the graphviz Python package can give.
+needs_graphviz_package = pytest.mark.skipif(
+    not HAS_GRAPHVIZ_PACKAGE,
+    reason="the graphviz Python package is not installed (pip install 'fsm_stage[diagrams]')",
 )
 
 
@@ -320,6 +330,7 @@ def test_dot_failure_is_one_line_user_error() -> None:
         render("digraph {", "svg")
 
 
+@needs_graphviz_package
 def test_missing_dot_binary_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     with pytest.raises(DiagramError) as info:
@@ -383,6 +394,7 @@ def test_cli_draw_svg_is_produced_by_dot(tmp_path: Path) -> None:
     assert dot.read_text().startswith('digraph "awkward"')
 
 
+@needs_graphviz_package
 def test_cli_draw_without_dot_fails_in_one_line_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -441,8 +453,17 @@ def _one_error_line(result: Result, fragment: str) -> str:
     return lines[0]
 
 
-def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
-    """Finding 3: `-o nodir/x.svg` used to end in a FileNotFoundError traceback from mkstemp."""
+def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 3: `-o nodir/x.svg` used to end in a FileNotFoundError traceback from mkstemp.
+    The folder is checked before rendering, so no renderer is needed (and none is run)."""
+    from fsm_stage.cli import draw_cmds
+
+    def no_render(dot: str, fmt: str) -> bytes:
+        raise AssertionError("rendered before checking the output folder")
+
+    monkeypatch.setattr(draw_cmds, "render", no_render)
     for name in ("x.svg", "x.mmd", "x.dot"):
         out = tmp_path / "nodir" / name
         line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(out)]),

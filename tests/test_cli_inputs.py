@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,7 +25,10 @@ from fsm_stage.log.jsonl import JsonlLog
 
 REPO = Path(__file__).resolve().parents[1]
 FEATURE_WORK = REPO / "stage_graphs" / "feature-work.yaml"
-GRAPH = "name: g\nsection: s\nstages:\n  - {name: a, instruction: x, targets: [b]}\n  - {name: b, instruction: y}\n"
+GRAPH = (
+    "name: g\nsection: s\nstages:\n"
+    "  - {name: a, instruction: x, targets: [b]}\n  - {name: b, instruction: y}\n"
+)
 
 
 def _log(path: Path, stage: str | None = "b", *, plan_active: bool | None = None) -> Path:
@@ -41,7 +45,11 @@ def _log(path: Path, stage: str | None = "b", *, plan_active: bool | None = None
                 "user/message",
                 {
                     "content": [{"type": "text", "text": f"Current stage: {stage}"}],
-                    "source": {"kind": "stage-switch", "form": "notice", "summary": f"Current stage: {stage}"},
+                    "source": {
+                        "kind": "stage-switch",
+                        "form": "notice",
+                        "summary": f"Current stage: {stage}",
+                    },
                 },
                 surface_op=Replace(1, 1),
                 source_event_seqs=[1],
@@ -211,10 +219,8 @@ def test_ctrl_c_exits_130_without_a_traceback() -> None:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert proc.stderr is not None and proc.stderr.readline() == b"ready\n"
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(1.0)  # let it reach the read of standard input
-    except subprocess.TimeoutExpired:
-        pass
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err.decode()

@@ -179,26 +179,32 @@ def test_every_json_output_carries_format_version(tmp_path: Path) -> None:
     assert state["format_version"] == 1 and validate["format_version"] == 1
 
 
-def _keys(obj: object) -> set[str]:
+def _paths(obj: object, prefix: str = "") -> set[str]:
+    """Every key of ``obj`` as a dotted path (``stage.current``, ``problems[].path``)."""
     if isinstance(obj, dict):
-        return set(obj) | {k for v in obj.values() for k in _keys(v)}
+        out = set()
+        for k, v in obj.items():
+            out |= {prefix + k} | _paths(v, prefix + k + ".")
+        return out
     if isinstance(obj, list):
-        return {k for v in obj for k in _keys(v)}
+        return {p for v in obj for p in _paths(v, prefix.rstrip(".") + "[].")}
     return set()
 
 
 def test_state_json_keys_are_snake_case_and_documented(tmp_path: Path) -> None:
-    """Every key of `state --json` (checkpointed too) is snake_case and listed in docs/cli.md."""
+    """Every key of `state --json` (checkpointed too) and `validate --json` is snake_case and
+    listed, as its dotted path, in the key tables of docs/cli.md."""
     log = _log(tmp_path / "s.jsonl")
     plain = json.loads(CliRunner().invoke(main, ["state", "--json", str(log)]).stdout)
     cp = CliRunner().invoke(main, ["state", "--json", "--checkpoint-dir", str(tmp_path / "ck"), str(log)])
-    keys = _keys(plain) | _keys(json.loads(cp.stdout))
-    assert {"plan_mode", "folded_events", "last_header", "torn_tail_offset", "unknown_types"} <= keys
-    assert all(k == k.lower() for k in keys), sorted(k for k in keys if k != k.lower())
-    doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     validate = json.loads(CliRunner().invoke(main, ["validate", "--json", "-"], input="x: [").stdout)
-    for key in keys | _keys(validate):
-        assert f"`{key}`" in doc, key
+    paths = _paths(plain) | _paths(json.loads(cp.stdout)) | _paths(validate)
+    assert {"plan_mode", "folded_events", "last_header", "torn_tail_offset", "unknown_types"} <= paths
+    assert {"problems[].severity", "header.delegation_depth", "checkpoint.resumed_from"} <= paths
+    assert all(p == p.lower() for p in paths), sorted(p for p in paths if p != p.lower())
+    doc = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    for path in paths:
+        assert f"| `{path}` |" in doc, path
 
 
 # --------------------------------------------------------------------------- Ctrl-C

@@ -78,8 +78,12 @@ def _same_file(a: Path, b: Path) -> bool:
     help="Session log: highlight its current stage, pending transition and plan mode (not with --stage).",
 )
 @click.option("--width", type=click.IntRange(min=1), metavar="PX", help="Render this many pixels wide.")
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), help="Render scale factor.")
-@click.option("--dpi", type=click.IntRange(min=1), help="Resolution of DOT/SVG/PNG output (dot -Gdpi).")
+@click.option(
+    "--scale", type=click.FloatRange(min=0, min_open=True), metavar="F", help="Render scale factor (e.g. 2)."
+)
+@click.option(
+    "--dpi", type=click.IntRange(min=1), metavar="N", help="Resolution of DOT/SVG/PNG output (dot -Gdpi)."
+)
 @click.option(
     "--expand-any/--any-node",
     "expand_any",

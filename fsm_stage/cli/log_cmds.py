@@ -405,7 +405,8 @@ def state(
     finally:
         progress.close()
     if as_json:
-        click.echo(json.dumps({"path": name, **report}, ensure_ascii=False, indent=2))
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": name, **report},
+                              ensure_ascii=False, indent=2))
     else:
         click.echo(_human(name, report))
 

@@ -54,7 +54,12 @@ def warning_line(problem: Problem) -> str:
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--strict", is_flag=True, help="Treat warnings (unreachable stages, ...) as errors.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array of problems instead of lines.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object {format_version, ok, problems} instead of lines.",
+)
 def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
     """Check stage-graph YAML files (native or plugin-list form).
 

@@ -9,8 +9,11 @@ surface length and any warnings (torn tail, unknown event types, surface problem
 value, B105–B108; ``--strict`` refuses such a log).
 ``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
 projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
-the tail and folds only the new events (the surface is not folded in that mode). A progress
-bar appears on stderr when reading takes more than half a second and stderr is a terminal.
+the tail and folds only the new events (the surface is not folded in that mode). LOG and
+``--graph`` may be ``-`` (standard input); a non-seekable LOG is spooled to a temporary file
+(``fsm_stage.cli.inputs``). ``--json`` keys are snake_case, with ``format_version`` first
+(docs/cli.md). A progress bar (``fsm_stage.cli.progress``: ``reading log``, then ``folding``)
+appears on stderr when the command runs more than half a second and stderr is a terminal.
 
 Exit status (the CLI convention, see ``fsm_stage.cli``): 0 on success; 1 for invalid input
 (LOG or ``--graph`` missing / a directory / unreadable: ``fsm-stage: PATH: cannot read …``;

@@ -23,6 +23,7 @@ from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import message_text
 from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
+from fsm_stage.handoff import session_segment
 from fsm_stage.runtime.session import Session
 from fsm_stage.stage_switch import StageController, stage_body
 from fsm_stage.tokens import HeuristicTokenMeter
@@ -97,7 +98,7 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
         assert [t.name for t in first.tools] == ["goto_stage"]
 
         # The full transition: handoff written before the review, path under the session segment.
-        handoff_path = tmp_path / "handoff" / "feature-dry-run" / "implement.md"
+        handoff_path = tmp_path / "handoff" / session_segment("feature/dry run") / "implement.md"
         assert handoff_path.read_text("utf-8") == HANDOFF
         (q1,) = review.requests[0].questions
         assert q1.detail == HANDOFF and q1.question == catalog.text("review.full_question", stage="implement")
@@ -112,7 +113,7 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
         # The light transition: no document, generic question, history kept.
         (q2,) = review.requests[1].questions
         assert q2.detail is None and q2.question == catalog.text("review.light_question", stage="verify")
-        assert not (tmp_path / "handoff" / "feature-dry-run" / "verify.md").exists()
+        assert not (tmp_path / "handoff" / session_segment("feature/dry run") / "verify.md").exists()
 
         # Boundary 3: the verify prompt is appended after the kept implement history.
         t3 = texts(third)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fsm_stage.handoff import LocalHandoffStore
+from fsm_stage.handoff import LocalHandoffStore, session_segment
 from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 
@@ -156,7 +156,7 @@ def test_odd_session_id_is_sanitised_S70() -> None:
     h.open_turn()
     h.review.approve()  # type: ignore[union-attr]
     h.goto("beta", "# Odd")
-    assert [w.path for w in h.handoffs.writes] == ["/workspace/handoff/odd-id-..-x/beta.md"]  # type: ignore[union-attr]
+    assert [w.path for w in h.handoffs.writes] == [f"/workspace/handoff/{session_segment('odd id/../x')}/beta.md"]  # type: ignore[union-attr]
 
 
 def test_sandbox_policy_per_session_S71() -> None:

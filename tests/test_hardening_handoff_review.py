@@ -16,36 +16,39 @@ from fsm_stage.text import visible
 
 
 def test_symlink_swapped_during_writes_never_lands_outside_cwd(tmp_path: Path) -> None:
-    """`.fsm` flips between a real folder and a link outside while 300 writes run: none escape."""
+    """`.fsm` links to `a-real/b` inside the cwd while a racer flips `a-real` between a real folder
+    and a link outside, during 2000 writes: resolving then opening by name let writes escape; none may."""
     cwd, outside = tmp_path / "ws", tmp_path / "outside"
-    (outside / "handoff").mkdir(parents=True)
-    cwd.mkdir()
-    real, link = cwd / ".fsm-real", cwd / ".fsm"
-    (real / "handoff").mkdir(parents=True)
-    link.symlink_to(real)
+    (outside / "b" / "handoff").mkdir(parents=True)
+    (cwd / "a-real" / "b" / "handoff").mkdir(parents=True)
+    (cwd / ".fsm").symlink_to("a-real/b")
     stop = threading.Event()
 
     def swap() -> None:
-        flip = 0
-        while not stop.is_set():
-            flip += 1
-            tmp = cwd / ".fsm-tmp"
-            tmp.symlink_to(outside if flip % 2 else real)
-            os.replace(tmp, link)
+        real, stash = cwd / "a-real", cwd / "a-stash"
+        while not stop.is_set():  # a-real: real folder, then briefly a link outside
+            os.rename(real, stash)
+            real.symlink_to(outside)
+            real.unlink()
+            os.rename(stash, real)
 
     racer = threading.Thread(target=swap)
     racer.start()
     try:
         store = LocalHandoffStore()
-        for i in range(300):
+        refused = 0
+        for i in range(2000):
             try:
                 store.write(handoff_relative_path(".fsm/handoff", f"s{i}", "beta"), "x", cwd=str(cwd))
             except HandoffPathError:
+                refused += 1
+            except FileNotFoundError:  # the racer's folder was away for a moment
                 pass
     finally:
         stop.set()
         racer.join()
-    assert list((outside / "handoff").iterdir()) == []
+    assert list((outside / "b" / "handoff").iterdir()) == []
+    assert refused == 2000  # a symlinked component is refused every time, race or not
 
 
 def test_symlinked_parent_folder_is_refused_in_one_line(tmp_path: Path) -> None:

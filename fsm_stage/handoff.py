@@ -304,7 +304,8 @@ class LocalHandoffStore:
                 file_fd = os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    raise HandoffPathError(f"handoff document {shown!r} is a symlink; refusing to read it") from exc
+                    raise HandoffPathError(
+                        f"handoff document {shown!r} is a symlink; refusing to read it") from exc
                 raise
             with os.fdopen(file_fd, "rb") as handle:
                 return handle.read().decode("utf-8")

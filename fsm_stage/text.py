@@ -35,9 +35,7 @@ def visible(text: str) -> str:
         return text
     out = []
     for ch in text:
-        if ch in _SHOWN_AS_IS or ch.isprintable():
-            out.append(ch)
-        elif unicodedata.category(ch) in ("Zs",):
+        if ch in _SHOWN_AS_IS or ch.isprintable() or unicodedata.category(ch) in ("Zs",):
             out.append(ch)
         else:
             out.append(_escape(ch))

@@ -44,7 +44,8 @@ def read_text_input(path: str | os.PathLike[str], *, what: str = "file") -> str:
     except ValueError as err:  # e.g. an embedded NUL in the path
         raise InputFileError(f"{p!r}: cannot read {what}: {err}") from None
     if b"\x00" in data:
-        raise InputFileError(f"{shown}: cannot read {what}: it is a binary file (NUL bytes), expected UTF-8 text")
+        raise InputFileError(
+            f"{shown}: cannot read {what}: it is a binary file (NUL bytes), expected UTF-8 text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -232,6 +232,7 @@ class MemoryHandoffStore:
             err, self.fail_with = self.fail_with, None
             raise err
         path = posixpath.join(root, str(relative))
+        _utf8(text, path)  # refused exactly as the local store refuses it
         self.writes.append(HandoffWrite(path, text, policy))
         self.files[path] = text
         return path

@@ -131,7 +131,9 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
     ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
     ``globals`` is empty: a template reads nothing but its variables.
-    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits.
+    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits; loops, calls,
+    filters, ``str`` methods, ``+``/``%``/``~`` and every output are bounded as described in
+    ``fsm_stage._template_limits``.
     """
     env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],
@@ -310,11 +312,13 @@ def _check_shape(path: Path, tree: Mapping[Any, Any], prefix: str = "") -> None:
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
         if not isinstance(key, str) or not key or "." in key:
-            raise CatalogError(f"{path}: {visible(dotted)}: a catalog key must be a non-empty string without '.'")
+            raise CatalogError(
+                f"{path}: {visible(dotted)}: a catalog key must be a non-empty string without '.'")
         if isinstance(value, Mapping):
             _check_shape(path, value, dotted + ".")
         elif not isinstance(value, str):
-            raise CatalogError(f"{path}: {visible(dotted)}: must be a text (string), got {type(value).__name__}")
+            raise CatalogError(
+                f"{path}: {visible(dotted)}: must be a text (string), got {type(value).__name__}")
 
 
 def _check_overlay(path: Path, base: Mapping[str, Any], overlay: Mapping[str, Any], prefix: str = "") -> None:

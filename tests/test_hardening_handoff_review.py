@@ -10,7 +10,13 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from fsm_stage.handoff import HandoffPathError, LocalHandoffStore, handoff_relative_path, session_segment
+from fsm_stage.handoff import (
+    HandoffPathError,
+    LocalHandoffStore,
+    MemoryHandoffStore,
+    handoff_relative_path,
+    session_segment,
+)
 from fsm_stage.runtime.review import Answer, Option, Question, ReviewDismissed, TerminalReviewChannel
 from fsm_stage.text import visible
 
@@ -68,8 +74,16 @@ def test_confined_read_back(tmp_path: Path) -> None:
 
 
 def test_lone_surrogate_handoff_is_a_one_line_error(tmp_path: Path) -> None:
+    """A model's JSON can carry a lone surrogate; the write is refused in one line, not a
+    UnicodeEncodeError, by the local store and the in-memory double alike."""
+    rel = handoff_relative_path("handoff", "a", "beta")
     with pytest.raises(HandoffPathError, match="lone surrogate"):
-        LocalHandoffStore().write(handoff_relative_path("handoff", "a", "beta"), "x\ud800", cwd=str(tmp_path))
+        LocalHandoffStore().write(rel, "x\ud800", cwd=str(tmp_path))
+    assert not (tmp_path / "handoff" / "a" / "beta.md").exists()
+    memory = MemoryHandoffStore()
+    with pytest.raises(HandoffPathError, match=r"lone surrogate \(U\+D800\) at character 1"):
+        memory.write(rel, "x\ud800", cwd=None)
+    assert memory.writes == []
 
 
 @pytest.mark.parametrize("ids", [("会话一", "会话二"), ("user 1", "user/1", "user:1", "user-1"),

@@ -70,4 +70,5 @@ def test_control_characters_in_names_are_escaped_in_errors(tmp_path: Path) -> No
     (tmp_path / "en" / "c.yaml").write_text('"bad\\a\\x1bkey": 1\n', encoding="utf-8")
     with pytest.raises(CatalogError) as cat_err:
         load_catalog("c", base_dir=tmp_path)
-    assert "\x1b" not in str(cat_err.value) and "\x07" not in str(cat_err.value) and "\\x1b" in str(cat_err.value)
+    shown = str(cat_err.value)
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown

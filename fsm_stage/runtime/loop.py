@@ -1,36 +1,17 @@
 """Reference agent loop, ``Model`` protocol and ``ScriptedModel`` (DESIGN.md §8).
 
 Drives whole sessions without any host: tests, the simulator and the README example use it.
-It writes DSH-shaped events (dsh-log-format §4) so ``fsm_stage.log`` reads them back.
-
-One turn (``Loop.run_turn``), per step (plan-mode spec §1.5):
-
-1. ``turn/start {turn}`` on the first step (turn numbers continue from the log).
-2. Claim the agent's inbox (steered and injected messages, in arrival order).
-3. Assemble the request (system sections, tools) — frozen for same-step retries.
-4. Host accept (``accept(agent, batch)``; a rejection closes the turn with
-   ``turn/end {reason: {kind: blocked}}`` and **no** pre-step runs). Then, once per accepted
-   pre-step, ``runtime.pre_step(agent, batch, aborted=...)``; participants may append events
-   (e.g. ``plan/mode``) which therefore land before ``step/start``.
-5. Runtime-context snapshot (only when it changed) is put first in the batch; then
-   ``step/start {turn, step}`` and one ``user/message`` per entering message.
-6. ``request/header {header: {config, system, tools}, reason}``: ``initial`` (first header of the
-   log), ``resume`` (this loop's first request over a log that has headers), ``change`` (header
-   differs from the last one this loop logged); not logged when unchanged.
-7. The model call. A ``ModelError`` triggers a **same-step retry** (up to ``max_retries``):
-   ``on_request_error(loop, error)`` runs, then the same frozen request is sent again — no new
-   pre-step (B34, Q8). When retries are exhausted the step ends and the turn ends with
-   ``{kind: error, error: {message}}`` (DSH's shape; an abort is ``{kind: aborted, reason:
-   {kind: <cause>}}``, a host rejection ``{kind: blocked}``).
-8. ``assistant/message``, then ``tool/call``/``tool/result`` per requested call, ``step/end``.
-0. Crash repair first (``Loop.repair``, dsh-log-format §8): when the log ends inside a turn
-   that no loop of this process is running (a reopened log whose writer died mid-turn), the
-   dangling tool calls, step and turn are closed (``turn/end {reason: {kind: interrupted}}``)
-   before anything else; ``prompt``, ``run_until_idle``, ``run_turn`` and ``command`` do it.
-9. Continue with step n+1 when the model called tools or a steered message is waiting;
-   otherwise ``turn/end {reason: {kind: completed}}``. An exception escaping the turn (a bug,
-   a cancellation) still closes it (``error`` / ``aborted``) before propagating, so the log
-   never keeps a dangling open turn.
+Each step is ``StagedSession``'s (``runtime.driver``; docs/step-driver.md has the event order):
+crash repair first (``Loop.repair``), ``turn/start``, then per step ``begin_step`` (inbox,
+assembly, ``accept`` — a rejection ends the turn ``blocked`` —, pre-step, snapshot,
+``step/start``, messages, ``request/header``), the model call with **same-step retries** on
+``ModelError`` (``on_request_error`` runs, the frozen request is re-sent, no new pre-step; B34,
+Q8; exhausted → ``turn/end {kind: error, error: {message}}``), ``assistant/message``, the tool
+calls, ``step/end``; another step while the model called tools or a steered message waits, else
+``turn/end {kind: completed}``. An abort skips the calls not dispatched yet (DSH's closers) and
+ends the turn ``aborted``; a review that suspends returns ``TurnOutcome(reason="suspended")``
+with the turn left open for ``Loop.resume``. An exception escaping the turn still closes it
+(``error`` / ``aborted``) before propagating, so the log never keeps a dangling open turn.
 """
 
 from __future__ import annotations

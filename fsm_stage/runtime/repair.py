@@ -17,16 +17,10 @@ turn N (which a DSH reader would then misread):
 A suspended turn (a tool call waiting for its durable review) is no crash: only stray
 recorded calls are closed; the step and turn stay open for ``StagedSession.resume``.
 
-All of them are appended in **one atomic batch** (``Session.append_many``): either the log is
-repaired or it is unchanged (``LogWriteError``). One difference from DSH: their ``time`` is the
-log's clock, not a copy of the last event's time (the ``EventLog`` API sets times).
-
-Who calls it: the reference ``Loop`` does, automatically, before ``run_turn``,
-``run_until_idle``, ``prompt`` and ``command`` (``Loop.repair()``). A host with its own loop
-calls ``repair_open_turn(session)`` once when it reopens a log. A turn that a ``Loop`` of this
-process is running (registered with ``live_turn``) is never a crash: ``repair_open_turn``
-raises ``RuntimeError`` for it and ``Loop.repair`` skips it. Another *process* still running
-the turn cannot happen for a ``JsonlLog`` (one writer per log, ``writer_lock``).
+All of them are appended in **one atomic batch** (``Session.append_many``): repaired or
+unchanged (``LogWriteError``). Their ``time`` is the log's clock, not the last event's (the one
+difference from DSH). ``Loop.repair()`` / ``StagedSession.repair()`` call it; a turn a loop of
+this process runs (``live_turn``) is never a crash (``repair_open_turn`` raises ``RuntimeError``).
 """
 
 from __future__ import annotations

@@ -264,3 +264,26 @@ def test_driver_cancel_cancels_a_tool_running_in_another_task() -> None:
     results = [e for e in agent.session.events if e.type == "tool/result"]
     assert len(results) == 1 and results[0].data["error"] == {"name": "AbortError", "code": "ABORTED"}
     assert results[0].data["message"]["content"][0]["content"][0]["text"] == "Error: tool call aborted"
+
+
+def test_repair_of_a_suspended_turn_closes_only_a_stray_recorded_call() -> None:
+    """A host ran another tool after the suspension and died mid-call: that call's outcome is
+    unknown and is closed; the suspended call, the step and the turn stay open."""
+    rt, _, _ = _runtime()
+    agent = InboxAgent(Session(_memory()))
+    driver = StagedSession(rt, agent)
+    driver.start_turn()
+    driver.begin_step()
+    stray = ToolCall.of("web", id="c_web")
+    driver.record_reply("", [REVIEW, stray, ECHO])
+    with pytest.raises(ReviewPending):
+        run(driver.run_tool(REVIEW))
+    agent.session.append("tool/call", {"turn": 1, "step": 1, "callId": "c_web", "name": "web",
+                                       "arguments": "{}"})
+    written = repair_open_turn(agent.session)
+    assert [e.type for e in written] == ["tool/result"]
+    assert written[0].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+    assert written[0].data["message"]["source"]["callId"] == "c_web"
+    sus = driver.suspended()
+    assert sus is not None and sus.pending == (ECHO,) and agent.session.is_turn_open
+    assert repair_open_turn(agent.session) == []  # idempotent

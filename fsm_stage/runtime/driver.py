@@ -102,8 +102,9 @@ class RecordShapeError(UserError, ValueError):
 @attrs.frozen
 class StepRequest:
     """What to send for step ``step`` of turn ``turn``: ``system`` text (the joined
-    ``sections``), ``tools``, ``messages`` (deep copies of the model-visible history: mutate
-    freely) and ``header_reason`` (``initial``/``resume``/``change`` logged now, or None)."""
+    ``sections``), ``tools`` and ``messages`` (copies of the tool specs and deep copies of the
+    model-visible history: mutate freely) and ``header_reason`` (``initial`` / ``resume`` /
+    ``change`` logged now, or None)."""
 
     turn: int
     step: int
@@ -331,7 +332,9 @@ class StagedSession:
         header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
                                   "tools": [t.to_json() for t in request.tools]}
         reason = self._log_header(header)
-        return StepRequest(turn, step, request.system, assembly.sections, request.tools,
+        tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
+                      for t in request.tools)  # the converter copies parameters
+        return StepRequest(turn, step, request.system, assembly.sections, tools,
                            tuple(copy.deepcopy(list(request.messages))), reason)
 
     def _log_header(self, header: dict[str, Any]) -> str | None:

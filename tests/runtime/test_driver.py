@@ -103,6 +103,8 @@ def test_messages_handed_to_the_host_are_deep_copies() -> None:
     req.messages[1]["content"].append({"type": "text", "text": "extra"})
     req.request.messages[1]["source"]["kind"] = "tampered"
     assert json.dumps(driver.session.messages()) == before
+    req.tools[0].parameters["properties"].clear()  # type: ignore[attr-defined]
+    assert driver.runtime.tools["echo"].spec.parameters["properties"] == {"x": {"type": "string"}}
     assert req.messages[1]["content"][0]["text"] == "tampered"  # the host's copy is its own
     assert req.request.messages[1]["content"][0]["text"] == "tampered"  # ...and request copies it
     driver.record_reply("ok")

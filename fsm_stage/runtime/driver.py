@@ -408,8 +408,9 @@ class StagedSession:
         ``tool/call`` then ``tool/result`` (unknown tools become error results). Raises
         ``ReviewPending`` when the tool's review suspended (the ``tool/call`` stays open, the
         step stays open); on cancellation (``CancelledError``) writes the aborted error result
-        and re-raises. ``DriverStateError`` / ``RecordShapeError`` for a call not in the reply,
-        already run, or differing from the reply."""
+        (after a ``dismiss`` answer for its review if the tool left it open) and re-raises.
+        ``DriverStateError`` / ``RecordShapeError`` for a call not in the reply, already run, or
+        differing from the reply."""
         _check_call(call, "run_tool")
         view = self._open_step("run_tool")
         state = self._call_state(view, call, "run_tool")
@@ -440,8 +441,9 @@ class StagedSession:
         view = self.view()
         state = view.call(call.id) if view is not None else None
         if state is not None and state.call_seq is not None and not state.answered:
+            batch = [_dismiss(state.review_id)] if state.review_id and not state.review_answered else []
             with contextlib.suppress(Exception):
-                self.session.append_many(_abort_result(state, dispatched=True))
+                self.session.append_many([*batch, *_abort_result(state, dispatched=True)])
 
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
                            meta: Any = None) -> ToolResult:
@@ -516,10 +518,7 @@ class StagedSession:
         if view is None:
             self._release(signal=True)
             return []
-        batch: list[NewEvent] = [
-            NewEvent(REVIEW_ANSWER, {"id": rid, "outcome": "dismiss", "option": None, "shape": None,
-                                     "feedback": None, "by": "cancel"}, ignorable=True)
-            for rid in view.open_reviews]
+        batch: list[NewEvent] = [_dismiss(rid) for rid in view.open_reviews]
         start = len(self.session)
         for state in view.calls:
             if state.unsettled:
@@ -546,6 +545,12 @@ class StagedSession:
             with contextlib.suppress(BaseException):
                 await task
         return self.close_turn("aborted", cause=reason)
+
+
+def _dismiss(review_id: str) -> NewEvent:
+    """The ``fsm/review/answer`` a cancellation writes for an open review (design-b §3)."""
+    return NewEvent(REVIEW_ANSWER, {"id": review_id, "outcome": "dismiss", "option": None,
+                                    "shape": None, "feedback": None, "by": "cancel"}, ignorable=True)
 
 
 def _abort_result(state: CallState, *, dispatched: bool, at: int | None = None) -> list[NewEvent]:

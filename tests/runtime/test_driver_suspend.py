@@ -21,7 +21,7 @@ from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.repair import closers, is_suspended, repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolCall
+from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolSpec, current_tool_call
 
 REVIEW = ToolCall.of("review_me", id="c_rev")
 ECHO = ToolCall.of("echo", {"x": "after"}, id="c_echo")
@@ -287,3 +287,58 @@ def test_repair_of_a_suspended_turn_closes_only_a_stray_recorded_call() -> None:
     sus = driver.suspended()
     assert sus is not None and sus.pending == (ECHO,) and agent.session.is_turn_open
     assert repair_open_turn(agent.session) == []  # idempotent
+
+
+class _Asking:
+    """``ask``: logs a review request, then waits for an interactive answer that never comes;
+    ``dismisses`` makes it answer ``dismiss`` on cancellation, as the controllers do."""
+
+    spec = ToolSpec("ask", "Ask interactively.", {"type": "object", "properties": {}})
+
+    def __init__(self, dismisses: bool) -> None:
+        self.dismisses = dismisses
+        self.started = asyncio.Event()
+
+    async def execute(self, args: Any, agent: Any, signal: Any = None) -> ToolOutput:
+        call = current_tool_call()
+        assert call is not None
+        agent.session.append("fsm/review/request", {"id": "rv_1", "callId": call.id, "kind": "plan"},
+                             ignorable=True)
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if self.dismisses:
+                answer(agent.session, "rv_1", "dismiss")
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+@pytest.mark.parametrize("tool_dismisses", [True, False])
+def test_ctrl_c_during_an_interactive_review_closes_the_call_and_the_review(tool_dismisses: bool) -> None:
+    rt = Runtime()
+    asking = _Asking(tool_dismisses)
+    rt.add_tool(asking)
+    agent = InboxAgent(Session(_memory()))
+    loop = Loop(rt, agent, ScriptedModel([ModelReply.call("ask", id="c_ask")]))
+
+    async def go() -> None:
+        agent.steer(user_message("go"))
+        task = asyncio.create_task(loop.run_until_idle())
+        await asking.started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(go())
+    types = [e.type for e in agent.session.events]
+    assert types[-6:] == ["tool/call", "fsm/review/request", "fsm/review/answer", "tool/result",
+                          "step/end", "turn/end"]
+    answers = [e.data for e in agent.session.events if e.type == "fsm/review/answer"]
+    assert len(answers) == 1 and answers[0]["outcome"] == "dismiss"
+    assert answers[0]["by"] == ("api" if tool_dismisses else "cancel")
+    result = agent.session.events[-3]
+    assert result.data["message"]["content"][0]["content"][0]["text"] == "Error: tool call aborted"
+    assert unanswered_calls(agent.session.messages()) == []
+    with pytest.raises(DriverStateError, match="no suspended tool call"):
+        run(loop.resume())

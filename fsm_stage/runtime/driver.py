@@ -32,7 +32,7 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
-from fsm_stage.errors import FsmStageError, ReviewPending, UserError
+from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
@@ -74,29 +74,6 @@ TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 """The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
 
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
-
-
-class DriverStateError(FsmStageError, RuntimeError):
-    """A driver method was called out of order (e.g. ``begin_step`` with no open turn,
-    ``record_reply`` twice in a step, ``end_turn`` with an open step). Nothing was written."""
-
-
-class TurnSuspendedError(DriverStateError):
-    """The open turn waits for a review (a suspended tool call): answer ``review_ids`` and
-    ``resume()``, or ``cancel()``. ``call_ids`` are the suspended calls."""
-
-    def __init__(self, turn: int | None, review_ids: Sequence[str], call_ids: Sequence[str]) -> None:
-        self.turn = turn
-        self.review_ids = tuple(review_ids)
-        self.call_ids = tuple(call_ids)
-        super().__init__(
-            f"turn {turn} is suspended: review {', '.join(self.review_ids)} awaits an answer "
-            f"(tool call {', '.join(self.call_ids)}); answer it and call resume(), or cancel()")
-
-
-class RecordShapeError(UserError, ValueError):
-    """What the host asked to record (a reply, a tool call, a tool result, a turn/end reason)
-    is malformed; the message names the field. Nothing was written."""
 
 
 @attrs.frozen

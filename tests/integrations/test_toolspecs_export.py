@@ -98,8 +98,11 @@ def test_goto_stage_has_the_graphs_stages_as_a_sorted_enum() -> None:
     spec = goto_stage_spec_for(GRAPH)
     assert spec.parameters["properties"]["stage"]["enum"] == sorted(GRAPH.stage_names)
     base = StageController(GRAPH).tool_spec()
-    assert "enum" not in base.parameters["properties"]["stage"]  # the input spec is not changed
     assert spec.output == base.output and spec.description == base.description
+    plain = ToolSpec("t", "d", {"type": "object", "properties": {"stage": {"type": "string"}}})
+    assert with_stage_enum(plain, ["b", "a", "b"]).parameters["properties"]["stage"] == {
+        "type": "string", "enum": ["a", "b"]}
+    assert plain.parameters["properties"]["stage"] == {"type": "string"}  # the input is unchanged
     shuffled = goto_stage_spec_for(list(reversed(GRAPH.stage_names)))
     assert shuffled.parameters == spec.parameters  # byte-stable whatever the graph's order
     with pytest.raises(ValueError, match="at least one stage"):
@@ -204,8 +207,8 @@ def test_export_specs_and_bad_arguments() -> None:
     assert specs[0].parameters["properties"]  # exports never share the spec's objects
 
 
-@pytest.mark.xfail(reason="needs the stage_switch/tool.py change listed in docs/integrations.md "
-                          "(handoff: null accepted as no handoff); remove this marker with it",
+@pytest.mark.xfail(reason="needs the stage_switch/tool.py change (handoff: null "
+                          "accepted as no handoff); remove this marker with it",
                    strict=False)
 def test_a_strict_mode_call_with_a_null_handoff_is_accepted() -> None:
     from fsm_stage.stage_switch.tool import goto_stage_argument_problem

@@ -95,16 +95,18 @@ def _args_object(arguments: str) -> dict[str, Any]:
 # ---- OpenAI Chat Completions ------------------------------------------------------------------
 
 
-def _chat_parts(blocks: list[dict[str, Any]], resolve: ImageResolver | None) -> str | list[dict[str, Any]]:
+def _chat_list(blocks: Iterable[Mapping[str, Any]], resolve: ImageResolver | None) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for b in blocks:
         if b.get("type") == "text":
             parts.append({"type": "text", "text": str(b.get("text", ""))})
         elif b.get("type") == "image":
             parts.append({"type": "image_url", "image_url": {"url": _image_url(b, resolve)}})
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        return str(parts[0]["text"])
     return parts
+
+
+def _simplify(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    return str(parts[0]["text"]) if len(parts) == 1 and parts[0]["type"] == "text" else parts
 
 
 def to_openai_chat(
@@ -121,16 +123,22 @@ def to_openai_chat(
     ``system_role``; omitted when empty), user messages (a string for one text block, else
     text/``image_url`` parts), assistant messages (``content`` text or None, ``tool_calls``),
     and one ``{"role": "tool", "tool_call_id", "content"}`` per tool result (Chat has no error
-    flag; the text carries ``Error: ``). Reasoning is dropped unless ``reasoning_key`` names the
-    assistant field a provider reads it back from (DeepSeek: ``"reasoning_content"``).
+    flag; the text carries ``Error: ``; images in results, which a tool message cannot hold,
+    follow the run of tool messages as one user message). Reasoning is dropped unless
+    ``reasoning_key`` names the assistant field a provider reads it back from (DeepSeek:
+    ``"reasoning_content"``).
     ``tools`` are ``to_openai(spec, strict=strict)``; empty when the request has none. Raises
     ``ValueError`` for an image with no URL and no ``images`` resolver.
     """
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": system_role, "content": request.system})
+    held: list[dict[str, Any]] = []  # tool-result images, sent after the run of tool messages
     for message in request.messages:
         blocks = _blocks(message)
+        if held and not (blocks and all(b.get("type") == "tool-result" for b in blocks)):
+            out.append({"role": "user", "content": held})
+            held = []
         if message.get("role") == "assistant":
             text = _text_of(blocks)
             calls = [_call_of(b) for b in blocks if b.get("type") == "tool-call"]
@@ -152,8 +160,14 @@ def to_openai_chat(
                 inner = [x for x in b.get("content") or () if isinstance(x, Mapping)]
                 out.append({"role": "tool", "tool_call_id": str(b.get("toolCallId")),
                             "content": _text_of(inner)})
-        if rest:
-            out.append({"role": "user", "content": _chat_parts(rest, images)})
+                pics = [x for x in inner if x.get("type") == "image"]
+                if pics:
+                    held += _chat_list(pics, images)
+        parts = _chat_list(rest, images)
+        if parts:
+            out.append({"role": "user", "content": _simplify(parts)})
+    if held:
+        out.append({"role": "user", "content": held})
     return {"messages": out, "tools": [to_openai(t, strict=strict, api="chat") for t in request.tools]}
 
 

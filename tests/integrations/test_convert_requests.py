@@ -209,3 +209,38 @@ def test_images_map_to_each_api_and_need_a_resolver() -> None:
     for convert in (to_openai_chat, to_openai_responses, to_anthropic_messages):
         with pytest.raises(ValueError, match=r"sha256:ab.*image resolver"):
             convert(req)
+
+
+def test_images_inside_tool_results() -> None:
+    """Responses and Anthropic carry a result's image in the result; Chat (text-only tool
+    messages) sends it in one user message after the run of tool messages."""
+    chat, responses = sdk("openai.types.chat"), sdk("openai.types.responses")
+    anthropic = sdk("anthropic.types")
+    image = {"type": "image", "attachment": {"attachmentId": "sha256:ab", "mediaType": "image/png"}}
+
+    def result(call_id: str, *content: dict[str, Any]) -> dict[str, Any]:
+        return {"id": f"r{call_id}", "role": "user", "source": {"kind": "tool", "callId": call_id},
+                "content": [{"type": "tool-result", "toolCallId": call_id, "isError": False,
+                             "content": list(content)}]}
+
+    calls = {"id": "a", "role": "assistant", "source": {"kind": "model"}, "content": [
+        {"type": "tool-call", "id": "c1", "name": "shot", "arguments": "{}"},
+        {"type": "tool-call", "id": "c2", "name": "shot", "arguments": "{}"}]}
+    req = Request("", (calls, result("c1", {"type": "text", "text": "one"}, image),
+                       result("c2", {"type": "text", "text": "two"})), ())
+    c = to_openai_chat(req, images=resolve)["messages"]
+    assert [m["role"] for m in c] == ["assistant", "tool", "tool", "user"]
+    assert c[1]["content"] == "one"
+    assert c[3]["content"] == [{"type": "image_url", "image_url": {"url": data_url("image/png", PNG)}}]
+    for m in c:
+        check_typed(m, chat.ChatCompletionMessageParam)
+    r = to_openai_responses(req, images=resolve)["input"]
+    url = data_url("image/png", PNG)
+    assert r[2]["output"] == [{"type": "input_text", "text": "one"},
+                              {"type": "input_image", "image_url": url, "detail": "auto"}]
+    for i in r:
+        check_typed(i, responses.ResponseInputItemParam)
+    a = to_anthropic_messages(req, images=resolve)["messages"]
+    assert [b["type"] for b in a[1]["content"][0]["content"]] == ["text", "image"]
+    for m in a:
+        check_typed(m, anthropic.MessageParam)

@@ -10,12 +10,11 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
+from mcp_helpers import GRAPH, approve, events, stages
 
 from fsm_stage.config import load_config
 from fsm_stage.mcp.server import StageServer, build_server
 from fsm_stage.mcp.sessions import SessionRegistry
-
-from mcp_helpers import GRAPH, approve, events, stages
 
 pytestmark = pytest.mark.anyio
 

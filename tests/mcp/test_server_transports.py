@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_helpers import ROOT, approve, env, events, server_argv, stages, start_http
 
 pytestmark = pytest.mark.anyio
+TOOLS = ["exit_plan_mode", "get_stage", "goto_stage"]
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ async def test_streamable_http(tmp_path: Path) -> None:
     try:
         cb = approve()
         async with Client(url, elicitation_callback=cb) as c:
-            assert [t.name for t in (await c.list_tools()).tools] == ["exit_plan_mode", "get_stage", "goto_stage"]
+            assert [t.name for t in (await c.list_tools()).tools] == TOOLS
             r = await c.call_tool("goto_stage", {"stage": "implement"})
             assert not r.is_error
             status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
@@ -103,7 +104,8 @@ def _need_inspector() -> str:
     if path is None:
         if os.environ.get("CI"):
             pytest.fail("the MCP Inspector is not installed (.ci/run installs it from npm)")
-        pytest.skip("the MCP Inspector is not installed: npm install --no-save @modelcontextprotocol/inspector")
+        pytest.skip("the MCP Inspector is not installed: "
+                    "npm install --no-save @modelcontextprotocol/inspector")
     return path
 
 

@@ -13,6 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_helpers import GRAPH, approve, events, stages
 
 from fsm_stage.config import load_config
+from fsm_stage.mcp import durable
 from fsm_stage.mcp.server import StageServer, build_server
 from fsm_stage.mcp.sessions import SessionRegistry
 
@@ -61,8 +62,11 @@ async def test_input_required_approve_changes_stage(tmp_path: Path) -> None:
     assert status["stage"] == "implement" and status["pending"] is None
     assert len(cb.asked) == 1 and "implement" in cb.asked[0].message
     assert stages(log) == ["implement"]
-    types_ = [e["type"] for e in events(log)]
-    assert types_[:2] == ["tool/call", "tool/result"]
+    assert [e["type"] for e in events(log) if e["type"].startswith("tool/")] == ["tool/call", "tool/result"]
+    if durable.reviews_api() is not None:  # the durable review events (design B §3)
+        answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
+        assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
+        assert [e["data"]["applied"] for e in events(log) if e["type"] == "fsm/review/redeemed"] == [True]
 
 
 async def test_keep_with_feedback_and_cancel(tmp_path: Path) -> None:
@@ -166,3 +170,24 @@ async def test_resources_diagram_and_instructions(tmp_path: Path) -> None:
     assert "class implement current" in mermaid.replace("  ", " ") or "current" in mermaid.splitlines()[-1] \
         or any(line.strip().startswith("class ") and "current" in line for line in mermaid.splitlines())
     assert text == "Current stage: implement\n\nImplement the approved plan."
+
+
+async def test_exit_plan_mode_reviewed_over_mcp(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\nDo it."})
+        assert r.is_error and "plan mode" in r.content[0].text.lower()  # not in plan mode: refused
+        ms = app.registry.get(None)
+        assert ms.plan is not None
+        ms.plan.set(ms.agent, True)  # the user's /plan, applied at a boundary
+        ms.runtime.pre_step(ms.agent, [])
+        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        assert status["planMode"]["active"] is True
+        cb = approve()
+    async with Client(app.server, elicitation_callback=cb) as c:
+        r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\nDo it."})
+        assert not r.is_error, r.content[0].text
+        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+    assert status["planMode"]["active"] is False
+    assert cb.asked and "# Plan" in cb.asked[0].message
+    assert [e["data"]["active"] for e in events(log) if e["type"] == "plan/mode"] == [True, False]

@@ -191,6 +191,7 @@ class StageServer:
             async def elicit(message: str, schema: dict[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
                 reply = await ctx.session.elicit_form(message=message, requested_schema=schema,
                                                       related_request_id=ctx.request_id)
+                durable.record_answer(ms, call_id, reply.action, reply.content)  # logged by "mcp"
                 return reply.action, reply.content
             channel.arm(Elicit(elicit))
         review_id: str | None = None

@@ -134,6 +134,9 @@ async def test_legacy_client_uses_elicitation(tmp_path: Path) -> None:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
     assert not r.is_error and len(cb.asked) == 1
     assert stages(log) == ["implement"]
+    if durable.reviews_api() is not None:
+        answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
+        assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

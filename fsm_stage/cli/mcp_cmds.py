@@ -46,6 +46,9 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise UserError(f"fsm-stage mcp needs the mcp extra: pip install 'fsm_stage[mcp]' ({exc})") from None
     target = _host_port(http) if http is not None else None
+    if target is not None and target[0] not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"fsm-stage: warning: serving {target[0]} without authentication; anyone who can "
+                   "reach it can call the tools (prefer a loopback host)", err=True)
     config = load_config(graph_path)
     table = parse_log_option(logs)
     workdir = cwd if cwd is not None else Path.cwd()

@@ -17,9 +17,13 @@ from mcp.server.request_state import RequestStateSecurity
 
 from fsm_stage.mcp.server import StageServer
 
-__all__ = ["KEY_ENV", "serve_http", "serve_stdio", "state_security"]
+__all__ = ["KEY_ENV", "STATE_TTL", "serve_http", "serve_stdio", "state_security"]
 
 KEY_ENV = "FSM_STAGE_MCP_STATE_KEY"
+STATE_TTL = 24 * 3600.0
+"""Seconds a sealed review state stays valid: a human may take a while; single use is enforced
+by the log, not by the expiry. An expired state is refused; calling the tool again (same
+arguments) resumes the same open call and asks again."""
 
 
 def state_security(key_file: Path | None) -> RequestStateSecurity:
@@ -27,15 +31,15 @@ def state_security(key_file: Path | None) -> RequestStateSecurity:
     when neither the environment variable nor ``key_file`` is given."""
     env = os.environ.get(KEY_ENV)
     if env:
-        return RequestStateSecurity(keys=[env])
+        return RequestStateSecurity(keys=[env], ttl=STATE_TTL)
     if key_file is None:
-        return RequestStateSecurity.ephemeral()
+        return RequestStateSecurity.ephemeral(ttl=STATE_TTL)
     if not key_file.exists():
         key_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_hex(32))
-    return RequestStateSecurity(keys=[key_file.read_text(encoding="utf-8").strip()])
+    return RequestStateSecurity(keys=[key_file.read_text(encoding="utf-8").strip()], ttl=STATE_TTL)
 
 
 async def serve_stdio(app: StageServer) -> None:

@@ -79,6 +79,13 @@ async def test_keep_with_feedback_and_cancel(tmp_path: Path) -> None:
     async def cancel(ctx: Any, params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="cancel")
 
+    async def decline(ctx: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with Client(app.server, elicitation_callback=decline) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert r.is_error and "kept the current stage" in r.content[0].text and stages(log) == []
+
     async with Client(app.server, elicitation_callback=cancel) as c:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
     assert r.is_error and "closed the stage review" in r.content[0].text
@@ -105,6 +112,9 @@ async def test_replayed_and_edited_request_state_refused(tmp_path: Path) -> None
         with pytest.raises(MCPError, match="single use"):
             await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
                                       request_state=first.request_state, allow_input_required=True)
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):  # not minted here
+            await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
+                                      request_state="v1.forged", allow_input_required=True)
     assert len(events(log)) == after
     assert stages(log) == ["implement"]
 

@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -39,7 +38,8 @@ from fsm_stage.mcp.review import (
     review_message,
 )
 from fsm_stage.mcp.sessions import McpSession, SessionRegistry
-from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, tool_result_message
+from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
+from fsm_stage.runtime.toolspecs import to_mcp
 
 __all__ = ["GET_STAGE", "SERVER_NAME", "StageServer", "build_server"]
 
@@ -50,7 +50,6 @@ _SESSION_PARAM = {"type": "string", "description": "Session handle (optional; de
                   "default session). The handles are the server's --log NAME=LOG names."}
 _URI = "fsm-stage://session/{handle}/{what}"
 _STATE_VERSION = 1
-_NO_META = attrs.fields(ToolResult).meta.default
 
 
 def _invalid(message: str) -> MCPError:
@@ -113,10 +112,9 @@ class StageServer:
         """The fixed tool list (same order and bytes whatever the stage)."""
         out = []
         for name in sorted(self._specs):
-            spec = self._specs[name]
-            schema = json.loads(json.dumps(spec.parameters))
-            schema.setdefault("properties", {})["session"] = dict(_SESSION_PARAM)
-            out.append(types.Tool(name=name, description=spec.description, input_schema=schema))
+            wire = to_mcp(self._specs[name])  # the in-process spec, exported like every adapter's
+            wire["inputSchema"].setdefault("properties", {})["session"] = dict(_SESSION_PARAM)
+            out.append(types.Tool.model_validate(wire))
         return out
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
@@ -243,10 +241,7 @@ class StageServer:
         """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now."""
         call_seq = next((ev.seq for ev in reversed(ms.session.events) if ev.type == TOOL_CALL
                          and isinstance(ev.data, Mapping) and ev.data.get("callId") == call.id), None)
-        data: dict[str, Any] = {"message": tool_result_message(call, result.text, result.is_error)}
-        if not result.is_error and result.meta is not _NO_META:
-            data["meta"] = result.meta
-        ms.session.append(TOOL_RESULT, data, surface_op="append",
+        ms.session.append(TOOL_RESULT, result_data(result, None, None), surface_op="append",
                           source_event_seqs=[call_seq] if call_seq is not None else None)
         text = result.text
         if not result.is_error:

@@ -41,6 +41,9 @@ async def test_tools_fixed_order_and_schemas(tmp_path: Path) -> None:
     assert goto["required"] == ["stage"] and set(goto["properties"]) == {"stage", "handoff", "session"}
     assert goto["additionalProperties"] is False
     assert before[0].input_schema["required"] == ["plan"]
+    out = before[2].output_schema
+    assert out is not None and out["required"] == ["approved", "stage"]
+    assert before[1].output_schema is None
     # after a transition the catalog is byte-identical (prompt-cache safe)
     async with Client(app.server, elicitation_callback=approve()) as c:
         await c.call_tool("goto_stage", {"stage": "implement"})

@@ -85,7 +85,9 @@ def check_schema(conn: Any, where: str) -> None:
     exactly ``SCHEMA_VERSION``."""
     version = schema_version(conn)
     if version is None:
-        raise SchemaVersionError(f"{where}: no fsm_stage schema in this database; run `fsm-stage db init DSN`")
+        raise SchemaVersionError(
+            f"{where}: no fsm_stage schema in this database; run `fsm-stage db init DSN`"
+        )
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(f"{where}: {_newer(version)}")
     if version < SCHEMA_VERSION:

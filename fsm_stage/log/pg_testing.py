@@ -9,6 +9,7 @@ session fixture and ``bench/bench_postgres.py`` share this one helper.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -36,7 +37,8 @@ def server_bin_dir() -> Path | None:
 def unavailable_reason() -> str | None:
     """Why a throwaway cluster cannot start here (None when it can)."""
     if server_bin_dir() is None:
-        return "PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin/initdb; apt-get install postgresql)"
+        return ("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin/initdb; "
+                "apt-get install postgresql)")
     try:
         import pwd
 
@@ -105,15 +107,13 @@ class TempCluster:
         if proc.returncode != 0:
             log = self.folder / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise RuntimeError(f"{' '.join(argv[:1])} failed ({proc.returncode}): {proc.stderr.strip()} {tail}")
+            raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.strip()} {tail}")
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove the folder; idempotent."""
         if (self.data / "postmaster.pid").exists():
-            try:
+            with contextlib.suppress(RuntimeError):
                 self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
-            except RuntimeError:
-                pass
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> TempCluster:

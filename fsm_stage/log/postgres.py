@@ -95,7 +95,12 @@ def header_line(header: SessionHeader) -> str:
 
 
 def decode_rows(
-    header_text: str, rows: Sequence[tuple[int, int, str]], *, next_seq: int, source: str, strict: bool = False
+    header_text: str,
+    rows: Sequence[tuple[int, int, str]],
+    *,
+    next_seq: int,
+    source: str,
+    strict: bool = False,
 ) -> list[Event]:
     """Decode stored rows ``(seq, n, line)`` (and any body lines kept after the header's first
     line) into events. Raises ``LogFormatError`` when a row does not decode to its ``n`` events
@@ -105,7 +110,7 @@ def decode_rows(
 
     def body(text: str, seq: int | None, n: int | None) -> None:
         got = len(out)
-        for raw in text.splitlines():
+        for raw in text.split("\n"):  # only \n ends a JSONL line (not U+2028)
             if not raw.strip():
                 continue
             try:
@@ -166,7 +171,9 @@ class PostgresLog:
         self.surface = Surface(protect_system_head=protect_system_head)
         self._events: list[Event] = []
         if create is not None and create.id != session:
-            raise LogFormatError(f"{self.source}: session id {session!r} does not match the header's {create.id!r}")
+            raise LogFormatError(
+                f"{self.source}: session id {session!r} does not match the header's {create.id!r}"
+            )
         self._conn = connect(conninfo)
         try:
             check_schema(self._conn, redact(conninfo))
@@ -198,10 +205,15 @@ class PostgresLog:
     # -- reading ---------------------------------------------------------------------------
     def _read_new(self) -> int:
         start = len(self._events)
-        rows = self._conn.execute(
-            "SELECT seq, n, line FROM fsm_events WHERE session = %s AND seq >= %s ORDER BY seq",
-            (self.session, start),
-        ).fetchall()
+        psycopg = _psycopg()
+        try:
+            rows = self._conn.execute(
+                "SELECT seq, n, line FROM fsm_events WHERE session = %s AND seq >= %s ORDER BY seq",
+                (self.session, start),
+            ).fetchall()
+        except psycopg.Error as err:
+            why = (str(err).strip().splitlines() or ["database error"])[0]
+            raise LogWriteError(f"{self.source}: cannot read new events: {why}") from err
         if not rows and start > 0:
             return 0
         evs = decode_rows(self._header_text, rows, next_seq=start, source=self.source, strict=self._strict)
@@ -318,6 +330,12 @@ class PostgresLog:
             return False
         except psycopg.errors.ForeignKeyViolation:
             raise LogWriteError(f"{self.source}: the session was deleted from the database") from None
+        except psycopg.OperationalError as err:
+            why = (str(err).strip().splitlines() or ["connection lost"])[0]
+            raise LogWriteError(
+                f"{self.source}: append of {len(lines)} event(s) failed: {why}; if the server "
+                "committed it before the connection broke, the next call (which reconnects) shows it"
+            ) from err
         except psycopg.Error as err:
             why = (str(err).strip().splitlines() or ["database error"])[0]
             raise LogWriteError(f"{self.source}: append of {len(lines)} event(s) failed: {why}") from err
@@ -335,8 +353,14 @@ class PostgresLog:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _check_open(self) -> None:
+        """Refuse a closed log; replace a connection the server dropped (then catch up, so a
+        batch whose commit was never confirmed shows up in ``events`` if it did commit)."""
         if self._conn is None:
             raise LogWriteError(f"{self.source}: log is closed")
+        if self._conn.closed:
+            self._conn = connect(self.conninfo)
+            check_schema(self._conn, redact(self.conninfo))
+            self._read_new()
 
     @property
     def closed(self) -> bool:

@@ -58,7 +58,8 @@ def test_a_refused_event_in_a_batch_writes_nothing(store: Store) -> None:
     with pytest.raises(InvalidEventError, match="unknown event type"):
         log.append_many([msg("ok", surface_op="append"), NewEvent("made/up", {})])
     with pytest.raises(SurfaceOpError):
-        log.append_many([msg("ok", surface_op="append"), msg("bad", surface_op=Replace(0, 9), source_event_seqs=(0,))])
+        bad = msg("bad", surface_op=Replace(0, 9), source_event_seqs=(0,))
+        log.append_many([msg("ok", surface_op="append"), bad])
     with pytest.raises(LogWriteError, match="not JSON"):
         log.append_many([NewEvent("fsm/a", {}), NewEvent("fsm/b", {"x": float("nan")})])
     assert len(log) == 2 and len(log.surface) == 1
@@ -96,16 +97,17 @@ def test_a_failed_write_leaves_the_log_unchanged(store: Store, monkeypatch: pyte
 def test_projections_fold_the_same_on_every_store(store: Store) -> None:
     log = store.open(clock=lambda: 7)
     log.append_many(CONVERSATION)
-    log.append_many([NewEvent("plan/mode", {"active": True}), NewEvent("turn/start", {"turn": 2})])
+    log.append_many(EXTRA)
     again = store.reopen(log)
     expected = [fold(p, EXPECTED_EVENTS) for p in standard_projections()]
     assert [fold(p, again.events) for p in standard_projections()] == expected
 
 
+EXTRA = [NewEvent("plan/mode", {"active": True}), NewEvent("turn/start", {"turn": 2})]
 EXPECTED_EVENTS = [
-    Event(s.type, i, 7, s.data, s.surface_op, None if s.source_event_seqs is None else tuple(s.source_event_seqs),
-          s.type.startswith("fsm/"))
-    for i, s in enumerate([*CONVERSATION, NewEvent("plan/mode", {"active": True}), NewEvent("turn/start", {"turn": 2})])
+    Event(s.type, i, 7, s.data, s.surface_op,
+          None if s.source_event_seqs is None else tuple(s.source_event_seqs), s.type.startswith("fsm/"))
+    for i, s in enumerate([*CONVERSATION, *EXTRA])
 ]
 
 

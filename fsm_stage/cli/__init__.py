@@ -30,6 +30,9 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "graph_cmds",
     "draw": "draw_cmds",
     "state": "log_cmds",
+    "db": "db_cmds",
+    "export": "db_cmds",
+    "import": "db_cmds",
 }
 
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Collection, Iterator, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError
 from fsm_stage.log.dsh import RecordDecoder, parse_header
@@ -55,14 +55,20 @@ def split_location(location: str) -> tuple[str, str | None]:
     parts = urlsplit(location)
     if parts.scheme.lower() not in SCHEMES:
         raise UserError(f"{redact(location)}: not a PostgreSQL URL (postgresql://USER@HOST:PORT/DB?session=ID)")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    sessions = [v for k, v in query if k == "session"]
+    base, _, rest = location.partition("?")
+    query, hash_, fragment = rest.partition("#")
+    kept, sessions = [], []
+    for item in query.split("&") if query else []:
+        key, _, value = item.partition("=")
+        if unquote(key) == "session":
+            sessions.append(unquote(value))
+        else:
+            kept.append(item)  # passed to libpq exactly as written
     if len(sessions) > 1:
         raise UserError(f"{redact(location)}: `session` given {len(sessions)} times")
     if sessions and not sessions[0]:
         raise UserError(f"{redact(location)}: empty `session` (write ?session=ID)")
-    rest = urlencode([(k, v) for k, v in query if k != "session"], safe="/")
-    conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
+    conninfo = base + ("?" + "&".join(kept) if kept else "") + hash_ + fragment
     return conninfo, (sessions[0] if sessions else None)
 
 
@@ -94,6 +100,14 @@ def header_line(header: SessionHeader) -> str:
     return json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def split_header(text: str) -> tuple[str, str]:
+    """``(header line, the rest)`` of a stored header text (blank lines may precede the header
+    line in an imported DSH file; lines after it hold no events)."""
+    lead = len(text) - len(text.lstrip())
+    line, _, rest = text[lead:].partition("\n")
+    return line, rest
+
+
 def decode_rows(
     header_text: str,
     rows: Sequence[tuple[int, int, str]],
@@ -122,7 +136,7 @@ def decode_rows(
         if seq is not None and (len(out) - got != n or out[got].seq != seq):
             raise LogFormatError(f"{source}: stored row at seq {seq} does not hold events {seq}…")
 
-    extra = header_text.split("\n", 1)[1] if "\n" in header_text else ""
+    extra = split_header(header_text)[1]
     if next_seq == 0 and extra.strip():
         body(extra, None, None)
     for seq, n, line in rows:
@@ -192,7 +206,7 @@ class PostgresLog:
             raise LogFormatError(f"{self.source}: no such session log (pass create= to start one)")
         self._header_text = str(row[0])
         try:
-            rec = json.loads(self._header_text.split("\n", 1)[0])
+            rec = json.loads(split_header(self._header_text)[0])
         except ValueError:
             raise LogFormatError(f"{self.source}: stored header is not JSON") from None
         if not isinstance(rec, dict) or rec.get("type") != "session":

@@ -43,7 +43,7 @@ def test_create_open_and_id_rules(pg_url: Callable[..., str]) -> None:
 def test_schema_missing_older_and_newer_are_refused(fresh_db: Callable[[], str]) -> None:
     dsn = fresh_db()
     url = dsn + "&session=s"
-    with pytest.raises(SchemaVersionError, match="no fsm_stage schema.*fsm-stage db init"):
+    with pytest.raises(SchemaVersionError, match=r"no fsm_stage schema.*fsm-stage db init"):
         open_log(url, create=SessionHeader("s"))
     with connect(dsn) as conn:
         assert migrate(conn) == (None, SCHEMA_VERSION)

@@ -332,7 +332,7 @@ def _human(path: str, r: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.argument("log", type=click.Path(path_type=Path))
+@click.argument("location", metavar="LOG", type=click.Path())  # a str: postgresql:// keeps its //
 @click.option(
     "--graph",
     "graph",
@@ -360,13 +360,29 @@ def _human(path: str, r: dict[str, Any]) -> str:
     help="Keep projection checkpoints here: later reads seek to the tail (no surface fold; not with --at).",
 )
 def state(
-    log: Path, graph: str | None, at: int | None, as_json: bool, strict: bool, checkpoint_dir: Path | None
+    location: str, graph: str | None, at: int | None, as_json: bool, strict: bool, checkpoint_dir: Path | None
 ) -> None:
     """Fold a session log and print its state (header, turn, plan mode, stage, surface).
 
     Exit 0 on success, 1 for invalid input (unreadable LOG or GRAPH, not a session log,
     corruption, --at past the end), 2 for usage errors (unknown option, --at -1).
     """
+    from fsm_stage.log.postgres import is_postgres_location
+
+    if is_postgres_location(location):  # LOG is postgresql://…?session=ID
+        if checkpoint_dir is not None:
+            raise click.UsageError("--checkpoint-dir works on files, not on a PostgreSQL location")
+        from fsm_stage.log.postgres import read_postgres, redact
+
+        report = state_report(read_postgres(location, strict=strict), at=at, graph=graph, strict=strict,
+                              source=redact(location))
+        shown = redact(location)
+        if as_json:
+            click.echo(json.dumps({"path": shown, **report}, ensure_ascii=False, indent=2))
+        else:
+            click.echo(_human(shown, report))
+        return
+    log = Path(location)
     check_log_input(log)
     if checkpoint_dir is not None:
         if at is not None:

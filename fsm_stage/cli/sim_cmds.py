@@ -30,8 +30,9 @@ from fsm_stage.simulate import prepare, render_human, simulate
 
 @click.command("simulate")
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--log", "log_path", type=click.Path(path_type=Path),
-              help="Also write the DSH-shaped session log (JSONL) here (parent folders are created). "
+@click.option("--log", "log_path", type=click.Path(),
+              help="Also write the DSH-shaped session log (JSONL) here (parent folders are created), "
+                   "or to postgresql://…?session=ID. "
                    "Refused while another writer holds the log, and for the scenario, its graph or any "
                    "existing file that is not a session log. One scenario only.")
 @click.option("--force", is_flag=True, help="Replace an existing session log at the --log path.")
@@ -42,7 +43,7 @@ from fsm_stage.simulate import prepare, render_human, simulate
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
-def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool, as_json: bool,
+def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool, as_json: bool,
                  graph: Path | None, cwd: Path | None, full: bool) -> None:
     """Run SCENARIO (or several) and show what the model sees at every request.
 

@@ -22,8 +22,10 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import attrs
+
 from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError
-from fsm_stage.log.dsh import RecordDecoder, parse_header
+from fsm_stage.log.dsh import ReadResult, RecordDecoder, parse_header
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
@@ -410,3 +412,50 @@ def open_postgres_log(location: str, *, create: SessionHeader | None = None, **o
             raise UserError(f"{redact(location)}: no session in the URL (add ?session=ID)")
         session = create.id
     return PostgresLog(conninfo, session, create=create, **options)
+
+
+def is_postgres_location(location: object) -> bool:
+    """Whether ``location`` is a ``postgresql:`` / ``postgres:`` URL string (no psycopg needed)."""
+    return isinstance(location, str) and location.partition(":")[0].lower() in SCHEMES and ":" in location
+
+
+def open_new_session(location: str, header: SessionHeader, *, replace: bool = False) -> PostgresLog:
+    """Start a new session at ``location`` for a writer that produces a whole log (the
+    simulator's ``--log``): the URL's ``session`` (default ``header.id``) becomes the header's id.
+    An existing session with events is a ``UserError`` unless ``replace`` (then it is deleted
+    first)."""
+    conninfo, session = split_location(location)
+    header = attrs.evolve(header, id=session or header.id)
+    with connect(conninfo) as conn:
+        check_schema(conn, redact(conninfo))
+        with conn.transaction():
+            row = conn.execute("SELECT count(*) FROM fsm_events WHERE session = %s", (header.id,)).fetchone()
+            if row[0] and not replace:
+                raise UserError(
+                    f"{redact(location)}: session {header.id!r} already has {row[0]} event(s); "
+                    "pass --force to replace it"
+                )
+            conn.execute("DELETE FROM fsm_sessions WHERE session = %s", (header.id,))
+    return PostgresLog(conninfo, header.id, create=header)
+
+
+def read_postgres(location: str, *, strict: bool = False) -> ReadResult:
+    """Read the whole session at ``location`` as ``read_log`` reads a file (for reports such as
+    ``fsm-stage state``): ``line_offsets`` are empty and ``good_end`` is 0 (there is no file).
+    Raises what ``open_postgres_log`` raises."""
+    from array import array
+    from collections import Counter
+
+    from fsm_stage.constants import KNOWN_EVENT_TYPES
+    from fsm_stage.log.dsh import unknown_types_warning
+
+    with open_postgres_log(location, strict=strict) as log:
+        events = list(log.events)
+        raw = json.loads(split_header(log._header_text)[0])
+        warnings = list(log.warnings)
+        source = log.source
+    unknown = Counter(e.type for e in events if not e.ignorable and e.type not in KNOWN_EVENT_TYPES)
+    if unknown:
+        warnings.append(unknown_types_warning(source, unknown))
+    return ReadResult(header=log.header, raw_header=raw, events=events, warnings=tuple(warnings),
+                      torn_tail_offset=None, good_end=0, unknown_types=dict(unknown), line_offsets=array("q"))

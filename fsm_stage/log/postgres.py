@@ -42,6 +42,10 @@ made progress, so this bounds only pathological contention)."""
 INSTALL_HINT = "PostgreSQL logs need psycopg: pip install 'fsm_stage[postgres]'"
 
 
+class _Lost(Exception):
+    """Another writer took the seq a batch was built for (nothing was written)."""
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
@@ -303,34 +307,61 @@ class PostgresLog:
         With ``expect_last_seq`` (the last seq the caller folded from, ``-1`` for empty) the
         batch is written only if the session still ends there, else ``AppendConflictError``
         (after a ``refresh``, so ``events`` shows the winner's events). Without it a lost race
-        is retried on the caught-up log, writer checks included. Raises ``LogWriteError``.
+        is retried on the caught-up log, writer checks included: the retry holds the session
+        row's lock for its one transaction (catch up, check, insert), so contending writers
+        queue instead of racing again. Raises ``LogWriteError``.
         """
         with self._mutex:
             self._check_open()
             if not specs:
                 return []
-            for _ in range(MAX_APPEND_ATTEMPTS):
+            for attempt in range(MAX_APPEND_ATTEMPTS):
                 if expect_last_seq is not None and expect_last_seq != self.last_seq:
                     raise AppendConflictError(expect_last_seq, self.last_seq)
-                evs = prepare_batch(
-                    specs,
-                    next_seq=len(self._events),
-                    now=self._clock(),
-                    surface=self.surface,
-                    ignorable_types=self._ignorable_types,
-                    allow_unknown=self._allow_unknown_types,
-                    check_json=False,  # encode_line refuses non-JSON data the same way
-                )
-                lines = [encode_line(ev).decode("utf-8") for ev in evs]
-                if self._insert([ev.seq for ev in evs], lines):
-                    self._events.extend(evs)
-                    for ev in evs:
-                        self.surface.apply(ev)
-                    return evs
-                self._read_new()
-                if expect_last_seq is not None:
-                    raise AppendConflictError(expect_last_seq, self.last_seq)
+                try:  # optimistic first (one round trip); after a lost race, queue on the row lock
+                    evs = self._write(specs) if expect_last_seq is not None or not attempt else \
+                        self._write_locked(specs)
+                except _Lost:
+                    self._read_new()
+                    if expect_last_seq is not None:
+                        raise AppendConflictError(expect_last_seq, self.last_seq) from None
+                    continue
+                self._events.extend(evs)
+                for ev in evs:
+                    self.surface.apply(ev)
+                return evs
             raise LogWriteError(f"{self.source}: append lost {MAX_APPEND_ATTEMPTS} races in a row; giving up")
+
+    def _write_locked(self, specs: Sequence[NewEvent]) -> list[Event]:
+        """A plain append: lock the session row for this one transaction (writers queue there
+        instead of racing), catch up, run the writer checks on the real end, insert."""
+        psycopg = _psycopg()
+        try:
+            with self._conn.transaction():
+                self._conn.execute(
+                    "SELECT 1 FROM fsm_sessions WHERE session = %s FOR UPDATE", (self.session,)
+                )
+                self._read_new()
+                return self._write(specs)
+        except psycopg.Error as err:
+            why = (str(err).strip().splitlines() or ["database error"])[0]
+            raise LogWriteError(f"{self.source}: append of {len(specs)} event(s) failed: {why}") from err
+
+    def _write(self, specs: Sequence[NewEvent]) -> list[Event]:
+        """Check and insert the batch after the local end; raises ``_Lost`` when that seq is taken."""
+        evs = prepare_batch(
+            specs,
+            next_seq=len(self._events),
+            now=self._clock(),
+            surface=self.surface,
+            ignorable_types=self._ignorable_types,
+            allow_unknown=self._allow_unknown_types,
+            check_json=False,  # encode_line refuses non-JSON data the same way
+        )
+        lines = [encode_line(ev).decode("utf-8") for ev in evs]
+        if not self._insert([ev.seq for ev in evs], lines):
+            raise _Lost
+        return evs
 
     def _insert(self, seqs: list[int], lines: list[str]) -> bool:
         """Insert the rows and notify in one statement; False when a row's seq is taken."""

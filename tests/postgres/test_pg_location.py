@@ -57,3 +57,25 @@ def test_importing_fsm_stage_does_not_import_psycopg() -> None:
         "from fsm_stage.log import open_log; assert 'psycopg' not in sys.modules, 'psycopg imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_server_skips_outside_ci_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pg_fixture import require_server
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("FSM_STAGE_REQUIRE_POSTGRES", raising=False)
+    require_server(None)  # a server can start: nothing happens
+    with pytest.raises(pytest.skip.Exception, match="no initdb"):
+        require_server("no initdb")
+    for var, value in (("CI", "true"), ("FSM_STAGE_REQUIRE_POSTGRES", "1")):
+        with monkeypatch.context() as m:
+            m.setenv(var, value)
+            with pytest.raises(pytest.fail.Exception, match=r"CI needs the PostgreSQL.*no initdb"):
+                require_server("no initdb")
+
+
+def test_the_cluster_helper_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsm_stage.log import pg_testing
+
+    monkeypatch.setattr(pg_testing, "server_bin_dir", lambda: None)
+    assert "apt-get install postgresql" in (pg_testing.unavailable_reason() or "")

@@ -323,9 +323,9 @@ class PostgresLog:
                         self._write_locked(specs)
                 except _Lost:
                     self._read_new()
-                    if expect_last_seq is not None:
+                    if expect_last_seq is not None and expect_last_seq != self.last_seq:
                         raise AppendConflictError(expect_last_seq, self.last_seq) from None
-                    continue
+                    continue  # plain: retry at the real end; conditional: rolled back, end unchanged
                 self._events.extend(evs)
                 for ev in evs:
                     self.surface.apply(ev)
@@ -334,15 +334,21 @@ class PostgresLog:
 
     def _write_locked(self, specs: Sequence[NewEvent]) -> list[Event]:
         """A plain append: lock the session row for this one transaction (writers queue there
-        instead of racing), catch up, run the writer checks on the real end, insert."""
+        instead of racing), catch up, run the writer checks on the real end, insert.
+
+        ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: the events' foreign-key checks take ``KEY
+        SHARE`` on the same row, and an optimistic writer blocked there while this one waits on
+        its uncommitted seq would deadlock."""
         psycopg = _psycopg()
         try:
             with self._conn.transaction():
                 self._conn.execute(
-                    "SELECT 1 FROM fsm_sessions WHERE session = %s FOR UPDATE", (self.session,)
+                    "SELECT 1 FROM fsm_sessions WHERE session = %s FOR NO KEY UPDATE", (self.session,)
                 )
                 self._read_new()
                 return self._write(specs)
+        except psycopg.errors.TransactionRollback:  # deadlock / serialization: nothing written
+            raise _Lost from None
         except psycopg.Error as err:
             why = (str(err).strip().splitlines() or ["database error"])[0]
             raise LogWriteError(f"{self.source}: append of {len(specs)} event(s) failed: {why}") from err
@@ -373,11 +379,13 @@ class PostgresLog:
                 "SELECT pg_notify(%s, %s)",
                 (self.session, seqs, lines, NOTIFY_CHANNEL, self.session),
             )
-        except psycopg.errors.UniqueViolation:
-            return False
+        except (psycopg.errors.UniqueViolation, psycopg.errors.TransactionRollback):
+            return False  # the seq is taken, or the server rolled the statement back: nothing written
         except psycopg.errors.ForeignKeyViolation:
             raise LogWriteError(f"{self.source}: the session was deleted from the database") from None
         except psycopg.OperationalError as err:
+            if not self._conn.closed:
+                raise LogWriteError(f"{self.source}: append of {len(lines)} event(s) failed: {err}") from err
             why = (str(err).strip().splitlines() or ["connection lost"])[0]
             raise LogWriteError(
                 f"{self.source}: append of {len(lines)} event(s) failed: {why}; if the server "

@@ -141,3 +141,17 @@ def test_blank_lines_are_kept_and_a_torn_tail_is_dropped(pg_cluster: TempCluster
     assert cli("export", pg_cluster.url("torn"), "-o", str(out_file))[0] == 0
     assert out_file.read_bytes() == with_blank
     assert read_log(out_file).events == read_log(path).events
+
+
+def test_scenario_replays_a_session_stored_in_postgres(fresh_db: Callable[[], str], tmp_path: Path) -> None:
+    dsn = fresh_db()
+    assert cli("db", "init", dsn)[0] == 0
+    url = dsn + "&session=replayed"
+    assert cli("simulate", str(FEATURE_WORK), "--log", url, "--cwd", str(tmp_path))[0] == 0
+    from_db = cli("scenario", url)
+    file_log = tmp_path / "replayed.jsonl"
+    assert cli("export", url, "-o", str(file_log))[0] == 0
+    from_file = cli("scenario", str(file_log))
+    assert from_db[0] == from_file[0] == 0, from_db[2]
+    assert "id: replayed" in from_db[1]
+    assert from_db[1].replace("Replay of session replayed", "Replay of replayed.jsonl") == from_file[1]

@@ -21,8 +21,16 @@ PG_USER = "postgres"
 PG_PORT = 5432
 
 
+BIN_ENV = "FSM_STAGE_PG_BIN"
+"""Environment variable naming the folder of ``initdb``/``pg_ctl`` (overrides the Debian search)."""
+
+
 def server_bin_dir() -> Path | None:
-    """The newest ``/usr/lib/postgresql/<N>/bin`` holding ``initdb`` and ``pg_ctl``, or None."""
+    """The folder in ``$FSM_STAGE_PG_BIN`` when set, else the newest
+    ``/usr/lib/postgresql/<N>/bin``, holding ``initdb`` and ``pg_ctl``; None when there is none."""
+    if os.environ.get(BIN_ENV):
+        bindir = Path(os.environ[BIN_ENV])
+        return bindir if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists() else None
     found = []
     for initdb in glob.glob("/usr/lib/postgresql/*/bin/initdb"):
         bindir = Path(initdb).parent
@@ -37,8 +45,8 @@ def server_bin_dir() -> Path | None:
 def unavailable_reason() -> str | None:
     """Why a throwaway cluster cannot start here (None when it can)."""
     if server_bin_dir() is None:
-        return ("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin/initdb; "
-                "apt-get install postgresql)")
+        where = os.environ.get(BIN_ENV) or "/usr/lib/postgresql/*/bin"
+        return f"PostgreSQL server binaries not found ({where}/initdb; apt-get install postgresql)"
     try:
         import pwd
 

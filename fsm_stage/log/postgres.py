@@ -186,6 +186,7 @@ class PostgresLog:
         self._allow_unknown_types = allow_unknown_types
         self._strict = strict
         self._mutex = threading.RLock()
+        self._listen_mutex = threading.Lock()  # one waiter at a time on the LISTEN connection
         self._listen: Any = None
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
@@ -252,20 +253,31 @@ class PostgresLog:
             return self._read_new()
 
     def wait_for_events(self, timeout: float) -> int:
-        """Wait up to ``timeout`` seconds for another writer's append (``LISTEN``), then
-        ``refresh()``; returns how many new events were read (0 on timeout)."""
-        with self._mutex:
-            self._check_open()
-            if self._listen is None:
-                self._listen = connect(self.conninfo)
-                self._listen.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            n = self._read_new()
-            if n:
-                return n
-            for note in self._listen.notifies(timeout=timeout):
-                if note.payload == self.session:
-                    break
-            return self._read_new()
+        """Wait up to ``timeout`` seconds for another writer's append to this session (``LISTEN``
+        on a second connection), then catch up; returns how many new events were read (0 when
+        the time ran out). Appends from other threads are not blocked while it waits."""
+        import time
+
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._listen_mutex:
+            with self._mutex:
+                self._check_open()
+                if self._listen is None:
+                    self._listen = connect(self.conninfo)
+                    self._listen.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                listen = self._listen
+            while True:
+                n = self.refresh()  # after LISTEN: an append from now on is either read or notified
+                remaining = deadline - time.monotonic()
+                if n or remaining <= 0:
+                    return n
+                woke = False
+                for note in listen.notifies(timeout=remaining):
+                    if note.payload == self.session:
+                        woke = True
+                        break
+                if not woke:
+                    return self.refresh()
 
     # -- EventLog ----------------------------------------------------------------------------
     @property

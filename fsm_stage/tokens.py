@@ -162,7 +162,7 @@ def surface_events(session: Any) -> list[Event]:
     Accepts a runtime ``Session``, any object with a ``log`` attribute holding an
     ``EventLog``, or an ``EventLog`` itself. The log's live ``surface`` (a
     ``fsm_stage.log.surface.Surface``, kept by ``MemoryLog``/``JsonlLog``) is read in place —
-    O(surface nodes), no refold (review M1). Only an object without one (a bare event holder)
+    O(surface nodes), no refold. Only an object without one (a bare event holder)
     is folded from scratch with ``fold_surface``; one with a callable ``surface()`` uses it.
     """
     from fsm_stage.log.surface import Surface, fold_surface

@@ -229,7 +229,7 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     assert code == 2 and "--at" in err
 
 
-# -- finding 13: one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) --
+# -- one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) ------------
 
 
 @pytest.mark.parametrize(
@@ -305,7 +305,7 @@ def test_json_header_is_the_session_header_as_read(tmp_path: Path) -> None:
     assert written.to_json() == {k: v for k, v in full.items() if v is not None}
 
 
-# -- newuser2 finding 12: plan/mode records with an invalid payload ----------------------------------
+# -- plan/mode records with an invalid payload --------------------------------------------------
 
 
 def _plan_log(path: Path, *payloads: object) -> Path:

@@ -622,7 +622,7 @@ def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -
     assert seeded.read() == 3 and seeded.snapshot == (3, 2)
 
 
-# --- one fold per question (H3) -------------------------------------------------------------------
+# --- one fold per question ------------------------------------------------------------------------
 
 
 def test_runtime_turn_fold_is_the_log_turn_fold() -> None:

@@ -368,7 +368,7 @@ def test_reader_and_cold_fold_report_unknown_types_with_one_warning(tmp_path: Pa
     assert expected in cold_fold(path, standard_projections()).warnings
 
 
-# --- newuser2 finding 3: JSON nested too deep for the parser ------------------------------------
+# --- JSON nested too deep for the parser -------------------------------------------------------
 
 
 def _deep(depth: int) -> bytes:

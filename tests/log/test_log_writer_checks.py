@@ -1,4 +1,4 @@
-"""Finding 18: the writers (``JsonlLog``, ``MemoryLog``) refuse events that a strict reader
+"""The writers (``JsonlLog``, ``MemoryLog``) refuse events that a strict reader
 (``fsm-stage state --strict``, DSH's loader) would refuse, or that break the folds, before
 anything is written; the log is unchanged afterwards.
 
@@ -120,7 +120,7 @@ def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, 
     """Property: every log JsonlLog wrote is read by a strict reader without error, and by
     `fsm-stage state --strict` too unless it holds a ``plan/mode`` with an invalid payload:
     writers let those through so the plan-mode validators judge them (B109–B111), and
-    ``state --strict`` refuses them in one line (newuser2 finding 12)."""
+    ``state --strict`` refuses them in one line."""
     path = tmp_path_factory.mktemp("w") / "s.jsonl"
     with JsonlLog(path, header=SessionHeader(id="s", created_at=1, cwd="/w")) as log:
         for type_, data, ignorable in events:

@@ -154,8 +154,8 @@ def test_initial_predicate_names_are_checked_too(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_context_shown_is_what_the_request_sends(path: Path, tmp_path: Path) -> None:
-    """Finding 4: the `context` entries of request N are exactly the runtime-context snapshot
-    request N carries (they lagged one request behind after a stage change)."""
+    """The `context` entries of request N are exactly the runtime-context snapshot request N
+    carries, also right after a stage change."""
     result = simulate(load_scenario(path), cwd=tmp_path)
     checked = 0
     for record in result.records:

@@ -37,6 +37,7 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "graph_cmds",
     "draw": "draw_cmds",
     "state": "log_cmds",
+    "mcp": "mcp_cmds",
 }
 
 

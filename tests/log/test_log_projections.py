@@ -561,15 +561,27 @@ def test_every_projection_state_survives_json_and_rejects_garbage() -> None:
 class _CountFold:
     """A deliberately non-idempotent fold: the number of events applied."""
 
+    key = "count"
+    STATE_VERSION = 1
+
     def init(self) -> int:
         return 0
 
     def apply(self, state: int, event: Event) -> int:
         return state + 1
 
+    def view(self, state: int) -> int:
+        return state
+
+    def dump(self, state: int) -> int:
+        return state
+
+    def load(self, raw: Any) -> int:
+        return int(raw)
+
 
 def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
-    """H2: a ``ProjectionCursor`` shared by reader threads while another thread appends
+    """A ``ProjectionCursor`` shared by reader threads while another thread appends
     keeps its state and watermark consistent: a non-idempotent count never exceeds the events
     committed, and ends equal to them."""
     import sys
@@ -578,7 +590,7 @@ def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
     from fsm_stage.log.projections import ProjectionCursor
 
     log = MemoryLog(SessionHeader(id="s"))
-    cursor = ProjectionCursor(_CountFold(), log)  # type: ignore[arg-type]
+    cursor = ProjectionCursor(_CountFold(), log)
     done = threading.Event()
     errors: list[str] = []
 
@@ -615,10 +627,10 @@ def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -
     log = MemoryLog(SessionHeader(id="s"))
     for _ in range(3):
         log.append("fsm/tick", {})
-    cursor = ProjectionCursor(_CountFold(), log)  # type: ignore[arg-type]
+    cursor = ProjectionCursor(_CountFold(), log)
     assert cursor.snapshot == (0, -1)
     assert cursor.read() == 3 and cursor.snapshot == (3, 2)
-    seeded = ProjectionCursor(_CountFold(), log, state=100, watermark=9)  # type: ignore[arg-type]
+    seeded = ProjectionCursor(_CountFold(), log, state=100, watermark=9)
     assert seeded.read() == 3 and seeded.snapshot == (3, 2)
 
 

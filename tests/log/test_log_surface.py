@@ -9,14 +9,14 @@ from log_helpers import is_session_log
 
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader
+from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader, SurfaceOp
 from fsm_stage.log.surface import Surface, SurfaceOpError, fold_surface, shadow_range
 
 
 def ev(
-    seq: int, type: str = "user/message", op: object = "append", srcs: tuple[int, ...] | None = None
+    seq: int, type: str = "user/message", op: SurfaceOp | None = "append", srcs: tuple[int, ...] | None = None
 ) -> Event:
-    return Event(type, seq, 0, {}, op, srcs)  # type: ignore[arg-type]
+    return Event(type, seq, 0, {}, op, srcs)
 
 
 def test_append_and_replace_by_positions() -> None:

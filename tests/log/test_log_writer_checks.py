@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from fsm_stage.cli import main
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import MemoryLog, NewEvent, SessionHeader
+from fsm_stage.log.events import Clock, MemoryLog, NewEvent, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import plan_mode_problem
 from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
@@ -151,8 +151,9 @@ def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Pat
         NewEvent("user/message", {"content": []}, Replace(0, 0), [0]),
         ("agent/custom", {}, None, None, True),
     ]
-    mem = MemoryLog(SessionHeader(id="s"), clock=lambda: 1234.9)  # type: ignore[arg-type, return-value]
-    with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s"), clock=lambda: 1234.9) as log:  # type: ignore[arg-type, return-value]
+    float_clock = cast(Clock, lambda: 1234.9)  # a host clock may return float ms
+    mem = MemoryLog(SessionHeader(id="s"), clock=float_clock)
+    with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s"), clock=float_clock) as log:
         on_file = log.append_many(batch)
     in_memory = mem.append_many(batch)
     assert in_memory == on_file

@@ -9,13 +9,13 @@ from sim_helpers import SHIPPED, graph_ref, run_text
 
 from fsm_stage.errors import UserError
 from fsm_stage.scenario import load_scenario
-from fsm_stage.simulate import SimulationError, simulate
+from fsm_stage.simulate import SimulationError, SimulationResult, simulate
 
 FW = graph_ref("feature-work.yaml")
 
 
-def _turn_ends(result: object) -> list[str]:
-    return [e.data["reason"]["kind"] for e in result.log.events if e.type == "turn/end"]  # type: ignore[attr-defined]
+def _turn_ends(result: SimulationResult) -> list[str]:
+    return [e.data["reason"]["kind"] for e in result.log.events if e.type == "turn/end"]
 
 
 def test_steps_between_model_steps_run_after_the_tools_and_before_the_next_request(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from fsm_stage.errors import LogLockedError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog, lock_path
+from fsm_stage.runtime.assembly import Request
+from fsm_stage.runtime.loop import ModelReply
 from fsm_stage.scenario import load_scenario
 from fsm_stage.simulate import SimulationError, simulate
 
@@ -179,11 +181,11 @@ def test_an_interrupted_run_leaves_no_temporary_files(tmp_path: Path,
     calls = {"n": 0}
     real_answer = sim_module._Engine.answer
 
-    def interrupt_on_third(self: object, request: object) -> object:
+    def interrupt_on_third(self: sim_module._Engine, request: Request) -> ModelReply:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real_answer(self, request)  # type: ignore[arg-type]
+        return real_answer(self, request)
 
     monkeypatch.setattr(sim_module._Engine, "answer", interrupt_on_third)
     out = tmp_path / "out"

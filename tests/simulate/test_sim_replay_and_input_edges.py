@@ -3,14 +3,17 @@ refused before any review, an empty session id, ``scenario --graph`` / ``-o``.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 from sim_helpers import GRAPHS, invoke
 
 from fsm_stage.scenario import ModelStep, ScenarioError, load_scenario, load_scenario_text
-from fsm_stage.simulate import simulate
+from fsm_stage.simulate import MessageView, simulate
+from fsm_stage.tokens import HeuristicTokenMeter
 
 # no min_handoff_tokens: every model transition is full, so goto_stage without `handoff` is refused
 # before anyone is asked (errors.requires_handoff)
@@ -243,11 +246,11 @@ def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
     steps = "".join(f"  - user: prompt {i}\n  - model: answer {i}\n" for i in range(30))
     scenario = load_scenario(_write(tmp_path, "long.yaml", f"graph: g.yaml\nsteps:\n{steps}"))
     calls = [0]
-    real = sim.message_view
+    real = report.message_view  # the function the engine imported
 
-    def counting(message: object, meter: object = report._METER) -> object:
+    def counting(message: Mapping[str, Any], meter: HeuristicTokenMeter = report._METER) -> MessageView:
         calls[0] += 1
-        return real(message, meter)  # type: ignore[arg-type]
+        return real(message, meter)
 
     monkeypatch.setattr(sim, "message_view", counting)
     result = simulate(scenario, cwd=tmp_path / "w")

@@ -1,9 +1,10 @@
-"""``fsm-stage state`` (issue 3, CLI): every corpus file, --at time travel, --graph fallback, errors."""
+"""``fsm-stage state``: every corpus file, --at time travel, --graph fallback, errors."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -237,9 +238,11 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     [(lambda p: None, "no such file"), (lambda p: p.mkdir(), "it is a directory")],
     ids=["missing", "directory"],
 )
-def test_state_unreadable_log_is_one_line_exit_1(tmp_path: Path, make: object, reason: str) -> None:
+def test_state_unreadable_log_is_one_line_exit_1(
+    tmp_path: Path, make: Callable[[Path], object], reason: str
+) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)  # type: ignore[operator]
+    make(path)
     code, out, err = invoke(str(path))
     assert code == 1 and out == ""
     assert err == f"fsm-stage: {path}: cannot read session log: {reason}\n"

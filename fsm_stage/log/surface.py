@@ -157,7 +157,7 @@ class SurfaceProbe:
     """Checks a batch's surface ops in order without mutating the surface it probes.
 
     The first event with a surface op is checked straight against the live surface (no copy:
-    a one-op append — almost every message append — costs O(1), H1 / invariant 4). Only a
+    a one-op append — almost every message append — costs O(1), invariant 4). Only a
     second op in the same batch needs the first one's effect: then the surface is copied once,
     the first op applied to the copy, and every later op checked and applied on that copy.
     """

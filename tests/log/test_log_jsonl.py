@@ -78,7 +78,7 @@ def test_reopen_reads_back_identical_events(tmp_path: Path) -> None:
 
 
 def test_open_of_an_existing_empty_file_without_header_says_it_is_empty(tmp_path: Path) -> None:
-    """M6: an existing but empty file is not "no such session log": the error names the real
+    """An existing but empty file is not "no such session log": the error names the real
     problem (no header line) and how to fix it; with ``header=`` the file is written."""
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")

@@ -620,7 +620,7 @@ def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
 
 
 def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -> None:
-    """H2: ``snapshot`` is the (state, watermark) pair; a cursor seeded past the end of its
+    """``snapshot`` is the (state, watermark) pair; a cursor seeded past the end of its
     log refolds from ``init`` instead of trusting the seed."""
     from fsm_stage.log.projections import ProjectionCursor
 
@@ -638,7 +638,7 @@ def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -
 
 
 def test_runtime_turn_fold_is_the_log_turn_fold() -> None:
-    """H3: ``Session``'s turn fold is ``OpenTurn``: for a ``turn/start`` without ``data.turn``
+    """``Session``'s turn fold is ``OpenTurn``: for a ``turn/start`` without ``data.turn``
     the runtime (``last_turn``) and ``fsm-stage log state`` (``OpenTurn`` view) report the same
     number (one past the last), and headers are counted by the same fold."""
     from fsm_stage.runtime.session import TURN_FOLD, Session, TurnFold, TurnState
@@ -664,7 +664,7 @@ def test_runtime_turn_fold_is_the_log_turn_fold() -> None:
 def test_told_and_stage_at_last_header_are_the_controllers_header_relative(
     plan_review_lines: list[list[Event]],
 ) -> None:
-    """H3: "what the model was last told" has one implementation, ``HeaderRelative``:
+    """"what the model was last told" has one implementation, ``HeaderRelative``:
     ``pending.HeaderRelative`` (plan mode's) is the projections one, and after every prefix of
     a real plan-review log plus stage records, ``ToldProjection`` (the CLI's ``lastHeader``)
     agrees with ``told(HeaderRelative(PlanModeFold()))`` (plan mode) and with

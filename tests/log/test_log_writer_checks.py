@@ -140,7 +140,7 @@ def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, 
 
 
 def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Path) -> None:
-    """M2: both writers share ``prepare_batch``: the same batch (NewEvents or plain tuples,
+    """Both writers share ``prepare_batch``: the same batch (NewEvents or plain tuples,
     a clock returning a float) gives identical events — integer ``time``, tuple
     ``source_event_seqs``, the same ignorable flags — in memory and on file."""
     from fsm_stage.log.events import Replace
@@ -164,7 +164,7 @@ def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Pat
 
 
 def test_allow_unknown_types_defaults_differ_by_store_and_say_so(tmp_path: Path) -> None:
-    """M2: ``MemoryLog`` lets unknown non-ignorable types through by default, ``JsonlLog``
+    """``MemoryLog`` lets unknown non-ignorable types through by default, ``JsonlLog``
     refuses them; both docstrings warn about it (an orchestrator testing on memory must not be
     surprised by the file)."""
     assert MemoryLog(SessionHeader(id="s")).append("agent/custom", {}).ignorable is False

@@ -38,6 +38,9 @@ COMMAND_MODULES: dict[str, str] = {
     "draw": "draw_cmds",
     "state": "log_cmds",
     "mcp": "mcp_cmds",
+    "db": "db_cmds",
+    "export": "db_cmds",
+    "import": "db_cmds",
 }
 
 

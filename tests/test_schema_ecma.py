@@ -20,8 +20,8 @@ from typing import Any
 import jsonschema
 import pytest
 import regress
-from ruamel.yaml import YAML
 from test_config_bad_graphs import BAD_GRAPHS
+from test_schema import _data
 
 from fsm_stage.config import InvalidConfigError, load_config_text
 from fsm_stage.config.schema import NOT_BLANK, ecma_pattern
@@ -128,7 +128,7 @@ def _yaml_cases() -> dict[str, Any]:
     paths = sorted(data_dir("stage_graphs").glob("*.yaml")) + [b.path for b in BAD_GRAPHS]
     for path in paths:
         try:
-            data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+            data = _data(path.read_text(encoding="utf-8"))
             cases[path.name] = json.loads(json.dumps(data, allow_nan=False))
         except Exception:
             continue  # not one YAML document of JSON values: nothing for a validator to judge

@@ -150,8 +150,9 @@ def test_ajv_compiles_the_schema_and_agrees_with_jsonschema(tmp_path: Path) -> N
     cases_file.write_text(json.dumps(cases, allow_nan=False), encoding="utf-8")
     script = tmp_path / "check.js"
     script.write_text(_AJV_SCRIPT, encoding="utf-8")
+    env = {**os.environ, "NODE_PATH": str(base / "node_modules")}
     done = subprocess.run(["node", str(script), str(schema_file), str(cases_file)], capture_output=True,
-                          text=True, timeout=60, check=False, env={**os.environ, "NODE_PATH": str(base / "node_modules")})
+                          text=True, timeout=60, check=False, env=env)
     assert done.returncode == 0, done.stderr
     verdicts = json.loads(done.stdout)
     validator = jsonschema.Draft202012Validator(json_schema())

@@ -63,7 +63,7 @@ def ecma_pattern(pattern: str) -> str:
         c = pattern[i]
         if c == "\\" and i + 1 < len(pattern):
             n = pattern[i + 1]
-            keep = n.isascii() and n.isalnum() or n in _SYNTAX or (n == "-" and in_class)
+            keep = (n.isascii() and n.isalnum()) or n in _SYNTAX or (n == "-" and in_class)
             out.append(c + n if keep else n)
             i += 2
             continue

@@ -34,7 +34,7 @@ def core_tag(tag: str, value: str) -> str:
     return tag
 
 
-class CoreResolver(VersionedResolver):  # type: ignore[misc]
+class CoreResolver(VersionedResolver):
     """ruamel's resolver with numbers limited to the YAML 1.2 core schema (see ``core_tag``)."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:

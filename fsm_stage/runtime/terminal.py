@@ -73,15 +73,16 @@ def _console(file: Any, *, width: int | None = None, color: bool | None = None) 
     from rich.console import Console
 
     tty = color if color is not None else bool(getattr(file, "isatty", lambda: False)())
-    return Console(file=file, width=width or shutil.get_terminal_size().columns, force_terminal=tty,
-                   no_color=bool(os.environ.get("NO_COLOR")) or not tty, highlight=False, emoji=False,
-                   soft_wrap=False)
+    styled = tty and not os.environ.get("NO_COLOR")  # NO_COLOR: no escape codes at all
+    return Console(file=file, width=width or shutil.get_terminal_size().columns, force_terminal=styled,
+                   color_system="auto" if styled else None, no_color=not styled, highlight=False,
+                   emoji=False, soft_wrap=False)
 
 
 def render_markdown(text: str, *, width: int | None = None, color: bool | None = None) -> str:
     """``text`` (markdown) rendered for a terminal ``width`` columns wide (default: the
     terminal's): headings, bullets ``•``, tables, quotes, code, links as ``text (url)``. Styled
-    only when ``color`` (default: standard output is a terminal and ``NO_COLOR`` is unset)."""
+    only when ``color`` (default: standard output is a terminal) and ``NO_COLOR`` is unset."""
     from rich.markdown import Markdown
 
     out = io.StringIO()
@@ -214,13 +215,13 @@ class TerminalReviewChannel:
         console = _console(sys.stdout)
         console.print(q.header, style="bold", markup=False)
         intent = q.intent or {}
-        move = [f"{k}: {intent[k]}" for k in ("from", "to", "handoff_path") if intent.get(k)]
-        if move:
-            console.print("  ".join(move), markup=False)
+        if intent.get("from") or intent.get("to"):  # the stage review: which stage is left, for which
+            move = f"{intent.get('from') or '?'} → {intent.get('to') or '?'}"
+            path = intent.get("handoff_path")
+            console.print(move + (f"   (handoff: {path})" if path else ""), markup=False)
         console.print(q.question, markup=False)
         if q.detail is not None:
-            body = render_markdown(q.detail, width=console.width, color=console.is_terminal
-                                   and not console.no_color)
+            body = render_markdown(q.detail, width=console.width, color=console.is_terminal)
             if not (self.pager and _interactive() and await self._page(body, len(q.options))):
                 console.print("")
                 console.print(body, markup=False, highlight=False)

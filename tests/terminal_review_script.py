@@ -37,7 +37,8 @@ def question(kind: str) -> Question:
                         intent={"from": "explore", "to": "implement", "handoff_path": "handoff/implement.md"})
     return Question("plan-review", "Plan review", "Approve this plan?",
                     (Option("Approve", "go"), Option("Keep planning", "stay")),
-                    detail=LONG if kind == "long" else PLAN, intent={"kind": "plan-review", "approve": "Approve"})
+                    detail=LONG if kind == "long" else PLAN,
+                    intent={"kind": "plan-review", "approve": "Approve"})
 
 
 async def main(kind: str, abort_after: float | None) -> None:

@@ -161,9 +161,13 @@ class _PipeLines:
 async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
     """``await work``, unless ``signal`` fires first: then ``work`` is cancelled and
     ``ReviewDismissed`` raised. Cancelling the caller cancels ``work``."""
-    task = asyncio.ensure_future(work)
     if signal is None:
-        return await task
+        return await work
+    if signal.aborted:  # nothing is shown or read
+        if asyncio.iscoroutine(work):
+            work.close()
+        raise ReviewDismissed(f"review aborted: {signal.reason}")
+    task = asyncio.ensure_future(work)
     waiter = asyncio.ensure_future(signal.wait())
     try:
         done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)

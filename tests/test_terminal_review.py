@@ -132,7 +132,8 @@ def test_an_already_aborted_signal_dismisses_at_once(capsys: pytest.CaptureFixtu
 
 # --- markdown -------------------------------------------------------------------------------------
 
-PLAN = "# Plan\n\n> quoted\n\n| a | b |\n|---|---|\n| x | y |\n\nsee [docs](https://e.org), *it* " + "word " * 40
+PLAN = ("# Plan\n\n> quoted\n\n| a | b |\n|---|---|\n| x | y |\n\nsee [docs](https://e.org), *it* "
+        + "word " * 40)
 
 
 def test_markdown_tables_quotes_links_and_wrapping() -> None:

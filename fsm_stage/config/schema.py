@@ -24,10 +24,12 @@ import attrs
 from fsm_stage.config import (
     CONFIG_CLASSES,
     EXTENSION_PREFIX,
+    GUARD_NAME_PATTERN,
     PLAN_MODE_KEY,
     PLAN_MODE_PLUGIN_ID,
     PLUGIN_PACKAGES,
     SCALAR_SHORTHAND,
+    STAGE_NAME_PATTERN,
     STAGE_SWITCH_PLUGIN_ID,
     GraphConfig,
     PlanModeConfig,
@@ -98,6 +100,29 @@ def _blank_class() -> str:
 NOT_BLANK = f"[^{_blank_class()}]"
 
 
+#: Each rule pattern in words, appended to the description (editors show it on hover; the
+#: error of a failed ``pattern`` is the regex, as ``patternErrorMessage`` would break ajv's strict mode).
+_PATTERN_WORDS = {
+    STAGE_NAME_PATTERN: "a lowercase letter, then lowercase letters, digits, `_` or `-`",
+    GUARD_NAME_PATTERN: "a letter or `_`, then letters, digits, `_`, `.` or `-`",
+}
+
+
+def _form(rule: Any) -> str:
+    """The "Form: …" sentence of a field's description (empty when it has no string rule)."""
+    parts: list[str] = []
+    for pattern, each in ((rule.pattern, ""), (rule.item_pattern, "each ")):
+        if pattern is not None:
+            parts.append(each + _PATTERN_WORDS.get(pattern, f"matching `{pattern}`"))
+    if rule.max_length is not None or rule.item_max_length is not None:
+        parts.append(f"at most {rule.max_length or rule.item_max_length} characters")
+    if rule.non_blank:
+        parts.append("not blank (some character other than whitespace)")
+    parts.extend(message.split(";")[0].replace("is ", "not ", 1).replace("leaves", "never leaving", 1)
+                 .replace("contains", "without", 1) for _, message in rule.forbid)
+    return f" Form: {'; '.join(parts)}." if parts else ""
+
+
 def _anchored(pattern: str) -> str:
     """A full-match regex for JSON Schema's search semantics, same in Python and ECMA-262.
 
@@ -136,7 +161,7 @@ def _type_schema(t: Any, form: Form) -> dict[str, Any]:
 
 def _field_schema(field: attrs.Attribute[Any], form: Form) -> dict[str, Any]:
     rule = field_rule(field)
-    schema: dict[str, Any] = {"description": rule.doc, **_type_schema(field.type, form)}
+    schema: dict[str, Any] = {"description": rule.doc + _form(rule), **_type_schema(field.type, form)}
     if rule.pattern is not None:
         schema["pattern"] = _anchored(rule.pattern)
     if rule.non_blank:

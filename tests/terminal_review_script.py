@@ -1,8 +1,9 @@
 """A tiny program using ``TerminalReviewChannel`` (driven by the terminal-review tests).
 
-``python terminal_review_script.py [plan|long|stage] [--abort-after SECONDS]``: asks one review
-question, prints ``ANSWER <answers>`` and exits 0; a dismissal prints ``DISMISSED`` (exit 3);
-Ctrl-C prints ``INTERRUPTED`` and exits 130 (the program's own handler), as a CLI would.
+``python terminal_review_script.py [plan|long|stage] [--abort-after SECONDS] [--ctrl-c-interrupts]``:
+asks one review question, prints ``ANSWER <answers>`` and exits 0; a dismissal prints
+``DISMISSED`` (exit 3); Ctrl-C prints ``INTERRUPTED (dismissed)`` (``ReviewInterrupted``) or
+``INTERRUPTED`` (``KeyboardInterrupt``) and exits 130 (the program's own handler), as a CLI would.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ async def main(kind: str, abort_after: float | None) -> None:
     signal = AbortSignal()
     if abort_after is not None:
         asyncio.get_running_loop().call_later(abort_after, signal.abort, "turn cancelled")
-    answers = await TerminalReviewChannel().ask([question(kind)], None, signal=signal)  # type: ignore[arg-type]
+    channel = TerminalReviewChannel(ctrl_c="interrupt" if "--ctrl-c-interrupts" in sys.argv else "dismiss")
+    answers = await channel.ask([question(kind)], None, signal=signal)  # type: ignore[arg-type]
     print("ANSWER", answers, "THREADS", threading.active_count(), flush=True)
 
 
@@ -55,7 +57,7 @@ if __name__ == "__main__":
     try:
         asyncio.run(main(args[0] if args else "plan", after))
     except ReviewInterrupted:
-        print("INTERRUPTED", flush=True)
+        print("INTERRUPTED (dismissed)", flush=True)
         sys.exit(130)
     except ReviewDismissed as exc:
         print("DISMISSED", exc, "THREADS", threading.active_count(), flush=True)

@@ -91,8 +91,17 @@ def test_one_ctrl_c_ends_the_review_within_a_second_with_exit_130(tmux: Tmux) ->
     tmux.keys("C-c")
     pane = tmux.wait_for("EXIT=", timeout=5)
     assert time.monotonic() - pressed < 1.0
-    assert "INTERRUPTED" in pane and "EXIT=130" in pane
+    assert "INTERRUPTED (dismissed)" in pane and "EXIT=130" in pane
     assert "Traceback" not in pane and "KeyboardInterrupt" not in pane
+
+
+def test_ctrl_c_can_be_a_keyboard_interrupt(tmux: Tmux) -> None:
+    """ctrl_c="interrupt": KeyboardInterrupt passes every `except Exception` up to the program."""
+    tmux.start("plan", "--ctrl-c-interrupts")
+    tmux.keys("C-c")
+    pane = tmux.wait_for("EXIT=", timeout=5)
+    assert "INTERRUPTED\n" in pane and "(dismissed)" not in pane and "EXIT=130" in pane
+    assert "Traceback" not in pane
 
 
 def test_consent_typed_as_text_asks_for_confirmation(tmux: Tmux) -> None:

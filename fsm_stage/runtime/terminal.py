@@ -18,10 +18,11 @@ import contextlib
 import io
 import os
 import shutil
+import signal as signals
 import stat
 import sys
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import click
@@ -177,6 +178,8 @@ async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        elif not task.cancelled():
+            task.exception()  # retrieved, even when the caller itself was cancelled meanwhile
     if task in done:
         return task.result()
     raise ReviewDismissed(f"review aborted: {signal.reason}")
@@ -192,13 +195,17 @@ class TerminalReviewChannel:
     feedback with nothing selected (B80), except text that looks like consent or an option
     label, which asks "Select …? (y/N)" first. An empty line or a bad number asks again. End of
     input raises ``ReviewDismissed``, Ctrl-C ``ReviewInterrupted``, the abort signal
-    ``ReviewDismissed``.
+    ``ReviewDismissed``. ``ctrl_c="interrupt"`` also raises SIGINT, as Ctrl-C does outside the
+    prompt: under ``asyncio.run`` the main task is cancelled and ``asyncio.run`` raises
+    ``KeyboardInterrupt`` (for an orchestrator where Ctrl-C means quit, past the controllers
+    that turn a dismissal into a tool failure).
     """
 
     def __init__(self, wording: TerminalWording | None = None, *, language: str = "en",
-                 pager: bool = True) -> None:
+                 pager: bool = True, ctrl_c: Literal["dismiss", "interrupt"] = "dismiss") -> None:
         self.wording = wording if wording is not None else TerminalWording.load(language)
         self.pager = pager
+        self.ctrl_c = ctrl_c
         self._pipe = _PipeLines()
 
     async def ask(
@@ -266,6 +273,8 @@ class TerminalReviewChannel:
                 answer: str = await PromptSession[str]().prompt_async(f"{message}: ")
                 return answer
             except KeyboardInterrupt:
+                if self.ctrl_c == "interrupt":  # as if the terminal had sent SIGINT: under
+                    signals.raise_signal(signals.SIGINT)  # asyncio.run, the main task is cancelled
                 raise ReviewInterrupted("review interrupted at the terminal (Ctrl-C)") from None
             except EOFError:
                 raise ReviewDismissed("review dismissed at the terminal") from None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from fsm_stage.errors import LogWriteError
+from fsm_stage.errors import AppendConflictError, LogWriteError
 
 if TYPE_CHECKING:  # surface imports this module
     from fsm_stage.log.surface import Surface
@@ -140,7 +140,7 @@ class EventLog(Protocol):
 
     def __len__(self) -> int: ...
 
-    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]: ...
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]: ...
 
     def append(
         self,
@@ -150,7 +150,10 @@ class EventLog(Protocol):
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
+        expect_last_seq: int | None = None,
     ) -> Event: ...
+
+    def refresh(self) -> int: ...
 
 
 Clock = Callable[[], int]
@@ -159,6 +162,13 @@ Clock = Callable[[], int]
 def wall_clock_ms() -> int:
     """Current wall-clock time in integer epoch milliseconds."""
     return int(_time.time() * 1000)
+
+
+def check_last_seq(expected: int | None, length: int) -> None:
+    """Raise ``AppendConflictError(expected, length - 1)`` unless ``expected`` is None or the
+    log of ``length`` events ends at seq ``expected`` (``-1`` = empty)."""
+    if expected is not None and expected != length - 1:
+        raise AppendConflictError(expected, length - 1)
 
 
 class MemoryLog:
@@ -225,16 +235,25 @@ class MemoryLog:
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
+        expect_last_seq: int | None = None,
     ) -> Event:
         """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
-        or the surface op cannot apply."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)])[0]
+        or the surface op cannot apply, ``AppendConflictError`` as ``append_many``."""
+        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
+                                expect_last_seq=expect_last_seq)[0]
 
-    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
+    def refresh(self) -> int:
+        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (design B §2)."""
+        return 0
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
-        ``InvalidEventError`` for an event a strict reader would refuse."""
+        ``InvalidEventError`` for an event a strict reader would refuse. With
+        ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
+        the batch is written only if the log still ends there, else ``AppendConflictError``."""
         from fsm_stage.log.writer_checks import prepare_batch  # local: it imports this module
 
+        check_last_seq(expect_last_seq, len(self._events))
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             name = specs[0].type if specs else "?"

@@ -339,7 +339,10 @@ class StageController:
         current = self.current(session)
 
         def commit() -> None:
-            session.append_many([NewEvent(USER_MESSAGE, dict(message)), *extra])
+            if extra:
+                session.append_many([NewEvent(USER_MESSAGE, dict(message)), *extra])
+            else:
+                session.append_message(message)
 
         if self.graph.has_state(target):
             self.graph.jump(StageCursor(current), target, commit=commit)
@@ -474,7 +477,10 @@ class StageController:
                 op, sources = "append", None
 
         def commit() -> None:
-            session.append_many([NewEvent(USER_MESSAGE, dict(message), op, sources), *redeem])
+            if redeem:
+                session.append_many([NewEvent(USER_MESSAGE, dict(message), op, sources), *redeem])
+            else:
+                session.append_message(message, surface_op=op, source_event_seqs=sources)
 
         current = self.current(session)
         cursor = StageCursor(current)

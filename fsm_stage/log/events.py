@@ -140,7 +140,9 @@ class EventLog(Protocol):
 
     def __len__(self) -> int: ...
 
-    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]: ...
+    def append_many(
+        self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None
+    ) -> list[Event]: ...
 
     def append(
         self,

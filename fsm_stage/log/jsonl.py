@@ -49,7 +49,15 @@ import filelock
 from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError, UserError
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import Clock, check_last_seq, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import (
+    Clock,
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    check_last_seq,
+    wall_clock_ms,
+)
 from fsm_stage.log.surface import Surface, SurfaceOpError
 from fsm_stage.log.writer_checks import prepare_batch
 

@@ -109,7 +109,8 @@ class ReviewState:
     @property
     def open(self) -> tuple[ReviewRecord, ...]:
         """Requested, not answered (and not closed by a redemption, e.g. a fork), in request order."""
-        return tuple(r for r in self.records.values() if r.id not in self.answered and r.id not in self.redeemed)
+        return tuple(r for r in self.records.values()
+                     if r.id not in self.answered and r.id not in self.redeemed)
 
     @property
     def approved(self) -> tuple[ReviewRecord, ...]:
@@ -133,7 +134,8 @@ class ReviewState:
 
     def by_call(self, call_id: str, kind: str | None = None) -> ReviewRecord | None:
         """The last review requested for tool call ``call_id`` (optionally of ``kind``)."""
-        found = [r for r in self.records.values() if r.call_id == call_id and (kind is None or r.kind == kind)]
+        found = [r for r in self.records.values()
+                 if r.call_id == call_id and (kind is None or r.kind == kind)]
         return found[-1] if found else None
 
 
@@ -196,7 +198,8 @@ class ReviewFold:
     def view(self, state: ReviewState) -> dict[str, Any]:
         """``{open: [{id, kind, target, since_seq}], pending: {stage, plan}, graph}`` (JSON)."""
         stage, plan = state.pending("stage"), state.pending("plan")
-        return {"open": [{"id": r.id, "kind": r.kind, "target": r.target, "since_seq": r.seq} for r in state.open],
+        opened = [{"id": r.id, "kind": r.kind, "target": r.target, "since_seq": r.seq} for r in state.open]
+        return {"open": opened,
                 "pending": {"stage": stage.target if stage else None, "plan": plan.id if plan else None},
                 "graph": None if state.graph is None else {"name": state.graph.name,
                                                            "fingerprint": state.graph.fingerprint}}

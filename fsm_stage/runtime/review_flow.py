@@ -39,7 +39,7 @@ BUSY_APPROVED: Final = ("a {kind} change was already approved (review {id}); it 
 _INFLIGHT: dict[tuple[str, str], int] = {}
 
 
-class Busy(Exception):  # noqa: N818 - a refusal, not an error of the caller
+class Busy(Exception):
     """A review of this kind is open or approved-unredeemed; ``text`` is the tool failure."""
 
     def __init__(self, text: str) -> None:

@@ -188,7 +188,8 @@ def fork_log(source: str | os.PathLike[str] | Session | EventLog, at_seq: int,
     ``UserError`` for a bad ``at_seq`` or an existing ``dest``.
     """
     owned = isinstance(source, str | os.PathLike)
-    src = Session(JsonlLog(source, lock_timeout=10.0)) if isinstance(source, str | os.PathLike) else _session(source)
+    src = Session(JsonlLog(source, lock_timeout=10.0)) if isinstance(source, str | os.PathLike) \
+        else _session(source)
     try:
         events = list(src.events)
         if not isinstance(at_seq, int) or not 0 <= at_seq < len(events):
@@ -201,7 +202,8 @@ def fork_log(source: str | os.PathLike[str] | Session | EventLog, at_seq: int,
         for ev in seed:
             state = REVIEW_FOLD.apply(state, ev)
         parent = src.header
-        header = attrs.evolve(parent, id=str(uuid.uuid4()), created_at=wall_clock_ms(), parent_session=parent.id, seed_length=at_seq + 1)
+        header = attrs.evolve(parent, id=str(uuid.uuid4()), created_at=wall_clock_ms(),
+                              parent_session=parent.id, seed_length=at_seq + 1)
         out.parent.mkdir(parents=True, exist_ok=True)
         blob = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         blob += b"".join(encode_line(ev) for ev in seed)

@@ -35,8 +35,8 @@ from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
 from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, session_lock
-from fsm_stage.runtime.review_flow import redeemed_spec, state_of
 from fsm_stage.runtime.review import ReviewChannel
+from fsm_stage.runtime.review_flow import redeemed_spec, state_of
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs

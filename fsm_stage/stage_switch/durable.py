@@ -56,7 +56,8 @@ def graph_specs(ctl: StageController, session: Session) -> list[NewEvent]:
         return []
     if recorded is not None and not ctl.accept_graph_change:
         raise GraphChangedError(
-            f"session {session.id} was recorded with stage graph {recorded.name!r} {recorded.fingerprint[:19]}…, "
+            f"session {session.id} was recorded with stage graph {recorded.name!r} "
+            f"{recorded.fingerprint[:19]}…, "
             f"this controller runs {ctl.config.name!r} {fp[:19]}…; pass accept_graph_change=True to continue")
     return [NewEvent(GRAPH_EVENT, {"name": ctl.config.name, "fingerprint": fp}, ignorable=True)]
 

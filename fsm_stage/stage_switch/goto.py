@@ -17,11 +17,11 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
-from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.log.reviews import stage_payload_sha256
+from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.review import Answer, ReviewDismissed
 from fsm_stage.runtime.review_flow import Busy, Outcome, Ticket, conduct, existing, open_request, reserve
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_tool_call
@@ -109,7 +109,8 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
         record = existing(session, "stage", call_id, payload)
         if record is None:
             with reserve(session, "stage", "stage"):
-                handoff_path = await _write_handoff(ctl, session, target, handoff) if full and handoff else None
+                handoff_path = (await _write_handoff(ctl, session, target, handoff)
+                                if full and handoff else None)
                 options = stage_option_labels(ctl.catalog, full)
                 ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
                                 handoff_path, payload)
@@ -143,6 +144,8 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
         if isinstance(exc, ReviewPending):
             raise
         raise ToolFailure(str(exc) or type(exc).__name__) from exc
+    if ctl.closed:
+        raise ToolFailure(RELOADED_MESSAGE)
     return _result(ctl, agent, session, outcome, from_stage, target, handoff, full)
 
 

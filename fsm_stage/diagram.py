@@ -13,7 +13,18 @@ from the runtime machine (DESIGN.md §5). What is drawn:
   arrow to one ``any other stage`` node (``ANY_STAGE_LABEL``), so a 1,000-stage graph draws
   1,000 arrows, not 999,000 (``expand_any`` forces either way);
 * plan mode, when the file configures it, as a separate two-state box (``default`` / ``plan``);
-* optionally the ``current`` stage, highlighted.
+* optionally the ``current`` stage, highlighted; a ``pending`` transition ``(source, target)``
+  (proposed, awaiting review) as a highlighted arrow labelled ``pending`` (the existing arrow
+  when one is drawn, else an extra dashed one); and plan mode from a session log
+  (``plan_active``): the plan-mode box marks ``plan`` or ``default`` as current, and a graph
+  without a plan-mode box gets a ``plan mode: active`` marker node.
+
+Each DOT edge carries its own label (``decorate=true`` draws a line from the label to its
+arrow), so the labels of two opposite arrows between the same stages cannot be mistaken for
+each other; edges are never merged (no ``concentrate``, no ``dir=both``). ``SizeHints``
+(``width`` in pixels, ``scale``, ``dpi``) become DOT graph attributes (``dpi``, ``size``) and
+so apply to SVG/PNG output; in Mermaid text they become a ``%%`` comment naming the matching
+``mmdc -w/-s`` flags (Mermaid text carries no render size).
 
 Mermaid (``stateDiagram-v2``) is written by hand because ``transitions``' own Mermaid output
 breaks on stage names with ``-``, drops the title and splits labels at ``;``
@@ -28,7 +39,8 @@ Size limits of the renderers (:func:`size_warnings`): Mermaid renders at most
 "Maximum text size in diagram exceeded"; Graphviz ``dot`` layout time grows steeply with
 arrows between stages (measured on rings of 5 targets per stage: 250 arrows 0.5 s, 500 arrows
 8 s, 1,000 arrows 106 s), so more than ``DOT_SLOW_ARROWS`` of them get a warning before
-rendering.
+rendering; more than ``MERMAID_MAX_STAGES`` stages (hard to read at Mermaid's default size)
+and more than ``MERMAID_MAX_EDGES`` arrows (Mermaid's default ``maxEdges``) get a note.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from fsm_stage.config import GraphConfig, PlanModeConfig
@@ -46,12 +59,17 @@ __all__ = [
     "DOT_SLOW_ARROWS",
     "EXPAND_ANY_MAX_STAGES",
     "FORMATS",
+    "MERMAID_MAX_EDGES",
+    "MERMAID_MAX_STAGES",
     "MERMAID_MAX_TEXT",
+    "PLAN_ACTIVE_LABEL",
     "DiagramError",
     "Format",
+    "SizeHints",
     "arrow_count",
     "mermaid_ids",
     "render",
+    "size_notes",
     "size_warnings",
     "to_dot",
     "to_mermaid",
@@ -68,6 +86,12 @@ _PLAN_EDGES: Final = (
 )
 _CURRENT_STYLE_MERMAID: Final = "fill:#fde2c8,stroke:#d9480f,stroke-width:2px"
 _ANY_STYLE_MERMAID: Final = "fill:#ffffff,stroke:#868e96,stroke-dasharray:5 5"
+_PENDING_STYLE_MERMAID: Final = "fill:#fff3bf,stroke:#f08c00,stroke-width:2px,stroke-dasharray:4 3"
+_CURRENT_DOT: Final = 'fillcolor="#fde2c8", color="#d9480f", penwidth=2'
+_PENDING_DOT: Final = 'color="#f08c00", fontcolor="#f08c00", penwidth=2'
+PENDING_LABEL: Final = "pending"
+#: Label of the marker drawn when the log says plan mode is active but the file has no plan box.
+PLAN_ACTIVE_LABEL: Final = "plan mode: active"
 
 #: Label of the node that stands for "every other stage" (omitted ``targets``) in large graphs.
 ANY_STAGE_LABEL: Final = "any other stage"
@@ -75,6 +99,10 @@ ANY_STAGE_LABEL: Final = "any other stage"
 EXPAND_ANY_MAX_STAGES: Final = 8
 #: Mermaid's default ``maxTextSize``: longer diagram text renders as an error box.
 MERMAID_MAX_TEXT: Final = 50_000
+#: Above this many stages a Mermaid diagram is hard to read at its default size: a note.
+MERMAID_MAX_STAGES: Final = 50
+#: Mermaid's default ``maxEdges``: more arrows render as "Edge limit exceeded".
+MERMAID_MAX_EDGES: Final = 500
 #: Above this many arrows Graphviz ``dot`` takes from seconds to minutes; warn before rendering.
 DOT_SLOW_ARROWS: Final = 300
 _MERMAID_ANY_ID: Final = "any_other_stage"  # stage ids start with s_, plan mode's with pm_
@@ -83,6 +111,39 @@ _DOT_ANY_ID: Final = "__any_other"  # stage names start with a letter
 
 class DiagramError(UserError):
     """A diagram cannot be produced: nothing to draw, or a renderer piece is missing."""
+
+
+@dataclass(frozen=True)
+class SizeHints:
+    """Render size of a diagram: ``width`` in pixels, ``scale`` (a factor) and ``dpi``.
+
+    In DOT they become graph attributes: ``dpi`` (default 96, times ``scale``) and, with
+    ``width``, ``size="W_INCHES,1000!"`` (the drawing is scaled to that width). Mermaid text
+    only records them in a comment (``mmdc -w WIDTH -s SCALE`` renders at that size).
+    """
+
+    width: int | None = None
+    scale: float | None = None
+    dpi: int | None = None
+
+    def dot_attrs(self) -> list[str]:
+        """The DOT graph attributes (``dpi=…``, ``size=…``); empty when no hint is given."""
+        if self.width is None and self.scale is None and self.dpi is None:
+            return []
+        dpi = (self.dpi or 96) * (self.scale or 1)
+        attrs = [f"dpi={dpi:g}"]
+        if self.width is not None:
+            attrs.append(f'size="{self.width / dpi:.4g},1000!"')
+        return attrs
+
+    def mermaid_comment(self) -> str | None:
+        """A ``%%`` comment naming the mermaid-cli flags for this size (None when no hint applies)."""
+        flags = []
+        if self.width is not None:
+            flags.append(f"-w {self.width}")
+        if self.scale is not None:
+            flags.append(f"-s {self.scale:g}")
+        return f"%% render size: mmdc {' '.join(flags)}" if flags else None
 
 
 def _check_something(graph: GraphConfig | None, plan_mode: PlanModeConfig | None) -> None:
@@ -147,6 +208,13 @@ def size_warnings(
             "given a larger maxTextSize (mmdc -c config.json, mermaid.initialize); "
             "--format svg draws it with Graphviz"
         )
+    if fmt == "mermaid" and graph is not None:
+        edges = arrow_count(graph, expand_any=expand_any)
+        if edges > MERMAID_MAX_EDGES:
+            out.append(
+                f"{edges:,} arrows, over Mermaid's default maxEdges of {MERMAID_MAX_EDGES}: renderers show "
+                '"Edge limit exceeded" unless given a larger maxEdges; --format svg draws it with Graphviz'
+            )
     if fmt in ("svg", "png") and graph is not None:
         arrows = arrow_count(graph, expand_any=expand_any, hub_arrows=False)
         if arrows > DOT_SLOW_ARROWS:
@@ -155,6 +223,17 @@ def size_warnings(
                 "take minutes to lay this out (--format dot or mermaid write the text at once)"
             )
     return out
+
+
+def size_notes(fmt: Format, graph: GraphConfig | None) -> list[str]:
+    """One-line notes about a diagram that renders but is hard to read at its renderer's
+    default size: a Mermaid diagram of more than ``MERMAID_MAX_STAGES`` stages."""
+    if fmt == "mermaid" and graph is not None and len(graph.stages) > MERMAID_MAX_STAGES:
+        return [
+            f"{len(graph.stages):,} stages is large for Mermaid's default size (about "
+            f"{MERMAID_MAX_STAGES} fit): render with mmdc -w/-s (--width/--scale note it) or use --format svg"
+        ]
+    return []
 
 
 # --------------------------------------------------------------------------- Mermaid
@@ -191,13 +270,18 @@ def to_mermaid(
     title: str | None = None,
     current: str | None = None,
     expand_any: bool | None = None,
+    plan_active: bool | None = None,
+    pending: tuple[str, str] | None = None,
+    size: SizeHints | None = None,
 ) -> str:
     """Mermaid ``stateDiagram-v2`` text for ``graph`` (and plan mode when given).
 
     ``title`` defaults to the graph name; ``current`` highlights that stage; ``expand_any``
     draws omitted targets edge by edge (True) or through the ``any other stage`` node (False);
-    None: edge by edge up to ``EXPAND_ANY_MAX_STAGES`` stages. Returns text ending in a
-    newline. Raises ``DiagramError`` when both ``graph`` and ``plan_mode`` are None.
+    None: edge by edge up to ``EXPAND_ANY_MAX_STAGES`` stages. ``plan_active`` (from a log)
+    marks the current plan-mode state, ``pending`` a proposed transition and ``size`` adds a
+    render-size comment (module docstring). Returns text ending in a newline. Raises
+    ``DiagramError`` when both ``graph`` and ``plan_mode`` are None.
     """
     _check_something(graph, plan_mode)
     lines = [
@@ -207,6 +291,10 @@ def to_mermaid(
         "stateDiagram-v2",
         "  direction LR",
     ]
+    highlighted: list[str] = []
+    comment = size.mermaid_comment() if size is not None else None
+    if comment is not None:
+        lines.insert(4, comment)
     if graph is not None:
         ids = mermaid_ids(graph.stage_names)
         for name in graph.stage_names:
@@ -215,16 +303,25 @@ def to_mermaid(
         if hub:
             lines.append(f'  state "{ANY_STAGE_LABEL}" as {_MERMAID_ANY_ID}')
         lines.append(f"  [*] --> {ids[graph.initial_stage]}")
+        pend = _known_pending(graph, pending)
+        pending_drawn = False
         for source, target, guards in _arrows(graph, hub):
             dest = _MERMAID_ANY_ID if target is None else ids[target]
-            label = _mermaid_text(_guard_label(guards))
+            label = _guard_label(guards)
+            if pend == (source, target):
+                label, pending_drawn = f"{label} ({PENDING_LABEL})".strip(), True
+            label = _mermaid_text(label)
             lines.append(f"  {ids[source]} --> {dest}" + (f": {label}" if label else ""))
+        if pend is not None:
+            if not pending_drawn:
+                lines.append(f"  {ids[pend[0]]} --> {ids[pend[1]]}: {PENDING_LABEL}")
+            lines.append(f"  classDef pending {_PENDING_STYLE_MERMAID}")
+            lines.append(f"  class {ids[pend[1]]} pending")
         if hub:
             lines.append(f"  classDef anystage {_ANY_STYLE_MERMAID}")
             lines.append(f"  class {_MERMAID_ANY_ID} anystage")
         if current is not None and current in ids:
-            lines.append(f"  classDef current {_CURRENT_STYLE_MERMAID}")
-            lines.append(f"  class {ids[current]} current")
+            highlighted.append(ids[current])
     if plan_mode is not None:
         lines.append(f'  state "{PLAN_MODE_TITLE}" as plan_mode {{')
         lines.append('    state "default" as pm_default')
@@ -233,7 +330,22 @@ def to_mermaid(
         for source, dest, label in _PLAN_EDGES:
             lines.append(f"    pm_{source} --> pm_{dest}: {_mermaid_text(label)}")
         lines.append("  }")
+        if plan_active is not None:
+            highlighted.append("pm_plan" if plan_active else "pm_default")
+    elif plan_active:
+        lines.append(f'  state "{PLAN_ACTIVE_LABEL}" as plan_mode_active')
+        highlighted.append("plan_mode_active")
+    if highlighted:
+        lines.append(f"  classDef current {_CURRENT_STYLE_MERMAID}")
+        lines.extend(f"  class {node} current" for node in highlighted)
     return "\n".join(lines) + "\n"
+
+
+def _known_pending(graph: GraphConfig, pending: tuple[str, str] | None) -> tuple[str, str] | None:
+    """``pending`` when both ends are stages of ``graph`` (else nothing to draw)."""
+    if pending is None or graph.stage(pending[0]) is None or graph.stage(pending[1]) is None:
+        return None
+    return pending
 
 
 # --------------------------------------------------------------------------- DOT
@@ -252,19 +364,26 @@ def to_dot(
     title: str | None = None,
     current: str | None = None,
     expand_any: bool | None = None,
+    plan_active: bool | None = None,
+    pending: tuple[str, str] | None = None,
+    size: SizeHints | None = None,
 ) -> str:
     """Graphviz DOT text (a ``digraph``, left to right) for ``graph`` and optional plan mode.
 
     Node ids are the quoted stage names; a point node ``__start`` marks the initial stage;
     stage descriptions become tooltips; omitted targets as in :func:`to_mermaid` (the hub node
-    is ``__any_other``, dashed). Raises ``DiagramError`` when there is nothing to draw.
+    is ``__any_other``, dashed); every labelled edge is its own statement with
+    ``decorate=true``. ``current``, ``plan_active``, ``pending`` and ``size`` as in
+    :func:`to_mermaid` (``size`` as graph attributes). Raises ``DiagramError`` when there is
+    nothing to draw.
     """
     _check_something(graph, plan_mode)
     q = _dot_string
     name = _title(graph, title)
+    sized = "".join(f", {a}" for a in size.dot_attrs()) if size is not None else ""
     lines = [
         f"digraph {q(name)} {{",
-        f'  graph [rankdir=LR, label={q(name)}, labelloc=t, fontname="Helvetica"];',
+        f'  graph [rankdir=LR, label={q(name)}, labelloc=t, fontname="Helvetica"{sized}];',
         '  node [shape=box, style="rounded,filled", fillcolor="#f8f9fa", fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
@@ -275,30 +394,44 @@ def to_dot(
             if stage.description:
                 attrs.append(f"tooltip={q(stage.description)}")
             if stage.name == current:
-                attrs.append('fillcolor="#fde2c8", color="#d9480f", penwidth=2')
+                attrs.append(_CURRENT_DOT)
             lines.append(f"  {q(stage.name)} [{', '.join(attrs)}];")
         hub = _hub(graph, expand_any)
         if hub:
             style = 'style="rounded,dashed", fillcolor="#ffffff"'
             lines.append(f'  "{_DOT_ANY_ID}" [label={q(ANY_STAGE_LABEL)}, {style}];')
         lines.append(f'  "__start" -> {q(graph.initial_stage)};')
+        pend = _known_pending(graph, pending)
+        pending_drawn = False
         for source, target, guards in _arrows(graph, hub):
             if target is None:
                 lines.append(f'  {q(source)} -> "{_DOT_ANY_ID}" [style=dashed];')
                 continue
             label = _guard_label(guards)
-            suffix = f" [label={q(label)}]" if label else ""
+            extra = ""
+            if pend == (source, target):
+                label, extra, pending_drawn = f"{label} ({PENDING_LABEL})".strip(), f", {_PENDING_DOT}", True
+            suffix = f" [label={q(label)}, decorate=true{extra}]" if label else ""
             lines.append(f"  {q(source)} -> {q(target)}{suffix};")
+        if pend is not None and not pending_drawn:
+            lines.append(
+                f"  {q(pend[0])} -> {q(pend[1])} [label={q(PENDING_LABEL)}, decorate=true, "
+                f"style=dashed, {_PENDING_DOT}];"
+            )
     if plan_mode is not None:
         lines.append('  subgraph "cluster_plan_mode" {')
         lines.append(f'    label={q(PLAN_MODE_TITLE)}; style="rounded,dashed";')
         lines.append('    "plan_mode.__start" [shape=point, width=0.15, label=""];')
-        lines.append('    "plan_mode.default" [label="default"];')
-        lines.append('    "plan_mode.plan" [label="plan"];')
+        marks = {"default": plan_active is False, "plan": plan_active is True}
+        for state_name in ("default", "plan"):
+            mark = f", {_CURRENT_DOT}" if marks[state_name] else ""
+            lines.append(f'    "plan_mode.{state_name}" [label="{state_name}"{mark}];')
         lines.append('    "plan_mode.__start" -> "plan_mode.default";')
         for source, dest, label in _PLAN_EDGES:
-            lines.append(f'    "plan_mode.{source}" -> "plan_mode.{dest}" [label={q(label)}];')
+            lines.append(f'    "plan_mode.{source}" -> "plan_mode.{dest}" [label={q(label)}, decorate=true];')
         lines.append("  }")
+    elif plan_active:
+        lines.append(f'  "plan_mode.active" [label={q(PLAN_ACTIVE_LABEL)}, shape=note, {_CURRENT_DOT}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from fsm_stage.errors import UserError
+from fsm_stage.text import visible
 
 
 class InputFileError(UserError):
@@ -31,23 +32,25 @@ def read_text_input(path: str | os.PathLike[str], *, what: str = "file") -> str:
     or is not valid UTF-8.
     """
     p = Path(path)
+    shown = visible(str(p))
     if p.is_dir():
-        raise InputFileError(f"{p}: cannot read {what}: it is a directory")
+        raise InputFileError(f"{shown}: cannot read {what}: it is a directory")
     try:
         data = p.read_bytes()
     except FileNotFoundError:
-        raise InputFileError(f"{p}: cannot read {what}: no such file") from None
+        raise InputFileError(f"{shown}: cannot read {what}: no such file") from None
     except OSError as err:
-        raise InputFileError(f"{p}: cannot read {what}: {_reason(err)}") from None
+        raise InputFileError(f"{shown}: cannot read {what}: {_reason(err)}") from None
     except ValueError as err:  # e.g. an embedded NUL in the path
         raise InputFileError(f"{p!r}: cannot read {what}: {err}") from None
     if b"\x00" in data:
-        raise InputFileError(f"{p}: cannot read {what}: it is a binary file (NUL bytes), expected UTF-8 text")
+        raise InputFileError(
+            f"{shown}: cannot read {what}: it is a binary file (NUL bytes), expected UTF-8 text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputFileError(
-            f"{p}: cannot read {what}: not UTF-8 text (byte {err.start} is 0x{data[err.start]:02x})"
+            f"{shown}: cannot read {what}: not UTF-8 text (byte {err.start} is 0x{data[err.start]:02x})"
         ) from None
 
 
@@ -82,8 +85,9 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
 def output_error(path: str | os.PathLike[str], err: OSError, *, what: str = "file") -> UserError:
     """A one-line ``UserError`` for an output that cannot be written (``PATH: cannot write WHAT: reason``)."""
     p = Path(path)
+    shown = visible(str(p))
     if isinstance(err, FileNotFoundError):
-        return UserError(f"{p}: cannot write {what}: folder {p.parent} does not exist")
+        return UserError(f"{shown}: cannot write {what}: folder {visible(str(p.parent))} does not exist")
     if isinstance(err, IsADirectoryError) or p.is_dir():
-        return UserError(f"{p}: cannot write {what}: it is a directory")
-    return UserError(f"{p}: cannot write {what}: {_reason(err)}")
+        return UserError(f"{shown}: cannot write {what}: it is a directory")
+    return UserError(f"{shown}: cannot write {what}: {_reason(err)}")

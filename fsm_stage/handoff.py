@@ -9,23 +9,22 @@ before the human review, so the reviewer sees exactly what the next stage will r
 
 Safety rules (DESIGN.md §4 invariant 6, issue 5 item 3)
 -------------------------------------------------------
-* **Session segment.** ``session_segment(id)`` replaces every code point outside
-  ``[A-Za-z0-9._-]`` with ``-``; ``''``, ``.`` and ``..`` become ``session`` (S70, S72).
-  So a session id can never add a path component. A segment longer than
-  ``MAX_SEGMENT_LENGTH`` (128) characters — a file name is at most 255 bytes, and some
-  filesystems allow fewer — keeps its first 111 characters, then ``-`` and 16 hex digits of
-  the SHA-256 of the *original* id: still readable, still one folder per session, never
-  ``ENAMETOOLONG``. Ids up to 128 characters keep the spec's segment exactly.
+* **Session segment.** ``session_segment(id)`` keeps an id made only of ``[A-Za-z0-9._-]``
+  (at most ``MAX_SEGMENT_LENGTH`` = 128 characters, not ``''``/``.``/``..``) as its folder.
+  Any other id gets the seed's sanitised text (each other code point → ``-``, S70, S72) cut
+  to 111 characters, then ``-`` and 16 hex digits of the SHA-256 of the *original* id, so
+  ids that sanitise alike (``user 1`` / ``user:1``) still get separate folders, a session id
+  can never add a path component, and a folder name never hits ``ENAMETOOLONG``.
 * **Handoff folder.** ``handoff_dir`` comes from the deployer and is used as given, but it
   must be relative and must stay inside the session cwd after normalisation
   (``docs/../handoff`` is fine, ``../elsewhere`` and ``/tmp`` are refused).
-* **Symlinks.** The folder components *above* the handoff folder (e.g. ``docs`` in
-  ``docs/handoffs``) may be symlinks only when they resolve inside the session cwd. The
-  handoff folder itself, the session folder and the document must not be symlinks at all.
-  The local store walks the path with directory file descriptors and ``O_NOFOLLOW``, so a
-  symlink swapped in between the check and the write is refused too.
+* **Symlinks.** No folder below the session cwd, and not the document, may be a symlink:
+  the local store opens each one by name relative to its parent's descriptor with
+  ``O_NOFOLLOW | O_DIRECTORY`` (never resolve-then-open), so a symlink swapped in while a
+  write is under way is refused rather than followed out of the cwd.
 * **Atomic write.** Temporary file in the same folder (``O_EXCL``), ``fsync``, then
-  ``os.replace`` over the target and an ``fsync`` of the folder: a reader sees the old
+  ``os.rename`` (relative to the folder's descriptor) over the target and an ``fsync`` of
+  the folder: a reader sees the old
   document or the new one, never half of one. A second full transition to the same stage
   overwrites the file (S72g).
 
@@ -96,24 +95,27 @@ class HandoffPathError(UserError):
 
 
 def session_segment(session_id: str) -> str:
-    """The folder name a session's handoffs live in (spec §1.11, S70, S72a–c).
+    """The folder name a session's handoffs live in (spec §1.11, S69, S70, S72a–c).
 
-    Every code point outside ``[A-Za-z0-9._-]`` becomes ``-`` (one per code point, so
-    ``"é"`` gives ``"-"``); a result of ``""``, ``"."`` or ``".."`` becomes ``"session"``.
-    Example: ``"odd id/../x"`` → ``"odd-id-..-x"``.
+    An id made only of ``[A-Za-z0-9._-]``, other than ``""``, ``"."`` and ``".."`` and at most
+    ``MAX_SEGMENT_LENGTH`` characters, is its own folder (``"abc-123"`` → ``"abc-123"``).
 
-    A result longer than ``MAX_SEGMENT_LENGTH`` characters is cut to its first
-    ``MAX_SEGMENT_LENGTH - 17`` characters, then ``-`` and the first 16 hex digits of the
-    SHA-256 of ``session_id`` (UTF-8), so it fits in a file name and two long ids sharing a
-    prefix (or sanitising to the same text) still get different folders.
+    Any other id is changed by the seed's rule (every code point outside the safe set becomes
+    ``-``, one per code point; ``""``/``"."``/``".."`` become ``"session"``), and that rule is
+    not one-to-one (``"user 1"``, ``"user/1"`` and ``"user:1"`` would all be ``"user-1"``). So a
+    changed id gets the sanitised text cut to ``MAX_SEGMENT_LENGTH - 17`` characters, then ``-``
+    and the first 16 hex digits of the SHA-256 of the original id (UTF-8, lone surrogates
+    passed through): ``"odd id/../x"`` → ``"odd-id-..-x-<16 hex>"``. Distinct ids get distinct
+    folders (up to a 64-bit hash collision, or an id deliberately spelled like another's
+    hashed folder), every folder fits in a file name, and none can add a path component.
     """
     segment = _UNSAFE_SEGMENT_CHAR.sub("-", session_id)
+    if segment == session_id and segment not in _RESERVED_SEGMENTS and len(segment) <= MAX_SEGMENT_LENGTH:
+        return segment
     if segment in _RESERVED_SEGMENTS:
-        return _FALLBACK_SEGMENT
-    if len(segment) > MAX_SEGMENT_LENGTH:
-        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:_SEGMENT_HASH_HEX]
-        segment = f"{segment[:MAX_SEGMENT_LENGTH - _SEGMENT_HASH_HEX - 1]}-{digest}"
-    return segment
+        segment = _FALLBACK_SEGMENT
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:_SEGMENT_HASH_HEX]
+    return f"{segment[:MAX_SEGMENT_LENGTH - _SEGMENT_HASH_HEX - 1]}-{digest}"
 
 
 def _normalised_dir(handoff_dir: str) -> PurePosixPath:
@@ -230,6 +232,7 @@ class MemoryHandoffStore:
             err, self.fail_with = self.fail_with, None
             raise err
         path = posixpath.join(root, str(relative))
+        _utf8(text, path)  # refused exactly as the local store refuses it
         self.writes.append(HandoffWrite(path, text, policy))
         self.files[path] = text
         return path
@@ -240,8 +243,14 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+def _utf8(text: str, shown: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise HandoffPathError(
+            f"handoff document {shown!r} cannot be written: the text has a lone surrogate "
+            f"(U+{ord(exc.object[exc.start]):04X}) at character {exc.start}, which is not UTF-8"
+        ) from None
 
 
 class LocalHandoffStore:
@@ -262,81 +271,95 @@ class LocalHandoffStore:
     def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
         """Write ``text`` to ``cwd / relative`` atomically (see ``HandoffStore.write``).
 
-        Raises ``HandoffPathError`` when the cwd does not exist, when a folder above the
-        handoff folder is a symlink resolving outside the cwd, or when the handoff folder, the
-        session folder or the document is a symlink (or not of the expected kind).
+        Every folder below the cwd is opened (or created) by name relative to its parent's
+        file descriptor with ``O_NOFOLLOW | O_DIRECTORY``: nothing is resolved first and opened
+        later, so swapping a folder for a symlink mid-write cannot redirect it. Raises
+        ``HandoffPathError`` when the cwd does not exist or is not a folder, when any folder
+        below the cwd or the document is a symlink (or not of the expected kind), or when
+        ``text`` cannot be UTF-8 encoded (a lone surrogate).
         """
         root = _root_for(cwd, self.default_root)
         parts = _check_relative(relative)
+        data = _utf8(text, posixpath.join(root, str(relative)))
+        fd, shown = self._open_folders(root, parts[:-1], create=True)
         try:
-            real_root = os.path.realpath(root, strict=True)
-        except OSError as exc:
-            raise HandoffPathError(f"session cwd {root!r} does not exist or is not reachable") from exc
-        if not os.path.isdir(real_root):
-            raise HandoffPathError(f"session cwd {root!r} is not a folder")
-        data = text.encode("utf-8")
-        dir_parts, file_name = parts[:-1], parts[-1]
-        # Folders from the handoff folder down (handoff folder + session folder) must be real.
-        strict_from = len(dir_parts) - 2
-        fd = os.open(real_root, _DIR_FLAGS)
-        shown = root
-        real = real_root
-        try:
-            for i, name in enumerate(dir_parts):
-                shown = posixpath.join(shown, name)
-                child, real = self._enter(fd, name, real, real_root, shown, strict=i >= strict_from)
-                os.close(fd)
-                fd = child
-            self._refuse_symlinked_file(fd, file_name, posixpath.join(shown, file_name))
-            self._atomic_write(fd, file_name, data)
+            shown = posixpath.join(shown, parts[-1])
+            self._refuse_symlinked_file(fd, parts[-1], shown)
+            self._atomic_write(fd, parts[-1], data)
         finally:
             os.close(fd)
         return posixpath.join(root, str(relative))
 
-    @staticmethod
-    def _enter(parent: int, name: str, parent_real: str, real_root: str, shown: str,
-               *, strict: bool) -> tuple[int, str]:
-        """Open (creating if needed) folder ``name`` under ``parent`` (left open)."""
-        for _attempt in range(2):
+    def read(self, relative: PurePosixPath, *, cwd: str | None) -> str:
+        """Read the document at ``cwd / relative`` back (UTF-8), through the same confined walk.
+
+        Raises ``HandoffPathError`` for a symlinked folder or document (as ``write``),
+        ``FileNotFoundError`` when it does not exist.
+        """
+        root = _root_for(cwd, self.default_root)
+        parts = _check_relative(relative)
+        fd, shown = self._open_folders(root, parts[:-1], create=False)
+        try:
+            shown = posixpath.join(shown, parts[-1])
             try:
-                st = os.lstat(name, dir_fd=parent)
-            except FileNotFoundError:
-                try:
-                    os.mkdir(name, 0o755, dir_fd=parent)
-                except FileExistsError:
-                    continue
-                st = os.lstat(name, dir_fd=parent)
-            if stat.S_ISLNK(st.st_mode):
-                target = os.path.realpath(os.path.join(parent_real, name))
-                if strict:
-                    raise HandoffPathError(
-                        f"handoff folder {shown!r} is a symlink (to {target!r}); refusing to "
-                        "write handoff documents through it"
-                    )
-                if not _inside(target, real_root):
-                    raise HandoffPathError(
-                        f"{shown!r} is a symlink to {target!r}, outside the session cwd; "
-                        "refusing to write the handoff document there"
-                    )
-                child = os.open(target, _DIR_FLAGS)
-                st_child = os.fstat(child)
-                st_target = os.stat(target)
-                if (st_child.st_dev, st_child.st_ino) != (st_target.st_dev, st_target.st_ino):
-                    os.close(child)  # pragma: no cover - only under a concurrent swap
-                    raise HandoffPathError(f"{shown!r} changed while it was being opened")
-                return child, target
-            if not stat.S_ISDIR(st.st_mode):
-                raise HandoffPathError(f"{shown!r} exists and is not a folder")
-            try:
-                child = os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)
+                file_fd = os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                if exc.errno == errno.ELOOP:
                     raise HandoffPathError(
-                        f"{shown!r} was replaced by a symlink while writing the handoff document"
-                    ) from exc
+                        f"handoff document {shown!r} is a symlink; refusing to read it") from exc
                 raise
-            return child, os.path.join(parent_real, name)
-        raise HandoffPathError(f"could not create folder {shown!r}")  # pragma: no cover
+            with os.fdopen(file_fd, "rb") as handle:
+                return handle.read().decode("utf-8")
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _open_folders(root: str, names: tuple[str, ...], *, create: bool) -> tuple[int, str]:
+        """Descriptor of ``root/names…`` (left open) and its shown path; see ``write``."""
+        try:
+            fd = os.open(root, _DIR_FLAGS)
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR:
+                raise HandoffPathError(f"session cwd {root!r} is not a folder") from exc
+            raise HandoffPathError(f"session cwd {root!r} does not exist or is not reachable") from exc
+        shown = root
+        try:
+            for name in names:
+                shown = posixpath.join(shown, name)
+                child = LocalHandoffStore._enter(fd, name, shown, create=create)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, shown
+
+    @staticmethod
+    def _enter(parent: int, name: str, shown: str, *, create: bool) -> int:
+        """Open folder ``name`` under ``parent`` without following a symlink (creating it)."""
+        for _attempt in range(3):
+            try:
+                return os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                try:
+                    st = os.lstat(name, dir_fd=parent)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    raise HandoffPathError(
+                        f"{shown!r} is a symlink; handoff documents are only written through real "
+                        "folders inside the session cwd"
+                    ) from exc
+                if not stat.S_ISDIR(st.st_mode):
+                    raise HandoffPathError(f"{shown!r} exists and is not a folder") from exc
+        raise HandoffPathError(f"could not open folder {shown!r}: it keeps changing")  # pragma: no cover
 
     @staticmethod
     def _refuse_symlinked_file(dir_fd: int, name: str, shown: str) -> None:
@@ -364,7 +387,7 @@ class LocalHandoffStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
@@ -380,7 +403,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
     fd = os.open(folder, _DIR_FLAGS)
     try:
-        LocalHandoffStore._atomic_write(fd, name, text.encode("utf-8"))
+        LocalHandoffStore._atomic_write(fd, name, _utf8(text, os.fspath(path)))
     finally:
         os.close(fd)
 

@@ -14,9 +14,12 @@ The environment is a ``SandboxedEnvironment`` (templates come from deployers) wi
 globals (a template reads only the variables it is given: no ``range``, ``lipsum``, ``dict``,
 ``cycler``, ``joiner`` or ``namespace``), undefined variables are errors (``StrictUndefined``),
 there is no HTML autoescaping, and a trailing newline of the template is kept. Rendering is
-bounded: ``*`` and ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` characters / 4096-bit
-integers, and output longer than ``MAX_RENDERED_CHARS`` is refused, so any failure while
-rendering is a one-line ``PromptTemplateError``.
+bounded in time and size (``fsm_stage._template_limits``): loops and calls are counted and
+timed, every string-producing operation checks its projected size against
+``MAX_RENDERED_CHARS`` before allocating, ``**`` refuses results beyond 4096 bits, and a
+value without a safe text form (a method such as ``<< name.upper >>``, a function, an object
+whose only text is its address) cannot be output. Any failure while rendering is a one-line
+``PromptTemplateError`` naming the template line when known.
 
 Catalog layering (stage-switch spec §1.17, S99–S107)
 -----------------------------------------------------
@@ -52,8 +55,10 @@ import jinja2.sandbox
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+import fsm_stage._template_limits as limits
 from fsm_stage.errors import UserError
 from fsm_stage.resources import data_dir
+from fsm_stage.text import visible
 
 __all__ = [
     "BLOCK_DELIMITERS",
@@ -77,9 +82,9 @@ VARIABLE_DELIMITERS = ("<<", ">>")
 BLOCK_DELIMITERS = ("<%", "%>")
 COMMENT_DELIMITERS = ("<#", "#>")
 LANGUAGES = ("en", "zh")
-#: Longest text a template may render, and longest string/list ``*`` may build (characters /
-#: items). Sections and catalog texts are a few hundred characters; this only stops runaways.
-MAX_RENDERED_CHARS = 200_000
+#: Longest text a template may render, and longest string/list any operation may build
+#: (characters / items). Sections and catalog texts are a few hundred characters.
+MAX_RENDERED_CHARS = limits.MAX_RENDERED_CHARS
 _MAX_POWER_BITS = 4096
 _BASE_LANGUAGE = "en"
 
@@ -96,22 +101,26 @@ class CatalogError(UserError):
 
 
 class _BoundedSandbox(jinja2.sandbox.SandboxedEnvironment):
-    """Sandbox whose ``*`` and ``**`` refuse results too large to be a prompt text."""
+    """Sandbox bounded in time and size (``fsm_stage._template_limits``): counted loops and
+    calls, projected-size checks on ``*``/``**``/``+``/``%``/``~``, filters and ``str`` methods."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = limits.BoundedCodeGenerator
+    fsm_concat = staticmethod(limits.concat)
 
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if (isinstance(seq, str | list | tuple) and isinstance(times, int)
-                        and len(seq) * times > MAX_RENDERED_CHARS):
-                    raise jinja2.exceptions.SecurityError(
-                        f"repeating a {type(seq).__name__} {times} times exceeds {MAX_RENDERED_CHARS} items"
-                    )
-        elif (operator == "**" and isinstance(left, int) and isinstance(right, int)
-              and abs(left) > 1 and right * abs(left).bit_length() > _MAX_POWER_BITS):
+        if (operator == "**" and isinstance(left, int) and isinstance(right, int)
+                and abs(left) > 1 and right * abs(left).bit_length() > _MAX_POWER_BITS):
             raise jinja2.exceptions.SecurityError(f"{left} ** {right} exceeds {_MAX_POWER_BITS} bits")
+        limits.check_binop(operator, left, right)
         return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: jinja2.runtime.Context, __obj: Any,
+             *args: Any, **kwargs: Any) -> Any:
+        return super().call(__context, __obj, *limits.check_call(__obj, args, kwargs), **kwargs)
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+        return limits.wrap_loops(super()._parse(source, name, filename))
 
 
 @functools.cache
@@ -122,7 +131,9 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
     ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
     ``globals`` is empty: a template reads nothing but its variables.
-    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits.
+    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits; loops, calls,
+    filters, ``str`` methods, ``+``/``%``/``~`` and every output are bounded as described in
+    ``fsm_stage._template_limits``.
     """
     env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],
@@ -137,8 +148,10 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
         trim_blocks=True,
         lstrip_blocks=True,
         auto_reload=False,
+        finalize=limits.finalize,
     )
     env.globals.clear()
+    limits.bound_filters(env.filters)
     return env
 
 
@@ -157,7 +170,18 @@ def _compile(text: str, origin: str | None) -> jinja2.Template:
 
 
 def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
+    return visible(" ".join(str(err).split())) or type(err).__name__
+
+
+def _template_line(err: BaseException) -> str:
+    """`` on line N`` for the deepest template frame of ``err``'s traceback, else ``""``."""
+    line = None
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" on line {line}" if line is not None else ""
 
 
 def _render(template_text: str, origin: str | None, variables: Mapping[str, Any]) -> str:
@@ -165,13 +189,14 @@ def _render(template_text: str, origin: str | None, variables: Mapping[str, Any]
     try:
         parts: list[str] = []
         size = 0
-        for chunk in template.generate(**variables):
-            size += len(chunk)
-            if size > MAX_RENDERED_CHARS:
-                raise PromptTemplateError(
-                    f"{_describe(origin)}template renders more than {MAX_RENDERED_CHARS} characters"
-                )
-            parts.append(chunk)
+        with limits.budget_scope():
+            for chunk in template.generate(**variables):
+                size += len(chunk)
+                if size > MAX_RENDERED_CHARS:
+                    raise PromptTemplateError(
+                        f"{_describe(origin)}template renders more than {MAX_RENDERED_CHARS} characters"
+                    )
+                parts.append(chunk)
         return "".join(parts)
     except PromptTemplateError:
         raise
@@ -182,11 +207,12 @@ def _render(template_text: str, origin: str | None, variables: Mapping[str, Any]
         ) from None
     except jinja2.exceptions.SecurityError as err:
         raise PromptTemplateError(
-            f"{_describe(origin)}template refused by the sandbox: {_one_line(err)}"
+            f"{_describe(origin)}template refused by the sandbox{_template_line(err)}: {_one_line(err)}"
         ) from None
     except Exception as err:  # any runtime failure of a deployer's template is the template's fault
         raise PromptTemplateError(
-            f"{_describe(origin)}template failed while rendering: {type(err).__name__}: {_one_line(err)}"
+            f"{_describe(origin)}template failed while rendering{_template_line(err)}: "
+            f"{type(err).__name__}: {_one_line(err)}"
         ) from None
 
 
@@ -286,22 +312,24 @@ def _check_shape(path: Path, tree: Mapping[Any, Any], prefix: str = "") -> None:
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
         if not isinstance(key, str) or not key or "." in key:
-            raise CatalogError(f"{path}: {dotted}: a catalog key must be a non-empty string without '.'")
+            raise CatalogError(
+                f"{path}: {visible(dotted)}: a catalog key must be a non-empty string without '.'")
         if isinstance(value, Mapping):
             _check_shape(path, value, dotted + ".")
         elif not isinstance(value, str):
-            raise CatalogError(f"{path}: {dotted}: must be a text (string), got {type(value).__name__}")
+            raise CatalogError(
+                f"{path}: {visible(dotted)}: must be a text (string), got {type(value).__name__}")
 
 
 def _check_overlay(path: Path, base: Mapping[str, Any], overlay: Mapping[str, Any], prefix: str = "") -> None:
     for key, value in overlay.items():
         dotted = f"{prefix}{key}"
         if key not in base:
-            known = ", ".join(sorted(str(k) for k in base)) or "none"
-            raise CatalogError(f"{path}: {dotted}: unknown catalog key (known here: {known})")
+            known = visible(", ".join(sorted(str(k) for k in base))) or "none"
+            raise CatalogError(f"{path}: {visible(dotted)}: unknown catalog key (known here: {known})")
         if isinstance(base[key], Mapping) != isinstance(value, Mapping):
             expected = "a group of texts" if isinstance(base[key], Mapping) else "a text"
-            raise CatalogError(f"{path}: {dotted}: must be {expected}, as in the English catalog")
+            raise CatalogError(f"{path}: {visible(dotted)}: must be {expected}, as in the English catalog")
         if isinstance(value, Mapping):
             _check_overlay(path, base[key], value, dotted + ".")
 

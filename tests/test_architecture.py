@@ -19,6 +19,8 @@ LAYERS: dict[str, int] = {
     "fsm_stage.errors": 0,
     "fsm_stage.resources": 0,
     "fsm_stage.fileio": 0,
+    "fsm_stage.text": 0,
+    "fsm_stage._template_limits": 1,
     "fsm_stage.prompts": 1,
     "fsm_stage._yaml": 1,
     "fsm_stage.config": 2,

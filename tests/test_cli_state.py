@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -41,9 +42,9 @@ def test_state_on_every_corpus_file(name: str) -> None:
     if is_session_log(path):
         assert code == 0, err
         report = json.loads(out)
-        assert report["events"] == report["foldedEvents"] >= 0
+        assert report["events"] == report["folded_events"] >= 0
         assert report["surface"] is not None
-        assert isinstance(report["planMode"]["active"], bool)
+        assert isinstance(report["plan_mode"]["active"], bool)
     else:
         assert code == 1
         assert err.startswith("fsm-stage: not a session log: ") and err.count("\n") == 1
@@ -62,11 +63,11 @@ def test_plan_review_text_and_time_travel() -> None:
     # §10 line 2: after the /plan command/run the view is pending
     code, out, _ = invoke("--json", "--at", "0", str(PLAN_REVIEW))
     r = json.loads(out)
-    assert (r["foldedEvents"], r["planMode"]) == (1, {"active": False, "pending": True})
+    assert (r["folded_events"], r["plan_mode"]) == (1, {"active": False, "pending": True})
     code, out, _ = invoke("--json", "--at", "290", str(PLAN_REVIEW))
     r = json.loads(out)
     assert r["turn"] == {"open": True, "turn": 1}
-    assert r["lastHeader"]["planActive"] is True and r["planMode"]["active"] is False
+    assert r["last_header"]["plan_active"] is True and r["plan_mode"]["active"] is False
 
 
 def test_at_past_the_end_is_a_one_line_error() -> None:
@@ -128,10 +129,10 @@ def test_graph_initial_is_the_fallback_and_log_stage_wins(tmp_path: Path) -> Non
     assert r["stage"] == {
         "current": "build",
         "source": "log",
-        "atLastHeader": "build",
-        "hasStagePrompt": True,
+        "at_last_header": "build",
+        "has_stage_prompt": True,
     }
-    assert r["surface"] == {"nodes": 1, "replaceGeneration": 1, "headIsSystem": False}
+    assert r["surface"] == {"nodes": 1, "replace_generation": 1, "head_is_system": False}
     code, out, _ = invoke("--json", "--graph", str(graph), str(_stage_log(tmp_path / "c.jsonl", "ghost")))
     assert any("'ghost'" in w for w in json.loads(out)["warnings"])
 
@@ -150,34 +151,58 @@ def test_bad_graph_and_warnings(tmp_path: Path) -> None:
 
 
 def test_progress_stays_silent_when_not_a_terminal() -> None:
-    from fsm_stage.cli.log_cmds import _Progress
+    from fsm_stage.cli.progress import Progress
 
-    p = _Progress(100)
+    p = Progress(100)
     p.t0 -= 10  # pretend the read has been slow
     p(50)
-    assert p.bar is None  # CliRunner/pytest stderr is not a tty
+    p.phase("folding", 10)
+    p(10)
+    assert p.bar is None and p.shown == []  # CliRunner/pytest stderr is not a tty
     p.close()
 
 
-def test_progress_bar_appears_on_a_terminal_after_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
-    import io
-    import sys
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
-    from fsm_stage.cli import log_cmds
 
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+def test_progress_bar_appears_on_a_terminal_after_the_delay() -> None:
+    from fsm_stage.cli import progress
 
-    fake = Tty()
-    monkeypatch.setattr(sys, "stderr", fake)
-    p = log_cmds._Progress(1000)
+    fake = _Tty()
+    p = progress.Progress(1000, file=fake)
     p(100)  # within the first half second: nothing shown
     assert p.bar is None
-    p.t0 -= log_cmds.PROGRESS_AFTER_S + 1
+    p.t0 -= progress.PROGRESS_AFTER_S + 1
     p(500)
+    assert p.bar is not None
     p.close()
-    assert p.bar is not None and "reading log" in fake.getvalue()
+    assert "reading log" in fake.getvalue() and p.bar is None
+
+
+def test_state_progress_covers_reading_and_folding(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 16: the bar used to reach 100% after reading, then stay silent while folding
+    (~2.6 s on a 1M-event log); now a `folding` phase follows and ends at 100% too."""
+    from fsm_stage.cli import log_cmds, progress
+
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(log_cmds, "_FOLD_CHUNK", 2)  # several updates on a small log
+    fake = _Tty()
+    bars: list[progress.Progress] = []
+
+    def make(total: int, label: str = "reading log", **kw: object) -> progress.Progress:
+        bars.append(progress.Progress(total, label, file=fake))
+        return bars[-1]
+
+    monkeypatch.setattr(log_cmds, "Progress", make)
+    path = _stage_log(tmp_path / "p.jsonl", "beta")
+    result = CliRunner().invoke(main, ["state", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    assert bars[0].shown == ["reading log", "folding"]
+    drawn = fake.getvalue()
+    assert "reading log" in drawn and "folding" in drawn and "100%" in drawn.split("folding")[-1]
+    assert json.loads(result.stdout)["stage"]["current"] == "beta"
 
 
 def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
@@ -188,7 +213,7 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     code, out, _ = invoke("--json", "--checkpoint-dir", str(ck), str(log))
     first = json.loads(out)
-    assert code == 0 and first["checkpoint"]["resumedFrom"] is None and first["surface"] is None
+    assert code == 0 and first["checkpoint"]["resumed_from"] is None and first["surface"] is None
     with open(log, "a", encoding="utf-8") as fh:
         fh.write('{"type":"command/run","data":{"commandId":"c","name":"plan","args":" again"}}\n')
     code, out, _ = invoke("--checkpoint-dir", str(ck), str(log))
@@ -198,7 +223,7 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     plain = json.loads(invoke("--json", str(log))[1])
     code, out, _ = invoke("--json", "--checkpoint-dir", str(ck), str(log))
     again = json.loads(out)
-    for key in ("planMode", "turn", "stage", "lastHeader", "events"):
+    for key in ("plan_mode", "turn", "stage", "last_header", "events"):
         assert again[key] == plain[key]
     code, _, err = invoke("--at", "3", "--checkpoint-dir", str(ck), str(log))
     assert code == 2 and "--at" in err
@@ -265,14 +290,14 @@ def test_json_header_is_the_session_header_as_read(tmp_path: Path) -> None:
     assert code == 0, err
     assert json.loads(out)["header"] == {
         "id": "h1",
-        "createdAt": 5,
+        "created_at": 5,
         "cwd": "/w",
         "origin": None,
-        "delegationDepth": 0,
-        "parentSession": None,
-        "seedLength": None,
+        "delegation_depth": 0,
+        "parent_session": None,
+        "seed_length": None,
         "version": None,
-        "futureKey": [1],
+        "future_key": [1],
     }
     written = SessionHeader(id="s", cwd="/w", origin="subagent", delegation_depth=1, parent_session="p")
     full = written.to_json(absent_as_null=True)
@@ -304,7 +329,7 @@ def test_state_warns_about_invalid_plan_mode_records_and_strict_refuses_them(
     code, out, err = invoke("--json", *extra, str(log))
     assert code == 0, err
     report = json.loads(out)
-    assert report["planMode"]["active"] is True  # the last valid plan/mode
+    assert report["plan_mode"]["active"] is True  # the last valid plan/mode
     problems = [w for w in report["warnings"] if "plan/mode" in w]
     assert len(problems) == 2
     assert 'seq 1: plan/mode active must be a boolean, got "yes"' in problems[0]

@@ -49,10 +49,12 @@ def test_validate_bad_graph_exits_1_with_one_positioned_line_per_problem(bad: Ba
 
 @pytest.mark.parametrize("bad", BAD_GRAPHS, ids=lambda g: g.id)
 def test_validate_json_lists_the_same_problems_as_records(bad: BadGraph) -> None:
-    """``--json`` prints one array of {path, line, column, key, message, severity}."""
+    """``--json`` prints {format_version, ok, problems: [{path, line, column, key, message, severity}]}."""
     code, out, _ = _run("validate", "--json", *_options(bad), str(bad.path))
     assert code == 1
-    records = json.loads(out)
+    report = json.loads(out)
+    assert report["format_version"] == 1 and report["ok"] is False
+    records = report["problems"]
     assert [(r["line"], r["column"], r["key"]) for r in records] == [
         (w.line, w.column, w.key) for w in bad.expected
     ]
@@ -164,7 +166,7 @@ def test_validate_unreadable_file_does_not_stop_the_others(tmp_path: Path) -> No
     assert f"{good}: ok" in err and f"fsm-stage: {missing}: cannot read" in err
     code, out, _ = _run("validate", "--json", str(missing), str(good))
     assert code == 1
-    (record,) = json.loads(out)
+    (record,) = json.loads(out)["problems"]
     assert record == {
         "path": str(missing),
         "line": 1,
@@ -203,7 +205,7 @@ def test_validate_prints_warnings_but_exits_0_without_strict(tmp_path: Path) -> 
     assert err == f"{path}: ok (stage graph 'island' with 2 stages; 1 warning)\n"
     code, out_json, _ = _run("validate", "--json", str(path))
     assert code == 0
-    assert [r["severity"] for r in json.loads(out_json)] == ["warning"]
+    assert [r["severity"] for r in json.loads(out_json)["problems"]] == ["warning"]
     code, out_strict, _ = _run("validate", "--strict", str(path))
     assert code == 1
     assert out_strict == out.replace(": warning: ", ": ", 1)
@@ -227,10 +229,10 @@ def test_validate_summary_counts_several_warnings(tmp_path: Path) -> None:
     assert err.endswith("; 2 warnings)\n")
 
 
-def test_validate_json_of_valid_files_is_an_empty_list() -> None:
+def test_validate_json_of_valid_files_lists_no_problems() -> None:
     code, out, _ = _run("validate", "--json", *map(str, EXAMPLES))
     assert code == 0
-    assert json.loads(out) == []
+    assert json.loads(out) == {"format_version": 1, "ok": True, "problems": []}
 
 
 def test_schema_command_prints_the_json_schema() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import os
 import re
@@ -84,8 +85,17 @@ def render_mermaid(text: str, tmp_path: Path) -> str:
     return out.read_text(encoding="utf-8")
 
 
+HAS_GRAPHVIZ_PACKAGE = importlib.util.find_spec("graphviz") is not None
+#: Renders with Graphviz: needs the `dot` program and the graphviz Python package.
 needs_dot = pytest.mark.skipif(
-    shutil.which("dot") is None, reason="Graphviz `dot` not installed (apt install graphviz)"
+    shutil.which("dot") is None or not HAS_GRAPHVIZ_PACKAGE,
+    reason="Graphviz `dot` or the graphviz Python package not installed "
+    "(apt install graphviz; pip install 'fsm_stage[diagrams]')",
+)
+#: Checks the missing-`dot` message, which only the graphviz Python package can give.
+needs_graphviz_package = pytest.mark.skipif(
+    not HAS_GRAPHVIZ_PACKAGE,
+    reason="the graphviz Python package is not installed (pip install 'fsm_stage[diagrams]')",
 )
 
 
@@ -190,7 +200,7 @@ def test_omitted_targets_in_a_large_graph_draw_one_arrow_to_an_any_stage_hub() -
     dot = to_dot(config)
     dot_arrows = _arrows(dot)
     assert sum(a.startswith('"s') and '-> "__any_other"' in a for a in dot_arrows) == 998
-    assert '"s001" -> "s002" [label="[ready]"];' in dot_arrows
+    assert '"s001" -> "s002" [label="[ready]", decorate=true];' in dot_arrows
     assert len(dot_arrows) == 1 + 2 + 998
     assert f'"__any_other" [label="{ANY_STAGE_LABEL}"' in dot
 
@@ -242,17 +252,20 @@ def _ring_yaml(stages: int, fanout: int) -> str:
 
 
 def test_cli_draw_warns_when_mermaid_would_refuse_the_text(tmp_path: Path) -> None:
-    """Mermaid renders at most maxTextSize (50,000) characters by default and otherwise shows
-    only "Maximum text size in diagram exceeded": `draw` says so on stderr (exit 0, the text is
-    still written); a small graph draws without warnings."""
+    """Mermaid renders at most maxTextSize (50,000) characters and maxEdges (500) arrows by
+    default and otherwise shows only an error: `draw` says so on stderr (exit 0, the text is
+    still written), plus a note that 1,000 stages is large for Mermaid's default size; a small
+    graph draws without warnings."""
     path = tmp_path / "ring.yaml"
     path.write_text(_ring_yaml(1000, 5))
     result = CliRunner().invoke(main, ["draw", str(path)])
     assert result.exit_code == 0, result.output
     assert len(result.stdout) > MERMAID_MAX_TEXT
-    warnings = result.stderr.strip().splitlines()
-    assert len(warnings) == 1 and warnings[0].startswith("fsm-stage: warning: ")
-    assert "maxTextSize" in warnings[0] and f"{len(result.stdout):,}" in warnings[0]
+    text_size, edges, note = result.stderr.strip().splitlines()
+    assert text_size.startswith("fsm-stage: warning: ") and edges.startswith("fsm-stage: warning: ")
+    assert "maxTextSize" in text_size and f"{len(result.stdout):,}" in text_size
+    assert "maxEdges of 500" in edges and "5,000 arrows" in edges
+    assert note.startswith("fsm-stage: note: 1,000 stages is large for Mermaid")
     quiet = CliRunner().invoke(main, ["draw", str(FEATURE_WORK)])
     assert quiet.exit_code == 0 and quiet.stderr == ""
 
@@ -291,7 +304,7 @@ def test_cli_draw_warns_before_a_slow_graphviz_layout(
 def test_dot_text_quotes_names_and_labels_guards() -> None:
     dot = to_dot(AWKWARD, PLAN, current="end")
     assert dot.startswith('digraph "awkward; names" {')
-    assert '"collect-data" -> "state" [label="[has_plan, odd;guard]"];' in dot
+    assert '"collect-data" -> "state" [label="[has_plan, odd;guard]", decorate=true];' in dot
     assert '"__start" -> "collect-data";' in dot
     assert 'subgraph "cluster_plan_mode"' in dot
     assert re.search(r'"end" \[label="end", fillcolor=', dot)
@@ -317,6 +330,7 @@ def test_dot_failure_is_one_line_user_error() -> None:
         render("digraph {", "svg")
 
 
+@needs_graphviz_package
 def test_missing_dot_binary_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     with pytest.raises(DiagramError) as info:
@@ -380,6 +394,7 @@ def test_cli_draw_svg_is_produced_by_dot(tmp_path: Path) -> None:
     assert dot.read_text().startswith('digraph "awkward"')
 
 
+@needs_graphviz_package
 def test_cli_draw_without_dot_fails_in_one_line_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -438,8 +453,17 @@ def _one_error_line(result: Result, fragment: str) -> str:
     return lines[0]
 
 
-def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
-    """Finding 3: `-o nodir/x.svg` used to end in a FileNotFoundError traceback from mkstemp."""
+def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 3: `-o nodir/x.svg` used to end in a FileNotFoundError traceback from mkstemp.
+    The folder is checked before rendering, so no renderer is needed (and none is run)."""
+    from fsm_stage.cli import draw_cmds
+
+    def no_render(dot: str, fmt: str) -> bytes:
+        raise AssertionError("rendered before checking the output folder")
+
+    monkeypatch.setattr(draw_cmds, "render", no_render)
     for name in ("x.svg", "x.mmd", "x.dot"):
         out = tmp_path / "nodir" / name
         line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(out)]),

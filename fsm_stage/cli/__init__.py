@@ -10,17 +10,29 @@ without a traceback on stderr: a ``ConfigError`` as its positioned lines
 ``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` as ``fsm-stage: <message>`` (an
 input file that is missing, a directory, binary or not UTF-8 is
 ``fsm-stage: PATH: cannot read WHAT: reason``, from ``fileio.read_text_input``); exit 2 only for
-click usage errors (unknown option, missing argument, a bad option value such as ``--at -1``).
+click usage errors (unknown option, missing argument, a bad option value such as ``--at -1``);
+exit 130 on Ctrl-C (SIGINT), without a traceback. ``-h`` is ``--help`` everywhere; an input
+argument ``-`` is standard input, and pipes/FIFOs are spooled to a temporary file
+(``fsm_stage.cli.inputs``). Every JSON output carries ``"format_version": JSON_FORMAT_VERSION``
+(docs/cli.md lists every key).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
+from typing import NoReturn
 
 import click
 
 from fsm_stage.errors import ConfigError, UserError
+
+#: ``format_version`` of every JSON object the commands print; bumped on incompatible changes.
+JSON_FORMAT_VERSION = 1
+#: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 #: command name -> module under ``fsm_stage.cli`` that defines it (in ``--help`` order).
 COMMAND_MODULES: dict[str, str] = {
@@ -31,6 +43,13 @@ COMMAND_MODULES: dict[str, str] = {
     "draw": "draw_cmds",
     "state": "log_cmds",
 }
+
+
+def _interrupted() -> NoReturn:
+    """Leave after Ctrl-C: a newline on stderr (the ``^C`` stays on its own line), exit 130."""
+    with contextlib.suppress(Exception):  # stderr may be gone; the exit status still says it
+        click.echo(err=True)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 class _LazyGroup(click.Group):
@@ -49,9 +68,18 @@ class _LazyGroup(click.Group):
                 return command  # type: ignore[no-any-return]
         raise LookupError(f"fsm_stage.cli.{module_name} does not define the {cmd_name!r} command")
 
+    def main(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        """Run the command line; Ctrl-C anywhere (also while parsing) exits 130 quietly."""
+        try:
+            return super().main(*args, **kwargs)  # type: ignore[call-overload]
+        except KeyboardInterrupt:
+            _interrupted()
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
         except ConfigError as err:
             for line in err.problems:
                 click.echo(line, err=True)
@@ -62,7 +90,7 @@ class _LazyGroup(click.Group):
             sys.exit(1)
 
 
-@click.group(cls=_LazyGroup)
+@click.group(cls=_LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="fsm_stage")
 def main() -> None:
     """fsm-stage: explicit, durable, reviewable stages for LLM agents."""

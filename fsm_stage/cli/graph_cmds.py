@@ -6,8 +6,10 @@ loads it with ``load_config_text``. Text output: every error as one line
 message`` on stdout, then ``PATH: ok (…; N warnings)`` on stderr for each valid file; a file
 that cannot be read (missing, a directory, binary, not UTF-8) is one line
 ``fsm-stage: PATH: cannot read stage graph: reason`` on stderr and the other files are still
-checked. ``--json`` prints one JSON array of ``{path, line, column, key, message, severity}``
-on stdout (an unreadable file is a ``(file)`` record at 1:1).
+checked. PATH ``-`` reads standard input (named ``<stdin>`` in messages). ``--json`` prints
+one JSON object ``{"format_version": 1, "ok": bool, "problems": [...]}`` on stdout, each
+problem ``{path, line, column, key, message, severity}`` (an unreadable file is a ``(file)``
+record at 1:1).
 Exit status (the CLI convention): 0 every file valid (warnings allowed unless ``--strict``),
 1 some file invalid or unreadable, 2 click usage error. Never a traceback for bad input.
 
@@ -22,8 +24,10 @@ from pathlib import Path
 
 import click
 
+from fsm_stage.cli import JSON_FORMAT_VERSION
+from fsm_stage.cli.inputs import display_name, read_text_arg
 from fsm_stage.config import ConfigFile, InvalidConfigError, Problem, load_config_text
-from fsm_stage.fileio import InputFileError, read_text_input
+from fsm_stage.fileio import InputFileError
 from fsm_stage.schema import schema_text
 
 
@@ -48,21 +52,27 @@ def warning_line(problem: Problem) -> str:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=str)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--strict", is_flag=True, help="Treat warnings (unreachable stages, ...) as errors.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array of problems instead of lines.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object {format_version, ok, problems} instead of lines.",
+)
 def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
     """Check stage-graph YAML files (native or plugin-list form).
 
     Prints every error as PATH:LINE:COLUMN: KEY: message and every warning as
-    PATH:LINE:COLUMN: warning: KEY: message. Exit 0 when every file is valid, 1 when any is
-    invalid or cannot be read, 2 for a usage error.
+    PATH:LINE:COLUMN: warning: KEY: message. PATH '-' reads standard input. Exit 0 when
+    every file is valid, 1 when any is invalid or cannot be read, 2 for a usage error.
     """
     problems: list[Problem] = []
     failed = False
-    for path in paths:
+    for arg in paths:
+        path = display_name(arg)
         try:
-            text = read_text_input(path, what="stage graph")
+            text = read_text_arg(arg, what="stage graph")
         except InputFileError as err:
             failed = True
             message = str(err).removeprefix(f"{Path(path)}: ")
@@ -85,7 +95,12 @@ def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
                 click.echo(warning_line(warning))
             click.echo(_summary(cfg), err=True)
     if as_json:
-        click.echo(json.dumps([p.to_json() for p in problems], indent=2, ensure_ascii=False))
+        report = {
+            "format_version": JSON_FORMAT_VERSION,
+            "ok": not failed,
+            "problems": [p.to_json() for p in problems],
+        }
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     if failed:
         sys.exit(1)
 

@@ -9,8 +9,11 @@ surface length and any warnings (torn tail, unknown event types, surface problem
 value, B105–B108; ``--strict`` refuses such a log).
 ``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
 projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
-the tail and folds only the new events (the surface is not folded in that mode). A progress
-bar appears on stderr when reading takes more than half a second and stderr is a terminal.
+the tail and folds only the new events (the surface is not folded in that mode). LOG and
+``--graph`` may be ``-`` (standard input); a non-seekable LOG is spooled to a temporary file
+(``fsm_stage.cli.inputs``). ``--json`` keys are snake_case, with ``format_version`` first
+(docs/cli.md). A progress bar (``fsm_stage.cli.progress``: ``reading log``, then ``folding``)
+appears on stderr when the command runs more than half a second and stderr is a terminal.
 
 Exit status (the CLI convention, see ``fsm_stage.cli``): 0 on success; 1 for invalid input
 (LOG or ``--graph`` missing / a directory / unreadable: ``fsm-stage: PATH: cannot read …``;
@@ -22,18 +25,20 @@ graph: its positioned lines); 2 for click usage errors (unknown option, ``--at -
 from __future__ import annotations
 
 import json
-import sys
-import time
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
+from fsm_stage.cli import JSON_FORMAT_VERSION
+from fsm_stage.cli.inputs import display_name, spooled
+from fsm_stage.cli.progress import Progress
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
-from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
     PlanModeProblems,
@@ -43,75 +48,56 @@ from fsm_stage.log.projections import (
     StageProjection,
     StageState,
     ToldProjection,
-    fold,
 )
 from fsm_stage.log.surface import Surface, SurfaceOpError
 
-PROGRESS_AFTER_S = 0.5
+#: Events folded between two progress updates.
+_FOLD_CHUNK = 1 << 16
 
 
-class _Progress:
-    """Lazily shows a click progress bar on stderr once a read has run for ``PROGRESS_AFTER_S``."""
-
-    def __init__(self, total: int) -> None:
-        self.total = max(total, 1)
-        self.t0 = time.monotonic()
-        self.bar: Any = None
-        self.done = 0
-        self.enabled = sys.stderr.isatty()
-
-    def __call__(self, offset: int) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None:
-            if time.monotonic() - self.t0 < PROGRESS_AFTER_S:
-                return
-            self.bar = click.progressbar(length=self.total, label="reading log", file=sys.stderr)
-            self.bar.__enter__()
-        step = min(offset, self.total) - self.done
-        if step > 0:
-            self.bar.update(step)
-            self.done += step
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.update(self.total - self.done)
-            self.bar.__exit__(None, None, None)
+def snake_keys(obj: Any) -> Any:
+    """``obj`` with every dict key turned from camelCase into snake_case, recursively."""
+    if isinstance(obj, dict):
+        return {re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", k).lower(): snake_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [snake_keys(v) for v in obj]
+    return obj
 
 
-def check_log_input(path: Path) -> None:
+def check_log_input(path: Path, name: str | None = None) -> None:
     """Refuse a LOG that cannot be opened with the convention's one line
-    (``PATH: cannot read session log: reason``, a ``UserError``). The content is judged by
-    the reader (a session log is read in binary, possibly zstd, so not ``read_text_input``)."""
+    (``NAME: cannot read session log: reason``, a ``UserError``; ``name`` defaults to the path).
+    The content is judged by the reader (a session log is read in binary, possibly zstd, so
+    not ``read_text_input``)."""
+    shown = str(path) if name is None else name
     if path.is_dir():
-        raise UserError(f"{path}: cannot read session log: it is a directory")
+        raise UserError(f"{shown}: cannot read session log: it is a directory")
     try:
         with open(path, "rb"):
             pass
     except FileNotFoundError:
-        raise UserError(f"{path}: cannot read session log: no such file") from None
+        raise UserError(f"{shown}: cannot read session log: no such file") from None
     except (OSError, ValueError) as err:
         reason = err.strerror.lower() if isinstance(err, OSError) and err.strerror else str(err)
-        raise UserError(f"{path}: cannot read session log: {reason}") from None
+        raise UserError(f"{shown}: cannot read session log: {reason}") from None
 
 
-def _read(path: Path, strict: bool) -> ReadResult:
-    progress = _Progress(path.stat().st_size)
-    try:
-        return read_log(path, strict=strict, on_progress=progress)
-    finally:
-        progress.close()
+def _read(path: Path, strict: bool, progress: Progress) -> ReadResult:
+    progress.phase("reading log", path.stat().st_size)
+    return read_log(path, strict=strict, on_progress=progress)
 
 
 def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
     if graph is None:
         return None, None
+    from fsm_stage.cli.inputs import read_text_arg
     from fsm_stage.config import load_config_text
-    from fsm_stage.fileio import read_text_input
 
-    cfg = load_config_text(read_text_input(graph, what="stage graph"), graph)
+    cfg = load_config_text(read_text_arg(graph, what="stage graph"), display_name(graph))
     if cfg.graph is None:
-        raise UserError(f"{graph}: declares no stage graph (only plan mode); --graph needs a stage graph")
+        raise UserError(
+            f"{display_name(graph)}: declares no stage graph (only plan mode); --graph needs a stage graph"
+        )
     return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
 
 
@@ -163,27 +149,64 @@ def _assemble(
     else:
         current, stage_source = initial, ("graph initial" if initial is not None else None)
     out = {
-        "header": {k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"},
+        "format_version": JSON_FORMAT_VERSION,
+        "header": snake_keys({k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"}),
         "events": total,
-        "foldedEvents": folded,
+        "folded_events": folded,
         "at": at,
-        "turn": turn.view(states[turn.key]),
-        "planMode": plan.view(states[plan.key]),
+        "turn": snake_keys(turn.view(states[turn.key])),
+        "plan_mode": snake_keys(plan.view(states[plan.key])),
         "stage": {
             "current": current,
             "source": stage_source,
-            "atLastHeader": stage_state.stage_at_last_header,
-            "hasStagePrompt": stage_state.has_stage_prompt,
+            "at_last_header": stage_state.stage_at_last_header,
+            "has_stage_prompt": stage_state.has_stage_prompt,
         },
-        "lastHeader": told.view(states[told.key]),
+        "last_header": snake_keys(told.view(states[told.key])),
         "surface": surface,
-        "tornTailOffset": torn,
-        "unknownTypes": dict(unknown),
+        "torn_tail_offset": torn,
+        "unknown_types": dict(unknown),
         "warnings": warnings,
     }
     if checkpoint is not None:
         out["checkpoint"] = checkpoint
     return out
+
+
+def _fold_all(
+    events: list[Event] | tuple[Event, ...], progress: Progress, warnings: list[str]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Every projection's state and the surface summary (None, with a warning, when the surface
+    fold fails), reporting ``folding`` progress in chunks of ``_FOLD_CHUNK`` events."""
+    projections = _projections()
+    n = len(events)
+    progress.phase("folding", n * (len(projections) + 1))
+    done = 0
+    states: dict[str, Any] = {}
+    for p in projections:
+        state, apply = p.init(), p.apply
+        for lo in range(0, n, _FOLD_CHUNK):
+            for ev in events[lo : lo + _FOLD_CHUNK]:
+                state = apply(state, ev)
+            progress(done + min(lo + _FOLD_CHUNK, n))
+        states[p.key] = state
+        done += n
+    s = Surface()
+    surface: dict[str, Any] | None
+    try:
+        for lo in range(0, n, _FOLD_CHUNK):
+            s.extend(events[lo : lo + _FOLD_CHUNK])
+            progress(done + min(lo + _FOLD_CHUNK, n))
+        surface = {
+            "nodes": len(s),
+            "replace_generation": s.replace_generation,
+            "head_is_system": s.head_is_system,
+        }
+    except SurfaceOpError as err:
+        surface = None
+        warnings.append(f"surface fold failed: {err}")
+    progress.close()
+    return states, surface
 
 
 def state_report(
@@ -193,12 +216,14 @@ def state_report(
     graph: str | None = None,
     strict: bool = False,
     source: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The ``state`` command's data as a JSON-able dict (see module docstring).
 
     Raises ``UserError`` when ``at`` is past the last seq or the graph cannot be loaded, and
     (``strict``) ``LogFormatError`` for a ``plan/mode`` record with an invalid payload, which is
-    otherwise a warning (B105–B108); ``source`` (the log's path) prefixes those messages.
+    otherwise a warning (B105–B108); ``source`` (the log's path) prefixes those messages;
+    ``progress`` gets a ``folding`` phase counting events times folds.
     """
     total = len(res.events)
     if at is not None and at >= total:
@@ -206,19 +231,8 @@ def state_report(
         raise UserError(f"--at {at} is past the end of the log ({last})")
     events = res.events if at is None else res.events[: at + 1]
     warnings = list(res.warnings)
-    states = {p.key: fold(p, events) for p in _projections()}
-    surface: dict[str, Any] | None
-    s = Surface()
-    try:
-        s.extend(events)
-        surface = {
-            "nodes": len(s),
-            "replaceGeneration": s.replace_generation,
-            "headIsSystem": s.head_is_system,
-        }
-    except SurfaceOpError as err:
-        surface = None
-        warnings.append(f"surface fold failed: {err}")
+    bar = Progress(0, enabled=False) if progress is None else progress
+    states, surface = _fold_all(events, bar, warnings)
     return _assemble(
         res.header,
         states,
@@ -236,21 +250,28 @@ def state_report(
 
 
 def checkpointed_report(
-    path: Path, store_dir: Path, *, graph: str | None = None, strict: bool = False
+    path: Path,
+    store_dir: Path,
+    *,
+    graph: str | None = None,
+    strict: bool = False,
+    source: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The ``state`` data from a checkpointed cold read (``cold_fold``): seeks to the last
     checkpoint's watermark and folds only newer events, then saves a fresh checkpoint in
     ``store_dir``. The surface is not folded in this mode (it needs every node), so
     ``surface`` is None; ``checkpoint`` says whether the read resumed and from which seq.
     """
-    progress = _Progress(path.stat().st_size)
-    try:
-        res = cold_fold(
-            path, _projections(), store=CheckpointStore(store_dir), strict=strict, on_progress=progress
-        )
-    finally:
-        progress.close()
-    note = {"resumedFrom": res.resumed_from, "eventsFolded": res.events_applied, "note": res.checkpoint_note}
+    bar = Progress(0, enabled=False) if progress is None else progress
+    bar.phase("reading and folding log", path.stat().st_size)
+    res = cold_fold(path, _projections(), store=CheckpointStore(store_dir), strict=strict, on_progress=bar)
+    bar.close()
+    note = {
+        "resumed_from": res.resumed_from,
+        "events_folded": res.events_applied,
+        "note": res.checkpoint_note,
+    }
     return _assemble(
         res.header,
         res.states,
@@ -262,7 +283,7 @@ def checkpointed_report(
         warnings=list(res.warnings),
         torn=res.torn_tail_offset,
         unknown=res.unknown_types,
-        source=str(path),
+        source=str(path) if source is None else source,
         strict=strict,
         checkpoint=note,
     )
@@ -277,17 +298,17 @@ def _human(path: str, r: dict[str, Any]) -> str:
     lines = [
         f"log:          {path}",
         f"session:      {h['id']}",
-        f"  cwd {_dash(h['cwd'])}, origin {_dash(h['origin'])}, depth {h['delegationDepth']}, "
-        f"parent {_dash(h['parentSession'])}, version {_dash(h['version'])}",
+        f"  cwd {_dash(h['cwd'])}, origin {_dash(h['origin'])}, depth {h['delegation_depth']}, "
+        f"parent {_dash(h['parent_session'])}, version {_dash(h['version'])}",
     ]
     if r["at"] is None:
         span = f" (seq 0–{r['events'] - 1})" if r["events"] else ""
         lines.append(f"events:       {r['events']}{span}")
     else:
-        lines.append(f"events:       {r['events']}; folded {r['foldedEvents']} (seq 0–{r['at']}, --at)")
+        lines.append(f"events:       {r['events']}; folded {r['folded_events']} (seq 0–{r['at']}, --at)")
     t = r["turn"]
     lines.append(f"turn:         {'open (turn ' + _dash(t['turn']) + ')' if t['open'] else 'idle'}")
-    pm = r["planMode"]
+    pm = r["plan_mode"]
     lines.append(
         f"plan mode:    {'active' if pm['active'] else 'inactive'}"
         f"{', change pending' if pm['pending'] else ''}  (active={str(pm['active']).lower()}, "
@@ -301,13 +322,13 @@ def _human(path: str, r: dict[str, Any]) -> str:
             f"stage:        {st['current']}"
             + (" (graph initial; no stage record)" if st["source"] == "graph initial" else "")
         )
-    told = r["lastHeader"]
+    told = r["last_header"]
     if told is None:
         lines.append("last header:  - (no request/header yet)")
     else:
         lines.append(
             f"last header:  seq {told['seq']} ({_dash(told['reason'])}): plan mode "
-            f"{'active' if told['planActive'] else 'inactive'}, stage {_dash(told['stage'])}"
+            f"{'active' if told['plan_active'] else 'inactive'}, stage {_dash(told['stage'])}"
         )
     sf = r["surface"]
     lines.append(
@@ -316,14 +337,14 @@ def _human(path: str, r: dict[str, Any]) -> str:
         else "surface:      -"
         if sf is None
         else f"surface:      {sf['nodes']} node{'s' if sf['nodes'] != 1 else ''}"
-        f" ({sf['replaceGeneration']} replace{'s' if sf['replaceGeneration'] != 1 else ''})"
+        f" ({sf['replace_generation']} replace{'s' if sf['replace_generation'] != 1 else ''})"
     )
     cp = r.get("checkpoint")
     if cp is not None:
         lines.append(
-            f"checkpoint:   resumed after seq {cp['resumedFrom']}, folded {cp['eventsFolded']} new event(s)"
-            if cp["resumedFrom"] is not None
-            else f"checkpoint:   full fold of {cp['eventsFolded']} event(s) ({cp['note']}); checkpoint saved"
+            f"checkpoint:   resumed after seq {cp['resumed_from']}, folded {cp['events_folded']} new event(s)"
+            if cp["resumed_from"] is not None
+            else f"checkpoint:   full fold of {cp['events_folded']} event(s) ({cp['note']}); checkpoint saved"
         )
     if r["warnings"]:
         lines.append("warnings:")
@@ -332,13 +353,13 @@ def _human(path: str, r: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.argument("log", type=click.Path(path_type=Path))
+@click.argument("log", type=click.Path(allow_dash=True))
 @click.option(
     "--graph",
     "graph",
-    type=str,
+    type=click.Path(allow_dash=True),
     default=None,
-    help="Stage-graph YAML; its initial stage is shown when the log has no stage record.",
+    help="Stage-graph YAML ('-': stdin); its initial stage is shown when the log has no stage record.",
 )
 @click.option(
     "--at",
@@ -360,24 +381,37 @@ def _human(path: str, r: dict[str, Any]) -> str:
     help="Keep projection checkpoints here: later reads seek to the tail (no surface fold; not with --at).",
 )
 def state(
-    log: Path, graph: str | None, at: int | None, as_json: bool, strict: bool, checkpoint_dir: Path | None
+    log: str, graph: str | None, at: int | None, as_json: bool, strict: bool, checkpoint_dir: Path | None
 ) -> None:
     """Fold a session log and print its state (header, turn, plan mode, stage, surface).
 
+    LOG may be '-' (standard input), a pipe or a FIFO: it is spooled to a temporary file.
     Exit 0 on success, 1 for invalid input (unreadable LOG or GRAPH, not a session log,
     corruption, --at past the end), 2 for usage errors (unknown option, --at -1).
     """
-    check_log_input(log)
-    if checkpoint_dir is not None:
-        if at is not None:
-            raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")
-        report = checkpointed_report(log, checkpoint_dir, graph=graph, strict=strict)
-    else:
-        report = state_report(_read(log, strict), at=at, graph=graph, strict=strict, source=str(log))
+    if log == "-" and graph == "-":
+        raise click.UsageError("LOG and --graph cannot both be '-' (standard input)")
+    if checkpoint_dir is not None and at is not None:
+        raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")
+    name = display_name(log)
+    progress = Progress(0)
+    try:
+        with spooled(log) as path:
+            check_log_input(path, name)
+            if checkpoint_dir is not None:
+                report = checkpointed_report(
+                    path, checkpoint_dir, graph=graph, strict=strict, source=name, progress=progress
+                )
+            else:
+                res = _read(path, strict, progress)
+                report = state_report(res, at=at, graph=graph, strict=strict, source=name, progress=progress)
+    finally:
+        progress.close()
     if as_json:
-        click.echo(json.dumps({"path": str(log), **report}, ensure_ascii=False, indent=2))
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": name, **report},
+                              ensure_ascii=False, indent=2))
     else:
-        click.echo(_human(str(log), report))
+        click.echo(_human(name, report))
 
 
 COMMANDS = [state]

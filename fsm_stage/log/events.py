@@ -1,4 +1,4 @@
-"""Events, the session header and the ``EventLog`` protocol with its in-memory store.
+"""Events, the session header and the ``EventLog`` protocol every store implements.
 
 An event is one line of a DSH session log (dsh-log-format.md §1.3): ``type``, ``seq``
 (contiguous from 0), ``time`` (integer epoch ms, not necessarily monotonic), ``data`` (any
@@ -9,14 +9,13 @@ optional ``source_event_seqs``. Event types fsm_stage invents carry ``ignorable=
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from fsm_stage.errors import AppendConflictError, LogWriteError
-
-if TYPE_CHECKING:  # surface imports this module
+if TYPE_CHECKING:  # both import this module
+    from fsm_stage.log.memory import MemoryLog as MemoryLog
     from fsm_stage.log.surface import Surface
 
 
@@ -125,6 +124,10 @@ class EventLog(Protocol):
     instead of folding a second copy. ``MemoryLog`` and ``JsonlLog`` implement all of it; a
     host adapter delegating to one of them gets it by delegation.
 
+    ``expect_last_seq`` (design B §2) makes an append conditional: written only when the log
+    still ends at that seq (``-1`` = empty), else ``AppendConflictError`` with nothing written.
+    ``refresh()`` catches up with other writers' events and returns how many it read.
+
     Writers differ in one default: ``allow_unknown_types`` is True on ``MemoryLog`` and False
     on ``JsonlLog`` (see their docstrings).
     """
@@ -170,104 +173,15 @@ def check_last_seq(expected: int | None, length: int) -> None:
     """Raise ``AppendConflictError(expected, length - 1)`` unless ``expected`` is None or the
     log of ``length`` events ends at seq ``expected`` (``-1`` = empty)."""
     if expected is not None and expected != length - 1:
+        from fsm_stage.errors import AppendConflictError
+
         raise AppendConflictError(expected, length - 1)
 
 
-class MemoryLog:
-    """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
+def __getattr__(name: str) -> Any:
+    """``MemoryLog`` lives in ``fsm_stage.log.memory``; this keeps ``events.MemoryLog`` importable."""
+    if name == "MemoryLog":
+        from fsm_stage.log.memory import MemoryLog
 
-    Like ``JsonlLog`` it validates surface ops (``surface`` is the live ``Surface``; the
-    protected system head rule is on by default), checks every new event with
-    ``writer_checks.check_new_event`` (``ignorable_types``, ``allow_unknown_types`` as there),
-    marks ``fsm/…`` types ignorable, and offers the atomic ``append_many`` — both stores
-    build their events with the one ``writer_checks.prepare_batch``. Seed ``events`` are taken
-    as they are (they come from a reader).
-
-    **One difference, on purpose: ``allow_unknown_types`` defaults to True here but to False
-    on ``JsonlLog``.** An in-memory log is never read by a strict DSH reader, so unit tests
-    and hosts may use made-up types freely; the same append of an unknown type without
-    ``ignorable=True`` raises ``InvalidEventError`` on a file. Pass
-    ``allow_unknown_types=False`` to get the file rule in memory (recommended for an
-    orchestrator's own tests).
-    """
-
-    def __init__(
-        self,
-        header: SessionHeader,
-        events: Sequence[Event] = (),
-        *,
-        clock: Clock = wall_clock_ms,
-        protect_system_head: bool = True,
-        ignorable_types: Collection[str] = (),
-        allow_unknown_types: bool = True,
-    ):
-        from fsm_stage.log.surface import Surface  # local: surface imports this module
-
-        self._ignorable_types = frozenset(ignorable_types)
-        self._allow_unknown_types = allow_unknown_types
-        self._header = header
-        self._events: list[Event] = list(events)
-        self._clock = clock
-        self.fail_next: BaseException | None = None
-        for i, ev in enumerate(self._events):
-            if ev.seq != i:
-                raise LogWriteError(f"seed event {i} has seq {ev.seq}; seqs must be contiguous from 0")
-        self.surface = Surface(protect_system_head=protect_system_head)
-        self.surface.extend(self._events)
-
-    @property
-    def header(self) -> SessionHeader:
-        return self._header
-
-    @property
-    def events(self) -> Sequence[Event]:
-        return self._events
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-        expect_last_seq: int | None = None,
-    ) -> Event:
-        """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
-        or the surface op cannot apply, ``AppendConflictError`` as ``append_many``."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
-                                expect_last_seq=expect_last_seq)[0]
-
-    def refresh(self) -> int:
-        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (design B §2)."""
-        return 0
-
-    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
-        """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
-        ``InvalidEventError`` for an event a strict reader would refuse. With
-        ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
-        the batch is written only if the log still ends there, else ``AppendConflictError``."""
-        from fsm_stage.log.writer_checks import prepare_batch  # local: it imports this module
-
-        check_last_seq(expect_last_seq, len(self._events))
-        if self.fail_next is not None:
-            err, self.fail_next = self.fail_next, None
-            name = specs[0].type if specs else "?"
-            raise LogWriteError(f"append of {name!r} refused: {err}") from err
-        evs = prepare_batch(
-            specs,
-            next_seq=len(self._events),
-            now=self._clock(),
-            surface=self.surface,
-            ignorable_types=self._ignorable_types,
-            allow_unknown=self._allow_unknown_types,
-        )
-        self._events.extend(evs)
-        self.surface.extend(evs)
-        return evs
+        return MemoryLog
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ Rules
   (``text-chunks``) and the header type ``session`` are not event types.
 * ``data`` is JSON: ``json.dumps(data, allow_nan=False)`` succeeds (``check_json=False``
   skips this for a caller that encodes the line itself and fails the same way).
-* A type outside DSH's vocabulary (``dsh.KNOWN_EVENT_TYPES``) must be written
+* A type outside DSH's vocabulary (``constants.KNOWN_EVENT_TYPES``) must be written
   ``ignorable: true`` — DSH's strict loader refuses it otherwise. It is ignorable when the
   caller passes ``ignorable=True``, when it starts with ``fsm/``, when it is fsm_stage's own
   ``system/message`` (the protected surface head; DSH has no such type) or is listed in the
@@ -41,9 +41,8 @@ import json
 import re
 from collections.abc import Collection, Sequence
 
-from fsm_stage.constants import FSM_EVENT_PREFIX, SYSTEM_MESSAGE, USER_MESSAGE
+from fsm_stage.constants import FSM_EVENT_PREFIX, KNOWN_EVENT_TYPES, SYSTEM_MESSAGE, USER_MESSAGE
 from fsm_stage.errors import LogWriteError
-from fsm_stage.log.dsh import KNOWN_EVENT_TYPES
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.surface import Surface
 

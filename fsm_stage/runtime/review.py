@@ -302,6 +302,18 @@ def render_markdown(text: str) -> str:
     return "\n".join(out)
 
 
+def _option_number(text: str) -> int | None:
+    """``text`` as an option number when it is ASCII digits only (``"2"``), else None.
+
+    ``str.isdigit`` also accepts ``"¹"`` or ``"①"``, which ``int()`` refuses; such text is
+    neither a number nor feedback, so the prompt asks again. A number too long to be an option
+    (more than 9 digits: ``int()`` refuses over 4300) gives 0, which is out of range.
+    """
+    if text and text.isascii() and text.isdigit():
+        return int(text) if len(text) <= 9 else 0
+    return None
+
+
 class TerminalReviewChannel:
     """An interactive ``ReviewChannel`` on the terminal (click prompts).
 
@@ -346,13 +358,14 @@ class TerminalReviewChannel:
             while True:
                 raw: str = click.prompt(w.choose, default="", show_default=False)
                 text = raw.strip()
-                if text.isdigit() and 1 <= int(text) <= len(q.options):
-                    label = q.options[int(text) - 1].label
+                number = _option_number(text)
+                if number is not None and 1 <= number <= len(q.options):
+                    label = q.options[number - 1].label
                     if label == approve:
                         return Answer(q.id, (label,))
                     fb: str = click.prompt(w.feedback, default="", show_default=False)
                     return Answer(q.id, (label,), fb.strip() or None)
-                if text and not text.isdigit():
+                if text and number is None and not text.isdigit():
                     return Answer(q.id, (), text)
                 click.echo(w.invalid)
         except (click.exceptions.Abort, EOFError) as exc:

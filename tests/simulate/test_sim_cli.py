@@ -210,3 +210,21 @@ def test_readme_excerpts_are_the_main_commands_real_output(monkeypatch: pytest.M
     assert code == 0
     lines = set(out.splitlines())
     assert [line for line in quoted if line not in lines] == []
+
+
+def test_validate_never_imports_the_simulator() -> None:
+    """``fsm-stage validate`` loads neither ``fsm_stage.simulate`` nor ``fsm_stage.scenario``
+    (checked in a fresh interpreter: this test process imported both already)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom fsm_stage.cli import main\n"
+            f"r = CliRunner().invoke(main, ['validate', {graph_ref('feature-work.yaml')!r}])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "names = ('fsm_stage.simulate', 'fsm_stage.scenario')\n"
+            "print(sorted(m for m in sys.modules if m.startswith(names)))\n")
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]"

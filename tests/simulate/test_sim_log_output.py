@@ -174,7 +174,7 @@ def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) 
 def test_an_interrupted_run_leaves_no_temporary_files(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Finding 17: Ctrl-C (KeyboardInterrupt) in the middle of a run cleans up too."""
-    from fsm_stage import simulate as sim_module
+    from fsm_stage.simulate import engine as sim_module
 
     calls = {"n": 0}
     real_answer = sim_module._Engine.answer

@@ -236,7 +236,8 @@ def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
     all the messages so far, and each was priced and rendered again at every request. A message's
     view is computed once and reused while the log shows the same message; the records are the
     same as without the reuse."""
-    import fsm_stage.simulate as sim
+    import fsm_stage.simulate.engine as sim
+    import fsm_stage.simulate.report as report
 
     _write(tmp_path, "g.yaml", FULL_GRAPH)
     steps = "".join(f"  - user: prompt {i}\n  - model: answer {i}\n" for i in range(30))
@@ -244,7 +245,7 @@ def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
     calls = [0]
     real = sim.message_view
 
-    def counting(message: object, meter: object = sim._METER) -> object:
+    def counting(message: object, meter: object = report._METER) -> object:
         calls[0] += 1
         return real(message, meter)  # type: ignore[arg-type]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fsm_stage.config import GraphConfig, load_config
 from fsm_stage.constants import TOOL_RESULT, USER_MESSAGE
-from fsm_stage.handoff import LocalHandoffStore
+from fsm_stage.handoff import LocalHandoffStore, session_segment
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
@@ -97,7 +97,7 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
         assert [t.name for t in first.tools] == ["goto_stage"]
 
         # The full transition: handoff written before the review, path under the session segment.
-        handoff_path = tmp_path / "handoff" / "feature-dry-run" / "implement.md"
+        handoff_path = tmp_path / "handoff" / session_segment("feature/dry run") / "implement.md"
         assert handoff_path.read_text("utf-8") == HANDOFF
         (q1,) = review.requests[0].questions
         assert q1.detail == HANDOFF and q1.question == catalog.text("review.full_question", stage="implement")
@@ -112,7 +112,7 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
         # The light transition: no document, generic question, history kept.
         (q2,) = review.requests[1].questions
         assert q2.detail is None and q2.question == catalog.text("review.light_question", stage="verify")
-        assert not (tmp_path / "handoff" / "feature-dry-run" / "verify.md").exists()
+        assert not (tmp_path / "handoff" / session_segment("feature/dry run") / "verify.md").exists()
 
         # Boundary 3: the verify prompt is appended after the kept implement history.
         t3 = texts(third)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fsm_stage.handoff import LocalHandoffStore
+from fsm_stage.handoff import LocalHandoffStore, session_segment
 from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 
@@ -151,12 +151,14 @@ def test_sessions_sharing_a_workspace_S69() -> None:
 
 
 def test_odd_session_id_is_sanitised_S70() -> None:
-    """S70: 'odd id/../x' → /workspace/handoff/odd-id-..-x/beta.md."""
+    """S70: 'odd id/../x' → /workspace/handoff/odd-id-..-x-<16 hex of its hash>/beta.md."""
     h = Harness(session_id="odd id/../x")
     h.open_turn()
     h.review.approve()  # type: ignore[union-attr]
     h.goto("beta", "# Odd")
-    assert [w.path for w in h.handoffs.writes] == ["/workspace/handoff/odd-id-..-x/beta.md"]  # type: ignore[union-attr]
+    seg = session_segment("odd id/../x")  # the seed's 'odd-id-..-x' plus a hash of the id
+    assert seg.startswith("odd-id-..-x-") and len(seg) == len("odd-id-..-x-") + 16
+    assert [w.path for w in h.handoffs.writes] == [f"/workspace/handoff/{seg}/beta.md"]  # type: ignore[union-attr]
 
 
 def test_sandbox_policy_per_session_S71() -> None:

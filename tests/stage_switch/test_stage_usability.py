@@ -52,8 +52,9 @@ LISTING = ("When the current stage (<< stage_current >>) is complete, "
 
 def test_short_session_ids_keep_the_spec_segment_S70_S72() -> None:
     """Ids up to MAX_SEGMENT_LENGTH characters keep the spec's segment exactly (S70, S72a–c)."""
-    assert session_segment("odd id/../x") == "odd-id-..-x"
-    assert session_segment("..") == "session"
+    # Ids the seed rule changes carry a hash of the original id (one folder per id).
+    assert session_segment("odd id/../x").startswith("odd-id-..-x-")
+    assert session_segment("..").startswith("session-")
     exact = "a" * MAX_SEGMENT_LENGTH
     assert session_segment(exact) == exact
 

@@ -1,0 +1,64 @@
+"""What a session log says to highlight in a diagram (``fsm-stage draw GRAPH --log LOG``).
+
+``session_marks(arg)`` reads the log (``-``, pipes and FIFOs spooled, ``fsm_stage.cli.inputs``)
+with ``read_log`` and folds it with the same projections ``fsm-stage state`` uses: the current
+stage (``StageProjection``; None without a stage record), plan mode (``PlanView``) and the
+pending transition (``pending_transition``). Errors are the ``state`` command's one-liners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fsm_stage.cli.inputs import display_name, spooled
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import Event
+from fsm_stage.log.projections import PlanView, StageProjection, fold
+
+
+@dataclass(frozen=True)
+class SessionMarks:
+    """The folded facts a diagram highlights: ``stage`` (None: no stage record), ``plan_active``
+    and ``plan_pending`` (a plan-mode change requested, not yet applied), ``pending`` (a
+    proposed ``(source, target)`` transition awaiting review, or None) and the log's
+    ``warnings`` (torn tail, unknown event types)."""
+
+    stage: str | None
+    plan_active: bool
+    plan_pending: bool
+    pending: tuple[str, str] | None
+    warnings: tuple[str, ...] = ()
+
+
+def pending_transition(events: Sequence[Event]) -> tuple[str, str] | None:
+    """The proposed transition ``(source, target)`` still awaiting review in ``events``, or None.
+
+    Hook: the log format has no durable pending-transition record yet, so this is always
+    None. When one lands (a projection in ``fsm_stage.log.projections``), fold it here; the
+    diagrams already draw the result (``to_mermaid``/``to_dot`` ``pending=``).
+    """
+    del events
+    return None
+
+
+def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
+    """Read the session log ``arg`` (a path or ``-``) and fold what a diagram highlights.
+
+    Raises ``UserError`` (one line) for an unreadable log, ``LogFormatError`` for one that is
+    not a session log or is corrupt (``strict``: also unknown event types).
+    """
+    from fsm_stage.cli.log_cmds import check_log_input
+
+    with spooled(arg) as path:
+        check_log_input(path, display_name(arg))
+        res = read_log(path, strict=strict)
+    plan = PlanView()
+    view = plan.view(fold(plan, res.events))
+    return SessionMarks(
+        stage=fold(StageProjection(), res.events).stage,
+        plan_active=bool(view["active"]),
+        plan_pending=bool(view["pending"]),
+        pending=pending_transition(res.events),
+        warnings=tuple(res.warnings),
+    )

@@ -1,0 +1,137 @@
+"""Compiling graphs: ``compile_graph`` (cached by fingerprint) and ``compile_plan_mode``.
+
+``compile_graph(config)`` returns one shared ``CompiledGraph`` per fingerprint (a bounded
+LRU of 64) in O(stages + explicit edges); stages with omitted targets get their transitions
+built on first use (``fsm_stage.graph.machine``). ``compile_plan_mode()`` is the one
+``default``/``plan`` machine of the process. ``clear_cache()`` forgets compiled graphs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final
+
+from transitions import EventData
+
+from fsm_stage.config import GraphConfig
+from fsm_stage.graph.canonical import _FINGERPRINT_VERSION, fingerprint
+from fsm_stage.graph.compiled import CompiledGraph
+from fsm_stage.graph.conditions import _approved, _commit, _eligible_condition
+from fsm_stage.graph.vocabulary import PLAN_DEFAULT, PLAN_ENTER, PLAN_EXIT, PLAN_LEAVE, PLAN_STATE, goto
+
+_CACHE_SIZE: Final = 64
+
+_cache: OrderedDict[str, CompiledGraph] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _build(config: GraphConfig, fp: str) -> CompiledGraph:
+    # explicit edges only; stages with omitted targets go to _add_any_sources (built lazily)
+    edges = {s.name: s.targets for s in config.stages if s.targets is not None}
+    any_sources = tuple(s.name for s in config.stages if s.targets is None)
+    known = set(config.stage_names)
+    if config.initial_stage not in known:
+        raise ValueError(f"graph {config.name!r}: initial stage {config.initial_stage!r} is not configured")
+    for source, out in edges.items():
+        for edge in out:
+            if edge.target not in known or edge.target == source:
+                raise ValueError(
+                    f"graph {config.name!r}: edge {source} -> {edge.target} does not lead to another "
+                    "configured stage (was the config validated with load_config?)"
+                )
+    commit = [_commit]
+    conditions: dict[tuple[str, ...], list[Callable[[EventData], bool]]] = {}  # one per guard set
+    transitions: list[dict[str, Any]] = []
+    for source, out in edges.items():
+        for edge in out:
+            conds = conditions.get(edge.guards)
+            if conds is None:
+                conds = conditions[edge.guards] = [_eligible_condition(edge.guards), _approved]
+            transitions.append(
+                {
+                    "trigger": goto(edge.target),
+                    "source": source,
+                    "dest": edge.target,
+                    "conditions": conds,
+                    "before": commit,
+                }
+            )
+    return CompiledGraph(
+        states=config.stage_names,
+        initial=config.initial_stage,
+        transitions=transitions,
+        fingerprint=fp,
+        config=config,
+        edges=edges,
+        name=config.name,
+        any_sources=any_sources,
+    )
+
+
+def compile_graph(config: GraphConfig) -> CompiledGraph:
+    """Compile ``config`` into a shared :class:`CompiledGraph` (cached by fingerprint).
+
+    The config must already be validated (``load_config``); an edge to an unknown stage or to
+    its own stage, or an unknown ``initial``, raises ``ValueError`` (a programming error, not a
+    user one: ``load_config`` reports those with positions). The same fingerprint returns the
+    same object (a bounded LRU cache of 64 graphs); a changed graph compiles a new machine.
+    Cost is O(stages + explicit edges): a stage with omitted targets (an edge to every other
+    stage) costs O(1) here and its transitions are built on first use (module docstring).
+    """
+    fp = fingerprint(config)
+    with _cache_lock:
+        hit = _cache.get(fp)
+        if hit is not None:
+            _cache.move_to_end(fp)
+            return hit
+    compiled = _build(config, fp)
+    with _cache_lock:
+        existing = _cache.setdefault(fp, compiled)
+        _cache.move_to_end(fp)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return existing
+
+
+def clear_cache() -> None:
+    """Forget every compiled graph (benchmarks, tests; sessions holding one keep it)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+@functools.cache
+def compile_plan_mode() -> CompiledGraph:
+    """The plan-mode machine (one per process): states ``default``/``plan``.
+
+    Triggers: ``enter_plan`` (default→plan), ``leave_plan`` (plan→default, no guard: the user's
+    ``/plan off``), ``exit_plan`` (plan→default, guard ``approved``: ctx ``approval ==
+    "default"``, i.e. the reviewer approved leaving plan mode). All commit first.
+    """
+    commit = [_commit]
+    transitions = [
+        {"trigger": PLAN_ENTER, "source": PLAN_DEFAULT, "dest": PLAN_STATE, "before": commit},
+        {"trigger": PLAN_LEAVE, "source": PLAN_STATE, "dest": PLAN_DEFAULT, "before": commit},
+        {
+            "trigger": PLAN_EXIT,
+            "source": PLAN_STATE,
+            "dest": PLAN_DEFAULT,
+            "conditions": [_approved],
+            "before": commit,
+        },
+    ]
+    descriptor = json.dumps(transitions, default=lambda f: getattr(f, "__name__", "?"), sort_keys=True)
+    fp = hashlib.sha256(f"{_FINGERPRINT_VERSION}\nplan_mode\n{descriptor}".encode()).hexdigest()
+    return CompiledGraph(
+        states=(PLAN_DEFAULT, PLAN_STATE),
+        initial=PLAN_DEFAULT,
+        transitions=transitions,
+        fingerprint=fp,
+        config=None,
+        edges={},
+        name="plan_mode",
+    )

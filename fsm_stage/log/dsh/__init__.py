@@ -1,0 +1,68 @@
+"""Reader for DeepSeek Harness (DSH) session logs: real on-disk logs and DSH's test fixtures.
+
+Follows dsh-log-format.md §9.1. Modules, bottom up: ``records`` (header validation,
+``RecordDecoder``, ``ReadResult``), ``opening`` (plain/zstd files, foreign files, the
+torn-tail rule, ``open_session_log``), ``reader`` (``read_log``, ``iter_events``) and
+``streams`` (``read_streams``/``read_stream`` for live envelope streams). This package
+re-exports all of their public names; ``KNOWN_EVENT_TYPES`` lives in ``fsm_stage.constants``.
+"""
+
+from __future__ import annotations
+
+from fsm_stage.constants import KNOWN_EVENT_TYPES
+from fsm_stage.log.dsh.opening import (
+    ZSTD_MAGIC,
+    BodyScan,
+    OpenedLog,
+    OpenedSession,
+    gc_paused,
+    open_log_bytes,
+    open_log_data,
+    open_session_data,
+    open_session_log,
+    read_header,
+    scan_body,
+    unknown_types_warning,
+)
+from fsm_stage.log.dsh.reader import iter_events, read_log, read_log_data
+from fsm_stage.log.dsh.records import (
+    ENVELOPE_KEYS,
+    HEADER_KEYS,
+    PACKED_ROW_TYPES,
+    RETIRED_HEADER_KEYS,
+    ReadResult,
+    RecordDecoder,
+    parse_header,
+    parse_surface_op,
+)
+from fsm_stage.log.dsh.streams import read_stream, read_streams, unwrap_envelope
+
+__all__ = [
+    "ENVELOPE_KEYS",
+    "HEADER_KEYS",
+    "KNOWN_EVENT_TYPES",
+    "PACKED_ROW_TYPES",
+    "RETIRED_HEADER_KEYS",
+    "ZSTD_MAGIC",
+    "BodyScan",
+    "OpenedLog",
+    "OpenedSession",
+    "ReadResult",
+    "RecordDecoder",
+    "gc_paused",
+    "iter_events",
+    "open_log_bytes",
+    "open_log_data",
+    "open_session_data",
+    "open_session_log",
+    "parse_header",
+    "parse_surface_op",
+    "read_header",
+    "read_log",
+    "read_log_data",
+    "read_stream",
+    "read_streams",
+    "scan_body",
+    "unknown_types_warning",
+    "unwrap_envelope",
+]

@@ -1,0 +1,273 @@
+"""Decoding DSH session-log records: the header line and body event records (§1.2–§1.3).
+
+``parse_header`` validates a ``type: "session"`` line: ``version`` 0 or absent (a newer one
+is a ``LogFormatError`` unless ``allow_newer``), ``delegationDepth`` optional. A
+``RecordDecoder`` turns body records into ``Event``s with the running seq: packed chunk rows
+(``text-chunks``, ``reasoning-chunks``, ``tool-call-chunks``) expand into
+``assistant/chunk`` events; absent ``seq``/``time`` are synthesised; replace ops read as
+``{op, start, end}`` or ``{op, startSeq, endSeq}`` (``parse_surface_op``). Unknown types are
+kept and counted; ``strict=True`` refuses them without ``ignorable: true`` (§8.6), along with
+unknown envelope keys, missing header fields and retired ones. ``ReadResult`` is what a
+reader returns.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from fsm_stage.constants import KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, SESSION_HEADER_TYPE
+from fsm_stage.errors import LogFormatError
+from fsm_stage.log.events import Event, Replace, SessionHeader, SurfaceOp
+
+PACKED_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+"""Storage-only packed chunk row tags (dsh-log-format.md §1.3 b)."""
+
+ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
+"""The seven keys a DSH event envelope may have (§1.3 a)."""
+
+HEADER_KEYS = frozenset(
+    {"type", "version", "id", "createdAt", "cwd", "delegationDepth", "parentSession", "seedLength", "origin"}
+)
+RETIRED_HEADER_KEYS = frozenset({"sandboxMode", "approvalPolicy"})
+
+_json_decode = json.JSONDecoder().decode
+"""One shared decoder: skips ``json.loads``'s per-call encoding detection on the hot path."""
+
+_UNPARSABLE = (ValueError, RecursionError)
+"""What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and
+``UnicodeDecodeError``) and ``RecursionError`` for nesting deeper than the parser's recursion
+limit: such a line is unparsable like any other (§8.3)."""
+
+
+@attrs.frozen
+class ReadResult:
+    """What ``read_log``/``read_stream`` found.
+
+    ``events[i].seq == i``. ``line_offsets[i]`` is the byte offset of the start of the line
+    holding event ``i`` (members of a packed row share one). ``good_end`` is the offset just
+    past the last good line; ``torn_tail_offset`` equals it when a tail was dropped, else None.
+    ``warnings`` are one-line human-readable notes (torn tail, unknown types, legacy header).
+    """
+
+    header: SessionHeader
+    raw_header: Mapping[str, Any]
+    events: list[Event]
+    warnings: tuple[str, ...]
+    torn_tail_offset: int | None
+    good_end: int
+    unknown_types: Mapping[str, int]
+    line_offsets: array[int]
+    compressed: bool = False
+
+
+class _Defect(Exception):
+    """A bad line: torn tail if no later ``turn/end`` exists, else corruption."""
+
+
+def parse_surface_op(raw: Any) -> SurfaceOp:
+    """Decode a ``surfaceOp`` value: ``"append"`` or a replace (``start``/``end`` or ``startSeq``/``endSeq``).
+
+    Raises ``ValueError`` for anything else.
+    """
+    if raw == "append":
+        return "append"
+    if isinstance(raw, dict) and raw.get("op") == "replace":
+        start = raw.get("start", raw.get("startSeq"))
+        end = raw.get("end", raw.get("endSeq"))
+        if (
+            isinstance(start, int)
+            and isinstance(end, int)
+            and not isinstance(start, bool)
+            and not isinstance(end, bool)
+            and start >= 0
+            and end >= 0
+        ):
+            return Replace(start, end)
+    raise ValueError(f"invalid surfaceOp {raw!r}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parse_header(
+    rec: Mapping[str, Any],
+    *,
+    source: str = "<log>",
+    allow_newer: bool = False,
+    strict: bool = False,
+    warnings: list[str] | None = None,
+) -> SessionHeader:
+    """Validate a ``type: "session"`` header line (dsh-log-format.md §1.2, §8.1–2).
+
+    Raises ``LogFormatError``: newer version ("written by a newer harness"), non-string id,
+    bad createdAt/delegationDepth types, or (``strict``) retired fields / missing fields.
+    """
+    warn = warnings if warnings is not None else []
+    version = rec.get("version")
+    if version is not None:
+        if not _is_int(version) or version < 0:
+            raise LogFormatError(f"{source}: invalid session log version {version!r}")
+        if version > SESSION_FORMAT_VERSION:
+            msg = (
+                f"{source}: session log version {version} was written by a newer harness "
+                f"(this reader understands version {SESSION_FORMAT_VERSION}); upgrade fsm_stage"
+            )
+            if not allow_newer:
+                raise LogFormatError(msg)
+            warn.append(msg + " — read anyway (allow_newer)")
+    elif strict:
+        raise LogFormatError(f"{source}: session header has no version")
+    sid = rec.get("id")
+    if not isinstance(sid, str) or not sid:
+        raise LogFormatError(f"{source}: session header has no string id")
+    created = rec.get("createdAt", 0)
+    if not _is_int(created) or created < 0:
+        raise LogFormatError(
+            f"{source}: session header createdAt must be a non-negative integer, got {created!r}"
+        )
+    depth = rec.get("delegationDepth")
+    if depth is None:
+        if strict:
+            raise LogFormatError(f"{source}: session header has no delegationDepth")
+        depth = 0
+    elif not _is_int(depth) or depth < 0:
+        raise LogFormatError(f"{source}: delegationDepth must be a non-negative integer, got {depth!r}")
+    retired = sorted(RETIRED_HEADER_KEYS & rec.keys())
+    if retired:
+        msg = f"{source}: session header has retired field(s) {', '.join(retired)}"
+        if strict:
+            raise LogFormatError(msg)
+        warn.append(msg)
+    cwd = rec.get("cwd")
+    parent = rec.get("parentSession")
+    origin = rec.get("origin")
+    seed = rec.get("seedLength")
+    return SessionHeader(
+        id=sid,
+        created_at=created,
+        cwd=cwd if isinstance(cwd, str) else None,
+        delegation_depth=depth,
+        parent_session=parent if isinstance(parent, str) else None,
+        origin=origin if isinstance(origin, str) else None,
+        seed_length=seed if _is_int(seed) else None,
+        version=version,
+        extra={k: v for k, v in rec.items() if k not in HEADER_KEYS},
+    )
+
+
+class RecordDecoder:
+    """Decodes body records into ``Event``s, keeping the running seq (``next_seq``).
+
+    ``decode(rec, line_no)`` returns the events of one storage record; raises ``_Defect``
+    (torn-or-corrupt, decided by the caller) or ``LogFormatError`` (always fatal: malformed
+    packed row, strict-mode vocabulary violation).
+    """
+
+    def __init__(self, *, source: str, next_seq: int = 0, strict: bool = False) -> None:
+        self.source = source
+        self.next_seq = next_seq
+        self.strict = strict
+        self.unknown: Counter[str] = Counter()
+
+    def decode(self, rec: Any, line_no: int) -> list[Event]:
+        # Hot path (every line of every log): exact ``type(...) is`` checks (which also
+        # exclude bools from ints) and one dict lookup per field.
+        if type(rec) is not dict:
+            raise _Defect(f"line {line_no} is not a JSON object")
+        get = rec.get
+        t = get("type")
+        if type(t) is not str:
+            raise _Defect(f"line {line_no} has no string type")
+        if t in PACKED_ROW_TYPES:
+            return self._packed(t, rec, line_no)
+        if t == SESSION_HEADER_TYPE:
+            raise _Defect(f"line {line_no} is a second session header")
+        expected = self.next_seq
+        seq = get("seq", expected)
+        if seq != expected or type(seq) is not int:
+            raise _Defect(f"line {line_no} has seq {seq!r} where {expected} was expected")
+        tm = get("time", 0)
+        if type(tm) is not int:
+            raise _Defect(f"line {line_no} has non-integer time {tm!r}")
+        op: SurfaceOp | None = None
+        raw_op = get("surfaceOp")
+        if raw_op is not None:
+            try:
+                op = parse_surface_op(raw_op)
+            except ValueError as err:
+                raise _Defect(f"line {line_no}: {err}") from None
+        srcs = get("sourceEventSeqs")
+        if srcs is not None:
+            if type(srcs) is not list or not all(type(s) is int for s in srcs):
+                raise _Defect(f"line {line_no}: sourceEventSeqs must be a list of integers")
+            srcs = tuple(srcs)
+        ignorable = get("ignorable") is True
+        if not ignorable and t not in KNOWN_EVENT_TYPES:
+            if self.strict:
+                raise LogFormatError(
+                    f"{self.source}:{line_no}: unknown event type {t!r} without ignorable:true "
+                    "(likely written by a newer harness)"
+                )
+            self.unknown[t] += 1
+        if self.strict:
+            extra = sorted(rec.keys() - ENVELOPE_KEYS)
+            if extra:
+                raise LogFormatError(
+                    f"{self.source}:{line_no}: invalid event envelope key(s) {', '.join(extra)}"
+                )
+        self.next_seq = seq + 1
+        return [Event(t, seq, tm, get("data"), op, srcs, ignorable)]
+
+    def _packed(self, t: str, rec: dict[str, Any], line_no: int) -> list[Event]:
+        def bad(why: str) -> LogFormatError:
+            return LogFormatError(f"{self.source}:{line_no}: malformed {t} row: {why}")
+
+        if set(rec) - {"type", "seq0", "time0", "data"}:
+            raise bad(f"unexpected keys {sorted(set(rec) - {'type', 'seq0', 'time0', 'data'})}")
+        d = rec.get("data")
+        if not isinstance(d, dict):
+            raise bad("data is not an object")
+        seq0 = rec.get("seq0")
+        if seq0 is None:
+            seq0 = self.next_seq
+        elif not _is_int(seq0) or seq0 != self.next_seq:
+            raise _Defect(f"line {line_no} has seq0 {seq0!r} where {self.next_seq} was expected")
+        t0 = rec.get("time0", 0)
+        members = d.get("args") if t == "tool-call-chunks" else d.get("texts")
+        dt = d.get("dt")
+        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+            raise bad("member list must be a non-empty list of strings")
+        if not isinstance(dt, list) or len(dt) != len(members) - 1 or not all(_is_int(x) for x in dt):
+            raise bad("dt must hold one integer gap fewer than the members")
+        if not _is_int(t0) or not all(_is_int(d.get(k)) for k in ("turn", "step", "index")):
+            raise bad("turn, step, index and time0 must be integers")
+        out: list[Event] = []
+        tm = t0
+        turn, step, index = d["turn"], d["step"], d["index"]
+        for k, m in enumerate(members):
+            if k:
+                tm += dt[k - 1]
+            chunk: dict[str, Any]
+            if t == "tool-call-chunks":
+                if not isinstance(d.get("id"), str):
+                    raise bad("tool-call row needs a string id")
+                chunk = {"type": "tool-call-delta", "index": index, "id": d["id"]}
+                if "name" in d:
+                    chunk["name"] = d["name"]
+                chunk["argumentsDelta"] = m
+            else:
+                chunk = {
+                    "type": "text-delta" if t == "text-chunks" else "reasoning-delta",
+                    "index": index,
+                    "text": m,
+                }
+            out.append(Event("assistant/chunk", seq0 + k, tm, {"turn": turn, "step": step, "chunk": chunk}))
+        self.next_seq = seq0 + len(members)
+        return out

@@ -1,0 +1,125 @@
+"""``MemoryLog``: the in-memory ``EventLog`` (unit tests, what-if simulations, hosts).
+
+It validates surface ops and new events exactly like ``JsonlLog`` (both build their events
+with ``writer_checks.prepare_batch``) but keeps everything in a list; ``fail_next`` lets a
+test simulate a refused append. Open one with ``MemoryLog(header)`` or ``open_log("memory:")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+from fsm_stage.errors import LogWriteError
+from fsm_stage.log.events import Clock, Event, check_last_seq, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.surface import Surface
+from fsm_stage.log.writer_checks import prepare_batch
+
+
+class MemoryLog:
+    """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
+
+    Like ``JsonlLog`` it validates surface ops (``surface`` is the live ``Surface``; the
+    protected system head rule is on by default), checks every new event with
+    ``writer_checks.check_new_event`` (``ignorable_types``, ``allow_unknown_types`` as there),
+    marks ``fsm/…`` types ignorable, and offers the atomic ``append_many`` — both stores
+    build their events with the one ``writer_checks.prepare_batch``. Seed ``events`` are taken
+    as they are (they come from a reader).
+
+    **One difference, on purpose: ``allow_unknown_types`` defaults to True here but to False
+    on ``JsonlLog``.** An in-memory log is never read by a strict DSH reader, so unit tests
+    and hosts may use made-up types freely; the same append of an unknown type without
+    ``ignorable=True`` raises ``InvalidEventError`` on a file. Pass
+    ``allow_unknown_types=False`` to get the file rule in memory (recommended for an
+    orchestrator's own tests).
+    """
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        events: Sequence[Event] = (),
+        *,
+        clock: Clock = wall_clock_ms,
+        protect_system_head: bool = True,
+        ignorable_types: Collection[str] = (),
+        allow_unknown_types: bool = True,
+    ):
+        self._ignorable_types = frozenset(ignorable_types)
+        self._allow_unknown_types = allow_unknown_types
+        self._header = header
+        self._events: list[Event] = list(events)
+        self._clock = clock
+        self.fail_next: BaseException | None = None
+        for i, ev in enumerate(self._events):
+            if ev.seq != i:
+                raise LogWriteError(f"seed event {i} has seq {ev.seq}; seqs must be contiguous from 0")
+        self.surface = Surface(protect_system_head=protect_system_head)
+        self.surface.extend(self._events)
+
+    @property
+    def header(self) -> SessionHeader:
+        return self._header
+
+    @property
+    def events(self) -> Sequence[Event]:
+        return self._events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+        expect_last_seq: int | None = None,
+    ) -> Event:
+        """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
+        or the surface op cannot apply, ``AppendConflictError`` as ``append_many``."""
+        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
+                                expect_last_seq=expect_last_seq)[0]
+
+    def refresh(self) -> int:
+        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (design B §2)."""
+        return 0
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
+        """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
+        ``InvalidEventError`` for an event a strict reader would refuse. With
+        ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
+        the batch is written only if the log still ends there, else ``AppendConflictError``."""
+        check_last_seq(expect_last_seq, len(self._events))
+        if self.fail_next is not None:
+            err, self.fail_next = self.fail_next, None
+            name = specs[0].type if specs else "?"
+            raise LogWriteError(f"append of {name!r} refused: {err}") from err
+        evs = prepare_batch(
+            specs,
+            next_seq=len(self._events),
+            now=self._clock(),
+            surface=self.surface,
+            ignorable_types=self._ignorable_types,
+            allow_unknown=self._allow_unknown_types,
+        )
+        self._events.extend(evs)
+        self.surface.extend(evs)
+        return evs
+
+    # -- lifecycle (the same shape as ``JsonlLog``, so ``with open_log(...)`` fits both) -----
+    def close(self) -> None:
+        """Nothing to release: the events stay readable (and appendable) after ``close``."""
+
+    def __enter__(self) -> MemoryLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

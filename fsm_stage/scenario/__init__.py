@@ -1,0 +1,72 @@
+"""Scenario files: a scripted session that ``fsm-stage simulate`` runs through the reference loop.
+
+``model`` holds the attrs file model (``Scenario`` and its step kinds), ``load`` the positioned
+loader (``load_scenario``, ``load_scenario_text``; raises ``ScenarioError``), ``dump`` the YAML
+writer (``dump_scenario``) and ``replay`` the scenario recovered from a recorded session log
+(``replay_events``, ``steps_from_events``). The file format is documented in the README
+("Simulate"); import every public name from here.
+"""
+
+from __future__ import annotations
+
+from fsm_stage.scenario.dump import dump_scenario, step_to_plain
+from fsm_stage.scenario.load import load_scenario, load_scenario_text
+from fsm_stage.scenario.model import (
+    REVIEWED_TOOLS,
+    UNSET,
+    Command,
+    EligibilityFlip,
+    EndTurn,
+    Expect,
+    ModelStep,
+    NextRequest,
+    PrefixExpect,
+    Review,
+    ReviewKind,
+    Scenario,
+    ScenarioError,
+    SessionSettings,
+    Step,
+    SystemText,
+    ToolCall,
+    UserPrompt,
+)
+from fsm_stage.scenario.replay import (
+    GUIDANCE_PREDICATE,
+    PLAN_CATALOG,
+    WAKE_PLACEHOLDER,
+    Replay,
+    replay_events,
+    steps_from_events,
+)
+
+__all__ = [
+    "GUIDANCE_PREDICATE",
+    "PLAN_CATALOG",
+    "REVIEWED_TOOLS",
+    "UNSET",
+    "WAKE_PLACEHOLDER",
+    "Command",
+    "EligibilityFlip",
+    "EndTurn",
+    "Expect",
+    "ModelStep",
+    "NextRequest",
+    "PrefixExpect",
+    "Replay",
+    "Review",
+    "ReviewKind",
+    "Scenario",
+    "ScenarioError",
+    "SessionSettings",
+    "Step",
+    "SystemText",
+    "ToolCall",
+    "UserPrompt",
+    "dump_scenario",
+    "load_scenario",
+    "load_scenario_text",
+    "replay_events",
+    "step_to_plain",
+    "steps_from_events",
+]

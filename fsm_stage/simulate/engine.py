@@ -1,0 +1,532 @@
+"""The scenario driver: ``_Engine`` plays one scenario through the reference loop.
+
+It wires the runtime, the graph's stage-switch and plan-mode controllers, a scripted model (one
+answer per model step) and a scripted review channel; at every model request it builds a
+``RequestRecord`` and runs the pending ``expect`` checks. Use it through
+``fsm_stage.simulate.simulate``.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from fsm_stage.config import ConfigFile
+from fsm_stage.constants import STEP_START
+from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
+from fsm_stage.log.events import EventLog
+from fsm_stage.log.projections import PlanModeFold
+from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import InboxAgent
+from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
+from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
+from fsm_stage.runtime.messages import Message, user_message
+from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
+from fsm_stage.runtime.runtime import Runtime
+from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.tools import ERROR_PREFIX, ToolFailure, ToolOutput, ToolResult, ToolSpec
+from fsm_stage.runtime.tools import ToolCall as LoopToolCall
+from fsm_stage.scenario import (
+    UNSET,
+    Command,
+    EligibilityFlip,
+    EndTurn,
+    Expect,
+    ModelStep,
+    NextRequest,
+    Review,
+    Scenario,
+    Step,
+    UserPrompt,
+)
+from fsm_stage.scenario import ToolCall as ScenarioToolCall
+from fsm_stage.simulate.history import MessageHistory, SharedHistory
+from fsm_stage.simulate.report import (
+    MessageView,
+    RequestRecord,
+    SectionView,
+    _source_label,
+    message_view,
+    prefix_report,
+    section_views,
+    tool_views,
+)
+from fsm_stage.simulate.result import Failure, Note, SimulationError
+from fsm_stage.stage_switch import StageController
+from fsm_stage.tokens import HeuristicTokenMeter
+
+GUIDANCE = "guidance"
+"""Scenario predicate name of the unnamed eligibility predicate (it shows ``stage:policy``)."""
+
+_STEP_START_LOOKBACK = 4096
+
+_MARK_FIELDS: tuple[Callable[[Mapping[str, Any]], Any], ...] = (
+    operator.methodcaller("get", "content"), operator.methodcaller("get", "source"),
+    operator.methodcaller("get", "role", "user"))
+"""What makes a message's view: equal content, source and role give an equal ``MessageView``."""
+
+
+class _SimRuntime(Runtime):
+    """The runtime, plus a hook after each tool call (scenario steps between model steps run
+    once the last call of a model step has settled, before the next step's assembly)."""
+
+    def __init__(self, engine: _Engine, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._engine = engine
+
+    async def call_tool(self, agent: Any, call: LoopToolCall, **kw: Any) -> ToolResult:
+        engine = self._engine
+        engine.current_call = call
+        result = await super().call_tool(agent, call, **kw)
+        engine.after_call(call, result)
+        if engine.calls_left == 0:
+            await engine.between_steps()
+        return result
+
+
+class _TrackedHandoffStore(LocalHandoffStore):
+    """``LocalHandoffStore`` that remembers the documents this run wrote."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.written: set[Path] = set()
+
+    def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
+        path = super().write(relative, text, cwd=cwd, policy=policy)
+        self.written.add(Path(path).resolve())
+        return path
+
+    def wrote(self, path: Path) -> bool:
+        """True when this run wrote the document at ``path``."""
+        return path.resolve() in self.written
+
+
+class _CannedTool:
+    """A tool the scenario answers itself (replayed logs): result text or failure per call."""
+
+    def __init__(self, engine: _Engine, name: str) -> None:
+        self._engine = engine
+        self.spec = ToolSpec(name, "Replayed tool: answers with the result recorded in the scenario.",
+                             {"type": "object"})
+
+    async def execute(self, args: Mapping[str, Any], agent: Any,
+                      signal: AbortSignal | None = None) -> ToolOutput:
+        call = self._engine.scenario_call()
+        text = call.result if call is not None and call.result is not None else ""
+        if call is not None and call.error:
+            raise ToolFailure(text.removeprefix(ERROR_PREFIX))
+        return ToolOutput(None, text)
+
+
+def _review_text(review: Review) -> str:
+    """A review answer as the scenario spells it."""
+    return f"{{feedback: {review.feedback}}}" if review.kind == "feedback" else review.kind
+
+
+def _short(value: Any) -> str:
+    """A value as the scenario YAML would spell it: JSON (``"explore"``, ``true``, ``null``)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _Engine:
+    """One scenario run (see ``simulate``)."""
+
+    def __init__(self, scenario: Scenario, config: ConfigFile, graph_path: Path, log: EventLog,
+                 cwd: Path, meter: HeuristicTokenMeter) -> None:
+        self.scenario, self.config, self.graph_path, self.cwd, self.meter = (
+            scenario, config, graph_path, cwd, meter)
+        self.steps = scenario.steps
+        self.i = 0
+        self.flags: dict[str, bool] = dict(scenario.eligible)
+        self.records: list[RequestRecord] = []
+        self._views: dict[int, tuple[Any, tuple[str, str], MessageView]] = {}  # id(content) -> view
+        self._history = SharedHistory()  # the views the records' messages are prefixes of
+        self._marks: list[list[Any]] = [[] for _ in _MARK_FIELDS]  # the fields of each history view
+        self.notes: list[Note] = []
+        self.failures: list[Failure] = []
+        self.checks = 0
+        self.warnings: list[str] = []
+        self.reviewed: set[str] = set()  # call ids whose scripted review was asked
+        self.fatal: SimulationError | None = None
+        self.next_checks: list[tuple[str, NextRequest]] = []
+        self.current_call: LoopToolCall | None = None
+        self.calls: dict[str, ScenarioToolCall] = {}
+        self.calls_left = 0
+        self.model_step: ModelStep | None = None
+        self._assembly: Assembly | None = None
+        self._system_assembly: Assembly | None = None
+
+        self.log = log
+        self.session = Session(log)
+        self.review = ScriptedReviewChannel(default=self._answer_review)
+        self.runtime = _SimRuntime(self, review=self.review)
+        self.runtime.add_assemble_hook(self._on_assemble)
+        self.runtime.add_pre_step(self._on_pre_step)  # first participant: before any flush
+        for sec in scenario.system:
+            self.runtime.add_section(SystemSection(sec.name, sec.order, self._constant(sec.text)))
+        self.stage: StageController | None = None
+        self.plan: PlanModeController | None = None
+        graph = config.graph
+        self.handoffs = _TrackedHandoffStore(cwd)
+        if graph is not None:
+            self.stage = StageController(graph, handoffs=self.handoffs, token_meter=meter)
+            self.runtime.attach(self.stage)
+            self.stage.register_eligibility(self._flag(GUIDANCE))
+            for name in sorted(_guard_names(config)):
+                self.stage.register_eligibility(self._flag(name), name=name)
+        if config.plan_mode is not None:
+            self.plan = _attach_plan_mode(self.runtime, config)
+        provided = set(self.runtime.tools)
+        canned = sorted({c.tool for s in self.steps if isinstance(s, ModelStep) for c in s.calls
+                         if c.result is not None and c.tool not in provided})
+        for name in canned:
+            self.runtime.add_tool(_CannedTool(self, name))
+        self.agent = InboxAgent(self.session)
+        # The reference loop's scripted model, one script item per model step (each answers one
+        # request) plus one more that reports a request no model step answers.
+        answers = sum(isinstance(s, ModelStep) for s in self.steps) + 1
+        self.model = ScriptedModel([self.answer] * answers, provider="scripted", name="fsm-stage-simulate")
+        self.loop = Loop(self.runtime, self.agent, self.model)
+
+    @staticmethod
+    def _constant(text: str) -> Callable[[Any], str]:
+        return lambda _agent: text
+
+    def _flag(self, name: str) -> Callable[[Any], bool]:
+        """The predicate reading scenario flag ``name`` (false until a flip sets it)."""
+        return lambda _agent: self.flags.get(name, False) is True
+
+    # --- hooks from the runtime and the loop ------------------------------------------------------
+
+    def _on_assemble(self, _agent: Any, assembly: Assembly) -> Assembly:
+        self._assembly = assembly
+        return assembly
+
+    def _on_pre_step(self, _agent: Any, messages: list[Message], _aborted: bool) -> list[Message]:
+        self._system_assembly = self._assembly  # the assembly the request's system/tools come from
+        return messages
+
+    def scenario_call(self) -> ScenarioToolCall | None:
+        """The scenario's entry for the tool call being executed."""
+        return self.calls.get(self.current_call.id) if self.current_call is not None else None
+
+    def after_call(self, call: LoopToolCall, result: ToolResult) -> None:
+        self.calls_left -= 1
+        mark = "✗" if result.is_error else "✓"
+        self._note("tool", f"{mark} {call.name} → {result.text}")
+        scripted = self.calls.get(call.id)
+        if scripted is not None and scripted.review is not None and call.id not in self.reviewed:
+            where = self.model_step.where if self.model_step is not None else self.scenario.path
+            self.warn(f"{where}: {call.name} ({call.id}) was not reviewed, so its "
+                      f"`review: {_review_text(scripted.review)}` was not used")
+
+    def warn(self, text: str) -> None:
+        """Something the scenario says that had no effect (not a failure: the exit status stays)."""
+        self.warnings.append(text)
+        self._note("warning", text)
+
+    async def between_steps(self) -> None:
+        """Run the scenario steps between this model step and the next (inside the turn)."""
+        while self.i < len(self.steps) and not isinstance(self.steps[self.i], ModelStep):
+            step = self.steps[self.i]
+            self.i += 1
+            await self._do(step, in_turn=True)
+            if isinstance(step, EndTurn):
+                break
+
+    def _answer_review(self, questions: Sequence[Question]) -> list[Answer]:
+        q = questions[0]
+        call = self.scenario_call()
+        review = call.review if call is not None else None
+        if review is None:
+            where = self.model_step.where if self.model_step is not None else self.scenario.path
+            name = call.tool if call is not None else "a tool"
+            self.fatal = SimulationError(
+                f"{where}: {name} asked the human a review ({q.id}) but the call has no `review:` "
+                "outcome (approve, keep, dismiss, abort or {feedback: TEXT})")
+            raise RuntimeError("no scripted review outcome")
+        if self.current_call is not None:
+            self.reviewed.add(self.current_call.id)
+        self._note("review", f"review {q.id}: {review.kind}"
+                   + (f" ({review.feedback})" if review.feedback else ""))
+        if review.kind == "approve":
+            return [Answer(q.id, (q.options[0].label,))]
+        if review.kind == "keep":
+            return [Answer(q.id, (q.options[-1].label,))]
+        if review.kind == "feedback":
+            return [Answer(q.id, (q.options[-1].label,), review.feedback or "")]
+        if review.kind == "dismiss":
+            raise ReviewDismissed("review dismissed")
+        self.loop.abort("user")
+        raise RuntimeError("the review was aborted: the user stopped the turn")
+
+    def answer(self, request: Request) -> ModelReply:
+        """The model's answer to ``request``: record it, run pending checks, play the next step."""
+        self.raise_fatal()
+        record = self._record(request)
+        self.records.append(record)
+        # the records hold what each request carried; the loop's and the model's own request
+        # lists would keep every request's whole message list alive (memory quadratic in turns)
+        self.loop.requests.clear()
+        self.model.requests.clear()
+        self._check_next_request(record)
+        step = self.steps[self.i] if self.i < len(self.steps) else None
+        if not isinstance(step, ModelStep):
+            last = self.model_step.where if self.model_step is not None else self.scenario.path
+            raise SimulationError(
+                f"{last}: request {record.index} (turn {record.turn} step {record.step}) has no model "
+                "step to answer it: the turn is still open because the previous model step called tools; "
+                "add a model step (no calls ends the turn) or `end_turn: aborted`")
+        self.i += 1
+        self.model_step = step
+        calls = []
+        self.calls = {}
+        for j, c in enumerate(step.calls, 1):
+            call_id = c.id if c.id is not None else f"call-{record.index}-{j}"
+            call = LoopToolCall.of(c.tool, c.args, id=call_id)
+            calls.append(call)
+            self.calls[call.id] = c
+        self.calls_left = len(calls)
+        return ModelReply(text=step.text, tool_calls=tuple(calls))
+
+    def raise_fatal(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+    # --- the driver -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while self.i < len(self.steps):
+            step = self.steps[self.i]
+            if isinstance(step, ModelStep):
+                if not self.agent.wants_turn:
+                    raise SimulationError(
+                        f"{step.where}: model step with no turn to answer in: the previous model step "
+                        "had no tool calls, so its turn ended; start a turn with a user prompt (or a "
+                        "command that steers text) first")
+                await self.loop.run_until_idle()
+                self.raise_fatal()
+                continue
+            self.i += 1
+            await self._do(step, in_turn=False)
+        if self.agent.wants_turn:
+            raise SimulationError(f"{self.scenario.path}: the scenario ends with a user message that no "
+                                  "model step answers; add a model step")
+        for where, _nr in self.next_checks:
+            self.checks += 1
+            self._fail(where, "next_request", "a following model request", "none (the scenario ended)")
+
+    async def _do(self, step: Step, *, in_turn: bool) -> None:
+        if isinstance(step, UserPrompt):
+            self._note("user", step.text)
+            self.agent.steer(user_message(step.text))
+        elif isinstance(step, Command):
+            reply = await self.loop.command(step.line)
+            if reply is None:
+                self._note("command", f"{step.line} → not handled (no /{step.name} command here)")
+            else:
+                self._note("command", f"{step.line} → {reply.kind}: {reply.text}")
+        elif isinstance(step, EligibilityFlip):
+            self.flags.update(step.values)
+            self._note("eligible", ", ".join(f"{k}={str(v).lower()}" for k, v in step.values.items()))
+        elif isinstance(step, EndTurn):
+            if in_turn and step.reason == "aborted":
+                self.loop.abort("user")
+                self._note("turn", "the user stops the turn")
+            elif in_turn:
+                raise SimulationError(f"{step.where}: end_turn: completed, but the turn is still open (the "
+                                      "model step before called tools); use `end_turn: aborted` or add a "
+                                      "model step without calls")
+            elif step.reason == "aborted":
+                raise SimulationError(f"{step.where}: end_turn: aborted, but no turn is open")
+        elif isinstance(step, Expect):
+            self._check(step)
+
+    # --- records ----------------------------------------------------------------------------------
+
+    def _turn_step(self) -> tuple[int, int, int | None]:
+        events = self.session.events
+        for k in range(len(events) - 1, max(-1, len(events) - 1 - _STEP_START_LOOKBACK), -1):
+            ev = events[k]
+            if ev.type == STEP_START and isinstance(ev.data, Mapping):
+                return int(ev.data.get("turn", 0)), int(ev.data.get("step", 0)), ev.seq
+        return 0, 0, None
+
+    def current_stage(self) -> str | None:
+        return self.stage.current(self.session) if self.stage is not None else None
+
+    def plan_active(self) -> bool:
+        return self.session.read(_PLAN_FOLD)
+
+    def _record(self, request: Request) -> RequestRecord:
+        assembly = self._system_assembly
+        if assembly is not None and assembly.system == request.system:
+            sections = section_views(assembly.sections, self.meter)
+        else:  # a host hook rewrote the system text: show it as one block
+            sections = (SectionView("system", 0, request.system, self.meter.count_text(request.system)),)
+        # rendered after the pre-step (as the loop renders the snapshot the request carries), not
+        # from the step's frozen assembly: a transition flushed at this boundary shows at once
+        context = section_views(self.runtime.render_context(self.agent), self.meter)
+        tools = tool_views(request.tools, self.meter)
+        messages = self._history_view(request.messages)
+        prev = self.records[-1] if self.records else None
+        turn, step, seq = self._turn_step()
+        return RequestRecord(
+            index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
+            plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
+
+    def _history_view(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
+        """The views of a request's ``messages`` as a prefix of the shared history.
+
+        The leading messages the history already holds (equal content, source and role, so
+        the same view) are found by comparing the three field lists (identity first, at C
+        speed); only the rest get views, appended to the history. When the request diverges
+        inside the history (a transition replaced the messages), a new history starts with the
+        views of the common prefix; records made before keep the old one, never changed."""
+        fields = [list(map(get, messages)) for get in _MARK_FIELDS]
+        marks = self._marks
+        n = min(len(messages), len(self._history))
+        if all(f[:n] == m[:n] for f, m in zip(fields, marks, strict=True)):
+            k = n
+        else:
+            k = next(i for i in range(n) if any(f[i] != m[i] for f, m in zip(fields, marks, strict=True)))
+        if k == len(messages):
+            return self._history.view(k)
+        if k < len(self._history):
+            self._history = SharedHistory(self._history.items[:k])
+            self._marks = marks = [m[:k] for m in marks]
+        self._history.extend([self._message_view(m) for m in messages[k:]])
+        for f, m in zip(fields, marks, strict=True):
+            m.extend(f[k:])
+        return self._history.view(len(messages))
+
+    def _message_view(self, message: Mapping[str, Any]) -> MessageView:
+        """``message_view``, computed once per message: every request lists all the messages so
+        far, so pricing and rendering each again made a session's run quadratic. The runtime hands
+        the logged content object itself (events are never mutated), so a hit is that same object
+        (the cache holds it, so its id is not reused) with the same role and source label."""
+        content = message.get("content")
+        role, label = str(message.get("role", "user")), _source_label(message)
+        hit = self._views.get(id(content))
+        if hit is not None and hit[0] is content and hit[1] == (role, label):
+            return hit[2]
+        view = message_view(message, self.meter)
+        if isinstance(content, list | dict):
+            self._views[id(content)] = (content, (role, label), view)
+        return view
+
+    def _note(self, kind: str, text: str) -> None:
+        self.notes.append(Note(kind, text, len(self.records)))
+
+    # --- expectations -----------------------------------------------------------------------------
+
+    def _fail(self, where: str, check: str, expected: str, actual: str) -> None:
+        self.failures.append(Failure(where, check, expected, actual))
+        self._note("expect", f"FAILED {check}: expected {expected}, got {actual}")
+
+    def _expect(self, where: str, check: str, expected: Any, actual: Any) -> None:
+        self.checks += 1
+        if expected != actual:
+            self._fail(where, check, _short(expected), _short(actual))
+
+    def _check(self, e: Expect) -> None:
+        where = e.where
+        before = len(self.failures)
+        if e.stage is not UNSET:
+            self._expect(where, "stage", e.stage, self.current_stage())
+        if e.plan_mode is not UNSET:
+            self._expect(where, "plan_mode", e.plan_mode, self.plan_active())
+        if e.pending_stage is not UNSET:
+            actual = self.stage.pending_stage(self.session) if self.stage is not None else None
+            self._expect(where, "pending_stage", e.pending_stage, actual)
+        if e.pending_plan is not UNSET:
+            self._expect(where, "pending_plan", e.pending_plan, _plan_pending(self.plan, self.agent))
+        for stage in (*e.handoff_exists, *e.handoff_missing):
+            must = stage in e.handoff_exists
+            path = self.handoff_path(stage)
+            self.checks += 1
+            # only this run's documents count: a fixed cwd keeps earlier runs' files
+            there = path is not None and self.handoffs.wrote(path) and path.is_file()
+            if there != must:
+                shown = str(path) if path is not None else "(no stage graph)"
+                self._fail(where, "handoff_exists" if must else "handoff_missing",
+                           f"{shown} to {'exist' if must else 'be absent'} (written by this run)",
+                           "this run wrote it" if there else "this run wrote no such file")
+        if e.next_request is not None:
+            self.next_checks.append((where, e.next_request))
+        if len(self.failures) == before:
+            self._note("expect", f"ok ({where})")
+
+    def handoff_path(self, stage: str) -> Path | None:
+        """Where the handoff document for ``stage`` is written in this run."""
+        if self.config.graph is None:
+            return None
+        return self.cwd / handoff_relative_path(self.config.graph.handoff_dir, self.session.id, stage)
+
+    def _check_next_request(self, record: RequestRecord) -> None:
+        pending, self.next_checks = self.next_checks, []
+        # every text of the request, joined only for a contains / not_contains check
+        text = record.text if any(nr.contains or nr.not_contains for _, nr in pending) else ""
+        label = f"request {record.index} (turn {record.turn} step {record.step})"
+        for where, nr in pending:
+            states = (("stage", nr.stage, record.stage), ("plan_mode", nr.plan_mode, record.plan_mode))
+            for key, want, got in states:
+                if want is None:
+                    continue
+                self.checks += 1
+                if want != got:
+                    self._fail(where, f"next_request.{key}", f"{_short(want)} in {label}", _short(got))
+            for s in nr.contains:
+                self.checks += 1
+                if s not in text:
+                    self._fail(where, "next_request.contains", f"{label} to contain {_short(s)}",
+                               "no such text")
+            for s in nr.not_contains:
+                self.checks += 1
+                if s in text:
+                    line = next((ln for ln in text.splitlines() if s in ln), s)
+                    self._fail(where, "next_request.not_contains", f"{label} not to contain {_short(s)}",
+                               f"it does: {_short(line.strip()[:160])}")
+            if nr.prefix is not None:
+                p = record.prefix
+                for part, want in (("system", nr.prefix.system), ("tools", nr.prefix.tools),
+                                   ("messages", nr.prefix.messages)):
+                    if want is None:
+                        continue
+                    self.checks += 1
+                    got = "first request" if p.first else getattr(p, part)
+                    if got != want:
+                        why = {"system": p.system_change, "tools": p.tools_change}.get(part)
+                        self._fail(where, f"next_request.prefix.{part}", f"{want} in {label}",
+                                   f"{got}" + (f" ({why})" if why else ""))
+
+
+_PLAN_FOLD = PlanModeFold()
+
+
+def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> PlanModeController:
+    """Attach plan mode (``config.plan_mode``) in the graph's language; returns the controller."""
+    language = config.graph.language if config.graph is not None else "en"
+    controller = PlanModeController(config.plan_mode, language=language)
+    runtime.attach(controller)
+    return controller
+
+
+def _plan_pending(plan: PlanModeController | None, agent: InboxAgent) -> bool | None:
+    """The target of the pending plan-mode selection (None when nothing is pending)."""
+    return plan.get(agent).pending if plan is not None else None
+
+
+def _guard_names(config: ConfigFile) -> frozenset[str]:
+    graph = config.graph
+    if graph is None:
+        return frozenset()
+    # Omitted ``targets`` mean unguarded edges to every other stage: only explicit edges carry guards.
+    return frozenset(g for st in graph.stages for edge in st.targets or () for g in edge.guards)
+
+

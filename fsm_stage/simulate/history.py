@@ -1,0 +1,114 @@
+"""The message history a run's request records share: one append-only list, prefix views into it.
+
+``SharedHistory`` holds the ``MessageView`` objects of a run in order with their running token
+sums; ``SharedHistory.view(n)`` is a ``MessageHistory``, the immutable first ``n`` views. A
+request whose messages extend the previous request's appends only its new messages, so every
+record's ``messages`` costs O(1) memory and the prefix report compares two views over the same
+list without walking them. A history break (a stage transition replacing the messages) starts
+a new ``SharedHistory``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from fsm_stage.simulate.report import MessageView
+
+__all__ = ["MessageHistory", "SharedHistory"]
+
+
+class SharedHistory:
+    """An append-only list of ``MessageView`` with running token sums.
+
+    ``items``: the views in order (never shortened or rewritten); ``cumulative[k]``: the tokens of
+    ``items[:k]`` (``len(cumulative) == len(items) + 1``).
+    """
+
+    __slots__ = ("cumulative", "items")
+
+    def __init__(self, items: Sequence[MessageView] = ()) -> None:
+        self.items: list[MessageView] = []
+        self.cumulative: list[int] = [0]
+        self.extend(items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def extend(self, views: Sequence[MessageView]) -> None:
+        """Append ``views`` (O(len(views)))."""
+        total = self.cumulative[-1]
+        for v in views:
+            self.items.append(v)
+            total += v.tokens
+            self.cumulative.append(total)
+
+    def view(self, n: int) -> MessageHistory:
+        """The first ``n`` views (``0 <= n <= len(self)``) as an immutable sequence; O(1)."""
+        if not 0 <= n <= len(self.items):
+            raise ValueError(f"history view of {n} messages out of 0..{len(self.items)}")
+        return MessageHistory(self, n)
+
+
+class MessageHistory(Sequence["MessageView"]):
+    """The first ``len(self)`` views of a ``SharedHistory``: an immutable ``Sequence`` that
+    compares equal to any tuple / sequence with the same views in order (as the tuple it
+    stands for would). ``tokens``: their token sum (O(1)). Slicing returns a tuple."""
+
+    __slots__ = ("_n", "shared")
+
+    def __init__(self, shared: SharedHistory, n: int) -> None:
+        self.shared, self._n = shared, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> MessageView: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[MessageView, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> MessageView | tuple[MessageView, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._n)
+            return tuple(self.shared.items[start:stop:step])
+        i = index + self._n if index < 0 else index
+        if not 0 <= i < self._n:
+            raise IndexError("message history index out of range")
+        return self.shared.items[i]
+
+    def __iter__(self) -> Iterator[MessageView]:
+        return islice(self.shared.items, self._n)
+
+    @property
+    def tokens(self) -> int:
+        """Token sum of these messages."""
+        return self.shared.cumulative[self._n]
+
+    def common_prefix(self, other: Sequence[MessageView]) -> int | None:
+        """How many leading views ``other`` shares with this one when both view the same
+        ``SharedHistory`` (the shorter length, O(1)); None when ``other`` is not such a view."""
+        if isinstance(other, MessageHistory) and other.shared is self.shared:
+            return min(self._n, other._n)
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MessageHistory):
+            if self.common_prefix(other) is not None:
+                return self._n == other._n
+            return self._n == other._n and all(a == b for a, b in zip(self, other, strict=True))
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (tuple(self),))

@@ -1,0 +1,42 @@
+"""Showing user-provided strings in terminal messages without their control characters.
+
+``visible(text)`` keeps printable text as it is and writes every control or unpaired-surrogate
+code point as a Python-style escape, so a key or name carrying ESC, BEL or NUL can never move
+the cursor, ring the bell or truncate a line when an error message is printed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+__all__ = ["visible"]
+
+_SHOWN_AS_IS = frozenset({" "})
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters shown as escapes: ``"a\\x1bb"`` → ``'a\\\\x1bb'``.
+
+    Escaped: Unicode categories Cc (C0/C1 controls, DEL; tab and newline included, so the
+    result is one line), Cs (lone surrogates, which cannot be encoded to UTF-8), Cf
+    bidirectional overrides and other format characters, Zl/Zp separators. A backslash is
+    left alone (the result is for reading, not for parsing back). Returns a new ``str``.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch in _SHOWN_AS_IS or ch.isprintable() or unicodedata.category(ch) in ("Zs",):
+            out.append(ch)
+        else:
+            out.append(_escape(ch))
+    return "".join(out)

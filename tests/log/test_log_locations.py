@@ -1,0 +1,191 @@
+"""``open_log`` / ``read_location``: one opener for files, ``memory:``, ``-`` and registered schemes."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm_stage.errors import LogFormatError, LogLockedError, UserError
+from fsm_stage.log import (
+    JsonlLog,
+    MemoryLog,
+    SessionHeader,
+    StoredLog,
+    log_schemes,
+    open_log,
+    read_location,
+    register_log_scheme,
+    unregister_log_scheme,
+)
+from fsm_stage.log.writer_checks import InvalidEventError
+
+HEADER = SessionHeader("loc-test", created_at=1)
+
+
+@pytest.fixture
+def fake_scheme() -> Iterator[list[tuple[str, Any]]]:
+    """Registers ``postgresql`` and ``postgres`` with a recording opener backed by MemoryLog."""
+    calls: list[tuple[str, Any]] = []
+
+    def opener(location: str, *, create: SessionHeader | None = None, **options: Any) -> StoredLog:
+        calls.append((location, create, options))
+        return MemoryLog(create or HEADER)
+
+    register_log_scheme("postgresql", opener)
+    register_log_scheme("postgres", opener)
+    try:
+        yield calls
+    finally:
+        unregister_log_scheme("postgresql")
+        unregister_log_scheme("postgres")
+
+
+def test_a_path_opens_a_jsonl_log_created_with_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with open_log(str(path), create=HEADER) as log:
+        assert isinstance(log, JsonlLog)
+        log.append("user/message", {"content": "hi"}, surface_op="append")
+    with open_log(path) as again:  # a Path too; existing log, no create needed
+        assert again.header.id == "loc-test"
+        assert [e.type for e in again.events] == ["user/message"]
+    assert read_location(path).events[0].data == {"content": "hi"}
+
+
+def test_a_missing_file_without_create_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LogFormatError, match="no such session log"):
+        open_log(str(tmp_path / "missing.jsonl"))
+    assert not (tmp_path / "missing.jsonl").exists()
+
+
+def test_create_on_an_existing_log_of_another_session_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    open_log(path, create=HEADER).close()
+    with pytest.raises(LogFormatError, match="does not match"):
+        open_log(path, create=SessionHeader("other", created_at=1))
+
+
+def test_open_log_keeps_the_one_writer_rule(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with open_log(path, create=HEADER), pytest.raises(LogLockedError):
+        open_log(path)
+
+
+def test_options_reach_the_store(tmp_path: Path) -> None:
+    with open_log(tmp_path / "s.jsonl", create=HEADER, clock=lambda: 42, ignorable_types=["x/y"]) as log:
+        assert log.append("x/y", {}).time == 42
+        assert log.events[0].ignorable
+    mem = open_log("memory:", create=HEADER, allow_unknown_types=False, strict=True)
+    with pytest.raises(InvalidEventError):
+        mem.append("made/up", {})
+
+
+def test_memory_opens_a_fresh_private_log_each_time() -> None:
+    a = open_log("memory:", create=HEADER)
+    b = open_log("MEMORY:", create=HEADER)
+    assert isinstance(a, MemoryLog) and isinstance(b, MemoryLog)
+    a.append("user/message", {"content": "x"}, surface_op="append")
+    assert len(a) == 1 and len(b) == 0
+    with a as same:  # MemoryLog has the StoredLog lifecycle too
+        assert same is a
+    assert isinstance(a, StoredLog)
+
+
+def test_memory_needs_a_header_and_has_no_names() -> None:
+    with pytest.raises(UserError, match="create="):
+        open_log("memory:")
+    with pytest.raises(UserError, match="no names"):
+        open_log("memory:shared", create=HEADER)
+
+
+def test_standard_input_is_refused_for_writing() -> None:
+    with pytest.raises(UserError, match="standard input, which is read-only"):
+        open_log("-", create=HEADER)
+
+
+def test_empty_and_non_string_locations() -> None:
+    with pytest.raises(UserError, match="empty log location"):
+        open_log("", create=HEADER)
+    with pytest.raises(TypeError, match=r"str or os\.PathLike"):
+        open_log(3, create=HEADER)  # type: ignore[arg-type]
+
+
+def test_an_unknown_scheme_names_the_known_ones() -> None:
+    with pytest.raises(UserError, match=r"unknown log location scheme 'postgresql'.*known: memory:") as err:
+        open_log("postgresql://db.example/sessions", create=HEADER)
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="'sqlite'"):
+        open_log("sqlite:///tmp/x.db")
+
+
+def test_registered_schemes_get_the_whole_location(fake_scheme: list[tuple[str, Any]]) -> None:
+    assert {"memory", "postgres", "postgresql"} <= set(log_schemes())
+    log = open_log("postgresql://db/s?id=1", create=HEADER, clock=int)
+    assert isinstance(log, MemoryLog)
+    open_log("Postgres://other")
+    assert fake_scheme == [
+        ("postgresql://db/s?id=1", HEADER, {"clock": int}),
+        ("Postgres://other", None, {}),
+    ]
+    with pytest.raises(UserError, match="not a file"):
+        read_location("postgres://db/s")
+
+
+def test_register_refuses_bad_names_and_silent_replacement(fake_scheme: list[tuple[str, Any]]) -> None:
+    for bad in ("c", "", "1x", "a b", "x:y"):
+        with pytest.raises(ValueError, match="invalid log scheme name"):
+            register_log_scheme(bad, MemoryLog)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="already registered"):
+        register_log_scheme("PostgreSQL", MemoryLog)  # type: ignore[arg-type]
+    register_log_scheme("postgresql", MemoryLog, replace=True)  # type: ignore[arg-type]
+    with pytest.raises(KeyError):
+        unregister_log_scheme("nosuch")
+
+
+@pytest.mark.parametrize("name", ["C:\\logs\\a.jsonl", "C:/logs/a.jsonl", "notes:v2.jsonl", "memo:x.jsonl"])
+def test_drive_letters_and_colons_in_names_open_as_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_log(name, create=HEADER) as log:
+        assert isinstance(log, JsonlLog)
+        assert log.path == Path(name)
+    assert read_location(name).header.id == "loc-test"
+
+
+def test_a_file_named_like_a_scheme_opens_with_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "memory:").mkdir()
+    with open_log(Path("memory:") / "x.jsonl", create=HEADER) as log:
+        assert isinstance(log, JsonlLog)
+    with open_log("./memory:/x.jsonl") as log:
+        assert isinstance(log, JsonlLog)
+
+
+def test_read_location_reads_standard_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    with open_log(path, create=HEADER) as log:
+        log.append("user/message", {"content": "hi"}, surface_op="append")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+    res = read_location("-")
+    assert res.header.id == "loc-test" and [e.seq for e in res.events] == [0]
+    assert res.events == read_location(path).events
+
+
+def test_read_location_from_standard_input_names_it_in_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"jsonrpc": "2.0"}\n')))
+    with pytest.raises(LogFormatError, match=r"not a session log: <stdin>: ACP JSON-RPC transcript"):
+        read_location("-")
+
+
+def test_read_location_refuses_memory_and_empty() -> None:
+    with pytest.raises(UserError, match="not a file"):
+        read_location("memory:")
+    with pytest.raises(UserError, match="empty log location"):
+        read_location("")

@@ -12,7 +12,15 @@ from types import TracebackType
 from typing import Any
 
 from fsm_stage.errors import LogWriteError
-from fsm_stage.log.events import Clock, Event, check_last_seq, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import (
+    Clock,
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    check_last_seq,
+    wall_clock_ms,
+)
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 

@@ -150,8 +150,8 @@ def _int(v: Any) -> int | None:
 class ReviewFold:
     """The fold of the review and graph events (a ``Projection``; module docstring)."""
 
-    key: Final = "reviews"
-    STATE_VERSION: Final = 1
+    key: str = "reviews"
+    STATE_VERSION: int = 1
 
     def init(self) -> ReviewState:
         """The empty state."""
@@ -205,12 +205,23 @@ class ReviewFold:
                                                            "fingerprint": state.graph.fingerprint}}
 
     def dump(self, state: ReviewState) -> Any:
-        """Not checkpointed: the review events are few; refolding is cheap."""
-        raise ValueError("the review fold is not checkpointed")
+        """The state as JSON (checkpoints): lists of the records' fields."""
+        return {"records": [attrs.asdict(r) for r in state.records.values()],
+                "answered": [attrs.asdict(a) for a in state.answered.values()],
+                "redeemed": [{"id": k, **attrs.asdict(v)} for k, v in state.redeemed.items()],
+                "graph": None if state.graph is None else attrs.asdict(state.graph)}
 
     def load(self, raw: Any) -> ReviewState:
-        """Not checkpointed (see ``dump``); always raises ``ValueError``."""
-        raise ValueError("the review fold is not checkpointed")
+        """The inverse of ``dump``; raises ``ValueError`` for anything else."""
+        try:
+            records = {r["id"]: ReviewRecord(**{**r, "options": tuple(r["options"])}) for r in raw["records"]}
+            answered = {a["id"]: ReviewAnswer(**a) for a in raw["answered"]}
+            redeemed = {r["id"]: Redemption(r["applied"], r["reason"], r["seq"]) for r in raw["redeemed"]}
+            graph = None if raw["graph"] is None else GraphRecord(**raw["graph"])
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"not a review fold state: {err}") from err
+        return ReviewState(MappingProxyType(records), MappingProxyType(answered),
+                           MappingProxyType(redeemed), graph)
 
 
 REVIEW_FOLD: Final = ReviewFold()

@@ -42,6 +42,7 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "graph_cmds",
     "draw": "draw_cmds",
     "state": "log_cmds",
+    "review": "review_cmds", "fork": "review_cmds",
 }
 
 

@@ -50,7 +50,7 @@ from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
 
 __all__ = ["answer_review", "answer_spec", "current_payload_sha256", "fork_log", "open_reviews",
-           "review_state"]
+           "plan_text", "review_state"]
 
 
 def _session(target: Session | EventLog) -> Session:
@@ -69,10 +69,10 @@ def open_reviews(target: Session | EventLog) -> tuple[ReviewRecord, ...]:
     return review_state(target).open
 
 
-def _plan_text(session: Session, call_id: str) -> str | None:
-    """The ``plan`` argument of the logged ``tool/call`` with id ``call_id`` (None if absent)."""
+def plan_text(session: Session, call_id: str) -> str | None:
+    """The ``plan`` argument of the logged ``tool/call`` with ``callId`` ``call_id`` (None if absent)."""
     for ev in reversed(session.events):
-        if ev.type != TOOL_CALL or not isinstance(ev.data, Mapping) or ev.data.get("id") != call_id:
+        if ev.type != TOOL_CALL or not isinstance(ev.data, Mapping) or ev.data.get("callId") != call_id:
             continue
         raw = ev.data.get("arguments")
         try:
@@ -96,7 +96,7 @@ def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None
             except (OSError, UnicodeDecodeError):
                 return "missing"
         return stage_payload_sha256(record.target, text)
-    plan = _plan_text(session, record.call_id)
+    plan = plan_text(session, record.call_id)
     return None if plan is None else plan_payload_sha256(plan)
 
 

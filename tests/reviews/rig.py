@@ -109,16 +109,51 @@ class Rig:
                        "Stage switched to "))
 
 
+def _full(log: Any, kill_after: int) -> int:
+    """A whole reviewed transition (turn, step 1 with an approved goto_stage, step 2 applying
+    it, turn end); SIGKILL right after the ``kill_after``-th append. Prints the append count."""
+    import os
+    import signal
+
+    from fsm_stage.constants import STEP_END, TURN_END
+    from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+
+    appended = [0]
+    original = log.append_many
+
+    def counting(specs: Any, **kw: Any) -> Any:
+        out = original(specs, **kw)
+        appended[0] += 1
+        if appended[0] == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+
+    log.append_many = counting
+    rig = Rig(log, ScriptedReviewChannel(default=lambda q: [Answer(q[0].id, ("Approve",))]))
+    rig.open_turn()
+    rig.step(1)
+    run(rig.call(rig.goto_call("implement")))
+    rig.session.append(STEP_END, {"turn": 1, "step": 1})
+    rig.step(2)
+    rig.session.append(STEP_END, {"turn": 1, "step": 2})
+    rig.session.append(TURN_END, {"turn": 1, "reason": {"kind": "completed"}})
+    print(appended[0])
+    return 0
+
+
 def _main(argv: list[str]) -> int:
-    """Subprocess entry: ``MODE LOG CWD``. Modes: ``suspend`` (open a turn, call goto_stage with
-    a suspending channel, exit leaving the call open), ``resume`` (reopen, resume the open
-    call, end the step, run the next step: prints JSON ``{text, is_error, current}``)."""
+    """Subprocess entry: ``MODE LOG CWD [N]``. Modes: ``suspend`` (open a turn, call goto_stage
+    with a suspending channel, exit leaving the call open), ``resume`` (reopen, resume the open
+    call, end the step, run the next step: prints JSON ``{text, is_error, current}``), ``full``
+    (see ``_full``)."""
     from fsm_stage.log.events import SessionHeader
     from fsm_stage.log.jsonl import JsonlLog
     from fsm_stage.runtime.review import SuspendingReviewChannel
 
     mode, path, cwd = argv[0], argv[1], argv[2]
     log = JsonlLog(path, header=SessionHeader(id="s-1", cwd=cwd), lock_timeout=10.0)
+    if mode == "full":
+        return _full(log, int(argv[3]))
     rig = Rig(log, SuspendingReviewChannel())
     try:
         if mode == "suspend":

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fsm_stage.config import GraphConfig, StageConfig
-from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, PLAN_MODE_EVENT, STEP_START, TOOL_RESULT, TURN_START
+from fsm_stage.constants import (
+    EXIT_PLAN_MODE,
+    GOTO_STAGE,
+    PLAN_MODE_EVENT,
+    STEP_START,
+    TOOL_RESULT,
+    TURN_START,
+)
 from fsm_stage.errors import ReviewPending
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
@@ -52,7 +59,8 @@ class Rig:
                  graph_config: GraphConfig | None = None) -> None:
         self.runtime = Runtime(review=review)
         self.stage = StageController(graph_config or graph(), handoffs=LocalHandoffStore(),
-                                     token_meter=HeuristicTokenMeter(), accept_graph_change=accept_graph_change)
+                                     token_meter=HeuristicTokenMeter(),
+                                     accept_graph_change=accept_graph_change)
         self.plan = PlanModeController({"section": "Plan first."})
         self.runtime.attach(self.stage)
         self.runtime.attach(self.plan)
@@ -104,9 +112,12 @@ class Rig:
 
     def stage_records(self) -> int:
         """How many stage-entry messages the log holds after the first (the applied switches)."""
-        return sum(1 for e in self.session.events if e.type == "user/message"
-                   and isinstance(e.data, dict) and str(e.data.get("source", {}).get("summary", "")).startswith(
-                       "Stage switched to "))
+        def summary(data: Any) -> str:
+            source = data.get("source") if isinstance(data, dict) else None
+            return str(source.get("summary", "")) if isinstance(source, dict) else ""
+
+        return sum(1 for e in self.session.events
+                   if e.type == "user/message" and summary(e.data).startswith("Stage switched to "))
 
 
 def _full(log: Any, kill_after: int) -> int:

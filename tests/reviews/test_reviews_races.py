@@ -112,8 +112,8 @@ def test_eight_processes_approving_one_review_via_the_cli_exactly_one_wins(tmp_p
     _, rid = _suspended(log, kind)
     log.close()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "fsm_stage", "review", str(path), "--approve", rid, "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    argv = [sys.executable, "-m", "fsm_stage", "review", str(path), "--approve", rid, "--json"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for _ in range(8)]
     results = [(p.wait(60), p.stdout.read(), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
     winners = [json.loads(out) for code, out, _ in results if code == 0]

@@ -48,14 +48,15 @@ def test_a_suspending_channel_logs_the_request_and_leaves_the_call_open(tmp_path
     assert (record.id, record.call_id, record.kind, record.from_, record.target) == (
         rid, "call_goto", "stage", "explore", "implement")
     assert record.options == ("Approve", APPROVE_KEEP_CONVERSATION_LABEL, "Keep current stage")
-    assert record.shape == "full" and Path(record.handoff_path or "").read_text() == "# Handoff\nwhat was done"
+    assert record.shape == "full"
+    assert Path(record.handoff_path or "").read_text() == "# Handoff\nwhat was done"
     assert rig.stage.pending_stage(rig.session) is None
     # a second goto_stage while the review is open asks nobody
     second = run(rig.call(rig.goto_call("verify", call_id="call_2")))
     assert second.is_error and "already open" in second.text
 
 
-def test_resume_after_an_api_approval_writes_only_the_result_and_the_next_step_applies(tmp_path: Path) -> None:
+def test_resume_after_an_api_approval_writes_only_the_result_then_the_step_applies(tmp_path: Path) -> None:
     rig, rid = _suspend_goto(tmp_path)
     answer = answer_review(rig.session, rid, "approve")
     assert (answer.outcome, answer.option, answer.shape, answer.by) == ("approve", "Approve", "full", "api")
@@ -162,7 +163,7 @@ def _host(mode: str, log: Path, cwd: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("via", ["api", "cli"])
-def test_a_suspended_review_survives_the_process_and_is_answered_from_another(tmp_path: Path, via: str) -> None:
+def test_a_suspended_review_survives_its_process_and_is_answered_from_another(tmp_path: Path, via: str) -> None:
     log = tmp_path / "s.jsonl"
     suspended = _host("suspend", log, tmp_path)
     listing = subprocess.run([sys.executable, "-m", "fsm_stage", "review", str(log), "--json"],

@@ -163,7 +163,7 @@ def _host(mode: str, log: Path, cwd: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("via", ["api", "cli"])
-def test_a_suspended_review_survives_its_process_and_is_answered_from_another(tmp_path: Path, via: str) -> None:
+def test_a_suspended_review_outlives_its_process_and_is_answered_elsewhere(tmp_path: Path, via: str) -> None:
     log = tmp_path / "s.jsonl"
     suspended = _host("suspend", log, tmp_path)
     listing = subprocess.run([sys.executable, "-m", "fsm_stage", "review", str(log), "--json"],

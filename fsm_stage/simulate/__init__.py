@@ -26,6 +26,10 @@ from fsm_stage.simulate.report import (
 from fsm_stage.simulate.result import Failure, Note, SimulationError, SimulationResult
 from fsm_stage.simulate.run import LogTarget, prepare, simulate, simulate_async
 
+simulate_scenario = simulate
+"""``simulate`` under the name the top-level ``fsm_stage`` exports (there ``fsm_stage.simulate`` is
+this package, so the function cannot keep its own name)."""
+
 __all__ = [
     "GUIDANCE",
     "Failure",
@@ -46,5 +50,6 @@ __all__ = [
     "section_views",
     "simulate",
     "simulate_async",
+    "simulate_scenario",
     "tool_views",
 ]

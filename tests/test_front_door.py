@@ -1,0 +1,87 @@
+"""The public front door: ``from fsm_stage import …`` resolves every exported name, lazily.
+
+``import fsm_stage`` must stay as cheap as a bare package import (no transitions, jinja2,
+ruamel.yaml or click), each exported name must resolve to the object its defining module
+holds, and the static view (the ``TYPE_CHECKING`` imports mypy and editors read) must list
+exactly the names of the runtime table.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fsm_stage
+import fsm_stage.errors
+
+INIT = Path(fsm_stage.__file__)
+HEAVY = ("transitions", "jinja2", "ruamel.yaml", "click", "attrs", "cattrs", "filelock")
+
+
+def _run(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_import_fsm_stage_loads_no_dependency() -> None:
+    code = (
+        "import sys, fsm_stage\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('fsm_stage.'))))"
+    )
+    heavy, loaded = ([*_run(code).split("\n"), ""])[:2]
+    assert heavy == ""
+    assert loaded == ""
+
+
+def test_touching_one_name_loads_only_its_layer() -> None:
+    code = (
+        "import sys, fsm_stage\n"
+        "fsm_stage.load_config\n"
+        "print(','.join(m for m in ('fsm_stage.simulate', 'fsm_stage.runtime.loop', 'click') "
+        "if m in sys.modules))"
+    )
+    assert _run(code) == ""
+
+
+@pytest.mark.parametrize("name", sorted(set(fsm_stage.__all__) - {"__version__"}))
+def test_every_exported_name_resolves_to_its_module_object(name: str) -> None:
+    value = getattr(fsm_stage, name)
+    module = importlib.import_module(f"fsm_stage.{fsm_stage._EXPORTS[name]}")
+    assert getattr(module, name) is value
+
+
+def test_static_view_matches_the_lazy_table() -> None:
+    tree = ast.parse(INIT.read_text(encoding="utf-8"))
+    static: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module is not None
+                for alias in imp.names:
+                    static[alias.name] = imp.module.removeprefix("fsm_stage.")
+    assert static == fsm_stage._EXPORTS
+    assert sorted(fsm_stage.__all__) == sorted([*fsm_stage._EXPORTS, "__version__"])
+
+
+def test_every_exception_is_exported_and_user_errors_share_one_base() -> None:
+    classes = {n: c for n, c in vars(fsm_stage.errors).items()
+               if isinstance(c, type) and issubclass(c, BaseException)}
+    assert set(classes) <= set(fsm_stage.__all__)
+    assert issubclass(fsm_stage.ConfigError, fsm_stage.UserError)
+    assert issubclass(fsm_stage.LogFormatError, fsm_stage.UserError)
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        fsm_stage.Nope  # noqa: B018
+
+
+def test_version_matches_the_package_metadata() -> None:
+    text = (INIT.parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'version = "{fsm_stage.__version__}"' in text

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         ConfigError,
         ControllerClosedError,
         DiagramError,
+        DriverStateError,
         FsmStageError,
         GraphChangedError,
         HandoffPathError,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         LogLockedError,
         LogWriteError,
         PromptTemplateError,
+        RecordShapeError,
         ReviewAlreadyAnsweredError,
         ReviewError,
         ReviewNotFoundError,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         ReviewSuspended,
         SimulationError,
         SurfaceOpError,
+        TurnSuspendedError,
         UserError,
     )
     from fsm_stage.graph import CompiledGraph, StageCursor, compile_graph, compile_plan_mode, fingerprint
@@ -71,6 +74,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
     from fsm_stage.runtime.agent import Agent, InboxAgent
     from fsm_stage.runtime.assembly import ContextEntry, Request, SystemSection
     from fsm_stage.runtime.commands import CommandReply
+    from fsm_stage.runtime.driver import StagedSession, StepRequest, SuspendedStep
     from fsm_stage.runtime.loop import Loop, Model, ModelReply, ScriptedModel, TurnOutcome
     from fsm_stage.runtime.review import (
         Answer,
@@ -111,6 +115,9 @@ _EXPORTS: dict[str, str] = {
     "Session": "runtime.session",
     "Agent": "runtime.agent",
     "InboxAgent": "runtime.agent",
+    "StagedSession": "runtime.driver",
+    "StepRequest": "runtime.driver",
+    "SuspendedStep": "runtime.driver",
     "Loop": "runtime.loop",
     "Model": "runtime.loop",
     "ModelReply": "runtime.loop",
@@ -184,6 +191,9 @@ _EXPORTS: dict[str, str] = {
     "PromptTemplateError": "errors",
     "CatalogError": "errors",
     "HandoffPathError": "errors",
+    "DriverStateError": "errors",
+    "TurnSuspendedError": "errors",
+    "RecordShapeError": "errors",
 }
 
 __all__ = [
@@ -199,6 +209,7 @@ __all__ = [
     "ContextEntry",
     "ControllerClosedError",
     "DiagramError",
+    "DriverStateError",
     "EdgeConfig",
     "Event",
     "EventLog",
@@ -230,6 +241,7 @@ __all__ = [
     "ProjectionCursor",
     "PromptTemplateError",
     "Question",
+    "RecordShapeError",
     "Request",
     "ReviewAlreadyAnsweredError",
     "ReviewChannel",
@@ -250,7 +262,10 @@ __all__ = [
     "StageCursor",
     "StageProjection",
     "StageStatus",
+    "StagedSession",
+    "StepRequest",
     "SurfaceOpError",
+    "SuspendedStep",
     "SystemSection",
     "TerminalReviewChannel",
     "TokenMeter",
@@ -260,6 +275,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "TurnOutcome",
+    "TurnSuspendedError",
     "UserError",
     "__version__",
     "compile_graph",

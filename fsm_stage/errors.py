@@ -151,3 +151,28 @@ class CatalogError(UserError):
 
 class HandoffPathError(UserError):
     """A handoff path would leave the session cwd, or crosses a symlink it must not cross."""
+
+
+class DriverStateError(FsmStageError, RuntimeError):
+    """A step-driver method (``StagedSession``) was called out of order: ``begin_step`` with no
+    open turn, ``record_reply`` twice in a step, ``end_turn`` with an open step, ... Nothing
+    was written."""
+
+
+class TurnSuspendedError(DriverStateError):
+    """The open turn waits for a review (a suspended tool call): answer ``review_ids`` and
+    ``resume()``, or ``cancel()``. ``turn``; ``call_ids`` are the suspended calls."""
+
+    def __init__(self, turn: int | None, review_ids: tuple[str, ...] | list[str],
+                 call_ids: tuple[str, ...] | list[str]) -> None:
+        self.turn = turn
+        self.review_ids = tuple(review_ids)
+        self.call_ids = tuple(call_ids)
+        super().__init__(
+            f"turn {turn} is suspended: review {', '.join(self.review_ids)} awaits an answer "
+            f"(tool call {', '.join(self.call_ids)}); answer it and call resume(), or cancel()")
+
+
+class RecordShapeError(UserError, ValueError):
+    """What a host asked the step driver to record (a reply, a tool call, a tool result, a
+    ``turn/end`` reason) is malformed; the message names the field. Nothing was written."""

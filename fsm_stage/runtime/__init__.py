@@ -17,7 +17,9 @@ module                 seam
 ``runtime``            ``Runtime`` registry (pre-step, assemble, tools, commands) and ``Controller``
 ``controller``         ``ControllerLifecycle``: one attach/close for every controller
 ``pending``            pending selection + accepted-boundary flush + header-relative narration
-``loop``               reference loop, ``Model`` protocol, ``ScriptedModel``
+``driver``             ``StagedSession``: the public step driver for a host's own loop
+``openstep``           fold of the open turn: its step, tool calls, suspended reviews
+``loop``               reference loop (built on ``driver``), ``Model`` protocol, ``ScriptedModel``
 ``repair``             crash repair on resume: ``repair_open_turn(session)`` closes a dead open turn
 ``wording``            the runtime's texts (``templates/<lang>/runtime.yaml``)
 =====================  ===========================================================

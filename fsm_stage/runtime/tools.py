@@ -222,13 +222,21 @@ async def dispatch_tool(
     message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
     result = attrs.evolve(result, message=message)
     if session is not None:
-        rdata = step_position(turn, step)
-        rdata["message"] = message
-        if not result.is_error and result.meta is not _ABSENT:
-            rdata["meta"] = result.meta
-        session.append(TOOL_RESULT, rdata, surface_op="append",
+        session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
                        source_event_seqs=[call_seq] if call_seq is not None else None)
     return result
+
+
+def result_data(result: ToolResult, turn: int | None, step: int | None) -> dict[str, Any]:
+    """The ``tool/result`` event data for a settled ``result`` (its ``message`` is built when
+    unset): ``{turn, step, message[, meta]}``; ``meta`` only for successes that set it."""
+    message = result.message if result.message is not None else tool_result_message(
+        result.call, result.text, result.is_error)
+    rdata = step_position(turn, step)
+    rdata["message"] = message
+    if not result.is_error and result.meta is not _ABSENT:
+        rdata["meta"] = result.meta
+    return rdata
 
 
 def step_position(turn: int | None, step: int | None) -> dict[str, Any]:

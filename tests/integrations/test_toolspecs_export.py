@@ -207,9 +207,6 @@ def test_export_specs_and_bad_arguments() -> None:
     assert specs[0].parameters["properties"]  # exports never share the spec's objects
 
 
-@pytest.mark.xfail(reason="needs the stage_switch/tool.py change (handoff: null "
-                          "accepted as no handoff); remove this marker with it",
-                   strict=False)
 def test_a_strict_mode_call_with_a_null_handoff_is_accepted() -> None:
     from fsm_stage.stage_switch.tool import goto_stage_argument_problem
 

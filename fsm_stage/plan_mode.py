@@ -48,6 +48,7 @@ from fsm_stage.graph import (
 )
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
+from fsm_stage.log.reviews import ReviewAnswer
 from fsm_stage.prompts import Catalog, load_catalog
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -66,6 +67,7 @@ from fsm_stage.runtime.pending import (
 )
 from fsm_stage.runtime.review import Option, Question, ReviewChannel
 from fsm_stage.runtime.review_flow import redeemed_spec
+from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
@@ -495,6 +497,12 @@ class PlanModeController:
         with session_lock(agent.session.id):
             self._pending.clear(agent.session)  # the approval replaces an earlier user selection
         return ToolOutput({"approved": True}, c.text("tool.approved"))
+
+    def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
+                      by: str = "api") -> ReviewAnswer:
+        """Record a human's answer to the open plan review ``review_id`` (``approve`` / ``keep``
+        / ``dismiss``); see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        return answer_review(session, review_id, outcome, feedback=feedback, by=by)
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Call card ``{card: generic, title, kind: other, content: [text block: plan]}`` (B91)."""

@@ -27,6 +27,7 @@ from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, 
 from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
+from fsm_stage.log.reviews import ReviewAnswer
 from fsm_stage.log.surface import shadow_range
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
 from fsm_stage.runtime.abort import AbortSignal
@@ -37,6 +38,7 @@ from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
 from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, session_lock
 from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.review_flow import redeemed_spec, state_of
+from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs
@@ -419,6 +421,13 @@ class StageController:
         event or sets a pending transition. ``asyncio.CancelledError`` propagates.
         """
         return await run_goto_stage(self, args, agent, signal)
+
+    def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
+                      option: str | None = None, by: str = "api") -> ReviewAnswer:
+        """Record a human's answer to the open stage review ``review_id`` (``approve`` with an
+        optional ``option`` label choosing the shape, ``keep`` with ``feedback``, ``dismiss``);
+        see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        return answer_review(session, review_id, outcome, feedback=feedback, option=option, by=by)
 
     # --- boundary -----------------------------------------------------------------------------
 

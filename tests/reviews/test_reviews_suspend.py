@@ -178,3 +178,17 @@ def test_a_suspended_review_outlives_its_process_and_is_answered_elsewhere(tmp_p
                        capture_output=True, text=True, env=ENV, check=True)
     resumed = _host("resume", log, tmp_path)
     assert resumed["is_error"] is False and resumed["current"] == "implement"
+
+
+def test_each_controller_answers_its_reviews_too(tmp_path: Path) -> None:
+    rig, rid = _suspend_goto(tmp_path)
+    answer = rig.stage.answer_review(rig.session, rid, "approve", option=APPROVE_KEEP_CONVERSATION_LABEL)
+    assert (answer.shape, answer.by) == ("light", "api")
+    plan = Rig(MemoryLog(SessionHeader(id="p-2", cwd=str(tmp_path))), SuspendingReviewChannel())
+    plan.enter_plan()
+    plan.open_turn()
+    with pytest.raises(ReviewPending) as pending:
+        run(plan.call(plan.exit_call()))
+    kept = plan.plan.answer_review(plan.session, pending.value.review_id, "keep", feedback="add tests")
+    assert (kept.outcome, kept.feedback) == ("keep", "add tests")
+    assert "add tests" in run(plan.resume(plan.exit_call())).text

@@ -82,10 +82,8 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         Question,
         ReviewChannel,
         ScriptedReviewChannel,
-        SuspendingReviewChannel,
         TerminalReviewChannel,
     )
-    from fsm_stage.runtime.reviews import answer_review, fork_log, open_reviews
     from fsm_stage.runtime.runtime import Runtime
     from fsm_stage.runtime.session import Session
     from fsm_stage.runtime.tools import Tool, ToolCall, ToolOutput, ToolResult, ToolSpec, current_tool_call
@@ -128,10 +126,6 @@ _EXPORTS: dict[str, str] = {
     "ReviewChannel": "runtime.review",
     "ScriptedReviewChannel": "runtime.review",
     "TerminalReviewChannel": "runtime.review",
-    "SuspendingReviewChannel": "runtime.review",
-    "answer_review": "runtime.reviews",
-    "open_reviews": "runtime.reviews",
-    "fork_log": "runtime.reviews",
     "Question": "runtime.review",
     "Option": "runtime.review",
     "Answer": "runtime.review",
@@ -272,7 +266,6 @@ __all__ = [
     "StepRequest",
     "SurfaceOpError",
     "SuspendedStep",
-    "SuspendingReviewChannel",
     "SystemSection",
     "TerminalReviewChannel",
     "TokenMeter",
@@ -285,7 +278,6 @@ __all__ = [
     "TurnSuspendedError",
     "UserError",
     "__version__",
-    "answer_review",
     "compile_graph",
     "compile_plan_mode",
     "current_stage",
@@ -294,14 +286,12 @@ __all__ = [
     "fingerprint",
     "fold_plan_mode",
     "fold_stage",
-    "fork_log",
     "load_config",
     "load_config_text",
     "load_scenario",
     "load_scenario_text",
     "normalised",
     "open_log",
-    "open_reviews",
     "read_location",
     "read_log",
     "register_log_scheme",

@@ -92,6 +92,9 @@ def _read_session(
         unknown_types=dict(decoder.unknown),
         line_offsets=offsets,
         compressed=compressed,
+        damaged_line=scan.damaged_line,
+        damage=scan.damage,
+        lines_after_damage=scan.lines_after_damage,
     )
 
 

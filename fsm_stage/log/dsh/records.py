@@ -52,7 +52,9 @@ class ReadResult:
     ``events[i].seq == i``. ``line_offsets[i]`` is the byte offset of the start of the line
     holding event ``i`` (members of a packed row share one). ``good_end`` is the offset just
     past the last good line; ``torn_tail_offset`` equals it when a tail was dropped, else None.
-    ``warnings`` are one-line human-readable notes (torn tail, unknown types, legacy header).
+    ``warnings`` are one-line human-readable notes (torn tail, unknown types, legacy header,
+    unknown envelope keys). ``damaged_line``/``damage``/``lines_after_damage``: see
+    ``opening.BodyScan`` (a dropped tail that starts at a damaged line, and what follows it).
     """
 
     header: SessionHeader
@@ -64,6 +66,9 @@ class ReadResult:
     unknown_types: Mapping[str, int]
     line_offsets: array[int]
     compressed: bool = False
+    damaged_line: int | None = None
+    damage: str | None = None
+    lines_after_damage: int = 0
 
 
 class _Defect(Exception):

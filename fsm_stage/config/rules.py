@@ -99,8 +99,10 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
                         report.error(child, f"{json.dumps(v, ensure_ascii=False)} {message}")
                         break
         elif isinstance(v, int | float) and not isinstance(v, bool) and rule.minimum is not None:
-            if not math.isfinite(v) or v < rule.minimum:
-                report.error(child, f"must be a non-negative finite number, got {v}")
+            # an int is always finite (``math.isfinite`` would overflow on one beyond float range)
+            if (isinstance(v, float) and not math.isfinite(v)) or v < rule.minimum:
+                shown = str(v) if len(str(v)) <= 40 else f"{str(v)[:20]}…"
+                report.error(child, f"must be a non-negative finite number, got {shown}")
         elif isinstance(v, list) and rule.min_items is not None and len(v) < rule.min_items:
             report.error(child, f"is empty; expected {rule.expected}")
 

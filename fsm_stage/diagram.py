@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from fsm_stage.config import GraphConfig, PlanModeConfig
-from fsm_stage.errors import UserError
+from fsm_stage.errors import DiagramError as DiagramError
 
 __all__ = [
     "ANY_STAGE_LABEL",
@@ -107,10 +107,6 @@ MERMAID_MAX_EDGES: Final = 500
 DOT_SLOW_ARROWS: Final = 300
 _MERMAID_ANY_ID: Final = "any_other_stage"  # stage ids start with s_, plan mode's with pm_
 _DOT_ANY_ID: Final = "__any_other"  # stage names start with a letter
-
-
-class DiagramError(UserError):
-    """A diagram cannot be produced: nothing to draw, or a renderer piece is missing."""
 
 
 @dataclass(frozen=True)

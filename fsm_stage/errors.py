@@ -94,3 +94,85 @@ class ReviewPayloadChangedError(ReviewError):
 class GraphChangedError(UserError):
     """The session log records a different stage-graph fingerprint than the graph in use;
     pass ``accept_graph_change=True`` to record the new one."""
+
+
+class InvalidEventError(LogWriteError):
+    """An event a writer refuses before writing (the log is unchanged). One-line message."""
+
+
+class SurfaceOpError(LogWriteError):
+    """A surface op that cannot apply to the current surface (append refused, log unchanged).
+
+    Raised by ``Surface.check``/``Surface.apply``; ``JsonlLog``/``MemoryLog`` raise it from
+    ``append`` before anything is written.
+    """
+
+
+class ControllerClosedError(FsmStageError, RuntimeError):
+    """A closed controller (plan mode, the stage switch) was asked to attach, select or read.
+
+    Both controllers raise it the same way after ``close()``: ``set`` (a selection would never
+    be flushed), ``attach`` and their state reads. The stage switch's reads raise its subclass
+    ``ProjectionUnavailableError`` (S97). A ``RuntimeError``, so ``except RuntimeError`` still
+    catches it. Message: one line naming the controller, e.g. ``"this plan-mode controller is
+    closed: build and attach a new one"``.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"this {what} is closed: build and attach a new one")
+
+
+class InvariantError(FsmStageError):
+    """An event violates an installed invariant (e.g. a ``plan/mode`` whose ``active`` is not a
+    boolean, B107). Raised at installation (existing logs), at ``track`` and on append."""
+
+
+class DiagramError(UserError):
+    """A diagram cannot be produced: nothing to draw, or a renderer piece is missing."""
+
+
+class SimulationError(UserError):
+    """The scenario cannot be run as written (e.g. a model step with no turn to answer in).
+
+    The message is one line starting with the scenario position ``FILE:LINE:COL``.
+    """
+
+
+class PromptTemplateError(UserError):
+    """A template does not compile, uses an undefined variable, or breaks the sandbox.
+
+    ``str(err)`` is one line naming where the template came from (``origin``) and what is wrong.
+    """
+
+
+class CatalogError(UserError):
+    """A catalog file is missing, is not valid YAML, or does not have the expected shape."""
+
+
+class HandoffPathError(UserError):
+    """A handoff path would leave the session cwd, or crosses a symlink it must not cross."""
+
+
+class DriverStateError(FsmStageError, RuntimeError):
+    """A step-driver method (``StagedSession``) was called out of order: ``begin_step`` with no
+    open turn, ``record_reply`` twice in a step, ``end_turn`` with an open step, ... Nothing
+    was written."""
+
+
+class TurnSuspendedError(DriverStateError):
+    """The open turn waits for a review (a suspended tool call): answer ``review_ids`` and
+    ``resume()``, or ``cancel()``. ``turn``; ``call_ids`` are the suspended calls."""
+
+    def __init__(self, turn: int | None, review_ids: tuple[str, ...] | list[str],
+                 call_ids: tuple[str, ...] | list[str]) -> None:
+        self.turn = turn
+        self.review_ids = tuple(review_ids)
+        self.call_ids = tuple(call_ids)
+        super().__init__(
+            f"turn {turn} is suspended: review {', '.join(self.review_ids)} awaits an answer "
+            f"(tool call {', '.join(self.call_ids)}); answer it and call resume(), or cancel()")
+
+
+class RecordShapeError(UserError, ValueError):
+    """What a host asked the step driver to record (a reply, a tool call, a tool result, a
+    ``turn/end`` reason) is malformed; the message names the field. Nothing was written."""

@@ -60,7 +60,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from fsm_stage.errors import UserError
+from fsm_stage.errors import HandoffPathError as HandoffPathError
 
 __all__ = [
     "DEFAULT_HANDOFF_DIR",
@@ -88,10 +88,6 @@ _SEGMENT_HASH_HEX = 16
 _UNSAFE_SEGMENT_CHAR = re.compile(r"[^A-Za-z0-9._-]")
 _RESERVED_SEGMENTS = frozenset({"", ".", ".."})
 _FALLBACK_SEGMENT = "session"
-
-
-class HandoffPathError(UserError):
-    """A handoff path would leave the session cwd, or crosses a symlink it must not cross."""
 
 
 def session_segment(session_id: str) -> str:

@@ -56,7 +56,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 import fsm_stage._template_limits as limits
-from fsm_stage.errors import UserError
+from fsm_stage.errors import CatalogError as CatalogError
+from fsm_stage.errors import PromptTemplateError as PromptTemplateError
 from fsm_stage.resources import data_dir
 from fsm_stage.text import visible
 
@@ -87,17 +88,6 @@ LANGUAGES = ("en", "zh")
 MAX_RENDERED_CHARS = limits.MAX_RENDERED_CHARS
 _MAX_POWER_BITS = 4096
 _BASE_LANGUAGE = "en"
-
-
-class PromptTemplateError(UserError):
-    """A template does not compile, uses an undefined variable, or breaks the sandbox.
-
-    ``str(err)`` is one line naming where the template came from (``origin``) and what is wrong.
-    """
-
-
-class CatalogError(UserError):
-    """A catalog file is missing, is not valid YAML, or does not have the expected shape."""
 
 
 class _BoundedSandbox(jinja2.sandbox.SandboxedEnvironment):

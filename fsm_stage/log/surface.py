@@ -22,19 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from fsm_stage.constants import SURFACE_EVENT_TYPES, SYSTEM_MESSAGE
-from fsm_stage.errors import LogWriteError
+from fsm_stage.errors import SurfaceOpError as SurfaceOpError
 from fsm_stage.log.events import Event, Replace, SurfaceOp
 
 SURFACE_TYPES = SURFACE_EVENT_TYPES | {SYSTEM_MESSAGE}
 """Event types allowed to carry a surface op (the DSH three plus fsm_stage's ``system/message``)."""
-
-
-class SurfaceOpError(LogWriteError):
-    """A surface op that cannot apply to the current surface (append refused, log unchanged).
-
-    Raised by ``Surface.check``/``Surface.apply``; ``JsonlLog``/``MemoryLog`` raise it from
-    ``append`` before anything is written.
-    """
 
 
 class Surface:

@@ -42,7 +42,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from fsm_stage.constants import FSM_EVENT_PREFIX, KNOWN_EVENT_TYPES, SYSTEM_MESSAGE, USER_MESSAGE
-from fsm_stage.errors import LogWriteError
+from fsm_stage.errors import InvalidEventError as InvalidEventError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.surface import Surface
 
@@ -51,10 +51,6 @@ EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+")
 
 #: Types fsm_stage invents that are always written ``ignorable: true`` besides ``fsm/…``.
 OWN_EVENT_TYPES: frozenset[str] = frozenset({SYSTEM_MESSAGE})
-
-
-class InvalidEventError(LogWriteError):
-    """An event a writer refuses before writing (the log is unchanged). One-line message."""
 
 
 def is_ignorable(type_: str, ignorable: bool, ignorable_types: Collection[str] = ()) -> bool:

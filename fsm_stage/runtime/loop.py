@@ -1,36 +1,17 @@
 """Reference agent loop, ``Model`` protocol and ``ScriptedModel`` (DESIGN.md §8).
 
 Drives whole sessions without any host: tests, the simulator and the README example use it.
-It writes DSH-shaped events (dsh-log-format §4) so ``fsm_stage.log`` reads them back.
-
-One turn (``Loop.run_turn``), per step (plan-mode spec §1.5):
-
-1. ``turn/start {turn}`` on the first step (turn numbers continue from the log).
-2. Claim the agent's inbox (steered and injected messages, in arrival order).
-3. Assemble the request (system sections, tools) — frozen for same-step retries.
-4. Host accept (``accept(agent, batch)``; a rejection closes the turn with
-   ``turn/end {reason: {kind: blocked}}`` and **no** pre-step runs). Then, once per accepted
-   pre-step, ``runtime.pre_step(agent, batch, aborted=...)``; participants may append events
-   (e.g. ``plan/mode``) which therefore land before ``step/start``.
-5. Runtime-context snapshot (only when it changed) is put first in the batch; then
-   ``step/start {turn, step}`` and one ``user/message`` per entering message.
-6. ``request/header {header: {config, system, tools}, reason}``: ``initial`` (first header of the
-   log), ``resume`` (this loop's first request over a log that has headers), ``change`` (header
-   differs from the last one this loop logged); not logged when unchanged.
-7. The model call. A ``ModelError`` triggers a **same-step retry** (up to ``max_retries``):
-   ``on_request_error(loop, error)`` runs, then the same frozen request is sent again — no new
-   pre-step (B34, Q8). When retries are exhausted the step ends and the turn ends with
-   ``{kind: error, error: {message}}`` (DSH's shape; an abort is ``{kind: aborted, reason:
-   {kind: <cause>}}``, a host rejection ``{kind: blocked}``).
-8. ``assistant/message``, then ``tool/call``/``tool/result`` per requested call, ``step/end``.
-0. Crash repair first (``Loop.repair``, dsh-log-format §8): when the log ends inside a turn
-   that no loop of this process is running (a reopened log whose writer died mid-turn), the
-   dangling tool calls, step and turn are closed (``turn/end {reason: {kind: interrupted}}``)
-   before anything else; ``prompt``, ``run_until_idle``, ``run_turn`` and ``command`` do it.
-9. Continue with step n+1 when the model called tools or a steered message is waiting;
-   otherwise ``turn/end {reason: {kind: completed}}``. An exception escaping the turn (a bug,
-   a cancellation) still closes it (``error`` / ``aborted``) before propagating, so the log
-   never keeps a dangling open turn.
+Each step is ``StagedSession``'s (``runtime.driver``; docs/step-driver.md has the event order):
+crash repair first (``Loop.repair``), ``turn/start``, then per step ``begin_step`` (inbox,
+assembly, ``accept`` — a rejection ends the turn ``blocked`` —, pre-step, snapshot,
+``step/start``, messages, ``request/header``), the model call with **same-step retries** on
+``ModelError`` (``on_request_error`` runs, the frozen request is re-sent, no new pre-step; B34,
+Q8; exhausted → ``turn/end {kind: error, error: {message}}``), ``assistant/message``, the tool
+calls, ``step/end``; another step while the model called tools or a steered message waits, else
+``turn/end {kind: completed}``. An abort skips the calls not dispatched yet (DSH's closers) and
+ends the turn ``aborted``; a review that suspends returns ``TurnOutcome(reason="suspended")``
+with the turn left open for ``Loop.resume``. An exception escaping the turn still closes it
+(``error`` / ``aborted``) before propagating, so the log never keeps a dangling open turn.
 """
 
 from __future__ import annotations
@@ -38,30 +19,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from fsm_stage.constants import (
-    ASSISTANT_MESSAGE,
-    REQUEST_HEADER,
-    STEP_END,
-    STEP_START,
-    TURN_END,
-    TURN_START,
-)
+from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, Request, snapshot_if_changed
+from fsm_stage.runtime.assembly import Request
 from fsm_stage.runtime.commands import CommandReply
-from fsm_stage.runtime.messages import Block, Message, new_id, user_message
-from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
+from fsm_stage.runtime.driver import AcceptFn, DriverStateError, StagedSession
+from fsm_stage.runtime.messages import Block, user_message
+from fsm_stage.runtime.repair import is_turn_live, live_turn
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.tools import ToolCall, ToolResult
+from fsm_stage.runtime.tools import ToolCall
 
 
 @attrs.frozen
@@ -140,31 +114,25 @@ class ScriptedModel:
         return item(request)
 
 
-def _error(message: str) -> dict[str, Any]:
-    """A DSH ``turn/end`` error reason: ``{kind: error, error: {message}}``."""
-    return {"kind": "error", "error": {"message": message}}
-
-
-def _aborted(cause: str | None) -> dict[str, Any]:
-    """A DSH ``turn/end`` aborted reason: ``{kind: aborted, reason: {kind: <cause>}}``."""
-    return {"kind": "aborted", "reason": {"kind": cause or "user"}}
-
-
 @attrs.frozen
 class TurnOutcome:
-    """How a turn ended: ``turn`` number, ``reason`` kind, number of ``steps`` run."""
+    """How a turn ended (or paused): ``turn`` number, ``reason`` kind (``completed``,
+    ``aborted``, ``error``, ``blocked`` or ``suspended``), the turn's ``steps`` so far, and for
+    ``suspended`` the ``review_id`` and ``call_id`` waiting for a human answer."""
 
     turn: int
     reason: str
     steps: int
+    review_id: str | None = None
+    call_id: str | None = None
 
 
 RequestErrorHook = Callable[["Loop", BaseException], "Awaitable[None] | None"]
-AcceptFn = Callable[[InboxAgent, list[Message]], bool]
 
 
 class Loop:
-    """The reference loop for one agent (see the module docstring for the event order)."""
+    """The reference loop for one agent, built on ``StagedSession`` (see the module
+    docstring for the event order). ``driver`` is its step driver."""
 
     def __init__(
         self,
@@ -181,16 +149,26 @@ class Loop:
         self.runtime = runtime
         self.agent = agent
         self.model = model
-        self.config: dict[str, Any] = dict(config) if config is not None else {
-            "provider": model.provider, "model": model.name}
+        self.driver = StagedSession(runtime, agent, config=config if config is not None else {
+            "provider": model.provider, "model": model.name}, accept=accept)
         self.max_retries = max_retries
         self.max_steps = max_steps
-        self.accept = accept
         self.on_request_error = on_request_error
-        self._last_header: dict[str, Any] | None = None
-        self._signal: AbortSignal | None = None
         self.requests: list[Request] = []
-        runtime.track(agent.session)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The ``request/header`` config (the driver's)."""
+        return self.driver.config
+
+    @property
+    def accept(self) -> AcceptFn | None:
+        """The host accept decision on each step's inbox batch (the driver's)."""
+        return self.driver.accept
+
+    @accept.setter
+    def accept(self, value: AcceptFn | None) -> None:
+        self.driver.accept = value
 
     @property
     def session(self) -> Any:
@@ -198,20 +176,22 @@ class Loop:
         return self.agent.session
 
     def abort(self, reason: str = "user") -> None:
-        """Abort the running turn (its signal is forwarded to tools and reviews)."""
-        if self._signal is not None:
-            self._signal.abort(reason)
+        """Abort the running turn (its signal is forwarded to tools and reviews); a suspended
+        turn that nothing runs is closed at once (``StagedSession.close_turn``)."""
+        session = self.agent.session
+        if session.is_turn_open and not is_turn_live(session.id) and self.driver.suspended() is not None:
+            self.driver.close_turn("aborted", cause=reason)
+            return
+        self.driver.signal.abort(reason)
 
     def repair(self) -> list[Event]:
         """Crash repair (``fsm_stage.runtime.repair``): when the session's log ends inside a
         turn that no loop of this process is running, close it as DSH does (error
         ``tool/result`` per unanswered call, ``step/end``, ``turn/end {kind: interrupted}``)
-        and return the events written; ``[]`` when idle or when the open turn is live (e.g.
-        called from inside this loop's own turn). Raises ``LogWriteError`` (log unchanged)."""
-        session = self.agent.session
-        if not session.is_turn_open or is_turn_live(session.id):
-            return []
-        return repair_open_turn(session)
+        and return the events written; ``[]`` when idle, when the open turn is live (e.g.
+        called from inside this loop's own turn) or suspended (a review awaits an answer).
+        Raises ``LogWriteError`` (log unchanged)."""
+        return self.driver.repair()
 
     async def prompt(self, text: str, *, images: Sequence[Block] = ()) -> list[TurnOutcome]:
         """Steer a user message and run until idle (crash repair first, see ``repair``)."""
@@ -226,119 +206,120 @@ class Loop:
         return await self.runtime.run_command(self.agent, line, images)
 
     async def run_until_idle(self) -> list[TurnOutcome]:
-        """Run turns while a steered message is waiting (crash repair first, see ``repair``)."""
+        """Run turns while a steered message is waiting (crash repair first, see ``repair``);
+        stops after a ``suspended`` outcome."""
         self.repair()
         outcomes: list[TurnOutcome] = []
         while self.agent.wants_turn:
             outcomes.append(await self.run_turn())
+            if outcomes[-1].reason == "suspended":
+                break
         return outcomes
 
     async def run_turn(self) -> TurnOutcome:
-        """Run one whole turn (see module docstring; crash repair first, see ``repair``)."""
+        """Run one whole turn (see module docstring; crash repair first, see ``repair``).
+        Returns ``reason="suspended"`` when a review suspended a tool call (the turn stays
+        open; ``resume`` continues it). Raises ``TurnSuspendedError`` while a turn is
+        suspended."""
         session = self.agent.session
         self.repair()
         with live_turn(session.id):
-            return await self._run_turn(session)
+            self.driver.start_turn()
+            return await self._drive(resume=False)
 
-    async def _run_turn(self, session: Any) -> TurnOutcome:
-        turn = session.last_turn + 1
-        signal = AbortSignal()
-        self._signal = signal
-        session.append(TURN_START, {"turn": turn})
-        step = 0
+    async def resume(self) -> TurnOutcome:
+        """Continue a suspended turn (this process or a new one over the reopened log): settle
+        the suspended calls (``StagedSession.resume``), end the step and run the next steps.
+        Returns ``suspended`` again while a review is unanswered; raises ``DriverStateError``
+        when nothing is suspended."""
+        if self.driver.suspended() is None:
+            raise DriverStateError("resume: no suspended tool call in the log's open turn")
+        with live_turn(self.agent.session.id):
+            return await self._drive(resume=True)
+
+    def _steps(self) -> int:
+        view = self.driver.view()
+        return view.last_step if view is not None else 0
+
+    def _turn(self) -> int:
+        view = self.driver.view()
+        return view.turn if view is not None and view.turn is not None else self.agent.session.last_turn
+
+    async def _drive(self, *, resume: bool) -> TurnOutcome:
+        driver = self.driver
+        turn = self._turn()
         try:
-            while True:
-                step += 1
-                outcome = await self._run_step(turn, step, signal)
+            if resume:
+                try:
+                    await driver.resume()
+                except ReviewPending as pending:
+                    return TurnOutcome(turn, "suspended", self._steps(), pending.review_id, pending.call_id)
+                outcome = self._settle(turn)
                 if outcome is not None:
-                    return self._end(turn, outcome, step)
-                if step >= self.max_steps:
-                    return self._end(turn, _error(f"step limit of {self.max_steps} reached"), step)
+                    return outcome
+            while True:
+                outcome = await self._run_step(turn)
+                if outcome is not None:
+                    return outcome
+                if self._steps() >= self.max_steps:
+                    return self._end(turn, "error", message=f"step limit of {self.max_steps} reached")
         except BaseException as exc:  # never leave the turn open in the log
-            if session.is_turn_open:
-                reason: dict[str, Any] = (
-                    _aborted("cancelled") if isinstance(exc, asyncio.CancelledError)
-                    else _error(str(exc) or type(exc).__name__))
-                with contextlib.suppress(Exception):
-                    session.append(TURN_END, {"turn": turn, "reason": reason})
+            with contextlib.suppress(Exception):
+                if isinstance(exc, asyncio.CancelledError):
+                    driver.close_turn("aborted", cause="cancelled")
+                else:
+                    driver.close_turn("error", message=str(exc) or type(exc).__name__)
             raise
-        finally:
-            self._signal = None
 
-    def _end(self, turn: int, reason: dict[str, Any], steps: int) -> TurnOutcome:
-        self.agent.session.append(TURN_END, {"turn": turn, "reason": reason})
-        return TurnOutcome(turn, str(reason["kind"]), steps)
+    def _end(self, turn: int, kind: str, *, message: str | None = None,
+             cause: str | None = None) -> TurnOutcome:
+        steps = self._steps()
+        self.driver.end_turn(kind, message=message, cause=cause)
+        return TurnOutcome(turn, kind, steps)
 
-    async def _run_step(self, turn: int, step: int, signal: AbortSignal) -> dict[str, Any] | None:
-        """One step; returns a turn/end reason to stop, or None to continue."""
-        agent, runtime, session = self.agent, self.runtime, self.agent.session
-        batch = agent.claim()
-        assembly = runtime.assemble(agent)  # frozen for same-step retries
-        if self.accept is not None and not self.accept(agent, batch):
-            return {"kind": "blocked"}
-        if signal.aborted:
-            return _aborted(signal.reason)
-        batch = runtime.pre_step(agent, batch, aborted=signal.aborted)
-        context = runtime.render_context(agent)
-        snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), context)
-        if snapshot is not None:
-            batch.insert(0, snapshot)
-        session.append(STEP_START, {"turn": turn, "step": step})
-        for message in batch:
-            session.append_message(message)
-        request = runtime.build_request(agent, assembly)
-        header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
-                                  "tools": [t.to_json() for t in request.tools]}
+    def _settle(self, turn: int) -> TurnOutcome | None:
+        """After the step's calls: abort, or end the step and continue / complete."""
+        driver = self.driver
+        if driver.signal.aborted:
+            steps = self._steps()
+            driver.close_turn("aborted", cause=driver.signal.reason)
+            return TurnOutcome(turn, "aborted", steps)
+        if driver.end_step():
+            return None
+        return self._end(turn, "completed")
+
+    async def _run_step(self, turn: int) -> TurnOutcome | None:
+        """One step; returns the turn's outcome to stop, or None to continue."""
+        driver = self.driver
+        req = driver.begin_step()
+        if req is None:
+            if driver.signal.aborted:
+                return self._end(turn, "aborted", cause=driver.signal.reason)
+            return self._end(turn, "blocked")
+        request = req.request
         retries = self.max_retries
         while True:
-            self._log_header(header)
             self.requests.append(request)
             try:
-                reply = await self.model.complete(request, signal=signal)
+                reply = await self.model.complete(request, signal=driver.signal)
                 break
             except ModelError as exc:
                 if retries <= 0:
-                    session.append(STEP_END, {"turn": turn, "step": step})
-                    return _error(str(exc) or type(exc).__name__)
+                    driver.end_step()
+                    return self._end(turn, "error", message=str(exc) or type(exc).__name__)
                 retries -= 1
                 if self.on_request_error is not None:
                     res = self.on_request_error(self, exc)
                     if inspect.isawaitable(res):
                         await res
-        self._log_assistant(turn, step, reply)
-        results: list[ToolResult] = []
+        driver.record_reply(reply.text, reply.tool_calls, reasoning=reply.reasoning, usage=reply.usage,
+                            source={"kind": "model", "provider": self.model.provider,
+                                    "model": self.model.name})
         for call in reply.tool_calls:
-            results.append(await runtime.call_tool(agent, call, turn=turn, step=step, signal=signal))
-        session.append(STEP_END, {"turn": turn, "step": step})
-        if signal.aborted:
-            return _aborted(signal.reason)
-        if reply.tool_calls or agent.wants_turn:
-            return None
-        return {"kind": "completed"}
-
-    def _log_header(self, header: dict[str, Any]) -> None:
-        session = self.agent.session
-        if self._last_header is None:
-            reason = "resume" if session.has_request_header else "initial"
-        elif header != self._last_header:
-            reason = "change"
-        else:
-            return
-        session.append(REQUEST_HEADER, {"header": json.loads(json.dumps(header)), "reason": reason})
-        self._last_header = header
-
-    def _log_assistant(self, turn: int, step: int, reply: ModelReply) -> None:
-        content: list[dict[str, Any]] = []
-        if reply.reasoning:
-            content.append({"type": "reasoning", "text": reply.reasoning})
-        if reply.text:
-            content.append({"type": "text", "text": reply.text})
-        for call in reply.tool_calls:
-            content.append({"type": "tool-call", "id": call.id, "name": call.name,
-                            "arguments": call.arguments})
-        source = {"kind": "model", "provider": self.model.provider, "model": self.model.name}
-        message: Message = {"role": "assistant", "content": content, "source": source, "id": new_id()}
-        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
-        if reply.usage is not None:
-            data["usage"] = dict(reply.usage)
-        self.agent.session.append(ASSISTANT_MESSAGE, data, surface_op="append")
+            if driver.signal.aborted:
+                break
+            try:
+                await driver.run_tool(call)
+            except ReviewPending as pending:
+                return TurnOutcome(turn, "suspended", self._steps(), pending.review_id, pending.call_id)
+        return self._settle(turn)

@@ -14,16 +14,13 @@ turn N (which a DSH reader would then misread):
 2. ``step/end {turn, step}`` when a step is open;
 3. ``turn/end {turn, reason: {kind: "interrupted"}}``.
 
-All of them are appended in **one atomic batch** (``Session.append_many``): either the log is
-repaired or it is unchanged (``LogWriteError``). One difference from DSH: their ``time`` is the
-log's clock, not a copy of the last event's time (the ``EventLog`` API sets times).
+A suspended turn (a tool call waiting for its durable review) is no crash: only stray
+recorded calls are closed; the step and turn stay open for ``StagedSession.resume``.
 
-Who calls it: the reference ``Loop`` does, automatically, before ``run_turn``,
-``run_until_idle``, ``prompt`` and ``command`` (``Loop.repair()``). A host with its own loop
-calls ``repair_open_turn(session)`` once when it reopens a log. A turn that a ``Loop`` of this
-process is running (registered with ``live_turn``) is never a crash: ``repair_open_turn``
-raises ``RuntimeError`` for it and ``Loop.repair`` skips it. Another *process* still running
-the turn cannot happen for a ``JsonlLog`` (one writer per log, ``writer_lock``).
+All of them are appended in **one atomic batch** (``Session.append_many``): repaired or
+unchanged (``LogWriteError``). Their ``time`` is the log's clock, not the last event's (the one
+difference from DSH). ``Loop.repair()`` / ``StagedSession.repair()`` call it; a turn a loop of
+this process runs (``live_turn``) is never a crash (``repair_open_turn`` raises ``RuntimeError``).
 """
 
 from __future__ import annotations
@@ -31,30 +28,24 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from fsm_stage.constants import (
-    ASSISTANT_MESSAGE,
-    STEP_END,
-    STEP_START,
-    TOOL_CALL,
-    TOOL_RESULT,
-    TURN_END,
-    TURN_START,
-)
+from fsm_stage.constants import STEP_END, TOOL_RESULT, TURN_END
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import Message
+from fsm_stage.runtime.openstep import open_turn_view
 from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolCall, step_position, tool_result_message
+from fsm_stage.runtime.tools import step_position, tool_result_message
 
 __all__ = [
     "INTERRUPTED",
     "NOT_STARTED",
     "OUTCOME_UNKNOWN",
     "closers",
+    "is_suspended",
     "is_turn_live",
     "live_turn",
     "repair_open_turn",
@@ -94,92 +85,41 @@ def is_turn_live(session_id: str) -> bool:
         return session_id in _LIVE
 
 
-def _data(ev: Event) -> Mapping[str, Any]:
-    return ev.data if isinstance(ev.data, Mapping) else {}
-
-
-def _int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _answered_call_id(ev: Event) -> str | None:
-    """The call id a ``tool/result`` answers (current and legacy shapes)."""
-    data = _data(ev)
-    if isinstance(data.get("callId"), str):  # legacy {callId, content, isError}
-        return str(data["callId"])
-    msg = data.get("message")
-    if isinstance(msg, Mapping):
-        source = msg.get("source")
-        if isinstance(source, Mapping) and isinstance(source.get("callId"), str):
-            return str(source["callId"])
-        for block in msg.get("content") or ():
-            if isinstance(block, Mapping) and isinstance(block.get("toolCallId"), str):
-                return str(block["toolCallId"])
-    return None
-
-
 def closers(events: Sequence[Event], *, language: str = "en") -> list[NewEvent]:
     """The events that close a trailing open turn of ``events`` (empty when idle); see the
-    module docstring for the order and shapes. Pure: nothing is appended."""
-    start = None
-    for i in range(len(events) - 1, -1, -1):
-        t = events[i].type
-        if t == TURN_END:
-            return []
-        if t == TURN_START:
-            start = i
-            break
-    if start is None:
+    module docstring for the order and shapes. Pure: nothing is appended.
+
+    A **suspended** turn (a recorded tool call without result whose durable review request is
+    logged, ``openstep.CallState.suspended``) is not a crash: its suspended calls, its
+    not-yet-dispatched calls, its step and the turn stay open for ``StagedSession.resume``;
+    only other recorded calls without result are closed (outcome unknown)."""
+    view = open_turn_view(events)
+    if view is None:
         return []
-    raw_turn = _data(events[start]).get("turn")
-    turn: int | None = raw_turn if _int(raw_turn) else None
-    open_step: tuple[Any, Any] | None = None
-    asked: dict[str, tuple[ToolCall, Any, Any]] = {}  # call id → (call, turn, step), in order
-    recorded: dict[str, int] = {}  # call id → tool/call seq
-    answered: set[str] = set()
-    for ev in events[start + 1:]:
-        data = _data(ev)
-        where = (data.get("turn", turn), data.get("step"))
-        if ev.type == STEP_START:
-            open_step = where
-        elif ev.type == STEP_END:
-            open_step = None
-        elif ev.type == ASSISTANT_MESSAGE:
-            msg = data.get("message")
-            for block in (msg.get("content") or ()) if isinstance(msg, Mapping) else ():
-                if (isinstance(block, Mapping) and block.get("type") == "tool-call"
-                        and isinstance(block.get("id"), str)):
-                    call = ToolCall(block["id"], str(block.get("name", "")),
-                                    str(block.get("arguments", "{}")))
-                    asked.setdefault(call.id, (call, *where))
-        elif ev.type == TOOL_CALL and isinstance(data.get("callId"), str):
-            call_id = str(data["callId"])
-            recorded[call_id] = ev.seq
-            asked.setdefault(call_id, (ToolCall(call_id, str(data.get("name", "")),
-                                                str(data.get("arguments", "{}"))), *where))
-        elif ev.type == TOOL_RESULT:
-            answered_id = _answered_call_id(ev)
-            if answered_id is not None:
-                answered.add(answered_id)
+    suspended = bool(view.suspended)
     out: list[NewEvent] = []
     seq = len(events)
-    for call_id, (call, call_turn, call_step) in asked.items():
-        if call_id in answered:
+    for state in view.calls:
+        if state.answered or state.suspended:
             continue
-        started = call_id in recorded
+        started = state.call_seq is not None
+        if suspended and not started:
+            continue  # resume dispatches it
         text = wording.text("repair.outcome_unknown" if started else "repair.not_started", language)
-        result_id = f"interrupted-tool-result-{call_id}-{seq}"
-        message: Message = tool_result_message(call, text, True,
+        result_id = f"interrupted-tool-result-{state.call.id}-{seq}"
+        message: Message = tool_result_message(state.call, text, True,
                                                id_factory=functools.partial(str, result_id))
-        data_out = step_position(call_turn, call_step)
+        data_out = step_position(state.turn, state.step)
         data_out["message"] = message
         data_out["error"] = dict(OUTCOME_UNKNOWN if started else NOT_STARTED)
         out.append(NewEvent(TOOL_RESULT, data_out, "append",
-                            [recorded[call_id]] if started else None))
+                            [state.call_seq] if state.call_seq is not None else None))
         seq += 1
-    if open_step is not None:
-        out.append(NewEvent(STEP_END, step_position(*open_step)))
-    end: dict[str, Any] = {"turn": turn} if turn is not None else {}
+    if suspended:
+        return out
+    if view.open_step is not None:
+        out.append(NewEvent(STEP_END, step_position(*view.open_step)))
+    end: dict[str, Any] = {"turn": view.turn} if view.turn is not None else {}
     end["reason"] = {"kind": INTERRUPTED}
     out.append(NewEvent(TURN_END, end))
     return out
@@ -199,3 +139,10 @@ def repair_open_turn(session: Session, *, language: str = "en") -> list[Event]:
                 f"session {session.id!r}: the open turn is being run by a live loop; it is not a crash")
         batch = closers(session.events, language=language)
         return session.append_many(batch) if batch else []
+
+
+def is_suspended(session: Session) -> bool:
+    """True when ``session``'s open turn holds a suspended tool call (its review request is
+    logged, it has no result): crash repair leaves such a turn open for ``resume``."""
+    view = open_turn_view(session.events)
+    return view is not None and bool(view.suspended)

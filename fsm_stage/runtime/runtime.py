@@ -29,7 +29,8 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from fsm_stage.errors import FsmStageError
+from fsm_stage.errors import ControllerClosedError as ControllerClosedError
+from fsm_stage.errors import InvariantError as InvariantError
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -49,25 +50,6 @@ from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import Tool, ToolCall, ToolResult, ToolSpec, dispatch_tool
 
 T = TypeVar("T")
-
-
-class ControllerClosedError(FsmStageError, RuntimeError):
-    """A closed controller (plan mode, the stage switch) was asked to attach, select or read.
-
-    Both controllers raise it the same way after ``close()``: ``set`` (a selection would never
-    be flushed), ``attach`` and their state reads. The stage switch's reads raise its subclass
-    ``ProjectionUnavailableError`` (S97). A ``RuntimeError``, so ``except RuntimeError`` still
-    catches it. Message: one line naming the controller, e.g. ``"this plan-mode controller is
-    closed: build and attach a new one"``.
-    """
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"this {what} is closed: build and attach a new one")
-
-
-class InvariantError(FsmStageError):
-    """An event violates an installed invariant (e.g. a ``plan/mode`` whose ``active`` is not a
-    boolean, B107). Raised at installation (existing logs), at ``track`` and on append."""
 
 
 @runtime_checkable

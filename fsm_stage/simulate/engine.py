@@ -143,7 +143,7 @@ class _Engine:
         self.i = 0
         self.flags: dict[str, bool] = dict(scenario.eligible)
         self.records: list[RequestRecord] = []
-        self._views: dict[int, tuple[Any, tuple[str, str], MessageView]] = {}  # id(content) -> view
+        self._views: dict[str, tuple[Any, tuple[str, str], MessageView]] = {}  # message id -> view
         self._history = SharedHistory()  # the views the records' messages are prefixes of
         self._marks: list[list[Any]] = [[] for _ in _MARK_FIELDS]  # the fields of each history view
         self.notes: list[Note] = []
@@ -408,16 +408,17 @@ class _Engine:
     def _message_view(self, message: Mapping[str, Any]) -> MessageView:
         """``message_view``, computed once per message: every request lists all the messages so
         far, so pricing and rendering each again made a session's run quadratic. The runtime hands
-        the logged content object itself (events are never mutated), so a hit is that same object
-        (the cache holds it, so its id is not reused) with the same role and source label."""
+        out deep copies, so a hit is keyed by the message id and checked by equal content, role
+        and source label (comparing is far cheaper than pricing)."""
         content = message.get("content")
         role, label = str(message.get("role", "user")), _source_label(message)
-        hit = self._views.get(id(content))
-        if hit is not None and hit[0] is content and hit[1] == (role, label):
+        key = message.get("id")
+        hit = self._views.get(key) if isinstance(key, str) else None
+        if hit is not None and hit[1] == (role, label) and hit[0] == content:
             return hit[2]
         view = message_view(message, self.meter)
-        if isinstance(content, list | dict):
-            self._views[id(content)] = (content, (role, label), view)
+        if isinstance(key, str) and isinstance(content, list | dict):
+            self._views[key] = (content, (role, label), view)
         return view
 
     def _note(self, kind: str, text: str) -> None:

@@ -8,18 +8,11 @@ from pathlib import Path
 
 import attrs
 
-from fsm_stage.errors import UserError
+from fsm_stage.errors import SimulationError as SimulationError
 from fsm_stage.log.events import EventLog
 from fsm_stage.simulate.report import RequestRecord
 
 # --- running a scenario -----------------------------------------------------------------------------
-
-
-class SimulationError(UserError):
-    """The scenario cannot be run as written (e.g. a model step with no turn to answer in).
-
-    The message is one line starting with the scenario position ``FILE:LINE:COL``.
-    """
 
 
 @attrs.frozen

@@ -1,0 +1,556 @@
+"""``StagedSession``: the public step driver for a host's own agent loop (design-b §5).
+
+It writes the DSH event order of a turn and its steps (dsh-log-format §4; plan-mode spec §1.5)
+so a host calls, per turn: ``start_turn`` → per step ``begin_step`` (claim inbox, assemble,
+accept, ``pre_step``, context snapshot, ``step/start``, user messages, ``request/header``) →
+``record_reply`` → ``run_tool`` / ``record_tool_result`` per call → ``end_step`` → ``end_turn``.
+The reference ``Loop`` is built on it. State is read from the log (``openstep``), so a new
+process with a new ``Session`` over a reopened log resumes a suspended step (``suspended`` /
+``resume``) or closes it (``cancel``). Messages handed out are deep copies; what the host
+records is shape-checked before anything is written (``RecordShapeError``). The contract
+table is in ``docs/step-driver.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
+from fsm_stage.log.events import Event, NewEvent
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import InboxAgent
+from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, RenderedSection, Request, snapshot_if_changed
+from fsm_stage.runtime.messages import Message, new_id
+from fsm_stage.runtime.openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
+from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
+from fsm_stage.runtime.runtime import Runtime
+from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.tools import (
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    result_data,
+    step_position,
+    tool_result_message,
+)
+
+__all__ = [
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "TURN_END_KINDS",
+    "DriverStateError",
+    "RecordShapeError",
+    "StagedSession",
+    "StepRequest",
+    "SuspendedCall",
+    "SuspendedStep",
+    "TurnSuspendedError",
+]
+
+ABORTED = {"name": "AbortError", "code": "ABORTED"}
+"""``tool/result.data.error`` of a call cancelled while running or suspended (DSH's shape)."""
+ABORTED_BEFORE_DISPATCH = {"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"}
+"""``tool/result.data.error`` of a requested call the cancellation kept from running."""
+_ABORTED_TEXT = "Error: tool call aborted"  # DSH's texts verbatim (cancel-tool-calls recording)
+_NOT_DISPATCHED_TEXT = "Error: tool call aborted before dispatch"
+TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
+"""The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
+
+AcceptFn = Callable[[InboxAgent, list[Message]], bool]
+
+
+@attrs.frozen
+class StepRequest:
+    """What to send for step ``step`` of turn ``turn``: ``system`` text (the joined
+    ``sections``), ``tools`` and ``messages`` (copies of the tool specs and deep copies of the
+    model-visible history: mutate freely) and ``header_reason`` (``initial`` / ``resume`` /
+    ``change`` logged now, or None)."""
+
+    turn: int
+    step: int
+    system: str
+    sections: tuple[RenderedSection, ...]
+    tools: tuple[ToolSpec, ...]
+    messages: tuple[Message, ...]
+    header_reason: str | None = None
+
+    @property
+    def request(self) -> Request:
+        """The ``Request`` (system, messages, tools), with fresh copies of the messages."""
+        return Request(self.system, tuple(copy.deepcopy(list(self.messages))), self.tools)
+
+
+@attrs.frozen
+class SuspendedCall:
+    """A suspended tool call: the ``call``, its ``review_id`` and whether the review was
+    ``answered`` (then ``resume`` settles it)."""
+
+    call: ToolCall
+    review_id: str
+    answered: bool
+
+
+@attrs.frozen
+class SuspendedStep:
+    """The open step waiting for reviews: ``turn``, ``step``, the suspended ``calls`` (in
+    order) and ``pending`` (calls of the reply not dispatched yet; ``resume`` runs them)."""
+
+    turn: int | None
+    step: Any
+    calls: tuple[SuspendedCall, ...]
+    pending: tuple[ToolCall, ...]
+
+    @property
+    def review_ids(self) -> tuple[str, ...]:
+        """The reviews the step waits for, in call order."""
+        return tuple(c.review_id for c in self.calls)
+
+
+def _shape(cond: bool, what: str) -> None:
+    if not cond:
+        raise RecordShapeError(what)
+
+
+def _json_value(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise RecordShapeError(f"{what} must be JSON-serialisable: {exc}") from None
+
+
+def _check_call(call: Any, where: str) -> ToolCall:
+    _shape(isinstance(call, ToolCall), f"{where}: expected a ToolCall, got {type(call).__name__}")
+    _shape(isinstance(call.id, str) and bool(call.id), f"{where}: the call id must be a non-empty string")
+    _shape(isinstance(call.name, str) and bool(call.name),
+           f"{where} {call.id!r}: the tool name must be a non-empty string")
+    _shape(isinstance(call.arguments, str),
+           f"{where} {call.id!r}: arguments must be the JSON text (str), got {type(call.arguments).__name__}")
+    return call  # type: ignore[no-any-return]
+
+
+class StagedSession:
+    """The step driver for ``agent`` (an ``InboxAgent``) on ``runtime``.
+
+    ``config`` is the ``request/header`` config (``{"provider", "model", ...}``); ``accept``
+    (optional) is the host's accept decision on a step's inbox batch (False: ``begin_step``
+    returns None and the host ends the turn as ``blocked``). Raises ``TypeError`` for a
+    non-mapping ``config``. See ``docs/step-driver.md`` for the call order.
+    """
+
+    def __init__(self, runtime: Runtime, agent: InboxAgent, *, config: Mapping[str, Any] | None = None,
+                 accept: AcceptFn | None = None) -> None:
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+        self.runtime = runtime
+        self.agent = agent
+        self.config: dict[str, Any] = dict(config or {})
+        self.accept = accept
+        self._last_header: dict[str, Any] | None = None
+        self._signal: AbortSignal | None = None
+        self._live: contextlib.ExitStack | None = None
+        self._running: dict[str, asyncio.Task[Any]] = {}
+        runtime.track(agent.session)
+
+    # --- reading -------------------------------------------------------------------------------
+
+    @property
+    def session(self) -> Session:
+        """The agent's session."""
+        return self.agent.session
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The open turn's abort signal (forwarded to tools and reviews); a fresh one if none."""
+        if self._signal is None:
+            self._signal = AbortSignal()
+        return self._signal
+
+    def view(self) -> OpenTurnView | None:
+        """The fold of the log's open turn (``openstep.OpenTurnView``), None when idle."""
+        return open_turn_view(self.session.events)
+
+    def _open(self, doing: str) -> OpenTurnView:
+        view = self.view()
+        if view is None:
+            raise DriverStateError(f"{doing}: no turn is open; call start_turn() first")
+        return view
+
+    def _open_step(self, doing: str) -> OpenTurnView:
+        view = self._open(doing)
+        if view.open_step is None:
+            raise DriverStateError(f"{doing}: no step is open; call begin_step() first")
+        return view
+
+    def suspended(self) -> SuspendedStep | None:
+        """The open step's suspended calls (recorded ``tool/call``, no ``tool/result``, a logged
+        ``fsm/review/request`` with that ``callId``) and its not-dispatched calls; None when
+        nothing is suspended."""
+        view = self.view()
+        if view is None or not view.suspended:
+            return None
+        return SuspendedStep(
+            view.turn, view.open_step[1] if view.open_step else None,
+            tuple(SuspendedCall(c.call, c.review_id or "", c.review_answered) for c in view.suspended),
+            tuple(c.call for c in view.step_calls if c.call_seq is None and not c.answered))
+
+    def unsettled(self) -> tuple[ToolCall, ...]:
+        """Calls of the open step's reply without a ``tool/result`` yet, in order."""
+        view = self.view()
+        return () if view is None else tuple(c.call for c in view.step_calls if c.unsettled)
+
+    def _raise_if_suspended(self, view: OpenTurnView) -> None:
+        if view.suspended:
+            raise TurnSuspendedError(view.turn, [c.review_id or "" for c in view.suspended],
+                                     [c.call.id for c in view.suspended])
+
+    # --- turn ----------------------------------------------------------------------------------
+
+    def repair(self) -> list[Event]:
+        """Crash repair (``runtime.repair``): close a dead open turn (not one a loop of this
+        process runs, not a suspended one); returns the events written (``[]`` if none)."""
+        if not self.session.is_turn_open or is_turn_live(self.session.id):
+            return []
+        return repair_open_turn(self.session)
+
+    def _hold_live(self) -> None:
+        if self._live is None:
+            self._live = contextlib.ExitStack()
+            self._live.enter_context(live_turn(self.session.id))
+
+    def _release(self, *, signal: bool) -> None:
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+        if signal:
+            self._signal = None
+
+    def start_turn(self) -> int:
+        """Append ``turn/start {turn}`` (numbers continue from the log); returns the turn number.
+        Raises ``TurnSuspendedError`` when the open turn is suspended, ``DriverStateError``
+        when another turn is open (``repair()`` first after a crash)."""
+        view = self.view()
+        if view is not None:
+            self._raise_if_suspended(view)
+            raise DriverStateError(f"start_turn: turn {view.turn} is still open; end it (end_turn / "
+                                   "cancel) or, after a crash, call repair()")
+        turn = self.session.last_turn + 1
+        self._signal = AbortSignal()
+        self.session.append(TURN_START, {"turn": turn})
+        self._hold_live()
+        return turn
+
+    def end_turn(self, reason: str = "completed", *, message: str | None = None,
+                 cause: str | None = None) -> Event:
+        """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}``; ``error`` →
+        ``{kind, error: {message}}``; ``aborted`` → ``{kind, reason: {kind: cause or "user"}}``.
+        Raises ``RecordShapeError`` for another ``reason``, ``DriverStateError`` with no open turn
+        or an open step (``end_step`` or ``cancel`` first)."""
+        _shape(reason in TURN_END_KINDS, f"end_turn: reason must be one of {', '.join(TURN_END_KINDS)}, "
+               f"got {reason!r}")
+        view = self._open("end_turn")
+        if view.open_step is not None:
+            raise DriverStateError(f"end_turn: step {view.open_step[1]} is open; call end_step() "
+                                   "(or cancel() to abort the turn) first")
+        event = self.session.append(TURN_END, {**self._turn_data(view),
+                                               "reason": _reason(reason, message, cause)})
+        self._release(signal=True)
+        return event
+
+    @staticmethod
+    def _turn_data(view: OpenTurnView) -> dict[str, Any]:
+        return {"turn": view.turn} if view.turn is not None else {}
+
+    # --- step ----------------------------------------------------------------------------------
+
+    def begin_step(self) -> StepRequest | None:
+        """Open the next step and return what to send (see the module docstring for the order).
+
+        Returns None — and opens no step, runs no pre-step — when ``accept`` rejected the
+        batch or the turn's signal is aborted; the host then ends the turn (``blocked`` /
+        ``aborted``). Raises ``DriverStateError`` with no open turn or with a step open,
+        ``TurnSuspendedError`` while suspended."""
+        view = self._open("begin_step")
+        self._raise_if_suspended(view)
+        if view.open_step is not None:
+            raise DriverStateError(f"begin_step: step {view.open_step[1]} is still open; end_step() first")
+        turn, step = view.turn if view.turn is not None else self.session.last_turn, view.last_step + 1
+        agent, runtime, session = self.agent, self.runtime, self.session
+        batch = agent.claim()
+        assembly = runtime.assemble(agent)
+        if self.accept is not None and not self.accept(agent, batch):
+            return None
+        if self.signal.aborted:
+            return None
+        batch = runtime.pre_step(agent, batch, aborted=False)
+        snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), runtime.render_context(agent))
+        if snapshot is not None:
+            batch.insert(0, snapshot)
+        session.append(STEP_START, {"turn": turn, "step": step})
+        for message in batch:
+            session.append_message(message)
+        request = runtime.build_request(agent, assembly)
+        header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
+                                  "tools": [t.to_json() for t in request.tools]}
+        reason = self._log_header(header)
+        tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
+                      for t in request.tools)  # the converter copies parameters
+        return StepRequest(turn, step, request.system, assembly.sections, tools,
+                           tuple(copy.deepcopy(list(request.messages))), reason)
+
+    def _log_header(self, header: dict[str, Any]) -> str | None:
+        if self._last_header is None:
+            reason = "resume" if self.session.has_request_header else "initial"
+        elif header != self._last_header:
+            reason = "change"
+        else:
+            return None
+        self.session.append(REQUEST_HEADER, {"header": json.loads(json.dumps(header)), "reason": reason})
+        self._last_header = header
+        return reason
+
+    def record_reply(self, text: str = "", tool_calls: Sequence[ToolCall] = (), *,
+                     reasoning: str | None = None, usage: Mapping[str, Any] | None = None,
+                     source: Mapping[str, Any] | None = None) -> Event:
+        """Append the step's ``assistant/message`` (content: reasoning, text, one ``tool-call``
+        block per call; ``source`` defaults to ``{kind: model, provider, model}`` from
+        ``config``). Raises ``RecordShapeError`` for a non-str text/reasoning, a call that is
+        not a ``ToolCall`` with a non-empty id and name and str JSON arguments, duplicate call
+        ids, a non-mapping or non-JSON usage; ``DriverStateError`` with no open step or when
+        the step already has its reply. Nothing is written on error."""
+        _shape(isinstance(text, str), f"record_reply: text must be a str, got {type(text).__name__}")
+        _shape(reasoning is None or isinstance(reasoning, str),
+               "record_reply: reasoning must be a str or None")
+        _shape(isinstance(tool_calls, Sequence) and not isinstance(tool_calls, str | bytes),
+               "record_reply: tool_calls must be a sequence of ToolCall")
+        calls = [_check_call(c, "record_reply: tool call") for c in tool_calls]
+        ids = [c.id for c in calls]
+        _shape(len(set(ids)) == len(ids), f"record_reply: duplicate tool call ids in {ids}")
+        _shape(usage is None or isinstance(usage, Mapping),
+               "record_reply: usage must be a mapping or None")
+        _shape(source is None or isinstance(source, Mapping),
+               "record_reply: source must be a mapping or None")
+        usage_data = None if usage is None else _json_value(dict(usage), "record_reply: usage")
+        view = self._open_step("record_reply")
+        if view.replied:
+            raise DriverStateError(f"record_reply: step {view.open_step[1] if view.open_step else ''} "
+                                   "already has its reply (one assistant/message per step)")
+        content: list[dict[str, Any]] = []
+        if reasoning:
+            content.append({"type": "reasoning", "text": reasoning})
+        if text:
+            content.append({"type": "text", "text": text})
+        for call in calls:
+            content.append({"type": "tool-call", "id": call.id, "name": call.name,
+                            "arguments": call.arguments})
+        src = dict(source) if source is not None else {"kind": "model", "provider": self.config.get(
+            "provider"), "model": self.config.get("model")}
+        message: Message = {"role": "assistant", "content": content,
+                            "source": _json_value(src, "record_reply: source"), "id": new_id()}
+        data: dict[str, Any] = {**step_position(*view.open_step), "message": message}  # type: ignore[misc]
+        if usage_data is not None:
+            data["usage"] = usage_data
+        return self.session.append(ASSISTANT_MESSAGE, data, surface_op="append")
+
+    def _call_state(self, view: OpenTurnView, call: ToolCall, doing: str) -> CallState:
+        state = next((c for c in view.step_calls if c.call.id == call.id), None)
+        if state is None or not view.replied:
+            raise DriverStateError(f"{doing}: tool call {call.id!r} is not in this step's reply; "
+                                   "record_reply(...) with it first")
+        if state.call != call:
+            raise RecordShapeError(f"{doing}: tool call {call.id!r} differs from the one in the reply "
+                                   f"({state.call.name} {state.call.arguments})")
+        if state.call_seq is not None or state.answered:
+            raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
+        return state
+
+    async def run_tool(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` (one of the reply's calls) through the runtime's tools, logging
+        ``tool/call`` then ``tool/result`` (unknown tools become error results). Raises
+        ``ReviewPending`` when the tool's review suspended (the ``tool/call`` stays open, the
+        step stays open); on cancellation (``CancelledError``) writes the aborted error result
+        (after a ``dismiss`` answer for its review if the tool left it open) and re-raises.
+        ``DriverStateError`` / ``RecordShapeError`` for a call not in the reply, already run, or
+        differing from the reply."""
+        _check_call(call, "run_tool")
+        view = self._open_step("run_tool")
+        state = self._call_state(view, call, "run_tool")
+        return await self._run(call, state.turn, state.step, log_call=True)
+
+    async def _run(self, call: ToolCall, turn: Any, step: Any, *, log_call: bool,
+                   call_seq: int | None = None) -> ToolResult:
+        task = asyncio.current_task()
+        if task is not None:
+            self._running[call.id] = task
+        try:
+            result = await self.runtime.call_tool(self.agent, call, turn=turn, step=step,
+                                                  signal=self.signal, log=log_call)
+        except ReviewPending:
+            self._release(signal=False)  # suspended: not a live turn until resume
+            raise
+        except asyncio.CancelledError:
+            self._abort_running(call)
+            raise
+        finally:
+            self._running.pop(call.id, None)
+        if not log_call:
+            self.session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
+                                source_event_seqs=[call_seq] if call_seq is not None else None)
+        return result
+
+    def _abort_running(self, call: ToolCall) -> None:
+        view = self.view()
+        state = view.call(call.id) if view is not None else None
+        if state is not None and state.call_seq is not None and not state.answered:
+            batch = [_dismiss(state.review_id)] if state.review_id and not state.review_answered else []
+            with contextlib.suppress(Exception):
+                self.session.append_many([*batch, *_abort_result(state, dispatched=True)])
+
+    def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
+                           meta: Any = None) -> ToolResult:
+        """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch
+        (``meta`` written for successes when not None). Raises ``RecordShapeError`` for a
+        non-str ``text``, non-bool ``is_error``, non-JSON ``meta``; ``DriverStateError`` as
+        ``run_tool``."""
+        _check_call(call, "record_tool_result")
+        _shape(isinstance(text, str), f"record_tool_result: text must be a str, got {type(text).__name__}")
+        _shape(isinstance(is_error, bool), "record_tool_result: is_error must be a bool")
+        meta_data = None if meta is None else _json_value(meta, "record_tool_result: meta")
+        view = self._open_step("record_tool_result")
+        state = self._call_state(view, call, "record_tool_result")
+        message = tool_result_message(call, text, is_error)
+        result = ToolResult(call, text, is_error, message=message)
+        if meta_data is not None:
+            result = attrs.evolve(result, meta=meta_data)
+        call_seq = len(self.session)
+        self.session.append_many([
+            NewEvent(TOOL_CALL, {**step_position(state.turn, state.step), "callId": call.id,
+                                 "name": call.name, "arguments": call.arguments}),
+            NewEvent(TOOL_RESULT, result_data(result, state.turn, state.step), "append", [call_seq]),
+        ])
+        return result
+
+    def end_step(self) -> bool:
+        """Append ``step/end``; returns True when the host should run another step (the reply
+        called tools, or a steered message waits). Raises ``TurnSuspendedError`` while a call is
+        suspended, ``DriverStateError`` with no open step or a call of the reply without result."""
+        view = self._open_step("end_step")
+        self._raise_if_suspended(view)
+        missing = [c.call.id for c in view.step_calls if c.unsettled]
+        if missing:
+            raise DriverStateError(f"end_step: tool call(s) {', '.join(missing)} have no result; "
+                                   "run_tool / record_tool_result them, or cancel()")
+        self.session.append(STEP_END, step_position(*view.open_step))  # type: ignore[misc]
+        return bool(view.step_calls) or self.agent.wants_turn
+
+    # --- suspension and cancellation -------------------------------------------------------------
+
+    async def resume(self) -> list[ToolResult]:
+        """Settle a suspended step: re-run each suspended call through its tool (which reads its
+        logged review answer) and write its ``tool/result`` (the ``tool/call`` is not logged
+        again), then run the reply's not-dispatched calls whose tool is registered on the
+        runtime (others stay in ``unsettled()`` for ``record_tool_result``). The step stays
+        open for ``end_step``. Raises ``ReviewPending`` again (nothing written for that call)
+        while a review is unanswered, ``DriverStateError`` when nothing is suspended."""
+        view = self.view()
+        if view is None or not view.suspended:
+            raise DriverStateError("resume: no suspended tool call in the log's open turn")
+        self._hold_live()
+        results: list[ToolResult] = []
+        for state in view.suspended:
+            results.append(await self._run(state.call, state.turn, state.step, log_call=False,
+                                           call_seq=state.call_seq))
+        tools = self.runtime.tools
+        for state in view.step_calls:
+            if state.call_seq is None and not state.answered and state.call.name in tools:
+                results.append(await self._run(state.call, state.turn, state.step, log_call=True))
+        return results
+
+    def close_turn(self, reason: str = "aborted", *, message: str | None = None,
+                   cause: str | None = None) -> list[Event]:
+        """Close the open turn in one batch, whatever its state: ``fsm/review/answer {outcome:
+        dismiss, by: cancel}`` for each open review of the turn, an error ``tool/result`` for
+        each call without one (``Error: tool call aborted`` when its ``tool/call`` was logged;
+        else ``tool/call`` + ``Error: tool call aborted before dispatch``), ``step/end`` when a
+        step is open, ``turn/end`` (``reason`` as ``end_turn``). Returns the events (``[]``
+        when no turn is open)."""
+        _shape(reason in TURN_END_KINDS, f"close_turn: reason must be one of {', '.join(TURN_END_KINDS)}")
+        view = self.view()
+        if view is None:
+            self._release(signal=True)
+            return []
+        batch: list[NewEvent] = [_dismiss(rid) for rid in view.open_reviews]
+        start = len(self.session)
+        for state in view.calls:
+            if state.unsettled:
+                batch.extend(_abort_result(state, dispatched=state.call_seq is not None,
+                                           at=start + len(batch)))
+        if view.open_step is not None:
+            batch.append(NewEvent(STEP_END, step_position(*view.open_step)))
+        batch.append(NewEvent(TURN_END, {**self._turn_data(view),
+                                         "reason": _reason(reason, message, cause)}))
+        events = self.session.append_many(batch)
+        self._release(signal=True)
+        return events
+
+    async def cancel(self, reason: str = "user") -> list[Event]:
+        """Abort the turn: signal ``reason`` to tools and reviews, cancel tool calls this driver
+        is running in other tasks (they write their aborted result), then ``close_turn
+        ("aborted", cause=reason)``. Returns the events written."""
+        self.signal.abort(reason)
+        current = asyncio.current_task()
+        others = [t for t in self._running.values() if t is not current and not t.done()]
+        for task in others:
+            task.cancel()
+        for task in others:
+            with contextlib.suppress(BaseException):
+                await task
+        return self.close_turn("aborted", cause=reason)
+
+
+def _dismiss(review_id: str) -> NewEvent:
+    """The ``fsm/review/answer`` a cancellation writes for an open review (design-b §3)."""
+    return NewEvent(REVIEW_ANSWER, {"id": review_id, "outcome": "dismiss", "option": None,
+                                    "shape": None, "feedback": None, "by": "cancel"}, ignorable=True)
+
+
+def _abort_result(state: CallState, *, dispatched: bool, at: int | None = None) -> list[NewEvent]:
+    """Closers of one unsettled call: its aborted ``tool/result`` (after a ``tool/call`` when it
+    was never dispatched; ``at`` is then the seq that ``tool/call`` gets)."""
+    where = step_position(state.turn, state.step)
+    out: list[NewEvent] = []
+    if dispatched:
+        call_seq = state.call_seq
+        text, error = _ABORTED_TEXT, ABORTED
+    else:
+        call_seq = at
+        out.append(NewEvent(TOOL_CALL, {**where, "callId": state.call.id, "name": state.call.name,
+                                        "arguments": state.call.arguments}))
+        text, error = _NOT_DISPATCHED_TEXT, ABORTED_BEFORE_DISPATCH
+    data = {**where, "message": tool_result_message(state.call, text, True), "error": dict(error)}
+    out.append(NewEvent(TOOL_RESULT, data, "append", [call_seq] if call_seq is not None else None))
+    return out
+
+
+def _reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]:
+    if kind == "error":
+        return {"kind": "error", "error": {"message": message or "error"}}
+    if kind == "aborted":
+        return {"kind": "aborted", "reason": {"kind": cause or "user"}}
+    return {"kind": kind}

@@ -115,10 +115,8 @@ def test_a_thousand_config_mutations_find_no_traceback_and_no_hang() -> None:
     n = 0
     while n < 1000:
         i = rng.randrange(len(TEXTS))
-        if rng.random() < 0.5:
-            text = _dump(rng, _mutate_data(rng, DATA[i]))
-        else:
-            text = _mutate_text(rng, TEXTS[i])
+        structural = rng.random() < 0.5
+        text = _dump(rng, _mutate_data(rng, DATA[i])) if structural else _mutate_text(rng, TEXTS[i])
         t0 = time.monotonic()
         _load_ok(text)
         assert time.monotonic() - t0 < 2, text[:200]
@@ -160,7 +158,7 @@ def _mutate_log(rng: random.Random, data: bytes) -> bytes:
     if roll < 0.75:
         return b"".join(lines[:i] + [lines[i]] * 2 + lines[i + 1:])
     garbled = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) + b"\n"
-    return b"".join(lines[:i] + [garbled] + lines[i + 1:])
+    return b"".join([*lines[:i], garbled, *lines[i + 1:]])
 
 
 def _read_ok(data: bytes) -> None:

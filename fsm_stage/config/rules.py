@@ -30,8 +30,10 @@ from fsm_stage.config.model import (
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key
 from fsm_stage.prompts import PromptTemplateError, render, section_lists_targets_plainly, template_variables
 
-#: A DeepSeek Harness ``{{ variable }}`` (the plugin-list form's template syntax).
-DSH_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+#: A DeepSeek Harness ``{{ expression }}`` (the plugin-list form's template syntax): a bare
+#: variable or any other expression (``{{ x.y }}``, ``{{ x[0] }}``), which the plugin loader
+#: turns into ``<< … >>`` so the template checks judge every form alike.
+DSH_VARIABLE = re.compile(r"\{\{\s*([^{}\n]*?)\s*\}\}")
 
 
 def _check_template(text: str, npath: NativePath, report: ProblemReport, *, native: bool) -> None:

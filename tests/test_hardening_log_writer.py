@@ -100,3 +100,20 @@ def test_a_torn_final_line_is_cut_with_a_backup(tmp_path: Path) -> None:
         assert any("torn-" in w for w in log.warnings)
     (backup,) = tmp_path.glob("log.jsonl.torn-*")
     assert backup.read_bytes() == b'{"type":"fsm/no'
+
+
+def test_the_repair_command_and_the_refusal_name_each_other(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fsm_stage.cli import main
+
+    log_path = tmp_path / "log.jsonl"
+    _new_log(log_path, 11)
+    _damage_line(log_path, 4)
+    with pytest.raises(LogFormatError, match="fsm-stage repair"):
+        JsonlLog(log_path)
+    res = CliRunner().invoke(main, ["repair", str(log_path)])
+    assert res.exit_code == 0 and "saved to" in res.output
+    JsonlLog(log_path).close()
+    res = CliRunner().invoke(main, ["repair", str(tmp_path / "missing.jsonl")])
+    assert res.exit_code == 1 and "no such session log" in res.output

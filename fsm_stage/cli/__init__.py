@@ -1,7 +1,7 @@
 """The ``fsm-stage`` command line (click).
 
 Each concept keeps its commands in its own module (``graph_cmds``: validate, schema;
-``draw_cmds``: draw; ``log_cmds``: state; ``sim_cmds``: simulate, scenario), each exposing
+``draw_cmds``: draw; ``log_cmds``: state, repair; ``sim_cmds``: simulate, scenario), each exposing
 ``COMMANDS``. The group loads a module only when one of its commands runs, so
 ``fsm-stage validate`` never imports the simulator.
 
@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "graph_cmds",
     "draw": "draw_cmds",
     "state": "log_cmds",
+    "repair": "log_cmds",
     "mcp": "mcp_cmds",
     "db": "db_cmds",
     "export": "db_cmds",

@@ -278,6 +278,8 @@ class JsonlLog:
         from fsm_stage.log.dsh import read_log_data
 
         p = Path(path)
+        if not p.is_file():
+            raise LogFormatError(f"{p}: no such session log")
         lock = writer_lock(p)
         fd: int | None = None
         try:

@@ -117,7 +117,7 @@ def test_an_integer_beyond_float_range_is_no_traceback(parser: bool) -> None:
 
 def test_a_lone_surrogate_is_refused_at_load_and_a_pair_is_one_character(parser: bool) -> None:
     (line,) = _problems(BASE.replace("do a", '"do \\ud800 a"'))
-    assert line.startswith("g.yaml:5:18: stages[0].instruction: holds a lone surrogate")
+    assert line.startswith("g.yaml:5:18: stages[0].instruction: U+D800 (a lone surrogate) at character 3")
     graph = load_config_text(BASE.replace("do a", '"do \\ud83d\\ude00 a"')).graph
     assert graph is not None and graph.stages[0].instruction == "do \U0001f600 a"
     compile_graph(graph)  # the fingerprint encodes every string as UTF-8

@@ -133,11 +133,13 @@ def check_events(
                     ok = False
             if kind is events.ScalarEvent:
                 value: str = ev.value
-                if has_lone_surrogate(value):
+                found = _LONE_SURROGATE.search(value)
+                if found is not None:
                     report.error_at(
                         where(ev), shown(display),
-                        "holds a lone surrogate escape (such as \\ud800), which is not a character; "
-                        "write the character itself or a valid pair",
+                        f"U+{ord(found.group()):04X} (a lone surrogate) at character {found.start()} "
+                        "cannot be encoded as UTF-8, so it can never be sent to a model or logged; "
+                        "remove it",
                     )
                     ok = False
                 if ev.anchor is not None:

@@ -164,11 +164,13 @@ def parse_yaml(
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    from fsm_stage._yaml.core_schema import CoreResolver
     from fsm_stage._yaml.limits import check_events
 
     if not check_events(text, report, skip_top_key):
         return False, None
     yaml = YAML(typ="rt", pure=True)
+    yaml.Resolver = CoreResolver  # numbers as editors read them (YAML 1.2 core schema)
     yaml.allow_duplicate_keys = False
     try:
         return True, yaml.load(text)

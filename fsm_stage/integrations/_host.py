@@ -24,7 +24,8 @@ from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.resources import data_dir
-from fsm_stage.runtime.agent import InboxAgent
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import Agent, InboxAgent
 from fsm_stage.runtime.driver import StagedSession, StepRequest
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.review import Answer, Question, ReviewChannel
@@ -46,7 +47,8 @@ class SuspendAll:
     """A review channel that never answers now: every review stays open in the log
     (``ReviewSuspended``) for the host to answer through its framework's approval mechanism."""
 
-    async def ask(self, questions: Sequence[Question], *, signal: Any = None) -> list[Answer]:
+    async def ask(self, questions: Sequence[Question], agent: Agent, *,
+                  signal: AbortSignal | None = None) -> list[Answer]:
         """Suspend (raise ``ReviewSuspended``)."""
         raise ReviewSuspended("the review waits for the host's answer")
 

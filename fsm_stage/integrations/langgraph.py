@@ -35,7 +35,7 @@ from fsm_stage.integrations.toolspecs import to_openai
 from fsm_stage.runtime.driver import StepRequest
 from fsm_stage.runtime.tools import ToolCall
 
-__all__ = ["StageState", "stage_graph", "stage_tool_node", "to_langchain_messages"]
+__all__ = ["StageHost", "StageState", "stage_graph", "stage_tool_node", "to_langchain_messages"]
 
 
 class StageState(TypedDict, total=False):

@@ -26,7 +26,7 @@ from fsm_stage.integrations._host import StageHost
 from fsm_stage.integrations.convert import to_openai_responses
 from fsm_stage.runtime.tools import ToolCall
 
-__all__ = ["StagedModel", "approve", "host_tools", "reject", "stage_tools"]
+__all__ = ["StageHost", "StagedModel", "approve", "host_tools", "reject", "stage_tools"]
 
 
 def _attr(item: Any, key: str) -> Any:

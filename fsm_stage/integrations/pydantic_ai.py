@@ -43,7 +43,7 @@ from fsm_stage.integrations.convert import to_openai_chat
 from fsm_stage.runtime.driver import StepRequest
 from fsm_stage.runtime.tools import ToolCall
 
-__all__ = ["StageCapability", "to_pydantic_ai_messages"]
+__all__ = ["StageHost", "StageCapability", "to_pydantic_ai_messages"]
 
 
 def to_pydantic_ai_messages(step: StepRequest) -> list[ModelMessage]:

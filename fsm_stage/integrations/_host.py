@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +195,16 @@ class StageHost:
     def record_host_result(self, call: ToolCall, text: str, *, is_error: bool = False) -> None:
         """Record a host tool's result (``tool/call`` + ``tool/result``)."""
         self.driver.record_tool_result(call, text, is_error)
+
+    async def keep_unanswered(self, feedback: Callable[[str], str | None] = lambda _call_id: None) -> None:
+        """The framework denied suspended calls without ``answer``: record keep (``feedback(call_id)``)
+        for each unanswered review and settle the step (``resume``), so the next step can begin."""
+        pending = self.pending_reviews()
+        for call, review_id, answered in pending:
+            if not answered:
+                self.answer(review_id, False, feedback=feedback(call.id))
+        if pending:
+            await self.driver.resume()
 
     # --- reviews ---------------------------------------------------------------------------------
 

@@ -45,6 +45,14 @@ def _user_text(input: str | list[Any]) -> str | None:
     return None
 
 
+def _output_of(input: str | list[Any], call_id: str) -> str | None:
+    for item in input if isinstance(input, list) else ():
+        if _attr(item, "type") == "function_call_output" and _attr(item, "call_id") == call_id:
+            output = _attr(item, "output")
+            return output if isinstance(output, str) else None
+    return None
+
+
 def _reply(response: ModelResponse) -> tuple[str, list[ToolCall]]:
     text, calls = "", []
     for item in response.output:
@@ -63,20 +71,12 @@ class StagedModel(Model):
         self.inner = inner
         self.host = host
 
-    async def _settle_rejected(self) -> None:
-        """Calls whose review the host rejected on ``RunState`` (the SDK never ran them): keep."""
-        for _call, review_id, answered in self.host.pending_reviews():
-            if not answered:
-                self.host.answer(review_id, False, by="api")
-        if self.host.pending_reviews():
-            await self.host.driver.resume()
-
     async def get_response(self, system_instructions: str | None, input: str | list[Any],
                            model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any],
                            tracing: Any, *, previous_response_id: str | None, conversation_id: str | None,
                            prompt: Any) -> ModelResponse:
         """One fsm_stage step around the inner model's response."""
-        await self._settle_rejected()
+        await self.host.keep_unanswered(lambda call_id: _output_of(input, call_id))  # rejected on RunState
         step = self.host.step(_user_text(input))
         response = await self.inner.get_response(
             step.system or None, to_openai_responses(step.request)["input"], model_settings, tools,

@@ -85,6 +85,15 @@ def _last_user_text(messages: Sequence[ModelMessage]) -> str | None:
     return None
 
 
+def _returned(messages: Sequence[ModelMessage], call_id: str) -> str | None:
+    """What pydantic-ai returned for ``call_id`` (a ``ToolDenied`` message), if anything."""
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_call_id == call_id:
+                return part.model_response_str()
+    return None
+
+
 def _calls(response: ModelResponse) -> list[ToolCall]:
     return [ToolCall(p.tool_call_id, p.tool_name, p.args_as_json_str())
             for p in response.parts if isinstance(p, ToolCallPart)]
@@ -144,6 +153,7 @@ class StageCapability(AbstractCapability[Any]):
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
                                  handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]]) -> ModelResponse:
         """One fsm_stage step: send its instructions and messages, record the reply."""
+        await self.host.keep_unanswered(lambda call_id: _returned(request_context.messages, call_id))
         self._step = self.host.step(_last_user_text(request_context.messages))
         response = await handler(request_context)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))

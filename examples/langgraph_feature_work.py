@@ -40,7 +40,7 @@ class ScriptedChatModel(FakeMessagesListChatModel):
     """LangChain's fake chat model, answering with ``next_move``."""
 
     host: Any = None
-    responses: list[BaseMessage] = []
+    responses: list[BaseMessage] = []  # noqa: RUF012 - a pydantic field
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self
@@ -66,7 +66,8 @@ async def main(log_path: str, resume: bool) -> None:
         if not resume:
             assert host.plan is not None
             host.plan.set(host.agent, True)  # start in plan mode
-            out = await graph.ainvoke({"session": host.session.id, "prompt": "Add a --greeting flag."}, thread)
+            start = {"session": host.session.id, "prompt": "Add a --greeting flag."}
+            out = await graph.ainvoke(start, thread)
         else:  # a new process: answer what the log says waits, then continue from the log
             for _call, review_id, _answered in host.pending_reviews():
                 host.answer(review_id, True)

@@ -37,7 +37,8 @@ def build_agent(host: StageHost) -> tuple[Agent[None, str | DeferredToolRequests
         move = next_move(host)
         if move is None:
             return ModelResponse(parts=[TextPart("Verified: the tests pass.")])
-        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), f"call_{len(host.session.events)}")])
+        call_id = f"call_{len(host.session.events)}"
+        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), call_id)])
 
     capability = StageCapability(host)
     agent = Agent(FunctionModel(model), capabilities=[capability], output_type=[str, DeferredToolRequests])

@@ -17,7 +17,7 @@ EXAMPLES = {"pydantic_ai_feature_work.py": "pydantic_ai", "langgraph_feature_wor
             "openai_agents_feature_work.py": "agents"}
 REVIEWS = importlib.util.find_spec("fsm_stage.runtime.reviews") is not None
 needs_reviews = pytest.mark.xfail(not REVIEWS, strict=True,
-                                  reason="durable reviews (answer_review, review-core helper) are not on main yet")
+                                  reason="durable reviews (answer_review) are not on main yet")
 
 
 def _require(module: str) -> None:
@@ -66,7 +66,8 @@ def test_example_runs_restarts_and_finishes_in_verify(example: str, tmp_path: Pa
 
 @needs_reviews
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
-def test_killed_after_an_approval_and_resumed_gives_the_uninterrupted_log(example: str, tmp_path: Path) -> None:
+def test_killed_after_an_approval_and_resumed_gives_the_uninterrupted_log(example: str,
+                                                                           tmp_path: Path) -> None:
     _require(EXAMPLES[example])
     whole = tmp_path / "whole.jsonl"
     assert _run(example, whole).returncode == 0

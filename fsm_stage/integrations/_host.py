@@ -87,7 +87,8 @@ class StageHost:
         ``ConfigFile`` or a YAML path. ``review`` defaults to
         ``SuspendAll`` (every review is answered through the framework); ``eligible`` shows the
         stage guidance; ``guards`` maps the graph's guard predicate names to fixed values."""
-        loaded = default_graph() if graph is None else graph if isinstance(graph, ConfigFile) else load_config(graph)
+        loaded = (default_graph() if graph is None else graph if isinstance(graph, ConfigFile)
+                  else load_config(graph))
         if loaded.graph is None:
             raise ValueError("StageHost.open needs a file with a stage graph")
         cfg: GraphConfig = loaded.graph
@@ -96,7 +97,7 @@ class StageHost:
         stage.attach(runtime)
         stage.register_eligibility(lambda _agent: eligible)
         for name, value in (guards or {}).items():
-            stage.register_eligibility(lambda _agent, v=value: v, name=name)
+            stage.register_eligibility(_fixed(value), name=name)
         plan = None
         if plan_mode:
             plan = PlanModeController(loaded.plan_mode if loaded.plan_mode is not None
@@ -153,7 +154,8 @@ class StageHost:
             raise RuntimeError("the step was not accepted")
         return request
 
-    def reply(self, text: str, calls: Sequence[ToolCall] = (), *, usage: Mapping[str, Any] | None = None) -> None:
+    def reply(self, text: str, calls: Sequence[ToolCall] = (), *,
+              usage: Mapping[str, Any] | None = None) -> None:
         """Record the model's reply; a reply without tool calls ends the step and the turn."""
         self.driver.record_reply(text, list(calls), usage=usage)
         if not calls:
@@ -188,7 +190,7 @@ class StageHost:
             message = data.get("message") if event.type == "tool/result" else None
             if isinstance(message, Mapping) and message.get("content"):
                 for block in message["content"]:
-                    if block.get("type") == "tool-result" and block.get("toolCallId", block.get("id")) == call_id:
+                    if block.get("type") == "tool-result" and block.get("toolCallId") == call_id:
                         return _block_text(block)
         return None
 
@@ -217,6 +219,10 @@ class StageHost:
             return
         reviews.answer_review(self.session, review_id, "approve" if approve else "keep",
                               feedback=feedback, option=option, by=by)
+
+
+def _fixed(value: bool) -> Callable[[Agent], bool]:
+    return lambda _agent: value
 
 
 def _block_text(block: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
@@ -74,7 +74,8 @@ async def _run_fsm(host: StageHost, call: ToolCall) -> str:
 
 
 async def _run_host_tool(host: StageHost, call: ToolCall,
-                         execute: Callable[[], Awaitable[ToolMessage | Command[Any]]]) -> ToolMessage | Command[Any]:
+                         execute: Callable[[], Awaitable[ToolMessage | Command[Any]]],
+                         ) -> ToolMessage | Command[Any]:
     """The one place a host tool runs (a tool policy check goes here): execute, then record
     ``tool/call`` + ``tool/result`` (an exception is recorded as an error result and re-raised)."""
     try:

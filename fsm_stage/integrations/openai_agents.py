@@ -58,7 +58,8 @@ def _reply(response: ModelResponse) -> tuple[str, list[ToolCall]]:
     for item in response.output:
         kind = _attr(item, "type")
         if kind == "function_call":
-            calls.append(ToolCall(_attr(item, "call_id"), _attr(item, "name"), _attr(item, "arguments") or "{}"))
+            arguments = _attr(item, "arguments") or "{}"
+            calls.append(ToolCall(_attr(item, "call_id"), _attr(item, "name"), arguments))
         elif kind == "message":
             text += "".join(str(_attr(p, "text") or "") for p in _attr(item, "content") or ())
     return text, calls
@@ -146,7 +147,8 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
                                   lambda: _tool.on_invoke_tool(ctx, args))
         out.append(FunctionTool(name=tool.name, description=tool.description,
                                 params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,
-                                strict_json_schema=tool.strict_json_schema, needs_approval=tool.needs_approval))
+                                strict_json_schema=tool.strict_json_schema,
+                                needs_approval=tool.needs_approval))
     return out
 
 
@@ -155,7 +157,8 @@ def _review_of(host: StageHost, item: ToolApprovalItem) -> str | None:
     return host.open_review(call_id) if isinstance(call_id, str) else None
 
 
-def approve(host: StageHost, state: RunState[Any], item: ToolApprovalItem, *, option: str | None = None) -> None:
+def approve(host: StageHost, state: RunState[Any], item: ToolApprovalItem, *,
+            option: str | None = None) -> None:
     """Approve an interruption: ``answer_review`` (approve) for its review, then ``state.approve``."""
     review_id = _review_of(host, item)
     if review_id is not None:
@@ -163,7 +166,8 @@ def approve(host: StageHost, state: RunState[Any], item: ToolApprovalItem, *, op
     state.approve(item)
 
 
-def reject(host: StageHost, state: RunState[Any], item: ToolApprovalItem, feedback: str | None = None) -> None:
+def reject(host: StageHost, state: RunState[Any], item: ToolApprovalItem,
+           feedback: str | None = None) -> None:
     """Reject an interruption: ``answer_review`` (keep, with ``feedback``), then ``state.reject``."""
     review_id = _review_of(host, item)
     if review_id is not None:

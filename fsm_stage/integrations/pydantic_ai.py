@@ -43,7 +43,7 @@ from fsm_stage.integrations.convert import to_openai_chat
 from fsm_stage.runtime.driver import StepRequest
 from fsm_stage.runtime.tools import ToolCall
 
-__all__ = ["StageHost", "StageCapability", "to_pydantic_ai_messages"]
+__all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]
 
 
 def to_pydantic_ai_messages(step: StepRequest) -> list[ModelMessage]:
@@ -151,7 +151,8 @@ class StageCapability(AbstractCapability[Any]):
         return state.call if state is not None else call
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
-                                 handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]]) -> ModelResponse:
+                                 handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],
+                                 ) -> ModelResponse:
         """One fsm_stage step: send its instructions and messages, record the reply."""
         await self.host.keep_unanswered(lambda call_id: _returned(request_context.messages, call_id))
         self._step = self.host.step(_last_user_text(request_context.messages))

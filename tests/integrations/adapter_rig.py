@@ -20,7 +20,7 @@ HOST_SECTION = "You are a careful coding agent."
 PLAN = "# Plan\n1. add --greeting\n2. test it"
 REVIEWS = importlib.util.find_spec("fsm_stage.runtime.reviews") is not None
 needs_reviews = pytest.mark.xfail(not REVIEWS, strict=True,
-                                  reason="durable reviews (answer_review, review-core helper) are not on main yet")
+                                  reason="durable reviews (answer_review) are not on main yet")
 
 
 def make_host(review: ReviewChannel | None = None, *, approve_all: bool = False) -> StageHost:

@@ -27,8 +27,8 @@ class FakeChat(FakeMessagesListChatModel):
     """LangChain's fake chat model answering with ``next_move``; records every request."""
 
     host: Any = None
-    responses: list[BaseMessage] = []
-    requests: list[tuple[str | None, str, list[str]]] = []
+    responses: list[BaseMessage] = []  # noqa: RUF012 - pydantic fields
+    requests: list[tuple[str | None, str, list[str]]] = []  # noqa: RUF012
     bound: Any = None
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:

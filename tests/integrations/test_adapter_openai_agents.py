@@ -85,7 +85,7 @@ def test_prompt_and_tools_stay_byte_identical_across_light_stage_switches() -> N
 def test_reviews_are_run_state_interruptions_and_survive_a_restart() -> None:
     async def run() -> None:
         host = make_host()
-        agent, fake = build(host)
+        agent, _fake = build(host)
         result = await Runner.run(agent, "Add a --greeting flag.")
         assert [i.raw_item.name for i in result.interruptions] == ["exit_plan_mode"]
         state = result.to_state()
@@ -113,13 +113,13 @@ def test_reviews_are_run_state_interruptions_and_survive_a_restart() -> None:
 def test_a_rejection_is_a_kept_review_with_feedback() -> None:
     async def run() -> StageHost:
         host = make_host()
-        agent, fake = build(host)
+        agent, _fake = build(host)
         result = await Runner.run(agent, "Add a --greeting flag.")
         state = result.to_state()
         reject(host, state, result.interruptions[0], "write the tests first")
         try:
             await Runner.run(agent, state, max_turns=2)  # the fake keeps asking to leave plan mode
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             assert type(exc).__name__ == "MaxTurnsExceeded"
         return host
 
@@ -135,13 +135,13 @@ def test_a_rejection_is_a_kept_review_with_feedback() -> None:
 def test_a_rejection_made_on_run_state_directly_is_recorded_as_keep() -> None:
     async def run() -> StageHost:
         host = make_host()
-        agent, fake = build(host)
+        agent, _fake = build(host)
         result = await Runner.run(agent, "Add a --greeting flag.")
         state = result.to_state()
         state.reject(result.interruptions[0], rejection_message="not yet")
         try:
             await Runner.run(agent, state, max_turns=2)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             assert type(exc).__name__ == "MaxTurnsExceeded"
         return host
 

@@ -34,7 +34,8 @@ class Recorder:
         move = next_move(self.host)
         if move is None:
             return ModelResponse(parts=[TextPart("Verified.")])
-        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), f"call_{len(self.host.session.events)}")])
+        call_id = f"call_{len(self.host.session.events)}"
+        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), call_id)])
 
 
 def build(host: StageHost) -> tuple[Agent[None, Any], StageCapability, Recorder]:
@@ -86,7 +87,7 @@ def test_a_host_tool_error_is_recorded_and_the_call_id_is_the_framework_one() ->
 @needs_reviews
 def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
     host = make_host()
-    agent, cap, recorder = build(host)
+    agent, cap, _recorder = build(host)
     out = agent.run_sync("Add a --greeting flag.").output
     assert isinstance(out, DeferredToolRequests) and out.approvals[0].tool_name == "exit_plan_mode"
     assert out.metadata[out.approvals[0].tool_call_id]["kind"] == "plan"
@@ -94,9 +95,10 @@ def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
     assert isinstance(out, DeferredToolRequests) and out.approvals[0].tool_name == "goto_stage"
     # a new process: a new host over the same log sees the pending approval
     host2 = StageHost.open(host.session.log, guards={"tests_written": True})
-    agent2, cap2, recorder2 = build(host2)
+    agent2, cap2, _recorder2 = build(host2)
     pending = cap2.pending()
-    assert pending is not None and [p.tool_call_id for p in pending.approvals] == [out.approvals[0].tool_call_id]
+    assert pending is not None
+    assert [p.tool_call_id for p in pending.approvals] == [out.approvals[0].tool_call_id]
     results = cap2.results(pending)
     while isinstance(out := agent2.run_sync(message_history=cap2.message_history(),
                                             deferred_tool_results=results).output, DeferredToolRequests):
@@ -109,7 +111,7 @@ def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
 @needs_reviews
 def test_a_kept_review_tells_the_model_and_the_stage_stays() -> None:
     host = make_host()
-    agent, cap, recorder = build(host)
+    agent, cap, _recorder = build(host)
     out = agent.run_sync("Add a --greeting flag.").output
     assert isinstance(out, DeferredToolRequests)
     agent.run_sync(message_history=cap.message_history(),
@@ -122,7 +124,7 @@ def test_a_kept_review_tells_the_model_and_the_stage_stays() -> None:
 @needs_reviews
 def test_a_denial_given_to_pydantic_ai_directly_is_recorded_as_keep() -> None:
     host = make_host()
-    agent, cap, recorder = build(host)
+    agent, cap, _recorder = build(host)
     out = agent.run_sync("Add a --greeting flag.").output
     assert isinstance(out, DeferredToolRequests)
     call_id = out.approvals[0].tool_call_id

@@ -132,3 +132,13 @@ def test_a_denial_given_to_pydantic_ai_directly_is_recorded_as_keep() -> None:
                    deferred_tool_results=DeferredToolResults(approvals={call_id: ToolDenied("no")}))
     answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
     assert answers and answers[0]["outcome"] == "keep"
+
+
+def test_importing_fsm_stage_and_its_integrations_loads_no_framework() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, fsm_stage, fsm_stage.integrations, fsm_stage.integrations._host; "
+            "names = ('pydantic_ai', 'langgraph', 'agents', 'langchain_core'); "
+            "print(sorted(m for m in names if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,9 +1,10 @@
-"""``fsm-stage state`` (issue 3, CLI): every corpus file, --at time travel, --graph fallback, errors."""
+"""``fsm-stage state``: every corpus file, --at time travel, --graph fallback, errors."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,8 @@ def test_plan_review_text_and_time_travel() -> None:
     # §10 line 2: after the /plan command/run the view is pending
     code, out, _ = invoke("--json", "--at", "0", str(PLAN_REVIEW))
     r = json.loads(out)
-    assert (r["folded_events"], r["plan_mode"]) == (1, {"active": False, "pending": True})
+    expected = {"active": False, "pending": True, "pending_exit": False}
+    assert (r["folded_events"], r["plan_mode"]) == (1, expected)
     code, out, _ = invoke("--json", "--at", "290", str(PLAN_REVIEW))
     r = json.loads(out)
     assert r["turn"] == {"open": True, "turn": 1}
@@ -128,6 +130,7 @@ def test_graph_initial_is_the_fallback_and_log_stage_wins(tmp_path: Path) -> Non
     r = json.loads(out)
     assert r["stage"] == {
         "current": "build",
+        "pending": None,
         "source": "log",
         "at_last_header": "build",
         "has_stage_prompt": True,
@@ -229,7 +232,7 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     assert code == 2 and "--at" in err
 
 
-# -- finding 13: one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) --
+# -- one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) ------------
 
 
 @pytest.mark.parametrize(
@@ -237,9 +240,11 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     [(lambda p: None, "no such file"), (lambda p: p.mkdir(), "it is a directory")],
     ids=["missing", "directory"],
 )
-def test_state_unreadable_log_is_one_line_exit_1(tmp_path: Path, make: object, reason: str) -> None:
+def test_state_unreadable_log_is_one_line_exit_1(
+    tmp_path: Path, make: Callable[[Path], object], reason: str
+) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)  # type: ignore[operator]
+    make(path)
     code, out, err = invoke(str(path))
     assert code == 1 and out == ""
     assert err == f"fsm-stage: {path}: cannot read session log: {reason}\n"
@@ -305,7 +310,7 @@ def test_json_header_is_the_session_header_as_read(tmp_path: Path) -> None:
     assert written.to_json() == {k: v for k, v in full.items() if v is not None}
 
 
-# -- newuser2 finding 12: plan/mode records with an invalid payload ----------------------------------
+# -- plan/mode records with an invalid payload --------------------------------------------------
 
 
 def _plan_log(path: Path, *payloads: object) -> Path:

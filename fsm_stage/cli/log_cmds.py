@@ -1,26 +1,15 @@
 """``fsm-stage state``: fold a session log (DSH or fsm_stage) and print what it says.
 
-``state LOG [--graph GRAPH] [--at SEQ] [--json] [--strict]`` prints the header (id, cwd,
-origin, delegation depth, parent), the event count, the open turn, plan mode
-``{active, pending}``, the current stage (the graph's initial stage when the log has no stage
-record and ``--graph`` is given), what the last ``request/header`` told the model, the
-surface length and any warnings (torn tail, unknown event types, surface problems, and
-``plan/mode`` records with an invalid payload: plan mode is then the last *valid* record's
-value, B105–B108; ``--strict`` refuses such a log).
-``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
-projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
-the tail and folds only the new events (the surface is not folded in that mode). LOG and
-``--graph`` may be ``-`` (standard input); a non-seekable LOG is spooled to a temporary file
-(``fsm_stage.cli.inputs``). ``--json`` keys are snake_case, with ``format_version`` first
-(docs/cli.md). A progress bar (``fsm_stage.cli.progress``: ``reading log``, then ``folding``)
-appears on stderr when the command runs more than half a second and stderr is a terminal.
-
-Exit status (the CLI convention, see ``fsm_stage.cli``): 0 on success; 1 for invalid input
-(LOG or ``--graph`` missing / a directory / unreadable: ``fsm-stage: PATH: cannot read …``;
-not a session log, newer format, corruption, ``--at`` past the end: ``fsm-stage: …``; a bad
-graph: its positioned lines); 2 for click usage errors (unknown option, ``--at -1``,
-``--at`` with ``--checkpoint-dir``).
-"""
+``state LOG [--graph GRAPH] [--at SEQ] [--json] [--strict] [--checkpoint-dir DIR]`` prints the
+header, the event count, the open turn, plan mode ``{active, pending}``, the current stage
+(the graph's initial stage when the log has none and ``--graph`` is given), what the last
+``request/header`` told the model, the surface length and any warnings (torn tail, unknown
+event types, surface problems, invalid ``plan/mode`` payloads; ``--strict`` refuses such a
+log). ``--at SEQ`` folds only events ``0..SEQ``; ``--checkpoint-dir`` keeps projection
+checkpoints (``fsm_stage.log.checkpoints``) so a later read folds only new events. LOG and
+``--graph`` may be ``-``; a non-seekable LOG is spooled (``fsm_stage.cli.inputs``). A progress
+bar (``fsm_stage.cli.progress``) shows on a terminal after half a second. Exit status follows
+the CLI convention (``fsm_stage.cli``); docs/cli.md lists the JSON keys."""
 
 from __future__ import annotations
 
@@ -49,6 +38,7 @@ from fsm_stage.log.projections import (
     StageState,
     ToldProjection,
 )
+from fsm_stage.log.reviews import REVIEW_FOLD, ReviewState
 from fsm_stage.log.surface import Surface, SurfaceOpError
 
 #: Events folded between two progress updates.
@@ -101,8 +91,20 @@ def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
     return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
 
 
+def _graph_fingerprint(graph: str | None) -> str | None:
+    """``"sha256:<hex>"`` of the ``--graph`` file's stage graph (None without ``--graph``)."""
+    if graph is None:
+        return None
+    from fsm_stage.cli.inputs import read_text_arg
+    from fsm_stage.config import load_config_text
+    from fsm_stage.graph import compile_graph
+
+    cfg = load_config_text(read_text_arg(graph, what="stage graph"), display_name(graph))
+    return None if cfg.graph is None else "sha256:" + compile_graph(cfg.graph).fingerprint
+
+
 def _projections() -> tuple[Projection[Any], ...]:
-    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems()
+    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems(), REVIEW_FOLD
 
 
 def _plan_mode_warnings(path: str | None, state: PlanModeProblemsState, *, strict: bool) -> list[str]:
@@ -148,6 +150,16 @@ def _assemble(
             warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
     else:
         current, stage_source = initial, ("graph initial" if initial is not None else None)
+    reviews: ReviewState = states[REVIEW_FOLD.key]
+    review_view = REVIEW_FOLD.view(reviews)
+    recorded = review_view["graph"]
+    fp = _graph_fingerprint(graph)
+    if fp is not None and recorded is not None and recorded["fingerprint"] != fp:
+        warnings.append(f"the log was recorded with graph {recorded['name']!r} "
+                        f"{recorded['fingerprint'][:19]}…, "
+                        f"{graph} is {fp[:19]}…: the graph changed since (GraphChangedError on resume)")
+    plan_view = snake_keys(plan.view(states[plan.key]))
+    plan_view["pending_exit"] = review_view["pending"]["plan"] is not None
     out = {
         "format_version": JSON_FORMAT_VERSION,
         "header": snake_keys({k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"}),
@@ -155,14 +167,17 @@ def _assemble(
         "folded_events": folded,
         "at": at,
         "turn": snake_keys(turn.view(states[turn.key])),
-        "plan_mode": snake_keys(plan.view(states[plan.key])),
+        "plan_mode": plan_view,
         "stage": {
             "current": current,
+            "pending": review_view["pending"]["stage"],
             "source": stage_source,
             "at_last_header": stage_state.stage_at_last_header,
             "has_stage_prompt": stage_state.has_stage_prompt,
         },
         "last_header": snake_keys(told.view(states[told.key])),
+        "reviews": {"open": review_view["open"]},
+        "graph": recorded,
         "surface": surface,
         "torn_tail_offset": torn,
         "unknown_types": dict(unknown),
@@ -321,7 +336,17 @@ def _human(path: str, r: dict[str, Any]) -> str:
         lines.append(
             f"stage:        {st['current']}"
             + (" (graph initial; no stage record)" if st["source"] == "graph initial" else "")
+            + (f", approved switch to {st['pending']} pending (applied at the next step)"
+               if st["pending"] else "")
         )
+    if pm["pending_exit"]:
+        lines.append("              approved plan-mode exit pending (applied at the next step)")
+    for rv in r["reviews"]["open"]:
+        lines.append(f"open review:  {rv['id']} ({rv['kind']} -> {rv['target']}, "
+                     f"since seq {rv['since_seq']}); "
+                     "answer with fsm-stage review")
+    if r["graph"] is not None:
+        lines.append(f"graph:        {r['graph']['name']} {r['graph']['fingerprint']}")
     told = r["last_header"]
     if told is None:
         lines.append("last header:  - (no request/header yet)")
@@ -389,6 +414,19 @@ def state(
     Exit 0 on success, 1 for invalid input (unreadable LOG or GRAPH, not a session log,
     corruption, --at past the end), 2 for usage errors (unknown option, --at -1).
     """
+    from fsm_stage.log.postgres import is_postgres_location
+
+    if is_postgres_location(log):  # LOG is postgresql://…?session=ID (read from the store)
+        if checkpoint_dir is not None:
+            raise click.UsageError("--checkpoint-dir works on files, not on a PostgreSQL location")
+        from fsm_stage.log.postgres import read_postgres, redact
+
+        name = redact(log)
+        res = read_postgres(log, strict=strict)
+        report = state_report(res, at=at, graph=graph, strict=strict, source=name)
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": name, **report},
+                              ensure_ascii=False, indent=2) if as_json else _human(name, report))
+        return
     if log == "-" and graph == "-":
         raise click.UsageError("LOG and --graph cannot both be '-' (standard input)")
     if checkpoint_dir is not None and at is not None:

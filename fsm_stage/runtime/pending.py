@@ -4,9 +4,10 @@ The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7,
 note; stage-switch spec §1.6, §1.9, §1.13):
 
 * ``Selection(target, narrate, payload=None)``: at most one per session, memory only (a
-  documented limitation, B114). ``narrate`` is True for user selections, False for reviewed
-  tool exits (their tool result is the narration, B28). ``payload`` carries extras such as the
-  stage switch's handoff path.
+  documented limitation, B114) — user selections only: an approved review lives in the log
+  (``fsm_stage.log.reviews``, docs/reviews.md) and survives a crash. ``narrate`` is True for
+  user selections, False for reviewed tool exits (their tool result is the narration, B28).
+  ``payload`` carries extras such as the stage switch's handoff path.
 * ``PendingStore[T]``: the per-session store, keyed by the session **id** (so a host that
   re-wraps the same log in a new ``Session`` keeps its selection; S-spec §4.2 item 7), with
   ``get`` / ``put`` (overwrites) / ``clear`` and ``flush``. A record lives until it is flushed,
@@ -19,8 +20,8 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   (``FLUSH_RETRY_ERRORS``: ``LogWriteError``, ``HandoffPathError``, ``OSError``), the failure
   is logged (once per failed attempt), the selection is kept for the next accepted pre-step and
   the batch is returned unchanged (B29, B30; S80). Any other exception is a bug, not a write
-  failure: it propagates with the selection kept, instead of being retried forever (review
-  M4). Durable first: nothing is cleared before the append succeeded.
+  failure: it propagates with the selection kept, instead of being retried forever.
+  Durable first: nothing is cleared before the append succeeded.
 * ``session_lock(session_id) -> RLock``: the **one** per-session lock (DESIGN.md §5
   "serialise per session") that every controller holds around fold → fire → append. It is
   keyed by the session **id**, like the pending store, so two ``Session`` wrappers of one log
@@ -31,7 +32,7 @@ note; stage-switch spec §1.6, §1.9, §1.13):
 * ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
   ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
   Re-exported from ``fsm_stage.log.projections``, the single implementation the stage fold
-  and the CLI's ``lastHeader`` use too (review H3).
+  and the CLI's ``lastHeader`` use too.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def session_lock(session_id: str) -> threading.RLock:
     """The process-wide re-entrant lock of the session ``session_id`` (see module docstring).
 
     Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
-    log) never both apply a transition from the same folded state (DESIGN.md §5, review H2).
+    log) never both apply a transition from the same folded state (DESIGN.md §5).
     The same id always yields the same lock object while any caller still references it.
     """
     with _LOCKS_GUARD:

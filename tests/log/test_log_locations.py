@@ -6,7 +6,7 @@ import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -16,6 +16,7 @@ from fsm_stage.log import (
     MemoryLog,
     SessionHeader,
     StoredLog,
+    locations,
     log_schemes,
     open_log,
     read_location,
@@ -36,13 +37,17 @@ def fake_scheme() -> Iterator[list[tuple[str, Any]]]:
         calls.append((location, create, options))
         return MemoryLog(create or HEADER)
 
-    register_log_scheme("postgresql", opener)
-    register_log_scheme("postgres", opener)
+    had = set(log_schemes())  # the shipped PostgreSQL opener is put back afterwards
+    saved = {name: locations._schemes[name] for name in ("postgresql", "postgres") if name in had}
+    register_log_scheme("postgresql", opener, replace=True)
+    register_log_scheme("postgres", opener, replace=True)
     try:
         yield calls
     finally:
         unregister_log_scheme("postgresql")
         unregister_log_scheme("postgres")
+        for name, saved_opener in saved.items():
+            register_log_scheme(name, saved_opener)
 
 
 def test_a_path_opens_a_jsonl_log_created_with_the_header(tmp_path: Path) -> None:
@@ -111,12 +116,12 @@ def test_empty_and_non_string_locations() -> None:
     with pytest.raises(UserError, match="empty log location"):
         open_log("", create=HEADER)
     with pytest.raises(TypeError, match=r"str or os\.PathLike"):
-        open_log(3, create=HEADER)  # type: ignore[arg-type]
+        open_log(cast(Any, 3), create=HEADER)
 
 
 def test_an_unknown_scheme_names_the_known_ones() -> None:
-    with pytest.raises(UserError, match=r"unknown log location scheme 'postgresql'.*known: memory:") as err:
-        open_log("postgresql://db.example/sessions", create=HEADER)
+    with pytest.raises(UserError, match=r"unknown log location scheme 'mysql'.*known: memory:") as err:
+        open_log("mysql://db.example/sessions", create=HEADER)
     assert "\n" not in str(err.value)
     with pytest.raises(UserError, match="'sqlite'"):
         open_log("sqlite:///tmp/x.db")
@@ -136,12 +141,15 @@ def test_registered_schemes_get_the_whole_location(fake_scheme: list[tuple[str, 
 
 
 def test_register_refuses_bad_names_and_silent_replacement(fake_scheme: list[tuple[str, Any]]) -> None:
+    def opener(location: str, *, create: SessionHeader | None = None, **options: Any) -> StoredLog:
+        return MemoryLog(create or HEADER)
+
     for bad in ("c", "", "1x", "a b", "x:y"):
         with pytest.raises(ValueError, match="invalid log scheme name"):
-            register_log_scheme(bad, MemoryLog)  # type: ignore[arg-type]
+            register_log_scheme(bad, opener)
     with pytest.raises(ValueError, match="already registered"):
-        register_log_scheme("PostgreSQL", MemoryLog)  # type: ignore[arg-type]
-    register_log_scheme("postgresql", MemoryLog, replace=True)  # type: ignore[arg-type]
+        register_log_scheme("PostgreSQL", opener)
+    register_log_scheme("postgresql", opener, replace=True)
     with pytest.raises(KeyError):
         unregister_log_scheme("nosuch")
 

@@ -15,9 +15,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {"pydantic_ai_feature_work.py": "pydantic_ai", "langgraph_feature_work.py": "langgraph",
             "openai_agents_feature_work.py": "agents"}
-REVIEWS = importlib.util.find_spec("fsm_stage.runtime.reviews") is not None
-needs_reviews = pytest.mark.xfail(not REVIEWS, strict=True,
-                                  reason="durable reviews (answer_review) are not on main yet")
 
 
 def _require(module: str) -> None:
@@ -49,7 +46,6 @@ def _shape(log: Path) -> tuple[list[str], list[str], str | None, int]:
         return types, stages, host.current_stage(), len(host.pending_reviews())
 
 
-@needs_reviews
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_example_runs_restarts_and_finishes_in_verify(example: str, tmp_path: Path) -> None:
     _require(EXAMPLES[example])
@@ -64,7 +60,6 @@ def test_example_runs_restarts_and_finishes_in_verify(example: str, tmp_path: Pa
     assert stages == ["Current stage: explore", "Current stage: implement", "Current stage: verify"]
 
 
-@needs_reviews
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_killed_after_an_approval_and_resumed_gives_the_uninterrupted_log(example: str,
                                                                            tmp_path: Path) -> None:

@@ -12,45 +12,34 @@ suspended call once its review is answered; ``answer`` records a human's answer
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fsm_stage.config import ConfigFile, GraphConfig, load_config
-from fsm_stage.errors import ReviewPending, ReviewSuspended
+from fsm_stage.errors import ReviewPending
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.resources import data_dir
-from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent, InboxAgent
 from fsm_stage.runtime.driver import StagedSession, StepRequest
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.review import Answer, Question, ReviewChannel
+from fsm_stage.runtime.review import ReviewChannel, SuspendingReviewChannel
+from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult
 from fsm_stage.stage_switch import StageController
 from fsm_stage.tokens import HeuristicTokenMeter
 
-__all__ = ["FSM_TOOLS", "NOT_EXECUTED", "StageHost", "SuspendAll", "default_graph"]
+__all__ = ["FSM_TOOLS", "NOT_EXECUTED", "StageHost", "default_graph"]
 
 FSM_TOOLS = frozenset({"goto_stage", "exit_plan_mode"})
 """The tools fsm_stage itself runs (through the driver); every other call is a host tool."""
 NOT_EXECUTED = "Error: the tool call was not executed"
 """The result recorded for a call the framework dropped (invalid arguments, a retry prompt)."""
-
-
-class SuspendAll:
-    """A review channel that never answers now: every review stays open in the log
-    (``ReviewSuspended``) for the host to answer through its framework's approval mechanism."""
-
-    async def ask(self, questions: Sequence[Question], agent: Agent, *,
-                  signal: AbortSignal | None = None) -> list[Answer]:
-        """Suspend (raise ``ReviewSuspended``)."""
-        raise ReviewSuspended("the review waits for the host's answer")
 
 
 def default_graph() -> ConfigFile:
@@ -85,14 +74,14 @@ class StageHost:
         """Compose the stage switch (``graph``, default ``feature-work``) and plan mode (the
         file's ``plan_mode`` section, when ``plan_mode``) over ``log``; ``graph`` is a loaded
         ``ConfigFile`` or a YAML path. ``review`` defaults to
-        ``SuspendAll`` (every review is answered through the framework); ``eligible`` shows the
+        ``SuspendingReviewChannel`` (every review is answered through the framework); ``eligible`` shows the
         stage guidance; ``guards`` maps the graph's guard predicate names to fixed values."""
         loaded = (default_graph() if graph is None else graph if isinstance(graph, ConfigFile)
                   else load_config(graph))
         if loaded.graph is None:
             raise ValueError("StageHost.open needs a file with a stage graph")
         cfg: GraphConfig = loaded.graph
-        runtime = Runtime(review=review if review is not None else SuspendAll())
+        runtime = Runtime(review=review if review is not None else SuspendingReviewChannel())
         stage = StageController(cfg, handoffs=LocalHandoffStore(), token_meter=HeuristicTokenMeter())
         stage.attach(runtime)
         stage.register_eligibility(lambda _agent: eligible)
@@ -214,10 +203,9 @@ class StageHost:
                option: str | None = None, by: str = "api") -> None:
         """Record a human's answer to an open review (``answer_review``): ``approve`` or keep
         (with ``feedback``). A review answered already is left as it is."""
-        reviews = importlib.import_module("fsm_stage.runtime.reviews")  # review core (design-b §4)
         if all(rid != review_id or answered for _c, rid, answered in self.pending_reviews()):
             return
-        reviews.answer_review(self.session, review_id, "approve" if approve else "keep",
+        answer_review(self.session, review_id, "approve" if approve else "keep",
                               feedback=feedback, option=option, by=by)
 
 

@@ -1,15 +1,12 @@
 """Shared pieces of the adapter tests (a plain module): a ``StageHost`` over a memory log with a
 host section, the scripted "LLM" the examples use (``next_move``), the cache-safety check
-over what a fake model received, and ``REVIEWS`` (is the durable-review core present)."""
+over what a fake model received."""
 
 from __future__ import annotations
 
-import importlib.util
 import tempfile
 from collections.abc import Sequence
 from typing import Any
-
-import pytest
 
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.log.events import MemoryLog, SessionHeader
@@ -18,9 +15,6 @@ from fsm_stage.runtime.review import Answer, ReviewChannel, ScriptedReviewChanne
 
 HOST_SECTION = "You are a careful coding agent."
 PLAN = "# Plan\n1. add --greeting\n2. test it"
-REVIEWS = importlib.util.find_spec("fsm_stage.runtime.reviews") is not None
-needs_reviews = pytest.mark.xfail(not REVIEWS, strict=True,
-                                  reason="durable reviews (answer_review) are not on main yet")
 
 
 def make_host(review: ReviewChannel | None = None, *, approve_all: bool = False) -> StageHost:

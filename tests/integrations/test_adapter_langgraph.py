@@ -8,7 +8,7 @@ import asyncio
 import json
 from typing import Any
 
-from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, needs_reviews, next_move
+from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, next_move
 from sdk_check import sdk
 
 sdk("langgraph")
@@ -69,7 +69,6 @@ def test_prompt_and_tools_stay_byte_identical_across_light_stage_switches() -> N
     assert host.recorded_result(edit_call(host)) == edit_file_result("cli.py", "--greeting")
 
 
-@needs_reviews
 def test_reviews_are_interrupts_and_a_new_graph_resumes_from_the_log() -> None:
     async def run() -> None:
         host = make_host()
@@ -95,7 +94,6 @@ def test_reviews_are_interrupts_and_a_new_graph_resumes_from_the_log() -> None:
     asyncio.run(run())
 
 
-@needs_reviews
 def test_resume_false_keeps_the_stage_with_feedback() -> None:
     async def run() -> StageHost:
         host = make_host()

@@ -8,7 +8,7 @@ import asyncio
 import json
 from typing import Any
 
-from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, needs_reviews, next_move
+from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, next_move
 from sdk_check import sdk
 
 sdk("agents")
@@ -81,7 +81,6 @@ def test_prompt_and_tools_stay_byte_identical_across_light_stage_switches() -> N
     assert host.recorded_result(edit_call(host)) == edit_file_result("cli.py", "--greeting")
 
 
-@needs_reviews
 def test_reviews_are_run_state_interruptions_and_survive_a_restart() -> None:
     async def run() -> None:
         host = make_host()
@@ -109,7 +108,6 @@ def test_reviews_are_run_state_interruptions_and_survive_a_restart() -> None:
     asyncio.run(run())
 
 
-@needs_reviews
 def test_a_rejection_is_a_kept_review_with_feedback() -> None:
     async def run() -> StageHost:
         host = make_host()
@@ -131,7 +129,6 @@ def test_a_rejection_is_a_kept_review_with_feedback() -> None:
     assert "write the tests first" in (host.recorded_result(first) or "")
 
 
-@needs_reviews
 def test_a_rejection_made_on_run_state_directly_is_recorded_as_keep() -> None:
     async def run() -> StageHost:
         host = make_host()

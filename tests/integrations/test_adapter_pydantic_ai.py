@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, needs_reviews, next_move
+from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, next_move
 from sdk_check import sdk
 
 sdk("pydantic_ai")
@@ -84,7 +84,6 @@ def test_a_host_tool_error_is_recorded_and_the_call_id_is_the_framework_one() ->
     assert host.recorded_result(edit_call(host)) == "Error: disk full"
 
 
-@needs_reviews
 def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
     host = make_host()
     agent, cap, _recorder = build(host)
@@ -108,7 +107,6 @@ def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
     assert types.count("fsm/review/answer") == 3 and types.count("fsm/review/redeemed") == 3
 
 
-@needs_reviews
 def test_a_kept_review_tells_the_model_and_the_stage_stays() -> None:
     host = make_host()
     agent, cap, _recorder = build(host)
@@ -121,7 +119,6 @@ def test_a_kept_review_tells_the_model_and_the_stage_stays() -> None:
     assert host.plan is not None and host.plan.get(host.agent).active
 
 
-@needs_reviews
 def test_a_denial_given_to_pydantic_ai_directly_is_recorded_as_keep() -> None:
     host = make_host()
     agent, cap, _recorder = build(host)

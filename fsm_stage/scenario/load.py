@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, cast, get_args, get_origin
 
 import cattrs
 
@@ -40,6 +40,7 @@ from fsm_stage.runtime.commands import parse_command
 from fsm_stage.scenario.model import (
     _REVIEW_WORDS,
     REVIEWED_TOOLS,
+    AnswerOutcome,
     AnswerReview,
     Command,
     EligibilityFlip,
@@ -317,7 +318,8 @@ def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerRe
         problems.add((*kpath, "feedback"), "`feedback` is the reviewer's comments; only with `outcome: keep`")
     if problems.count() != before:
         return None
-    return AnswerReview(outcome, texts["call"] or "last", texts["option"], texts["feedback"], where)
+    return AnswerReview(cast(AnswerOutcome, outcome), texts["call"] or "last", texts["option"],
+                        texts["feedback"], where)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

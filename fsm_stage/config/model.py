@@ -10,6 +10,7 @@ and ``ConfigFile`` (what one YAML file declares). Each field carries a ``FieldRu
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -71,6 +72,23 @@ class FieldRule:
 
 def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
     return {"rule": FieldRule(doc, expected, **kw)}
+
+
+def _policy_rule(where: str) -> dict[str, FieldRule]:
+    return _rule(f"Tool policy {where}: `allow` / `ask` lists of tool rules (omit: every tool runs).",
+                 "a mapping {allow, ask}", plugin_key="tools")
+
+
+def _frozen_groups(value: Any) -> Any:
+    """``tool_groups`` with its lists as tuples (other shapes are left for the rules to report)."""
+    if isinstance(value, dict):
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+    return value
+
+
+def _tool_groups_rule() -> dict[str, FieldRule]:
+    return _rule("Named lists of tool names or globs, referenced as `@name` in `tools` policies.",
+                 "a mapping {group name: [tool names or globs]}", plugin_key="toolGroups")
 
 
 def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
@@ -154,6 +172,7 @@ class StageConfig:
         default=None,
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
+    tools: ToolPolicyConfig | None = attrs.field(default=None, metadata=_policy_rule("in this stage"))
 
 
 @attrs.frozen
@@ -168,6 +187,8 @@ class PlanModeConfig:
             plugin_key="section",
         )
     )
+    tools: ToolPolicyConfig | None = attrs.field(
+        default=None, metadata=_policy_rule("while plan mode is on (combined with the stage's)"))
 
 
 @attrs.frozen
@@ -236,6 +257,8 @@ class GraphConfig:
         default=None,
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
+    tool_groups: Mapping[str, tuple[str, ...]] | None = attrs.field(
+        default=None, hash=False, converter=lambda v: _frozen_groups(v), metadata=_tool_groups_rule())
 
     @functools.cached_property
     def stage_names(self) -> tuple[str, ...]:
@@ -301,14 +324,17 @@ class ConfigFile:
     warning_details: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
+from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy  # noqa: E402 (needs FieldRule)
+
 for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
     attrs.resolve_types(_cls)
 
 #: Classes a bare YAML string may stand for, and the field the string fills
 #: (``targets: [verify]`` means ``targets: [{to: verify}]``).
-SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target"}
+SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target", ToolRuleConfig: "tool"}
 #: The config classes the loader structures (the JSON Schema's ``$defs``).
-CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig)
+CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig,
+                                     ToolPolicyConfig, ToolRuleConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,7 +355,7 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             "plan_mode": normalised(config.plan_mode) if config.plan_mode is not None else None,
         }
     if isinstance(config, PlanModeConfig):
-        return {"section": config.section}
+        return {"section": config.section, **_policy_part(config.tools)}
     return {
         "name": config.name,
         "initial": config.initial_stage,
@@ -342,7 +368,15 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
                 "name": s.name,
                 "instruction": s.instruction,
                 "targets": [{"to": e.target, "guards": list(e.guards)} for e in config.edges_from(s.name)],
+                **_policy_part(s.tools),
             }
             for s in config.stages
         ],
+        **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}} if config.tool_groups else {}),
     }
+
+
+def _policy_part(policy: ToolPolicyConfig | None) -> dict[str, Any]:
+    """``{"tools": …}`` for a set policy, nothing otherwise (fingerprints of graphs without
+    policies stay what they were)."""
+    return {} if policy is None else {"tools": normalised_policy(policy)}

@@ -42,6 +42,7 @@ from fsm_stage.runtime.assembly import (
     SystemSection,
     render_sections,
 )
+from fsm_stage.runtime import policy
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
 from fsm_stage.runtime.pending import session_lock
@@ -353,12 +354,28 @@ class Runtime:
         """Dispatch ``call`` to the registered tools; logs ``tool/call``/``tool/result`` on the
         agent's session when ``log`` and an agent is given. Like ``pre_step`` it does not
         require an open turn (the spec's tool tests call it outside one); ``turn``/``step`` are
-        written only when given."""
+        written only when given. The tool policy (``fsm_stage.runtime.policy``) is checked first,
+        on the complete arguments: a denied call runs nothing and gets an error result (logged
+        with ``fsm/tool/refused``)."""
         if agent is not None:
             self.track(agent.session)
         session = agent.session if (log and agent is not None) else None
+        refused = self.refuse_if_denied(agent, call, turn=turn, step=step, log=log)
+        if refused is not None:
+            return refused
         return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
                                    signal=signal)
+
+    def refuse_if_denied(self, agent: Agent | None, call: ToolCall, *, turn: int | None = None,
+                         step: int | None = None, log: bool = True) -> ToolResult | None:
+        """The tool policy's refusal of ``call`` for ``agent`` (logged when ``log``), or None when
+        the current stage (and plan mode, while effective) let it run."""
+        found = policy.authorize(self, agent, call)
+        if found is None or found[0].verdict == "allow":
+            return None
+        decision, state = found
+        session = agent.session if (log and agent is not None) else None
+        return policy.refuse(session, call, decision, state, turn=turn, step=step)
 
     async def run_command(self, agent: Agent, line: str, images: Sequence[Block] = ()) -> CommandReply | None:
         """Run a ``/name rest`` line; None when there is no registry or no such command."""

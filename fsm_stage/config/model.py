@@ -16,6 +16,8 @@ from typing import Any, Literal
 import attrs
 
 from fsm_stage._yaml import Problem
+from fsm_stage.config.fields import FieldRule, rule_metadata
+from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy
 from fsm_stage.constants import STAGE_NAME_RE
 
 Language = Literal["en", "zh"]
@@ -32,51 +34,13 @@ MAX_NAME_LENGTH = 64
 TEMPLATE_VARIABLES = frozenset({"stage_current", "stage_targets"})
 
 
-@attrs.frozen
-class FieldRule:
-    """Validation rule and documentation of one config field (attrs field metadata ``"rule"``).
-
-    Read by the loader (messages, checks) and by ``fsm_stage.schema`` (JSON Schema keywords),
-    so both judge a file by the same rules.
-
-    ``doc``          one-sentence description (schema ``description``, README).
-    ``expected``     what a valid value looks like, for "missing"/"wrong type" messages.
-    ``pattern``      full-match regular expression for strings (schema ``pattern ^…$``).
-    ``non_blank``    the string must contain a non-whitespace character.
-    ``minimum``      inclusive lower bound for numbers (finite numbers only).
-    ``max_length``   maximum string length in characters (schema ``maxLength``).
-    ``min_items``    minimum list length.
-    ``item_pattern`` full-match regular expression for each string of a list.
-    ``item_max_length`` maximum length of each string of a list (schema ``items.maxLength``).
-    ``forbid``       ``(regex, message)`` pairs: a string in which ``re.search`` finds the
-                     regex is refused with the message (schema ``not: {pattern}``).
-    ``yaml_key``     the native YAML key when it differs from the attribute name.
-    ``plugin_key``   the key in the plugin-list form; None = not accepted there.
-
-    Regexes use only syntax that Python ``re`` and ECMA-262 (JSON Schema) read alike.
-    """
-
-    doc: str
-    expected: str
-    pattern: str | None = None
-    non_blank: bool = False
-    minimum: float | None = None
-    max_length: int | None = None
-    min_items: int | None = None
-    item_pattern: str | None = None
-    item_max_length: int | None = None
-    forbid: tuple[tuple[str, str], ...] = ()
-    yaml_key: str | None = None
-    plugin_key: str | None = None
-
-
 def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
-    return {"rule": FieldRule(doc, expected, **kw)}
+    return rule_metadata(doc, expected, **kw)
 
 
 def _policy_rule(where: str) -> dict[str, FieldRule]:
     return _rule(f"Tool policy {where}: `allow` / `ask` lists of tool rules (omit: every tool runs).",
-                 "a mapping {allow, ask}", plugin_key="tools")
+                 "a mapping {allow, ask}")
 
 
 def _frozen_groups(value: Any) -> Any:
@@ -88,7 +52,7 @@ def _frozen_groups(value: Any) -> Any:
 
 def _tool_groups_rule() -> dict[str, FieldRule]:
     return _rule("Named lists of tool names or globs, referenced as `@name` in `tools` policies.",
-                 "a mapping {group name: [tool names or globs]}", plugin_key="toolGroups")
+                 "a mapping {group name: [tool names or globs]}")
 
 
 def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
@@ -323,8 +287,6 @@ class ConfigFile:
     warnings: tuple[str, ...] = ()
     warning_details: tuple[Problem, ...] = attrs.field(default=(), eq=False, repr=False)
 
-
-from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy  # noqa: E402 (needs FieldRule)
 
 for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
     attrs.resolve_types(_cls)

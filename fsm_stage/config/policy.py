@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from fsm_stage._yaml import NativePath, ProblemReport
-from fsm_stage.config.model import FieldRule
+from fsm_stage.config.fields import FieldRule, rule_metadata
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE
 
 #: Arguments a path rule reads when ``path_args`` is omitted (a string or a list of strings).
@@ -34,7 +34,7 @@ _GLOB_CHARS = frozenset("*?[")
 
 
 def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
-    return {"rule": FieldRule(doc, expected, **kw)}
+    return rule_metadata(doc, expected, **kw)
 
 
 @attrs.frozen
@@ -46,13 +46,13 @@ class ToolRuleConfig:
 
     tool: str = attrs.field(metadata=_rule(
         "A tool name, a glob over tool names (`read_*`) or `@group` (a graph `tool_groups` entry).",
-        "a tool name, glob or @group", non_blank=True, plugin_key="tool"))
+        "a tool name, glob or @group", non_blank=True))
     paths: tuple[str, ...] | None = attrs.field(default=None, metadata=_rule(
         "Path globs (`**/*.md`): the call matches only when every path argument matches one.",
-        "a non-empty list of path globs", min_items=1, plugin_key="paths"))
+        "a non-empty list of path globs", min_items=1))
     path_args: tuple[str, ...] | None = attrs.field(default=None, metadata=_rule(
         "Arguments holding the path(s) (default: path, file, file_path, filename, paths, files).",
-        "a non-empty list of argument names", min_items=1, plugin_key="path_args"))
+        "a non-empty list of argument names", min_items=1))
 
 
 @attrs.frozen
@@ -64,10 +64,14 @@ class ToolPolicyConfig:
 
     allow: tuple[ToolRuleConfig, ...] | None = attrs.field(default=None, metadata=_rule(
         "Tools that run (names, globs, @groups or {tool, paths}); omit: every tool not in `ask`.",
-        "a list of tool rules", plugin_key="allow"))
+        "a list of tool rules"))
     ask: tuple[ToolRuleConfig, ...] = attrs.field(default=(), metadata=_rule(
         "Tools that run only after a human approves the call (a review of kind `tool`).",
-        "a list of tool rules", plugin_key="ask"))
+        "a list of tool rules"))
+
+
+for _cls in (ToolRuleConfig, ToolPolicyConfig):
+    attrs.resolve_types(_cls)
 
 
 def normalised_policy(policy: ToolPolicyConfig) -> dict[str, Any]:

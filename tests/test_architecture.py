@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "fsm_stage.stage_switch": 7,
     "fsm_stage.scenario": 8,
     "fsm_stage.simulate": 9,
+    "fsm_stage.integrations": 9,
     "fsm_stage.cli": 10,
     "fsm_stage.__main__": 11,
     "fsm_stage": 11,

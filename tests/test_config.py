@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import pytest
+from docs_text import doc_section
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from shared_data import SHARED_DIR
@@ -613,8 +614,7 @@ def test_normalised_ignores_documentation_but_not_behaviour() -> None:
 
 def test_readme_config_section_examples_load() -> None:
     """The YAML examples of the README's config section are valid as written."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("<!-- BEGIN config -->") : readme.index("<!-- END config -->")]
+    section = doc_section("config")
     blocks = [b for b in re.findall(r"```yaml\n(.*?)```", section, flags=re.S) if "stages:" in b]
     assert len(blocks) == 2
     native_cfg, plugin_cfg = (load_config_text(b, "readme.yaml", strict=True) for b in blocks)

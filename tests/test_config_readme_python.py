@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from docs_text import doc_section
 
 from fsm_stage.config import InvalidConfigError
 
@@ -14,8 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _blocks(name: str) -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split(f"<!-- BEGIN {name} -->", 1)[1].split(f"<!-- END {name} -->", 1)[0]
+    section = doc_section(name)
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
 

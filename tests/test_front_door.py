@@ -85,3 +85,15 @@ def test_unknown_name_is_an_attribute_error() -> None:
 def test_version_matches_the_package_metadata() -> None:
     text = (INIT.parents[1] / "pyproject.toml").read_text(encoding="utf-8")
     assert f'version = "{fsm_stage.__version__}"' in text
+
+
+@pytest.mark.parametrize("package", ["fsm_stage.runtime", "fsm_stage.log"])
+def test_subpackages_re_export_their_names_lazily(package: str) -> None:
+    pkg = importlib.import_module(package)
+    for name in pkg.__all__:
+        value = getattr(pkg, name)
+        module = importlib.import_module(f"{package}.{pkg._EXPORTS[name]}")
+        assert getattr(module, name) is value, name
+    code = f"import sys, {package}\nprint(sorted(m for m in sys.modules if m.startswith('{package}.')))"
+    loaded = _run(code)
+    assert loaded == "[]"

@@ -20,7 +20,7 @@ import contextvars
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -72,16 +72,28 @@ class ToolSpec:
             out["output"] = json.loads(json.dumps(self.output))
         return out
 
-    def to_openai(self) -> dict[str, Any]:
-        """OpenAI function-calling shape ``{"type": "function", "function": {...}}``."""
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description,
-            "parameters": json.loads(json.dumps(self.parameters))}}
+    def to_openai(
+        self, *, strict: bool = False, api: Literal["chat", "responses"] = "chat"
+    ) -> dict[str, Any]:
+        """OpenAI function tool: Chat ``{"type": "function", "function": {...}}`` or the flat
+        Responses form; ``strict`` gives strict mode (see ``fsm_stage.runtime.toolspecs``)."""
+        from fsm_stage.runtime.toolspecs import to_openai
+        return to_openai(self, strict=strict, api=api)
 
     def to_anthropic(self) -> dict[str, Any]:
         """Anthropic tool shape ``{"name", "description", "input_schema"}``."""
-        return {"name": self.name, "description": self.description,
-                "input_schema": json.loads(json.dumps(self.parameters))}
+        from fsm_stage.runtime.toolspecs import to_anthropic
+        return to_anthropic(self)
+
+    def to_mcp(self) -> dict[str, Any]:
+        """MCP ``Tool`` shape ``{"name", "description", "inputSchema", "outputSchema"?}``."""
+        from fsm_stage.runtime.toolspecs import to_mcp
+        return to_mcp(self)
+
+    def to_gemini(self) -> dict[str, Any]:
+        """google-genai ``FunctionDeclaration`` shape (``parameters_json_schema`` …)."""
+        from fsm_stage.runtime.toolspecs import to_gemini
+        return to_gemini(self)
 
 
 @attrs.frozen

@@ -367,7 +367,7 @@ class StageController:
     def tool_spec(self) -> ToolSpec:
         """The ``goto_stage`` schema: ``stage`` (required), ``handoff`` (optional), in that
         order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39)."""
-        return goto_stage_tool_spec(self.catalog)
+        return goto_stage_tool_spec(self.catalog, self.config.stage_names)
 
     def render_result(self, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
         """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full

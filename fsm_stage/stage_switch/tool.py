@@ -8,7 +8,7 @@ to a ``StageController``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from fsm_stage.config import describe_value
@@ -49,7 +49,8 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
     """Check ``goto_stage`` arguments against the tool's own parameter schema.
 
     Returns None when ``args`` is valid (a JSON object with a string ``stage``, an optional
-    string ``handoff`` and no other key), else the model-facing ``errors.invalid_arguments``
+    string ``handoff`` — ``null`` counts as absent, as OpenAI strict mode sends it — and no
+    other key), else the model-facing ``errors.invalid_arguments``
     text naming the first problem, in this order: not an object
     (``errors.arguments.not_object``), unknown keys (``errors.arguments.unknown``, sorted), a
     missing required key (``errors.arguments.missing``), a value of the wrong JSON type
@@ -70,6 +71,8 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
                     if required:
                         problem = catalog.text("errors.arguments.missing", name=name)
                         break
+                elif args[name] is None and not required:
+                    continue  # OpenAI strict mode sends null for an optional argument: absent
                 elif not isinstance(args[name], str):
                     problem = catalog.text("errors.arguments.wrong_type", name=name, expected="string",
                                            actual=describe_value(args[name], json_names=True))
@@ -78,11 +81,12 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
 
 
 
-def goto_stage_tool_spec(catalog: Catalog) -> ToolSpec:
+def goto_stage_tool_spec(catalog: Catalog, stages: Sequence[str] = ()) -> ToolSpec:
     """The ``goto_stage`` schema: ``stage`` (required), ``handoff`` (optional), in that
-    order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39)."""
+    order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39). Given ``stages``,
+    ``stage`` carries ``enum: [sorted stage names]`` (fixed per graph: cache-safe)."""
     text = catalog.text
-    return ToolSpec(
+    spec = ToolSpec(
         name=GOTO_STAGE,
         description=text("goto_tool.description"),
         parameters={
@@ -105,6 +109,10 @@ def goto_stage_tool_spec(catalog: Catalog) -> ToolSpec:
             "additionalProperties": False,
         },
     )
+    if not stages:
+        return spec
+    from fsm_stage.runtime.toolspecs import with_stage_enum
+    return with_stage_enum(spec, stages)
 
 
 def render_result(catalog: Catalog, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:

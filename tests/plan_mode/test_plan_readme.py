@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from plan_helpers import REPO
+from docs_text import doc_section
 
 
 def _example() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- BEGIN plan-mode -->", 1)[1].split("<!-- END plan-mode -->", 1)[0]
+    section = doc_section("plan-mode")
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert len(blocks) == 1, "the plan-mode README section has exactly one python example"
     return blocks[0]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from docs_text import doc_section
 from sim_helpers import REPO, SCENARIOS, graph_ref, invoke
 
 from fsm_stage.log.dsh import read_log
@@ -198,9 +199,8 @@ def test_readme_excerpts_are_the_main_commands_real_output(monkeypatch: pytest.M
     """The README's line-by-line explanation quotes `fsm-stage simulate
     stage_graphs/scenarios/feature-work.yaml` run from the repository root: every quoted line
     (except the `…` elisions and the failure example) is a line of the real output."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("<!-- BEGIN simulate -->"):readme.index("<!-- END simulate -->")]
-    part = section[section.index("### The output, line by line"):section.index("### Scenario files")]
+    section = doc_section("simulate")
+    part = section[section.index("## The output, line by line"):section.index("## Scenario files")]
     blocks = [b.split("```", 1)[0] for b in part.split("```text\n")[1:]]
     quoted = [line for b in blocks if not b.startswith("FAILED") for line in b.splitlines()
               if line.strip() != "…"]

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from docs_text import doc_section
 from ruamel.yaml import YAML
 
 from fsm_stage.stage_switch import section_lists_targets_plainly
@@ -15,8 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split("<!-- BEGIN stage-switch -->", 1)[1].split("<!-- END stage-switch -->", 1)[0]
+    return doc_section("stage-switch")
 
 
 def test_readme_stage_switch_example_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path,

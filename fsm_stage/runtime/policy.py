@@ -238,6 +238,19 @@ class PolicyState:
                     return d
         return found[0] if found else Decision("allow", "unrestricted")
 
+    def describe(self, catalog: Sequence[str] | None = None) -> str:
+        """One line for the simulator and ``state``: ``stage explore: read_file, grep · plan
+        mode: read_file`` (``every tool`` / ``ask …`` parts as they apply)."""
+        parts = []
+        for label, policy, on in ((f"stage {self.stage}", self.stage_policy, True),
+                                  ("plan mode", self.plan_policy, self.plan_mode)):
+            if policy is None or not on:
+                continue
+            allowed, ask = policy.names(catalog)
+            text = "every tool" if policy.config.allow is None else (", ".join(allowed) or "none")
+            parts.append(f"{label}: {text}" + (f"; ask {', '.join(ask)}" if ask else ""))
+        return " · ".join(parts) if parts else "every tool"
+
     def allowed_in(self, call: ToolCall) -> tuple[str, ...]:
         """Stages whose own policy would run ``call`` outright (plan mode aside)."""
         if self.graph is None:

@@ -20,6 +20,7 @@ from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.events import EventLog
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.runtime.policy import policy_state
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
@@ -378,7 +379,13 @@ class _Engine:
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
-            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq,
+            policy=self._policy_line(request))
+
+    def _policy_line(self, request: Request) -> str | None:
+        """The tool policy in effect for this request (issue 18), None when none applies."""
+        state = policy_state(self.runtime, self.agent)
+        return None if state is None else state.describe([t.name for t in request.tools])
 
     def _history_view(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
         """The views of a request's ``messages`` as a prefix of the shared history.

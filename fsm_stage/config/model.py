@@ -16,7 +16,8 @@ from typing import Any, Literal
 import attrs
 
 from fsm_stage._yaml import Problem
-from fsm_stage.config.fields import FieldRule, rule_metadata
+from fsm_stage.config.fields import FieldRule as FieldRule
+from fsm_stage.config.fields import rule_metadata
 from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy
 from fsm_stage.constants import STAGE_NAME_RE
 
@@ -222,7 +223,7 @@ class GraphConfig:
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
     tool_groups: Mapping[str, tuple[str, ...]] | None = attrs.field(
-        default=None, hash=False, converter=lambda v: _frozen_groups(v), metadata=_tool_groups_rule())
+        default=None, hash=False, converter=_frozen_groups, metadata=_tool_groups_rule())
 
     @functools.cached_property
     def stage_names(self) -> tuple[str, ...]:
@@ -334,7 +335,8 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             }
             for s in config.stages
         ],
-        **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}} if config.tool_groups else {}),
+        **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}}
+           if config.tool_groups else {}),
     }
 
 

@@ -44,15 +44,29 @@ class ToolRuleConfig:
     YAML: a string, or a mapping ``{tool, paths, path_args}``.
     """
 
-    tool: str = attrs.field(metadata=_rule(
-        "A tool name, a glob over tool names (`read_*`) or `@group` (a graph `tool_groups` entry).",
-        "a tool name, glob or @group", non_blank=True))
-    paths: tuple[str, ...] | None = attrs.field(default=None, metadata=_rule(
-        "Path globs (`**/*.md`): the call matches only when every path argument matches one.",
-        "a non-empty list of path globs", min_items=1))
-    path_args: tuple[str, ...] | None = attrs.field(default=None, metadata=_rule(
-        "Arguments holding the path(s) (default: path, file, file_path, filename, paths, files).",
-        "a non-empty list of argument names", min_items=1))
+    tool: str = attrs.field(
+        metadata=_rule(
+            "A tool name, a glob over tool names (`read_*`) or `@group` (a graph `tool_groups` entry).",
+            "a tool name, glob or @group",
+            non_blank=True,
+        )
+    )
+    paths: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Path globs (`**/*.md`): the call matches only when every path argument matches one.",
+            "a non-empty list of path globs",
+            min_items=1,
+        ),
+    )
+    path_args: tuple[str, ...] | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Arguments holding the path(s) (default: path, file, file_path, filename, paths, files).",
+            "a non-empty list of argument names",
+            min_items=1,
+        ),
+    )
 
 
 @attrs.frozen
@@ -62,12 +76,20 @@ class ToolPolicyConfig:
     ``allow`` omitted: every tool not matched by ``ask`` runs.
     """
 
-    allow: tuple[ToolRuleConfig, ...] | None = attrs.field(default=None, metadata=_rule(
-        "Tools that run (names, globs, @groups or {tool, paths}); omit: every tool not in `ask`.",
-        "a list of tool rules"))
-    ask: tuple[ToolRuleConfig, ...] = attrs.field(default=(), metadata=_rule(
-        "Tools that run only after a human approves the call (a review of kind `tool`).",
-        "a list of tool rules"))
+    allow: tuple[ToolRuleConfig, ...] | None = attrs.field(
+        default=None,
+        metadata=_rule(
+            "Tools that run (names, globs, @groups or {tool, paths}); omit: every tool not in `ask`.",
+            "a list of tool rules",
+        ),
+    )
+    ask: tuple[ToolRuleConfig, ...] = attrs.field(
+        default=(),
+        metadata=_rule(
+            "Tools that run only after a human approves the call (a review of kind `tool`).",
+            "a list of tool rules",
+        ),
+    )
 
 
 for _cls in (ToolRuleConfig, ToolPolicyConfig):
@@ -76,10 +98,15 @@ for _cls in (ToolRuleConfig, ToolPolicyConfig):
 
 def normalised_policy(policy: ToolPolicyConfig) -> dict[str, Any]:
     """A plain dict of ``policy`` (fingerprint input)."""
+
     def rules(rs: Sequence[ToolRuleConfig]) -> list[Any]:
-        return [r.tool if r.paths is None and r.path_args is None else
-                {"tool": r.tool, "paths": list(r.paths or ()), "path_args": list(r.path_args or ())}
-                for r in rs]
+        return [
+            r.tool
+            if r.paths is None and r.path_args is None
+            else {"tool": r.tool, "paths": list(r.paths or ()), "path_args": list(r.path_args or ())}
+            for r in rs
+        ]
+
     return {"allow": None if policy.allow is None else rules(policy.allow), "ask": rules(policy.ask)}
 
 
@@ -90,8 +117,14 @@ def _is_glob(name: str) -> bool:
     return bool(_GLOB_CHARS & set(name))
 
 
-def check_policies(data: Mapping[str, Any], plan: object, report: ProblemReport, *,
-                   tools: Iterable[str] | None = None, plan_path: NativePath = ("plan_mode",)) -> None:
+def check_policies(
+    data: Mapping[str, Any],
+    plan: object,
+    report: ProblemReport,
+    *,
+    tools: Iterable[str] | None = None,
+    plan_path: NativePath = ("plan_mode",),
+) -> None:
     """Validate ``tool_groups`` and every ``tools`` policy of a graph's plain ``data`` and of the
     plain plan-mode mapping ``plan``. ``tools``: the host's tool catalog (unknown names are then
     errors; without it, names in no group are warnings)."""
@@ -115,8 +148,11 @@ def check_policies(data: Mapping[str, Any], plan: object, report: ProblemReport,
                     if not isinstance(m, str) or not m.strip():
                         report.error((*path, k), "expected a tool name or glob (a non-empty string)")
                     elif m.startswith(GROUP_PREFIX):
-                        report.error((*path, k), f"{json.dumps(m)}: groups cannot contain groups; "
-                                     "list the tools (or globs) themselves")
+                        report.error(
+                            (*path, k),
+                            f"{json.dumps(m)}: groups cannot contain groups; "
+                            "list the tools (or globs) themselves",
+                        )
                     else:
                         ok.append(m)
                         _check_name(m, (*path, k), catalog, None, report)
@@ -130,8 +166,13 @@ def check_policies(data: Mapping[str, Any], plan: object, report: ProblemReport,
         _check_policy(plan["tools"], (*plan_path, "tools"), known, catalog, report)
 
 
-def _check_policy(policy: object, path: NativePath, groups: Mapping[str, list[str]],
-                  catalog: frozenset[str] | None, report: ProblemReport) -> None:
+def _check_policy(
+    policy: object,
+    path: NativePath,
+    groups: Mapping[str, list[str]],
+    catalog: frozenset[str] | None,
+    report: ProblemReport,
+) -> None:
     if not isinstance(policy, Mapping):
         return  # the structuring step reports the type
     grouped = {m for ms in groups.values() for m in ms}
@@ -145,36 +186,51 @@ def _check_policy(policy: object, path: NativePath, groups: Mapping[str, list[st
             if isinstance(rule, Mapping):
                 tool, rpath = rule.get("tool"), (*rpath, "tool")
                 _check_globs(rule, (*path, key, j), report)
-            if not isinstance(tool, str) or not tool.strip():
+            if not isinstance(tool, str):
+                continue
+            if not tool.strip():
+                report.error(rpath, "is blank; expected a tool name, glob or @group")
                 continue
             if tool.startswith(GROUP_PREFIX):
                 if tool[1:] not in groups:
                     known = ", ".join(sorted(groups)) or "none (add a graph-level `tool_groups`)"
                     report.error(rpath, f"{json.dumps(tool)} names no tool group; expected one of: {known}")
             elif tool not in grouped:
-                _check_name(tool, rpath, catalog, "is in no `tool_groups` entry and no host catalog was "
-                            "given (check the spelling, or validate with --tools)", report)
+                _check_name(
+                    tool,
+                    rpath,
+                    catalog,
+                    "is in no `tool_groups` entry and no host catalog was "
+                    "given (check the spelling, or validate with --tools)",
+                    report,
+                )
 
 
 def _check_globs(rule: Mapping[str, Any], path: NativePath, report: ProblemReport) -> None:
     for key in ("paths", "path_args"):
         values = rule.get(key)
+        if values == []:
+            report.error((*path, key), f"is empty; expected a non-empty list of {key.replace('_', ' ')}")
         if isinstance(values, list):
             for k, v in enumerate(values):
                 if isinstance(v, str) and not v.strip():
                     report.error((*path, key, k), "is blank; expected a non-empty string")
 
 
-def _check_name(name: str, path: NativePath, catalog: frozenset[str] | None, warn_why: str | None,
-                report: ProblemReport) -> None:
+def _check_name(
+    name: str, path: NativePath, catalog: frozenset[str] | None, warn_why: str | None, report: ProblemReport
+) -> None:
     if catalog is None:
         if warn_why is not None and name not in OWN_TOOLS and not _is_glob(name):
             report.warn(path, f"tool {json.dumps(name)} {warn_why}")
         return
     if _is_glob(name):
         if not any(fnmatch.fnmatchcase(t, name) for t in catalog):
-            report.error(path, f"glob {json.dumps(name)} matches no tool of the host catalog; "
-                         f"expected a pattern over: {', '.join(sorted(catalog))}")
+            report.error(
+                path,
+                f"glob {json.dumps(name)} matches no tool of the host catalog; "
+                f"expected a pattern over: {', '.join(sorted(catalog))}",
+            )
     elif name not in catalog:
         close = ", ".join(sorted(catalog))
         report.error(path, f"unknown tool {json.dumps(name)}; the host catalog has: {close}")

@@ -22,7 +22,13 @@ from typing import Any, Literal, Protocol
 import attrs
 
 from fsm_stage.config import GraphConfig, PlanModeConfig
-from fsm_stage.config.policy import DEFAULT_PATH_ARGS, GROUP_PREFIX, OWN_TOOLS, ToolPolicyConfig, ToolRuleConfig
+from fsm_stage.config.policy import (
+    DEFAULT_PATH_ARGS,
+    GROUP_PREFIX,
+    OWN_TOOLS,
+    ToolPolicyConfig,
+    ToolRuleConfig,
+)
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.log.events import NewEvent
 from fsm_stage.prompts import load_catalog
@@ -39,7 +45,8 @@ from fsm_stage.runtime.tools import (
 CATALOG = "tool_policy"
 Verdict = Literal["allow", "ask", "deny"]
 TOOL_REFUSED = "fsm/tool/refused"
-"""Ignorable event logged with a refused call's error ``tool/result``: ``{callId, name, stage, rule, planMode}``."""
+"""Ignorable event logged with a refused call's error ``tool/result``:
+``{callId, name, stage, rule, planMode}``."""
 
 
 @attrs.frozen
@@ -147,19 +154,25 @@ class ToolPolicy:
     def names(self, catalog: Sequence[str] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """``(allowed, ask)`` entries as written (groups expanded; with ``catalog``: the catalog
         tools they admit by name, path rules marked ``name (paths)``)."""
+
         def listed(rules: Sequence[ToolRuleConfig]) -> tuple[str, ...]:
             out: list[str] = []
             for rule in rules:
                 suffix = "" if rule.paths is None else f" (only {', '.join(rule.paths)})"
                 pats = self._patterns(rule)
-                hits = [t for t in catalog if any(fnmatch.fnmatchcase(t, p) for p in pats)] if catalog else pats
+                hits = (
+                    [t for t in catalog if any(fnmatch.fnmatchcase(t, p) for p in pats)] if catalog else pats
+                )
                 out.extend(f"{h}{suffix}" for h in hits if f"{h}{suffix}" not in out)
             return tuple(out)
+
         return listed(self.config.allow or ()), listed(self.config.ask)
 
 
 @functools.lru_cache(maxsize=256)
-def compile_policy(config: ToolPolicyConfig, groups: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> ToolPolicy:
+def compile_policy(
+    config: ToolPolicyConfig, groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+) -> ToolPolicy:
     """The (cached) ``ToolPolicy`` of ``config`` under ``groups`` (``(name, members)`` pairs)."""
     return ToolPolicy(config, dict(groups))
 
@@ -242,8 +255,10 @@ class PolicyState:
         """One line for the simulator and ``state``: ``stage explore: read_file, grep · plan
         mode: read_file`` (``every tool`` / ``ask …`` parts as they apply)."""
         parts = []
-        for label, policy, on in ((f"stage {self.stage}", self.stage_policy, True),
-                                  ("plan mode", self.plan_policy, self.plan_mode)):
+        for label, policy, on in (
+            (f"stage {self.stage}", self.stage_policy, True),
+            ("plan mode", self.plan_policy, self.plan_mode),
+        ):
             if policy is None or not on:
                 continue
             allowed, ask = policy.names(catalog)
@@ -257,7 +272,9 @@ class PolicyState:
             return ()
         out = []
         for s in self.graph.stages:
-            state = attrs.evolve(self, stage=s.name, plan_mode=False, stage_policy=stage_policy(self.graph, s.name))
+            state = attrs.evolve(
+                self, stage=s.name, plan_mode=False, stage_policy=stage_policy(self.graph, s.name)
+            )
             if state.decide(call).verdict == "allow":
                 out.append(s.name)
         return tuple(out)
@@ -284,7 +301,9 @@ def policy_state(services: _Services, agent: Agent | None) -> PolicyState | None
     return PolicyState(stage, active, sp, pp, graph)
 
 
-def authorize(services: _Services, agent: Agent | None, call: ToolCall) -> tuple[Decision, PolicyState] | None:
+def authorize(
+    services: _Services, agent: Agent | None, call: ToolCall
+) -> tuple[Decision, PolicyState] | None:
     """The policy decision for ``call`` (None when no policy applies: run it)."""
     state = policy_state(services, agent)
     if state is None:
@@ -300,15 +319,18 @@ def refusal_text(decision: Decision, state: PolicyState, call: ToolCall) -> str:
     """The model-facing refusal (without the ``Error: `` prefix)."""
     language = state.graph.language if state.graph is not None else "en"
     stages = state.allowed_in(call)
-    where = (_text("refusal.plan_mode", language, stage=state.stage or "")
-             if decision.scope == "plan mode" else _text("refusal.stage", language, stage=state.stage or ""))
-    return _text("refusal.denied", language, tool=call.name, where=where, rule=decision.rule,
-                 stages=", ".join(stages)) + (
-        "" if stages else _text("refusal.nowhere", language))
+    where = (
+        _text("refusal.plan_mode", language, stage=state.stage or "")
+        if decision.scope == "plan mode"
+        else _text("refusal.stage", language, stage=state.stage or "")
+    )
+    return _text(
+        "refusal.denied", language, tool=call.name, where=where, rule=decision.rule, stages=", ".join(stages)
+    ) + ("" if stages else _text("refusal.nowhere", language))
 
 
 def policy_summary(graph: GraphConfig, stage: str, catalog: Sequence[str] | None = None) -> str | None:
-    """"Tools in this stage: …" for the stage notice (None when the stage has no policy)."""
+    """ "Tools in this stage: …" for the stage notice (None when the stage has no policy)."""
     policy = stage_policy(graph, stage)
     if policy is None:
         return None
@@ -323,25 +345,53 @@ def policy_summary(graph: GraphConfig, stage: str, catalog: Sequence[str] | None
     return text
 
 
-def refuse(session: Any, call: ToolCall, decision: Decision, state: PolicyState, *,
-           turn: int | None = None, step: int | None = None, log_call: bool = True) -> ToolResult:
+def refuse(
+    session: Any,
+    call: ToolCall,
+    decision: Decision,
+    state: PolicyState,
+    *,
+    turn: int | None = None,
+    step: int | None = None,
+    log_call: bool = True,
+    call_seq: int | None = None,
+) -> ToolResult:
     """The refused call's error ``ToolResult``; with a ``session``, logs in one batch
-    ``tool/call`` (when ``log_call``), the error ``tool/result`` and ``fsm/tool/refused``."""
+    ``tool/call`` (when ``log_call``; else ``call_seq`` is the logged one), the error
+    ``tool/result`` and ``fsm/tool/refused``."""
     text = ERROR_PREFIX + refusal_text(decision, state, call)
     message = tool_result_message(call, text, True)
     result = ToolResult(call, text, True, message=message)
     if session is not None:
         where = step_position(turn, step)
         batch: list[NewEvent] = []
-        call_seq = None
         if log_call:
             call_seq = len(session)
-            batch.append(NewEvent(TOOL_CALL, {**where, "callId": call.id, "name": call.name,
-                                              "arguments": call.arguments}))
-        batch.append(NewEvent(TOOL_RESULT, result_data(result, turn, step), "append",
-                              [call_seq] if call_seq is not None else None))
-        batch.append(NewEvent(TOOL_REFUSED, {"callId": call.id, "name": call.name, "stage": state.stage,
-                                             "rule": decision.rule, "planMode": decision.scope == "plan mode"},
-                              ignorable=True))
+            batch.append(
+                NewEvent(
+                    TOOL_CALL, {**where, "callId": call.id, "name": call.name, "arguments": call.arguments}
+                )
+            )
+        batch.append(
+            NewEvent(
+                TOOL_RESULT,
+                result_data(result, turn, step),
+                "append",
+                [call_seq] if call_seq is not None else None,
+            )
+        )
+        batch.append(
+            NewEvent(
+                TOOL_REFUSED,
+                {
+                    "callId": call.id,
+                    "name": call.name,
+                    "stage": state.stage,
+                    "rule": decision.rule,
+                    "planMode": decision.scope == "plan mode",
+                },
+                ignorable=True,
+            )
+        )
         session.append_many(batch)
     return result

@@ -20,12 +20,12 @@ from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.events import EventLog
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.plan_mode import PlanModeController
-from fsm_stage.runtime.policy import policy_state
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
 from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import Message, user_message
+from fsm_stage.runtime.policy import policy_state
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session

@@ -42,6 +42,10 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "graph_cmds",
     "draw": "draw_cmds",
     "state": "log_cmds",
+    "mcp": "mcp_cmds",
+    "db": "db_cmds",
+    "export": "db_cmds",
+    "import": "db_cmds",
 }
 
 

@@ -389,6 +389,19 @@ def state(
     Exit 0 on success, 1 for invalid input (unreadable LOG or GRAPH, not a session log,
     corruption, --at past the end), 2 for usage errors (unknown option, --at -1).
     """
+    from fsm_stage.log.postgres import is_postgres_location
+
+    if is_postgres_location(log):  # LOG is postgresql://…?session=ID (read from the store)
+        if checkpoint_dir is not None:
+            raise click.UsageError("--checkpoint-dir works on files, not on a PostgreSQL location")
+        from fsm_stage.log.postgres import read_postgres, redact
+
+        name = redact(log)
+        res = read_postgres(log, strict=strict)
+        report = state_report(res, at=at, graph=graph, strict=strict, source=name)
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": name, **report},
+                              ensure_ascii=False, indent=2) if as_json else _human(name, report))
+        return
     if log == "-" and graph == "-":
         raise click.UsageError("LOG and --graph cannot both be '-' (standard input)")
     if checkpoint_dir is not None and at is not None:

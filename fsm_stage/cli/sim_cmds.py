@@ -30,8 +30,9 @@ from fsm_stage.simulate import prepare, render_human, simulate
 
 @click.command("simulate")
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--log", "log_path", type=click.Path(path_type=Path),
-              help="Also write the DSH-shaped session log (JSONL) here (parent folders are created). "
+@click.option("--log", "log_path", type=click.Path(),
+              help="Also write the DSH-shaped session log (JSONL) here (parent folders are created), "
+                   "or to postgresql://…?session=ID. "
                    "Refused while another writer holds the log, and for the scenario, its graph or any "
                    "existing file that is not a session log. One scenario only.")
 @click.option("--force", is_flag=True, help="Replace an existing session log at the --log path.")
@@ -42,7 +43,7 @@ from fsm_stage.simulate import prepare, render_human, simulate
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
-def simulate_cmd(scenarios: tuple[Path, ...], log_path: Path | None, force: bool, as_json: bool,
+def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool, as_json: bool,
                  graph: Path | None, cwd: Path | None, full: bool) -> None:
     """Run SCENARIO (or several) and show what the model sees at every request.
 
@@ -132,7 +133,7 @@ def _graph_reference(graph: Path, output: Path | None) -> str:
 
 
 @click.command("scenario")
-@click.argument("log", type=click.Path(path_type=Path))
+@click.argument("location", metavar="LOG", type=click.Path())  # a str: postgresql:// keeps its //
 @click.option("--graph", type=click.Path(path_type=Path), default=None,
               help="The stage-graph file the replay runs under (written as the scenario's `graph:`, "
                    "relative to --output, else absolute; a graph shipped inside the installed package "
@@ -143,7 +144,7 @@ def _graph_reference(graph: Path, output: Path | None) -> str:
               help="Write the scenario to this file (replaced atomically) instead of stdout.")
 @click.option("--id", "session_id", type=str, default=None,
               help="Session id (default: the log's; must not be empty).")
-def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id: str | None) -> None:
+def scenario_cmd(location: str, graph: Path | None, output: Path | None, session_id: str | None) -> None:
     """Turn a recorded session LOG into a scenario (stdout, or --output).
 
     Keeps user prompts, slash commands, each model answer with its tool calls and each call's
@@ -156,11 +157,18 @@ def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id:
     """
     if session_id is not None and not session_id.strip():
         raise click.BadParameter("must be a non-empty session id", param_hint="--id")
-    if log.is_dir():
-        raise UserError(f"{log}: cannot read session log: it is a directory")
-    if not log.exists():
-        raise UserError(f"{log}: cannot read session log: no such file")
-    res = read_log(log)
+    from fsm_stage.log.postgres import is_postgres_location, read_postgres, redact, split_location
+
+    log: Path | None = None
+    if is_postgres_location(location):  # LOG is postgresql://…?session=ID
+        res, shown, name = read_postgres(location), redact(location), f"session {split_location(location)[1]}"
+    else:
+        log = Path(location)
+        if log.is_dir():
+            raise UserError(f"{log}: cannot read session log: it is a directory")
+        if not log.exists():
+            raise UserError(f"{log}: cannot read session log: no such file")
+        res, shown, name = read_log(log), str(log), log.name
     for warning in res.warnings:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
     stages = {s for s in (stage_from_event(ev) for ev in res.events) if s is not None}
@@ -177,18 +185,19 @@ def scenario_cmd(log: Path, graph: Path | None, output: Path | None, session_id:
     config = load_config_text(graph_text, str(graph)) if graph is not None else load_config(graph_file)
     replay = replay_events(res.events, config.graph)
     if not replay.steps:
-        raise UserError(f"{log}: no user prompts, commands or model answers to replay")
+        raise UserError(f"{shown}: no user prompts, commands or model answers to replay")
     for warning in replay.warnings:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
     sub, parent = res.header.is_subagent, res.header.parent_session
     session = SessionSettings(id=session_id if session_id is not None else res.header.id, subagent=sub,
                               parent=parent if sub and parent is not None and parent.strip() else None)
     text = dump_scenario(_graph_reference(graph_file, output), session, replay.steps,
-                         description=f"Replay of {log.name}", system=replay.system)
+                         description=f"Replay of {name}", system=replay.system)
     if output is None:
         click.echo(text, nl=False)
         return
-    if output.exists() and (output.is_dir() or output.samefile(log) or output.samefile(graph_file)):
+    if output.exists() and (output.is_dir() or (log is not None and output.samefile(log))
+                            or output.samefile(graph_file)):
         raise UserError(f"{output}: refusing to overwrite the log, the graph or a folder with the scenario")
     try:
         atomic_write(output, text.encode("utf-8"))

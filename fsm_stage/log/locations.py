@@ -71,7 +71,17 @@ def _open_memory(location: str, *, create: SessionHeader | None = None, **option
     return MemoryLog(create, **options)
 
 
-_schemes: dict[str, LogOpener] = {MEMORY_SCHEME: _open_memory}
+def _open_postgres(location: str, *, create: SessionHeader | None = None, **options: Any) -> StoredLog:
+    from fsm_stage.log.postgres import open_postgres_log  # loads psycopg only when used
+
+    return open_postgres_log(location, create=create, **options)
+
+
+_schemes: dict[str, LogOpener] = {
+    MEMORY_SCHEME: _open_memory,
+    "postgresql": _open_postgres,
+    "postgres": _open_postgres,
+}
 _schemes_lock = threading.Lock()
 
 

@@ -24,6 +24,7 @@ from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import read_header
 from fsm_stage.log.events import EventLog, MemoryLog, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import JsonlLog, writer_lock
+from fsm_stage.log.postgres import is_postgres_location, open_new_session
 from fsm_stage.scenario import EligibilityFlip, Expect, Scenario
 from fsm_stage.simulate.engine import GUIDANCE, _Engine, _guard_names
 from fsm_stage.simulate.result import SimulationError, SimulationResult
@@ -201,7 +202,8 @@ async def simulate_async(
     meter = meter if meter is not None else HeuristicTokenMeter()
     with contextlib.ExitStack() as stack:
         target: LogTarget | None = None
-        if log_path is not None:
+        to_db = is_postgres_location(log_path)  # a shared store: written in place, no temp file
+        if log_path is not None and not to_db:
             target = LogTarget.open(log_path, inputs={"scenario": Path(scenario.path), "graph": graph_path},
                                     replace=replace_log)
             stack.callback(target.close)
@@ -214,6 +216,8 @@ async def simulate_async(
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fsm-sim-")))
         header = _header(scenario, work)
         log: EventLog = target.writer(header) if target is not None else MemoryLog(header)
+        if to_db:
+            log = stack.enter_context(open_new_session(str(log_path), header, replace=replace_log))
         engine = _Engine(scenario, config, graph_path, log, work, meter)
         await engine.run()
         if target is not None:

@@ -16,6 +16,7 @@ from fsm_stage.log import (
     MemoryLog,
     SessionHeader,
     StoredLog,
+    locations,
     log_schemes,
     open_log,
     read_location,
@@ -36,13 +37,17 @@ def fake_scheme() -> Iterator[list[tuple[str, Any]]]:
         calls.append((location, create, options))
         return MemoryLog(create or HEADER)
 
-    register_log_scheme("postgresql", opener)
-    register_log_scheme("postgres", opener)
+    had = set(log_schemes())  # the shipped PostgreSQL opener is put back afterwards
+    saved = {name: locations._schemes[name] for name in ("postgresql", "postgres") if name in had}
+    register_log_scheme("postgresql", opener, replace=True)
+    register_log_scheme("postgres", opener, replace=True)
     try:
         yield calls
     finally:
         unregister_log_scheme("postgresql")
         unregister_log_scheme("postgres")
+        for name, saved_opener in saved.items():
+            register_log_scheme(name, saved_opener)
 
 
 def test_a_path_opens_a_jsonl_log_created_with_the_header(tmp_path: Path) -> None:
@@ -115,8 +120,8 @@ def test_empty_and_non_string_locations() -> None:
 
 
 def test_an_unknown_scheme_names_the_known_ones() -> None:
-    with pytest.raises(UserError, match=r"unknown log location scheme 'postgresql'.*known: memory:") as err:
-        open_log("postgresql://db.example/sessions", create=HEADER)
+    with pytest.raises(UserError, match=r"unknown log location scheme 'mysql'.*known: memory:") as err:
+        open_log("mysql://db.example/sessions", create=HEADER)
     assert "\n" not in str(err.value)
     with pytest.raises(UserError, match="'sqlite'"):
         open_log("sqlite:///tmp/x.db")

@@ -1,0 +1,102 @@
+"""The PostgreSQL schema of ``PostgresLog`` and its versioned migrations.
+
+``fsm_schema(id = 1, version)`` holds the schema version. Version 1:
+
+* ``fsm_sessions(session text primary key, header text, created timestamptz)``: ``header`` is
+  the exact header line text (with its newline) of the DSH JSONL form;
+* ``fsm_events(session, seq bigint, n int, line text, primary key (session, seq))``: one row
+  per JSONL line, ``seq`` its first event's seq and ``n`` how many events it holds (1 for every
+  line fsm_stage writes; more for an imported packed chunk row), ``line`` the exact line text.
+
+``migrate(conn)`` (``fsm-stage db init``) applies the missing steps in one transaction under a
+transaction-scoped advisory lock; ``check_schema(conn)`` refuses a missing, older or newer one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fsm_stage.errors import UserError
+
+SCHEMA_VERSION = 1
+"""The schema version this fsm_stage reads and writes."""
+
+NOTIFY_CHANNEL = "fsm_events"
+"""``LISTEN`` channel every append notifies (payload: the session id)."""
+
+_MIGRATION_LOCK = 0x66736D5F  # "fsm_": pg_advisory_xact_lock key held while migrating
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE fsm_sessions (
+               session text PRIMARY KEY,
+               header text NOT NULL,
+               created timestamptz NOT NULL DEFAULT now())""",
+        """CREATE TABLE fsm_events (
+               session text NOT NULL REFERENCES fsm_sessions (session) ON DELETE CASCADE,
+               seq bigint NOT NULL CHECK (seq >= 0),
+               n integer NOT NULL DEFAULT 1 CHECK (n >= 1),
+               line text NOT NULL,
+               PRIMARY KEY (session, seq))""",
+    ),
+}
+"""version -> the SQL statements that bring the schema from ``version - 1`` to ``version``."""
+
+
+class SchemaVersionError(UserError):
+    """The database has no fsm_stage schema, an older one (run ``fsm-stage db init``) or a newer
+    one than this fsm_stage understands (upgrade fsm_stage). One-line message."""
+
+
+def schema_version(conn: Any) -> int | None:
+    """The database's fsm_stage schema version, None when it has none (``conn``: a psycopg
+    connection)."""
+    row = conn.execute("SELECT to_regclass('fsm_schema') IS NOT NULL").fetchone()
+    if not row[0]:
+        return None
+    row = conn.execute("SELECT version FROM fsm_schema WHERE id = 1").fetchone()
+    return None if row is None else int(row[0])
+
+
+def migrate(conn: Any) -> tuple[int | None, int]:
+    """Create or upgrade the schema to ``SCHEMA_VERSION``; returns ``(old, new)`` versions.
+
+    Runs in one transaction (all steps or none). Raises ``SchemaVersionError`` for a newer
+    schema. Concurrent ``migrate`` calls serialise on an advisory transaction lock.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS fsm_schema (id integer PRIMARY KEY CHECK (id = 1), "
+                     "version integer NOT NULL)")
+        old = schema_version(conn)
+        current = old or 0
+        if current > SCHEMA_VERSION:
+            raise SchemaVersionError(_newer(current))
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for sql in MIGRATIONS[version]:
+                conn.execute(sql)
+        conn.execute("INSERT INTO fsm_schema (id, version) VALUES (1, %s) "
+                     "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", (SCHEMA_VERSION,))
+    return old, SCHEMA_VERSION
+
+
+def check_schema(conn: Any, where: str) -> None:
+    """Raise ``SchemaVersionError`` unless the database at ``where`` (for the message) has
+    exactly ``SCHEMA_VERSION``."""
+    version = schema_version(conn)
+    if version is None:
+        raise SchemaVersionError(
+            f"{where}: no fsm_stage schema in this database; run `fsm-stage db init DSN`"
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(f"{where}: {_newer(version)}")
+    if version < SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where}: fsm_stage schema version {version} is older than {SCHEMA_VERSION}; "
+            "run `fsm-stage db init DSN` to migrate it"
+        )
+
+
+def _newer(version: int) -> str:
+    return (f"fsm_stage schema version {version} is newer than this fsm_stage understands "
+            f"({SCHEMA_VERSION}); upgrade fsm_stage")

@@ -1,0 +1,109 @@
+"""Move a session between a DSH JSONL file and PostgreSQL, byte for byte.
+
+``import_jsonl`` stores each line of the file's good part verbatim (one row per line holding
+events; a packed chunk row stays one row, its ``n`` the events it expands to; blank lines stay
+with the row before them), so ``export_jsonl`` returns exactly the bytes read (minus a torn
+tail, which is reported and dropped as every reader drops it). zstd logs are refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import attrs
+
+from fsm_stage.errors import LogFormatError, UserError
+from fsm_stage.log.dsh import read_log_data
+from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
+from fsm_stage.log.postgres import PostgresLog, connect, redact, split_location
+
+__all__ = ["ImportResult", "export_jsonl", "import_jsonl"]
+
+
+@attrs.frozen
+class ImportResult:
+    """What ``import_jsonl`` stored: the session id, its event and row counts, and the reader's
+    warnings (a dropped torn tail, unknown types)."""
+
+    session: str
+    events: int
+    rows: int
+    warnings: tuple[str, ...]
+
+
+def import_jsonl(
+    data: bytes, location: str, *, source: str = "<jsonl>", replace: bool = False
+) -> ImportResult:
+    """Store the session log ``data`` (JSONL bytes named ``source``) at ``location``
+    (``postgresql://…``; its ``session`` defaults to the header's id and must match it).
+
+    One transaction: all rows or none. Raises ``LogFormatError`` (not a session log, zstd, not
+    UTF-8, corruption), ``UserError`` (the session exists and not ``replace``; id mismatch;
+    unreachable server), ``SchemaVersionError``.
+    """
+    res = read_log_data(data, source=source)
+    if res.compressed:
+        raise LogFormatError(f"{source}: zstd logs cannot be imported; decompress the file first")
+    conninfo, session = split_location(location)
+    if session is not None and session != res.header.id:
+        raise UserError(f"{source}: session id {res.header.id!r} does not match {session!r} in the location")
+    session = res.header.id
+    good = data[: res.good_end]
+    starts = sorted(set(res.line_offsets))
+    first_seq: dict[int, int] = {}
+    for seq, off in enumerate(res.line_offsets):
+        first_seq.setdefault(off, seq)
+    bounds = [*starts, len(good)]
+    try:
+        header_text = good[: bounds[0]].decode("utf-8")
+        lines = [good[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
+    except UnicodeDecodeError as err:
+        raise LogFormatError(f"{source}: not UTF-8 ({err.reason} at byte {err.start})") from None
+    seqs = [first_seq[off] for off in starts]
+    counts = [b - a for a, b in zip(seqs, [*seqs[1:], len(res.events)], strict=False)]
+    with connect(conninfo) as conn:
+        check_schema(conn, redact(conninfo))
+        _store(conn, session, header_text, seqs, counts, lines, replace=replace, where=redact(location))
+    with PostgresLog(conninfo, session) as log:  # read back through the store's own decoder
+        if list(log.events) != res.events:
+            raise LogFormatError(f"{source}: the stored session does not read back as the file")
+    return ImportResult(session, len(res.events), len(lines), res.warnings)
+
+
+def _store(conn: Any, session: str, header_text: str, seqs: list[int], counts: list[int], lines: list[str],
+           *, replace: bool, where: str) -> None:
+    import psycopg
+
+    taken = UserError(f"{where}: session {session!r} already exists; pass --force to replace it")
+    with conn.transaction():
+        exists = conn.execute(
+            "SELECT 1 FROM fsm_sessions WHERE session = %s FOR UPDATE", (session,)
+        ).fetchone()
+        if exists and not replace:
+            raise taken
+        if exists:
+            conn.execute("DELETE FROM fsm_sessions WHERE session = %s", (session,))
+        try:
+            conn.execute("INSERT INTO fsm_sessions (session, header) VALUES (%s, %s)", (session, header_text))
+        except psycopg.errors.UniqueViolation:  # another import created it meanwhile
+            raise taken from None
+        conn.execute(
+            "INSERT INTO fsm_events (session, seq, n, line) "
+            "SELECT %s, s, c, l FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS t(s, c, l)",
+            (session, seqs, counts, lines),
+        )
+        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, session))
+
+
+def export_jsonl(location: str) -> bytes:
+    """The session at ``location`` (``postgresql://…?session=ID``) as DSH JSONL bytes.
+
+    Raises ``LogFormatError`` (no such session, undecodable rows), ``UserError``,
+    ``SchemaVersionError``.
+    """
+    conninfo, session = split_location(location)
+    if session is None:
+        raise UserError(f"{redact(location)}: no session in the URL (add ?session=ID)")
+    with PostgresLog(conninfo, session) as log:
+        return log.export_bytes()

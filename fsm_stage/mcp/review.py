@@ -1,0 +1,151 @@
+"""Human review over MCP: the form a client shows, and the channel the controllers ask.
+
+One ``McpReviewChannel`` per session is the runtime's ``ReviewChannel``; before each reviewed
+tool call the server ``arm``s it with one strategy, under the session's lock:
+
+* ``Elicit(ask)``: ``elicitation/create`` (2025-06-18 / 2025-11-25 clients that declared the
+  elicitation capability): ``ask(message, schema)`` returns the client's ``ElicitResult``;
+* ``Suspend()``: the 2026-07-28 ``input_required`` round trip, first round: ``ask`` records the
+  question and raises ``ReviewSuspended`` (the server answers ``input_required``);
+* ``Answered(result)``: its retry round: ``ask`` returns the answer the client sent back.
+
+``review_form(question)`` is the form (``decision``: the question's option labels, the approve
+label first and the keep label last; ``feedback``: optional text); ``to_answers`` maps a reply:
+accept → the chosen label (feedback kept for every label but the approving one), decline →
+keep, cancel → ``ReviewDismissed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fsm_stage.errors import ReviewSuspended
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.review import Answer, Question, ReviewDismissed
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+
+__all__ = ["Answered", "Elicit", "McpReviewChannel", "ReviewUnavailableError", "Suspend",
+           "review_form", "review_message", "to_answers"]
+
+UNAVAILABLE = ("review unavailable: this MCP client cannot ask a human (it declared no elicitation "
+               "support), so the transition was not requested; nothing was changed")
+
+
+class ReviewUnavailableError(Exception):
+    """The client cannot put a question to a human; fsm_stage never approves on its behalf."""
+
+
+def review_message(question: Question) -> str:
+    """The text shown to the human: header, question, then the detail (plan or handoff)."""
+    parts = [question.header, question.question]
+    if question.detail:
+        parts.append(question.detail)
+    return "\n\n".join(p for p in parts if p)
+
+
+def review_form(question: Question) -> dict[str, Any]:
+    """The elicitation form schema of ``question`` (flat, as elicitation requires)."""
+    labels = list(question.labels)
+    return {
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "title": "Decision", "enum": labels, "default": labels[-1],
+                         "description": "; ".join(f"{o.label}: {o.description}" for o in question.options
+                                                  if o.description) or "Approve or keep"},
+            "feedback": {"type": "string", "title": "Feedback",
+                         "description": "Optional: why you keep the current state (shown to the model)."},
+        },
+        "required": ["decision"],
+    }
+
+
+def to_answers(question: Question, action: str, content: Mapping[str, Any] | None) -> list[Answer]:
+    """Map an elicitation reply to the controllers' answers (see the module docstring).
+
+    An accepted reply with no valid ``decision`` raises ``ValueError`` (never consent).
+    """
+    keep = question.labels[-1]
+    if action == "cancel":
+        raise ReviewDismissed("the reviewer dismissed the review in the MCP client")
+    if action == "decline":
+        return [Answer(question.id, (keep,))]
+    if action != "accept" or content is None:
+        raise ValueError(f"unexpected elicitation reply {action!r}")
+    decision = content.get("decision")
+    if not isinstance(decision, str) or decision not in question.labels:
+        raise ValueError(f"the review reply's decision must be one of {list(question.labels)}, "
+                         f"got {decision!r}")
+    feedback = content.get("feedback")
+    text = feedback.strip() if isinstance(feedback, str) and feedback.strip() else None
+    if decision == question.labels[0]:
+        return [Answer(question.id, (decision,))]
+    return [Answer(question.id, (decision,), text)]
+
+
+ElicitFn = Callable[[str, dict[str, Any]], Awaitable[tuple[str, Mapping[str, Any] | None]]]
+
+
+@attrs.frozen
+class Elicit:
+    """Ask now with ``elicitation/create``: ``ask(message, schema) -> (action, content)``."""
+
+    ask: ElicitFn
+
+
+@attrs.frozen
+class Suspend:
+    """First ``input_required`` round: record the question, answer later."""
+
+
+@attrs.frozen
+class Answered:
+    """Retry round of ``input_required``: the client's ``(action, content)``."""
+
+    action: str
+    content: Mapping[str, Any] | None
+
+
+Strategy = Elicit | Suspend | Answered
+
+
+class McpReviewChannel:
+    """The per-session ``ReviewChannel`` of the MCP server (see the module docstring).
+
+    ``asked`` holds the last question put to it, ``suspended`` is True once a ``Suspend`` round
+    raised ``ReviewSuspended``. Unarmed, ``ask`` raises ``ReviewUnavailableError``.
+    """
+
+    def __init__(self) -> None:
+        self.strategy: Strategy | None = None
+        self.asked: Question | None = None
+        self.suspended = False
+
+    def arm(self, strategy: Strategy | None) -> None:
+        """Use ``strategy`` for the next call (None: unavailable); resets ``asked``/``suspended``."""
+        self.strategy = strategy
+        self.asked = None
+        self.suspended = False
+
+    async def ask(
+        self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
+    ) -> list[Answer]:
+        """Answer the one review question through the armed strategy."""
+        if len(questions) != 1:
+            raise ValueError(f"an MCP review asks exactly one question, got {len(questions)}")
+        (question,) = questions
+        self.asked = question
+        strategy = self.strategy
+        if isinstance(strategy, Suspend):
+            self.suspended = True
+            raise ReviewSuspended("the review waits for the MCP client's input_required answer")
+        if isinstance(strategy, Answered):
+            return to_answers(question, strategy.action, strategy.content)
+        if isinstance(strategy, Elicit):
+            action, content = await strategy.ask(review_message(question), review_form(question))
+            return to_answers(question, action, content)
+        raise ReviewUnavailableError(UNAVAILABLE)

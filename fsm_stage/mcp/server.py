@@ -1,0 +1,302 @@
+"""``build_server``: stage graphs and plan mode as an MCP server (``mcp`` SDK, lowlevel tier).
+
+Tools, in this fixed order whatever the stage: ``exit_plan_mode`` (only when the graph file
+configures plan mode), ``get_stage``, ``goto_stage`` (only with a stage graph). Their parameter
+schemas are the controllers' ``tool_spec()`` plus an optional ``session`` handle. A reviewed
+call runs through the session's ``Runtime`` tools (``execute_tool``) and logs ``tool/call`` /
+``tool/result`` like ``Runtime.call_tool``; an approved transition is applied at once (the
+server is the step boundary: there is no later model request it could wait for). Review per
+client: see ``fsm_stage.mcp.review`` and ``docs/mcp.md``. Bad input (unknown session, bad
+arguments, unknown stage, a stale or replayed request state) is an MCP error, nothing written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, TOOL_CALL, TOOL_RESULT
+from fsm_stage.diagram import to_mermaid
+from fsm_stage.errors import ReviewPending, UserError
+from fsm_stage.mcp import durable
+from fsm_stage.mcp.review import (
+    UNAVAILABLE,
+    Answered,
+    Elicit,
+    McpReviewChannel,
+    Suspend,
+    review_form,
+    review_message,
+)
+from fsm_stage.mcp.sessions import McpSession, SessionRegistry
+from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
+from fsm_stage.runtime.toolspecs import to_mcp
+
+__all__ = ["GET_STAGE", "SERVER_NAME", "StageServer", "build_server"]
+
+SERVER_NAME = "fsm-stage"
+GET_STAGE = "get_stage"
+REVIEW_KEY = "review"
+_SESSION_PARAM = {"type": "string", "description": "Session handle (optional; default: the server's "
+                  "default session). The handles are the server's --log NAME=LOG names."}
+_URI = "fsm-stage://session/{handle}/{what}"
+_STATE_VERSION = 1
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(code=types.INVALID_PARAMS, message=message)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def argument_problem(parameters: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
+    """Check ``args`` against a flat tool schema (string properties, ``required``, no extras)."""
+    props: Mapping[str, Any] = parameters.get("properties", {})
+    unknown = sorted(k for k in args if k not in props)
+    if unknown:
+        return f"unknown argument(s) {', '.join(unknown)}; expected: {', '.join(props)}"
+    for name in parameters.get("required", ()):
+        if name not in args:
+            return f"missing required argument {name!r}"
+    for name, value in args.items():
+        if props[name].get("type") == "string" and not isinstance(value, str):
+            return f"argument {name!r} must be a string, got {type(value).__name__}"
+    return None
+
+
+class StageServer:
+    """The MCP server over a ``SessionRegistry`` (``server`` is the SDK's lowlevel ``Server``)."""
+
+    def __init__(self, registry: SessionRegistry, *, security: RequestStateSecurity | None = None) -> None:
+        self.registry = registry
+        self.channels: dict[str, McpReviewChannel] = {}
+        for ms in registry:
+            channel = McpReviewChannel()
+            ms.runtime.review = channel
+            for controller in (ms.stage, ms.plan):
+                if controller is not None and getattr(controller, "review", channel) is None:
+                    controller.review = channel  # type: ignore[misc]
+            self.channels[ms.handle] = channel
+        first = next(iter(registry))
+        self._specs: dict[str, ToolSpec] = {}
+        if first.plan is not None:
+            self._specs[EXIT_PLAN_MODE] = first.plan.tool_spec()
+        self._specs[GET_STAGE] = ToolSpec(
+            GET_STAGE, "Read the session's current stage, plan mode, pending transition and open "
+            "reviews. Changes nothing.", {"type": "object", "properties": {}, "additionalProperties": False})
+        if first.stage is not None:
+            self._specs[GOTO_STAGE] = first.stage.tool_spec()
+        self._used: set[str] = set()
+        self.server: Server[Any] = Server(
+            SERVER_NAME, version="1", instructions="Stage graphs and plan mode (fsm_stage). Read "
+            "get_stage and the session's instructions resource; request transitions with goto_stage.",
+            on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources, on_read_resource=self._read_resource)
+        policy = security if security is not None else RequestStateSecurity.ephemeral()
+        self.server.middleware.append(RequestStateBoundary(policy, default_audience=SERVER_NAME))
+
+    # --- tools ------------------------------------------------------------------------------------
+
+    def tools(self) -> list[types.Tool]:
+        """The fixed tool list (same order and bytes whatever the stage)."""
+        out = []
+        for name in sorted(self._specs):
+            wire = to_mcp(self._specs[name])  # the in-process spec, exported like every adapter's
+            wire["inputSchema"].setdefault("properties", {})["session"] = dict(_SESSION_PARAM)
+            out.append(types.Tool.model_validate(wire))
+        return out
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tools())
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        spec = self._specs.get(params.name)
+        if spec is None:
+            raise _invalid(f"unknown tool {params.name!r}; this server has: {', '.join(sorted(self._specs))}")
+        raw = params.arguments if params.arguments is not None else {}
+        if not isinstance(raw, Mapping):
+            raise _invalid(f"{params.name}: arguments must be a JSON object")
+        args = dict(raw)
+        try:
+            ms = self.registry.get(args.pop("session", None))
+        except UserError as err:
+            raise _invalid(str(err)) from None
+        problem = argument_problem(spec.parameters, args)
+        if problem is not None:
+            raise _invalid(f"{params.name}: {problem}")
+        if params.name == GET_STAGE:
+            return self._result(json.dumps(self.status(ms), ensure_ascii=False), False, self.status(ms))
+        names = ms.stage.config.stage_names if ms.stage is not None else ()
+        if params.name == GOTO_STAGE and args["stage"] not in names:
+            raise _invalid(f"goto_stage: unknown stage {args['stage']!r}; the graph's stages are: "
+                           f"{', '.join(names)}")
+        async with ms.lock:
+            return await self._reviewed(ctx, ms, params, args)
+
+    def status(self, ms: McpSession) -> dict[str, Any]:
+        """``get_stage``'s value: session, stage, pending, planMode, openReviews."""
+        out: dict[str, Any] = {"session": ms.handle}
+        if ms.stage is not None:
+            out["stage"] = ms.stage.current(ms.session)
+            out["pending"] = ms.stage.pending_stage(ms.session)
+        if ms.plan is not None:
+            out["planMode"] = ms.plan.get(ms.agent).to_json()
+        out["openReviews"] = durable.open_reviews(ms)
+        return out
+
+    @staticmethod
+    def _result(text: str, is_error: bool, value: Any = None) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error,
+                                    structured_content=value if isinstance(value, dict) else None)
+
+    # --- reviewed calls -----------------------------------------------------------------------------
+
+    def _mode(self, ctx: Any) -> str:
+        caps = ctx.session.client_capabilities
+        if caps is None or caps.elicitation is None:
+            return "unavailable"
+        return "input_required" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "elicit"
+
+    async def _reviewed(self, ctx: Any, ms: McpSession, params: types.CallToolRequestParams,
+                        args: dict[str, Any]) -> Any:
+        name = params.name
+        arguments = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        channel = self.channels[ms.handle]
+        if params.request_state is not None:
+            return await self._retry(ms, channel, name, arguments, params)
+        mode = self._mode(ctx)
+        if mode == "unavailable":
+            return self._result(UNAVAILABLE, True)
+        call_id = ms.open_call(name, arguments)  # a call cut short by a restart resumes here
+        if call_id is None:
+            call_id = f"call_mcp_{uuid.uuid4().hex[:12]}"
+            ms.session.append(TOOL_CALL, {"callId": call_id, "name": name, "arguments": arguments})
+        call = ToolCall(call_id, name, arguments)
+        if mode == "input_required":
+            channel.arm(Suspend())
+        else:
+            async def elicit(message: str, schema: dict[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
+                reply = await ctx.session.elicit_form(message=message, requested_schema=schema,
+                                                      related_request_id=ctx.request_id)
+                durable.record_answer(ms, call_id, reply.action, reply.content)  # logged by "mcp"
+                return reply.action, reply.content
+            channel.arm(Elicit(elicit))
+        review_id: str | None = None
+        try:
+            result = await execute_tool(ms.runtime.tools, call, ms.agent)
+        except ReviewPending as pending:  # the review-core controllers: the call stays open
+            review_id, result = pending.review_id, None
+        finally:
+            asked, suspended = channel.asked, channel.suspended
+            channel.arm(None)
+        if suspended and asked is not None:
+            state = {"v": _STATE_VERSION, "session": ms.handle, "callId": call_id, "tool": name,
+                     "args": _sha(arguments), "nonce": uuid.uuid4().hex, "reviewId": review_id}
+            request = types.ElicitRequest(params=types.ElicitRequestFormParams(
+                message=review_message(asked), requested_schema=review_form(asked)))
+            return types.InputRequiredResult(input_requests={REVIEW_KEY: request},
+                                             request_state=json.dumps(state, sort_keys=True))
+        assert result is not None
+        return self._settle(ms, call, result)
+
+    async def _retry(self, ms: McpSession, channel: McpReviewChannel, name: str, arguments: str,
+                     params: types.CallToolRequestParams) -> Any:
+        try:
+            state = json.loads(params.request_state or "")
+            call_id, nonce = state["callId"], state["nonce"]
+        except (ValueError, KeyError, TypeError):
+            raise _invalid("requestState is not one this server minted") from None
+        if (state.get("v") != _STATE_VERSION or state.get("session") != ms.handle or state.get("tool") != name
+                or state.get("args") != _sha(arguments)):
+            raise _invalid(f"{name}: this request state belongs to another call (session, tool or "
+                           "arguments differ); the review answers exactly the call it was asked for")
+        if nonce in self._used or ms.call_state(call_id) != "open":
+            raise _invalid(f"{name}: this review was already answered; a request state is single use. "
+                           "Call the tool again to ask for a new review")
+        reply = (params.input_responses or {}).get(REVIEW_KEY)
+        if not isinstance(reply, types.ElicitResult):
+            raise _invalid(f"{name}: the retry carries no answer to input request {REVIEW_KEY!r}")
+        self._used.add(nonce)
+        call = ToolCall(call_id, name, arguments)
+        durable.record_answer(ms, call_id, reply.action, reply.content)
+        channel.arm(Answered(reply.action, reply.content))
+        try:
+            result = await execute_tool(ms.runtime.tools, call, ms.agent)
+        finally:
+            channel.arm(None)
+        return self._settle(ms, call, result)
+
+    def _settle(self, ms: McpSession, call: ToolCall, result: ToolResult) -> types.CallToolResult:
+        """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now."""
+        call_seq = next((ev.seq for ev in reversed(ms.session.events) if ev.type == TOOL_CALL
+                         and isinstance(ev.data, Mapping) and ev.data.get("callId") == call.id), None)
+        ms.session.append(TOOL_RESULT, result_data(result, None, None), surface_op="append",
+                          source_event_seqs=[call_seq] if call_seq is not None else None)
+        text = result.text
+        if not result.is_error:
+            ms.runtime.pre_step(ms.agent, [])  # the boundary: the approved transition is applied now
+            if call.name == GOTO_STAGE and ms.stage is not None:
+                text += "\n\n" + self.instructions(ms)
+        return self._result(text, result.is_error, result.value)
+
+    # --- resources ----------------------------------------------------------------------------------
+
+    def instructions(self, ms: McpSession) -> str:
+        """The current stage and its instruction (markdown)."""
+        if ms.stage is None:
+            return "This server has no stage graph."
+        current = ms.stage.current(ms.session)
+        stage = next(s for s in ms.stage.config.stages if s.name == current)
+        return f"Current stage: {current}\n\n{stage.instruction}"
+
+    def diagram(self, ms: McpSession) -> str:
+        """The graph's Mermaid diagram, the current stage highlighted."""
+        current = ms.stage.current(ms.session) if ms.stage is not None else None
+        return to_mermaid(ms.config.graph, ms.config.plan_mode, current=current)
+
+    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        out = []
+        for ms in self.registry:
+            out.append(types.Resource(uri=_URI.format(handle=ms.handle, what="diagram"),
+                                      name=f"{ms.handle}-diagram",
+                                      description=f"Stage graph of session {ms.handle} (Mermaid), current "
+                                      "stage highlighted", mime_type="text/vnd.mermaid"))
+            out.append(types.Resource(uri=_URI.format(handle=ms.handle, what="instructions"),
+                                      name=f"{ms.handle}-instructions", mime_type="text/markdown",
+                                      description=f"The current stage of session {ms.handle} and its "
+                                      "instruction"))
+        return types.ListResourcesResult(resources=out)
+
+    async def _read_resource(self, ctx: Any,
+                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        prefix = "fsm-stage://session/"
+        handle, _, what = uri[len(prefix):].partition("/") if uri.startswith(prefix) else ("", "", "")
+        try:
+            ms = self.registry.get(handle)
+        except UserError as err:
+            raise _invalid(f"unknown resource {uri!r}: {err}") from None
+        if what == "diagram":
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=uri, mime_type="text/vnd.mermaid", text=self.diagram(ms))])
+        if what == "instructions":
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=uri, mime_type="text/markdown", text=self.instructions(ms))])
+        raise _invalid(f"unknown resource {uri!r}; expected .../diagram or .../instructions")
+
+
+def build_server(registry: SessionRegistry, *, security: RequestStateSecurity | None = None) -> StageServer:
+    """A ``StageServer`` over ``registry`` (``security``: the request-state keys; default
+    ephemeral, so a restart refuses older states — pass persistent keys to resume after one)."""
+    return StageServer(registry, security=security)

@@ -1,0 +1,47 @@
+"""``fsm-stage mcp`` option handling (no server is started for bad options)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mcp_helpers import GRAPH
+
+from fsm_stage.cli import main
+from fsm_stage.errors import UserError
+from fsm_stage.mcp.sessions import parse_log_option
+
+
+def test_parse_log_option() -> None:
+    assert parse_log_option(["a.jsonl"]) == {"default": "a.jsonl"}
+    assert parse_log_option(["a.jsonl", "b=sub/b.jsonl"]) == {"default": "a.jsonl", "b": "sub/b.jsonl"}
+    assert parse_log_option(["dir=x/a.jsonl"]) == {"dir": "x/a.jsonl"}
+    assert parse_log_option(["./k=v.jsonl"]) == {"default": "./k=v.jsonl"}  # a path, not a handle
+    for bad, text in [(["x.jsonl", "y.jsonl"], "given twice"), (["b="], "no log location"),
+                      (["-b=x"], "must match"), ([], "at least one")]:
+        with pytest.raises(UserError, match=text):
+            parse_log_option(bad)
+
+
+@pytest.mark.parametrize("args, code, text", [
+    (["--http", "nohost"], 2, "expected HOST:PORT"),
+    (["--http", "127.0.0.1:99999"], 2, "expected HOST:PORT"),
+    (["--log", "a=1.jsonl", "--log", "a=2.jsonl"], 1, "given twice"),
+])
+def test_bad_options(tmp_path: Path, args: list[str], code: int, text: str) -> None:
+    base = ["mcp", "--graph", str(GRAPH)]
+    if "--log" not in args:
+        base += ["--log", str(tmp_path / "s.jsonl")]
+    result = CliRunner().invoke(main, base + args)
+    assert result.exit_code == code, result.output
+    assert text in result.output
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_bad_graph_is_exit_1(tmp_path: Path) -> None:
+    bad = tmp_path / "g.yaml"
+    bad.write_text("name: x\nstages: []\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["mcp", "--graph", str(bad), "--log", str(tmp_path / "s.jsonl")])
+    assert result.exit_code == 1 and "g.yaml" in result.output
+    assert not (tmp_path / "s.jsonl").exists()

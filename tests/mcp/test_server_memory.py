@@ -1,0 +1,209 @@
+"""The MCP server in-process, driven by the SDK's own ``Client`` (modern and legacy eras)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+from mcp_helpers import GRAPH, approve, events, stages
+
+from fsm_stage.config import load_config
+from fsm_stage.mcp import durable
+from fsm_stage.mcp.server import StageServer, build_server
+from fsm_stage.mcp.sessions import SessionRegistry
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def make(tmp_path: Path, **logs: str) -> tuple[StageServer, Path]:
+    log = tmp_path / "s.jsonl"
+    table = {"default": str(log), **{k: str(tmp_path / v) for k, v in logs.items()}}
+    return build_server(SessionRegistry(load_config(GRAPH), table, cwd=tmp_path)), log
+
+
+async def test_tools_fixed_order_and_schemas(tmp_path: Path) -> None:
+    app, _ = make(tmp_path)
+    async with Client(app.server) as c:
+        before = (await c.list_tools()).tools
+    names = [t.name for t in before]
+    assert names == ["exit_plan_mode", "get_stage", "goto_stage"]
+    goto = before[2].input_schema
+    assert goto["required"] == ["stage"] and set(goto["properties"]) == {"stage", "handoff", "session"}
+    assert goto["additionalProperties"] is False
+    assert before[0].input_schema["required"] == ["plan"]
+    out = before[2].output_schema
+    assert out is not None and out["required"] == ["approved", "stage"]
+    assert before[1].output_schema is None
+    # after a transition the catalog is byte-identical (prompt-cache safe)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        await c.call_tool("goto_stage", {"stage": "implement"})
+        after = (await c.list_tools()).tools
+    assert [t.model_dump() for t in after] == [t.model_dump() for t in before]
+
+
+async def test_input_required_approve_changes_stage(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    cb = approve()
+    async with Client(app.server, elicitation_callback=cb) as c:
+        assert c.protocol_version == "2026-07-28"
+        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        assert status == {"session": "default", "stage": "explore", "pending": None,
+                          "planMode": {"active": False}, "openReviews": []}
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+        assert not r.is_error and "Current stage: implement" in r.content[0].text
+        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+    assert status["stage"] == "implement" and status["pending"] is None
+    assert len(cb.asked) == 1 and "implement" in cb.asked[0].message
+    assert stages(log) == ["implement"]
+    assert [e["type"] for e in events(log) if e["type"].startswith("tool/")] == ["tool/call", "tool/result"]
+    if durable.reviews_api() is not None:  # the durable review events (design B §3)
+        answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
+        assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
+        assert [e["data"]["applied"] for e in events(log) if e["type"] == "fsm/review/redeemed"] == [True]
+
+
+async def test_keep_with_feedback_and_cancel(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve("Keep current stage", "not yet")) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert r.is_error and "not yet" in r.content[0].text
+    assert stages(log) == []
+
+    async def cancel(ctx: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="cancel")
+
+    async def decline(ctx: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with Client(app.server, elicitation_callback=decline) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert r.is_error and "kept the current stage" in r.content[0].text and stages(log) == []
+
+    async with Client(app.server, elicitation_callback=cancel) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert r.is_error and "closed the stage review" in r.content[0].text
+    assert stages(log) == []
+
+
+async def test_replayed_and_edited_request_state_refused(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        first = await c.session.call_tool("goto_stage", {"stage": "implement"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.request_state and "callId" not in first.request_state  # sealed, opaque
+        answer = {"review": types.ElicitResult(action="accept", content={"decision": "Approve"})}
+        # edited arguments: the sealed state is bound to the call's arguments
+        with pytest.raises(MCPError):
+            await c.session.call_tool("goto_stage", {"stage": "verify"}, input_responses=answer,
+                                      request_state=first.request_state, allow_input_required=True)
+        before = len(events(log))
+        done = await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
+                                         request_state=first.request_state, allow_input_required=True)
+        assert isinstance(done, types.CallToolResult) and not done.is_error
+        after = len(events(log))
+        assert after > before
+        with pytest.raises(MCPError, match="single use"):
+            await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
+                                      request_state=first.request_state, allow_input_required=True)
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):  # not minted here
+            await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
+                                      request_state="v1.forged", allow_input_required=True)
+    assert len(events(log)) == after
+    assert stages(log) == ["implement"]
+
+
+async def test_bad_input_is_an_mcp_error_and_writes_nothing(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        for args, text in [({"stage": "implement", "session": "nope"}, "unknown session 'nope'"),
+                           ({"stage": 3}, "must be a string"),
+                           ({"stage": "implement", "extra": 1}, "unknown argument"),
+                           ({}, "missing required argument 'stage'"),
+                           ({"stage": "nowhere"}, "unknown stage 'nowhere'")]:
+            with pytest.raises(MCPError, match=text):
+                await c.call_tool("goto_stage", args)
+        with pytest.raises(MCPError, match="unknown session"):
+            await c.call_tool("get_stage", {"session": "nope"})
+        with pytest.raises(MCPError, match="unknown resource"):
+            await c.read_resource("fsm-stage://session/nope/diagram")
+    assert events(log) == []
+
+
+async def test_legacy_client_uses_elicitation(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    cb = approve()
+    async with Client(app.server, mode="legacy", elicitation_callback=cb) as c:
+        assert c.protocol_version != "2026-07-28"
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert not r.is_error and len(cb.asked) == 1
+    assert stages(log) == ["implement"]
+    if durable.reviews_api() is not None:
+        answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
+        assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_client_without_elicitation_gets_review_unavailable(tmp_path: Path, mode: str) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, mode=mode) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert r.is_error and r.content[0].text.startswith("review unavailable")
+    assert events(log) == []
+
+
+async def test_sessions_by_handle(tmp_path: Path) -> None:
+    app, log = make(tmp_path, b="b.jsonl")
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        await c.call_tool("goto_stage", {"stage": "implement", "session": "b"})
+        a = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        b = json.loads((await c.call_tool("get_stage", {"session": "b"})).content[0].text)
+    assert (a["session"], a["stage"]) == ("default", "explore")
+    assert (b["session"], b["stage"]) == ("b", "implement")
+    assert stages(tmp_path / "b.jsonl") == ["implement"] and stages(log) == []
+
+
+async def test_resources_diagram_and_instructions(tmp_path: Path) -> None:
+    app, _ = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        uris = [str(r.uri) for r in (await c.list_resources()).resources]
+        assert uris == ["fsm-stage://session/default/diagram", "fsm-stage://session/default/instructions"]
+        text = (await c.read_resource(uris[1])).contents[0].text  # type: ignore[union-attr]
+        assert text.startswith("Current stage: explore")
+        await c.call_tool("goto_stage", {"stage": "implement"})
+        mermaid = (await c.read_resource(uris[0])).contents[0].text  # type: ignore[union-attr]
+        text = (await c.read_resource(uris[1])).contents[0].text  # type: ignore[union-attr]
+    assert mermaid.startswith("---") and "stateDiagram-v2" in mermaid
+    assert "class implement current" in mermaid.replace("  ", " ") or "current" in mermaid.splitlines()[-1] \
+        or any(line.strip().startswith("class ") and "current" in line for line in mermaid.splitlines())
+    assert text == "Current stage: implement\n\nImplement the approved plan."
+
+
+async def test_exit_plan_mode_reviewed_over_mcp(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\nDo it."})
+        assert r.is_error and "plan mode" in r.content[0].text.lower()  # not in plan mode: refused
+        ms = app.registry.get(None)
+        assert ms.plan is not None
+        ms.plan.set(ms.agent, True)  # the user's /plan, applied at a boundary
+        ms.runtime.pre_step(ms.agent, [])
+        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        assert status["planMode"]["active"] is True
+        cb = approve()
+    async with Client(app.server, elicitation_callback=cb) as c:
+        r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\nDo it."})
+        assert not r.is_error, r.content[0].text
+        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+    assert status["planMode"]["active"] is False
+    assert cb.asked and "# Plan" in cb.asked[0].message
+    assert [e["data"]["active"] for e in events(log) if e["type"] == "plan/mode"] == [True, False]

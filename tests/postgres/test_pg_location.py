@@ -1,0 +1,82 @@
+"""PostgreSQL locations without a server: URL parsing, redaction, the missing-psycopg message,
+and that importing fsm_stage never imports psycopg."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fsm_stage.errors import UserError
+from fsm_stage.log import open_log
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.postgres import redact, split_location
+
+
+def test_session_is_taken_out_of_the_libpq_url() -> None:
+    info, session = split_location("postgresql://me@db.example:6543/logs?session=s-1&sslmode=require")
+    assert (info, session) == ("postgresql://me@db.example:6543/logs?sslmode=require", "s-1")
+    info, session = split_location("postgres://postgres@/postgres?host=/tmp/sock%20dir&session=a%2Fb&port=5433")
+    assert session == "a/b"
+    assert info == "postgres://postgres@/postgres?host=/tmp/sock%20dir&port=5433"
+    assert split_location("postgresql:///db") == ("postgresql:///db", None)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgresql://h/db?session=", "empty `session`"),
+        ("postgresql://h/db?session=a&session=b", "`session` given 2 times"),
+        ("mysql://h/db?session=a", "not a PostgreSQL URL"),
+    ],
+)
+def test_bad_session_parameters_are_one_line_errors(url: str, message: str) -> None:
+    with pytest.raises(UserError, match=message) as err:
+        split_location(url)
+    assert "\n" not in str(err.value)
+
+
+def test_passwords_never_reach_messages() -> None:
+    assert redact("postgresql://me:s3cret@h/db?session=a") == "postgresql://me:***@h/db?session=a"
+    pytest.importorskip("psycopg", reason="psycopg not installed: no connection attempt to check")
+    with pytest.raises(UserError) as err:
+        open_log("postgresql://me:s3cret@127.0.0.1:1/db?session=a&connect_timeout=2")
+    assert "s3cret" not in str(err.value) and "cannot connect to PostgreSQL" in str(err.value)
+
+
+def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ImportError
+    with pytest.raises(UserError, match=r"pip install 'fsm_stage\[postgres\]'") as err:
+        open_log("postgresql://h/db?session=a", create=SessionHeader("a"))
+    assert "\n" not in str(err.value)
+
+
+def test_importing_fsm_stage_does_not_import_psycopg() -> None:
+    code = (
+        "import sys, fsm_stage, fsm_stage.log, fsm_stage.log.locations, fsm_stage.log.postgres;"
+        "from fsm_stage.log import open_log; assert 'psycopg' not in sys.modules, 'psycopg imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_server_skips_outside_ci_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pg_fixture import require_server
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("FSM_STAGE_REQUIRE_POSTGRES", raising=False)
+    require_server(None)  # a server can start: nothing happens
+    with pytest.raises(pytest.skip.Exception, match="no initdb"):
+        require_server("no initdb")
+    for var, value in (("CI", "true"), ("FSM_STAGE_REQUIRE_POSTGRES", "1")):
+        with monkeypatch.context() as m:
+            m.setenv(var, value)
+            with pytest.raises(pytest.fail.Exception, match=r"CI needs the PostgreSQL.*no initdb"):
+                require_server("no initdb")
+
+
+def test_the_cluster_helper_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsm_stage.log import pg_testing
+
+    monkeypatch.setattr(pg_testing, "server_bin_dir", lambda: None)
+    assert "apt-get install postgresql" in (pg_testing.unavailable_reason() or "")

@@ -156,7 +156,8 @@ def test_ask_runs_after_an_approval_and_logs_a_durable_tool_review() -> None:
     result = run(rt.call_tool(agent, call("apply_patch", patch="p"), turn=1, step=1))
     assert not result.is_error and tools["apply_patch"].calls == [{"patch": "p"}]
     types = [e.type for e in agent.session.events[-5:]]
-    assert types == ["tool/call", "fsm/review/request", "fsm/review/answer", "fsm/review/redeemed", "tool/result"]
+    assert types == ["tool/call", "fsm/review/request", "fsm/review/answer", "fsm/review/redeemed",
+                     "tool/result"]
     request = agent.session.events[-4].data
     assert (request["kind"], request["callId"], request["from"], request["target"]) == (
         "tool", "c_apply_patch", "verify", "apply_patch")
@@ -221,7 +222,8 @@ def test_the_driver_authorizes_host_tools_before_they_run() -> None:
     assert run(driver.authorize(ok)) is None
     driver.record_tool_result(ok, "contents")
     refused = run(driver.authorize(bad))
-    assert refused is not None and refused.is_error and 'Tool "shell" is not allowed in stage "explore"' in refused.text
+    assert refused is not None and refused.is_error
+    assert 'Tool "shell" is not allowed in stage "explore"' in refused.text
     assert "none of this graph's stages" not in refused.text and "implement" in refused.text
     assert driver.unsettled() == ()  # the refusal settled the call
     assert [e.type for e in agent.session.events[-3:]] == ["tool/call", "tool/result", TOOL_REFUSED]

@@ -234,3 +234,27 @@ def _check_name(
     elif name not in catalog:
         close = ", ".join(sorted(catalog))
         report.error(path, f"unknown tool {json.dumps(name)}; the host catalog has: {close}")
+
+
+def tool_count_label(
+    policy: ToolPolicyConfig | None, groups: Mapping[str, Sequence[str]] | None
+) -> str | None:
+    """A short count for diagrams: ``3 tools``, ``3 tools, 1 ask``, ``all tools, 1 ask``
+    (groups expanded, a glob counts once); None for no policy."""
+    if policy is None:
+        return None
+
+    def count(rules: Sequence[ToolRuleConfig]) -> int:
+        names: set[str] = set()
+        for r in rules:
+            names.update(
+                groups.get(r.tool[1:], ()) if groups and r.tool.startswith(GROUP_PREFIX) else (r.tool,)
+            )
+        return len(names)
+
+    allowed = (
+        "all tools"
+        if policy.allow is None
+        else f"{count(policy.allow)} tool{'s' * (count(policy.allow) != 1)}"
+    )
+    return allowed + (f", {count(policy.ask)} ask" if policy.ask else "")

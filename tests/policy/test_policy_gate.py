@@ -33,7 +33,11 @@ def policy(allow: Any = None, ask: Any = (), groups: Any = None) -> ToolPolicy:
 def test_names_globs_and_groups() -> None:
     p = policy(["read_*", "@test", "grep"], groups={"test": ["run_tests"]})
     assert [p.decide(n, {}).verdict for n in ("read_file", "run_tests", "grep", "apply_patch")] == [
-        "allow", "allow", "allow", "deny"]
+        "allow",
+        "allow",
+        "allow",
+        "deny",
+    ]
     assert p.decide("apply_patch", {}).rule == "not in the allow list"
     assert policy(["@missing"]).decide("x", {}).verdict == "deny"  # an unknown group admits nothing
 
@@ -76,14 +80,20 @@ def test_a_denied_call_runs_nothing_and_is_logged_with_its_reason() -> None:
     rt, agent, _stage, _plan, tools = wired()
     result = run(rt.call_tool(agent, call("apply_patch", patch="x"), turn=1, step=1))
     assert result.is_error and tools["apply_patch"].calls == []
-    assert result.text == ('Error: Tool "apply_patch" is not allowed in stage "explore" (rule: not in the '
-                           "allow list); nothing ran. It is allowed in stages: implement")
+    assert result.text == (
+        'Error: Tool "apply_patch" is not allowed in stage "explore" (rule: not in the '
+        "allow list); nothing ran. It is allowed in stages: implement"
+    )
     events = agent.session.events
     assert [e.type for e in events[-3:]] == ["tool/call", "tool/result", TOOL_REFUSED]
     refused = events[-1]
-    assert refused.ignorable and refused.data == {"callId": "c_apply_patch", "name": "apply_patch",
-                                                  "stage": "explore", "rule": "not in the allow list",
-                                                  "planMode": False}
+    assert refused.ignorable and refused.data == {
+        "callId": "c_apply_patch",
+        "name": "apply_patch",
+        "stage": "explore",
+        "rule": "not in the allow list",
+        "planMode": False,
+    }
     assert events[-2].data["message"]["content"][0]["isError"] is True
     assert list(events[-2].source_event_seqs or ()) == [events[-3].seq]
 
@@ -136,8 +146,11 @@ def test_the_stage_notice_names_the_stage_tools() -> None:
     rt, agent, _stage, _plan, _tools = wired()
     jump(rt, agent, "verify")
     texts = [b.get("text", "") for m in agent.session.messages() for b in m["content"]]
-    assert any("Current stage: verify\nVerify.\nTools in this stage: read_file, grep, run_* (other tools "
-               "are refused). Ask first (a human reviews the call): apply_patch." in t for t in texts)
+    assert any(
+        "Current stage: verify\nVerify.\nTools in this stage: read_file, grep, run_* (other tools "
+        "are refused). Ask first (a human reviews the call): apply_patch." in t
+        for t in texts
+    )
 
 
 # --- ask --------------------------------------------------------------------------------------
@@ -156,11 +169,20 @@ def test_ask_runs_after_an_approval_and_logs_a_durable_tool_review() -> None:
     result = run(rt.call_tool(agent, call("apply_patch", patch="p"), turn=1, step=1))
     assert not result.is_error and tools["apply_patch"].calls == [{"patch": "p"}]
     types = [e.type for e in agent.session.events[-5:]]
-    assert types == ["tool/call", "fsm/review/request", "fsm/review/answer", "fsm/review/redeemed",
-                     "tool/result"]
+    assert types == [
+        "tool/call",
+        "fsm/review/request",
+        "fsm/review/answer",
+        "fsm/review/redeemed",
+        "tool/result",
+    ]
     request = agent.session.events[-4].data
     assert (request["kind"], request["callId"], request["from"], request["target"]) == (
-        "tool", "c_apply_patch", "verify", "apply_patch")
+        "tool",
+        "c_apply_patch",
+        "verify",
+        "apply_patch",
+    )
     assert channel.requests[0].questions[0].options[0].label == "Approve"
 
 
@@ -200,9 +222,18 @@ def test_a_suspended_tool_review_resumes_from_the_logged_answer() -> None:
     assert info.value.kind == "tool" and tools["apply_patch"].calls == []
     suspended = driver.suspended()
     assert suspended is not None and suspended.review_ids == (info.value.review_id,)
-    agent.session.append("fsm/review/answer", {"id": info.value.review_id, "outcome": "approve",
-                                               "option": "Approve", "shape": None, "feedback": None,
-                                               "by": "api"}, ignorable=True)
+    agent.session.append(
+        "fsm/review/answer",
+        {
+            "id": info.value.review_id,
+            "outcome": "approve",
+            "option": "Approve",
+            "shape": None,
+            "feedback": None,
+            "by": "api",
+        },
+        ignorable=True,
+    )
     (result,) = run(driver.resume())
     assert not result.is_error and tools["apply_patch"].calls == [{"patch": "p"}]
     assert driver.end_step() is True
@@ -231,7 +262,8 @@ def test_the_driver_authorizes_host_tools_before_they_run() -> None:
 
 
 def test_no_policy_means_everything_runs() -> None:
-    rt, agent, _stage, _plan, tools = wired("name: g\nsection: S.\nstages:\n  - {name: a, instruction: A.}\n"
-                                            "plan_mode: {section: P.}\n")
+    rt, agent, _stage, _plan, tools = wired(
+        "name: g\nsection: S.\nstages:\n  - {name: a, instruction: A.}\nplan_mode: {section: P.}\n"
+    )
     assert not run(rt.call_tool(agent, call("apply_patch", patch="x"))).is_error
     assert tools["apply_patch"].calls

@@ -3,7 +3,8 @@
 The diagram is drawn from the validated config (the same data ``compile_graph`` uses), never
 from the runtime machine (DESIGN.md §5). What is drawn:
 
-* one node per stage, labelled with its real name; the initial stage is marked
+* one node per stage, labelled with its real name (plus its tool policy's count, ``3 tools``,
+  when it has one; plan mode's ``plan`` state likewise); the initial stage is marked
   (Mermaid ``[*] -->``, DOT a start point);
 * one arrow per model edge (``targets``), labelled with its eligibility guards
   ``[guard, …]`` when it has any. Every model edge also needs the user's review approval, and

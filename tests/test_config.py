@@ -567,7 +567,8 @@ def test_normalised_is_json_and_resolves_defaults() -> None:
     data = normalised(cfg)
     assert json.loads(json.dumps(data)) == data
     assert data["graph"]["initial"] == "explore"
-    assert data["plan_mode"] == {"section": cfg.plan_mode.section if cfg.plan_mode else None}
+    assert data["plan_mode"] == {"section": cfg.plan_mode.section if cfg.plan_mode else None,
+                                 "tools": {"allow": ["@read"], "ask": []}}
     implicit = graph_of(native())
     explicit = graph_of(
         native(

@@ -3,9 +3,10 @@
 ``tool_groups: {name: [tool names or globs]}`` at graph level; ``tools: {allow, ask}`` per stage
 and for ``plan_mode``. A rule is a tool name, a glob (``read_*``), a ``@group`` reference or a
 mapping ``{tool, paths, path_args}`` restricting a path-taking tool to path globs. Omitted
-``tools``: everything runs. ``check_policies`` validates the plain data (positioned problems);
-``tool_catalog`` is the known-tools check (warnings without a host catalog, errors with one).
-``policy_summary`` is the model-facing "Tools in this stage" line of the stage notice.
+``tools``: everything runs. ``check_policies`` validates the plain data (positioned problems;
+tool names unknown to a given host catalog are errors, without one names in no group are
+warnings); ``tool_count_label`` is the diagrams' count. The gate is ``runtime.policy``. Native
+form only (the plugin-list form stays the seeds' DeepSeek Harness shape).
 """
 
 from __future__ import annotations

@@ -37,7 +37,10 @@ def test_runaway_templates_fail_fast_with_bounded_memory(template: str, message:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(PromptTemplateError, match="template") as err:
         render(template)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    text = str(err.value)
+    # A machine too loaded to run the step budget out within the time budget stops on time instead.
+    bounded = message in text or (message == "loop steps or calls" and "takes longer than" in text)
+    assert bounded and "\n" not in text, text
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 200_000  # never the gigabytes the unbounded operation would take
 

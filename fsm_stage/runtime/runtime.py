@@ -366,7 +366,8 @@ class Runtime:
         require an open turn (the spec's tool tests call it outside one); ``turn``/``step`` are
         written only when given. The tool policy (``fsm_stage.runtime.policy``) is checked first,
         on the complete arguments: a denied call runs nothing and gets an error result (logged
-        with ``fsm/tool/refused``)."""
+        with ``fsm/tool/refused``); an ``ask`` call runs only after the review channel approves
+        it (``policy_ask``; ``ReviewPending`` when the channel suspends)."""
         if agent is not None:
             self.track(agent.session)
         session = agent.session if (log and agent is not None) else None

@@ -76,3 +76,16 @@ def test_simulating_feature_work_refuses_apply_patch_in_explore_and_keeps_the_pr
     assert (
         json.loads(state.output)["stage"]["tools"] == "stage verify: read_file, grep, list_files, run_tests"
     )
+
+
+def test_state_prints_the_current_policy(tmp_path: Path) -> None:
+    log = tmp_path / "fw.jsonl"
+    assert CliRunner().invoke(main, ["simulate", str(SCENARIO), "--log", str(log)]).exit_code == 0
+    out = CliRunner().invoke(main, ["state", str(log), "--graph", str(FEATURE)])
+    assert "tools:        stage verify: read_file, grep, list_files, run_tests" in out.output.splitlines()
+    early = CliRunner().invoke(main, ["state", str(log), "--graph", str(FEATURE), "--at", "10"])
+    assert "tools:        stage explore: read_file, grep, list_files · plan mode: read_file, grep, list_files" in (
+        early.output.splitlines()
+    )
+    bare = CliRunner().invoke(main, ["state", str(log), "--json"])
+    assert "tools" not in json.loads(bare.output)["stage"]

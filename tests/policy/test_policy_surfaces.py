@@ -84,8 +84,7 @@ def test_state_prints_the_current_policy(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["state", str(log), "--graph", str(FEATURE)])
     assert "tools:        stage verify: read_file, grep, list_files, run_tests" in out.output.splitlines()
     early = CliRunner().invoke(main, ["state", str(log), "--graph", str(FEATURE), "--at", "10"])
-    assert "tools:        stage explore: read_file, grep, list_files · plan mode: read_file, grep, list_files" in (
-        early.output.splitlines()
-    )
+    both = "stage explore: read_file, grep, list_files · plan mode: read_file, grep, list_files"
+    assert f"tools:        {both}" in early.output.splitlines()
     bare = CliRunner().invoke(main, ["state", str(log), "--json"])
     assert "tools" not in json.loads(bare.output)["stage"]

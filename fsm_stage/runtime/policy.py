@@ -337,6 +337,8 @@ def policy_summary(graph: GraphConfig, stage: str, catalog: Sequence[str] | None
     allowed, ask = policy.names(catalog)
     language = graph.language
     if policy.config.allow is None:
+        if not ask:
+            return None  # `tools: {}` restricts nothing
         text = _text("notice.all_but_ask", language, ask=", ".join(ask))
     else:
         text = _text("notice.allowed", language, tools=", ".join(allowed) or _text("notice.none", language))

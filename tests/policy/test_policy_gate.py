@@ -267,3 +267,20 @@ def test_no_policy_means_everything_runs() -> None:
     )
     assert not run(rt.call_tool(agent, call("apply_patch", patch="x"))).is_error
     assert tools["apply_patch"].calls
+
+
+def test_notice_wording_for_open_and_empty_policies() -> None:
+    from policy_helpers import config
+
+    from fsm_stage.runtime.policy import policy_summary
+
+    text = ("name: g\nsection: S.\nstages:\n  - {name: a, instruction: A., tools: {}}\n"
+            "  - {name: b, instruction: B., tools: {allow: []}}\n"
+            "  - {name: c, instruction: C., tools: {ask: [shell]}}\n")
+    graph = config(text).graph
+    assert graph is not None
+    assert policy_summary(graph, "a") is None
+    assert policy_summary(graph, "b") == ("Tools in this stage: none besides goto_stage and exit_plan_mode "
+                                          "(other tools are refused).")
+    assert policy_summary(graph, "c") == ("Tools in this stage: every tool; ask first (a human reviews the "
+                                          "call): shell.")

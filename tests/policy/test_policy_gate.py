@@ -222,21 +222,38 @@ def test_a_suspended_tool_review_resumes_from_the_logged_answer() -> None:
     assert info.value.kind == "tool" and tools["apply_patch"].calls == []
     suspended = driver.suspended()
     assert suspended is not None and suspended.review_ids == (info.value.review_id,)
-    agent.session.append(
-        "fsm/review/answer",
-        {
-            "id": info.value.review_id,
-            "outcome": "approve",
-            "option": "Approve",
-            "shape": None,
-            "feedback": None,
-            "by": "api",
-        },
-        ignorable=True,
-    )
+    from fsm_stage import answer_review, open_reviews
+
+    assert [r.kind for r in open_reviews(agent.session)] == ["tool"]
+    answer_review(agent.session, info.value.review_id, "approve", option="Approve")
     (result,) = run(driver.resume())
     assert not result.is_error and tools["apply_patch"].calls == [{"patch": "p"}]
+    assert [e.type for e in agent.session.events[-2:]] == ["fsm/review/redeemed", "tool/result"]
     assert driver.end_step() is True
+
+
+def test_a_tool_review_answered_keep_refuses_on_resume() -> None:
+    from fsm_stage import answer_review
+    from fsm_stage.errors import ReviewPending, ReviewSuspended
+    from fsm_stage.runtime.review import Answer
+
+    def suspend(_q: Any) -> list[Answer]:
+        raise ReviewSuspended()
+
+    rt, agent, _stage, _plan, tools = wired(review=_scripted().then(suspend))
+    jump(rt, agent, "verify")
+    driver = StagedSession(rt, agent)
+    agent.steer(user_message("patch it"))
+    driver.start_turn()
+    driver.begin_step()
+    c = call("apply_patch", patch="p")
+    driver.record_reply("", [c])
+    with pytest.raises(ReviewPending) as info:
+        run(driver.run_tool(c))
+    answer_review(agent.session, info.value.review_id, "keep", feedback="not now")
+    (result,) = run(driver.resume())
+    assert result.is_error and "the reviewer did not approve (not now)" in result.text
+    assert tools["apply_patch"].calls == []
 
 
 # --- StagedSession.authorize -------------------------------------------------------------------

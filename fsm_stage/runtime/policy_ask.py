@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from fsm_stage.errors import ReviewPayloadChangedError
+from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
 from fsm_stage.runtime import review_flow as flow
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.policy import Decision, PolicyState
@@ -59,7 +59,7 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
                              digest)
         try:
             record = flow.open_request(session, ticket, call.id, "tool")
-        except flow.Busy as busy:
+        except ReviewBusy as busy:
             return Decision("deny", f"{decision.rule}: {busy.text}", decision.scope)
     question = Question(f"tool-review-{call.id}", "Tool call",
                         f'Run tool "{call.name}" ({decision.rule}) {_where(state, decision)}?',

@@ -27,6 +27,7 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
 from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.runtime.messages import Message, user_message
+from fsm_stage.runtime.policy import policy_state
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
 from fsm_stage.runtime.reviews import answer_review, open_reviews
 from fsm_stage.runtime.runtime import Runtime
@@ -430,7 +431,13 @@ class _Engine:
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
-            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq,
+            policy=self._policy_line(request))
+
+    def _policy_line(self, request: Request) -> str | None:
+        """The tool policy in effect for this request (issue 18), None when none applies."""
+        state = policy_state(self.runtime, self.agent)
+        return None if state is None else state.describe([t.name for t in request.tools])
 
     def _history_view(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
         """The views of a request's ``messages`` as a prefix of the shared history.

@@ -20,12 +20,12 @@ def test_main_command_prints_every_request_and_exits_0(tmp_path: Path) -> None:
     code, out, _ = invoke("simulate", str(FEATURE_WORK), "--cwd", str(tmp_path))
     assert code == 0
     headings = [line for line in out.splitlines() if line.startswith("━━ request ")]
-    assert len(headings) == 8
+    assert len(headings) == 9
     assert "stage explore · plan mode on" in headings[0]
     assert "stage verify · plan mode off" in headings[-1]
     assert "system CHANGED (plan:policy (order 50) removed)" in out
     assert "messages BROKEN" in out
-    assert out.rstrip().splitlines()[-1].endswith("expectations: 30 of 30 passed")
+    assert out.rstrip().splitlines()[-1].endswith("expectations: 36 of 36 passed")
 
 
 def test_failing_expectation_exits_1_with_a_clear_diff(tmp_path: Path) -> None:

@@ -113,9 +113,9 @@ steps:
     lines = err.strip().splitlines()
     assert lines == [
         f"{scenario}:6:64: steps[1].model.calls[0].review: unknown review outcome 'yes'; expected approve, "
-        "keep, dismiss, abort or {feedback: TEXT}",
+        "keep, dismiss, abort, suspend or {feedback: TEXT}",
         f"{scenario}:7:5: steps[2].expekt: unknown step kind; expected one of user, command, model, "
-        "eligible, end_turn, expect",
+        "eligible, end_turn, answer, resume, expect",
     ]
 
 

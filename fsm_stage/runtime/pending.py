@@ -29,6 +29,13 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   controller may call another locked method of itself. The registry keeps a lock only while
   someone holds a reference to it (a weak-value map), so it does not grow with the sessions
   a long-lived host has seen. ``Runtime.session_lock(session_id)`` is the same lock.
+* ``redeem_once(session, find, apply)``: apply an approved review at a boundary exactly once
+  when several workers share the session (a PostgreSQL log): ``find`` re-folds (after
+  ``refresh``) and returns the approved, unredeemed record, ``apply(record, expect_last_seq)``
+  appends the transition and its ``fsm/review/redeemed`` in one **conditional** batch. A lost
+  race (``AppendConflictError``: another worker appended since the fold) re-folds and decides
+  again: applied by the other worker (nothing pending any more) → nothing is written; still
+  approved → applied on the new end.
 * ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
   ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
   Re-exported from ``fsm_stage.log.projections``, the single implementation the stage fold
@@ -45,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import attrs
 
-from fsm_stage.errors import LogWriteError
+from fsm_stage.errors import AppendConflictError, LogWriteError
 from fsm_stage.handoff import HandoffPathError
 from fsm_stage.log.projections import HeaderRelative as HeaderRelative
 from fsm_stage.log.projections import HeaderRelativeState as HeaderRelativeState
@@ -80,6 +87,35 @@ def session_lock(session_id: str) -> threading.RLock:
             lock = threading.RLock()
             _LOCKS[session_id] = lock
         return lock
+
+
+REDEEM_ATTEMPTS = 10
+"""``redeem_once`` re-folds after a lost conditional append at most this often."""
+
+R = TypeVar("R")
+
+
+def redeem_once(session: Session, find: Callable[[Session], R | None],
+                apply: Callable[[R, int], object]) -> bool:
+    """Apply the approval ``find(session)`` returns with ``apply(record, expect_last_seq)``,
+    re-folding after each lost conditional append (module docstring). Returns True when this
+    call applied it, False when nothing (any more) was pending. Raises the last
+    ``AppendConflictError`` after ``REDEEM_ATTEMPTS`` lost races (a ``LogWriteError``: the
+    caller logs it and the approval, still in the log, is retried at the next step)."""
+    conflict: AppendConflictError | None = None
+    for _attempt in range(REDEEM_ATTEMPTS):
+        record = find(session)  # refresh + fold
+        if record is None:
+            return False
+        expect = session.last_seq  # the end the decision was folded from
+        try:
+            apply(record, expect)
+        except AppendConflictError as err:
+            conflict = err  # another worker appended meanwhile: fold again, decide again
+            continue
+        return True
+    assert conflict is not None
+    raise conflict
 
 
 FLUSH_RETRY_ERRORS: tuple[type[Exception], ...] = (LogWriteError, HandoffPathError, OSError)

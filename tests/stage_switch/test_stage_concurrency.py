@@ -46,7 +46,7 @@ def test_two_session_wrappers_of_one_log_cannot_both_apply_a_transition_S89() ->
     only after the first one's append, so exactly one stage record is written (S89 set, H2)."""
     h = Harness()
     gated = _GatedLog(h.log)
-    first = InboxAgent(Session(gated))  # type: ignore[arg-type]
+    first = InboxAgent(Session(gated))
     second = InboxAgent(Session(h.log))
     outcomes: dict[str, str] = {}
 

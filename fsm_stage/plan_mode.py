@@ -36,7 +36,7 @@ from fsm_stage.constants import (
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
 )
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
 from fsm_stage.graph import (
     PLAN_DEFAULT,
     PLAN_ENTER,
@@ -98,13 +98,6 @@ _TRIM_RE: Final = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")  # JS String.prototyp
 
 _log = logging.getLogger(__name__)
 _WHAT = "plan-mode controller"
-
-
-class PlanModeConfigError(ConfigError):
-    """The plan-mode config is invalid (B1–B3, B5); ``str(err)`` is one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__([message])
 
 
 def _catalog(language: str = "en", override_dir: Path | str | None = None) -> Catalog:

@@ -34,19 +34,8 @@ from fsm_stage.config.model import EXTENSION_PREFIX, PLAN_MODE_KEY, ConfigFile, 
 from fsm_stage.config.plugin import load_plugin_list
 from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import InvalidConfigError as InvalidConfigError
 from fsm_stage.fileio import InputFileError, read_text_input
-
-
-class InvalidConfigError(ConfigError):
-    """``ConfigError`` raised by the loader; ``details`` holds the structured problems.
-
-    ``problems`` (inherited) are their one-line strings, in the same order.
-    """
-
-    def __init__(self, details: list[Problem]) -> None:
-        self.details = tuple(details)
-        super().__init__([str(p) for p in details])
 
 
 def load_config_text(text: str, path: str = "<string>", *, strict: bool = False) -> ConfigFile:

@@ -10,32 +10,18 @@ value: "nothing"). Build them with ``fsm_stage.scenario.load_scenario``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from fsm_stage.config import Problem
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import ScenarioError as ScenarioError
 from fsm_stage.runtime.commands import parse_command
 
 REVIEWED_TOOLS: frozenset[str] = frozenset({EXIT_PLAN_MODE, GOTO_STAGE})
 """Tools whose recorded outcome is a review answer (the tool itself is provided by fsm_stage)."""
-
-
-class ScenarioError(ConfigError):
-    """A scenario file is invalid (a ``ConfigError``, so the CLI prints it like a stage-graph
-    file's problems: one bare ``PATH:LINE:COLUMN: KEY: message`` line each, exit 1).
-
-    ``details``: the positioned problems (``fsm_stage.config.Problem``, from the config
-    loader's ``ProblemReport``); ``problems``: their one-line forms.
-    """
-
-    def __init__(self, details: Sequence[Problem]) -> None:
-        self.details = tuple(details)
-        super().__init__([str(p) for p in self.details])
 
 
 class _Unset(enum.Enum):

@@ -12,6 +12,7 @@ from typing import Final
 
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import CURRENT_STAGE_PREFIX, STAGE_NAME_RE
+from fsm_stage.errors import PROJECTION_UNAVAILABLE_MESSAGE as PROJECTION_UNAVAILABLE_MESSAGE
 
 __all__ = [
     "CATALOG_NAME",
@@ -37,9 +38,6 @@ RELOADED_MESSAGE: Final = (
     "present the transition once more."
 )
 """Fixed failure when the controller closed while a review was open (S60)."""
-
-PROJECTION_UNAVAILABLE_MESSAGE: Final = "the stage projection is not registered (stage switch closed)"
-"""Message of ``ProjectionUnavailableError`` (S97)."""
 
 PREDICATE_TYPE_MESSAGE: Final = "eligibility predicate must be a function (a callable taking the agent)"
 """Message of the ``TypeError`` for a non-callable predicate (S37e)."""

@@ -140,7 +140,7 @@ def test_repair_is_explicit_idempotent_and_skips_a_live_turn(tmp_path: Path) -> 
 
 
 def test_command_repairs_before_running(tmp_path: Path) -> None:
-    """`/plan off` on a reopened crashed log applies now (the dead turn is closed first) instead of
+    """`/plan off` on a reopened crashed log applies at once (the dead turn is closed first) instead of
     being queued behind a turn that will never end."""
     path = tmp_path / "k.jsonl"
     _crash_mid_turn(path, started_call=True)

@@ -98,11 +98,16 @@ def step_of(session: Session) -> tuple[int | None, int | None]:
 
 
 def existing(session: Session, kind: str, call_id: str | None, payload_sha256: str) -> ReviewRecord | None:
-    """The review already asked for tool call ``call_id`` (a resume), else None. Raises
+    """The review already asked for tool call ``call_id`` (a resume), else None. A review a fork
+    closed (redeemed ``forked``) does not count: the fork asks again. Raises
     ``ReviewPayloadChangedError`` when the resumed call's payload hashes differently."""
     if not call_id:
         return None
-    record = state_of(session).by_call(call_id, kind)
+    state = state_of(session)
+    record = state.by_call(call_id, kind)
+    redemption = state.redeemed.get(record.id) if record is not None else None
+    if redemption is not None and redemption.reason == "forked":
+        return None
     if record is not None and record.payload_sha256 != payload_sha256:
         raise ReviewPayloadChangedError(
             f"review {record.id}: the tool call's {'plan' if kind == 'plan' else 'stage or handoff'} "

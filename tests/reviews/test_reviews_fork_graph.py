@@ -169,3 +169,12 @@ def test_a_call_suspended_before_the_fork_is_asked_again_when_resumed_on_the_for
     requests = [e for e in child.session.events if e.type == "fsm/review/request"]
     assert [e.data["callId"] for e in requests] == ["call_goto", "call_goto"]
     child.close()
+
+
+def test_fork_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    with JsonlLog(path, header=SessionHeader(id="p", cwd=str(tmp_path))) as log:
+        log.append("turn/start", {"turn": 1})
+    out = CliRunner().invoke(main, ["fork", str(path), "--at", "0", "-o", "/proc/no/such/dir/x.jsonl"])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert out.output.count("\n") == 1 and "cannot write fork" in out.output, out.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, cast
 
@@ -243,3 +244,14 @@ def test_a_tool_call_id_reused_later_in_the_turn_is_refused_at_record_reply() ->
         driver.record_reply("", [ToolCall.of("web", id="c2")])
     assert len(driver.session) == n
     driver.record_reply("", [ToolCall.of("web", id="c3")])
+
+
+def test_tool_arguments_nested_too_deep_are_an_error_result() -> None:
+    driver, _ = _driver()
+    driver.start_turn()
+    driver.begin_step()
+    call = ToolCall("deep", "echo", "[" * 100_000 + "]" * 100_000)
+    driver.record_reply("", [call])
+    result = asyncio.run(driver.run_tool(call))
+    assert result.is_error and "nested too deeply" in result.text
+    assert driver.end_step() is True

@@ -476,6 +476,12 @@ class StageController:
             superseded = redeem_specs(session, applied=False, reason="superseded")
             self._jump(session, target, self.stage_prompt(target, narrate=narrate), superseded)
             return []
+        if payload.review_id is not None and self.current(session) == target:
+            # The log already shows the target (a crash kept the notice but tore off the rest of
+            # its batch, or the user moved there): close the approval, switch nothing twice.
+            session.append_many([redeemed_spec(payload.review_id, False, "already-current")],
+                                expect_last_seq=expect_last_seq)
+            return []
         redeem = [redeemed_spec(payload.review_id, True)] if payload.review_id is not None else []
         if payload.handoff_path is None:
             message = self.stage_prompt(target, narrate=False)

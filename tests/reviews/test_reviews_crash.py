@@ -69,3 +69,31 @@ def test_the_uninterrupted_run_applies_once_in_atomic_batches(tmp_path: Path) ->
         assert rig.stage.current(rig.session) == "implement" and rig.stage_records() == 1
         # fsm/graph + the request share one append, and so do the switch + its redemption
         assert total == len(log.events) - 2
+
+
+def test_a_batch_torn_after_its_notice_is_not_applied_twice(tmp_path: Path) -> None:
+    """Power lost inside the one write of notice + redemption: the reopen keeps the notice line
+    and cuts the torn redemption; the next step closes the approval instead of switching again."""
+    from fsm_stage.log.events import SessionHeader
+
+    path = tmp_path / "t.jsonl"
+    review = ScriptedReviewChannel(default=lambda q: [Answer(q[0].id, ("Approve",))])
+    rig = Rig(JsonlLog(path, header=SessionHeader(id="t", cwd=str(tmp_path))), review)
+    rig.open_turn()
+    rig.step()
+    assert not run(rig.call(rig.goto_call("implement"))).is_error
+    rig.step(2)
+    assert rig.stage.current(rig.session) == "implement" and rig.stage_records() == 1
+    rig.close()
+    data = path.read_bytes()
+    at = data.index(b'"fsm/review/redeemed"')
+    path.write_bytes(data[:at])  # torn inside the redemption line, the batch's last
+
+    with JsonlLog(path) as log:
+        again = Rig(log, review)
+        assert again.stage.current(again.session) == "implement"
+        again.step(3)
+        assert again.stage.current(again.session) == "implement" and again.stage_records() == 1
+        (red,) = again.reviews().redeemed.values()
+        assert (red.applied, red.reason) == (False, "already-current")
+        again.close()

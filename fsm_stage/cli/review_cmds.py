@@ -36,6 +36,7 @@ from fsm_stage.runtime.reviews import (
     open_reviews,
     pg_location,
     plan_text,
+    read_handoff_document,
 )
 from fsm_stage.runtime.session import Session
 
@@ -63,7 +64,7 @@ def _payload(session: Session, record: ReviewRecord) -> str | None:
     if record.handoff_path is None:
         return None
     try:
-        return Path(record.handoff_path).read_text(encoding="utf-8")
+        return read_handoff_document(session, record.handoff_path)
     except (OSError, UnicodeDecodeError) as err:
         return f"(handoff document unreadable: {err})"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,6 +95,36 @@ def plan_text(session: Session, call_id: str) -> str | None:
     return None
 
 
+MAX_HANDOFF_BYTES = 4 * 1024 * 1024
+"""The largest handoff document a review re-reads (a log may name any path: it is never trusted)."""
+
+
+def read_handoff_document(session: Session, path: str) -> str:
+    """The text of the handoff document a review request names, read safely: only a regular
+    file (no symlink as the last component, no FIFO or device: opened non-blocking) inside the
+    session's cwd when the header has one, at most ``MAX_HANDOFF_BYTES``, UTF-8. Raises
+    ``OSError`` / ``UnicodeDecodeError`` (the caller treats the document as unreadable)."""
+    cwd = session.header.cwd
+    real = os.path.realpath(path)
+    if cwd is not None and os.path.commonpath([os.path.realpath(cwd), real]) != os.path.realpath(cwd):
+        raise PermissionError(f"{path} is outside the session cwd {cwd}")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if info.st_size > MAX_HANDOFF_BYTES:
+            raise OSError(f"{path} is larger than {MAX_HANDOFF_BYTES} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_HANDOFF_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_HANDOFF_BYTES:
+        raise OSError(f"{path} is larger than {MAX_HANDOFF_BYTES} bytes")
+    return data.decode("utf-8")
+
+
 def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None:
     """What the reviewer would approve now, hashed: a stage review re-reads the handoff document
     at ``handoffPath`` (missing/unreadable → ``"missing"``); a plan review hashes the logged
@@ -102,7 +133,7 @@ def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None
         text: str | None = None
         if record.handoff_path is not None:
             try:
-                text = Path(record.handoff_path).read_text(encoding="utf-8")
+                text = read_handoff_document(session, record.handoff_path)
             except (OSError, UnicodeDecodeError):
                 return "missing"
         return stage_payload_sha256(record.target, text)

@@ -62,3 +62,44 @@ def test_a_reused_call_id_after_a_plan_exit_asks_again(tmp_path: Path) -> None:
     assert len(review.requests) == 2
     rig.step(4)
     assert rig.plan.get(rig.agent).to_json() == {"active": False}
+
+
+def test_a_forged_handoff_path_is_never_read_outside_the_session(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from click.testing import CliRunner
+
+    from fsm_stage.cli import main
+    from fsm_stage.errors import ReviewPayloadChangedError
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.runtime.review import SuspendingReviewChannel
+    from fsm_stage.runtime.reviews import answer_review
+
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    fifo = cwd / "pipe.md"
+    os.mkfifo(fifo)
+    secret = tmp_path / "secret.md"
+    secret.write_text("TOP SECRET", encoding="utf-8")
+    path = tmp_path / "f.jsonl"
+    rig = Rig(JsonlLog(path, header=SessionHeader(id="f", cwd=str(cwd))), SuspendingReviewChannel())
+    rig.open_turn()
+    rig.step()
+    for i, target in enumerate((str(secret), str(fifo), "/dev/zero")):
+        rig.session.append("fsm/review/request", {
+            "id": f"rv_forged{i}", "callId": f"c{i}", "kind": "stage", "from": "explore", "target": "implement",
+            "options": ["Approve", "Keep"], "shape": "full", "handoffPath": target,
+            "payloadSha256": "0" * 64, "turn": 1, "step": 1})
+    rig.close()
+    listing = CliRunner().invoke(main, ["review", str(path), "--json"])
+    assert listing.exit_code == 0 and "TOP SECRET" not in listing.output
+    rows = json.loads(listing.output)["open"]
+    assert len(rows) == 3 and all("unreadable" in str(r["payload"]) for r in rows), rows
+    with JsonlLog(path) as log:
+        for i in range(3):
+            try:
+                answer_review(log, f"rv_forged{i}", "approve")
+            except ReviewPayloadChangedError:
+                continue
+            raise AssertionError("a forged document was approved")

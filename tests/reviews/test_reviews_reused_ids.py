@@ -88,7 +88,8 @@ def test_a_forged_handoff_path_is_never_read_outside_the_session(tmp_path: Path)
     rig.step()
     for i, target in enumerate((str(secret), str(fifo), "/dev/zero")):
         rig.session.append("fsm/review/request", {
-            "id": f"rv_forged{i}", "callId": f"c{i}", "kind": "stage", "from": "explore", "target": "implement",
+            "id": f"rv_forged{i}", "callId": f"c{i}", "kind": "stage", "from": "explore",
+            "target": "implement",
             "options": ["Approve", "Keep"], "shape": "full", "handoffPath": target,
             "payloadSha256": "0" * 64, "turn": 1, "step": 1})
     rig.close()

@@ -155,3 +155,16 @@ def test_scenario_replays_a_session_stored_in_postgres(fresh_db: Callable[[], st
     assert from_db[0] == from_file[0] == 0, from_db[2]
     assert "id: replayed" in from_db[1]
     assert from_db[1].replace("Replay of session replayed", "Replay of replayed.jsonl") == from_file[1]
+
+
+def test_draw_log_reads_a_postgresql_location_like_state(
+    fresh_db: Callable[[], str], tmp_path: Path
+) -> None:
+    dsn = fresh_db()
+    assert cli("db", "init", dsn)[0] == 0
+    url = dsn + "&session=drawn"
+    code, _, err = cli("simulate", str(FEATURE_WORK), "--log", url, "--cwd", str(tmp_path))
+    assert code == 0, err
+    code, out, err = cli("draw", str(REPO / "stage_graphs" / "feature-work.yaml"), "--log", url)
+    assert code == 0, err
+    assert "class s_verify current" in out

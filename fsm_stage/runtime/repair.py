@@ -128,8 +128,9 @@ def repair_open_turn(session: Session, *, language: str = "en") -> list[Event]:
     log is then unchanged). The closers are appended with ``expect_last_seq`` (the seq folded):
     when another writer appended meanwhile, the log is re-read (``Session.refresh``), re-folded
     and re-checked (a turn that has ended since needs nothing). Repair still assumes no other
-    worker is driving that turn (one driver per session turn; no lease). Hold no other lock of the session while calling it from a thread;
-    it takes ``Runtime.session_lock``'s lock itself."""
+    worker is driving that turn (one driver per session turn; no lease). Hold no other lock
+    of the session while calling it from a thread; it takes ``Runtime.session_lock``'s lock
+    itself."""
     with session_lock(session.id):
         for _attempt in range(_REFOLD_ATTEMPTS):
             session.refresh()

@@ -22,6 +22,7 @@ re-exported here).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -80,6 +81,21 @@ class ReviewChannel(Protocol):
     async def ask(
         self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
     ) -> list[Answer]: ...
+
+
+def check_review_channel(review: object, what: str) -> None:
+    """Refuse ``review`` (an argument named ``what``) that is neither None nor a
+    ``ReviewChannel``: ``TypeError`` when it has no ``ask`` method, or a plain ``def ask`` that
+    is not ``async`` (the review would otherwise fail later, in a tool result the model sees)."""
+    if review is None:
+        return
+    ask = getattr(review, "ask", None)
+    if not callable(ask):
+        raise TypeError(f"{what} must be a ReviewChannel (an object with an async ask(questions, agent, "
+                        f"*, signal=None) method) or None, got {type(review).__name__}")
+    if (inspect.isfunction(ask) or inspect.ismethod(ask)) and not inspect.iscoroutinefunction(ask):
+        raise TypeError(f"{what}: {type(review).__name__}.ask must be async (async def ask(questions, "
+                        "agent, *, signal=None))")
 
 
 @attrs.frozen

@@ -15,7 +15,8 @@ the CLI reports it in one line too). The rest are protocol signals or misuse. Th
     │   ReviewUnavailableError
     ├── misuse: ControllerClosedError (ProjectionUnavailableError), DriverStateError
     │   (TurnSuspendedError), InvariantError, UnknownStageError
-    └── tools and models: ToolFailure, ModelError
+    ├── tools and models: ToolFailure, ModelError
+    └── internal signals (never reach callers): LogLineDefect, NotPlainYaml, TypeProblem
 """
 from __future__ import annotations
 
@@ -299,3 +300,18 @@ class ReviewBusy(FsmStageError):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+
+
+class LogLineDefect(FsmStageError):
+    """Internal signal of the log reader, never raised to callers: a bad line, a torn tail when no
+    later ``turn/end`` exists, else corruption."""
+
+
+class NotPlainYaml(FsmStageError):
+    """Internal signal of the YAML fast path, never raised to callers: the document uses something
+    only the pure round-trip path handles (or reports)."""
+
+
+class TypeProblem(FsmStageError, TypeError):
+    """Internal signal of strict structuring (cattrs reports it positioned): a value of the wrong
+    type; the message says what was expected."""

@@ -132,7 +132,7 @@ def resolve_config(
     unknown = [str(k) for k in data if k not in CONFIG_KEYS]
     if unknown:
         raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
-    return PlanModeConfig(section=section)
+    return PlanModeConfig(section=section, tools=raw.tools if isinstance(raw, PlanModeConfig) else None)
 
 
 def plan_heading_ok(plan: object) -> bool:

@@ -183,6 +183,13 @@ class StageHost:
                         return _block_text(block)
         return None
 
+    async def refusal(self, call: ToolCall) -> str | None:
+        """The tool policy's verdict on a host tool call, before it runs: None to run it, or the
+        refusal text the model gets (already logged as ``tool/call`` + error ``tool/result``).
+        ``ReviewPending`` when an ``ask`` rule's review suspended."""
+        refused = await self.driver.authorize(call)
+        return None if refused is None else refused.text
+
     def record_host_result(self, call: ToolCall, text: str, *, is_error: bool = False) -> None:
         """Record a host tool's result (``tool/call`` + ``tool/result``)."""
         self.driver.record_tool_result(call, text, is_error)

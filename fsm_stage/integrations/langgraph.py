@@ -76,8 +76,12 @@ async def _run_fsm(host: StageHost, call: ToolCall) -> str:
 async def _run_host_tool(host: StageHost, call: ToolCall,
                          execute: Callable[[], Awaitable[ToolMessage | Command[Any]]],
                          ) -> ToolMessage | Command[Any]:
-    """The one place a host tool runs (a tool policy check goes here): execute, then record
-    ``tool/call`` + ``tool/result`` (an exception is recorded as an error result and re-raised)."""
+    """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
+    the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
+    exception is recorded as an error result and re-raised)."""
+    refusal = await host.refusal(call)
+    if refusal is not None:
+        return ToolMessage(content=refusal, tool_call_id=call.id, name=call.name, status="error")
     try:
         out = await execute()
     except Exception as exc:

@@ -100,8 +100,12 @@ def _calls(response: ModelResponse) -> list[ToolCall]:
 
 
 async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
-    """The one place a host tool runs (a tool policy check goes here): execute, then record
-    ``tool/call`` + ``tool/result`` (an exception is recorded as an error result and re-raised)."""
+    """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
+    the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
+    exception is recorded as an error result and re-raised)."""
+    refusal = await host.refusal(call)
+    if refusal is not None:
+        return refusal
     try:
         result = await execute()
     except Exception as exc:

@@ -1,7 +1,8 @@
 """The scenario file model: ``Scenario``, its step kinds and the checks an ``expect`` step makes.
 
 Frozen attrs classes, one per step kind (``UserPrompt``, ``Command``, ``ModelStep`` with its
-``ToolCall`` entries and their ``Review``, ``EligibilityFlip``, ``EndTurn``, ``Expect`` with its
+``ToolCall`` entries and their ``Review``, ``EligibilityFlip``, ``EndTurn``, ``AnswerReview`` /
+``Resume`` (a suspended review answered later), ``Expect`` with its
 ``NextRequest`` / ``PrefixExpect``), the ``Step`` union, ``SessionSettings``, ``SystemText``
 and ``ScenarioError``. ``UNSET`` marks an ``Expect`` field that is not checked (``None`` is a
 value: "nothing"). Build them with ``fsm_stage.scenario.load_scenario``.
@@ -34,8 +35,8 @@ class _Unset(enum.Enum):
 UNSET: Literal[_Unset.UNSET] = _Unset.UNSET
 """Marks an ``Expect`` field the scenario does not check (distinct from ``None`` = "nothing")."""
 
-ReviewKind = Literal["approve", "keep", "feedback", "dismiss", "abort"]
-_REVIEW_WORDS: tuple[str, ...] = ("approve", "keep", "dismiss", "abort")
+ReviewKind = Literal["approve", "keep", "feedback", "dismiss", "abort", "suspend"]
+_REVIEW_WORDS: tuple[str, ...] = ("approve", "keep", "dismiss", "abort", "suspend")
 
 
 @attrs.frozen
@@ -44,7 +45,9 @@ class Review:
 
     ``approve``: exactly ``Approve``; ``keep``: the keep option with no text; ``feedback``:
     custom text ``feedback`` (not consent); ``dismiss``: the user dismisses the dialog
-    (``ReviewDismissed``); ``abort``: the review fails for another reason (turn aborted).
+    (``ReviewDismissed``); ``abort``: the review fails for another reason (turn aborted);
+    ``suspend``: the reviewer cannot answer now (``ReviewSuspended``): the call stays open and
+    the turn is suspended until an ``answer`` step and a ``resume`` step.
     """
 
     kind: ReviewKind
@@ -131,6 +134,34 @@ class EndTurn:
     where: str = attrs.field(default="", eq=False)
 
 
+AnswerOutcome = Literal["approve", "keep", "dismiss"]
+
+
+@attrs.frozen
+class AnswerReview:
+    """``answer: {call, outcome, option, feedback}``: a human answers a suspended review later
+    (``fsm_stage.runtime.reviews.answer_review``, as ``fsm-stage review`` does).
+
+    ``call``: the call id whose review is answered, or ``last`` (the latest open review);
+    ``outcome``: ``approve`` / ``keep`` / ``dismiss``; ``option``: the approve option's label
+    (default the first, ``Approve``); ``feedback``: the reviewer's comments (``keep`` only).
+    """
+
+    outcome: AnswerOutcome
+    call: str = "last"
+    option: str | None = None
+    feedback: str | None = None
+    where: str = attrs.field(default="", eq=False)
+
+
+@attrs.frozen
+class Resume:
+    """``resume: true``: the host resumes the suspended turn (``Loop.resume()``): the suspended
+    call writes its result from the logged answer and the turn goes on."""
+
+    where: str = attrs.field(default="", eq=False)
+
+
 @attrs.frozen
 class PrefixExpect:
     """Expected prompt-cache effect of the next request versus the previous one.
@@ -180,7 +211,8 @@ class Expect:
     where: str = attrs.field(default="", eq=False)
 
 
-Step: TypeAlias = UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn | Expect
+Step: TypeAlias = (UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn | Expect | AnswerReview
+                   | Resume)
 
 
 @attrs.frozen

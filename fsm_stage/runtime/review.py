@@ -3,7 +3,7 @@
 Shapes
 ------
 ``Option(label, description)``; ``Question(id, header, question, options, detail=None,
-multi_select=False, intent=None)``; ``Answer(id, selected=(), custom=None)``.
+multi_select=False, intent=None, context=None)``; ``Answer(id, selected=(), custom=None)``.
 
 ``ReviewChannel.ask(questions, agent, *, signal=None) -> list[Answer]`` is async. It raises
 ``ReviewDismissed`` when the user **dismissed** the dialog to type instead (the harness's
@@ -48,7 +48,12 @@ class Option:
 @attrs.frozen
 class Question:
     """One review question (S6). ``detail`` is shown verbatim (markdown); ``intent`` is a
-    presentation hint such as ``{"kind": "plan-review", "approve": "Approve"}``."""
+    presentation hint such as ``{"kind": "plan-review", "approve": "Approve"}``.
+
+    ``context`` is UI-only: what a channel may show around the question, e.g. the stage
+    review's ``{"from": STAGE, "to": STAGE, "handoff_path": PATH | None}``. It is never part of
+    consent (``evaluate`` ignores it) nor of the question's spec'd shape (S53 pins the stage
+    review's ``intent`` absent; its ``context`` is separate)."""
 
     id: str
     header: str
@@ -57,6 +62,7 @@ class Question:
     detail: str | None = None
     multi_select: bool = False
     intent: Mapping[str, Any] | None = None
+    context: Mapping[str, Any] | None = None
 
     @property
     def labels(self) -> tuple[str, ...]:

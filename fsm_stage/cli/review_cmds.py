@@ -24,6 +24,7 @@ import click
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.log_cmds import check_log_input
 from fsm_stage.errors import UserError
+from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.log.postgres import is_postgres_location, redact, split_location
@@ -75,7 +76,7 @@ def _listing(session: Session) -> list[dict[str, Any]]:
         out.append({"id": r.id, "kind": r.kind, "from": r.from_, "target": r.target, "call_id": r.call_id,
                     "options": list(r.options), "shape": r.shape, "handoff_path": r.handoff_path,
                     "payload_sha256": r.payload_sha256, "since_seq": r.seq,
-                    "age_seconds": max(0, round((now - since) / 1000)) if since else None,
+                    "age_seconds": max(0, round((now - since) / 1000)) if since is not None else None,
                     "payload": _payload(session, r)})
     return out
 
@@ -86,7 +87,8 @@ def _human(rows: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     for r in rows:
         lines.append(f"{r['id']}  {r['kind']}: {r['from']} -> {r['target']}  (call {r['call_id']}, "
-                     f"since seq {r['since_seq']}, {r['age_seconds']} s ago)")
+                     f"since seq {r['since_seq']}"
+                     + (f", {r['age_seconds']} s ago)" if r["age_seconds"] is not None else ")"))
         lines.append(f"  options: {' | '.join(r['options'])}; sha256 {r['payload_sha256']}")
         if r["payload"] is not None:
             lines.extend("  > " + line for line in str(r["payload"]).splitlines())
@@ -159,7 +161,10 @@ def fork(log: str, at: int, output: str, as_json: bool) -> None:
     shown = _check_location(log)
     if _same_log(output, log):
         raise UserError(f"fork: -o {redact(output)} is the source log; choose a new one")
-    child = fork_log(log, at, output)
+    try:
+        child = fork_log(log, at, output)
+    except OSError as err:
+        raise output_error(Path(output), err, what="fork") from err
     try:
         header = child.header
         events = len(child.events)

@@ -148,3 +148,33 @@ def test_answer_review_reads_a_plain_log_too(tmp_path: Path) -> None:
     answer = answer_review(rig.log, pending.value.review_id, "keep", feedback="more detail")
     assert (answer.outcome, answer.option, answer.feedback) == ("keep", "Keep planning", "more detail")
     rig.close()
+
+
+def test_a_call_suspended_before_the_fork_is_asked_again_when_resumed_on_the_fork(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    rig = Rig(JsonlLog(path, header=SessionHeader(id="p", cwd=str(tmp_path))), SuspendingReviewChannel())
+    rig.open_turn()
+    rig.step()
+    call = rig.goto_call("implement")
+    with pytest.raises(ReviewPending):
+        run(rig.call(call))
+    n = len(rig.session.events)
+    rig.close()
+    child_session = fork_log(str(path), n - 1, tmp_path / "c.jsonl")
+    review = _approving()
+    child = Rig(child_session.log, review)
+    result = run(child.resume(call))  # the same model call, resumed on the fork
+    assert not result.is_error, result.text
+    assert len(review.requests) == 1  # asked again, not "the stage changed"
+    requests = [e for e in child.session.events if e.type == "fsm/review/request"]
+    assert [e.data["callId"] for e in requests] == ["call_goto", "call_goto"]
+    child.close()
+
+
+def test_fork_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    with JsonlLog(path, header=SessionHeader(id="p", cwd=str(tmp_path))) as log:
+        log.append("turn/start", {"turn": 1})
+    out = CliRunner().invoke(main, ["fork", str(path), "--at", "0", "-o", "/proc/no/such/dir/x.jsonl"])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert out.output.count("\n") == 1 and "cannot write fork" in out.output, out.output

@@ -96,6 +96,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
     from fsm_stage.runtime.commands import CommandReply
     from fsm_stage.runtime.driver import StagedSession, StepRequest, SuspendedStep
     from fsm_stage.runtime.loop import Loop, Model, ModelReply, ScriptedModel, TurnOutcome
+    from fsm_stage.runtime.messages import user_message
     from fsm_stage.runtime.review import (
         Answer,
         Option,
@@ -162,6 +163,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResult": "runtime.tools",
     "ToolOutput": "runtime.tools",
     "current_tool_call": "runtime.tools",
+    "user_message": "runtime.messages",
     "Request": "runtime.assembly",
     "SystemSection": "runtime.assembly",
     "ContextEntry": "runtime.assembly",
@@ -370,6 +372,7 @@ __all__ = [
     "review_state",
     "simulate_async",
     "simulate_scenario",
+    "user_message",
 ]
 
 

@@ -66,7 +66,7 @@ from fsm_stage.runtime.pending import (
     session_lock,
     told,
 )
-from fsm_stage.runtime.review import Option, Question, ReviewChannel
+from fsm_stage.runtime.review import Option, Question, ReviewChannel, check_review_channel
 from fsm_stage.runtime.review_flow import redeemed_spec
 from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
@@ -214,6 +214,7 @@ class PlanModeController:
         review: ReviewChannel | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
+        check_review_channel(review, "PlanModeController(review=)")
         self.catalog = _catalog(language, override_dir)
         self.config = resolve_config(config, catalog=self.catalog)
         self.graph: CompiledGraph = compile_plan_mode()

@@ -39,7 +39,8 @@ def question(kind: str) -> Question:
     if kind == "stage":
         return Question("stage-review", "Stage transition", 'Approve moving to stage "implement"?',
                         (Option("Approve", "move"), Option("Keep current stage", "stay")), detail=PLAN,
-                        intent={"from": "explore", "to": "implement", "handoff_path": "handoff/implement.md"})
+                        context={"from": "explore", "to": "implement",
+                                 "handoff_path": "handoff/implement.md"})
     return Question("plan-review", "Plan review", "Approve this plan?",
                     (Option("Approve", "go"), Option("Keep planning", "stay")),
                     detail=LONG if kind == "long" else PLAN,

@@ -158,3 +158,17 @@ def test_big_graphs_get_a_mermaid_size_note(tmp_path: Path) -> None:
     assert err.startswith("fsm-stage: note: 60 stages is large for Mermaid") and err.count("\n") == 1
     assert _draw(str(graph), "--format", "dot")[2] == ""
     assert size_notes("mermaid", BI) == []
+
+
+def test_a_torn_log_on_stdin_is_named_stdin_not_the_spool_file(tmp_path: Path) -> None:
+    data = _log(tmp_path / "s.jsonl", "b").read_bytes()[:-7]  # torn last line
+    res = CliRunner().invoke(main, ["draw", str(_graph(tmp_path)), "--log", "-"], input=data)
+    assert res.exit_code == 0, res.stderr
+    assert "fsm-stage: warning: <stdin>: torn tail" in res.stderr
+    assert ".spool" not in res.stderr and "<stdin>: <stdin>" not in res.stderr
+    res = CliRunner().invoke(main, ["state", "-"], input=data)
+    assert res.exit_code == 0, res.stderr
+    assert "  - <stdin>: torn tail" in res.stdout and ".spool" not in res.stdout
+    (tmp_path / "torn.jsonl").write_bytes(data)
+    res = CliRunner().invoke(main, ["draw", str(_graph(tmp_path)), "--log", str(tmp_path / "torn.jsonl")])
+    assert res.stderr.count(str(tmp_path / "torn.jsonl")) == 1  # named once, not twice

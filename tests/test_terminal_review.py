@@ -173,3 +173,27 @@ def test_in_process_piped_answers_still_work(capsys: pytest.CaptureFixture[str])
         assert TerminalReviewChannel()._ask_sync((q,)) == [Answer("r", ("Approve",))]
     finally:
         sys.stdin = saved
+
+
+
+def test_the_stage_move_comes_from_the_question_context_not_its_intent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The stage review's ``intent`` stays absent (S53); the UI-only ``context`` carries the move."""
+    import io
+
+    from fsm_stage.prompts import load_catalog
+    from fsm_stage.stage_switch import build_review_question
+    from fsm_stage.stage_switch.controller import CATALOG_NAME
+
+    q = build_review_question(load_catalog(CATALOG_NAME, "en", None), "implement", "# plan",
+                              from_stage="explore", handoff_path="/w/handoff/implement.md")
+    assert q.intent is None
+    assert q.context == {"from": "explore", "to": "implement", "handoff_path": "/w/handoff/implement.md"}
+    saved = sys.stdin
+    sys.stdin = io.StringIO("1\n")
+    try:
+        TerminalReviewChannel(pager=False)._ask_sync((q,))
+    finally:
+        sys.stdin = saved
+    assert "explore → implement   (handoff: /w/handoff/implement.md)" in capsys.readouterr().out

@@ -75,7 +75,8 @@ def _same_file(a: Path, b: Path) -> bool:
     "log",
     type=click.Path(allow_dash=True),
     default=None,
-    help="Session log: highlight its current stage, pending transition and plan mode (not with --stage).",
+    help="Session log (a path, - or postgresql://…?session=ID): highlight its current stage, "
+    "pending transition and plan mode (not with --stage).",
 )
 @click.option("--width", type=click.IntRange(min=1), metavar="PX", help="Render this many pixels wide.")
 @click.option(
@@ -148,7 +149,7 @@ def draw(
 
         marks = session_marks(log)
         for warning in marks.warnings:
-            click.echo(f"fsm-stage: warning: {display_name(log)}: {warning}", err=True)
+            click.echo(f"fsm-stage: warning: {warning}", err=True)  # it names the log
         plan_active, pending = marks.plan_active, marks.pending
         current = marks.stage if marks.stage is not None else (
             config.graph.initial_stage if config.graph is not None else None

@@ -5,7 +5,8 @@ pipe, ``<(…)``, a FIFO, a character device) are copied in 1 MiB chunks into a 
 temporary file, removed on exit; a regular file, a missing path or a directory is yielded
 unchanged, so the reader reports it with its usual one-line error. ``display_name(arg)`` is
 what messages call the input (``<stdin>`` for ``-``); ``read_text_arg(arg, what=…)`` reads a
-UTF-8 text input with ``fileio.read_text_input``'s one-line errors. Use::
+UTF-8 text input with ``fileio.read_text_input``'s one-line errors; ``shown_as(texts, path,
+arg)`` renames the temporary file in a reader's warnings. Use::
 
     with spooled(arg) as path:
         result = read_log(path)"""
@@ -17,7 +18,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -33,6 +34,13 @@ _CHUNK = 1 << 20
 def display_name(arg: str | os.PathLike[str]) -> str:
     """How messages name the input ``arg``: ``<stdin>`` for ``-``, else the path as given."""
     return STDIN_NAME if str(arg) == STDIN else str(arg)
+
+
+def shown_as(texts: Iterable[str], path: str | os.PathLike[str], arg: str | os.PathLike[str]) -> list[str]:
+    """``texts`` (e.g. a reader's warnings about ``path``) with the spooled temporary file's
+    path ``path`` replaced by how messages name the input ``arg`` (``<stdin>`` for ``-``)."""
+    tmp, name = str(path), display_name(arg)
+    return [t if tmp == name else t.replace(tmp, name) for t in texts]
 
 
 def needs_spooling(arg: str | os.PathLike[str]) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
-from fsm_stage.cli.inputs import display_name, spooled
+from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.cli.progress import Progress
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
@@ -460,6 +460,7 @@ def state(
             else:
                 res = _read(path, strict, progress)
                 report = state_report(res, at=at, graph=graph, strict=strict, source=name, progress=progress)
+            report["warnings"] = shown_as(report["warnings"], path, log)  # <stdin>, not the spool
     finally:
         progress.close()
     if as_json:

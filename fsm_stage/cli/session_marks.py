@@ -1,9 +1,10 @@
 """What a session log says to highlight in a diagram (``fsm-stage draw GRAPH --log LOG``).
 
 ``session_marks(arg)`` reads the log (``-``, pipes and FIFOs spooled, ``fsm_stage.cli.inputs``)
-with ``read_log`` and folds it with the same projections ``fsm-stage state`` uses: the current
-stage (``StageProjection``; None without a stage record), plan mode (``PlanView``) and the
-pending transition (``pending_transition``). Errors are the ``state`` command's one-liners.
+with ``read_log``, or a ``postgresql://…?session=ID`` location with ``read_postgres``, and
+folds it with the same projections ``fsm-stage state`` uses: the current stage
+(``StageProjection``; None without a stage record), plan mode (``PlanView``) and the pending
+transition (``pending_transition``). Errors are the ``state`` command's one-liners.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fsm_stage.cli.inputs import display_name, spooled
+from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanView, StageProjection, fold
@@ -22,7 +23,7 @@ class SessionMarks:
     """The folded facts a diagram highlights: ``stage`` (None: no stage record), ``plan_active``
     and ``plan_pending`` (a plan-mode change requested, not yet applied), ``pending`` (a
     proposed ``(source, target)`` transition awaiting review, or None) and the log's
-    ``warnings`` (torn tail, unknown event types)."""
+    ``warnings`` (torn tail, unknown event types; each names the log as messages do)."""
 
     stage: str | None
     plan_active: bool
@@ -43,16 +44,25 @@ def pending_transition(events: Sequence[Event]) -> tuple[str, str] | None:
 
 
 def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
-    """Read the session log ``arg`` (a path or ``-``) and fold what a diagram highlights.
+    """Read the session log ``arg`` (a path, ``-`` or a PostgreSQL location) and fold what a
+    diagram highlights.
 
     Raises ``UserError`` (one line) for an unreadable log, ``LogFormatError`` for one that is
     not a session log or is corrupt (``strict``: also unknown event types).
     """
     from fsm_stage.cli.log_cmds import check_log_input
+    from fsm_stage.log.postgres import is_postgres_location
 
-    with spooled(arg) as path:
-        check_log_input(path, display_name(arg))
-        res = read_log(path, strict=strict)
+    if is_postgres_location(arg):  # postgresql://…?session=ID, read from the store as `state` does
+        from fsm_stage.log.postgres import read_postgres
+
+        res = read_postgres(arg, strict=strict)
+        warnings = list(res.warnings)
+    else:
+        with spooled(arg) as path:
+            check_log_input(path, display_name(arg))
+            res = read_log(path, strict=strict)
+            warnings = shown_as(res.warnings, path, arg)
     plan = PlanView()
     view = plan.view(fold(plan, res.events))
     return SessionMarks(
@@ -60,5 +70,5 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
         plan_active=bool(view["active"]),
         plan_pending=bool(view["pending"]),
         pending=pending_transition(res.events),
-        warnings=tuple(res.warnings),
+        warnings=tuple(warnings),
     )

@@ -24,7 +24,7 @@ from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.inputs import STDIN, display_name, read_text_arg, spooled
 from fsm_stage.config import load_config, load_config_text
 from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
-from fsm_stage.errors import UserError
+from fsm_stage.errors import ScenarioError, UserError
 from fsm_stage.fileio import atomic_write, output_error, read_text_input
 from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import read_log
@@ -113,7 +113,27 @@ def _load_scenario(arg: Path) -> Scenario:
     """Read the scenario ``arg`` (``-`` = standard input, named ``<stdin>``; a pipe or FIFO is read
     once). From standard input, a relative ``graph:`` / ``session.cwd`` is anchored at the current
     folder; from any other path, at that path's folder (as for a file)."""
-    return load_scenario_text(read_text_arg(arg, what="scenario"), display_name(arg))
+    text, name = read_text_arg(arg, what="scenario"), display_name(arg)
+    try:
+        return load_scenario_text(text, name)
+    except ScenarioError:
+        if _is_stage_graph(text, name):  # one line, not one "unknown key" per graph key
+            raise UserError(
+                f"{name}: this is a stage graph, not a scenario (a scenario names its graph with "
+                "`graph:` and lists `steps:`, e.g. stage_graphs/scenarios/feature-work.yaml; "
+                "check a stage graph with `fsm-stage validate`)") from None
+        raise
+
+
+def _is_stage_graph(text: str, name: str) -> bool:
+    """Whether ``text`` loads as a stage-graph file (a graph or plan mode, no ``steps``)."""
+    from fsm_stage.config import load_config_text
+
+    try:
+        config = load_config_text(text, name)
+    except UserError:
+        return False
+    return config.graph is not None or config.plan_mode is not None
 
 
 #: shipped graphs a replay may default to, in order of preference

@@ -50,6 +50,12 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
     (without it, names in no ``tool_groups`` entry are warnings; ``config.policy``).
     Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
     """
+    if not isinstance(text, str):
+        raw = isinstance(text, bytes | bytearray)
+        hint = " (decode bytes first, e.g. data.decode('utf-8'))" if raw else ""
+        raise TypeError(f"load_config_text: expected the YAML text as str, got {type(text).__name__}{hint}")
+    if not isinstance(path, str):
+        raise TypeError(f"load_config_text: path must be a str (used in messages), got {type(path).__name__}")
     report = GraphReport(path)
     stem = Path(path).stem if not path.startswith("<") else "stage-graph"
     native: dict[str, Any] | None = None

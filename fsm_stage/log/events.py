@@ -58,19 +58,52 @@ class Event:
         return out
 
 
+def _header_id(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"SessionHeader.{attr.name} must be a non-empty str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"SessionHeader.{attr.name} must be a non-empty str, got ''")
+
+
+def _header_opt_str(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"SessionHeader.{attr.name} must be a str or None, got {type(value).__name__}")
+
+
+def _header_count(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None:
+    if value is None and attr.name in ("seed_length", "version"):
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "int or None" if attr.name in ("seed_length", "version") else "int"
+        raise TypeError(f"SessionHeader.{attr.name} must be a non-negative {kind}, "
+                        f"got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"SessionHeader.{attr.name} must be a non-negative int, got {value}")
+
+
+def _header_extra(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"SessionHeader.{attr.name} must be a mapping, got {type(value).__name__}")
+
+
 @attrs.frozen
 class SessionHeader:
-    """The session header line (dsh-log-format.md §1.2). ``extra`` keeps unmodelled keys."""
+    """The session header line (dsh-log-format.md §1.2). ``extra`` keeps unmodelled keys.
 
-    id: str
-    created_at: int = 0
-    cwd: str | None = None
-    delegation_depth: int = 0
-    parent_session: str | None = None
-    origin: str | None = None
-    seed_length: int | None = None
-    version: int | None = 0
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    Checked at construction as ``read_log(strict=True)`` checks a header line: ``id`` a
+    non-empty str (``ValueError`` when empty), ``cwd``/``parent_session``/``origin`` a str or
+    None, ``created_at``/``delegation_depth`` non-negative ints, ``seed_length``/``version``
+    a non-negative int or None, ``extra`` a mapping (``TypeError`` naming the field otherwise)."""
+
+    id: str = attrs.field(validator=_header_id)
+    created_at: int = attrs.field(default=0, validator=_header_count)
+    cwd: str | None = attrs.field(default=None, validator=_header_opt_str)
+    delegation_depth: int = attrs.field(default=0, validator=_header_count)
+    parent_session: str | None = attrs.field(default=None, validator=_header_opt_str)
+    origin: str | None = attrs.field(default=None, validator=_header_opt_str)
+    seed_length: int | None = attrs.field(default=None, validator=_header_count)
+    version: int | None = attrs.field(default=0, validator=_header_count)
+    extra: Mapping[str, Any] = attrs.field(factory=dict, validator=_header_extra)
 
     @property
     def is_subagent(self) -> bool:
@@ -99,6 +132,16 @@ class SessionHeader:
         for k, v in self.extra.items():
             out.setdefault(k, v)
         return out
+
+
+def check_header(header: Any, what: str, *, optional: bool = False) -> None:
+    """Refuse a ``header`` argument that is not a ``SessionHeader`` (``None`` too when
+    ``optional``) with a ``TypeError`` naming ``what`` and the type given."""
+    if isinstance(header, SessionHeader) or (optional and header is None):
+        return
+    expected = "a SessionHeader or None" if optional else "a SessionHeader"
+    raise TypeError(f"{what} must be {expected}, got {type(header).__name__} "
+                    "(build one with SessionHeader(id, cwd=...))")
 
 
 @attrs.frozen

@@ -41,6 +41,7 @@ from fsm_stage.log.events import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    check_header,
     check_last_seq,
     wall_clock_ms,
 )
@@ -150,6 +151,7 @@ class JsonlLog:
         allow_unknown_types: bool = False,
         lock_timeout: float = 0.0,
     ) -> None:
+        check_header(header, "JsonlLog(header=)", optional=True)
         self.path = Path(path)
         self._clock = clock
         self._ignorable_types = frozenset(ignorable_types)

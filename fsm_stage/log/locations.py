@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fsm_stage.errors import UserError
 from fsm_stage.log.dsh import ReadResult, read_log, read_log_data
-from fsm_stage.log.events import EventLog, SessionHeader
+from fsm_stage.log.events import EventLog, SessionHeader, check_header
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
 
@@ -146,6 +146,7 @@ def open_log(
     Raises ``UserError`` for ``-``, an empty location or an unknown scheme, and what the store
     raises (``LogLockedError`` when another writer holds the file, ``LogWriteError``).
     """
+    check_header(create, "open_log(create=)", optional=True)
     if isinstance(location, os.PathLike):
         return JsonlLog(location, header=create, **options)
     if not isinstance(location, str):

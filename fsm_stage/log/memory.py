@@ -18,6 +18,7 @@ from fsm_stage.log.events import (
     NewEvent,
     SessionHeader,
     SurfaceOp,
+    check_header,
     check_last_seq,
     wall_clock_ms,
 )
@@ -53,6 +54,7 @@ class MemoryLog:
         ignorable_types: Collection[str] = (),
         allow_unknown_types: bool = True,
     ):
+        check_header(header, "MemoryLog(header)")
         self._ignorable_types = frozenset(ignorable_types)
         self._allow_unknown_types = allow_unknown_types
         self._header = header

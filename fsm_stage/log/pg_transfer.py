@@ -16,7 +16,7 @@ import attrs
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.dsh import read_log_data
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
-from fsm_stage.log.postgres import PostgresLog, connect, redact, split_location
+from fsm_stage.log.postgres import PostgresLog, connect, reading, redact, split_location
 
 __all__ = ["ImportResult", "export_jsonl", "import_jsonl"]
 
@@ -105,5 +105,5 @@ def export_jsonl(location: str) -> bytes:
     conninfo, session = split_location(location)
     if session is None:
         raise UserError(f"{redact(location)}: no session in the URL (add ?session=ID)")
-    with PostgresLog(conninfo, session) as log:
+    with reading(), PostgresLog(conninfo, session) as log:
         return log.export_bytes()

@@ -15,6 +15,7 @@ No lock is held between appends. Every append ``NOTIFY``s ``pg_schema.NOTIFY_CHA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Collection, Iterator, Sequence
@@ -87,6 +88,24 @@ def redact(location: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+_CREATE_HINT = " (pass create= to start one)"
+"""The Python API's advice on a missing session; readers (``read_postgres``) reword it."""
+_READ_HINT = " (the store has no session with that id: check ?session=)"
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[None]:
+    """Reword a missing session's ``LogFormatError`` for read-only callers (the CLI's
+    ``state``, ``draw --log``, ``export``), which cannot pass ``create=``."""
+    try:
+        yield
+    except LogFormatError as err:
+        text = str(err)
+        if not text.endswith(_CREATE_HINT):
+            raise
+        raise LogFormatError(text[: -len(_CREATE_HINT)] + _READ_HINT) from None
+
+
 def connect(conninfo: str, *, autocommit: bool = True) -> Any:
     """A psycopg connection to ``conninfo`` (a libpq URL or keyword string). Raises
     ``UserError`` (one line: where and why) when the server cannot be reached."""
@@ -94,7 +113,8 @@ def connect(conninfo: str, *, autocommit: bool = True) -> Any:
     try:
         return psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.Error as err:
-        why = (str(err).strip().splitlines() or ["connection failed"])[-1]
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        why = lines[0] if lines else "connection failed"  # libpq's first line names host/socket
         raise UserError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {why}") from None
 
 
@@ -207,7 +227,7 @@ class PostgresLog:
                          (self.session, header_line(create)))
         row = conn.execute("SELECT header FROM fsm_sessions WHERE session = %s", (self.session,)).fetchone()
         if row is None:
-            raise LogFormatError(f"{self.source}: no such session log (pass create= to start one)")
+            raise LogFormatError(f"{self.source}: no such session log{_CREATE_HINT}")
         self._header_text = str(row[0])
         try:
             rec = json.loads(split_header(self._header_text)[0])
@@ -497,7 +517,7 @@ def read_postgres(location: str, *, strict: bool = False) -> ReadResult:
     from fsm_stage.constants import KNOWN_EVENT_TYPES
     from fsm_stage.log.dsh import unknown_types_warning
 
-    with open_postgres_log(location, strict=strict) as log:
+    with reading(), open_postgres_log(location, strict=strict) as log:
         events = list(log.events)
         raw = json.loads(split_header(log._header_text)[0])
         warnings = list(log.warnings)

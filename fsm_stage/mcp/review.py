@@ -43,6 +43,12 @@ def review_message(question: Question) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending with one full stop (option descriptions may have theirs, or not)."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def review_form(question: Question) -> dict[str, Any]:
     """The elicitation form schema of ``question`` (flat, as elicitation requires)."""
     labels = list(question.labels)
@@ -50,8 +56,9 @@ def review_form(question: Question) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "decision": {"type": "string", "title": "Decision", "enum": labels, "default": labels[-1],
-                         "description": "; ".join(f"{o.label}: {o.description}" for o in question.options
-                                                  if o.description) or "Approve or keep"},
+                         "description": " ".join(_sentence(f"{o.label}: {o.description}")
+                                                 for o in question.options if o.description)
+                         or "Approve or keep"},
             "feedback": {"type": "string", "title": "Feedback",
                          "description": "Optional: why you keep the current state (shown to the model)."},
         },

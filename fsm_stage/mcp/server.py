@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -26,7 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, TOOL_CALL, TOOL_RESULT
 from fsm_stage.diagram import to_mermaid
-from fsm_stage.errors import ReviewPending, UserError
+from fsm_stage.errors import ReviewDismissed, ReviewPending, UserError
 from fsm_stage.mcp import durable
 from fsm_stage.mcp.review import (
     UNAVAILABLE,
@@ -60,12 +60,16 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def argument_problem(parameters: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
-    """Check ``args`` against a flat tool schema (string properties, ``required``, no extras)."""
+def argument_problem(parameters: Mapping[str, Any], args: Mapping[str, Any], *,
+                     also: Sequence[str] = ()) -> str | None:
+    """Check ``args`` against a flat tool schema (string properties, ``required``, no extras);
+    ``also``: arguments accepted besides the schema's (already taken out of ``args``), named
+    in the "expected" list of an unknown-argument message."""
     props: Mapping[str, Any] = parameters.get("properties", {})
     unknown = sorted(k for k in args if k not in props)
     if unknown:
-        return f"unknown argument(s) {', '.join(unknown)}; expected: {', '.join(props)}"
+        expected = [*props, *(a for a in also if a not in props)]
+        return f"unknown argument(s) {', '.join(unknown)}; expected: {', '.join(expected)}"
     for name in parameters.get("required", ()):
         if name not in args:
             return f"missing required argument {name!r}"
@@ -132,7 +136,7 @@ class StageServer:
             ms = self.registry.get(args.pop("session", None))
         except UserError as err:
             raise _invalid(str(err)) from None
-        problem = argument_problem(spec.parameters, args)
+        problem = argument_problem(spec.parameters, args, also=("session",))
         if problem is not None:
             raise _invalid(f"{params.name}: {problem}")
         if params.name == GET_STAGE:
@@ -187,8 +191,15 @@ class StageServer:
             channel.arm(Suspend())
         else:
             async def elicit(message: str, schema: dict[str, Any]) -> tuple[str, Mapping[str, Any] | None]:
-                reply = await ctx.session.elicit_form(message=message, requested_schema=schema,
-                                                      related_request_id=ctx.request_id)
+                # tool/call and fsm/review/request are logged by now: a crash here leaves an open review
+                try:
+                    reply = await ctx.session.elicit_form(message=message, requested_schema=schema,
+                                                          related_request_id=ctx.request_id)
+                except MCPError as err:
+                    if err.error.code != types.CONNECTION_CLOSED:
+                        raise
+                    durable.record_answer(ms, call_id, "cancel", None)  # dismissed, by "mcp"
+                    raise ReviewDismissed("the MCP client disconnected during the review") from None
                 durable.record_answer(ms, call_id, reply.action, reply.content)  # logged by "mcp"
                 return reply.action, reply.content
             channel.arm(Elicit(elicit))

@@ -13,7 +13,7 @@ status flag (§1.4): post-turn work still "runs" but no in-turn pre-step will co
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal, Protocol, runtime_checkable
 
 import attrs
@@ -36,6 +36,13 @@ class Agent(Protocol):
 
     def inject(self, message: Message) -> None:
         """Queue model-facing context for the next step boundary without waking the agent."""
+
+
+def _check_message(message: object, method: str) -> None:
+    if not isinstance(message, Mapping):
+        hint = " (wrap text with fsm_stage.user_message(text))" if isinstance(message, str) else ""
+        raise TypeError(f"{method}(message): message must be a message dict{hint}, "
+                        f"got {type(message).__name__}")
 
 
 @attrs.frozen
@@ -75,13 +82,16 @@ class InboxAgent:
         return self._session.is_turn_open
 
     def steer(self, message: Message) -> None:
-        """Queue ``message`` and wake the agent (calls ``on_wake``)."""
+        """Queue ``message`` (a message dict, e.g. ``user_message(text)``) and wake the agent
+        (calls ``on_wake``); ``TypeError`` for anything else (a bare ``str``)."""
+        _check_message(message, "steer")
         self._inbox.append(InboxItem("steer", message))
         if self.on_wake is not None:
             self.on_wake(self)
 
     def inject(self, message: Message) -> None:
-        """Queue ``message`` without waking the agent."""
+        """Queue ``message`` (a message dict) without waking the agent; ``TypeError`` otherwise."""
+        _check_message(message, "inject")
         self._inbox.append(InboxItem("inject", message))
 
     @property

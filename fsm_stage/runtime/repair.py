@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fsm_stage.constants import STEP_END, TOOL_RESULT, TURN_END
+from fsm_stage.errors import AppendConflictError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import Message
@@ -116,20 +117,40 @@ def closers(events: Sequence[Event], *, language: str = "en") -> list[NewEvent]:
     return out
 
 
+_REFOLD_ATTEMPTS = 5
+"""How often ``repair_open_turn`` re-folds after a concurrent append before giving up."""
+
+
 def repair_open_turn(session: Session, *, language: str = "en") -> list[Event]:
     """Close ``session``'s trailing open turn as interrupted; returns the events written
     (``[]`` when the session is idle). Raises ``RuntimeError`` when a loop of this process is
     running that turn (``is_turn_live``), ``LogWriteError`` when the log refused the batch (the
-    log is then unchanged). Hold no other lock of the session while calling it from a thread;
-    it takes ``Runtime.session_lock``'s lock itself."""
+    log is then unchanged). The closers are appended with ``expect_last_seq`` (the seq folded):
+    when another writer appended meanwhile, the log is re-read (``Session.refresh``), re-folded
+    and re-checked (a turn that has ended since needs nothing). Repair still assumes no other
+    worker is driving that turn (one driver per session turn; no lease). Hold no other lock
+    of the session while calling it from a thread; it takes ``Runtime.session_lock``'s lock
+    itself."""
     with session_lock(session.id):
-        if not session.is_turn_open:
-            return []
-        if is_turn_live(session.id):
-            raise RuntimeError(
-                f"session {session.id!r}: the open turn is being run by a live loop; it is not a crash")
-        batch = closers(session.events, language=language)
-        return session.append_many(batch) if batch else []
+        for _attempt in range(_REFOLD_ATTEMPTS):
+            session.refresh()
+            if not session.is_turn_open:
+                return []
+            if is_turn_live(session.id):
+                raise RuntimeError(
+                    f"session {session.id!r}: the open turn is being run by a live loop; it is not a crash")
+            folded = session.last_seq
+            batch = closers(session.events, language=language)
+            if not batch:
+                return []
+            try:
+                return session.append_many(batch, expect_last_seq=folded)
+            except AppendConflictError:
+                continue  # another writer appended since the fold: re-fold and re-check
+        raise AppendConflictError(
+            folded, session.last_seq,
+            f"session {session.id!r}: crash repair gave up after {_REFOLD_ATTEMPTS} attempts; "
+            "another writer keeps appending to the open turn (is it still being driven?)")
 
 
 def is_suspended(session: Session) -> bool:

@@ -12,6 +12,7 @@ approve, keep, custom, dismiss, raise, block until released), ``SuspendingReview
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -37,7 +38,12 @@ class Option:
 @attrs.frozen
 class Question:
     """One review question (S6). ``detail`` is shown verbatim (markdown); ``intent`` is a
-    presentation hint such as ``{"kind": "plan-review", "approve": "Approve"}``."""
+    presentation hint such as ``{"kind": "plan-review", "approve": "Approve"}``.
+
+    ``context`` is UI-only: what a channel may show around the question, e.g. the stage
+    review's ``{"from": STAGE, "to": STAGE, "handoff_path": PATH | None}``. It is never part of
+    consent (``evaluate`` ignores it) nor of the question's spec'd shape (S53 pins the stage
+    review's ``intent`` absent; its ``context`` is separate)."""
 
     id: str
     header: str
@@ -46,6 +52,7 @@ class Question:
     detail: str | None = None
     multi_select: bool = False
     intent: Mapping[str, Any] | None = None
+    context: Mapping[str, Any] | None = None
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -75,6 +82,21 @@ class ReviewChannel(Protocol):
     async def ask(
         self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
     ) -> list[Answer]: ...
+
+
+def check_review_channel(review: object, what: str) -> None:
+    """Refuse ``review`` (an argument named ``what``) that is neither None nor a
+    ``ReviewChannel``: ``TypeError`` when it has no ``ask`` method, or a plain ``def ask`` that
+    is not ``async`` (the review would otherwise fail later, in a tool result the model sees)."""
+    if review is None:
+        return
+    ask = getattr(review, "ask", None)
+    if not callable(ask):
+        raise TypeError(f"{what} must be a ReviewChannel (an object with an async ask(questions, agent, "
+                        f"*, signal=None) method) or None, got {type(review).__name__}")
+    if (inspect.isfunction(ask) or inspect.ismethod(ask)) and not inspect.iscoroutinefunction(ask):
+        raise TypeError(f"{what}: {type(review).__name__}.ask must be async (async def ask(questions, "
+                        "agent, *, signal=None))")
 
 
 @attrs.frozen

@@ -48,7 +48,7 @@ from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, D
 from fsm_stage.runtime.messages import Block, Message
 from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.policy_ask import review_call
-from fsm_stage.runtime.review import ReviewChannel
+from fsm_stage.runtime.review import ReviewChannel, check_review_channel
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import (
     Tool,
@@ -168,6 +168,7 @@ class Runtime:
         commands: bool | CommandRegistry = True,
         projections: bool | ProjectionRegistry = True,
     ) -> None:
+        check_review_channel(review, "Runtime(review=)")
         self.review: ReviewChannel | None = review
         self.commands: CommandRegistry | None = (
             commands if isinstance(commands, CommandRegistry) else CommandRegistry() if commands else None
@@ -300,9 +301,13 @@ class Runtime:
         session is tracked first (see ``track``). No open turn is required: hosts and the
         spec's tests run step boundaries and tools outside ``turn/start``…``turn/end`` (S44–S51,
         B46, B47), so the seam does not police the host's turn bracketing."""
-        if not isinstance(messages, list | tuple) or not all(isinstance(m, Mapping) for m in messages):
+        if not isinstance(messages, list | tuple):
             raise TypeError("pre_step(agent, messages): messages must be a list of message dicts, "
                             f"got {type(messages).__name__}")
+        bad = [m for m in messages if not isinstance(m, Mapping)]
+        if bad:
+            raise TypeError("pre_step(agent, messages): messages must be a list of message dicts, "
+                            f"got a {type(messages).__name__} holding a {type(bad[0]).__name__}")
         self.track(agent.session)
         out = list(messages)
         for fn in list(self._pre_steps):

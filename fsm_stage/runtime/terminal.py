@@ -8,7 +8,7 @@ with the terminal restored and no thread left behind. Piped input is read withou
 (an event-loop reader on pipes, a plain read on files). The abort ``signal`` ends the prompt
 (``ReviewDismissed``); cancelling the task cancels the prompt. Free text that looks like consent
 (``yes``, ``ok``, ``lgtm``, an option label…) asks for confirmation. The stage review shows the
-intent's ``from`` / ``to`` / ``handoff_path`` when present.
+question's ``context`` ``from`` / ``to`` / ``handoff_path`` when present (UI-only, not consent).
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
 class TerminalReviewChannel:
     """An interactive ``ReviewChannel`` on the terminal.
 
-    Per question: the header, the stage move (intent ``from``/``to``/``handoff_path``), the
+    Per question: the header, the stage move (``context`` ``from``/``to``/``handoff_path``), the
     question, the ``detail`` as markdown (paged when taller than the screen) and the numbered
     options; then one line: an option number selects it (any option but the approving one — the
     intent's ``approve`` label, else the first — asks for optional feedback); other text is
@@ -222,10 +222,10 @@ class TerminalReviewChannel:
     async def _show(self, q: Question) -> None:
         console = _console(sys.stdout)
         console.print(q.header, style="bold", markup=False)
-        intent = q.intent or {}
-        if intent.get("from") or intent.get("to"):  # the stage review: which stage is left, for which
-            move = f"{intent.get('from') or '?'} → {intent.get('to') or '?'}"
-            path = intent.get("handoff_path")
+        context = q.context or {}
+        if context.get("from") or context.get("to"):  # the stage review: which stage is left, for which
+            move = f"{context.get('from') or '?'} → {context.get('to') or '?'}"
+            path = context.get("handoff_path")
             console.print(move + (f"   (handoff: {path})" if path else ""), markup=False)
         console.print(q.question, markup=False)
         if q.detail is not None:

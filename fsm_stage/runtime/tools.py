@@ -137,7 +137,18 @@ class ToolCall:
 
     @classmethod
     def of(cls, name: str, args: Mapping[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
-        """Build a call from a dict of arguments (serialised as compact JSON)."""
+        """Build a call from a dict of arguments (serialised as compact JSON). ``TypeError``
+        when ``name`` is not a non-empty str, ``args`` not a mapping (or None) or ``id`` not
+        a str (or None)."""
+        if not isinstance(name, str) or not name:
+            got = "''" if isinstance(name, str) else type(name).__name__
+            raise TypeError("ToolCall.of(name, args): name must be the tool's name as a non-empty str, "
+                            f"got {got}")
+        if args is not None and not isinstance(args, Mapping):
+            raise TypeError("ToolCall.of(name, args): args must be a dict of arguments (or None), "
+                            f"got {type(args).__name__}")
+        if id is not None and not isinstance(id, str):
+            raise TypeError(f"ToolCall.of(..., id=): id must be a str or None, got {type(id).__name__}")
         return cls(id if id is not None else f"call_{new_id()[:8]}", name,
                    json.dumps(dict(args or {}), ensure_ascii=False))
 

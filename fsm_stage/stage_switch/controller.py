@@ -36,7 +36,7 @@ from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
 from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, redeem_once, session_lock
-from fsm_stage.runtime.review import ReviewChannel
+from fsm_stage.runtime.review import ReviewChannel, check_review_channel
 from fsm_stage.runtime.review_flow import redeemed_spec, state_of
 from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
@@ -120,6 +120,10 @@ class StageController:
         if not isinstance(graph, GraphConfig | CompiledGraph):
             raise TypeError("StageController needs a stage graph (a GraphConfig or CompiledGraph, "
                             f"e.g. load_config(path).graph), got {type(graph).__name__}")
+        check_review_channel(review, "StageController(review=)")
+        if handoffs is not None and not callable(getattr(handoffs, "write", None)):
+            raise TypeError("StageController(handoffs=) must be a HandoffStore (e.g. LocalHandoffStore()) "
+                            f"or None, got {type(handoffs).__name__}")
         compiled = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
         if compiled.config is None:
             raise TypeError("StageController needs a stage graph, not the plan-mode machine")

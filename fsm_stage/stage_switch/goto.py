@@ -127,7 +127,8 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None
-    question = build_review_question(ctl.catalog, target, handoff_text)
+    question = build_review_question(ctl.catalog, target, handoff_text, from_stage=from_stage,
+                                     handoff_path=record.handoff_path if full else None)
 
     def moved() -> str | None:
         if ctl.closed:

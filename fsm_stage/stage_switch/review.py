@@ -21,14 +21,17 @@ __all__ = ["Consent", "Decline", "build_review_question", "evaluate_review", "st
 
 
 @functools.lru_cache(maxsize=256)
-def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> Question:
+def build_review_question(catalog: Catalog, stage: str, handoff: str | None, *,
+                          from_stage: str | None = None, handoff_path: str | None = None) -> Question:
     """The single ``stage-review`` question (§1.12, S52, S53, S61, S64).
 
     Full shape (``handoff`` given): ``full_question`` with ``detail=handoff``; light shape
     (``handoff is None``): ``light_question`` with no detail. Options: approve (the default
     shape), for a full transition also ``Approve and keep the conversation`` (a light switch,
     the handoff unused), then keep.
-    No presentation intent.
+    No presentation intent (S53). ``context`` (UI-only, never part of consent) is
+    ``{"from": from_stage, "to": stage, "handoff_path": handoff_path}`` when ``from_stage`` is
+    given, else None.
     """
     full = handoff is not None
     return Question(
@@ -44,6 +47,8 @@ def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> 
             Option(catalog.text("review.keep_stage_label"), catalog.text("review.keep_stage_description")),
         ),
         detail=handoff,
+        context=({"from": from_stage, "to": stage, "handoff_path": handoff_path}
+                 if from_stage is not None else None),
     )
 
 

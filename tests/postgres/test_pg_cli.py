@@ -155,3 +155,32 @@ def test_scenario_replays_a_session_stored_in_postgres(fresh_db: Callable[[], st
     assert from_db[0] == from_file[0] == 0, from_db[2]
     assert "id: replayed" in from_db[1]
     assert from_db[1].replace("Replay of session replayed", "Replay of replayed.jsonl") == from_file[1]
+
+
+def test_draw_log_reads_a_postgresql_location_like_state(
+    fresh_db: Callable[[], str], tmp_path: Path
+) -> None:
+    dsn = fresh_db()
+    assert cli("db", "init", dsn)[0] == 0
+    url = dsn + "&session=drawn"
+    code, _, err = cli("simulate", str(FEATURE_WORK), "--log", url, "--cwd", str(tmp_path))
+    assert code == 0, err
+    code, out, err = cli("draw", str(REPO / "stage_graphs" / "feature-work.yaml"), "--log", url)
+    assert code == 0, err
+    assert "class s_verify current" in out
+
+
+def test_a_missing_session_gets_cli_wording_not_python_api_advice(fresh_db: Callable[[], str]) -> None:
+    dsn = fresh_db()
+    assert cli("db", "init", dsn)[0] == 0
+    for args in (("state", dsn + "&session=nobody"), ("export", dsn + "&session=nobody", "-o", "x.jsonl")):
+        code, _, err = cli(*args)
+        assert code == 1 and "no such session log" in err, err
+        assert "create=" not in err and "check ?session=" in err and err.count("\n") == 1
+
+
+def test_a_refused_connection_keeps_libpq_first_line() -> None:
+    code, _, err = cli("state", "postgresql://postgres@127.0.0.1:1/x?session=a&connect_timeout=2")
+    assert code == 1 and err.count("\n") == 1
+    assert "cannot connect to PostgreSQL: connection failed:" in err and 'port 1 failed' in err
+    assert "\t" not in err and "Is the server running" not in err

@@ -291,3 +291,14 @@ def test_review_carries_the_calls_cancel_signal_S52() -> None:
     run(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent, signal))
     (request,) = h.review.requests
     assert request.agent is h.agent and request.signal is signal
+
+
+def test_the_review_question_carries_a_ui_only_context_with_the_move() -> None:
+    """Issue 16: the channel can show from → to (handoff: PATH); S53's intent stays absent."""
+    h = Harness()
+    h.open_turn()
+    h.review.approve()  # type: ignore[union-attr]
+    assert not h.goto("beta", H).is_error
+    q = h.review.requests[0].questions[0]  # type: ignore[union-attr]
+    assert q.intent is None
+    assert q.context == {"from": "alpha", "to": "beta", "handoff_path": PATH}

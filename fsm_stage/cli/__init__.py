@@ -25,7 +25,6 @@ import sys
 from typing import NoReturn
 
 import click
-from click.utils import make_default_short_help
 
 from fsm_stage.errors import ConfigError, UserError
 
@@ -83,7 +82,8 @@ class _LazyGroup(click.Group):
         """The command list of ``--help`` from ``COMMAND_HELP``: no command module is imported."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
-        rows = [(name, make_default_short_help(COMMAND_HELP.get(name, ""), limit)) for name in names]
+        rows = [(name, click.Command(name, help=COMMAND_HELP.get(name, "")).get_short_help_str(limit))
+                for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

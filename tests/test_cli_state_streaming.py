@@ -39,3 +39,27 @@ def test_at_past_the_end_is_a_user_error(tmp_path: Path) -> None:
     torn = tmp_path / "t.jsonl"
     torn.write_bytes(path.read_bytes() + b'{"type":"turn/end"')
     assert streamed_report(torn)["torn_tail_offset"] == state_report(read_log(torn))["torn_tail_offset"]
+
+
+@pytest.mark.skipif(not LOGS, reason="DSH corpus absent")
+def test_projections_ignore_every_type_they_do_not_declare() -> None:
+    """``READS`` is what lets ``state`` skip events: an undeclared type without a surface op
+    must leave every projection's state object untouched (corpus logs + the bench's mix)."""
+    from fsm_stage.cli.log_cmds import _projections
+
+    checked = 0
+    for path in LOGS:
+        try:
+            events = read_log(path).events
+        except LogFormatError:
+            continue
+        for p in _projections():
+            reads = p.READS  # type: ignore[attr-defined]
+            state = p.init()
+            for ev in events:
+                new = p.apply(state, ev)
+                if ev.type not in reads and ev.surface_op is None and ev.source_event_seqs is None:
+                    assert new is state, (path, p.key, ev)
+                    checked += 1
+                state = new
+    assert checked > 1000

@@ -274,8 +274,14 @@ def streamed_report(
     bar = Progress(0, enabled=False) if progress is None else progress
     bar.phase("reading and folding log", path.stat().st_size)
     projections = _projections()
-    states = [p.init() for p in projections]
+    states: list[Any] = [p.init() for p in projections]
     applies = [p.apply for p in projections]
+    # Events of types no projection reads and without a surface op change no state (each
+    # projection's ``READS``): they are decoded and checked like any other, then skipped.
+    declared: list[frozenset[str] | None] = [getattr(p, "READS", None) for p in projections]
+    reads: frozenset[str] | None = None
+    if all(r is not None for r in declared):
+        reads = frozenset().union(*(r for r in declared if r is not None))
     surface: Surface | None = Surface()
     surface_error: str | None = None
     last = -1 if at is None else at
@@ -291,6 +297,9 @@ def streamed_report(
                 for ev in evs:
                     if at is not None and ev.seq > last:
                         break
+                    if (reads is not None and ev.type not in reads and ev.surface_op is None
+                            and ev.source_event_seqs is None):
+                        continue
                     for i, apply in enumerate(applies):
                         states[i] = apply(states[i], ev)
                     if surface is not None:

@@ -1,47 +1,17 @@
-"""Diagrams of stage graphs: Mermaid and Graphviz DOT text emitted by us, SVG/PNG through Graphviz.
+"""Diagrams of stage graphs: Mermaid and Graphviz DOT text, SVG/PNG through Graphviz.
 
-The diagram is drawn from the validated config (the same data ``compile_graph`` uses), never
-from the runtime machine (DESIGN.md §5). What is drawn:
+``to_mermaid(graph, …)`` and ``to_dot(graph, …)`` draw a validated ``GraphConfig``: one node
+per stage (the initial one marked), one arrow per model edge labelled with its guards, omitted
+``targets`` as one arrow per other stage up to ``EXPAND_ANY_MAX_STAGES`` stages and as one
+arrow to an ``ANY_STAGE_LABEL`` node above (``expand_any`` forces either), and plan mode as a
+two-state box. ``current``, ``pending=(source, target)`` and ``plan_active`` mark a session's
+state. ``SizeHints`` become DOT ``dpi``/``size``, or a ``%%`` comment naming ``mmdc`` flags.
 
-* one node per stage, labelled with its real name; the initial stage is marked
-  (Mermaid ``[*] -->``, DOT a start point);
-* one arrow per model edge (``targets``), labelled with its eligibility guards
-  ``[guard, …]`` when it has any. Every model edge also needs the user's review approval, and
-  the user may jump to any stage with ``/stage``: neither is drawn;
-* omitted ``targets`` (every other stage, no guards): in a graph of at most
-  ``EXPAND_ANY_MAX_STAGES`` stages, one arrow per other stage; in a larger one, a single dashed
-  arrow to one ``any other stage`` node (``ANY_STAGE_LABEL``), so a 1,000-stage graph draws
-  1,000 arrows, not 999,000 (``expand_any`` forces either way);
-* plan mode, when the file configures it, as a separate two-state box (``default`` / ``plan``);
-* optionally the ``current`` stage, highlighted; a ``pending`` transition ``(source, target)``
-  (proposed, awaiting review) as a highlighted arrow labelled ``pending`` (the existing arrow
-  when one is drawn, else an extra dashed one); and plan mode from a session log
-  (``plan_active``): the plan-mode box marks ``plan`` or ``default`` as current, and a graph
-  without a plan-mode box gets a ``plan mode: active`` marker node.
-
-Each DOT edge carries its own label (``decorate=true`` draws a line from the label to its
-arrow), so the labels of two opposite arrows between the same stages cannot be mistaken for
-each other; edges are never merged (no ``concentrate``, no ``dir=both``). ``SizeHints``
-(``width`` in pixels, ``scale``, ``dpi``) become DOT graph attributes (``dpi``, ``size``) and
-so apply to SVG/PNG output; in Mermaid text they become a ``%%`` comment naming the matching
-``mmdc -w/-s`` flags (Mermaid text carries no render size).
-
-Mermaid (``stateDiagram-v2``) is written by hand because ``transitions``' own Mermaid output
-breaks on stage names with ``-``, drops the title and splits labels at ``;``
-(notes/transitions-notes.md §1.15). Ids are sanitised (``s_`` + name with ``-`` → ``_``, made
-unique), real names are the labels, and the title goes in YAML front matter.
-
-SVG / PNG need the ``graphviz`` Python package (extra ``fsm_stage[diagrams]``) and the
-Graphviz ``dot`` program; a missing piece raises :class:`DiagramError` naming it.
-
-Size limits of the renderers (:func:`size_warnings`): Mermaid renders at most
-``MERMAID_MAX_TEXT`` (its default ``maxTextSize``, 50,000) characters and otherwise shows only
-"Maximum text size in diagram exceeded"; Graphviz ``dot`` layout time grows steeply with
-arrows between stages (measured on rings of 5 targets per stage: 250 arrows 0.5 s, 500 arrows
-8 s, 1,000 arrows 106 s), so more than ``DOT_SLOW_ARROWS`` of them get a warning before
-rendering; more than ``MERMAID_MAX_STAGES`` stages (hard to read at Mermaid's default size)
-and more than ``MERMAID_MAX_EDGES`` arrows (Mermaid's default ``maxEdges``) get a note.
-"""
+``render(dot_text, "svg" | "png")`` needs the ``graphviz`` package (extra
+``fsm_stage[diagrams]``) and the ``dot`` program; a missing piece raises :class:`DiagramError`.
+``size_warnings`` / ``size_notes`` flag diagrams too large for their renderer
+(``MERMAID_MAX_TEXT``, ``DOT_SLOW_ARROWS``, ``MERMAID_MAX_STAGES``, ``MERMAID_MAX_EDGES``).
+Rules and why: ``docs/diagram-decisions.md``."""
 
 from __future__ import annotations
 

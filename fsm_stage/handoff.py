@@ -1,49 +1,18 @@
-"""Handoff documents: where a full stage transition writes its markdown, and how, safely.
+"""Handoff documents: where a full stage transition writes its markdown, confined and atomic.
 
-A full transition (stage-switch spec §1.10) writes the model's handoff document to::
+A full transition writes the model's handoff document, before the human review, to
+``<session cwd>/<handoff_dir>/<session_segment(id)>/<stage>.md`` (``handoff_relative_path``).
 
-    <session cwd>/<handoff_dir>/<session segment>/<stage>.md
+``HandoffStore``          protocol ``write(relative, text, *, cwd, policy=None) -> str``
+                          (the absolute path written).
+``LocalHandoffStore``     the real filesystem: stays inside the cwd, follows no symlink,
+                          replaces the document atomically.
+``MemoryHandoffStore``    test double: records ``writes`` and ``policies``; ``fail_with``
+                          makes the next write raise.
+``SandboxPolicyProvider`` optional ``resolve(session) -> policy``, handed to the store.
 
-before the human review, so the reviewer sees exactly what the next stage will read
-(spec §1.11, S52, S69–S72).
-
-Safety rules (DESIGN.md §4 invariant 6, issue 5 item 3)
--------------------------------------------------------
-* **Session segment.** ``session_segment(id)`` keeps an id made only of ``[A-Za-z0-9._-]``
-  (at most ``MAX_SEGMENT_LENGTH`` = 128 characters, not ``''``/``.``/``..``) as its folder.
-  Any other id gets the seed's sanitised text (each other code point → ``-``, S70, S72) cut
-  to 111 characters, then ``-`` and 16 hex digits of the SHA-256 of the *original* id, so
-  ids that sanitise alike (``user 1`` / ``user:1``) still get separate folders, a session id
-  can never add a path component, and a folder name never hits ``ENAMETOOLONG``.
-* **Handoff folder.** ``handoff_dir`` comes from the deployer and is used as given, but it
-  must be relative and must stay inside the session cwd after normalisation
-  (``docs/../handoff`` is fine, ``../elsewhere`` and ``/tmp`` are refused).
-* **Symlinks.** No folder below the session cwd, and not the document, may be a symlink:
-  the local store opens each one by name relative to its parent's descriptor with
-  ``O_NOFOLLOW | O_DIRECTORY`` (never resolve-then-open), so a symlink swapped in while a
-  write is under way is refused rather than followed out of the cwd.
-* **Atomic write.** Temporary file in the same folder (``O_EXCL``), ``fsync``, then
-  ``os.rename`` (relative to the folder's descriptor) over the target and an ``fsync`` of
-  the folder: a reader sees the old
-  document or the new one, never half of one. A second full transition to the same stage
-  overwrites the file (S72g).
-
-Every refusal raises ``HandoffPathError`` (a ``UserError``: one clear line naming the path and
-the rule); operating-system failures (disk full, permission denied, a name too long) propagate
-as ``OSError``: the stage controller turns one carrying an OS error code into its catalogued
-``errors.handoff_write_failed`` message naming the document's path, and passes any other
-exception's own message through (S49).
-
-Shapes
-------
-``HandoffStore``        protocol: ``write(relative, text, *, cwd, policy=None) -> str``
-                        (absolute path of the written document).
-``LocalHandoffStore``   real filesystem, confined and atomic.
-``MemoryHandoffStore``  test double: records ``writes`` (path, text, policy) and ``policies``;
-                        ``fail_with`` makes the next write raise.
-``SandboxPolicyProvider`` optional protocol ``resolve(session) -> policy``; the controller
-                        resolves it once per write and hands the policy to the store (S71).
-"""
+A refused path raises ``HandoffPathError`` (a ``UserError``); OS failures propagate as
+``OSError``. Rules and why: ``docs/handoff-decisions.md``."""
 
 from __future__ import annotations
 

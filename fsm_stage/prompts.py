@@ -1,40 +1,18 @@
 """Templates and wording catalogs: one sandboxed jinja2 environment for the whole package.
 
-Every user-visible text of fsm_stage (review dialogs, notices, tool descriptions, command
-replies, errors shown to the model) lives in per-language YAML catalogs under
-``templates/<language>/<name>.yaml`` and is rendered through :func:`environment`. Protocol
-constants (``fsm_stage.constants``) stay in code and never go through a catalog.
+Every user-visible text (review dialogs, notices, tool descriptions, command replies, errors
+shown to the model) lives in per-language YAML catalogs ``templates/<language>/<name>.yaml``;
+protocol constants (``fsm_stage.constants``) stay in code. ``render(text, **variables)``
+renders one template, ``environment()`` is the shared environment, ``load_catalog(name,
+language, override_dir)`` returns a merged ``Catalog``.
 
-Template syntax
----------------
-``<< name >>`` inserts a variable; ``<% if x %>…<% endif %>`` is a block; ``<# … #>`` is a
-comment; a block tag alone on its line leaves no trace in the output. The delimiters were
-chosen so that markdown, JSON and the ``{{…}}`` syntax of other tools pass through unchanged.
-The environment is a ``SandboxedEnvironment`` (templates come from deployers) with no
-globals (a template reads only the variables it is given: no ``range``, ``lipsum``, ``dict``,
-``cycler``, ``joiner`` or ``namespace``), undefined variables are errors (``StrictUndefined``),
-there is no HTML autoescaping, and a trailing newline of the template is kept. Rendering is
-bounded in time and size (``fsm_stage._template_limits``): loops and calls are counted and
-timed, every string-producing operation checks its projected size against
-``MAX_RENDERED_CHARS`` before allocating, ``**`` refuses results beyond 4096 bits, and a
-value without a safe text form (a method such as ``<< name.upper >>``, a function, an object
-whose only text is its address) cannot be output. Any failure while rendering is a one-line
-``PromptTemplateError`` naming the template line when known.
-
-Catalog layering (stage-switch spec §1.17, S99–S107)
------------------------------------------------------
-``load_catalog(name, language)`` deep-merges, in this order, each file that exists:
-
-1. ``<base>/en/<name>.yaml`` (required; ``<base>`` is the shipped ``templates/`` folder);
-2. ``<override_dir>/en/<name>.yaml`` (a deployer's overrides);
-3. ``<base>/<language>/<name>.yaml`` when ``language != "en"`` (zh ships the review dialog only;
-   every other key falls back to English per key);
-4. ``<override_dir>/<language>/<name>.yaml`` when ``language != "en"``.
-
-Overlays may only override keys the English catalog defines, with the same shape (a text
-stays a text, a group stays a group): a typo in a deployer's file is an error, not a silently
-ignored key.
-"""
+Syntax: ``<< name >>`` inserts a variable, ``<% if x %>…<% endif %>`` is a block, ``<# … #>``
+a comment. The environment is sandboxed, has no globals, refuses undefined variables, does no
+HTML escaping and is bounded in time and size (``fsm_stage._template_limits``); any failure is
+a one-line ``PromptTemplateError``. A catalog merges, when present, ``<base>/en``,
+``<override_dir>/en``, ``<base>/<language>``, ``<override_dir>/<language>``; overlays may only
+override keys English defines, with the same shape (``CatalogError`` otherwise). Rules and why:
+``docs/prompts-decisions.md``."""
 
 from __future__ import annotations
 
@@ -408,7 +386,7 @@ def load_catalog(
     *,
     base_dir: Path | str | None = None,
 ) -> Catalog:
-    """Load catalog ``name`` in ``language``, merged as described in the module docstring.
+    """Load catalog ``name`` in ``language``: English, then each overlay that exists (module docs).
 
     ``base_dir`` defaults to the shipped ``templates/`` folder; ``override_dir`` is a deployer's
     folder with the same ``<language>/<name>.yaml`` layout (missing files are skipped). Every

@@ -1,52 +1,17 @@
 """Token meter: a price, in tokens, of what the model currently sees (the surface).
 
-The stage switch uses it once per ``goto_stage`` call to choose between a full and a light
-transition (stage-switch spec §1.10): with ``min_handoff_tokens`` configured, a surface priced
-at or above the threshold needs a handoff document and is archived; below it, the switch only
-appends the new stage prompt.
+The stage switch prices the surface once per ``goto_stage`` call: with ``min_handoff_tokens``
+configured, a surface at or above it takes a full transition (handoff document, surface
+archived), below it a light one (the new stage prompt is appended).
 
-Default heuristic (``HeuristicTokenMeter``)
--------------------------------------------
-DeepSeek Harness's ``dsh-token-meter`` prices the surface at "about 4 characters per token
-plus structural overhead". We do the same, deterministically:
-
-* for every surface node (``user/message``, ``assistant/message``, ``tool/result``), take the
-  *model-visible characters* of its content blocks: ``text`` / ``thinking`` text, a tool
-  call's name plus its JSON arguments, a tool result's content (recursively), and
-  ``IMAGE_TOKENS`` for an image block;
-* the text's tokens (``count_text``) split its characters (code points) into three classes,
-  each priced on its own and summed:
-
-  - **one token each** (``WIDE_CHARS``): CJK ideographs (U+3400–U+4DBF, U+4E00–U+9FFF,
-    U+F900–U+FAFF, U+20000–U+3FFFF), CJK radicals, symbols and punctuation (U+2E80–U+303F,
-    U+3200–U+33FF, U+FE30–U+FE4F), kana and bopomofo (U+3040–U+31FF), hangul (U+1100–U+11FF,
-    U+A960–U+A97F, U+AC00–U+D7FF), half-/full-width forms (U+FF00–U+FFEF) and pictographs /
-    emoji (U+1F000–U+1FAFF): BPE tokenizers spend about one token (often more) on each;
-  - **Latin** — every code point below U+0370 (ASCII, Latin-1, Latin Extended, IPA, combining
-    marks): ``ceil(n / chars_per_token)`` (default 4: the DSH meter's ratio);
-  - **other scripts** — every other code point (Greek, Cyrillic, Hebrew, Arabic, Devanagari,
-    Thai, …): ``ceil(n / (chars_per_token / 2))``, i.e. about 2 characters per token;
-
-  e.g. ``"hello мир 世界"`` = ``ceil(7/4) + ceil(3/2) + 2`` = 6 tokens;
-* tokens per node = the text's tokens + ``IMAGE_TOKENS`` per image + ``per_message_overhead``
-  (default 4: the role and separators a chat template adds around every message);
-* the surface price is the sum over the nodes the surface currently shows (replaced nodes
-  are not counted: they are archived).
-
-The heuristic is a heuristic (a real tokenizer's count for code or for a rare script can be off
-by a factor of two either way; CJK text is no longer undercounted fourfold). An orchestrator
-with a real tokenizer passes ``tokenizer=`` (a ``Callable[[str], int]`` counting the tokens of
-one string, e.g. ``lambda s: len(enc.encode(s))`` with tiktoken); the meter then uses it for
-every node's text instead of the character rule, keeping the per-message overhead. Or
-implement the ``TokenMeter`` protocol outright.
-
-Shapes
-------
-``TokenMeter``            protocol ``surface_tokens(session) -> int``.
-``HeuristicTokenMeter``   the default; ``count_text(str) -> int``, ``count_nodes(events) -> int``.
-``visible_text(event)``   the model-visible text of one surface event (used by the meter).
-``surface_events(session)`` the events a session's surface currently shows.
-"""
+``TokenMeter`` is the protocol ``surface_tokens(session) -> int``. ``HeuristicTokenMeter``,
+the default, prices each node the surface shows (``surface_events``) as the tokens of its
+model-visible text (``visible_text``) + ``IMAGE_TOKENS`` per image + ``per_message_overhead``.
+Text (``count_text``): one token per ``WIDE_CHARS`` character (CJK, kana, hangul, full-width,
+emoji), ``ceil(n / chars_per_token)`` for code points below U+0370, and
+``ceil(n / (chars_per_token / 2))`` for the rest; ``"hello мир 世界"`` = 2 + 2 + 2 = 6.
+``HeuristicTokenMeter(tokenizer=lambda s: len(enc.encode(s)))`` counts text with a real
+tokenizer instead. Rules and why: ``docs/runtime-decisions.md``."""
 
 from __future__ import annotations
 
@@ -162,7 +127,7 @@ def surface_events(session: Any) -> list[Event]:
     Accepts a runtime ``Session``, any object with a ``log`` attribute holding an
     ``EventLog``, or an ``EventLog`` itself. The log's live ``surface`` (a
     ``fsm_stage.log.surface.Surface``, kept by ``MemoryLog``/``JsonlLog``) is read in place —
-    O(surface nodes), no refold (review M1). Only an object without one (a bare event holder)
+    O(surface nodes), no refold. Only an object without one (a bare event holder)
     is folded from scratch with ``fold_surface``; one with a callable ``surface()`` uses it.
     """
     from fsm_stage.log.surface import Surface, fold_surface

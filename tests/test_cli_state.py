@@ -1,9 +1,10 @@
-"""``fsm-stage state`` (issue 3, CLI): every corpus file, --at time travel, --graph fallback, errors."""
+"""``fsm-stage state``: every corpus file, --at time travel, --graph fallback, errors."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -230,7 +231,7 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     assert code == 2 and "--at" in err
 
 
-# -- finding 13: one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) --
+# -- one CLI convention (exit 1 for bad input, `fsm-stage: ` prefix, exit 2 usage) ------------
 
 
 @pytest.mark.parametrize(
@@ -238,9 +239,11 @@ def test_checkpoint_dir_resumes_at_the_tail(tmp_path: Path) -> None:
     [(lambda p: None, "no such file"), (lambda p: p.mkdir(), "it is a directory")],
     ids=["missing", "directory"],
 )
-def test_state_unreadable_log_is_one_line_exit_1(tmp_path: Path, make: object, reason: str) -> None:
+def test_state_unreadable_log_is_one_line_exit_1(
+    tmp_path: Path, make: Callable[[Path], object], reason: str
+) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)  # type: ignore[operator]
+    make(path)
     code, out, err = invoke(str(path))
     assert code == 1 and out == ""
     assert err == f"fsm-stage: {path}: cannot read session log: {reason}\n"
@@ -306,7 +309,7 @@ def test_json_header_is_the_session_header_as_read(tmp_path: Path) -> None:
     assert written.to_json() == {k: v for k, v in full.items() if v is not None}
 
 
-# -- newuser2 finding 12: plan/mode records with an invalid payload ----------------------------------
+# -- plan/mode records with an invalid payload --------------------------------------------------
 
 
 def _plan_log(path: Path, *payloads: object) -> Path:

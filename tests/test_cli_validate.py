@@ -126,7 +126,7 @@ def test_validate_reports_every_file_and_fails_if_any_is_bad(tmp_path: Path) -> 
 
 
 def test_validate_missing_file_is_one_line_error_exit_1(tmp_path: Path) -> None:
-    """Finding 13: an unreadable input is `fsm-stage: PATH: cannot read …` on stderr, exit 1."""
+    """An unreadable input is `fsm-stage: PATH: cannot read …` on stderr, exit 1."""
     missing = tmp_path / "nope.yaml"
     code, out, err = _run("validate", str(missing))
     assert code == 1
@@ -199,7 +199,7 @@ def test_validate_prints_warnings_but_exits_0_without_strict(tmp_path: Path) -> 
     )
     code, out, err = _run("validate", str(path))
     assert code == 0
-    # finding 15: a warning says so, and the summary counts it
+    # a warning says so, and the summary counts it
     assert out.startswith(f"{path}:3:12: warning: stages[1].name: ")
     assert "unreachable" in out and len(out.splitlines()) == 1
     assert err == f"{path}: ok (stage graph 'island' with 2 stages; 1 warning)\n"
@@ -212,7 +212,7 @@ def test_validate_prints_warnings_but_exits_0_without_strict(tmp_path: Path) -> 
 
 
 def test_validate_summary_counts_several_warnings(tmp_path: Path) -> None:
-    """Finding 15: two warnings (an unreachable stage, a terminal stage under a section that
+    """Two warnings (an unreachable stage, a terminal stage under a section that
     lists << stage_targets >>) print as warning lines; the summary says `2 warnings`."""
     path = tmp_path / "g.yaml"
     path.write_text(

@@ -1,4 +1,4 @@
-"""Newuser2 findings 3, 4 and 5 on the graph ``section`` template: only ``stage_current`` and
+"""The graph ``section`` template: only ``stage_current`` and
 ``stage_targets`` may be read, a section that fails when rendered with the graph's own stage
 names is a positioned problem at validate time, and the "renders empty" warning fires only when
 the section lists ``<< stage_targets >>`` plainly (stage-switch spec §1.8, S31–S34)."""
@@ -27,7 +27,7 @@ def _problems(section_yaml: str, stages: str = STAGES, *, strict: bool = False) 
      ('"<< namespace() >>"', "namespace"), ('"<< cycler(1) >>"', "cycler"), ('"<< joiner() >>"', "joiner")],
 )
 def test_section_may_read_only_stage_current_and_stage_targets(section: str, name: str) -> None:
-    """Bug 4 (brk/ssti2.yaml): jinja's default globals are unknown variables, at ``section``."""
+    """Jinja's default globals are unknown variables, at ``section``."""
     (line,) = _problems(section)
     assert line.startswith("g.yaml:1:10: section: ") and name in line
 
@@ -42,7 +42,7 @@ def test_section_may_read_only_stage_current_and_stage_targets(section: str, nam
     ],
 )
 def test_section_that_fails_when_rendered_is_a_positioned_problem(section: str) -> None:
-    """Bug 3/4: the section is trial-rendered with the graph's stage names, so a runtime error
+    """The section is trial-rendered with the graph's stage names, so a runtime error
     is one positioned line from validate rather than a traceback from simulate."""
     (line,) = _problems(section)
     assert line.startswith("g.yaml:1:10: section: ")
@@ -58,7 +58,7 @@ def test_section_that_fails_only_for_one_stage_is_found() -> None:
 
 
 def test_section_branching_on_stage_targets_gets_no_renders_empty_warning() -> None:
-    """Bug 5 (w/bugfix.yaml): a section that tests ``stage_targets`` handles the empty case."""
+    """A section that tests ``stage_targets`` handles the empty case."""
     text = (
         "section: '<% if stage_targets %>one of << stage_targets >><% else %>stay<% endif %>'\n"
         "stages:\n  - {name: a, instruction: b, targets: [c]}\n  - {name: c, instruction: d, targets: []}\n"

@@ -1,7 +1,6 @@
-"""Regression tests for the fresh-user findings on stage-graph files (5, 9, 15) and the
-loader crash on tagged plugin lists found by the benchmark helper.
-
-Each test names the finding it guards. Behaviour IDs: S5 (stage names are safe file names).
+"""User mistakes in stage-graph files: overlong names, a plugin entry naming another package,
+a terminal stage whose guidance lists targets, tagged plugin lists, and the positioned-problem
+helpers. Behaviour IDs: S5 (stage names are safe file names).
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def _problems(text: str, **kw: Any) -> list[str]:
     return info.value.problems
 
 
-# -- finding 5: a stage name becomes `<stage>.md`, so it has a maximum length ----------------
+# -- a stage name becomes `<stage>.md`, so it has a maximum length ----------------------------
 
 
 def test_s5_stage_name_of_max_length_is_accepted() -> None:
@@ -45,7 +44,7 @@ def test_s5_stage_name_of_max_length_is_accepted() -> None:
     assert cfg.graph is not None and cfg.graph.stages[0].name == name
 
 
-def test_s5_finding5_overlong_stage_name_is_one_positioned_problem() -> None:
+def test_s5_overlong_stage_name_is_one_positioned_problem() -> None:
     name = "a" * 300
     (line,) = _problems(f"stages:\n  - name: {name}\n    instruction: x\n{SECTION}")
     assert line.startswith("g.yaml:2:11: stages[0].name: ")
@@ -54,7 +53,7 @@ def test_s5_finding5_overlong_stage_name_is_one_positioned_problem() -> None:
     assert name not in line  # the message stays readable
 
 
-def test_finding5_overlong_name_in_the_plugin_form() -> None:
+def test_overlong_name_in_the_plugin_form() -> None:
     name = "b" * (MAX_NAME_LENGTH + 1)
     text = (
         "- id: stage-switch\n  config:\n    stages:\n"
@@ -64,7 +63,7 @@ def test_finding5_overlong_name_in_the_plugin_form() -> None:
     assert line.startswith("g.yaml:4:15: [0].config.stages[0].name: ")
 
 
-def test_finding5_overlong_guard_name_is_refused() -> None:
+def test_overlong_guard_name_is_refused() -> None:
     guard = "g" * (MAX_NAME_LENGTH + 1)
     text = (
         "stages:\n  - name: a\n    instruction: x\n    targets: [{to: b, guards: ["
@@ -76,7 +75,7 @@ def test_finding5_overlong_guard_name_is_refused() -> None:
     assert "stages[0].targets[0].guards[0]" in line and f"at most {MAX_NAME_LENGTH}" in line
 
 
-def test_finding5_schema_carries_the_length_limit() -> None:
+def test_schema_carries_the_length_limit() -> None:
     """The JSON Schema gets ``maxLength`` from the same field metadata the loader reads."""
     defs = json_schema()["$defs"]
     assert defs["StageConfig"]["properties"]["name"]["maxLength"] == MAX_NAME_LENGTH
@@ -88,7 +87,7 @@ def test_finding5_schema_carries_the_length_limit() -> None:
     assert StageConfig.__attrs_attrs__.name.metadata["rule"].max_length == MAX_NAME_LENGTH
 
 
-# -- finding 9: the plugin entry `name` must be the package fsm_stage implements --------------
+# -- the plugin entry `name` must be the package fsm_stage implements --------------------------
 
 _PLUGIN = """\
 - id: stage-switch
@@ -105,24 +104,24 @@ _PLUGIN = """\
     "name",
     ["'@ai4rpg/dsh-stage-switch'", "dsh-stage-switch", "'@myfork/dsh-stage-switch'"],
 )
-def test_finding9_plugin_name_of_the_stage_switch_package_is_accepted(name: str) -> None:
+def test_plugin_name_of_the_stage_switch_package_is_accepted(name: str) -> None:
     load_config_text(_PLUGIN.format(name=name))
 
 
 @pytest.mark.parametrize("name", ["'@totally/wrong'", "'@deepseek-ai/dsh-plan-mode'", "stage-switch"])
-def test_finding9_plugin_name_of_another_package_is_a_positioned_problem(name: str) -> None:
+def test_plugin_name_of_another_package_is_a_positioned_problem(name: str) -> None:
     (line,) = _problems(_PLUGIN.format(name=name))
     assert line.startswith("g.yaml:2:9: [0].name: ")
     assert "@ai4rpg/dsh-stage-switch" in line
 
 
-def test_finding9_plan_mode_entry_name_is_checked_too() -> None:
+def test_plan_mode_entry_name_is_checked_too() -> None:
     text = "- id: plan-mode\n  name: '@ai4rpg/dsh-stage-switch'\n  config: {section: s}\n"
     (line,) = _problems(text)
     assert line.startswith("g.yaml:2:9: [0].name: ") and "@deepseek-ai/dsh-plan-mode" in line
 
 
-def test_finding9_schema_refuses_a_wrong_plugin_name() -> None:
+def test_schema_refuses_a_wrong_plugin_name() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     doc = [{"id": "stage-switch", "name": "@totally/wrong", "config": {"stages": [], "section": "s"}}]
     validator = jsonschema.Draft202012Validator(json_schema())
@@ -132,10 +131,10 @@ def test_finding9_schema_refuses_a_wrong_plugin_name() -> None:
     assert validator.is_valid(doc)
 
 
-# -- finding 15: a terminal stage with guidance that lists the targets -----------------------
+# -- a terminal stage with guidance that lists the targets -----------------------------------
 
 
-def test_finding15_terminal_stage_with_stage_targets_in_section_is_a_warning() -> None:
+def test_terminal_stage_with_stage_targets_in_section_is_a_warning() -> None:
     text = (
         "stages:\n  - name: a\n    instruction: x\n    targets: [b]\n"
         "  - name: b\n    instruction: y\n    targets: []\n"
@@ -147,7 +146,7 @@ def test_finding15_terminal_stage_with_stage_targets_in_section_is_a_warning() -
     assert "<< stage_targets >>" in w.message and "no way out" in w.message
 
 
-def test_finding15_terminal_stage_without_stage_targets_in_section_is_fine() -> None:
+def test_terminal_stage_without_stage_targets_in_section_is_fine() -> None:
     text = (
         "stages:\n  - name: a\n    instruction: x\n    targets: [b]\n"
         "  - name: b\n    instruction: y\n    targets: []\n"
@@ -156,7 +155,7 @@ def test_finding15_terminal_stage_without_stage_targets_in_section_is_fine() -> 
     assert load_config_text(text).warnings == ()
 
 
-def test_finding15_terminal_stage_warning_is_an_error_under_strict() -> None:
+def test_terminal_stage_warning_is_an_error_under_strict() -> None:
     text = (
         "stages:\n  - name: a\n    instruction: x\n    targets: []\n"
         "section: 'one of << stage_targets >>'\n"
@@ -165,7 +164,7 @@ def test_finding15_terminal_stage_warning_is_an_error_under_strict() -> None:
     assert line.startswith("g.yaml:4:14: stages[0].targets: ")
 
 
-def test_finding15_plugin_form_section_with_dsh_variable_warns_only_with_terminal_stage() -> None:
+def test_plugin_form_section_with_dsh_variable_warns_only_with_terminal_stage() -> None:
     """The plugin form cannot write targets: every stage has a way out, no warning."""
     text = (
         "- id: stage-switch\n  config:\n    stages:\n      - {name: a, instruction: x}\n"

@@ -416,7 +416,7 @@ def test_cli_draw_usage_errors(tmp_path: Path) -> None:
 
 
 def test_cli_draw_unknown_stage_depends_on_the_file_exit_1() -> None:
-    """Second fresh user, finding 9: whether `--stage NAME` exists depends on the file's content,
+    """Whether `--stage NAME` exists depends on the file's content,
     so it is a one-line `fsm-stage: …` error with exit 1, not a usage error (exit 2)."""
     line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "--stage", "nope"]),
                            "'nope' is not a stage of")
@@ -456,8 +456,8 @@ def _one_error_line(result: Result, fragment: str) -> str:
 def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Finding 3: `-o nodir/x.svg` used to end in a FileNotFoundError traceback from mkstemp.
-    The folder is checked before rendering, so no renderer is needed (and none is run)."""
+    """`-o nodir/x.svg` is one line, not a FileNotFoundError traceback from mkstemp. The folder
+    is checked before rendering, so no renderer is needed (and none is run)."""
     from fsm_stage.cli import draw_cmds
 
     def no_render(dot: str, fmt: str) -> bytes:
@@ -474,7 +474,7 @@ def test_cli_draw_into_a_missing_folder_is_one_line_and_leaves_nothing(
 
 @pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux /sys (not writable, even as root)")
 def test_cli_draw_into_an_unwritable_folder_is_one_line() -> None:
-    """Finding 3: `-o /sys/x.svg` used to end in a PermissionError traceback from mkstemp."""
+    """`-o /sys/x.svg` is one line, not a PermissionError traceback from mkstemp."""
     line = _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", "/sys/x.mmd"]),
                            "/sys/x.mmd: cannot write diagram")
     assert "mkstemp" not in line
@@ -498,13 +498,13 @@ def test_cli_draw_onto_a_directory_is_one_line_and_leaves_it_alone(tmp_path: Pat
 
 
 def test_cli_draw_refuses_to_overwrite_its_own_graph(tmp_path: Path) -> None:
-    """`-o` naming GRAPH itself (finding 2's pattern): refused, the graph file unchanged."""
+    """`-o` naming GRAPH itself: refused, the graph file unchanged."""
     path = tmp_path / "g.yaml"
     path.write_text(AWKWARD_YAML)
     result = CliRunner().invoke(main, ["draw", str(path), "--format", "mermaid", "-o", str(path)])
     _one_error_line(result, "is the input stage graph")
     assert path.read_text() == AWKWARD_YAML
-    # second fresh user, finding 9: the same without --format (the .yaml suffix names no format)
+    # the same without --format (the .yaml suffix names no format)
     result = CliRunner().invoke(main, ["draw", str(path), "-o", str(path)])
     assert _one_error_line(result, "cannot write diagram: it is the input stage graph").startswith(
         f"fsm-stage: {path}: ")
@@ -512,7 +512,7 @@ def test_cli_draw_refuses_to_overwrite_its_own_graph(tmp_path: Path) -> None:
 
 
 def test_cli_draw_writes_files_with_umask_permissions(tmp_path: Path) -> None:
-    """Finding 14: `-o` files were 0600 (mkstemp); they follow the umask like any other file."""
+    """`-o` files follow the umask like any other file (not mkstemp's 0600)."""
     old = os.umask(0o022)
     try:
         result = CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", str(tmp_path / "g.mmd")])
@@ -551,7 +551,7 @@ def test_cli_draw_unreadable_graph_is_one_line_exit_1(
 
 
 def test_cli_draw_marks_config_warnings_as_warnings(tmp_path: Path) -> None:
-    """Finding 15's pattern: a warning (unreachable stage) printed bare looks like an error;
+    """A warning (unreachable stage) printed bare looks like an error;
     `draw` prefixes it `fsm-stage: warning:` and keeps its position (exit 0, diagram written)."""
     path = tmp_path / "unreachable.yaml"
     path.write_text(

@@ -120,5 +120,5 @@ def test_type_checking_and_function_imports_are_ignored() -> None:
         "import x\nif TYPE_CHECKING:\n    import y\ndef f():\n    import z\n"
         "try:\n    import w\nexcept ImportError:\n    pass\n"
     )
-    names = [a.name for node in _module_level_imports(tree) for a in node.names]  # type: ignore[union-attr]
+    names = [a.name for node in _module_level_imports(tree) for a in node.names]
     assert names == ["x", "w"]

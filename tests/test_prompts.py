@@ -300,11 +300,11 @@ def test_shipped_catalogs_load_in_every_language() -> None:
         assert en.keys() == zh.keys(), name
 
 
-# --------------------------------------------------------------------------- findings (newuser2 bugs 3, 4, 5)
+# --------------------------------------------------------------------------- sandbox, errors, empty output
 
 
 def test_environment_exposes_no_globals() -> None:
-    """Bug 4: a template sees only the variables it is given: no ``lipsum``, ``range``,
+    """A template sees only the variables it is given: no ``lipsum``, ``range``,
     ``dict``, ``cycler``, ``joiner`` or ``namespace`` from jinja's defaults."""
     assert dict(environment().globals) == {}
     for name in ("lipsum", "range", "dict", "cycler", "joiner", "namespace"):
@@ -327,7 +327,7 @@ def test_environment_exposes_no_globals() -> None:
 def test_any_template_runtime_error_is_a_one_line_prompt_template_error(
     text: str, variables: dict[str, str]
 ) -> None:
-    """Bug 3: a template that blows up at render time is a ``PromptTemplateError`` (a
+    """A template that blows up at render time is a ``PromptTemplateError`` (a
     ``UserError``) with one line, never an OverflowError/SecurityError/MemoryError traceback;
     the output is bounded, so a loop that explodes is refused rather than filling memory."""
     with pytest.raises(PromptTemplateError) as info:
@@ -337,7 +337,7 @@ def test_any_template_runtime_error_is_a_one_line_prompt_template_error(
 
 
 def test_section_lists_targets_plainly_only_for_bare_outputs() -> None:
-    """Bug 5: the "renders empty" cases: bare ``<< stage_targets >>`` outputs only."""
+    """The "renders empty" cases: bare ``<< stage_targets >>`` outputs only."""
     from fsm_stage.prompts import section_lists_targets_plainly
 
     assert section_lists_targets_plainly("one of << stage_targets >>.")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 from test_config_bad_graphs import BAD_GRAPHS, BadGraph
 
+from fsm_stage._yaml.core_schema import CoreResolver
 from fsm_stage.config import GraphConfig, InvalidConfigError, StageConfig, load_config, load_config_text
 from fsm_stage.resources import data_dir
 from fsm_stage.schema import SCHEMA_FILE_NAME, json_schema, schema_text
@@ -34,7 +35,10 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def _data(text: str) -> Any:
-    return YAML(typ="safe", pure=True).load(text)
+    """The data an editor validates: YAML 1.2 core schema (``1_000`` is a string)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.Resolver = CoreResolver
+    return yaml.load(text)
 
 
 def test_schema_is_valid_draft_2020_12(validator: jsonschema.Draft202012Validator) -> None:

@@ -78,14 +78,16 @@ def _plain_resolvers() -> dict[Any, list[tuple[str, Any]]]:
 
 
 def _resolve_plain(value: str) -> str:
-    """The tag ruamel gives the plain (unquoted, untagged) scalar ``value``."""
+    """The tag ruamel gives the plain (unquoted, untagged) scalar ``value`` (as ``CoreResolver``)."""
+    from fsm_stage._yaml.core_schema import core_tag
+
     table = _plain_resolvers()
     candidates = table.get(value[0] if value else "", [])
     if None in table:
         candidates = candidates + table[None]
     for tag, regex in candidates:
         if regex.match(value):
-            return tag
+            return core_tag(tag, value)  # numbers as editors read them (YAML 1.2 core schema)
     return _STR_TAG
 
 

@@ -158,7 +158,10 @@ def parse_yaml(text: str, report: ProblemReport) -> tuple[bool, object]:
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    from fsm_stage._yaml.core_schema import CoreResolver
+
     yaml = YAML(typ="rt", pure=True)
+    yaml.Resolver = CoreResolver  # numbers as editors read them (YAML 1.2 core schema)
     yaml.allow_duplicate_keys = False
     try:
         return True, yaml.load(text)

@@ -5,17 +5,12 @@ Each concept keeps its commands in its own module (``graph_cmds``: validate, sch
 ``COMMANDS``. The group loads a module only when one of its commands runs, so
 ``fsm-stage validate`` never imports the simulator.
 
-The CLI convention (every command): exit 0 on success; exit 1 for invalid input, printed
-without a traceback on stderr: a ``ConfigError`` as its positioned lines
-``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` as ``fsm-stage: <message>`` (an
-input file that is missing, a directory, binary or not UTF-8 is
-``fsm-stage: PATH: cannot read WHAT: reason``, from ``fileio.read_text_input``); exit 2 only for
-click usage errors (unknown option, missing argument, a bad option value such as ``--at -1``);
-exit 130 on Ctrl-C (SIGINT), without a traceback. ``-h`` is ``--help`` everywhere; an input
-argument ``-`` is standard input, and pipes/FIFOs are spooled to a temporary file
-(``fsm_stage.cli.inputs``). Every JSON output carries ``"format_version": JSON_FORMAT_VERSION``
-(docs/cli.md lists every key).
-"""
+Every command follows one convention: exit 0 on success; exit 1 for invalid input, printed on
+stderr without a traceback (a ``ConfigError`` as its positioned lines
+``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` as ``fsm-stage: <message>``); exit
+2 only for click usage errors; exit 130 on Ctrl-C. ``-h`` is ``--help``; an input argument ``-``
+is standard input (``fsm_stage.cli.inputs``); JSON output starts with ``"format_version":
+JSON_FORMAT_VERSION``. docs/cli.md describes every command, flag and JSON key."""
 
 from __future__ import annotations
 

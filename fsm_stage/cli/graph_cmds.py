@@ -1,20 +1,15 @@
-"""``fsm-stage validate`` and ``fsm-stage schema`` (stage-graph files; issue: stage graphs).
+"""``fsm-stage validate`` and ``fsm-stage schema``: check stage-graph files, print their schema.
 
-``validate PATH... [--strict] [--json]`` reads every file (``fileio.read_text_input``) and
-loads it with ``load_config_text``. Text output: every error as one line
-``PATH:LINE:COLUMN: KEY: message`` and every warning as ``PATH:LINE:COLUMN: warning: KEY:
-message`` on stdout, then ``PATH: ok (…; N warnings)`` on stderr for each valid file; a file
-that cannot be read (missing, a directory, binary, not UTF-8) is one line
-``fsm-stage: PATH: cannot read stage graph: reason`` on stderr and the other files are still
-checked. PATH ``-`` reads standard input (named ``<stdin>`` in messages). ``--json`` prints
-one JSON object ``{"format_version": 1, "ok": bool, "problems": [...]}`` on stdout, each
-problem ``{path, line, column, key, message, severity}`` (an unreadable file is a ``(file)``
-record at 1:1).
-Exit status (the CLI convention): 0 every file valid (warnings allowed unless ``--strict``),
-1 some file invalid or unreadable, 2 click usage error. Never a traceback for bad input.
+``validate PATH... [--strict] [--json]`` reads each file (``-`` is standard input) with
+``fileio.read_text_input`` and loads it with ``load_config_text``. Text output: each problem
+as one line ``PATH:LINE:COLUMN: [warning: ]KEY: message`` on stdout and ``PATH: ok (…)`` on
+stderr per valid file; an unreadable file is one ``fsm-stage: PATH: cannot read stage graph:
+reason`` line and the other files are still checked. ``--json`` prints ``{"format_version",
+"ok", "problems": [{path, line, column, key, message, severity}]}``. Exit 0 when every file is
+valid (warnings allowed unless ``--strict``), 1 otherwise, 2 for usage errors.
 
 ``schema`` prints the JSON Schema (draft 2020-12) of stage-graph files (``fsm_stage.schema``).
-"""
+See docs/cli.md."""
 
 from __future__ import annotations
 

@@ -1,20 +1,14 @@
 """Input paths of the command line: ``-`` for standard input, pipes and FIFOs spooled to disk.
 
-``spooled(arg)`` is a context manager that yields a path any reader can open *and seek*:
-
-* ``-`` (standard input) and a non-seekable path (``/dev/stdin`` on a pipe, a shell
-  ``<(…)`` process substitution, a FIFO, a character device) are copied in 1 MiB chunks into
-  a private temporary file (bounded by disk, not by memory), removed on exit;
-* a regular file, a missing path or a directory is yielded unchanged, so the reader reports
-  it with its usual one-line error.
-
-``display_name(arg)`` is what messages call the input (``<stdin>`` for ``-``), and
-``read_text_arg(arg, what=…)`` reads a UTF-8 text input (``-`` included) with
-``fileio.read_text_input``'s one-line errors. Use::
+``spooled(arg)`` yields a path any reader can open and seek: ``-`` and non-seekable paths (a
+pipe, ``<(…)``, a FIFO, a character device) are copied in 1 MiB chunks into a private
+temporary file, removed on exit; a regular file, a missing path or a directory is yielded
+unchanged, so the reader reports it with its usual one-line error. ``display_name(arg)`` is
+what messages call the input (``<stdin>`` for ``-``); ``read_text_arg(arg, what=…)`` reads a
+UTF-8 text input with ``fileio.read_text_input``'s one-line errors. Use::
 
     with spooled(arg) as path:
-        result = read_log(path)
-"""
+        result = read_log(path)"""
 
 from __future__ import annotations
 

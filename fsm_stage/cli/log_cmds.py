@@ -1,26 +1,15 @@
 """``fsm-stage state``: fold a session log (DSH or fsm_stage) and print what it says.
 
-``state LOG [--graph GRAPH] [--at SEQ] [--json] [--strict]`` prints the header (id, cwd,
-origin, delegation depth, parent), the event count, the open turn, plan mode
-``{active, pending}``, the current stage (the graph's initial stage when the log has no stage
-record and ``--graph`` is given), what the last ``request/header`` told the model, the
-surface length and any warnings (torn tail, unknown event types, surface problems, and
-``plan/mode`` records with an invalid payload: plan mode is then the last *valid* record's
-value, B105–B108; ``--strict`` refuses such a log).
-``--at SEQ`` folds only events ``0..SEQ`` (time travel). ``--checkpoint-dir DIR`` keeps
-projection checkpoints (``fsm_stage.log.checkpoints``) so a later read of a grown log seeks to
-the tail and folds only the new events (the surface is not folded in that mode). LOG and
-``--graph`` may be ``-`` (standard input); a non-seekable LOG is spooled to a temporary file
-(``fsm_stage.cli.inputs``). ``--json`` keys are snake_case, with ``format_version`` first
-(docs/cli.md). A progress bar (``fsm_stage.cli.progress``: ``reading log``, then ``folding``)
-appears on stderr when the command runs more than half a second and stderr is a terminal.
-
-Exit status (the CLI convention, see ``fsm_stage.cli``): 0 on success; 1 for invalid input
-(LOG or ``--graph`` missing / a directory / unreadable: ``fsm-stage: PATH: cannot read …``;
-not a session log, newer format, corruption, ``--at`` past the end: ``fsm-stage: …``; a bad
-graph: its positioned lines); 2 for click usage errors (unknown option, ``--at -1``,
-``--at`` with ``--checkpoint-dir``).
-"""
+``state LOG [--graph GRAPH] [--at SEQ] [--json] [--strict] [--checkpoint-dir DIR]`` prints the
+header, the event count, the open turn, plan mode ``{active, pending}``, the current stage
+(the graph's initial stage when the log has none and ``--graph`` is given), what the last
+``request/header`` told the model, the surface length and any warnings (torn tail, unknown
+event types, surface problems, invalid ``plan/mode`` payloads; ``--strict`` refuses such a
+log). ``--at SEQ`` folds only events ``0..SEQ``; ``--checkpoint-dir`` keeps projection
+checkpoints (``fsm_stage.log.checkpoints``) so a later read folds only new events. LOG and
+``--graph`` may be ``-``; a non-seekable LOG is spooled (``fsm_stage.cli.inputs``). A progress
+bar (``fsm_stage.cli.progress``) shows on a terminal after half a second. Exit status follows
+the CLI convention (``fsm_stage.cli``); docs/cli.md lists the JSON keys."""
 
 from __future__ import annotations
 

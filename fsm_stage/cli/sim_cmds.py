@@ -5,6 +5,10 @@
     prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
 ``scenario LOG [--graph GRAPH] [-o OUT.yaml] [--id ID]``
     prints (or writes) a scenario (YAML) replaying a recorded DSH session log.
+
+``SCENARIO`` and ``LOG`` may be ``-`` (standard input) or a pipe/FIFO (``fsm_stage.cli.inputs``);
+a scenario read from standard input anchors its relative ``graph:`` at the current folder.
+``--json`` prints one JSON object per model request, ``format_version`` first (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from pathlib import Path
 
 import click
 
+from fsm_stage.cli import JSON_FORMAT_VERSION
+from fsm_stage.cli.inputs import STDIN, display_name, read_text_arg, spooled
 from fsm_stage.config import load_config, load_config_text
 from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
 from fsm_stage.errors import UserError
@@ -24,12 +30,12 @@ from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.projections import stage_from_event
 from fsm_stage.resources import data_dir
-from fsm_stage.scenario import SessionSettings, dump_scenario, load_scenario, replay_events
+from fsm_stage.scenario import Scenario, SessionSettings, dump_scenario, load_scenario_text, replay_events
 from fsm_stage.simulate import prepare, render_human, simulate
 
 
 @click.command("simulate")
-@click.argument("scenarios", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--log", "log_path", type=click.Path(),
               help="Also write the DSH-shaped session log (JSONL) here (parent folders are created), "
                    "or to postgresql://…?session=ID. "
@@ -55,10 +61,12 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool,
     """
     if log_path is not None and len(scenarios) > 1:
         raise click.UsageError("--log takes one scenario")
+    if sum(str(p) == STDIN for p in scenarios) > 1:
+        raise click.UsageError("standard input (-) can be read only once")
     parsed, problems = [], list[UserError]()
     for path in scenarios:  # every file's mistakes are reported before anything runs
         try:
-            parsed.append(load_scenario(path))
+            parsed.append(_load_scenario(path))
         except UserError as err:
             problems.append(err)
     for scenario in parsed:  # and their names checked against the graph each one runs under
@@ -75,9 +83,17 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool,
         # one subfolder per session, named like its handoff folder: never a path, never too long
         work = cwd / session_segment(scenario.session_id) if cwd is not None and len(parsed) > 1 else cwd
         result = simulate(scenario, graph=graph, log_path=log_path, replace_log=force, cwd=work)
+        if log_path is not None and cwd is None and scenario.session.cwd is None:  # once the log exists
+            from fsm_stage.log.postgres import redact
+
+            click.echo(f"fsm-stage: warning: --log without --cwd: the header of {redact(log_path)} names a "
+                       "temporary folder that was deleted after the run (pass --cwd DIR to keep it and its "
+                       "handoff documents)", err=True)
         if as_json:
             for record in result.records:
-                click.echo(json.dumps({"scenario": scenario.path, **record.to_json()}, ensure_ascii=False))
+                record_json = {"format_version": JSON_FORMAT_VERSION, "scenario": scenario.path,
+                               **record.to_json()}
+                click.echo(json.dumps(record_json, ensure_ascii=False))
             for warning in result.warnings:
                 click.echo(f"fsm-stage: warning: {warning}", err=True)
             for failure in result.failures:
@@ -91,6 +107,13 @@ def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool,
         click.echo(f"\n{len(parsed) - failed} of {len(parsed)} scenarios passed")
     if failed:
         sys.exit(1)
+
+
+def _load_scenario(arg: Path) -> Scenario:
+    """Read the scenario ``arg`` (``-`` = standard input, named ``<stdin>``; a pipe or FIFO is read
+    once). From standard input, a relative ``graph:`` / ``session.cwd`` is anchored at the current
+    folder; from any other path, at that path's folder (as for a file)."""
+    return load_scenario_text(read_text_arg(arg, what="scenario"), display_name(arg))
 
 
 #: shipped graphs a replay may default to, in order of preference
@@ -133,7 +156,8 @@ def _graph_reference(graph: Path, output: Path | None) -> str:
 
 
 @click.command("scenario")
-@click.argument("location", metavar="LOG", type=click.Path())  # a str: postgresql:// keeps its //
+# LOG is a str: postgresql:// keeps its //
+@click.argument("location", metavar="LOG", type=click.Path(allow_dash=True))
 @click.option("--graph", type=click.Path(path_type=Path), default=None,
               help="The stage-graph file the replay runs under (written as the scenario's `graph:`, "
                    "relative to --output, else absolute; a graph shipped inside the installed package "
@@ -162,13 +186,19 @@ def scenario_cmd(location: str, graph: Path | None, output: Path | None, session
     log: Path | None = None
     if is_postgres_location(location):  # LOG is postgresql://…?session=ID
         res, shown, name = read_postgres(location), redact(location), f"session {split_location(location)[1]}"
+    elif location == STDIN:
+        with spooled(location) as seekable:  # copied to a temporary file first: the reader seeks
+            res = read_log(seekable)
+        shown = name = display_name(location)
     else:
         log = Path(location)
         if log.is_dir():
             raise UserError(f"{log}: cannot read session log: it is a directory")
         if not log.exists():
             raise UserError(f"{log}: cannot read session log: no such file")
-        res, shown, name = read_log(log), str(log), log.name
+        with spooled(log) as seekable:  # a pipe or FIFO is spooled; a regular file is read in place
+            res = read_log(seekable)
+        shown, name = str(log), log.name
     for warning in res.warnings:
         click.echo(f"fsm-stage: warning: {warning}", err=True)
     stages = {s for s in (stage_from_event(ev) for ev in res.events) if s is not None}

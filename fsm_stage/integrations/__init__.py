@@ -1,4 +1,4 @@
-"""Integrations with model APIs and agent frameworks (DESIGN.md §3, issue 12).
+"""Integrations with model APIs and agent frameworks.
 
 ``fsm_stage.integrations.convert``: a ``Request`` as OpenAI Chat / Responses / Anthropic
 Messages arguments, and provider replies back to fsm_stage's reply shape.

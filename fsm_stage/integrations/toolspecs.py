@@ -1,4 +1,4 @@
-"""Tool-spec exports (issue 12 item 2): re-exports ``fsm_stage.runtime.toolspecs`` and adds
+"""Tool-spec exports: re-exports ``fsm_stage.runtime.toolspecs`` and adds
 ``goto_stage_spec_for``, the ``goto_stage`` spec with ``stage`` as an ``enum`` of a graph's
 stages (it needs the stage switch's catalog, a layer above the runtime)."""
 

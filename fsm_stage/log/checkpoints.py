@@ -1,40 +1,16 @@
-"""Projection checkpoints: cold reads of a JSONL log that seek to the tail (dsh-log-format §6.3, §9.2.6).
+"""Projection checkpoints: cold reads of a JSONL log that seek to the tail instead of refolding.
 
-A ``Checkpoint`` records, for one log file:
+``CheckpointStore(directory)`` keeps one JSON ``Checkpoint`` per log file (named after a hash
+of the log's resolved path; writes are atomic and fail-soft; nothing is written beside the
+log, so read-only DSH logs can be checkpointed). A checkpoint holds the log's identity, the
+watermark (last folded ``seq``, the byte offset and digest of its line, the file size, device,
+inode and mtime) and one ``{ver: STATE_VERSION, state}`` row per projection key.
 
-* the log identity ``(id, createdAt, cwd)`` from its header (a recreated id or swapped file
-  is discarded);
-* the watermark ``seq`` (last event reflected), the byte ``offset`` of the start of the line
-  holding it, the seq ``line_seq0`` that line starts with (packed rows hold several events),
-  a SHA-256 prefix of that line and the committed file ``size``;
-* a SHA-256 prefix of the header line, and the file's ``(st_dev, st_ino)`` and
-  ``st_mtime_ns`` when the checkpoint was taken;
-* one row per projection key: ``{ver: STATE_VERSION, state: projection.dump(state)}``.
-
-``CheckpointStore(directory)`` keeps one JSON file per log in ``directory``, named after a
-hash of the log's resolved path (``<sha256[:32]>.json``); writes go through
-``fileio.atomic_write`` and are fail-soft. Nothing is ever written next to the log itself, so
-read-only DSH logs can be checkpointed too.
-
-``cold_fold(path, projections, store=…)`` validates the header, and if a checkpoint matches it
-seeks to the watermark line and folds only the newer events; on any mismatch it refolds from
-the start. It then writes a fresh checkpoint (the cache may lag the log, never lead it: it
-only ever reflects committed lines). A checkpoint matches when all of these hold:
-
-* same identity and the same header line bytes;
-* the same file (device and inode): a log replaced by rename (editors, ``cp`` to a temp
-  file and back, atomic writers) is refolded;
-* the file is not shorter than recorded; if it has exactly the recorded size, its
-  modification time is unchanged too (appends only grow a log, so a same-size file with a
-  newer time was rewritten in place);
-* the watermark line has the recorded bytes at the recorded offset;
-* every requested projection has a row with its ``STATE_VERSION`` that loads.
-
-Known limit (no full rehash, which would cost the O(log) read checkpoints avoid): an in-place
-rewrite of bytes strictly before the watermark line that keeps the watermark line, the inode
-and the header, and either keeps the size and modification time (deliberate tampering) or is
-followed by an append, is not detected. DSH and fsm_stage logs are append-only.
-"""
+``cold_fold(path, projections, store=…)`` validates the header and, when a checkpoint still
+matches the file, folds only the events after the watermark; on any mismatch it refolds from
+the start. It then writes a fresh checkpoint, which only ever reflects committed lines.
+``checkpoint_log(store, log, cursors)`` checkpoints a log this process is writing. What a
+match requires, and its known limit: ``docs/log-decisions.md`` (Projection checkpoints)."""
 
 from __future__ import annotations
 

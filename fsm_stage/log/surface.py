@@ -1,21 +1,17 @@
 """The surface: the ordered list of model-visible node seqs, folded from ``surfaceOp``.
 
-Rules (dsh-log-format.md §3, stage-switch-spec.md §1.1 and §1.13):
+``Surface`` folds incrementally (``apply``; ``probe()`` checks a batch without changing it);
+``fold_surface(events)`` folds a whole log. Rules (DSH session-log format §3):
 
-* Only the surface types (``user/message``, ``assistant/message``, ``tool/result``, plus
-  ``system/message`` for fsm_stage's protected head) may carry a ``surfaceOp`` or
-  ``sourceEventSeqs``.
-* ``"append"`` pushes the event's seq.
-* ``Replace(start, end)`` finds the list **positions** of the boundary seqs ``start`` and
-  ``end`` (both must be on the surface, start not after end), splices out that inclusive run,
-  puts the replacing event's seq in its place and bumps ``replace_generation``. ``start`` and
-  ``end`` are boundary seqs, not a numeric interval: after an earlier replace ``start`` may
-  be numerically greater than ``end``. A replace must cite every shadowed node in
-  ``sourceEventSeqs``.
-* Optional protected system head (stage-switch §1.13): when node 0 is a ``system/message``,
-  a replace covering node 0 is refused unless the replacing event is itself a
-  ``system/message`` over exactly that node.
-"""
+* only ``SURFACE_TYPES`` may carry a ``surfaceOp`` or ``sourceEventSeqs``;
+* ``"append"`` pushes the event's seq;
+* ``Replace(start, end)`` finds the list *positions* of the boundary seqs ``start`` and ``end``
+  (both on the surface, start not after end), splices out that inclusive run, puts the
+  replacing event's seq in its place and bumps ``replace_generation``; after an earlier
+  replace ``start`` may be numerically greater than ``end``. A replace cites every node it
+  shadows in ``sourceEventSeqs``;
+* with ``protect_system_head``, a replace covering a ``system/message`` node 0 must itself be a
+  ``system/message`` over exactly that node."""
 
 from __future__ import annotations
 
@@ -161,7 +157,7 @@ class SurfaceProbe:
     """Checks a batch's surface ops in order without mutating the surface it probes.
 
     The first event with a surface op is checked straight against the live surface (no copy:
-    a one-op append — almost every message append — costs O(1), H1 / invariant 4). Only a
+    a one-op append — almost every message append — costs O(1), invariant 4). Only a
     second op in the same batch needs the first one's effect: then the surface is copied once,
     the first op applied to the copy, and every later op checked and applied on that copy.
     """

@@ -1,39 +1,18 @@
-"""Checks every writer runs before an event is committed.
+"""Checks every writer runs before an event is committed, so a strict reader never refuses the log.
 
-A log fsm_stage writes must never be one that a strict reader refuses (DSH's loader, or
-``fsm-stage state --strict``, i.e. ``dsh.read_log(strict=True)``), nor one whose folds
-misread. ``check_new_event`` is called by ``MemoryLog`` and ``JsonlLog`` for each event of an
-``append``/``append_many`` batch before anything is written, so a refused event leaves the log
-unchanged. (Surface-op rules, including "only the surface types carry a ``surfaceOp`` or
-``sourceEventSeqs``", are checked by the same writers through ``Surface.probe``.)
+``prepare_batch`` is the append path ``MemoryLog`` and ``JsonlLog`` share: it checks each
+event of a batch (``check_new_event``), builds its ``Event`` (contiguous seqs, one integer
+``time``) and probes its surface ops (``Surface.probe``), all before anything is written, so a
+refused event (``InvalidEventError`` / ``SurfaceOpError``) leaves the log unchanged. Rules:
 
-Rules
------
-* ``type`` is ``domain/verb``: non-empty segments of ``[A-Za-z0-9_.-]`` joined by ``/``
-  (``turn/start``, ``agent/inbox/spliced``, ``tool-workflow/run-end``). Storage-only row tags
-  (``text-chunks``) and the header type ``session`` are not event types.
-* ``data`` is JSON: ``json.dumps(data, allow_nan=False)`` succeeds (``check_json=False``
-  skips this for a caller that encodes the line itself and fails the same way).
-* A type outside DSH's vocabulary (``constants.KNOWN_EVENT_TYPES``) must be written
-  ``ignorable: true`` — DSH's strict loader refuses it otherwise. It is ignorable when the
-  caller passes ``ignorable=True``, when it starts with ``fsm/``, when it is fsm_stage's own
-  ``system/message`` (the protected surface head; DSH has no such type) or is listed in the
-  writer's ``ignorable_types``. ``allow_unknown=True`` (the writers' ``allow_unknown_types``)
-  writes it without the flag anyway (for tests of readers; ``state --strict`` will refuse it).
-* For DSH's types: ``data`` is a JSON object (every DSH event's is), and ``user/message``
-  has ``content`` (every DSH message has it; the stage fold reads it). ``plan/mode``'s
-  ``{active: bool}`` invariant stays with the plan-mode runtime validators
-  (``fsm_stage.plan_mode``), which also judge existing logs (B109/B111): a writer-level check
-  would stop those validators from ever seeing, and reporting, such an event. Such a log
-  reads under ``read_log(strict=True)``, but ``fsm-stage state`` warns about the record and
-  ``state --strict`` refuses it.
+* ``type`` matches ``EVENT_TYPE_RE`` (``domain/verb``); ``data`` passes
+  ``json.dumps(allow_nan=False)`` unless ``check_json=False``;
+* a type outside ``constants.KNOWN_EVENT_TYPES`` must be ignorable (``is_ignorable``: passed
+  ``ignorable=True``, ``fsm/…``, ``OWN_EVENT_TYPES`` or the writer's ``ignorable_types``)
+  unless ``allow_unknown``; such events may carry any JSON ``data``;
+* a DSH type's ``data`` is a JSON object, and ``user/message`` has ``content``.
 
-Unknown event types that are ignorable may carry any JSON ``data``.
-
-``prepare_batch`` is the one append path both shipped writers share (review M2): it checks
-each spec of a batch, builds its ``Event`` (contiguous seqs, one integer ``time`` for the
-batch) and probes the batch's surface ops, all before the writer changes anything.
-"""
+Why, and why ``plan/mode`` payloads are not checked here: ``docs/log-decisions.md``."""
 
 from __future__ import annotations
 
@@ -54,7 +33,8 @@ OWN_EVENT_TYPES: frozenset[str] = frozenset({SYSTEM_MESSAGE})
 
 
 def is_ignorable(type_: str, ignorable: bool, ignorable_types: Collection[str] = ()) -> bool:
-    """Whether an event of ``type_`` is written with ``"ignorable": true`` (see module docs)."""
+    """Whether an event of ``type_`` is written with ``"ignorable": true``: when the caller asks, for
+    ``fsm/…`` and ``OWN_EVENT_TYPES``, and for the writer's ``ignorable_types``."""
     own = type_.startswith(FSM_EVENT_PREFIX) or type_ in OWN_EVENT_TYPES
     return bool(ignorable or own or type_ in ignorable_types)
 

@@ -1,21 +1,15 @@
-"""Command seam: ``/name rest`` parsing and logged dispatch (plan-mode spec §4.2 S8;
-dsh-log-format §5; stage-switch spec §1.16).
+"""Command seam: ``/name rest`` parsing and logged dispatch.
 
-Shapes
-------
 ``parse_command(line) -> ParsedCommand(name, raw_input) | None``: ``raw_input`` is everything
-after the name **including the separating whitespace** (``"/plan  x"`` → ``"  x"``), as DSH
-records it in ``command/run.args``.
-
-``CommandSpec(name, description, hint=None, images=False, record_input=True)``;
-``CommandReply(kind: "success" | "error", text)``; ``Command`` protocol: ``spec`` and
-``handle(agent, raw_input, images) -> CommandReply`` (may be a coroutine).
+after the name including the separating whitespace (``"/plan  x"`` → ``"  x"``), as DSH records
+it in ``command/run.args``. A ``Command`` has a ``spec`` (``CommandSpec(name, description,
+hint=None, images=False, record_input=True)``) and ``handle(agent, raw_input, images) ->
+CommandReply(kind, text)`` (may be a coroutine).
 
 ``CommandRegistry.run(agent, line, images=())`` logs ``command/run {commandId, name, args?,
 source: {kind: user}}`` before the handler and ``command/done {commandId, kind, text}`` after;
 a handler that raises settles as ``error`` with its message. An unparsable line or an unknown
-name logs nothing and returns ``None`` ("not handled").
-"""
+name logs nothing and returns ``None`` (not handled)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ Each step is ``StagedSession``'s (``runtime.driver``; docs/step-driver.md has th
 crash repair first (``Loop.repair``), ``turn/start``, then per step ``begin_step`` (inbox,
 assembly, ``accept`` — a rejection ends the turn ``blocked`` —, pre-step, snapshot,
 ``step/start``, messages, ``request/header``), the model call with **same-step retries** on
-``ModelError`` (``on_request_error`` runs, the frozen request is re-sent, no new pre-step; B34,
-Q8; exhausted → ``turn/end {kind: error, error: {message}}``), ``assistant/message``, the tool
+``ModelError`` (``on_request_error`` runs, the frozen request is re-sent, no new pre-step;
+exhausted → ``turn/end {kind: error, error: {message}}``), ``assistant/message``, the tool
 calls, ``step/end``; another step while the model called tools or a steered message waits, else
 ``turn/end {kind: completed}``. An abort skips the calls not dispatched yet (DSH's closers) and
 ends the turn ``aborted``; a review that suspends returns ``TurnOutcome(reason="suspended")``

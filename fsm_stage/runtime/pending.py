@@ -19,8 +19,8 @@ note; stage-switch spec §1.6, §1.9, §1.13):
   (``FLUSH_RETRY_ERRORS``: ``LogWriteError``, ``HandoffPathError``, ``OSError``), the failure
   is logged (once per failed attempt), the selection is kept for the next accepted pre-step and
   the batch is returned unchanged (B29, B30; S80). Any other exception is a bug, not a write
-  failure: it propagates with the selection kept, instead of being retried forever (review
-  M4). Durable first: nothing is cleared before the append succeeded.
+  failure: it propagates with the selection kept, instead of being retried forever.
+  Durable first: nothing is cleared before the append succeeded.
 * ``session_lock(session_id) -> RLock``: the **one** per-session lock (DESIGN.md §5
   "serialise per session") that every controller holds around fold → fire → append. It is
   keyed by the session **id**, like the pending store, so two ``Session`` wrappers of one log
@@ -31,7 +31,7 @@ note; stage-switch spec §1.6, §1.9, §1.13):
 * ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
   ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
   Re-exported from ``fsm_stage.log.projections``, the single implementation the stage fold
-  and the CLI's ``lastHeader`` use too (review H3).
+  and the CLI's ``lastHeader`` use too.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def session_lock(session_id: str) -> threading.RLock:
     """The process-wide re-entrant lock of the session ``session_id`` (see module docstring).
 
     Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
-    log) never both apply a transition from the same folded state (DESIGN.md §5, review H2).
+    log) never both apply a transition from the same folded state (DESIGN.md §5).
     The same id always yields the same lock object while any caller still references it.
     """
     with _LOCKS_GUARD:

@@ -1,27 +1,18 @@
-"""Crash repair on resume (dsh-log-format §4 "idle rule", §8 item 8).
+"""Crash repair on resume: close the open turn a dead writer left, as DSH does on a cold load.
 
-A log whose writer died mid-turn ends inside an open turn: the last ``turn/start`` has no
-``turn/end``. DSH repairs such a log when it cold-loads it, before any new work, by appending
-synthetic closers; fsm_stage does the same so a resumed session never starts turn N+1 inside
-turn N (which a DSH reader would then misread):
+``repair_open_turn`` appends, in one atomic batch (``Session.append_many``), to a log whose last
+``turn/start`` has no ``turn/end``:
 
-1. one error ``tool/result`` per tool call of the open turn that has no result, in the order the
-   model asked for them: ``error.code`` ``TOOL_OUTCOME_UNKNOWN`` when its ``tool/call`` was
-   recorded (the tool may have run), ``TOOL_NOT_STARTED`` when only the ``assistant/message``
-   asked for it (catalog wording ``runtime.yaml`` ``repair.*``; the first is DSH's text);
-   message shape as ``tools.tool_result_message`` with id ``interrupted-tool-result-<callId>-<seq>``,
-   ``surfaceOp: append`` and ``sourceEventSeqs: [<tool/call seq>]`` when there is one;
+1. one error ``tool/result`` per tool call of the open turn without a result, in the order the
+   model asked: ``TOOL_OUTCOME_UNKNOWN`` when its ``tool/call`` was recorded,
+   ``TOOL_NOT_STARTED`` when only the ``assistant/message`` asked for it (wording: catalog
+   ``runtime.yaml`` ``repair.*``; id ``interrupted-tool-result-<callId>-<seq>``);
 2. ``step/end {turn, step}`` when a step is open;
 3. ``turn/end {turn, reason: {kind: "interrupted"}}``.
 
-A suspended turn (a tool call waiting for its durable review) is no crash: only stray
-recorded calls are closed; the step and turn stay open for ``StagedSession.resume``.
-
-All of them are appended in **one atomic batch** (``Session.append_many``): repaired or
-unchanged (``LogWriteError``). Their ``time`` is the log's clock, not the last event's (the one
-difference from DSH). ``Loop.repair()`` / ``StagedSession.repair()`` call it; a turn a loop of
-this process runs (``live_turn``) is never a crash (``repair_open_turn`` raises ``RuntimeError``).
-"""
+A turn suspended on a durable review only gets its stray calls closed (it stays open for
+``StagedSession.resume``); a turn this process runs (``live_turn``) raises ``RuntimeError``.
+``Loop.repair()`` / ``StagedSession.repair()`` call it. Why: ``docs/runtime-decisions.md``."""
 
 from __future__ import annotations
 

@@ -15,19 +15,18 @@ answer with that id, whose ``selected`` is exactly ``[approve_label]`` and whose
 None (B76, B80–B84; S-spec §1.12).
 
 Shipped channels: ``ScriptedReviewChannel`` (tests: approve, keep, custom, dismiss, raise,
-block until released) and ``TerminalReviewChannel`` (interactive, click prompts, markdown).
+block until released) and ``TerminalReviewChannel`` (interactive; ``fsm_stage.runtime.terminal``,
+re-exported here).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
-import click
 
 from fsm_stage.runtime.abort import AbortSignal
 
@@ -251,121 +250,15 @@ class ScriptedReviewChannel:
         return script(qs)
 
 
-# --- interactive terminal channel ---------------------------------------------------------------
+# --- interactive terminal channel: lives in fsm_stage.runtime.terminal ----------------------------
+
+_TERMINAL_NAMES = ("TerminalReviewChannel", "TerminalWording", "render_markdown")
 
 
-@attrs.frozen
-class TerminalWording:
-    """Wording of the terminal dialog; ``load(language)`` reads the ``runtime`` catalog."""
+def __getattr__(name: str) -> Any:
+    """Re-exports of ``fsm_stage.runtime.terminal`` (imported on first use: it needs rich)."""
+    if name in _TERMINAL_NAMES:
+        from fsm_stage.runtime import terminal
 
-    choose: str
-    feedback: str
-    invalid: str
-
-    @classmethod
-    def load(cls, language: str = "en") -> TerminalWording:
-        """The ``terminal.*`` texts of ``templates/<language>/runtime.yaml``."""
-        from fsm_stage.runtime import wording
-
-        return cls(*(wording.text(f"terminal.{k}", language) for k in ("choose", "feedback", "invalid")))
-
-
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
-_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
-_BOLD = re.compile(r"\*\*(.+?)\*\*")
-_CODE = re.compile(r"`([^`]+)`")
-
-
-def render_markdown(text: str) -> str:
-    """Render markdown for a terminal: headings bold/underlined, bullets as ``•``, ``**bold**``
-    bold, inline code and fenced blocks dimmed. Styling is dropped on non-tty output."""
-    out: list[str] = []
-    fenced = False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        if fenced:
-            out.append(click.style("    " + line, dim=True))
-            continue
-        m = _HEADING.match(line)
-        if m:
-            out.append(click.style(m.group(2), bold=True, underline=len(m.group(1)) == 1))
-            continue
-        b = _BULLET.match(line)
-        if b:
-            line = f"{b.group(1)}  • {b.group(2)}"
-        line = _BOLD.sub(lambda mm: click.style(mm.group(1), bold=True), line)
-        line = _CODE.sub(lambda mm: click.style(mm.group(1), dim=True), line)
-        out.append(line)
-    return "\n".join(out)
-
-
-def _option_number(text: str) -> int | None:
-    """``text`` as an option number when it is ASCII digits only (``"2"``), else None.
-
-    ``str.isdigit`` also accepts ``"¹"`` or ``"①"``, which ``int()`` refuses; such text is
-    neither a number nor feedback, so the prompt asks again. A number too long to be an option
-    (more than 9 digits: ``int()`` refuses over 4300) gives 0, which is out of range.
-    """
-    if text and text.isascii() and text.isdigit():
-        return int(text) if len(text) <= 9 else 0
-    return None
-
-
-class TerminalReviewChannel:
-    """An interactive ``ReviewChannel`` on the terminal (click prompts).
-
-    For each question it prints the header, the question, the ``detail`` rendered as markdown
-    and the numbered options, then reads one line: an option number selects it (for any option
-    but the approving one — the intent's ``approve`` label, else the first — a free-text
-    feedback prompt follows); single-choice questions only. Any other text is feedback with nothing
-    selected (B80: feedback, never consent); an empty line or an out-of-range number asks
-    again. End of input or Ctrl-C raises ``ReviewDismissed``.
-    The blocking prompt runs in a worker thread so the event loop stays responsive.
-    """
-
-    def __init__(self, wording: TerminalWording | None = None, *, language: str = "en") -> None:
-        self.wording = wording if wording is not None else TerminalWording.load(language)
-
-    async def ask(
-        self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
-    ) -> list[Answer]:
-        """Ask every question in turn on the terminal; see the class docstring."""
-        return await asyncio.to_thread(self._ask_sync, tuple(questions))
-
-    def _ask_sync(self, questions: tuple[Question, ...]) -> list[Answer]:
-        answers: list[Answer] = []
-        for q in questions:
-            click.echo(click.style(q.header, bold=True))
-            click.echo(q.question)
-            if q.detail is not None:
-                click.echo("")
-                click.echo(render_markdown(q.detail))
-                click.echo("")
-            for i, opt in enumerate(q.options, 1):
-                desc = f" — {opt.description}" if opt.description else ""
-                click.echo(f"  {i}. {opt.label}{desc}")
-            answers.append(self._read_answer(q))
-        return answers
-
-    def _read_answer(self, q: Question) -> Answer:
-        w = self.wording
-        hinted = q.intent.get("approve") if q.intent is not None else None
-        approve = hinted if isinstance(hinted, str) and hinted in q.labels else q.labels[0]
-        try:
-            while True:
-                raw: str = click.prompt(w.choose, default="", show_default=False)
-                text = raw.strip()
-                number = _option_number(text)
-                if number is not None and 1 <= number <= len(q.options):
-                    label = q.options[number - 1].label
-                    if label == approve:
-                        return Answer(q.id, (label,))
-                    fb: str = click.prompt(w.feedback, default="", show_default=False)
-                    return Answer(q.id, (label,), fb.strip() or None)
-                if text and number is None and not text.isdigit():
-                    return Answer(q.id, (), text)
-                click.echo(w.invalid)
-        except (click.exceptions.Abort, EOFError) as exc:
-            raise ReviewDismissed("review dismissed at the terminal") from exc
+        return getattr(terminal, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ Shapes
 ``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
 ``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
 ``session.surface()``        model-visible node seqs (a tuple copy of ``log.surface.nodes`` — the
-                             log folds and validates the surface once, review M1);
+                             log folds and validates the surface once);
                              ``session.messages()`` their messages.
 """
 
@@ -48,7 +48,7 @@ for checkpoints) is one too; either can be passed to ``Session.read``."""
 
 class TurnFold(OpenTurn):
     """The runtime's name for ``fsm_stage.log.projections.OpenTurn`` — the one turn fold
-    (open turn, last turn number, header count; review H3). State: ``TurnState``."""
+    (open turn, last turn number, header count). State: ``TurnState``."""
 
 
 TURN_FOLD = TurnFold()

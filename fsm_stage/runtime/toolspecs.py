@@ -1,4 +1,4 @@
-"""Tool-spec exports for the common function-calling formats (issue 12 item 2).
+"""Tool-spec exports for the common function-calling formats.
 
 Every function takes a ``ToolSpec`` and returns a fresh plain dict (deep copies; nothing is
 shared with fsm_stage's objects), shaped like the SDK parameter type named in its docstring.

@@ -128,7 +128,7 @@ def test_unwritable_store_is_fail_soft(tmp_path: Path) -> None:
     assert res.last_seq == 2
 
 
-# -- finding 20: rewrites the watermark line does not show ----------------------------------
+# -- rewrites the watermark line does not show ------------------------------------------------
 
 
 def _rewrite_in_place(path: Path, old: bytes, new: bytes, *, keep_mtime: bool = False) -> None:
@@ -145,7 +145,7 @@ def _rewrite_in_place(path: Path, old: bytes, new: bytes, *, keep_mtime: bool = 
     os.utime(path, ns=(st.st_atime_ns, mtime))
 
 
-def test_finding20_same_size_rewrite_before_the_watermark_is_detected(tmp_path: Path) -> None:
+def test_same_size_rewrite_before_the_watermark_is_detected(tmp_path: Path) -> None:
     """A rewrite before the watermark line that keeps the size and the watermark line: the
     modification time of an unchanged-size file moved, so the log is refolded."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
@@ -157,7 +157,7 @@ def test_finding20_same_size_rewrite_before_the_watermark_is_detected(tmp_path: 
     assert dict(res.states) == full_states(path)
 
 
-def test_finding20_replaced_file_with_the_same_bytes_at_the_watermark_is_detected(tmp_path: Path) -> None:
+def test_replaced_file_with_the_same_bytes_at_the_watermark_is_detected(tmp_path: Path) -> None:
     """A log replaced by another file (rename over it: a new inode) is refolded even when size,
     identity and the watermark line are the same."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
@@ -170,7 +170,7 @@ def test_finding20_replaced_file_with_the_same_bytes_at_the_watermark_is_detecte
     assert res.resumed_from is None and "replaced" in (res.checkpoint_note or "")
 
 
-def test_finding20_changed_header_line_is_detected(tmp_path: Path) -> None:
+def test_changed_header_line_is_detected(tmp_path: Path) -> None:
     """The header line is hashed: a header edited in place (same id, createdAt, cwd) refolds."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
     header = SessionHeader(id="s", created_at=7, cwd="/w", origin="cli")
@@ -182,8 +182,8 @@ def test_finding20_changed_header_line_is_detected(tmp_path: Path) -> None:
     assert res.resumed_from is None and "header" in (res.checkpoint_note or "")
 
 
-def test_finding20_known_limit_in_place_rewrite_keeping_size_and_mtime(tmp_path: Path) -> None:
-    """What the README states is not detected: an in-place rewrite before the watermark line
+def test_known_limit_in_place_rewrite_keeping_size_and_mtime(tmp_path: Path) -> None:
+    """What docs/log-decisions.md states is not detected: an in-place rewrite before the watermark line
     that keeps the file size, its inode and modification time (or that is followed by an
     append, which moves both anyway). Logs are append-only, so this needs deliberate tampering."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
@@ -194,7 +194,7 @@ def test_finding20_known_limit_in_place_rewrite_keeping_size_and_mtime(tmp_path:
     assert res.resumed_from == 20
 
 
-def test_finding20_live_checkpoint_survives_its_own_appends(tmp_path: Path) -> None:
+def test_live_checkpoint_survives_its_own_appends(tmp_path: Path) -> None:
     """The writer-side checkpoint records the inode and time of the file it wrote: later
     appends (size grows) still resume."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,16 +25,16 @@ EMPTY = {"content": []}  # the smallest user/message data a writer accepts
 HEADER = SessionHeader(id="sess-1", created_at=1_700_000_000_000, cwd="/work")
 
 
-def lines(path: Path) -> list[dict[str, object]]:
+def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+_ticks = itertools.count(1_007, 7)
+
+
 def tick() -> int:
-    tick.now += 7  # type: ignore[attr-defined]
-    return tick.now  # type: ignore[attr-defined, no-any-return]
-
-
-tick.now = 1_000  # type: ignore[attr-defined]
+    """A clock that moves 7 ms on at every call."""
+    return next(_ticks)
 
 
 def test_written_log_is_dsh_shaped(tmp_path: Path) -> None:
@@ -76,7 +78,7 @@ def test_reopen_reads_back_identical_events(tmp_path: Path) -> None:
 
 
 def test_open_of_an_existing_empty_file_without_header_says_it_is_empty(tmp_path: Path) -> None:
-    """M6: an existing but empty file is not "no such session log": the error names the real
+    """An existing but empty file is not "no such session log": the error names the real
     problem (no header line) and how to fix it; with ``header=`` the file is written."""
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
@@ -153,7 +155,7 @@ def test_two_processes_lock_refuses_second_writer_and_lines_never_interleave(tmp
     first.stdin.flush()
     assert first.wait(timeout=60) == 0
     recs = lines(path)[1:]
-    assert [r["data"]["writer"] for r in recs] == ["A"] * 200  # type: ignore[index]
+    assert [r["data"]["writer"] for r in recs] == ["A"] * 200
     assert [r["seq"] for r in recs] == list(range(200))
 
 

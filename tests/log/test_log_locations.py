@@ -6,7 +6,7 @@ import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -116,7 +116,7 @@ def test_empty_and_non_string_locations() -> None:
     with pytest.raises(UserError, match="empty log location"):
         open_log("", create=HEADER)
     with pytest.raises(TypeError, match=r"str or os\.PathLike"):
-        open_log(3, create=HEADER)  # type: ignore[arg-type]
+        open_log(cast(Any, 3), create=HEADER)
 
 
 def test_an_unknown_scheme_names_the_known_ones() -> None:
@@ -141,12 +141,15 @@ def test_registered_schemes_get_the_whole_location(fake_scheme: list[tuple[str, 
 
 
 def test_register_refuses_bad_names_and_silent_replacement(fake_scheme: list[tuple[str, Any]]) -> None:
+    def opener(location: str, *, create: SessionHeader | None = None, **options: Any) -> StoredLog:
+        return MemoryLog(create or HEADER)
+
     for bad in ("c", "", "1x", "a b", "x:y"):
         with pytest.raises(ValueError, match="invalid log scheme name"):
-            register_log_scheme(bad, MemoryLog)  # type: ignore[arg-type]
+            register_log_scheme(bad, opener)
     with pytest.raises(ValueError, match="already registered"):
-        register_log_scheme("PostgreSQL", MemoryLog)  # type: ignore[arg-type]
-    register_log_scheme("postgresql", MemoryLog, replace=True)  # type: ignore[arg-type]
+        register_log_scheme("PostgreSQL", opener)
+    register_log_scheme("postgresql", opener, replace=True)
     with pytest.raises(KeyError):
         unregister_log_scheme("nosuch")
 

@@ -561,15 +561,27 @@ def test_every_projection_state_survives_json_and_rejects_garbage() -> None:
 class _CountFold:
     """A deliberately non-idempotent fold: the number of events applied."""
 
+    key = "count"
+    STATE_VERSION = 1
+
     def init(self) -> int:
         return 0
 
     def apply(self, state: int, event: Event) -> int:
         return state + 1
 
+    def view(self, state: int) -> int:
+        return state
+
+    def dump(self, state: int) -> int:
+        return state
+
+    def load(self, raw: Any) -> int:
+        return int(raw)
+
 
 def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
-    """H2: a ``ProjectionCursor`` shared by reader threads while another thread appends
+    """A ``ProjectionCursor`` shared by reader threads while another thread appends
     keeps its state and watermark consistent: a non-idempotent count never exceeds the events
     committed, and ends equal to them."""
     import sys
@@ -578,7 +590,7 @@ def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
     from fsm_stage.log.projections import ProjectionCursor
 
     log = MemoryLog(SessionHeader(id="s"))
-    cursor = ProjectionCursor(_CountFold(), log)  # type: ignore[arg-type]
+    cursor = ProjectionCursor(_CountFold(), log)
     done = threading.Event()
     errors: list[str] = []
 
@@ -608,25 +620,25 @@ def test_concurrent_cursor_reads_never_apply_an_event_twice() -> None:
 
 
 def test_cursor_snapshot_pairs_state_and_watermark_and_refolds_a_shorter_log() -> None:
-    """H2: ``snapshot`` is the (state, watermark) pair; a cursor seeded past the end of its
+    """``snapshot`` is the (state, watermark) pair; a cursor seeded past the end of its
     log refolds from ``init`` instead of trusting the seed."""
     from fsm_stage.log.projections import ProjectionCursor
 
     log = MemoryLog(SessionHeader(id="s"))
     for _ in range(3):
         log.append("fsm/tick", {})
-    cursor = ProjectionCursor(_CountFold(), log)  # type: ignore[arg-type]
+    cursor = ProjectionCursor(_CountFold(), log)
     assert cursor.snapshot == (0, -1)
     assert cursor.read() == 3 and cursor.snapshot == (3, 2)
-    seeded = ProjectionCursor(_CountFold(), log, state=100, watermark=9)  # type: ignore[arg-type]
+    seeded = ProjectionCursor(_CountFold(), log, state=100, watermark=9)
     assert seeded.read() == 3 and seeded.snapshot == (3, 2)
 
 
-# --- one fold per question (H3) -------------------------------------------------------------------
+# --- one fold per question ------------------------------------------------------------------------
 
 
 def test_runtime_turn_fold_is_the_log_turn_fold() -> None:
-    """H3: ``Session``'s turn fold is ``OpenTurn``: for a ``turn/start`` without ``data.turn``
+    """``Session``'s turn fold is ``OpenTurn``: for a ``turn/start`` without ``data.turn``
     the runtime (``last_turn``) and ``fsm-stage log state`` (``OpenTurn`` view) report the same
     number (one past the last), and headers are counted by the same fold."""
     from fsm_stage.runtime.session import TURN_FOLD, Session, TurnFold, TurnState
@@ -652,7 +664,7 @@ def test_runtime_turn_fold_is_the_log_turn_fold() -> None:
 def test_told_and_stage_at_last_header_are_the_controllers_header_relative(
     plan_review_lines: list[list[Event]],
 ) -> None:
-    """H3: "what the model was last told" has one implementation, ``HeaderRelative``:
+    """"what the model was last told" has one implementation, ``HeaderRelative``:
     ``pending.HeaderRelative`` (plan mode's) is the projections one, and after every prefix of
     a real plan-review log plus stage records, ``ToldProjection`` (the CLI's ``lastHeader``)
     agrees with ``told(HeaderRelative(PlanModeFold()))`` (plan mode) and with

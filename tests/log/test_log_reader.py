@@ -349,7 +349,7 @@ def test_interleaved_subagent_streams_are_split(dsh_dir: Path) -> None:
 
 
 def test_reader_and_cold_fold_report_unknown_types_with_one_warning(tmp_path: Path) -> None:
-    """D5: ``read_log`` and ``checkpoints.cold_fold`` word the unknown-types warning the same
+    """``read_log`` and ``checkpoints.cold_fold`` word the unknown-types warning the same
     way, through ``dsh.unknown_types_warning`` (sorted types with counts)."""
     from fsm_stage.log.checkpoints import cold_fold
     from fsm_stage.log.dsh import unknown_types_warning
@@ -368,7 +368,7 @@ def test_reader_and_cold_fold_report_unknown_types_with_one_warning(tmp_path: Pa
     assert expected in cold_fold(path, standard_projections()).warnings
 
 
-# --- newuser2 finding 3: JSON nested too deep for the parser ------------------------------------
+# --- JSON nested too deep for the parser -------------------------------------------------------
 
 
 def _deep(depth: int) -> bytes:

@@ -9,14 +9,14 @@ from log_helpers import is_session_log
 
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader
+from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader, SurfaceOp
 from fsm_stage.log.surface import Surface, SurfaceOpError, fold_surface, shadow_range
 
 
 def ev(
-    seq: int, type: str = "user/message", op: object = "append", srcs: tuple[int, ...] | None = None
+    seq: int, type: str = "user/message", op: SurfaceOp | None = "append", srcs: tuple[int, ...] | None = None
 ) -> Event:
-    return Event(type, seq, 0, {}, op, srcs)  # type: ignore[arg-type]
+    return Event(type, seq, 0, {}, op, srcs)
 
 
 def test_append_and_replace_by_positions() -> None:
@@ -156,7 +156,7 @@ def test_single_op_appends_never_copy_the_surface(monkeypatch: pytest.MonkeyPatc
 
 
 def test_replace_looks_its_positions_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """H1: applying a replace validates and splices with one position lookup."""
+    """Applying a replace validates and splices with one position lookup."""
     s = Surface()
     s.extend([ev(0), ev(1), ev(2)])
     spy = _CopySpy(monkeypatch)
@@ -165,7 +165,7 @@ def test_replace_looks_its_positions_up_once(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_batch_copies_only_from_its_second_op(monkeypatch: pytest.MonkeyPatch) -> None:
-    """H1: a batch with one surface op never copies; the second op of a batch is checked on one
+    """A batch with one surface op never copies; the second op of a batch is checked on one
     copy that already holds the first op's effect (so it may target the first's node)."""
     from fsm_stage.log.events import NewEvent
 

@@ -1,4 +1,4 @@
-"""Finding 18: the writers (``JsonlLog``, ``MemoryLog``) refuse events that a strict reader
+"""The writers (``JsonlLog``, ``MemoryLog``) refuse events that a strict reader
 (``fsm-stage state --strict``, DSH's loader) would refuse, or that break the folds, before
 anything is written; the log is unchanged afterwards.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from fsm_stage.cli import main
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import MemoryLog, NewEvent, SessionHeader
+from fsm_stage.log.events import Clock, MemoryLog, NewEvent, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import plan_mode_problem
 from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
@@ -120,7 +120,7 @@ def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, 
     """Property: every log JsonlLog wrote is read by a strict reader without error, and by
     `fsm-stage state --strict` too unless it holds a ``plan/mode`` with an invalid payload:
     writers let those through so the plan-mode validators judge them (B109–B111), and
-    ``state --strict`` refuses them in one line (newuser2 finding 12)."""
+    ``state --strict`` refuses them in one line."""
     path = tmp_path_factory.mktemp("w") / "s.jsonl"
     with JsonlLog(path, header=SessionHeader(id="s", created_at=1, cwd="/w")) as log:
         for type_, data, ignorable in events:
@@ -140,7 +140,7 @@ def test_whatever_a_writer_accepts_a_strict_reader_reads(tmp_path_factory: Any, 
 
 
 def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Path) -> None:
-    """M2: both writers share ``prepare_batch``: the same batch (NewEvents or plain tuples,
+    """Both writers share ``prepare_batch``: the same batch (NewEvents or plain tuples,
     a clock returning a float) gives identical events — integer ``time``, tuple
     ``source_event_seqs``, the same ignorable flags — in memory and on file."""
     from fsm_stage.log.events import Replace
@@ -151,8 +151,9 @@ def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Pat
         NewEvent("user/message", {"content": []}, Replace(0, 0), [0]),
         ("agent/custom", {}, None, None, True),
     ]
-    mem = MemoryLog(SessionHeader(id="s"), clock=lambda: 1234.9)  # type: ignore[arg-type, return-value]
-    with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s"), clock=lambda: 1234.9) as log:  # type: ignore[arg-type, return-value]
+    float_clock = cast(Clock, lambda: 1234.9)  # a host clock may return float ms
+    mem = MemoryLog(SessionHeader(id="s"), clock=float_clock)
+    with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s"), clock=float_clock) as log:
         on_file = log.append_many(batch)
     in_memory = mem.append_many(batch)
     assert in_memory == on_file
@@ -163,7 +164,7 @@ def test_memory_and_file_logs_build_the_same_events_from_one_batch(tmp_path: Pat
 
 
 def test_allow_unknown_types_defaults_differ_by_store_and_say_so(tmp_path: Path) -> None:
-    """M2: ``MemoryLog`` lets unknown non-ignorable types through by default, ``JsonlLog``
+    """``MemoryLog`` lets unknown non-ignorable types through by default, ``JsonlLog``
     refuses them; both docstrings warn about it (an orchestrator testing on memory must not be
     surprised by the file)."""
     assert MemoryLog(SessionHeader(id="s")).append("agent/custom", {}).ignorable is False

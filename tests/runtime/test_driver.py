@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from driver_helpers import unanswered_calls
@@ -103,7 +103,8 @@ def test_messages_handed_to_the_host_are_deep_copies() -> None:
     req.messages[1]["content"].append({"type": "text", "text": "extra"})
     req.request.messages[1]["source"]["kind"] = "tampered"
     assert json.dumps(driver.session.messages()) == before
-    req.tools[0].parameters["properties"].clear()  # type: ignore[attr-defined]
+    properties: dict[str, Any] = req.tools[0].parameters["properties"]
+    properties.clear()
     assert driver.runtime.tools["echo"].spec.parameters["properties"] == {"x": {"type": "string"}}
     assert req.messages[1]["content"][0]["text"] == "tampered"  # the host's copy is its own
     assert req.request.messages[1]["content"][0]["text"] == "tampered"  # ...and request copies it
@@ -119,7 +120,7 @@ def test_messages_handed_to_the_host_are_deep_copies() -> None:
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"text": 5}, "text must be a str"),
     ({"tool_calls": [{"id": "c", "name": "echo", "arguments": "{}"}]}, "expected a ToolCall"),
-    ({"tool_calls": [ToolCall("c", "echo", {"x": 1})]}, "arguments must be the JSON text"),  # type: ignore[arg-type]
+    ({"tool_calls": [ToolCall("c", "echo", cast(Any, {"x": 1}))]}, "arguments must be the JSON text"),
     ({"tool_calls": [ToolCall("", "echo")]}, "call id must be a non-empty string"),
     ({"tool_calls": [ToolCall("c", "")]}, "tool name must be a non-empty string"),
     ({"tool_calls": [ToolCall("c", "echo"), ToolCall("c", "echo")]}, "duplicate tool call ids"),
@@ -148,9 +149,9 @@ def test_a_malformed_tool_result_raises_before_anything_is_written() -> None:
     driver.record_reply("", [call])
     n = len(driver.session)
     with pytest.raises(RecordShapeError, match="text must be a str"):
-        driver.record_tool_result(call, None)  # type: ignore[arg-type]
+        driver.record_tool_result(call, cast(Any, None))
     with pytest.raises(RecordShapeError, match="is_error must be a bool"):
-        driver.record_tool_result(call, "x", "yes")  # type: ignore[arg-type]
+        driver.record_tool_result(call, "x", cast(Any, "yes"))
     with pytest.raises(RecordShapeError, match="differs from the one in the reply"):
         driver.record_tool_result(ToolCall("c1", "other"), "x")
     assert len(driver.session) == n
@@ -190,7 +191,7 @@ def test_misuse_raises_clear_errors_and_writes_nothing() -> None:
     n = len(driver.session)
     assert _types(driver)[-1] == "tool/result" and len(driver.session) == n
     with pytest.raises(TypeError, match="config must be a mapping"):
-        StagedSession(Runtime(), new_agent(), config="p/m")  # type: ignore[arg-type]
+        StagedSession(Runtime(), new_agent(), config=cast(Any, "p/m"))
 
 
 def test_a_rejected_or_aborted_step_opens_nothing() -> None:

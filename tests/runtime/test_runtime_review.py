@@ -126,9 +126,10 @@ def test_terminal_channel_zh_wording() -> None:
 
 
 def test_render_markdown_strips_markup_without_a_tty() -> None:
-    """Headings lose their #, bullets become •, bold/code markers go; fences are dropped."""
+    """Headings lose their #, bullets become •, bold/code markers go; fences are dropped
+    (rich's layout: one blank line between blocks; tests/test_terminal_review.py has more)."""
     text = render_markdown("## Title\n* item **bold**\n```\ncode\n```\nplain `x`")
-    assert click.unstyle(text) == "Title\n  • item bold\n    code\nplain x"
+    assert click.unstyle(text) == "Title\n\n • item bold\n\n code\n\nplain x"
 
 
 def test_terminal_channel_uses_the_intents_approve_label() -> None:

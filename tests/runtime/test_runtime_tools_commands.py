@@ -80,7 +80,9 @@ def test_parse_command_keeps_separator_whitespace() -> None:
 
 
 class Recorder:
-    def __init__(self, spec: CommandSpec, reply: Any = None, *, is_async: bool = False) -> None:
+    def __init__(
+        self, spec: CommandSpec, reply: CommandReply | BaseException | None = None, *, is_async: bool = False
+    ) -> None:
         self.spec = spec
         self.reply = reply or CommandReply.success("done")
         self.is_async = is_async
@@ -88,13 +90,14 @@ class Recorder:
 
     def handle(self, agent: Any, raw_input: str, images: Sequence[Any]) -> Any:
         self.seen.append((raw_input, images))
-        if isinstance(self.reply, BaseException):
-            raise self.reply
+        reply = self.reply
+        if isinstance(reply, BaseException):
+            raise reply
         if self.is_async:
             async def later() -> CommandReply:
-                return self.reply  # type: ignore[no-any-return]
+                return reply
             return later()
-        return self.reply
+        return reply
 
 
 def test_command_dispatch_logs_run_and_done() -> None:

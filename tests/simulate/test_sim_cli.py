@@ -175,7 +175,7 @@ def test_several_scenarios_run_as_a_suite(tmp_path: Path) -> None:
 
 
 def test_folders_and_files_in_the_wrong_place_exit_1_with_one_line(tmp_path: Path) -> None:
-    """Finding 13: a folder where a file is expected (and a file where the cwd folder should be)
+    """A folder where a file is expected (and a file where the cwd folder should be)
     is a one-line error with exit 1, like every other input mistake — not a usage error (2)."""
     folder = tmp_path / "dd"
     folder.mkdir()

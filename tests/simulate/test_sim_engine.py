@@ -9,13 +9,13 @@ from sim_helpers import SHIPPED, graph_ref, run_text
 
 from fsm_stage.errors import UserError
 from fsm_stage.scenario import load_scenario
-from fsm_stage.simulate import SimulationError, simulate
+from fsm_stage.simulate import SimulationError, SimulationResult, simulate
 
 FW = graph_ref("feature-work.yaml")
 
 
-def _turn_ends(result: object) -> list[str]:
-    return [e.data["reason"]["kind"] for e in result.log.events if e.type == "turn/end"]  # type: ignore[attr-defined]
+def _turn_ends(result: SimulationResult) -> list[str]:
+    return [e.data["reason"]["kind"] for e in result.log.events if e.type == "turn/end"]
 
 
 def test_steps_between_model_steps_run_after_the_tools_and_before_the_next_request(tmp_path: Path) -> None:
@@ -154,8 +154,8 @@ def test_initial_predicate_names_are_checked_too(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_context_shown_is_what_the_request_sends(path: Path, tmp_path: Path) -> None:
-    """Finding 4: the `context` entries of request N are exactly the runtime-context snapshot
-    request N carries (they lagged one request behind after a stage change)."""
+    """The `context` entries of request N are exactly the runtime-context snapshot request N
+    carries, also right after a stage change."""
     result = simulate(load_scenario(path), cwd=tmp_path)
     checked = 0
     for record in result.records:

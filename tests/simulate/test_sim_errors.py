@@ -1,5 +1,5 @@
 """User mistakes in scenarios and their runs: one line each, no Python internals, every bad file
-reported (findings 3, 10, 11, 12)."""
+reported."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_session_cwd_with_a_nul_byte_is_a_positioned_problem() -> None:
 
 
 def test_python_internals_never_leak_into_messages() -> None:
-    """Finding 12: null / wrong-typed values get messages in the scenario's own terms."""
+    """Null / wrong-typed values get messages in the scenario's own terms."""
     head = f"graph: {FW}\n"
     assert _problems(head + "session:\nsteps: [{user: hi}, {model: ok}]\n") == [
         "session: is null; expected a mapping {id, cwd, subagent, parent}"]
@@ -58,7 +58,7 @@ def test_python_internals_never_leak_into_messages() -> None:
 
 
 def test_every_bad_scenario_file_is_reported(tmp_path: Path) -> None:
-    """Finding 10: all the files are parsed and every file's mistakes reported before any runs."""
+    """All the files are parsed and every file's mistakes reported before any runs."""
     bad1, bad2 = tmp_path / "b1.yaml", tmp_path / "b2.yaml"
     bad1.write_text(f"graph: {FW}\nsteps: [{{usr: hi}}]\n", encoding="utf-8")
     bad2.write_text(f"graph: {FW}\nsteps: [{{user: hi}}, {{model: ok}}, {{end_turn: later}}]\n",
@@ -74,7 +74,7 @@ def test_every_bad_scenario_file_is_reported(tmp_path: Path) -> None:
 
 
 def test_next_request_check_after_the_last_model_step_counts_as_one_failed_check(tmp_path: Path) -> None:
-    """Finding 11: it was reported as `-1 of 0 passed`."""
+    """It is one failed check (`0 of 1 passed`), not `-1 of 0 passed`."""
     result = run_text(f"graph: {FW}\nsteps:\n  - user: hi\n  - model: ok\n"
                       "  - expect: {next_request: {contains: [x]}}\n", tmp_path)
     assert [f.check for f in result.failures] == ["next_request"]
@@ -82,7 +82,7 @@ def test_next_request_check_after_the_last_model_step_counts_as_one_failed_check
 
 
 def test_scenario_data_that_would_be_ignored_is_refused() -> None:
-    """Finding 9: a `review` on a tool that never asks one, `result`/`error` on a tool fsm_stage
+    """A `review` on a tool that never asks one, `result`/`error` on a tool fsm_stage
     runs itself, `error` without the failure text, duplicate call ids, duplicate or reserved or
     blank system sections."""
     head = f"graph: {FW}\n"
@@ -134,7 +134,7 @@ steps:
 
 
 def test_a_review_answer_nobody_asked_for_is_a_warning(tmp_path: Path) -> None:
-    """Finding 9/16: a refused goto_stage asks no review; its scripted answer is flagged, the run
+    """A refused goto_stage asks no review; its scripted answer is flagged, the run
     still passes (warnings do not change the exit status)."""
     scenario = tmp_path / "s.yaml"
     scenario.write_text(f"""graph: {FW}
@@ -155,8 +155,8 @@ steps:
 
 
 def test_handoff_checks_see_only_this_run(tmp_path: Path) -> None:
-    """Finding 7: with a fixed session.cwd a second run must not see the first run's handoff
-    documents (`handoff_missing` failed on every later run)."""
+    """With a fixed session.cwd a second run does not see the first run's handoff documents
+    (`handoff_missing` holds on every run)."""
     from fsm_stage.scenario import load_scenario
     from fsm_stage.simulate import simulate
 
@@ -200,7 +200,7 @@ steps:
 
 
 def test_null_values_are_spelled_as_yaml(tmp_path: Path) -> None:
-    """Finding 12: `null`, not Python's `None` / `NoneType`; finding 13: a graph that is a folder."""
+    """`null`, not Python's `None` / `NoneType`; and a graph that is a folder."""
     head = f"graph: {FW}\n"
     assert _problems(head + "steps: [{user: hi}, {model: {calls: [{tool: read_file, args: null, "
                             "result: x}]}}]\n") == [

@@ -1,5 +1,5 @@
 """``simulate --log``: the one-writer lock, refusing to overwrite inputs and non-logs, ``--force``,
-and no leftover temporary files whatever happens (the lock file stays, review M5) (findings 1, 2, 3, 17)."""
+and no leftover temporary files whatever happens (the lock file stays)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from fsm_stage.errors import LogLockedError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog, lock_path
+from fsm_stage.runtime.assembly import Request
+from fsm_stage.runtime.loop import ModelReply
 from fsm_stage.scenario import load_scenario
 from fsm_stage.simulate import SimulationError, simulate
 
@@ -30,7 +32,7 @@ def _one_line_error(code: int, err: str) -> str:
 
 
 def test_a_live_writer_keeps_its_log(tmp_path: Path) -> None:
-    """Finding 1: a JsonlLog writer holds the log; simulate --log (even with --force) gets the
+    """A JsonlLog writer holds the log; simulate --log (even with --force) gets the
     one-line LogLockedError, exits 1 and leaves the writer's file and appends intact."""
     target = tmp_path / "held.jsonl"
     with JsonlLog(target, header=SessionHeader(id="held", cwd=str(tmp_path))) as writer:
@@ -65,7 +67,7 @@ def _scenario_with_own_graph(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("which", ["scenario", "graph"])
 def test_log_never_overwrites_the_scenario_or_its_graph(tmp_path: Path, which: str) -> None:
-    """Finding 2: `--log self.yaml` / `--log g2.yaml` are refused (even with --force)."""
+    """`--log self.yaml` / `--log g2.yaml` are refused (even with --force)."""
     scenario, graph = _scenario_with_own_graph(tmp_path)
     target = scenario if which == "scenario" else graph
     before = target.read_bytes()
@@ -114,7 +116,7 @@ def test_log_creates_missing_parent_folders(tmp_path: Path) -> None:
 
 
 def test_unwritable_log_targets_are_one_line_errors(tmp_path: Path) -> None:
-    """Finding 3: a log under a regular file, or a directory, is a one-line error (no traceback)."""
+    """A log under a regular file, or a directory, is a one-line error (no traceback)."""
     blocker = tmp_path / "afile"
     blocker.write_text("x", encoding="utf-8")
     code, _, err = invoke("simulate", str(SUBAGENT), "--log", str(blocker / "x.jsonl"))
@@ -138,7 +140,7 @@ steps:
 
 
 def test_the_lock_file_is_kept_while_held_and_after_release(tmp_path: Path) -> None:
-    """Review M5: the run never unlinks the writer lock file it holds (filelock's design: the
+    """The run never unlinks the writer lock file it holds (filelock's design: the
     file stays so waiters share one inode); after the run another writer locks it normally."""
     from fsm_stage.simulate import LogTarget
 
@@ -156,9 +158,9 @@ def test_the_lock_file_is_kept_while_held_and_after_release(tmp_path: Path) -> N
 
 
 def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) -> None:
-    """Finding 17: a run that stops with an error (a review without an answer) keeps the
+    """A run that stops with an error (a review without an answer) keeps the
     existing log byte for byte and leaves no `.partial` files; the lock file stays (filelock keeps
-    it on release so every writer locks the same inode; review M5)."""
+    it on release so every writer locks the same inode)."""
     out = tmp_path / "out"
     out.mkdir()
     target = out / "s.jsonl"
@@ -173,17 +175,17 @@ def test_a_failed_run_leaves_the_old_log_and_no_temporary_files(tmp_path: Path) 
 
 def test_an_interrupted_run_leaves_no_temporary_files(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Finding 17: Ctrl-C (KeyboardInterrupt) in the middle of a run cleans up too."""
+    """Ctrl-C (KeyboardInterrupt) in the middle of a run cleans up too."""
     from fsm_stage.simulate import engine as sim_module
 
     calls = {"n": 0}
     real_answer = sim_module._Engine.answer
 
-    def interrupt_on_third(self: object, request: object) -> object:
+    def interrupt_on_third(self: sim_module._Engine, request: Request) -> ModelReply:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return real_answer(self, request)  # type: ignore[arg-type]
+        return real_answer(self, request)
 
     monkeypatch.setattr(sim_module._Engine, "answer", interrupt_on_third)
     out = tmp_path / "out"
@@ -202,15 +204,15 @@ def test_a_run_error_through_the_api_cleans_up(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
 def test_a_folder_refusing_new_files_is_not_reported_as_a_lock(tmp_path: Path) -> None:
-    """Finding 3: `--log /proc/x.jsonl` said "locked by another writer"."""
+    """`--log /proc/x.jsonl` is a cannot-create error, not "locked by another writer"."""
     code, _, err = invoke("simulate", str(SUBAGENT), "--log", "/proc/x.jsonl", "--cwd", str(tmp_path))
     message = _one_line_error(code, err)
     assert "/proc/x.jsonl: cannot write session log: cannot create files in /proc" in message
 
 
 def test_two_simulations_on_one_log_do_not_race(tmp_path: Path) -> None:
-    """Finding 3: a second simulate on a --log another simulate is writing gets LogLockedError
-    (it used to crash renaming the shared `.partial` file)."""
+    """A second simulate on a --log another simulate is writing gets LogLockedError (no crash
+    renaming a shared `.partial` file)."""
     from fsm_stage.simulate import LogTarget
 
     target = tmp_path / "rr.jsonl"

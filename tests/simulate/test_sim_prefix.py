@@ -6,9 +6,11 @@ import attrs
 
 from fsm_stage.runtime.tools import ToolSpec
 from fsm_stage.simulate import (
+    MessageView,
     PrefixReport,
     RequestRecord,
     SectionView,
+    ToolView,
     message_view,
     prefix_report,
     section_views,
@@ -37,12 +39,12 @@ M1 = (message_view(_msg("user", "Add a flag.")),)
 M2 = (*M1, message_view(_msg("assistant", "On it.")))
 
 
-def _record(sections: tuple[SectionView, ...], tools: tuple[object, ...], messages: tuple[object, ...],
+def _record(sections: tuple[SectionView, ...], tools: tuple[ToolView, ...], messages: tuple[MessageView, ...],
             prev: RequestRecord | None = None) -> RequestRecord:
-    report = prefix_report(prev, sections, tools, messages)  # type: ignore[arg-type]
+    report = prefix_report(prev, sections, tools, messages)
     return RequestRecord(index=1 if prev is None else prev.index + 1, turn=1, step=1, stage=None,
-                         plan_mode=False, sections=sections, context=(), messages=messages,  # type: ignore[arg-type]
-                         tools=tools, prefix=report)  # type: ignore[arg-type]
+                         plan_mode=False, sections=sections, context=(), messages=messages,
+                         tools=tools, prefix=report)
 
 
 def test_first_request_reuses_nothing() -> None:

@@ -223,7 +223,7 @@ def _record_and_replay(scenario: Path, tmp_path: Path, *graph: str) -> tuple[Pat
 
 
 def test_replay_of_a_simulated_log_reproduces_the_session(tmp_path: Path) -> None:
-    """Finding 16: the replay records the host system text, the eligibility flips the log reveals
+    """The replay records the host system text, the eligibility flips the log reveals
     (guidance from the snapshots, the guard a goto_stage got past) and the recorded stage / plan
     mode of every request; re-run under the same graph it reaches verify again, uses every review
     answer and passes every recorded expectation."""
@@ -250,7 +250,7 @@ def test_replay_of_a_simulated_log_reproduces_the_session(tmp_path: Path) -> Non
 
 
 def test_replay_under_a_changed_graph_fails_where_it_diverges(tmp_path: Path) -> None:
-    """Finding 16: with an extra guard on implement → verify the replayed goto_stage is refused:
+    """With an extra guard on implement → verify the replayed goto_stage is refused:
     the recorded `review: approve` is flagged unused and the run fails (exit 1) at the first
     request the recording sent in verify."""
     changed = tmp_path / "changed.yaml"
@@ -271,8 +271,8 @@ def test_replay_under_a_changed_graph_fails_where_it_diverges(tmp_path: Path) ->
 
 
 def test_replay_recovers_review_comments(tmp_path: Path) -> None:
-    """Finding 16: reviewer feedback was reduced to `keep`; the comment is in the recorded failure
-    text and comes back as `{feedback: TEXT}`; dismissals stay dismissals, a kept stage `keep`."""
+    """Reviewer feedback is not reduced to `keep`: the comment is in the recorded failure text
+    and comes back as `{feedback: TEXT}`; dismissals stay dismissals, a kept stage `keep`."""
     replay, _ = _record_and_replay(SCENARIOS / "dismissed-review.yaml", tmp_path,
                                    "--graph", str(GRAPHS / "feature-work.yaml"))
     calls = [c for s in load_scenario(replay).steps if isinstance(s, ModelStep) for c in s.calls
@@ -308,7 +308,7 @@ def test_replay_of_stages_no_shipped_graph_has_asks_for_a_graph(tmp_path: Path) 
 
 def test_every_recorded_session_replays_with_its_recorded_plan_mode(plan_review_log: Path,
                                                                     tmp_path: Path) -> None:
-    """Finding 16 over DSH's corpus: with the recorded plan mode of every request as expectations
+    """Over DSH's corpus: with the recorded plan mode of every request as expectations
     (`replay_events`), every session log replays under feature-work without a failure or an unused
     review answer."""
     from fsm_stage.config import load_config
@@ -340,7 +340,7 @@ def test_every_recorded_session_replays_with_its_recorded_plan_mode(plan_review_
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_every_shipped_scenario_round_trips_through_its_log(path: Path, tmp_path: Path) -> None:
-    """Finding 16: simulate --log, `fsm-stage scenario --graph` on that log, simulate again: the
+    """simulate --log, `fsm-stage scenario --graph` on that log, simulate again: the
     same stage and plan mode at every request, every recorded expectation held, no review answer
     left unused (refused goto_stage calls get none)."""
     original = simulate(load_scenario(path), cwd=tmp_path / "w")

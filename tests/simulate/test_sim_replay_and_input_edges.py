@@ -1,16 +1,19 @@
-"""Second fresh user's findings on the simulator and ``fsm-stage scenario`` (findings 3, 7, 8 and the
-doc notes on ``scenario --graph`` / ``-o``): each a regression test written before the fix."""
+"""Input edges of the simulator and ``fsm-stage scenario``: text that cannot be UTF-8, tool calls
+refused before any review, an empty session id, ``scenario --graph`` / ``-o``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 from sim_helpers import GRAPHS, invoke
 
 from fsm_stage.scenario import ModelStep, ScenarioError, load_scenario, load_scenario_text
-from fsm_stage.simulate import simulate
+from fsm_stage.simulate import MessageView, simulate
+from fsm_stage.tokens import HeuristicTokenMeter
 
 # no min_handoff_tokens: every model transition is full, so goto_stage without `handoff` is refused
 # before anyone is asked (errors.requires_handoff)
@@ -34,9 +37,9 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_lone_surrogate_in_scenario_text_is_a_positioned_problem(tmp_path: Path) -> None:
-    """Finding 3: `user: "\\ud800"` ended in a UnicodeEncodeError traceback when the output was
-    printed. Text that cannot be encoded as UTF-8 can never be sent to a model or logged: the
-    loader refuses it, positioned at the value, wherever it is (prompt, tool args, keys)."""
+    """`user: "\\ud800"`: text that cannot be encoded as UTF-8 can never be sent to a model or
+    logged, so the loader refuses it, positioned at the value, wherever it is (prompt, tool args,
+    keys), instead of a UnicodeEncodeError traceback at print time."""
     _write(tmp_path, "g.yaml", FULL_GRAPH)
     text = ('graph: g.yaml\nsteps:\n  - user: "ok \\ud800 zalgo"\n'
             '  - model: {calls: [{tool: mine, args: {"k\\udfff": v}, result: "r"}]}\n')
@@ -92,9 +95,9 @@ steps:
 
 
 def test_goto_stage_refused_before_the_review_is_replayed_without_a_review(tmp_path: Path) -> None:
-    """Finding 7: a goto_stage the stage switch refused before asking anyone (here: the handoff
-    document is missing) was written `review: keep`, and the replay then warned "was not
-    reviewed". It gets no review; the one the reviewer approved keeps `approve`; the replay runs
+    """A goto_stage the stage switch refused before asking anyone (here: the handoff document
+    is missing) is not written `review: keep` (the replay would warn "was not reviewed"). It
+    gets no review; the one the reviewer approved keeps `approve`; the replay runs
     without a warning."""
     log = _record(tmp_path)
     out = tmp_path / "rt.yaml"
@@ -109,8 +112,8 @@ def test_goto_stage_refused_before_the_review_is_replayed_without_a_review(tmp_p
 
 
 def test_scenario_refuses_an_empty_session_id(tmp_path: Path) -> None:
-    """Finding 8: `--id ""` wrote `id: ''`, which the loader then refuses; it is a usage error
-    (exit 2) naming --id, and nothing is written."""
+    """`--id ""` would write `id: ''`, which the loader refuses: it is a usage error (exit 2)
+    naming --id, and nothing is written."""
     log = _record(tmp_path)
     out = tmp_path / "rt.yaml"
     for bad in ("", "  "):
@@ -204,8 +207,8 @@ def test_scenario_of_a_subagent_log_keeps_its_parent(tmp_path: Path) -> None:
 
 
 def test_scenario_of_a_log_with_a_lone_surrogate_replaces_it_and_warns(tmp_path: Path) -> None:
-    """Finding 3's other side: JSON can escape a lone surrogate (`"\\ud800"`), so a recorded log may
-    hold one; the scenario written from it used to be refused by the loader. The replay replaces
+    """JSON can escape a lone surrogate (`"\\ud800"`), so a recorded log may hold one, which the
+    scenario loader would refuse. The replay replaces
     it with U+FFFD, says so on stderr, and the scenario loads and runs."""
     import json
 
@@ -243,11 +246,11 @@ def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
     steps = "".join(f"  - user: prompt {i}\n  - model: answer {i}\n" for i in range(30))
     scenario = load_scenario(_write(tmp_path, "long.yaml", f"graph: g.yaml\nsteps:\n{steps}"))
     calls = [0]
-    real = sim.message_view
+    real = report.message_view  # the function the engine imported
 
-    def counting(message: object, meter: object = report._METER) -> object:
+    def counting(message: Mapping[str, Any], meter: HeuristicTokenMeter = report._METER) -> MessageView:
         calls[0] += 1
-        return real(message, meter)  # type: ignore[arg-type]
+        return real(message, meter)
 
     monkeypatch.setattr(sim, "message_view", counting)
     result = simulate(scenario, cwd=tmp_path / "w")
@@ -288,7 +291,7 @@ def test_simulate_never_formats_its_result(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_exit_plan_mode_refused_before_the_review_is_replayed_without_a_review(tmp_path: Path) -> None:
-    """Finding 7, plan-mode side: `exit_plan_mode` outside plan mode (or with a bad plan) is
+    """The plan-mode side: `exit_plan_mode` outside plan mode (or with a bad plan) is
     refused before anyone is asked; the replay gives it no review instead of `keep`."""
     _write(tmp_path, "g.yaml", FULL_GRAPH + "plan_mode: {section: Plan first.}\n")
     scenario = _write(tmp_path, "s.yaml", """graph: g.yaml

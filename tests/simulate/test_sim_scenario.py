@@ -73,7 +73,8 @@ def test_a_complete_scenario_is_structured(tmp_path: Path) -> None:
     )
     cmd = s.steps[1]
     assert isinstance(cmd, Command) and cmd.name == "stage" and cmd.args == "  implement now"
-    assert s.steps[0].where == f"{tmp_path / 'demo.yaml'}:7:5"  # type: ignore[union-attr]
+    first = s.steps[0]
+    assert isinstance(first, UserPrompt) and first.where == f"{tmp_path / 'demo.yaml'}:7:5"
 
 
 def test_defaults(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from sim_helpers import graph_ref, invoke, run_text
 
 from fsm_stage.errors import ConfigError
 from fsm_stage.handoff import MAX_SEGMENT_LENGTH, session_segment
-from fsm_stage.scenario import ScenarioError, load_scenario_text
+from fsm_stage.scenario import ModelStep, ScenarioError, load_scenario_text
 
 FW = graph_ref("feature-work.yaml")
 # no min_handoff_tokens: every model transition is full, so it writes a handoff document
@@ -66,7 +66,9 @@ def test_null_optional_call_fields_still_mean_not_given() -> None:
     "not given" (`review: null`, `id: null`), as before the switch."""
     sc = load_scenario_text(f"graph: {FW}\nsteps:\n  - user: hi\n  - model:\n      calls:\n"
                             "        - {tool: read_file, result: ok, review: null, id: null}\n", "s.yaml")
-    call = sc.steps[1].calls[0]  # type: ignore[union-attr]
+    step = sc.steps[1]
+    assert isinstance(step, ModelStep)
+    call = step.calls[0]
     assert (call.review, call.id, call.result) == (None, None, "ok")
 
 

@@ -1,5 +1,5 @@
 """``fsm_stage.log.jsonl.writer_lock``: the one-writer lock ``JsonlLog`` and ``simulate --log``
-share — "locked by another writer" versus "the lock file cannot be created" (finding 3)."""
+share — "locked by another writer" versus "the lock file cannot be created"."""
 
 from __future__ import annotations
 

@@ -193,7 +193,7 @@ def scan_body(
 def unknown_types_warning(source: str, counts: Mapping[str, int]) -> str:
     """The one-line warning for event types outside DSH's vocabulary that a reader kept:
     ``"<source>: unknown event type(s) kept but ignored by folds: a/b ×2, c/d ×1"`` (types
-    sorted). Shared by ``read_log`` and ``checkpoints.cold_fold`` (review D5)."""
+    sorted). Shared by ``read_log`` and ``checkpoints.cold_fold``."""
     listed = ", ".join(f"{t} ×{n}" for t, n in sorted(counts.items()))
     return f"{source}: unknown event type(s) kept but ignored by folds: {listed}"
 

@@ -68,7 +68,7 @@ class ProjectionCursor(Generic[S]):
     -1 for none). If the log is shorter than the watermark (a checkpoint seeded over a
     shorter log, or a swapped sequence), the cursor refolds from ``init``.
 
-    Thread safety (review H2): the state and the next seq to fold live in **one** attribute,
+    Thread safety: the state and the next seq to fold live in **one** attribute,
     read once and assigned once per ``read()``, so concurrent readers (a controller under its
     lock, a runtime view without one) each fold from a consistent pair and never apply an
     event twice or skip one; at worst two readers fold the same new events in parallel.
@@ -164,7 +164,7 @@ class HeaderRelative(Generic[S]):
     The header event is applied to ``inner`` first, so the remembered state includes it.
     Returns the same state object for events that change neither part. The single
     implementation behind plan mode's told state, ``StageProjection.stage_at_last_header`` and
-    ``ToldProjection`` (review H3); ``fsm_stage.runtime.pending`` re-exports it.
+    ``ToldProjection``; ``fsm_stage.runtime.pending`` re-exports it.
     """
 
     def __init__(self, inner: Fold[S], header_type: str = REQUEST_HEADER) -> None:

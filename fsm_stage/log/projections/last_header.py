@@ -66,7 +66,7 @@ class ToldProjection:
     """What the model was last told (plan-mode-spec §1.7 narration ``told``; stage-switch §1.6).
 
     ``HeaderRelative`` over ``PlanModeFold`` + ``StageFold`` — the folds plan mode and the
-    stage controller judge "told" with (review H3). View: None before the first header, else
+    stage controller judge "told" with. View: None before the first header, else
     ``{"seq", "reason", "planActive", "stage"}``.
     """
 

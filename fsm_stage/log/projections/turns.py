@@ -45,7 +45,7 @@ class OpenTurn:
     carries no integer number (hand-trimmed logs); ``last_turn`` keeps the highest number.
     A ``turn/end`` closes an open turn. ``request/header`` events are counted. The view is
     ``{"open", "turn"}``. The runtime's ``Session.is_turn_open``/``last_turn``/
-    ``has_request_header`` read this fold, so runtime and CLI agree (review H3).
+    ``has_request_header`` read this fold, so runtime and CLI agree.
     """
 
     key = "turn"

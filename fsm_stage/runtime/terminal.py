@@ -1,0 +1,319 @@
+"""``TerminalReviewChannel``: the interactive review on a terminal (issue 16).
+
+Markdown is rendered by ``rich`` (tables, quotes, links with their URL, wrapping to the terminal
+width; ``NO_COLOR`` and non-terminal output give plain text); a plan taller than the screen opens
+in ``$PAGER`` (default ``less -R``) first. On a terminal the answer is read with
+``prompt_toolkit``'s async prompt: one Ctrl-C raises ``ReviewInterrupted`` (a ``ReviewDismissed``),
+with the terminal restored and no thread left behind. Piped input is read without a thread too
+(an event-loop reader on pipes, a plain read on files). The abort ``signal`` ends the prompt
+(``ReviewDismissed``); cancelling the task cancels the prompt. Free text that looks like consent
+(``yes``, ``ok``, ``lgtm``, an option label…) asks for confirmation. The stage review shows the
+intent's ``from`` / ``to`` / ``handoff_path`` when present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import shutil
+import signal as signals
+import stat
+import sys
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import attrs
+import click
+
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.review import Answer, Question, ReviewDismissed
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fsm_stage.runtime.agent import Agent
+
+__all__ = ["ReviewInterrupted", "TerminalReviewChannel", "TerminalWording", "render_markdown"]
+
+T = TypeVar("T")
+_SLOT = "\x00"
+#: Free text read as "I agree" (compared case-folded, without trailing punctuation).
+CONSENT_WORDS = frozenset({
+    "approve", "approved", "accept", "y", "yes", "yep", "ok", "okay", "lgtm", "sure", "go", "go ahead",
+    "同意", "好", "好的", "可以", "批准", "是", "行",
+})
+
+
+class ReviewInterrupted(ReviewDismissed):
+    """The user pressed Ctrl-C at the terminal review (a dismissal; callers may exit 130)."""
+
+
+@attrs.frozen
+class TerminalWording:
+    """Wording of the terminal dialog; ``load(language)`` reads the ``runtime`` catalog.
+    ``confirm`` holds ``\\x00`` where the option label goes."""
+
+    choose: str
+    feedback: str
+    invalid: str
+    confirm: str = f"Select “{_SLOT}”? (y/N)"
+
+    @classmethod
+    def load(cls, language: str = "en") -> TerminalWording:
+        """The ``terminal.*`` texts of ``templates/<language>/runtime.yaml``."""
+        from fsm_stage.runtime import wording
+
+        choose, feedback, invalid = (wording.text(f"terminal.{k}", language)
+                                     for k in ("choose", "feedback", "invalid"))
+        return cls(choose, feedback, invalid, wording.text("terminal.confirm", language, label=_SLOT))
+
+
+def _console(file: Any, *, width: int | None = None, color: bool | None = None) -> Console:
+    from rich.console import Console
+
+    tty = color if color is not None else bool(getattr(file, "isatty", lambda: False)())
+    styled = tty and not os.environ.get("NO_COLOR")  # NO_COLOR: no escape codes at all
+    return Console(file=file, width=width or shutil.get_terminal_size().columns, force_terminal=styled,
+                   color_system="auto" if styled else None, no_color=not styled, highlight=False,
+                   emoji=False, soft_wrap=False)
+
+
+def render_markdown(text: str, *, width: int | None = None, color: bool | None = None) -> str:
+    """``text`` (markdown) rendered for a terminal ``width`` columns wide (default: the
+    terminal's): headings, bullets ``•``, tables, quotes, code, links as ``text (url)``. Styled
+    only when ``color`` (default: standard output is a terminal) and ``NO_COLOR`` is unset."""
+    from rich.markdown import Markdown
+
+    out = io.StringIO()
+    tty = sys.stdout.isatty() if color is None else color
+    _console(out, width=width, color=tty).print(Markdown(text, hyperlinks=False))
+    lines: list[str] = []
+    for line in out.getvalue().strip("\n").splitlines():
+        line = line.rstrip()
+        if line or (lines and lines[-1]):  # one blank line between blocks, not rich's two
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _option_number(text: str) -> int | None:
+    """``text`` as an option number when it is ASCII digits only (``"2"``), else None; more than
+    9 digits gives 0 (out of range). ``"¹"``/``"①"`` are neither a number nor feedback."""
+    if text and text.isascii() and text.isdigit():
+        return int(text) if len(text) <= 9 else 0
+    return None
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _PipeLines:
+    """Lines of a non-terminal standard input, read without a thread: an event-loop reader on a
+    pipe/FIFO, a plain ``readline`` on a regular file or a stream without a descriptor."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.eof = False
+
+    def _fd(self) -> int | None:
+        try:
+            fd = sys.stdin.fileno()
+            return None if stat.S_ISREG(os.fstat(fd).st_mode) else fd
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            return None
+
+    async def readline(self) -> str | None:
+        fd = self._fd()
+        if fd is None:
+            line = sys.stdin.readline()
+            return line if line else None
+        while b"\n" not in self.buffer and not self.eof:
+            await self._wait_readable(fd)
+            chunk = os.read(fd, 65536)
+            self.eof = not chunk
+            self.buffer += chunk
+        if not self.buffer:
+            return None
+        line, sep, rest = self.buffer.partition(b"\n")
+        self.buffer = rest
+        return (line + sep).decode("utf-8", "replace")
+
+    @staticmethod
+    async def _wait_readable(fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(fd, wake)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+
+
+async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
+    """``await work``, unless ``signal`` fires first: then ``work`` is cancelled and
+    ``ReviewDismissed`` raised. Cancelling the caller cancels ``work``."""
+    if signal is None:
+        return await work
+    if signal.aborted:  # nothing is shown or read
+        if asyncio.iscoroutine(work):
+            work.close()
+        raise ReviewDismissed(f"review aborted: {signal.reason}")
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(signal.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        elif not task.cancelled():
+            task.exception()  # retrieved, even when the caller itself was cancelled meanwhile
+    if task in done:
+        return task.result()
+    raise ReviewDismissed(f"review aborted: {signal.reason}")
+
+
+class TerminalReviewChannel:
+    """An interactive ``ReviewChannel`` on the terminal.
+
+    Per question: the header, the stage move (intent ``from``/``to``/``handoff_path``), the
+    question, the ``detail`` as markdown (paged when taller than the screen) and the numbered
+    options; then one line: an option number selects it (any option but the approving one — the
+    intent's ``approve`` label, else the first — asks for optional feedback); other text is
+    feedback with nothing selected (B80), except text that looks like consent or an option
+    label, which asks "Select …? (y/N)" first. An empty line or a bad number asks again. End of
+    input raises ``ReviewDismissed``, Ctrl-C ``ReviewInterrupted``, the abort signal
+    ``ReviewDismissed``. ``ctrl_c="interrupt"`` also raises SIGINT, as Ctrl-C does outside the
+    prompt: under ``asyncio.run`` the main task is cancelled and ``asyncio.run`` raises
+    ``KeyboardInterrupt`` (for an orchestrator where Ctrl-C means quit, past the controllers
+    that turn a dismissal into a tool failure).
+    """
+
+    def __init__(self, wording: TerminalWording | None = None, *, language: str = "en",
+                 pager: bool = True, ctrl_c: Literal["dismiss", "interrupt"] = "dismiss") -> None:
+        self.wording = wording if wording is not None else TerminalWording.load(language)
+        self.pager = pager
+        self.ctrl_c = ctrl_c
+        self._pipe = _PipeLines()
+
+    async def ask(
+        self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
+    ) -> list[Answer]:
+        """Ask every question in turn on the terminal; see the class docstring."""
+        answers: list[Answer] = []
+        for q in questions:
+            await _until_aborted(self._show(q), signal)
+            answers.append(await _until_aborted(self._read_answer(q), signal))
+        return answers
+
+    def _ask_sync(self, questions: tuple[Question, ...]) -> list[Answer]:
+        """``ask`` for callers without an event loop (runs one)."""
+        return asyncio.run(self.ask(questions, None))  # type: ignore[arg-type]
+
+    async def _show(self, q: Question) -> None:
+        console = _console(sys.stdout)
+        console.print(q.header, style="bold", markup=False)
+        intent = q.intent or {}
+        if intent.get("from") or intent.get("to"):  # the stage review: which stage is left, for which
+            move = f"{intent.get('from') or '?'} → {intent.get('to') or '?'}"
+            path = intent.get("handoff_path")
+            console.print(move + (f"   (handoff: {path})" if path else ""), markup=False)
+        console.print(q.question, markup=False)
+        if q.detail is not None:
+            body = render_markdown(q.detail, width=console.width, color=console.is_terminal)
+            if not (self.pager and _interactive() and await self._page(body, len(q.options))):
+                console.print("")
+                console.print(body, markup=False, highlight=False)
+                console.print("")
+        for i, opt in enumerate(q.options, 1):
+            desc = f" — {opt.description}" if opt.description else ""
+            console.print(f"  {i}. {opt.label}{desc}", markup=False)
+
+    async def _page(self, body: str, options: int) -> bool:
+        """Show ``body`` in the pager when it is taller than the screen; whether it did."""
+        if body.count("\n") + options + 6 <= shutil.get_terminal_size().lines:
+            return False
+        command = os.environ.get("PAGER") or "less"
+        env = {**os.environ, "LESS": os.environ.get("LESS", "-R")}
+        try:
+            proc = await asyncio.create_subprocess_shell(command, stdin=asyncio.subprocess.PIPE, env=env)
+        except OSError:
+            return False
+        try:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(body.encode("utf-8") + b"\n")
+                await proc.stdin.drain()
+                proc.stdin.close()
+            await proc.wait()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        return proc.returncode == 0
+
+    async def _line(self, message: str) -> str:
+        """One line of input after ``message`` (without its newline)."""
+        if _interactive():
+            from prompt_toolkit import PromptSession
+
+            try:
+                answer: str = await PromptSession[str]().prompt_async(f"{message}: ")
+                return answer
+            except KeyboardInterrupt:
+                if self.ctrl_c == "interrupt":  # as if the terminal had sent SIGINT: under
+                    signals.raise_signal(signals.SIGINT)  # asyncio.run, the main task is cancelled
+                raise ReviewInterrupted("review interrupted at the terminal (Ctrl-C)") from None
+            except EOFError:
+                raise ReviewDismissed("review dismissed at the terminal") from None
+        click.echo(f"{message}: ", nl=False)
+        line = await self._pipe.readline()
+        if line is None:
+            click.echo("")
+            raise ReviewDismissed("review dismissed at the terminal")
+        return line.rstrip("\r\n")
+
+    def _consent_label(self, text: str, q: Question, approve: str) -> str | None:
+        """The option ``text`` seems to choose: a label typed as text, or consent → ``approve``."""
+        word = text.casefold().rstrip(".!。！ ")
+        for label in q.labels:
+            if word == label.casefold():
+                return label
+        return approve if word in CONSENT_WORDS else None
+
+    async def _read_answer(self, q: Question) -> Answer:
+        w = self.wording
+        hinted = q.intent.get("approve") if q.intent is not None else None
+        approve = hinted if isinstance(hinted, str) and hinted in q.labels else q.labels[0]
+        while True:
+            text = (await self._line(w.choose)).strip()
+            number = _option_number(text)
+            label: str | None = None
+            if number is not None and 1 <= number <= len(q.options):
+                label = q.options[number - 1].label
+            elif text and number is None and not text.isdigit():
+                label = self._consent_label(text, q, approve)
+                if label is None:
+                    return Answer(q.id, (), text)
+                reply = (await self._line(w.confirm.replace(_SLOT, label))).strip().casefold()
+                if reply not in {"y", "yes", "是", "好"}:
+                    continue
+            if label is None:
+                click.echo(w.invalid)
+                continue
+            if label == approve:
+                return Answer(q.id, (label,))
+            feedback = (await self._line(w.feedback)).strip()
+            return Answer(q.id, (label,), feedback or None)

@@ -1,0 +1,172 @@
+"""The terminal review without a terminal (pipes) and its markdown rendering (issue 16);
+tests/test_terminal_review_tmux.py drives it in a real terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+import pytest
+
+from fsm_stage.runtime import review as review_module
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.review import Answer, Option, Question, ReviewDismissed
+from fsm_stage.runtime.terminal import TerminalReviewChannel, TerminalWording, render_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).with_name("terminal_review_script.py")
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+APPROVED = "ANSWER [Answer(id='plan-review', selected=('Approve',), custom=None)] THREADS 1"
+
+
+def _piped(stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], input=stdin, capture_output=True, text=True,
+                          env=ENV, timeout=60, check=False)
+
+
+def test_review_py_re_exports_the_terminal_channel() -> None:
+    assert review_module.TerminalReviewChannel is TerminalReviewChannel
+    assert review_module.TerminalWording is TerminalWording
+    assert review_module.render_markdown is render_markdown
+    with pytest.raises(AttributeError):
+        _ = review_module.NoSuchName  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("consent", ["Approve", "approve", "y", "yes", "ok", "OK.", "lgtm", "LGTM!"])
+def test_consent_typed_as_text_is_confirmed_not_turned_into_feedback(consent: str) -> None:
+    done = _piped(f"{consent}\ny\n")
+    assert done.returncode == 0, done.stderr
+    assert "Select “Approve”? (y/N)" in done.stdout
+    assert APPROVED in done.stdout
+
+
+def test_declining_the_confirmation_asks_again() -> None:
+    done = _piped("yes\nn\nplease split step 2\n")
+    assert done.stdout.count("Choose an option by number") == 2
+    assert "selected=(), custom='please split step 2'" in done.stdout
+
+
+def test_a_label_typed_as_text_selects_it_after_confirmation() -> None:
+    done = _piped("keep planning\ny\nmore tests\n")
+    assert "Select “Keep planning”? (y/N)" in done.stdout
+    assert "selected=('Keep planning',), custom='more tests'" in done.stdout
+
+
+def test_other_text_is_feedback_and_numbers_still_select() -> None:
+    assert "selected=(), custom='not like this'" in _piped("not like this\n").stdout
+    assert APPROVED in _piped("1\n").stdout
+    assert "selected=('Keep planning',), custom=None" in _piped("2\n\n").stdout
+
+
+def test_end_of_input_is_a_dismissal() -> None:
+    done = _piped("")
+    assert done.returncode == 3 and "DISMISSED" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_abort_signal_ends_a_piped_review_without_a_thread() -> None:
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "plan", "--abort-after", "0.5"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    assert proc.wait(timeout=30) == 3  # stdin is still open: no end of input, only the abort
+    assert proc.stdout is not None and proc.stdin is not None
+    out = proc.stdout.read()
+    proc.stdin.close()
+    assert "DISMISSED review aborted: turn cancelled THREADS 1" in out
+
+
+def test_sigint_during_a_piped_review_exits_130_without_traceback() -> None:
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "plan"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    seen = ""
+    while "Choose an option" not in seen and time.monotonic() < deadline:
+        seen += proc.stdout.read(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=5)
+    assert proc.returncode == 130, err
+    assert "INTERRUPTED" in out and "Traceback" not in err
+
+
+def test_cancelling_the_task_cancels_the_prompt() -> None:
+    """In-process, on a pipe: cancellation propagates, the loop reader is removed, no thread."""
+    read_fd, write_fd = os.pipe()
+    saved = sys.stdin
+    sys.stdin = os.fdopen(read_fd, "r")
+    q = Question("r", "Review", "Go?", (Option("Approve"), Option("Keep")))
+    try:
+        async def scenario() -> None:
+            task = asyncio.ensure_future(TerminalReviewChannel().ask([q], None))  # type: ignore[arg-type]
+            await asyncio.sleep(0.2)
+            assert not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            os.write(write_fd, b"1\n")  # the channel no longer reads: nothing consumes it
+            await asyncio.sleep(0.05)
+
+        asyncio.run(scenario())
+        assert threading.active_count() == 1
+        assert os.read(read_fd, 10) == b"1\n"
+    finally:
+        sys.stdin.close()
+        sys.stdin = saved
+        os.close(write_fd)
+
+
+def test_an_already_aborted_signal_dismisses_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    q = Question("r", "Review", "Go?", (Option("Approve"), Option("Keep")))
+    sig = AbortSignal()
+    sig.abort("stop")
+    with pytest.raises(ReviewDismissed, match="review aborted: stop"):
+        asyncio.run(TerminalReviewChannel().ask([q], None, signal=sig))  # type: ignore[arg-type]
+    assert capsys.readouterr().out == ""
+
+
+# --- markdown -------------------------------------------------------------------------------------
+
+PLAN = ("# Plan\n\n> quoted\n\n| a | b |\n|---|---|\n| x | y |\n\nsee [docs](https://e.org), *it* "
+        + "word " * 40)
+
+
+def test_markdown_tables_quotes_links_and_wrapping() -> None:
+    text = render_markdown(PLAN, width=40, color=False)
+    lines = text.splitlines()
+    assert "▌ quoted" in lines and any(line.split() == ["x", "y"] for line in lines)
+    assert "docs (https://e.org)" in text and "*it*" not in text and "|---|" not in text
+    assert all(len(line) <= 40 for line in lines)
+    assert all(not w or w == "word" for line in lines if "word" in line for w in line.split()[-1:])
+    assert "\x1b[" not in text
+
+
+def test_markdown_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    styled = render_markdown("# Title\n\n**bold**", width=40, color=True)
+    assert "\x1b[" in styled and click.unstyle(styled).split() == ["Title", "bold"]
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in render_markdown("# Title\n\n**bold**", width=40, color=True)
+
+
+def test_wording_has_the_confirmation_in_every_language() -> None:
+    assert TerminalWording.load("en").confirm.replace("\x00", "Approve") == "Select “Approve”? (y/N)"
+    assert "\x00" in TerminalWording.load("zh").confirm
+
+
+def test_in_process_piped_answers_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CliRunner-style path (a stdin without a descriptor) reads lines directly."""
+    import io
+
+    q = Question("r", "Review", "Go?", (Option("Approve"), Option("Keep")))
+    saved = sys.stdin
+    sys.stdin = io.StringIO("ok\ny\n")
+    try:
+        assert TerminalReviewChannel()._ask_sync((q,)) == [Answer("r", ("Approve",))]
+    finally:
+        sys.stdin = saved

@@ -114,3 +114,10 @@ TEMPLATE_VARIABLES: Final = frozenset({"stage_current", "stage_targets"})
 
 # --- fsm_stage-owned event types (always written with "ignorable": true) --------------------
 FSM_EVENT_PREFIX: Final = "fsm/"
+REVIEW_REQUEST: Final = "fsm/review/request"
+REVIEW_ANSWER: Final = "fsm/review/answer"
+REVIEW_REDEEMED: Final = "fsm/review/redeemed"
+GRAPH_EVENT: Final = "fsm/graph"
+REVIEW_OUTCOMES: Final = ("approve", "keep", "dismiss")
+APPROVE_FRESH_LABEL: Final = "Approve and start fresh"
+APPROVE_KEEP_CONVERSATION_LABEL: Final = "Approve and keep the conversation"

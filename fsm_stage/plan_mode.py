@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import attrs
 
+import fsm_stage.plan_mode_reviews as plan_flow
 from fsm_stage.config import PlanModeConfig
 from fsm_stage.constants import (
     APPROVE_LABEL,
@@ -45,8 +46,9 @@ from fsm_stage.graph import (
     CompiledGraph,
     compile_plan_mode,
 )
-from fsm_stage.log.events import Event
+from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
+from fsm_stage.log.reviews import ReviewAnswer
 from fsm_stage.prompts import Catalog, load_catalog
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -54,8 +56,18 @@ from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.commands import CommandReply, CommandSpec
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
-from fsm_stage.runtime.pending import HeaderRelative, Outcome, PendingStore, Selection, session_lock, told
-from fsm_stage.runtime.review import Option, Question, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.runtime.pending import (
+    FLUSH_RETRY_ERRORS,
+    HeaderRelative,
+    Outcome,
+    PendingStore,
+    Selection,
+    session_lock,
+    told,
+)
+from fsm_stage.runtime.review import Option, Question, ReviewChannel
+from fsm_stage.runtime.review_flow import redeemed_spec
+from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
@@ -78,7 +90,6 @@ PLAN_PROJECTION_KEY: Final = "plan"
 """Key of the ``{active, pending}`` projection unit (plan-mode spec §1.11)."""
 CONFIG_KEYS: Final = ("section",)
 
-_APPROVED: Final = "approved"  # payload of a selection made by an approved exit
 _PLAN_FOLD: Final = PlanModeFold()
 _TOLD: Final = HeaderRelative(_PLAN_FOLD)
 _HEADING_RE: Final = re.compile(r"#{1,6}\s+\S")
@@ -196,7 +207,8 @@ class PlanModeController:
     ``config``: mapping / ``PlanModeConfig`` / None, validated by ``resolve_config`` (raises
     ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
-    Pending selections are held in memory per session (B114).
+    User selections made during an open turn are held in memory per session (B114); an
+    approved exit is read from the log (``plan_mode_reviews``).
     """
 
     def __init__(
@@ -269,15 +281,21 @@ class PlanModeController:
     def effective(self, agent: Agent) -> bool:
         """The pending target when a selection exists, otherwise the logged state (§1.3)."""
         self.lifecycle.ensure_open()
-        sel = self._pending.get(agent.session)
-        return sel.target if sel is not None else self.logged(agent.session)
+        target = self._pending_target(agent.session)
+        return target if target is not None else self.logged(agent.session)
+
+    def _pending_target(self, session: Session) -> bool | None:
+        """The memory user selection's target, else False for an approved, unredeemed exit."""
+        sel = self._pending.get(session)
+        if sel is not None:
+            return sel.target
+        return False if plan_flow.approved_exit(session) is not None else None
 
     def get(self, agent: Agent) -> PlanStatus:
         """``PlanStatus(active=<logged>, pending=<selection target or None>)`` (B9, B11–B13).
         Raises ``ControllerClosedError`` after ``close()``."""
         self.lifecycle.ensure_open()
-        sel = self._pending.get(agent.session)
-        return PlanStatus(self.logged(agent.session), sel.target if sel is not None else None)
+        return PlanStatus(self.logged(agent.session), self._pending_target(agent.session))
 
     def set(self, agent: Agent, active: bool) -> Outcome:
         """Select plan mode on/off for ``agent`` (B10–B21).
@@ -299,30 +317,38 @@ class PlanModeController:
         session = agent.session
         with session_lock(session.id):
             logged = self.logged(session)
-            sel = self._pending.get(session)
-            target = sel.target if sel is not None else logged
+            pending = self._pending_target(session)
+            target = pending if pending is not None else logged
             if active == target:
                 return "noop"
             if session.is_turn_open:
                 self._pending.put(session, Selection(active, narrate=True))
                 return "cancelled" if active == logged else "queued"
+            superseded = plan_flow.redeem_specs(session, applied=False, reason="superseded")
             if active == logged:
                 self._pending.clear(session)
+                if superseded:
+                    session.append_many(superseded)
                 return "cancelled"
-            self._transition(session, logged, active, approved=False)
+            self._transition(session, logged, active, approved=False, extra=superseded)
             self._pending.clear(session)
             message = self._narration(session, active)
         if message is not None:
             agent.inject(message)
         return "committed"
 
-    def _transition(self, session: Session, logged: bool, target: bool, *, approved: bool) -> None:
-        """Fire the machine from the folded state; ``commit`` appends ``plan/mode`` first."""
+    def _transition(self, session: Session, logged: bool, target: bool, *, approved: bool,
+                    extra: Sequence[NewEvent] = ()) -> None:
+        """Fire the machine from the folded state; ``commit`` appends ``plan/mode`` first, in
+        one batch with ``extra`` (the redemption of an approved exit)."""
         cursor = self.graph.new_cursor(PLAN_STATE if logged else PLAN_DEFAULT)
         trigger = PLAN_ENTER if target else (PLAN_EXIT if approved else PLAN_LEAVE)
 
         def commit() -> None:
-            session.append(PLAN_MODE_EVENT, {"active": target})
+            if extra:
+                session.append_many([NewEvent(PLAN_MODE_EVENT, {"active": target}), *extra])
+            else:
+                session.append(PLAN_MODE_EVENT, {"active": target})
 
         fired = self.graph.fire(cursor, trigger, commit=commit, approval=PLAN_DEFAULT if approved else None)
         if not fired:  # pragma: no cover - callers only ask for a real change
@@ -351,18 +377,36 @@ class PlanModeController:
         if self.closed:
             return messages
         with session_lock(agent.session.id):
+            if not aborted and self._pending.get(agent.session) is None:
+                record = plan_flow.approved_exit(agent.session)
+                if record is not None:
+                    try:
+                        self._apply(agent, Selection(False, narrate=False, payload=record.id))
+                    except FLUSH_RETRY_ERRORS as error:
+                        self.logger.warning(self.catalog.text("log.flush_failed", error=error))
+                    return messages
             return self._pending.flush(
                 agent, messages, aborted=aborted, apply=self._apply,
                 failure=lambda error: self.catalog.text("log.flush_failed", error=error),
             )
 
     def _apply(self, agent: Agent, selection: Selection[bool]) -> list[Message]:
+        """Apply ``selection``: a user selection (``payload`` None) redeems a pending approved
+        exit as superseded; an approved exit (``payload`` = its review id) redeems it applied."""
         session = agent.session
         logged = self.logged(session)
+        if selection.payload is not None:
+            redeem = [redeemed_spec(selection.payload, selection.target != logged,
+                                    None if selection.target != logged else "superseded")]
+        else:
+            redeem = plan_flow.redeem_specs(session, applied=False, reason="superseded")
         if selection.target == logged:
+            if redeem:
+                session.append_many(redeem)
             return []
         message = self._narration(session, selection.target) if selection.narrate else None
-        self._transition(session, logged, selection.target, approved=selection.payload == _APPROVED)
+        self._transition(session, logged, selection.target, approved=selection.payload is not None,
+                         extra=redeem)
         return [message] if message is not None else []
 
     # --- prompt section ---------------------------------------------------------------------------
@@ -418,9 +462,12 @@ class PlanModeController:
         """Execute ``exit_plan_mode`` (B66 order, first failure wins; failures raise
         ``ToolFailure``): agent present (B67) → logged state active (B68) → plan heading (B69) →
         review channel (B71) → review (dismissal B85, other failures verbatim B72/B73/B86/B87)
-        → not closed meanwhile (B88) → consent (B76, B78–B84). On consent a silent exit
-        selection is stored and ``{"approved": True}`` returned; the log is not touched until
-        the next accepted pre-step (B76). Failures change nothing (B89)."""
+        → not closed meanwhile (B88) → consent (B76, B78–B84). The review is durable
+        (``plan_mode_reviews``): its request and answer are logged, the approved, unredeemed
+        exit is the pending exit (applied at the next accepted pre-step, B76, with its
+        redemption in one batch), one plan review may be open at a time, a resumed call (same
+        call id) reuses its logged answer, and ``ReviewPending`` propagates for a suspending
+        channel. Failures change no plan state (B89)."""
         c, name = self.catalog, EXIT_PLAN_MODE
         if self.closed:  # called after close (normally unreachable: the tool is unregistered)
             raise ToolFailure(c.text("errors.reloaded"))
@@ -434,22 +481,28 @@ class PlanModeController:
         channel = self.review
         if channel is None:
             raise ToolFailure(c.text("errors.no_channel"))
-        try:
-            answers = await channel.ask([self.review_question(plan)], agent, signal=signal)
-        except ReviewDismissed:
-            raise ToolFailure(c.text("errors.dismissed")) from None
-        except Exception as exc:
-            raise ToolFailure(str(exc) or type(exc).__name__) from exc
+        outcome = await plan_flow.review_exit(self, agent, plan, channel, signal)
         if self.closed:
             raise ToolFailure(c.text("errors.reloaded"))
-        decision = evaluate(answers, PLAN_REVIEW_ID, APPROVE_LABEL)
-        if not decision.approved:
-            if decision.feedback:
-                raise ToolFailure(c.text("errors.keep_planning_feedback", feedback=decision.feedback))
+        answer = outcome.answer
+        if answer.outcome == "dismiss":
+            raise ToolFailure(c.text("errors.dismissed"))
+        if answer.outcome == "keep":
+            if answer.feedback:
+                raise ToolFailure(c.text("errors.keep_planning_feedback", feedback=answer.feedback))
             raise ToolFailure(c.text("errors.keep_planning"))
+        red = outcome.redemption
+        if self.closed or (red is not None and not red.applied and red.reason == "closed"):
+            raise ToolFailure(c.text("errors.reloaded"))
         with session_lock(agent.session.id):
-            self._pending.put(agent.session, Selection(False, narrate=False, payload=_APPROVED))
+            self._pending.clear(agent.session)  # the approval replaces an earlier user selection
         return ToolOutput({"approved": True}, c.text("tool.approved"))
+
+    def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
+                      by: str = "api") -> ReviewAnswer:
+        """Record a human's answer to the open plan review ``review_id`` (``approve`` / ``keep``
+        / ``dismiss``); see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        return answer_review(session, review_id, outcome, feedback=feedback, by=by)
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Call card ``{card: generic, title, kind: other, content: [text block: plan]}`` (B91)."""

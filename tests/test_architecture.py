@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "fsm_stage.tokens": 5,
     "fsm_stage.runtime": 6,
     "fsm_stage.plan_mode": 7,
+    "fsm_stage.plan_mode_reviews": 7,
     "fsm_stage.stage_switch": 7,
     "fsm_stage.scenario": 8,
     "fsm_stage.simulate": 9,

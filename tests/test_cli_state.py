@@ -64,7 +64,8 @@ def test_plan_review_text_and_time_travel() -> None:
     # §10 line 2: after the /plan command/run the view is pending
     code, out, _ = invoke("--json", "--at", "0", str(PLAN_REVIEW))
     r = json.loads(out)
-    assert (r["folded_events"], r["plan_mode"]) == (1, {"active": False, "pending": True})
+    expected = {"active": False, "pending": True, "pending_exit": False}
+    assert (r["folded_events"], r["plan_mode"]) == (1, expected)
     code, out, _ = invoke("--json", "--at", "290", str(PLAN_REVIEW))
     r = json.loads(out)
     assert r["turn"] == {"open": True, "turn": 1}
@@ -129,6 +130,7 @@ def test_graph_initial_is_the_fallback_and_log_stage_wins(tmp_path: Path) -> Non
     r = json.loads(out)
     assert r["stage"] == {
         "current": "build",
+        "pending": None,
         "source": "log",
         "at_last_header": "build",
         "has_stage_prompt": True,

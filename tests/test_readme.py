@@ -23,7 +23,7 @@ GROUP_TITLES = {
     "plan_mode": "Controllers", "runtime": "Runtime and step driver", "log": "Session log and stores",
     "handoff": "Handoff, tokens, resources", "tokens": "Handoff, tokens, resources",
     "resources": "Handoff, tokens, resources", "scenario": "Simulator", "simulate": "Simulator",
-    "reviews": "Reviews", "errors": "Errors (`fsm_stage.errors`)",
+    "runtime.review": "Reviews", "runtime.reviews": "Reviews", "errors": "Errors (`fsm_stage.errors`)",
 }
 
 
@@ -35,7 +35,8 @@ def api_list() -> str:
     """The README's API list, generated from ``fsm_stage._EXPORTS`` (grouped by concept)."""
     groups: dict[str, list[str]] = defaultdict(list)
     for name, module in fsm_stage._EXPORTS.items():
-        title = GROUP_TITLES.get(module.split(".")[0], module.split(".")[0])
+        first = module.split(".")[0]
+        title = GROUP_TITLES.get(module, GROUP_TITLES.get(first, first))
         groups[title].append(name)
     order = list(dict.fromkeys(GROUP_TITLES.values()))
     titles = sorted(groups, key=lambda t: (order.index(t) if t in order else len(order), t))

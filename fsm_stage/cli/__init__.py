@@ -41,6 +41,7 @@ COMMAND_MODULES: dict[str, str] = {
     "db": "db_cmds",
     "export": "db_cmds",
     "import": "db_cmds",
+    "review": "review_cmds", "fork": "review_cmds",
 }
 
 #: command name -> its short help (the docstring's first sentence), so ``fsm-stage --help``

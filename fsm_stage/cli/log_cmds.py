@@ -40,6 +40,7 @@ from fsm_stage.log.projections import (
     StageState,
     ToldProjection,
 )
+from fsm_stage.log.reviews import REVIEW_FOLD, ReviewState
 from fsm_stage.log.surface import Surface, SurfaceOpError
 
 #: Events folded between two progress updates.
@@ -92,8 +93,20 @@ def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
     return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
 
 
+def _graph_fingerprint(graph: str | None) -> str | None:
+    """``"sha256:<hex>"`` of the ``--graph`` file's stage graph (None without ``--graph``)."""
+    if graph is None:
+        return None
+    from fsm_stage.cli.inputs import read_text_arg
+    from fsm_stage.config import load_config_text
+    from fsm_stage.graph import compile_graph
+
+    cfg = load_config_text(read_text_arg(graph, what="stage graph"), display_name(graph))
+    return None if cfg.graph is None else "sha256:" + compile_graph(cfg.graph).fingerprint
+
+
 def _projections() -> tuple[Projection[Any], ...]:
-    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems()
+    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems(), REVIEW_FOLD
 
 
 def _plan_mode_warnings(path: str | None, state: PlanModeProblemsState, *, strict: bool) -> list[str]:
@@ -139,6 +152,16 @@ def _assemble(
             warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
     else:
         current, stage_source = initial, ("graph initial" if initial is not None else None)
+    reviews: ReviewState = states[REVIEW_FOLD.key]
+    review_view = REVIEW_FOLD.view(reviews)
+    recorded = review_view["graph"]
+    fp = _graph_fingerprint(graph)
+    if fp is not None and recorded is not None and recorded["fingerprint"] != fp:
+        warnings.append(f"the log was recorded with graph {recorded['name']!r} "
+                        f"{recorded['fingerprint'][:19]}…, "
+                        f"{graph} is {fp[:19]}…: the graph changed since (GraphChangedError on resume)")
+    plan_view = snake_keys(plan.view(states[plan.key]))
+    plan_view["pending_exit"] = review_view["pending"]["plan"] is not None
     out = {
         "format_version": JSON_FORMAT_VERSION,
         "header": snake_keys({k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"}),
@@ -146,14 +169,17 @@ def _assemble(
         "folded_events": folded,
         "at": at,
         "turn": snake_keys(turn.view(states[turn.key])),
-        "plan_mode": snake_keys(plan.view(states[plan.key])),
+        "plan_mode": plan_view,
         "stage": {
             "current": current,
+            "pending": review_view["pending"]["stage"],
             "source": stage_source,
             "at_last_header": stage_state.stage_at_last_header,
             "has_stage_prompt": stage_state.has_stage_prompt,
         },
         "last_header": snake_keys(told.view(states[told.key])),
+        "reviews": {"open": review_view["open"]},
+        "graph": recorded,
         "surface": surface,
         "torn_tail_offset": torn,
         "unknown_types": dict(unknown),
@@ -400,7 +426,17 @@ def _human(path: str, r: dict[str, Any]) -> str:
         lines.append(
             f"stage:        {st['current']}"
             + (" (graph initial; no stage record)" if st["source"] == "graph initial" else "")
+            + (f", approved switch to {st['pending']} pending (applied at the next step)"
+               if st["pending"] else "")
         )
+    if pm["pending_exit"]:
+        lines.append("              approved plan-mode exit pending (applied at the next step)")
+    for rv in r["reviews"]["open"]:
+        lines.append(f"open review:  {rv['id']} ({rv['kind']} -> {rv['target']}, "
+                     f"since seq {rv['since_seq']}); "
+                     "answer with fsm-stage review")
+    if r["graph"] is not None:
+        lines.append(f"graph:        {r['graph']['name']} {r['graph']['fingerprint']}")
     told = r["last_header"]
     if told is None:
         lines.append("last header:  - (no request/header yet)")

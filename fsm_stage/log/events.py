@@ -124,6 +124,10 @@ class EventLog(Protocol):
     instead of folding a second copy. ``MemoryLog`` and ``JsonlLog`` implement all of it; a
     host adapter delegating to one of them gets it by delegation.
 
+    ``expect_last_seq`` (design B §2) makes an append conditional: written only when the log
+    still ends at that seq (``-1`` = empty), else ``AppendConflictError`` with nothing written.
+    ``refresh()`` catches up with other writers' events and returns how many it read.
+
     Writers differ in one default: ``allow_unknown_types`` is True on ``MemoryLog`` and False
     on ``JsonlLog`` (see their docstrings).
     """
@@ -139,7 +143,9 @@ class EventLog(Protocol):
 
     def __len__(self) -> int: ...
 
-    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]: ...
+    def append_many(
+        self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None
+    ) -> list[Event]: ...
 
     def append(
         self,
@@ -149,7 +155,10 @@ class EventLog(Protocol):
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
+        expect_last_seq: int | None = None,
     ) -> Event: ...
+
+    def refresh(self) -> int: ...
 
 
 Clock = Callable[[], int]
@@ -158,6 +167,15 @@ Clock = Callable[[], int]
 def wall_clock_ms() -> int:
     """Current wall-clock time in integer epoch milliseconds."""
     return int(_time.time() * 1000)
+
+
+def check_last_seq(expected: int | None, length: int) -> None:
+    """Raise ``AppendConflictError(expected, length - 1)`` unless ``expected`` is None or the
+    log of ``length`` events ends at seq ``expected`` (``-1`` = empty)."""
+    if expected is not None and expected != length - 1:
+        from fsm_stage.errors import AppendConflictError
+
+        raise AppendConflictError(expected, length - 1)
 
 
 def __getattr__(name: str) -> Any:

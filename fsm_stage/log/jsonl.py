@@ -49,7 +49,15 @@ import filelock
 from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError, UserError
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import (
+    Clock,
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    check_last_seq,
+    wall_clock_ms,
+)
 from fsm_stage.log.surface import Surface, SurfaceOpError
 from fsm_stage.log.writer_checks import prepare_batch
 
@@ -80,8 +88,9 @@ class LockFileError(LogWriteError, UserError):
     ``UserError`` for the CLI — never reported as another writer holding the lock."""
 
 
-def writer_lock(path: str | os.PathLike[str]) -> filelock.BaseFileLock:
-    """Take the one-writer lock of the log at ``path`` (``lock_path(path)``, non-blocking) and
+def writer_lock(path: str | os.PathLike[str], *, timeout: float = 0.0) -> filelock.BaseFileLock:
+    """Take the one-writer lock of the log at ``path`` (``lock_path(path)``; waits up to
+    ``timeout`` seconds for another writer to let go, 0 = do not wait) and
     return it held; the caller releases it (``.release()``). ``JsonlLog`` and the simulator's
     ``--log`` target both use it, so they exclude each other.
 
@@ -91,9 +100,12 @@ def writer_lock(path: str | os.PathLike[str]) -> filelock.BaseFileLock:
     new files as contention; the two are told apart by whether the lock file exists).
     """
     lock_file = lock_path(path)
-    lock = filelock.FileLock(str(lock_file), timeout=0, thread_local=False)
+    lock = filelock.FileLock(str(lock_file), timeout=timeout, thread_local=False)
     try:
-        lock.acquire(blocking=False)
+        if timeout > 0:
+            lock.acquire(timeout=timeout, poll_interval=0.01)
+        else:
+            lock.acquire(blocking=False)
     except filelock.Timeout:
         if not lock_file.exists():
             raise LockFileError(
@@ -124,6 +136,8 @@ class JsonlLog:
     ``ignorable_types``), or ``append`` raises ``InvalidEventError`` — code tested only on a
     ``MemoryLog`` with made-up types fails here. Pass True only for reader tests (a strict
     reader will refuse the file).
+    ``lock_timeout`` (seconds, default 0) waits that long for another writer's lock, so short
+    writers (``fsm-stage review``) queue instead of failing.
     ``protect_system_head`` enables the stage-switch §1.13 rule on appends. Missing parent
     directories are created (by the lock).
 
@@ -145,12 +159,13 @@ class JsonlLog:
         protect_system_head: bool = True,
         strict: bool = False,
         allow_unknown_types: bool = False,
+        lock_timeout: float = 0.0,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
         self._ignorable_types = frozenset(ignorable_types)
         self._allow_unknown_types = allow_unknown_types
-        self._lock = writer_lock(self.path)
+        self._lock = writer_lock(self.path, timeout=lock_timeout)
         self._fd: int | None = None  # raw, unbuffered O_RDWR descriptor; None once closed
         self._unusable: str | None = None  # why appends are refused until the log is reopened
         self._mutex = threading.Lock()  # appends from several threads of one process serialise
@@ -256,18 +271,28 @@ class JsonlLog:
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
+        expect_last_seq: int | None = None,
     ) -> Event:
-        """Append one event durably (see class docs); returns it. Raises ``LogWriteError``."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)])[0]
+        """Append one event durably (see class docs); returns it. Raises ``LogWriteError``
+        (``AppendConflictError`` as ``append_many``)."""
+        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
+                                expect_last_seq=expect_last_seq)[0]
 
-    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically: all events become durable in one write, or none do.
 
         Surface ops are validated against the surface as it evolves through the batch.
-        Raises ``LogWriteError`` (log, surface and file unchanged).
+        Raises ``LogWriteError`` (log, surface and file unchanged); with ``expect_last_seq``
+        (seq of the last event the writer saw, ``-1`` when empty) ``AppendConflictError``
+        when the log no longer ends there.
         """
         with self._mutex:
+            check_last_seq(expect_last_seq, len(self._events))
             return self._append_many(specs)
+
+    def refresh(self) -> int:
+        """Catch up with other writers: the writer lock excludes them, so always 0 (design B §2)."""
+        return 0
 
     def _append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
         if self._unusable is not None:

@@ -12,7 +12,15 @@ from types import TracebackType
 from typing import Any
 
 from fsm_stage.errors import LogWriteError
-from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import (
+    Clock,
+    Event,
+    NewEvent,
+    SessionHeader,
+    SurfaceOp,
+    check_last_seq,
+    wall_clock_ms,
+)
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
@@ -79,14 +87,23 @@ class MemoryLog:
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
+        expect_last_seq: int | None = None,
     ) -> Event:
         """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
-        or the surface op cannot apply."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)])[0]
+        or the surface op cannot apply, ``AppendConflictError`` as ``append_many``."""
+        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
+                                expect_last_seq=expect_last_seq)[0]
 
-    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
+    def refresh(self) -> int:
+        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (design B §2)."""
+        return 0
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
-        ``InvalidEventError`` for an event a strict reader would refuse."""
+        ``InvalidEventError`` for an event a strict reader would refuse. With
+        ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
+        the batch is written only if the log still ends there, else ``AppendConflictError``."""
+        check_last_seq(expect_last_seq, len(self._events))
         if self.fail_next is not None:
             err, self.fail_next = self.fail_next, None
             name = specs[0].type if specs else "?"

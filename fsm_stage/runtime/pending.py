@@ -4,9 +4,10 @@ The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7,
 note; stage-switch spec §1.6, §1.9, §1.13):
 
 * ``Selection(target, narrate, payload=None)``: at most one per session, memory only (a
-  documented limitation, B114). ``narrate`` is True for user selections, False for reviewed
-  tool exits (their tool result is the narration, B28). ``payload`` carries extras such as the
-  stage switch's handoff path.
+  documented limitation, B114) — user selections only: an approved review lives in the log
+  (``fsm_stage.log.reviews``, docs/reviews.md) and survives a crash. ``narrate`` is True for
+  user selections, False for reviewed tool exits (their tool result is the narration, B28).
+  ``payload`` carries extras such as the stage switch's handoff path.
 * ``PendingStore[T]``: the per-session store, keyed by the session **id** (so a host that
   re-wraps the same log in a new ``Session`` keeps its selection; S-spec §4.2 item 7), with
   ``get`` / ``put`` (overwrites) / ``clear`` and ``flush``. A record lives until it is flushed,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.errors import ReviewSuspended
 from fsm_stage.runtime.abort import AbortSignal
 
 if TYPE_CHECKING:
@@ -262,3 +263,20 @@ def __getattr__(name: str) -> Any:
 
         return getattr(terminal, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class SuspendingReviewChannel:
+    """A ``ReviewChannel`` that never answers now: ``ask`` raises ``ReviewSuspended``, so the
+    reviewed tool call stays open with its request logged (``ReviewPending`` reaches the host),
+    and a human answers later with ``answer_review`` / ``fsm-stage review``. Every call is
+    recorded in ``requests``."""
+
+    def __init__(self) -> None:
+        self.requests: list[ReviewRequest] = []
+
+    async def ask(
+        self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
+    ) -> list[Answer]:
+        """Record the request, then raise ``ReviewSuspended``."""
+        self.requests.append(ReviewRequest(tuple(questions), agent, signal))
+        raise ReviewSuspended("the review was suspended; answer it later with answer_review")

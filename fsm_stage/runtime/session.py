@@ -93,8 +93,11 @@ class Session:
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
+        expect_last_seq: int | None = None,
     ) -> Event:
-        """Append one event; raises ``LogWriteError`` and leaves the log unchanged on failure.
+        """Append one event; raises ``LogWriteError`` and leaves the log unchanged on failure
+        (``AppendConflictError`` when ``expect_last_seq`` is given and the log no longer ends
+        at that seq).
 
         Installed validators see the would-be event first and may raise (nothing is appended).
         """
@@ -104,12 +107,29 @@ class Session:
                           ignorable=ignorable)
             for validate in list(self._validators):
                 validate(probe)
+        if expect_last_seq is None:
+            return self._log.append(
+                type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable
+            )
         return self._log.append(
-            type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable
+            type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable,
+            expect_last_seq=expect_last_seq,
         )
 
-    def append_many(self, specs: Sequence[NewEvent]) -> list[Event]:
-        """Append a batch atomically through ``EventLog.append_many`` (all or nothing).
+    def refresh(self) -> int:
+        """Catch up with events other writers appended (``EventLog.refresh``); returns how many
+        were read (0 for a log without other writers or without ``refresh``)."""
+        refresh = getattr(self._log, "refresh", None)
+        return int(refresh()) if callable(refresh) else 0
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last committed event, ``-1`` for an empty log (for ``expect_last_seq``)."""
+        return len(self._log) - 1
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
+        """Append a batch atomically through ``EventLog.append_many`` (all or nothing);
+        ``expect_last_seq`` as in ``append``.
 
         Installed validators see every would-be event first (with the seq it would get); the
         first refusal raises and nothing is appended. Raises ``LogWriteError`` (log unchanged).
@@ -124,7 +144,9 @@ class Session:
                               ignorable=spec.ignorable)
                 for validate in list(self._validators):
                     validate(probe)
-        return self._log.append_many(specs)
+        if expect_last_seq is None:
+            return self._log.append_many(specs)
+        return self._log.append_many(specs, expect_last_seq=expect_last_seq)
 
     def add_validator(self, validate: Callable[[Event], None]) -> Callable[[], None]:
         """Run ``validate(event)`` before every later append (raise to refuse); returns a disposer."""

@@ -21,11 +21,13 @@ from fsm_stage.constants import (
     STAGE_POLICY_CONTEXT,
     STAGE_POLICY_ORDER,
     STAGE_SWITCHED_PREFIX,
+    USER_MESSAGE,
 )
 from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
 from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
-from fsm_stage.log.events import Replace, SurfaceOp
+from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
+from fsm_stage.log.reviews import ReviewAnswer
 from fsm_stage.log.surface import shadow_range
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
 from fsm_stage.runtime.abort import AbortSignal
@@ -33,10 +35,13 @@ from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
-from fsm_stage.runtime.pending import PendingStore, Selection, session_lock
+from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, session_lock
 from fsm_stage.runtime.review import ReviewChannel
+from fsm_stage.runtime.review_flow import redeemed_spec, state_of
+from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
+from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
 from fsm_stage.stage_switch.state import (
@@ -86,7 +91,9 @@ class StageController:
     * ``sandbox``: optional ``SandboxPolicyProvider`` resolved once per handoff write;
     * ``catalog`` / ``override_dir``: wording (default: ``stage_switch`` in the graph's language,
       resolved once here);
-    * ``logger``: where a failed flush is logged at error level; ``id_factory``: message ids.
+    * ``logger``: where a failed flush is logged at error level; ``id_factory``: message ids;
+    * ``accept_graph_change``: continue a log recorded with another graph fingerprint (the new
+      one is logged) instead of raising ``GraphChangedError`` (docs/reviews.md).
 
     Use ``attach(runtime)`` (or, equivalently, ``runtime.attach(controller)``) to contribute
     ``stage:policy``, ``goto_stage``, ``/stage`` (when the runtime has commands), the pre-step
@@ -108,6 +115,7 @@ class StageController:
         override_dir: str | Path | None = None,
         logger: logging.Logger | None = None,
         id_factory: IdFactory = new_id,
+        accept_graph_change: bool = False,
     ) -> None:
         if not isinstance(graph, GraphConfig | CompiledGraph):
             raise TypeError("StageController needs a stage graph (a GraphConfig or CompiledGraph, "
@@ -127,6 +135,7 @@ class StageController:
         self.sandbox = sandbox
         self.logger = logger if logger is not None else _log
         self.id_factory = id_factory
+        self.accept_graph_change = accept_graph_change
         self.pending: PendingStore[str] = PendingStore(logger=self.logger, level=logging.ERROR)
         self.projection = StageProjection()
         self.eligibility = Eligibility(self.logger)
@@ -202,9 +211,13 @@ class StageController:
         return stage if stage is not None else self.graph.initial
 
     def pending_stage(self, session: Session) -> str | None:
-        """The stage of the pending transition of ``session``, if any."""
+        """The stage of the pending transition of ``session``, if any: a user selection made
+        during an open turn (memory), else the approved, unredeemed stage review (the log)."""
         selection = self.pending.get(session)
-        return selection.target if selection is not None else None
+        if selection is not None:
+            return selection.target
+        record = approved(session)
+        return record.target if record is not None else None
 
     def get(self, agent: Agent) -> StageStatus:
         """``StageStatus(current, pending)`` for ``agent``'s session — the same reading style as
@@ -214,9 +227,13 @@ class StageController:
         return StageStatus(self.current(session), self.pending_stage(session))
 
     def pending_transition(self, session: Session) -> PendingTransition | None:
-        """The pending transition's payload for ``session``, if any."""
+        """The pending transition's payload for ``session``, if any (see ``pending_stage``)."""
         selection = self.pending.get(session)
-        return selection.payload if selection is not None else None
+        if selection is not None:
+            payload: PendingTransition = selection.payload
+            return payload
+        record = approved(session)
+        return approved_transition(session, record) if record is not None else None
 
     def sorted_stages(self) -> str:
         """Configured names sorted alphabetically, ``", "``-joined (diagnostics, §1.8)."""
@@ -317,13 +334,17 @@ class StageController:
     def _narrate_now(self, session: Session, target: str) -> bool:
         return should_narrate(self._state(session).stage_at_last_header, self.graph.initial, target)
 
-    def _jump(self, session: Session, target: str, message: Message) -> None:
+    def _jump(self, session: Session, target: str, message: Message, extra: Sequence[NewEvent] = ()) -> None:
         """Durable-first user jump: append ``message`` (inside the machine's commit for a
-        configured target), then the state follows from the log."""
+        configured target) in one batch with ``extra`` (a superseded approval's
+        redemption), then the state follows from the log."""
         current = self.current(session)
 
         def commit() -> None:
-            session.append_message(message)
+            if extra:
+                session.append_many([NewEvent(USER_MESSAGE, dict(message)), *extra])
+            else:
+                session.append_message(message)
 
         if self.graph.has_state(target):
             self.graph.jump(StageCursor(current), target, commit=commit)
@@ -354,7 +375,8 @@ class StageController:
                 self.pending.put(session, Selection(stage, True, PendingTransition("user", current)))
                 return "queued"
             narrate = self._narrate_now(session, stage)
-            self._jump(session, stage, self.stage_prompt(stage, narrate=narrate))
+            superseded = redeem_specs(session, applied=False, reason="superseded")
+            self._jump(session, stage, self.stage_prompt(stage, narrate=narrate), superseded)
             self.pending.clear(session)
             return "committed"
 
@@ -400,6 +422,13 @@ class StageController:
         """
         return await run_goto_stage(self, args, agent, signal)
 
+    def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
+                      option: str | None = None, by: str = "api") -> ReviewAnswer:
+        """Record a human's answer to the open stage review ``review_id`` (``approve`` with an
+        optional ``option`` label choosing the shape, ``keep`` with ``feedback``, ``dismiss``);
+        see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        return answer_review(session, review_id, outcome, feedback=feedback, option=option, by=by)
+
     # --- boundary -----------------------------------------------------------------------------
 
     def on_pre_step(self, agent: Agent, messages: list[Message], aborted: bool) -> list[Message]:
@@ -409,7 +438,18 @@ class StageController:
             return list(messages)
         session = agent.session
         with self.session_lock(session):
+            changed = graph_specs(self, session)
+            if changed and state_of(session).graph is not None:
+                session.append_many(changed)  # accept_graph_change: record the new graph now
             selection = self.pending.get(session)
+            record = approved(session)
+            if selection is None and record is not None:
+                selection = Selection(record.target, False, approved_transition(session, record))
+                try:
+                    self._apply(agent, selection)
+                except FLUSH_RETRY_ERRORS as error:
+                    self.logger.error(FLUSH_FAILURE_MESSAGE.format(stage=record.target, error=error))
+                return list(messages)
             if selection is not None:
                 target = selection.target
                 return self.pending.flush(
@@ -427,8 +467,10 @@ class StageController:
         payload: PendingTransition = selection.payload
         if payload.kind == "user":
             narrate = selection.narrate and self._narrate_now(session, target)
-            self._jump(session, target, self.stage_prompt(target, narrate=narrate))
+            superseded = redeem_specs(session, applied=False, reason="superseded")
+            self._jump(session, target, self.stage_prompt(target, narrate=narrate), superseded)
             return []
+        redeem = [redeemed_spec(payload.review_id, True)] if payload.review_id is not None else []
         if payload.handoff_path is None:
             message = self.stage_prompt(target, narrate=False)
             op: SurfaceOp = "append"
@@ -444,7 +486,10 @@ class StageController:
                 op, sources = "append", None
 
         def commit() -> None:
-            session.append_message(message, surface_op=op, source_event_seqs=sources)
+            if redeem:
+                session.append_many([NewEvent(USER_MESSAGE, dict(message), op, sources), *redeem])
+            else:
+                session.append_message(message, surface_op=op, source_event_seqs=sources)
 
         current = self.current(session)
         cursor = StageCursor(current)

@@ -2,9 +2,10 @@
 
 ``run_goto_stage(controller, args, agent, signal)`` checks the arguments, the target, the
 graph edge and its guards, decides full or light (``requires_handoff``), writes the handoff
-document of a full transition before the review, asks the reviewer, checks the edge again and
-then makes the transition pending on the controller. Every refusal raises ``ToolFailure`` with
-the model-facing reason; no refusal writes a log event.
+document of a full transition, logs the review request (one open stage review per session),
+asks the reviewer and logs the answer; the approved, unredeemed review is the pending
+transition (``stage_switch.durable``). A resumed call (same call id) reuses its logged review.
+Every refusal raises ``ToolFailure``; only the review events are logged.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
+from fsm_stage.log.reviews import stage_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.pending import Selection
-from fsm_stage.runtime.review import ReviewDismissed
-from fsm_stage.runtime.tools import ToolFailure, ToolOutput
-from fsm_stage.stage_switch.review import Decline, build_review_question, evaluate_review
-from fsm_stage.stage_switch.state import PendingTransition
+from fsm_stage.runtime.review import Answer, ReviewDismissed
+from fsm_stage.runtime.review_flow import Busy, Outcome, Ticket, conduct, existing, open_request, reserve
+from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_tool_call
+from fsm_stage.stage_switch.durable import graph_specs
+from fsm_stage.stage_switch.review import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.stage_switch.texts import NO_AGENT_MESSAGE, RELOADED_MESSAGE
 from fsm_stage.stage_switch.tool import goto_stage_argument_problem, presentation_meta, render_result
 
@@ -68,9 +72,11 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
     (``goto_stage_argument_problem``: the seed's host validates input against the schema
     before ``execute``; fsm_stage has no such host layer), then the spec's chain runs.
 
-    Returns ``ToolOutput(value, text, meta)`` on approval (the transition is then pending);
-    raises ``ToolFailure`` with the model-facing reason otherwise. No failure writes a log
-    event or sets a pending transition. ``asyncio.CancelledError`` propagates.
+    Returns ``ToolOutput(value, text, meta)`` on approval (the approval is then logged and
+    pending); raises ``ToolFailure`` with the model-facing reason otherwise (a refusal before
+    the review writes nothing; a keep/dismiss is logged as the review's answer).
+    ``ReviewPending`` (suspending channel) and ``asyncio.CancelledError`` (after logging a
+    dismiss answer) propagate.
     """
     problem = goto_stage_argument_problem(args, ctl.catalog)
     if problem is not None:
@@ -93,41 +99,84 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
         raise ToolFailure(ctl.catalog.text("errors.no_user_questions"))
     full = requires_handoff(ctl, session)
     handoff: str | None = args.get("handoff")
-    handoff_path: str | None = None
-    handoff_text: str | None = None
-    if full:
-        if handoff is None or not handoff.strip():
-            raise ToolFailure(ctl.catalog.text("errors.requires_handoff"))
-        handoff_path = await _write_handoff(ctl, session, target, handoff)
-        handoff_text = handoff
-    question = build_review_question(ctl.catalog, target, handoff_text)
+    if full and (handoff is None or not handoff.strip()):
+        raise ToolFailure(ctl.catalog.text("errors.requires_handoff"))
+    handoff_text = handoff if full else None
+    call = current_tool_call()
+    call_id = call.id if call is not None else "call_" + uuid.uuid4().hex[:20]
+    payload = stage_payload_sha256(target, handoff_text)
     try:
-        answers = await review.ask([question], agent, signal=signal)
+        record = existing(session, "stage", call_id, payload)
+        if record is None:
+            with reserve(session, "stage", "stage"):
+                handoff_path = (await _write_handoff(ctl, session, target, handoff)
+                                if full and handoff else None)
+                options = stage_option_labels(ctl.catalog, full)
+                ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
+                                handoff_path, payload)
+                record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
+    except Busy as busy:
+        raise ToolFailure(busy.text) from None
+    except ReviewPayloadChangedError as exc:
+        raise ToolFailure(str(exc)) from None
+    question = build_review_question(ctl.catalog, target, handoff_text)
+
+    def moved() -> str | None:
+        if ctl.closed:
+            return "closed"
+        with ctl.session_lock(session):
+            if ctl.current(session) != from_stage or _refusal_text(ctl, agent, session, target) is not None:
+                return "stage-changed"
+        return None
+
+    def interpret(answers: list[Answer]) -> tuple[str, str | None, str | None]:
+        verdict = evaluate_review(answers, ctl.catalog)
+        if isinstance(verdict, Decline):
+            return "keep", None, verdict.feedback
+        return "approve", verdict.option, None
+
+    try:
+        outcome = await conduct(session, record, ask=lambda: review.ask([question], agent, signal=signal),
+                                interpret=interpret, moved=moved)
     except ReviewDismissed:
         raise ToolFailure(ctl.catalog.text("errors.dismissed")) from None
     except Exception as exc:
+        if isinstance(exc, ReviewPending):
+            raise
         raise ToolFailure(str(exc) or type(exc).__name__) from exc
     if ctl.closed:
         raise ToolFailure(RELOADED_MESSAGE)
-    verdict = evaluate_review(answers, ctl.catalog)
-    if isinstance(verdict, Decline):
-        raise ToolFailure(verdict.message)
-    with ctl.session_lock(session):
-        # The world may have moved while the human read: check the stage and the edge again.
+    return _result(ctl, agent, session, outcome, from_stage, target, handoff, full)
+
+
+def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outcome, from_stage: str,
+            target: str, handoff: str | None, full: bool) -> ToolOutput:
+    """The tool's output (or ``ToolFailure``) for a settled review (also on a resume)."""
+    answer, red = outcome.answer, outcome.redemption
+    if answer.outcome == "dismiss":
+        raise ToolFailure(ctl.catalog.text("errors.dismissed"))
+    if answer.outcome == "keep":
+        feedback = answer.feedback or ""
+        if feedback == "":
+            raise ToolFailure(ctl.catalog.text("errors.keep_stage"))
+        raise ToolFailure(ctl.catalog.text("errors.keep_stage_feedback", feedback=feedback))
+    if red is not None and not red.applied:
+        if red.reason == "closed" or ctl.closed:
+            raise ToolFailure(RELOADED_MESSAGE)
         now = ctl.current(session)
+        if now == target:
+            raise ToolFailure(ctl.catalog.text("errors.already_current", stage=target))
         if now != from_stage:
-            if now == target:
-                raise ToolFailure(ctl.catalog.text("errors.already_current", stage=target))
             raise ToolFailure(ctl.catalog.text("errors.stage_changed", stage=target, current=now))
         refusal = _refusal_text(ctl, agent, session, target)
-        if refusal is not None:
-            raise ToolFailure(refusal)
-        transition = PendingTransition("model", from_stage, handoff_path)
-        ctl.pending.put(session, Selection(target, False, transition))
+        raise ToolFailure(refusal or ctl.catalog.text("errors.stage_changed", stage=target, current=now))
+    ctl.pending.clear(session)  # an approval replaces an earlier user selection, as in the seeds
+    shape = answer.shape or outcome.record.shape
+    handoff_path = outcome.record.handoff_path if shape == "full" else None
     value: dict[str, Any] = {"approved": True, "stage": target}
     if handoff_path is not None:
         value["handoffPath"] = handoff_path
-    dropped = not full and handoff is not None and bool(handoff.strip())
+    dropped = shape == "light" and handoff is not None and bool(handoff.strip())
     text = render_result(ctl.catalog, value, dropped_handoff=dropped)
     return ToolOutput(value, text, presentation_meta(value))
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import attrs
 
-from fsm_stage.constants import STAGE_REVIEW_ID
+from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL, STAGE_REVIEW_ID
 from fsm_stage.prompts import Catalog
 from fsm_stage.runtime.review import Answer, Option, Question, evaluate
 
-__all__ = ["Consent", "Decline", "build_review_question", "evaluate_review"]
+__all__ = ["Consent", "Decline", "build_review_question", "evaluate_review", "stage_option_labels"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -25,7 +25,9 @@ def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> 
     """The single ``stage-review`` question (§1.12, S52, S53, S61, S64).
 
     Full shape (``handoff`` given): ``full_question`` with ``detail=handoff``; light shape
-    (``handoff is None``): ``light_question`` with no detail. Options: approve, then keep.
+    (``handoff is None``): ``light_question`` with no detail. Options: approve (the default
+    shape), for a full transition also ``Approve and keep the conversation`` (a light switch,
+    the handoff unused), then keep.
     No presentation intent.
     """
     full = handoff is not None
@@ -38,15 +40,27 @@ def build_review_question(catalog: Catalog, stage: str, handoff: str | None) -> 
                 catalog.text("review.approve_label"),
                 catalog.text(f"review.{'full' if full else 'light'}_approve_description"),
             ),
+            *((Option(APPROVE_KEEP_CONVERSATION_LABEL, KEEP_CONVERSATION_DESCRIPTION),) if full else ()),
             Option(catalog.text("review.keep_stage_label"), catalog.text("review.keep_stage_description")),
         ),
         detail=handoff,
     )
 
 
+KEEP_CONVERSATION_DESCRIPTION = "Switch stage but keep the conversation as it is (the handoff is not used)"
+
+
+def stage_option_labels(catalog: Catalog, full: bool) -> tuple[str, ...]:
+    """The option labels a stage review logs: approve, the light alternative when ``full``, keep."""
+    alt = (APPROVE_KEEP_CONVERSATION_LABEL,) if full else ()
+    return (catalog.text("review.approve_label"), *alt, catalog.text("review.keep_stage_label"))
+
+
 @attrs.frozen
 class Consent:
-    """The reviewer approved the transition."""
+    """The reviewer approved the transition with ``option`` (its label decides the shape)."""
+
+    option: str = "Approve"
 
 
 @attrs.frozen
@@ -65,9 +79,12 @@ def evaluate_review(answers: Sequence[Answer], catalog: Catalog) -> Consent | De
     text). Otherwise a ``Decline``: feedback ``custom`` (or ``""``); an exactly empty feedback
     gives ``errors.keep_stage``, any other (even whitespace) ``errors.keep_stage_feedback``.
     """
-    decision = evaluate(answers, STAGE_REVIEW_ID, catalog.text("review.approve_label"))
+    approve = catalog.text("review.approve_label")
+    decision = evaluate(answers, STAGE_REVIEW_ID, approve)
     if decision.approved:
-        return Consent()
+        return Consent(approve)
+    if evaluate(answers, STAGE_REVIEW_ID, APPROVE_KEEP_CONVERSATION_LABEL).approved:
+        return Consent(APPROVE_KEEP_CONVERSATION_LABEL)
     feedback = decision.feedback or ""
     if feedback == "":
         return Decline("", catalog.text("errors.keep_stage"))

@@ -39,12 +39,14 @@ class PendingTransition:
     ``kind``: ``"model"`` (an approved ``goto_stage``; applied through the machine's edge) or
     ``"user"`` (``/stage`` / ``set``; applied as a jump). ``handoff_path``: absolute path of the
     handoff document for a full transition, None for a light one. ``from_stage``: the stage the
-    transition was approved from.
+    transition was approved from. ``review_id``: the logged review an approved model
+    transition redeems (None for a user selection).
     """
 
     kind: Literal["model", "user"]
     from_stage: str
     handoff_path: str | None = None
+    review_id: str | None = None
 
 
 @attrs.frozen

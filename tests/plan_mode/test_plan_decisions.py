@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from plan_helpers import CAT, PLAN, SECTION, Harness, notice_text, run
 
 from fsm_stage.constants import PLAN_MODE_EVENT
 from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.review import ScriptedReviewChannel
+from fsm_stage.runtime.tools import ToolFailure
 
 
 def test_Q3_net_zero_boundary_never_duplicates_an_injected_notice() -> None:
@@ -29,15 +31,17 @@ def test_Q3_net_zero_boundary_never_duplicates_an_injected_notice() -> None:
     assert h.plan_events() == [True]
 
 
-def test_Q5_second_exit_in_the_same_batch_asks_again() -> None:
-    """Q5: the exit tool reads the logged state, so a second call after an approval (possibly
-    with another plan) is reviewed again; approving again keeps the same silent exit."""
+def test_Q5_second_exit_in_the_same_batch_is_refused_while_the_first_is_approved() -> None:
+    """Q5 (durable reviews replace the seeds' "asks again"): a second call after an approval is
+    refused at once, telling the model the exit was approved already; nobody is asked twice and
+    the boundary applies the one silent exit."""
     review = ScriptedReviewChannel().approve().approve()
     h = Harness(review=review, events=[(PLAN_MODE_EVENT, {"active": True})])
     h.open_turn()
     run(h.plan.exit_plan_mode({"plan": PLAN}, h.agent))
-    run(h.plan.exit_plan_mode({"plan": "# Another plan\n"}, h.agent))
-    assert [r.questions[0].detail for r in review.requests] == [PLAN, "# Another plan\n"]
+    with pytest.raises(ToolFailure, match="already approved"):
+        run(h.plan.exit_plan_mode({"plan": "# Another plan\n"}, h.agent))
+    assert [r.questions[0].detail for r in review.requests] == [PLAN]
     h.boundary()
     assert h.plan_events() == [True, False] and h.notices() == []
 

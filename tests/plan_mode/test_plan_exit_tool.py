@@ -187,8 +187,9 @@ def test_intent_names_an_offered_option_B75() -> None:
 
 
 def test_approval_records_silent_exit_B76() -> None:
-    """B76: exact single Approve → {approved: true} + TOOL_APPROVED; log untouched; a silent
-    exit record; after the next boundary the fold is false; one review."""
+    """B76: exact single Approve → {approved: true} + TOOL_APPROVED; no plan/mode yet (durable
+    reviews: only the review's request and answer are logged); a silent exit record; after the
+    next boundary the fold is false; one review."""
     review = ScriptedReviewChannel().approve()
     h = active(review)
     n = len(h.log)
@@ -196,7 +197,8 @@ def test_approval_records_silent_exit_B76() -> None:
     result = run(h.runtime.call_tool(h.agent, call, log=False))
     assert not result.is_error and result.value == {"approved": True}
     assert result.text == CAT.text("tool.approved")
-    assert len(h.log) == n and h.get == {"active": True, "pending": False}
+    assert [e.type for e in h.log.events[n:]] == ["fsm/review/request", "fsm/review/answer"]
+    assert h.get == {"active": True, "pending": False}
     h.boundary()
     assert h.get == {"active": False} and h.notices() == []
     (req,) = review.requests
@@ -369,7 +371,12 @@ def test_every_failure_leaves_log_and_record_unchanged_B89(case: str) -> None:
     with pytest.raises(ToolFailure):
         run(h.plan.exit_plan_mode({"plan": "bad" if case == "bad_plan" else PLAN},
                                   None if case == "no_agent" else h.agent))
-    assert list(h.log.events) == before_log and h.get == before_get
+    # durable reviews: a review that was asked logs its request and answer (fsm/review/*, ignorable);
+    # nothing else changes
+    added = list(h.log.events)[len(before_log):]
+    assert list(h.log.events)[:len(before_log)] == before_log and h.get == before_get
+    assert all(e.type.startswith("fsm/review/") for e in added)
+    assert len(added) == (2 if case not in ("no_agent", "inactive", "bad_plan", "no_channel") else 0)
 
 
 def test_signal_reaches_the_reviewer_B90() -> None:

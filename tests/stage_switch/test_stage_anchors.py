@@ -16,8 +16,9 @@ H = "# H"
 
 
 def test_concurrent_goto_calls_apply_exactly_one_transition() -> None:
-    """pytransitions #640 / apache/burr PR #786 (racing triggers both ran): two approved goto_stage
-    calls in flight at once leave one pending transition, and the flush records exactly one switch."""
+    """pytransitions #640 / apache/burr PR #786 (racing triggers both ran): of two goto_stage
+    calls in flight at once one is reviewed and approved, the other refused at once (one open
+    review per session, durable reviews); the flush records exactly one switch."""
     h = Harness()
     h.open_turn()
     h.review.approve().approve()  # type: ignore[union-attr]
@@ -27,7 +28,9 @@ def test_concurrent_goto_calls_apply_exactly_one_transition() -> None:
         return list(await asyncio.gather(*calls))
 
     results = run(both())
-    assert all(not r.is_error for r in results)
+    assert sorted(r.is_error for r in results) == [False, True]
+    assert "already" in next(r for r in results if r.is_error).text
+    assert len(h.review.requests) == 1  # type: ignore[union-attr]
     h.boundary()
     h.boundary()
     assert len(h.summaries()) == 1

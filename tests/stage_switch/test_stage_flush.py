@@ -193,17 +193,17 @@ def test_refused_replace_over_a_protected_head_S80() -> None:
     h.open_turn()
     h.user("old")
     approved(h, "beta")
-    original = h.session.append_message
+    original = h.session.append_many  # the approved switch + its redemption go in one batch
 
-    def refuse(message, **kw):  # type: ignore[no-untyped-def]
-        if isinstance(kw.get("surface_op"), Replace):
+    def refuse(specs, **kw):  # type: ignore[no-untyped-def]
+        if any(isinstance(spec.surface_op, Replace) for spec in specs):
             raise LogWriteError("replace over the protected system head")
-        return original(message, **kw)
+        return original(specs, **kw)
 
-    h.session.append_message = refuse  # type: ignore[method-assign]
+    h.session.append_many = refuse  # type: ignore[method-assign]
     h.boundary()
     assert h.pending() == "beta" and h.current() == "alpha"
-    h.session.append_message = original  # type: ignore[method-assign]
+    h.session.append_many = original  # type: ignore[method-assign]
     h.boundary()
     assert h.current() == "beta" and h.session.events[h.session.surface()[0]].type == "system/message"
 

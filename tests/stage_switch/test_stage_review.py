@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fsm_stage.constants import STAGE_REVIEW_ID
+from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL, STAGE_REVIEW_ID
 from fsm_stage.prompts import load_catalog
 from fsm_stage.runtime.review import Answer, Question
 from fsm_stage.stage_switch import RELOADED_MESSAGE, Consent, Decline, build_review_question, evaluate_review
@@ -45,7 +45,8 @@ def test_composed_review_writes_first_and_defers_the_switch_S52() -> None:
     assert request.agent is h.agent
     (q,) = request.questions
     assert q.id == STAGE_REVIEW_ID and q.header == h.text("review.header") and q.detail == H
-    assert q.labels == (h.text("review.approve_label"), h.text("review.keep_stage_label"))
+    assert q.labels == (h.text("review.approve_label"), APPROVE_KEEP_CONVERSATION_LABEL,
+                        h.text("review.keep_stage_label"))
     assert h.fold() is None
 
 
@@ -228,7 +229,8 @@ def test_zh_review_dialog_S61() -> None:
     (q,) = request.questions
     assert q.header == zh.text("review.header")
     assert q.question == zh.text("review.full_question", stage="beta")
-    assert q.labels == (zh.text("review.approve_label"), zh.text("review.keep_stage_label"))
+    assert q.labels == (zh.text("review.approve_label"), APPROVE_KEEP_CONVERSATION_LABEL,
+                        zh.text("review.keep_stage_label"))
     assert q.header != load_catalog("stage_switch").text("review.header")
 
 
@@ -250,7 +252,8 @@ def test_zh_composed_review_and_boundary_S62() -> None:
     (q,) = h.review.requests[0].questions  # type: ignore[union-attr]
     assert (q.header, q.question, q.detail) == (zh.text("review.header"),
                                                 zh.text("review.full_question", stage="beta"), "# 交接")
-    assert q.labels == (zh.text("review.approve_label"), zh.text("review.keep_stage_label"))
+    assert q.labels == (zh.text("review.approve_label"), APPROVE_KEEP_CONVERSATION_LABEL,
+                        zh.text("review.keep_stage_label"))
     h.boundary(step_start=True)
     assert h.fold() == "beta"
 

@@ -188,14 +188,16 @@ def test_handoff_placement_details_S72() -> None:
 
 
 def test_real_files_and_overwrite_S72g(tmp_path: Path) -> None:
-    """S72g with the local store: a second full approval to the same stage overwrites the file."""
+    """S72g with the local store: a second full review to the same stage overwrites the file.
+    (Durable reviews: while the first approval is pending a second goto_stage is refused, so
+    the first review is kept here and the second one approved.)"""
     h = Harness(cwd=str(tmp_path), handoffs=None)
     h.controller.handoffs = LocalHandoffStore()
     h.open_turn()
-    h.review.approve().approve()  # type: ignore[union-attr]
+    h.review.keep().approve()  # type: ignore[union-attr]
     first = h.goto("beta", "# First")
-    assert Path(first.value["handoffPath"]).read_text() == "# First"
-    h.goto("beta", "# Second")
+    assert first.is_error and (tmp_path / "handoff/agent-1/beta.md").read_text() == "# First"
+    assert not h.goto("beta", "# Second").is_error
     assert (tmp_path / "handoff/agent-1/beta.md").read_text() == "# Second"
     assert sorted(p.name for p in (tmp_path / "handoff/agent-1").iterdir()) == ["beta.md"]
 

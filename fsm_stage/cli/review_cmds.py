@@ -1,0 +1,145 @@
+"""``fsm-stage review`` and ``fsm-stage fork``: answer durable reviews and fork a log.
+
+``review LOG`` lists the open reviews (id, kind, from → target, call id, options, payload
+hash, age, and the payload: the plan, or the handoff document); ``review LOG --approve ID
+[--option LABEL]``, ``--keep ID [--feedback TEXT]`` or ``--dismiss ID`` records an answer
+(``fsm_stage.runtime.reviews.answer_review``, ``by: "cli"``): the log is opened as a
+``JsonlLog`` waiting up to 10 s for the writer lock, so racing processes queue and exactly
+one answer wins; a lost race, an unknown id or a changed payload is one line, exit 1.
+``fork LOG --at SEQ -o NEW`` writes a DSH-style fork (``fork_log``). ``--json`` prints one
+object with ``format_version`` first (keys in docs/reviews.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fsm_stage.cli import JSON_FORMAT_VERSION
+from fsm_stage.cli.log_cmds import check_log_input
+from fsm_stage.errors import UserError
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.log.memory import MemoryLog
+from fsm_stage.log.reviews import ReviewRecord
+from fsm_stage.runtime.reviews import answer_review, fork_log, open_reviews, plan_text
+from fsm_stage.runtime.session import Session
+
+__all__ = ["COMMANDS", "fork", "review"]
+
+LOCK_TIMEOUT = 10.0
+"""Seconds ``review --approve/--keep/--dismiss`` waits for the log's writer lock."""
+
+
+def _payload(session: Session, record: ReviewRecord) -> str | None:
+    if record.kind == "plan":
+        return plan_text(session, record.call_id)
+    if record.handoff_path is None:
+        return None
+    try:
+        return Path(record.handoff_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        return f"(handoff document unreadable: {err})"
+
+
+def _listing(session: Session) -> list[dict[str, Any]]:
+    now = time.time() * 1000
+    out = []
+    for r in open_reviews(session):
+        since = session.events[r.seq].time
+        out.append({"id": r.id, "kind": r.kind, "from": r.from_, "target": r.target, "call_id": r.call_id,
+                    "options": list(r.options), "shape": r.shape, "handoff_path": r.handoff_path,
+                    "payload_sha256": r.payload_sha256, "since_seq": r.seq,
+                    "age_seconds": max(0, round((now - since) / 1000)) if since else None,
+                    "payload": _payload(session, r)})
+    return out
+
+
+def _human(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no open reviews"
+    lines: list[str] = []
+    for r in rows:
+        lines.append(f"{r['id']}  {r['kind']}: {r['from']} -> {r['target']}  (call {r['call_id']}, "
+                     f"since seq {r['since_seq']}, {r['age_seconds']} s ago)")
+        lines.append(f"  options: {' | '.join(r['options'])}; sha256 {r['payload_sha256']}")
+        if r["payload"] is not None:
+            lines.extend("  > " + line for line in str(r["payload"]).splitlines())
+    return "\n".join(lines)
+
+
+@click.command()
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--approve", "approve", metavar="ID", default=None, help="Approve review ID.")
+@click.option("--option", "option", metavar="LABEL", default=None,
+              help="With --approve: the approve option (e.g. 'Approve and keep the conversation').")
+@click.option("--keep", "keep", metavar="ID", default=None, help="Keep (decline) review ID.")
+@click.option("--feedback", "feedback", metavar="TEXT", default=None,
+              help="With --keep: the reviewer's comments.")
+@click.option("--dismiss", "dismiss", metavar="ID", default=None, help="Dismiss review ID.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def review(log: Path, approve: str | None, option: str | None, keep: str | None, feedback: str | None,
+           dismiss: str | None, as_json: bool) -> None:
+    """List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID)."""
+    check_log_input(log)
+    given = (("approve", approve), ("keep", keep), ("dismiss", dismiss))
+    actions = [(o, i) for o, i in given if i is not None]
+    if len(actions) > 1:
+        raise click.UsageError("give one of --approve, --keep, --dismiss")
+    if option is not None and not approve:
+        raise click.UsageError("--option goes with --approve")
+    if feedback is not None and not keep:
+        raise click.UsageError("--feedback goes with --keep")
+    if not actions:
+        res = read_log(log)
+        rows = _listing(Session(MemoryLog(res.header, res.events)))
+        if as_json:
+            click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": str(log), "open": rows},
+                                  ensure_ascii=False))
+        else:
+            click.echo(_human(rows))
+        return
+    ((outcome, review_id),) = actions
+    with JsonlLog(log, lock_timeout=LOCK_TIMEOUT) as jl:
+        answer = answer_review(jl, review_id, outcome, feedback=feedback, option=option, by="cli")
+    data = {"id": answer.id, "outcome": answer.outcome, "option": answer.option, "shape": answer.shape,
+            "feedback": answer.feedback, "by": answer.by, "seq": answer.seq}
+    if as_json:
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": str(log), "answer": data},
+                              ensure_ascii=False))
+    else:
+        click.echo(f"review {answer.id}: {answer.outcome}"
+                   + (f" ({answer.option})" if answer.option else "") + f", logged at seq {answer.seq}")
+
+
+@click.command()
+@click.argument("log", type=click.Path(path_type=Path))
+@click.option("--at", "at", type=click.IntRange(min=0), required=True, metavar="SEQ",
+              help="The last event the fork inherits.")
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path), required=True, metavar="NEW",
+              help="The fork's log file (must not exist).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def fork(log: Path, at: int, output: Path, as_json: bool) -> None:
+    """Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited)."""
+    check_log_input(log)
+    if output.resolve() == log.resolve():
+        raise UserError(f"fork: -o {output} is the source log; choose a new file")
+    child = fork_log(log, at, output)
+    try:
+        header = child.header
+        events = len(child.events)
+    finally:
+        child.log.close()  # type: ignore[attr-defined]
+    if as_json:
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": str(output), "id": header.id,
+                               "parent_session": header.parent_session, "seed_length": header.seed_length,
+                               "events": events}))
+    else:
+        click.echo(f"forked {log} after seq {at} into {output} (session {header.id}, {events} events)")
+
+
+COMMANDS = (review, fork)

@@ -1,0 +1,223 @@
+"""Durable reviews without a controller: ``answer_review``, ``open_reviews``, ``fork_log``.
+
+``answer_review(log_or_session, review_id, outcome, *, feedback=None, option=None, by="api")``
+records a human's answer to an open review (the CLI ``fsm-stage review`` and MCP hosts use
+it); ``open_reviews(log_or_session)`` lists the asked, unanswered ones; ``fork_log(source,
+at_seq, dest)`` writes a DSH-style fork that inherits no open review and no unredeemed
+approval. The answer is a conditional append under the session lock (``expect_last_seq``): of
+two racing answers exactly one is logged, the other raises ``ReviewAlreadyAnsweredError``.
+Event shapes: ``docs/reviews.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from fsm_stage.constants import (
+    APPROVE_FRESH_LABEL,
+    APPROVE_KEEP_CONVERSATION_LABEL,
+    REVIEW_ANSWER,
+    REVIEW_OUTCOMES,
+    REVIEW_REDEEMED,
+    SESSION_END_SEED,
+    TOOL_CALL,
+)
+from fsm_stage.errors import (
+    AppendConflictError,
+    ReviewAlreadyAnsweredError,
+    ReviewError,
+    ReviewNotFoundError,
+    ReviewPayloadChangedError,
+    UserError,
+)
+from fsm_stage.log.events import EventLog, NewEvent, wall_clock_ms
+from fsm_stage.log.jsonl import JsonlLog, encode_line
+from fsm_stage.log.reviews import (
+    REVIEW_FOLD,
+    ReviewAnswer,
+    ReviewRecord,
+    ReviewState,
+    plan_payload_sha256,
+    stage_payload_sha256,
+)
+from fsm_stage.runtime.pending import session_lock
+from fsm_stage.runtime.session import Session
+
+__all__ = ["answer_review", "answer_spec", "current_payload_sha256", "fork_log", "open_reviews",
+           "plan_text", "review_state"]
+
+
+def _session(target: Session | EventLog) -> Session:
+    return target if isinstance(target, Session) else Session(target)
+
+
+def review_state(target: Session | EventLog) -> ReviewState:
+    """The folded ``ReviewState`` of a session or log (after ``refresh()``)."""
+    session = _session(target)
+    session.refresh()
+    return session.read(REVIEW_FOLD)
+
+
+def open_reviews(target: Session | EventLog) -> tuple[ReviewRecord, ...]:
+    """The reviews asked and not answered yet, in request order."""
+    return review_state(target).open
+
+
+def plan_text(session: Session, call_id: str) -> str | None:
+    """The ``plan`` argument of the logged ``tool/call`` with ``callId`` ``call_id`` (None if absent)."""
+    for ev in reversed(session.events):
+        if ev.type != TOOL_CALL or not isinstance(ev.data, Mapping) or ev.data.get("callId") != call_id:
+            continue
+        raw = ev.data.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return None
+        plan = args.get("plan") if isinstance(args, Mapping) else None
+        return plan if isinstance(plan, str) else None
+    return None
+
+
+def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None:
+    """What the reviewer would approve now, hashed: a stage review re-reads the handoff document
+    at ``handoffPath`` (missing/unreadable → ``"missing"``); a plan review hashes the logged
+    call's ``plan`` argument (None when that call is not in the log: nothing to compare)."""
+    if record.kind == "stage":
+        text: str | None = None
+        if record.handoff_path is not None:
+            try:
+                text = Path(record.handoff_path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return "missing"
+        return stage_payload_sha256(record.target, text)
+    plan = plan_text(session, record.call_id)
+    return None if plan is None else plan_payload_sha256(plan)
+
+
+def _shape_of(record: ReviewRecord, option: str) -> str | None:
+    if record.kind != "stage":
+        return None
+    if option == APPROVE_FRESH_LABEL:
+        return "full"
+    if option == APPROVE_KEEP_CONVERSATION_LABEL:
+        return "light"
+    return record.shape
+
+
+def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = None,
+                option: str | None = None, by: str = "api") -> NewEvent:
+    """The ``fsm/review/answer`` event for ``record`` (validated; raises ``ReviewError``).
+
+    ``approve``: ``option`` defaults to the first option and must be one of the request's
+    approve options (every option but the last, which is the keep label); its shape decides
+    the flush. ``keep``: option = the keep label; ``feedback`` optional. ``dismiss``: no option.
+    """
+    if outcome not in REVIEW_OUTCOMES:
+        raise ReviewError(f"unknown review outcome {outcome!r}; use one of {', '.join(REVIEW_OUTCOMES)}")
+    approve_options = record.options[:-1] if len(record.options) > 1 else record.options
+    shape: str | None = None
+    if outcome == "approve":
+        option = option if option is not None else (approve_options[0] if approve_options else "Approve")
+        if approve_options and option not in approve_options:
+            raise ReviewError(f"review {record.id}: {option!r} is not an approve option "
+                              f"(options: {', '.join(approve_options)})")
+        shape = _shape_of(record, option)
+        feedback = None
+    elif outcome == "keep":
+        option = record.options[-1] if record.options else None
+    else:
+        option = None
+    return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": shape,
+                                    "feedback": feedback, "by": by}, ignorable=True)
+
+
+def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None = None,
+                  option: str | None = None, by: str = "api") -> ReviewAnswer:
+    """Record the answer to the open review ``review_id``; returns the logged ``ReviewAnswer``.
+
+    Raises ``ReviewNotFoundError`` (no such review), ``ReviewAlreadyAnsweredError`` (answered
+    already, or lost a race: nothing written), ``ReviewPayloadChangedError`` (approve only:
+    the plan text / handoff document no longer hashes to ``payloadSha256``), ``ReviewError``
+    (a bad outcome or option) and ``LogWriteError`` from the log. The tool call applies it when
+    resumed (``StagedSession.resume``); an approval is applied at the next accepted step.
+    """
+    session = _session(target)
+    with session_lock(session.id):
+        for _attempt in range(3):
+            state = review_state(session)
+            record = state.records.get(review_id)
+            if record is None:
+                raise ReviewNotFoundError(f"no review {review_id!r} in session {session.id} "
+                                          f"(open: {', '.join(r.id for r in state.open) or 'none'})")
+            if review_id in state.answered or review_id in state.redeemed:
+                done = state.answered.get(review_id)
+                how = done.outcome if done is not None else "closed"
+                raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
+            if outcome == "approve":
+                now = current_payload_sha256(session, record)
+                if now is not None and now != record.payload_sha256:
+                    raise ReviewPayloadChangedError(
+                        f"review {review_id}: the {'plan' if record.kind == 'plan' else 'handoff document'} "
+                        "changed since the review was asked; it cannot be approved")
+            spec = answer_spec(record, outcome, feedback=feedback, option=option, by=by)
+            try:
+                (event,) = session.append_many([spec], expect_last_seq=session.last_seq)
+            except AppendConflictError:
+                continue  # another writer appended meanwhile: fold again and decide again
+            answer = session.read(REVIEW_FOLD).answered.get(review_id)
+            assert answer is not None and answer.seq == event.seq
+            return answer
+    raise ReviewAlreadyAnsweredError(f"review {review_id}: the log kept changing; try again")
+
+
+def fork_log(source: str | os.PathLike[str] | Session | EventLog, at_seq: int,
+             dest: str | os.PathLike[str]) -> Session:
+    """Write a DSH-style fork of ``source`` cut after event ``at_seq`` to the new file ``dest``.
+
+    The child header has a new id, ``parentSession`` = the parent's id and ``seedLength =
+    at_seq + 1``; the seed events are copied verbatim, then ``session/end-seed {}`` and, for
+    every review open or approved-unredeemed at the cut, ``fsm/review/redeemed {applied: false,
+    reason: "forked"}`` (the fork asks again; the parent still redeems its own). Returns a
+    ``Session`` over the open child ``JsonlLog`` (close its log when done). Raises
+    ``UserError`` for a bad ``at_seq`` or an existing ``dest``.
+    """
+    owned = isinstance(source, str | os.PathLike)
+    src = Session(JsonlLog(source, lock_timeout=10.0)) if isinstance(source, str | os.PathLike) \
+        else _session(source)
+    try:
+        events = list(src.events)
+        if not isinstance(at_seq, int) or not 0 <= at_seq < len(events):
+            raise UserError(f"fork: --at {at_seq} is not an event seq of the log (0..{len(events) - 1})")
+        out = Path(dest)
+        if out.exists() and out.stat().st_size > 0:
+            raise UserError(f"fork: {out} exists already; choose a new file")
+        seed = events[: at_seq + 1]
+        state = REVIEW_FOLD.init()
+        for ev in seed:
+            state = REVIEW_FOLD.apply(state, ev)
+        parent = src.header
+        header = attrs.evolve(parent, id=str(uuid.uuid4()), created_at=wall_clock_ms(),
+                              parent_session=parent.id, seed_length=at_seq + 1)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        blob = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        blob += b"".join(encode_line(ev) for ev in seed)
+        out.write_bytes(blob)
+    finally:
+        if owned:
+            close = getattr(src.log, "close", None)
+            if callable(close):
+                close()
+    child = Session(JsonlLog(out))
+    dropped = [r.id for r in (*state.open, *state.approved)]
+    specs = [NewEvent(SESSION_END_SEED, {})]
+    specs += [NewEvent(REVIEW_REDEEMED, {"id": rid, "applied": False, "reason": "forked"}, ignorable=True)
+              for rid in dropped]
+    child.append_many(specs)
+    return child
+

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from fsm_stage._yaml.limits import MAX_DEPTH, MAX_DOCUMENT_CHARS
 from fsm_stage._yaml.parse import plain_scalar
 from fsm_stage._yaml.problems import Loc, NativePath
 
@@ -48,6 +49,13 @@ def _libyaml_differs(text: str) -> bool:
         or text.find("\ufeff", 1) != -1
         or ("#" in text and _BLOCK_HEADER_COMMENT.search(text) is not None)
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
 
 
 class _NotPlain(Exception):
@@ -104,7 +112,7 @@ def fast_parse(text: str, *, locate: bool = True) -> tuple[dict[str, Any], dict[
     about as much as the parse: a valid file never needs them.
     """
     parser_cls = c_parser() if USE_C_PARSER else None
-    if parser_cls is None or _libyaml_differs(text):
+    if parser_cls is None or len(text) > MAX_DOCUMENT_CHARS or _libyaml_differs(text):
         return None
     try:
         parser = parser_cls(text)
@@ -131,6 +139,7 @@ class _EventComposer:
         self.locs: dict[NativePath, Loc] = {}
         self.tags: dict[str, str] = {}  # plain scalar -> resolved tag, memo for this document
         self.constructor: Any = None
+        self.depth = 0  # open collections; beyond ``MAX_DEPTH`` the pure path reports it
 
     def document(self) -> tuple[dict[str, Any], dict[NativePath, Loc]]:
         ev, get_event = self.events, self.get_event
@@ -158,6 +167,8 @@ class _EventComposer:
             raise _NotPlain
         value: str = event.value
         if not event.implicit[0]:  # quoted or block scalar: a string
+            if not value.isascii() and _has_surrogate(value):
+                raise _NotPlain  # the pure path joins pairs and reports lone ones, positioned
             return value
         tag = self.tags.get(value)
         if tag is None:
@@ -179,11 +190,21 @@ class _EventComposer:
 
     def collection(self, event: Any, npath: NativePath, display: str) -> object:
         """The plain value of a collection event, recording every child's position."""
+        kind = type(event)
+        if kind is self.events.AliasEvent or event.anchor is not None or event.ctag is not None:
+            raise _NotPlain
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _NotPlain
+        try:
+            return self._collection(event, npath, display)
+        finally:
+            self.depth -= 1
+
+    def _collection(self, event: Any, npath: NativePath, display: str) -> object:
         ev, get_event, locs, scalar = self.events, self.get_event, self.locs, self.scalar
         locate = self.locate
         kind = type(event)
-        if kind is ev.AliasEvent or event.anchor is not None or event.ctag is not None:
-            raise _NotPlain
         value: object
         if kind is ev.MappingStartEvent:
             out: dict[str, object] = {}

@@ -35,7 +35,9 @@ def plain_scalar(value: object) -> object:
     if isinstance(value, ScalarInt):
         return int(value)
     if isinstance(value, str):
-        return str(value)
+        from fsm_stage._yaml.limits import join_surrogate_pairs
+
+        return join_surrogate_pairs(str(value))
     return value
 
 
@@ -148,18 +150,25 @@ def _mapping_display(text: str, mark: Any) -> str:
     return search(tree, "") or ""
 
 
-def parse_yaml(text: str, report: ProblemReport) -> tuple[bool, object]:
+def parse_yaml(
+    text: str, report: ProblemReport, *, skip_top_key: Callable[[str], bool] = lambda key: False
+) -> tuple[bool, object]:
     """Parse ``text`` with ruamel round-trip (duplicate keys are errors): ``(ok, tree)``.
 
     A syntax error is one problem on ``report`` (KEY ``(yaml)``, a duplicate key: its dotted
-    path) and gives ``(False, None)``; never raises for bad input.
+    path) and gives ``(False, None)``; never raises for bad input. The document is first
+    checked by ``limits.check_events`` (size, depth, alias expansion outside the top-level keys
+    ``skip_top_key`` accepts, tags, lone surrogates): a violation gives ``(False, None)`` too.
     """
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     from fsm_stage._yaml.core_schema import CoreResolver
+    from fsm_stage._yaml.limits import check_events
 
+    if not check_events(text, report, skip_top_key):
+        return False, None
     yaml = YAML(typ="rt", pure=True)
     yaml.Resolver = CoreResolver  # numbers as editors read them (YAML 1.2 core schema)
     yaml.allow_duplicate_keys = False

@@ -16,6 +16,8 @@ from typing import Literal
 
 import attrs
 
+from fsm_stage.text import visible
+
 #: A path into a document: mapping keys and list indexes, outermost first.
 NativePath = tuple[str | int, ...]
 
@@ -37,7 +39,9 @@ class Problem:
     severity: Literal["error", "warning"] = "error"
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.column}: {self.key}: {self.message}"
+        # control characters from the file (keys, names, values) are shown as escapes, so a
+        # printed problem can never drive the terminal (``text.visible``)
+        return visible(f"{self.path}:{self.line}:{self.column}: {self.key}: {self.message}")
 
     def to_json(self) -> dict[str, object]:
         """``{path, line, column, key, message, severity}`` (the ``validate --json`` item)."""

@@ -1,13 +1,14 @@
 """The ``fsm-stage`` command line (click).
 
 Each concept keeps its commands in its own module (``graph_cmds``: validate, schema;
-``draw_cmds``: draw; ``log_cmds``: state; ``sim_cmds``: simulate, scenario), each exposing
+``draw_cmds``: draw; ``log_cmds``: state, repair; ``sim_cmds``: simulate, scenario), each exposing
 ``COMMANDS``. The group loads a module only when one of its commands runs, so
 ``fsm-stage validate`` never imports the simulator.
 
 Every command follows one convention: exit 0 on success; exit 1 for invalid input, printed on
 stderr without a traceback (a ``ConfigError`` as its positioned lines
-``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` as ``fsm-stage: <message>``); exit
+``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` — and a ``LogWriteError`` caused
+by the OS, e.g. a full disk — as ``fsm-stage: <message>``; control characters escaped); exit
 2 only for click usage errors; exit 130 on Ctrl-C. ``-h`` is ``--help``; an input argument ``-``
 is standard input (``fsm_stage.cli.inputs``); JSON output starts with ``"format_version":
 JSON_FORMAT_VERSION``. docs/cli.md describes every command, flag and JSON key."""
@@ -21,7 +22,8 @@ from typing import NoReturn
 
 import click
 
-from fsm_stage.errors import ConfigError, UserError
+from fsm_stage.errors import ConfigError, LogWriteError, UserError
+from fsm_stage.text import visible
 
 #: ``format_version`` of every JSON object the commands print; bumped on incompatible changes.
 JSON_FORMAT_VERSION = 1
@@ -37,6 +39,7 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "graph_cmds",
     "draw": "draw_cmds",
     "state": "log_cmds",
+    "repair": "log_cmds",
     "mcp": "mcp_cmds",
     "db": "db_cmds",
     "export": "db_cmds",
@@ -107,12 +110,36 @@ class _LazyGroup(click.Group):
             _interrupted()
         except ConfigError as err:
             for line in err.problems:
-                click.echo(line, err=True)
+                click.echo(visible(line), err=True)
             sys.exit(1)
         except UserError as err:
-            text = str(err)
-            click.echo(f"fsm-stage: {text}" if "\n" not in text else text, err=True)
+            _print_error(str(err))
             sys.exit(1)
+        except LogWriteError as err:
+            if not _caused_by_os(err):
+                raise  # e.g. an event that is not JSON: a bug, keep its traceback
+            _print_error(str(err))
+            sys.exit(1)
+
+
+def _caused_by_os(err: BaseException) -> bool:
+    """Whether ``err`` was caused (directly or down its chain) by an ``OSError``: a write the
+    system refused (full disk, quota, read-only file system, I/O error)."""
+    seen: set[int] = set()
+    cause: BaseException | None = err.__cause__ or err.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OSError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _print_error(text: str) -> None:
+    """Print a ``UserError`` message on stderr: one line ``fsm-stage: …`` (or its own lines when
+    it has several), every control character shown as an escape (``text.visible``)."""
+    lines = [visible(line) for line in text.split("\n")]
+    click.echo(f"fsm-stage: {lines[0]}" if len(lines) == 1 else "\n".join(lines), err=True)
 
 
 @click.group(cls=_LazyGroup, context_settings=CONTEXT_SETTINGS)

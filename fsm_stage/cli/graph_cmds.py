@@ -24,6 +24,7 @@ from fsm_stage.cli.inputs import display_name, read_text_arg
 from fsm_stage.config import ConfigFile, InvalidConfigError, Problem, load_config_text
 from fsm_stage.fileio import InputFileError
 from fsm_stage.schema import schema_text
+from fsm_stage.text import visible
 
 
 def _plural(n: int, word: str) -> str:
@@ -43,7 +44,8 @@ def _summary(cfg: ConfigFile) -> str:
 
 def warning_line(problem: Problem) -> str:
     """A warning as ``PATH:LINE:COLUMN: warning: KEY: message``."""
-    return f"{problem.path}:{problem.line}:{problem.column}: warning: {problem.key}: {problem.message}"
+    p = problem
+    return visible(f"{p.path}:{p.line}:{p.column}: warning: {p.key}: {p.message}")
 
 
 @click.command()

@@ -542,4 +542,21 @@ def state(
         click.echo(_human(name, report))
 
 
-COMMANDS = [state]
+@click.command()
+@click.argument("log", type=click.Path(dir_okay=False))
+def repair(log: str) -> None:
+    """Make LOG writable again after a damaged line, losing no intact line.
+
+    Drops the damaged line alone when the rest then reads cleanly, else cuts the log at it;
+    every removed byte is saved first to LOG.damaged-<ms> (docs/hardening.md). Refused while
+    another writer holds LOG.
+    """
+    from fsm_stage.log.jsonl import JsonlLog
+
+    try:
+        click.echo(JsonlLog.repair(log))
+    except FileNotFoundError:
+        raise UserError(f"{log}: no such session log") from None
+
+
+COMMANDS = [state, repair]

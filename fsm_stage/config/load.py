@@ -66,7 +66,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
         report.locate = lambda: _fast_locations(text)
     if not native:  # not handled by the fast path (or it declares nothing): the reference path
         report.locate = None
-        ok, tree = parse_yaml(text, report)
+        ok, tree = parse_yaml(text, report, skip_top_key=_is_extension)
         if ok:
             native = _to_native(tree, report, stem)
     graph: GraphConfig | None = None
@@ -139,9 +139,9 @@ def _to_native(tree: Any, report: GraphReport, stem: str) -> dict[str, Any] | No
         return None
     pos = node_pos(tree)
     report.locs[()] = Loc("", pos, pos)
-    native = to_plain(tree, (), "", report)
+    # ``x-…`` keys are dropped before their values are converted: their aliases never expand
+    native = to_plain(tree, (), "", report, _drop_top_extensions)
     assert isinstance(native, dict)
-    native = _without_extensions(native)
     if not native and not report.errors:
         report.error_at(
             pos, "(file)", "the file declares nothing; expected `stages` and `section` and/or `plan_mode`"
@@ -156,6 +156,15 @@ def _fast_locations(text: str) -> dict[NativePath, Loc]:
     if located is None:  # cannot happen: the same text parsed a moment ago
         raise AssertionError("the libyaml fast path refused a text it had accepted")
     return located[1]
+
+
+def _is_extension(key: str) -> bool:
+    return key.startswith(EXTENSION_PREFIX)
+
+
+def _drop_top_extensions(npath: NativePath, key: str, pos: tuple[int, int], display: str) -> str | None:
+    """``to_plain`` renamer: None (drop) for a top-level ``x-…`` key, else the key itself."""
+    return None if not npath and key.startswith(EXTENSION_PREFIX) else key
 
 
 def _without_extensions(native: dict[str, Any]) -> dict[str, Any]:

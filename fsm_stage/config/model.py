@@ -91,6 +91,8 @@ _HANDOFF_DIR_FORBIDDEN: tuple[tuple[str, str], ...] = (
     (r"^(?:[/\\~]|[A-Za-z]:)", "is an absolute path; expected a folder relative to the session directory"),
     (r"(?:^|[/\\])\.\.(?:[/\\]|(?![\s\S]))", "leaves the session directory; `..` components are not allowed"),
     (r"\x00", "contains a NUL character; expected a plain relative folder path"),
+    # what ``handoff._normalised_dir`` refuses at run time: a path that normalises to "."
+    (r"^(?:\.[/\\]*)+$", "names the session directory itself; expected a folder inside it"),
 )
 
 

@@ -30,8 +30,10 @@ from fsm_stage.config.model import (
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key
 from fsm_stage.prompts import PromptTemplateError, render, section_lists_targets_plainly, template_variables
 
-#: A DeepSeek Harness ``{{ variable }}`` (the plugin-list form's template syntax).
-DSH_VARIABLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+#: A DeepSeek Harness ``{{ expression }}`` (the plugin-list form's template syntax): a bare
+#: variable or any other expression (``{{ x.y }}``, ``{{ x[0] }}``), which the plugin loader
+#: turns into ``<< … >>`` so the template checks judge every form alike.
+DSH_VARIABLE = re.compile(r"\{\{\s*([^{}\n]*?)\s*\}\}")
 
 
 def _check_template(text: str, npath: NativePath, report: ProblemReport, *, native: bool) -> None:
@@ -99,8 +101,10 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
                         report.error(child, f"{json.dumps(v, ensure_ascii=False)} {message}")
                         break
         elif isinstance(v, int | float) and not isinstance(v, bool) and rule.minimum is not None:
-            if not math.isfinite(v) or v < rule.minimum:
-                report.error(child, f"must be a non-negative finite number, got {v}")
+            # an int is always finite (``math.isfinite`` would overflow on one beyond float range)
+            if (isinstance(v, float) and not math.isfinite(v)) or v < rule.minimum:
+                shown = str(v) if len(str(v)) <= 40 else f"{str(v)[:20]}…"
+                report.error(child, f"must be a non-negative finite number, got {shown}")
         elif isinstance(v, list) and rule.min_items is not None and len(v) < rule.min_items:
             report.error(child, f"is empty; expected {rule.expected}")
 

@@ -32,6 +32,7 @@ from fsm_stage.log.dsh import (
     open_session_log,
     read_header,
     scan_body,
+    unknown_keys_warning,
     unknown_types_warning,
 )
 from fsm_stage.log.events import SessionHeader
@@ -324,6 +325,8 @@ def cold_fold(
         )
     if decoder.unknown:
         warnings.append(unknown_types_warning(source, decoder.unknown))
+    if decoder.unknown_keys:
+        warnings.append(unknown_keys_warning(source, decoder))
     return ColdFold(
         header=header,
         states=states,

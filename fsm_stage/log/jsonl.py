@@ -7,9 +7,11 @@ fsm_stage-owned event types (``fsm/…`` or listed in ``ignorable_types``) carry
 
 Durability rules:
 
-* **One writer.** Opening takes an exclusive, non-blocking ``filelock`` lock on
-  ``<log>.lock``; a second writer (another process or another ``JsonlLog`` in this one)
-  gets ``LogLockedError``. The lock is released by ``close()`` / the context manager.
+* **One writer, by file identity.** Opening takes an exclusive, non-blocking ``filelock`` lock
+  on ``<log>.lock`` next to the file the path finally names (symlinks resolved) and, on POSIX,
+  an ``fcntl.flock`` on the log file's own descriptor, which holds for the inode whatever
+  name (symlink, hard link) reached it; a second writer (another process or another
+  ``JsonlLog`` in this one) gets ``LogLockedError``. Both are released by ``close()``.
 * **Whole lines, durable.** Each append (or ``append_many`` batch) writes its complete
   ``\\n``-terminated lines with unbuffered ``os.write`` calls on a raw file descriptor (no
   Python buffer can hold bytes back and flush them later), then ``os.fsync``. The in-memory
@@ -22,12 +24,11 @@ Durability rules:
   still cut back first), the log closes its file, releases the writer lock and every later
   append raises ``LogWriteError`` telling to reopen it; reopening runs the torn-tail repair
   below.
-* **Never rewrite.** Committed lines are never changed. On open, an existing file is read
-  through ``dsh.read_log``; if it reports a torn tail, the file is truncated **only** at the
-  reported ``torn_tail_offset`` (the end of the last good line) before appending, and the
-  repair is listed in ``warnings``. Corruption (damage before a later ``turn/end``) refuses
-  to open. A new file's header is written with ``fileio.atomic_write`` (temporary file,
-  fsync, rename; then the folder is fsynced), so a header is never torn.
+* **Never rewrite, never cut intact lines.** On open, an existing file is read through
+  ``dsh.read_log``. Only a torn *final* line is cut (at ``torn_tail_offset``), after its
+  bytes were saved to ``<log>.torn-<ms>``; listed in ``warnings``. A damaged line with lines
+  after it refuses to open (``DamagedLogError`` naming the line) until ``JsonlLog.repair``
+  (``docs/hardening.md``). A new file's header is written with ``fileio.atomic_write``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ from typing import Any
 
 import filelock
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the `<log>.lock` file lock alone
+    fcntl = None  # type: ignore[assignment]
+
 from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError, UserError
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
@@ -61,7 +67,15 @@ from fsm_stage.log.events import (
 from fsm_stage.log.surface import Surface, SurfaceOpError
 from fsm_stage.log.writer_checks import prepare_batch
 
-__all__ = ["JsonlLog", "LockFileError", "NewEvent", "encode_line", "lock_path", "writer_lock"]
+__all__ = [
+    "DamagedLogError",
+    "JsonlLog",
+    "LockFileError",
+    "NewEvent",
+    "encode_line",
+    "lock_path",
+    "writer_lock",
+]
 
 
 def encode_line(ev: Event) -> bytes:
@@ -77,9 +91,15 @@ def encode_line(ev: Event) -> bytes:
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
-    """The lock file guarding a log: ``<log>.lock``."""
-    p = Path(path)
+    """The lock file guarding a log: ``<log>.lock`` beside the file ``path`` finally names
+    (symlinks resolved, so every name of one file shares one lock file)."""
+    p = Path(os.path.realpath(path))
     return p.with_name(p.name + ".lock")
+
+
+class DamagedLogError(LogFormatError):
+    """A log has a damaged line with lines after it: opening it for writing would cut them,
+    so it is refused until ``JsonlLog.repair(path)`` (``fsm-stage repair LOG``)."""
 
 
 class LockFileError(LogWriteError, UserError):
@@ -174,11 +194,18 @@ class JsonlLog:
         try:
             self._open(header, strict)
         except OSError as err:
-            self._lock.release()
+            self._release_after_failed_open()
             raise LogWriteError(f"{self.path}: cannot open the log for writing: {err}") from err
         except BaseException:
-            self._lock.release()
+            self._release_after_failed_open()
             raise
+
+    def _release_after_failed_open(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._lock.release()
 
     # -- opening ------------------------------------------------------------------------
     def _open(self, header: SessionHeader | None, strict: bool) -> None:
@@ -195,11 +222,15 @@ class JsonlLog:
             # the one addition to ``atomic_write``: fsync the folder so the new file's name is
             # durable too (a log must survive a crash right after it was created)
             _fsync_dir(self.path.parent)
+            self._fd = self._open_locked()
             self._header = header
             self._events: list[Event] = []
             self._line_offsets: array[int] = array("q")
             size = len(line)
         else:
+            # lock the file itself before reading it: a writer that reached it by another name
+            # (hard link) must not be cut or read mid-append
+            self._fd = self._open_locked()
             res = read_log(self.path, strict=strict)
             if res.compressed:
                 raise LogFormatError(f"{self.path}: zstd logs are read-only for fsm_stage (DSH owns them)")
@@ -207,23 +238,105 @@ class JsonlLog:
                 raise LogFormatError(
                     f"{self.path}: session id {res.header.id!r} does not match {header.id!r}"
                 )
+            if res.torn_tail_offset is not None and res.lines_after_damage:
+                raise DamagedLogError(
+                    f"{self.path}: line {res.damaged_line} is damaged ({res.damage}) and "
+                    f"{res.lines_after_damage} line(s) follow it; refusing to write (it would "
+                    f"cut them): run `fsm-stage repair {self.path}` (JsonlLog.repair) first"
+                )
             self._header = res.header
             self._events = res.events
             self._line_offsets = res.line_offsets
             self.warnings.extend(res.warnings)
             size = res.good_end
             if res.torn_tail_offset is not None:
-                with open(self.path, "r+b") as fh:
-                    fh.truncate(res.torn_tail_offset)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                self.warnings.append(f"{self.path}: truncated torn tail at byte {res.torn_tail_offset}")
+                backup = _save_tail(self.path, res.torn_tail_offset)
+                os.ftruncate(self._fd, res.torn_tail_offset)
+                os.fsync(self._fd)
+                self.warnings.append(
+                    f"{self.path}: truncated torn tail at byte {res.torn_tail_offset} "
+                    f"(the cut bytes are in {backup})"
+                )
             try:
                 self.surface.extend(self._events)
             except SurfaceOpError as err:
                 raise LogFormatError(f"{self.path}: invalid surface op in the stored log: {err}") from None
-        self._fd = os.open(self.path, os.O_RDWR | getattr(os, "O_BINARY", 0))
         self._size = size
+
+    def _open_locked(self) -> int:
+        """Open the log file read-write and take its inode lock (``flock``); raises
+        ``LogLockedError`` when another writer holds the file under any name."""
+        fd = os.open(self.path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise LogLockedError(
+                    f"{self.path} is locked by another writer (the same file opened under another "
+                    "name: a symlink or hard link); close the other writer first — fsm_stage "
+                    "allows one writer per log"
+                ) from None
+        return fd
+
+    @classmethod
+    def repair(cls, path: str | os.PathLike[str]) -> str:
+        """Make a log with a damaged line writable again without losing an intact line.
+
+        Under the writer lock: when dropping the damaged line alone leaves a log that reads
+        cleanly (seqs contiguous), only that line is removed; otherwise the file is cut at the
+        damaged line. Either way every removed byte is first saved (fsynced) to
+        ``<log>.damaged-<ms>``. Returns a one-line summary; a log with nothing to repair is
+        left alone. Raises ``LogFormatError`` (not a session log, corruption before a later
+        ``turn/end``), ``LogLockedError``, ``LogWriteError``.
+        """
+        from fsm_stage.log.dsh import read_log_data
+
+        p = Path(path)
+        if not p.is_file():
+            raise LogFormatError(f"{p}: no such session log")
+        lock = writer_lock(p)
+        fd: int | None = None
+        try:
+            fd = os.open(p, os.O_RDWR | getattr(os, "O_BINARY", 0))
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    raise LogLockedError(f"{p} is open by another writer; close it first") from None
+            res = read_log(p)
+            if res.torn_tail_offset is None:
+                return f"{p}: nothing to repair ({len(res.events)} events)"
+            data = p.read_bytes()
+            start = res.torn_tail_offset
+            end = data.find(b"\n", start)
+            end = len(data) if end == -1 else end + 1
+            only_line = False
+            if res.lines_after_damage:
+                with contextlib.suppress(LogFormatError):
+                    rest = read_log_data(data[:start] + data[end:], source=str(p))
+                    only_line = rest.torn_tail_offset is None
+            backup = _backup_path(p, "damaged")
+            atomic_write(backup, data[start:end] if only_line else data[start:])
+            if only_line:  # a new file under the name (the damaged one stays under other links)
+                atomic_write(p, data[:start] + data[end:])
+                _fsync_dir(p.parent)
+            else:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+        except OSError as err:
+            raise LogWriteError(str(output_error(p, err, what="session log"))) from err
+        finally:
+            if fd is not None:
+                os.close(fd)
+            lock.release()
+        where = f"line {res.damaged_line}" if res.damaged_line is not None else f"byte {start}"
+        if only_line:
+            return f"{p}: removed the damaged {where} (saved to {backup}); every other line kept"
+        return (
+            f"{p}: cut the log at the damaged {where}; the {len(data) - start} bytes from there "
+            f"are saved to {backup}; {len(res.events)} events kept"
+        )
 
     # -- EventLog -------------------------------------------------------------------------
     @property
@@ -400,6 +513,27 @@ def _hash_line_at(path: Path, offset: int) -> str:
     with open(path, "rb") as fh:
         fh.seek(offset)
         return hashlib.sha256(fh.readline()).hexdigest()[:16]
+
+
+def _backup_path(path: Path, kind: str) -> Path:
+    """A new ``<log>.<kind>-<ms>`` name beside ``path`` (suffixed ``-N`` if taken)."""
+    stamp = wall_clock_ms()
+    candidate = path.with_name(f"{path.name}.{kind}-{stamp}")
+    n = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.{kind}-{stamp}-{n}")
+        n += 1
+    return candidate
+
+
+def _save_tail(path: Path, offset: int) -> Path:
+    """Save the bytes of ``path`` from ``offset`` on to ``<log>.torn-<ms>`` (durably)."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        tail = fh.read()
+    backup = _backup_path(path, "torn")
+    atomic_write(backup, tail)
+    return backup
 
 
 def _fsync_dir(directory: Path) -> None:

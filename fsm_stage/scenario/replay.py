@@ -37,6 +37,7 @@ from fsm_stage.constants import (
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import stage_from_event
 from fsm_stage.prompts import LANGUAGES, Catalog, load_catalog
+from fsm_stage.runtime.commands import parse_command
 from fsm_stage.runtime.tools import ERROR_PREFIX
 from fsm_stage.scenario.load import _SURROGATE
 from fsm_stage.scenario.model import (
@@ -212,6 +213,7 @@ class _Replay:
         self.state_at: dict[int, tuple[str | None, bool]] = {}  # model step index -> request state
         self.need: dict[int, dict[str, bool]] = {}  # model step index -> predicates it needs
         self.system_texts: list[str] = []  # system prompts of requests sent out of plan mode
+        self.dropped_commands: list[str] = []  # recorded command lines a scenario cannot hold
         self.refused: set[str] = set()  # ids of goto_stage calls the graph refused (no review)
         self.steps: list[Step] = []
         self.calls_by_id: dict[str, tuple[int, int]] = {}  # callId -> (step index, call index)
@@ -225,9 +227,15 @@ class _Replay:
     def command(self, data: Mapping[str, Any]) -> None:
         args = data.get("args")
         raw = args if isinstance(args, str) else ""
-        self.steps.append(Command(f"/{data.get('name', '')}{raw}"))
-        words = raw.split()
         name = data.get("name")
+        line = f"/{name if isinstance(name, str) else ''}{raw}"
+        parsed = parse_command(line)
+        if parsed is None or not isinstance(name, str) or parsed.name != name.lower():
+            # e.g. an empty or spaced name: `simulate` would refuse the line (issue 15 item 7)
+            self.dropped_commands.append(line)
+            return
+        self.steps.append(Command(line))
+        words = raw.split()
         # the commands fsm_stage provides steer their trailing text as the next prompt
         if name == PLAN_COMMAND:
             self.steered = {raw.strip()} - {"", "off"}
@@ -490,6 +498,10 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
                             "first one")
     elif not texts and any(ev.type == REQUEST_HEADER for ev in events):
         warnings.append("every request was sent in plan mode: the host system prompt is not recovered")
+    if replay.dropped_commands:
+        shown = ", ".join(repr(line) for line in replay.dropped_commands[:3])
+        warnings.append(f"{len(replay.dropped_commands)} recorded command(s) are not slash commands a "
+                        f"scenario can hold and were left out: {shown}")
     scrubbed = [0]
     steps, system = _scrub(steps, scrubbed), _scrub(system, scrubbed)
     if scrubbed[0]:

@@ -34,6 +34,7 @@ from fsm_stage.log.dsh.records import (
     RecordDecoder,
     parse_header,
     parse_surface_op,
+    unknown_keys_warning,
 )
 from fsm_stage.log.dsh.streams import read_stream, read_streams, unwrap_envelope
 
@@ -63,6 +64,7 @@ __all__ = [
     "read_stream",
     "read_streams",
     "scan_body",
+    "unknown_keys_warning",
     "unknown_types_warning",
     "unwrap_envelope",
 ]

@@ -130,28 +130,40 @@ def _classify_foreign(first: Mapping[str, Any]) -> str:
     return "first line is not a session header"
 
 
-def _later_turn_end(lines: Iterator[bytes]) -> bool:
+def _rest_after_defect(lines: Iterator[bytes]) -> tuple[bool, int]:
+    """Read the lines after a bad one: ``(a later turn/end exists, how many non-empty lines)``."""
+    later_end = False
+    rest = 0
     for raw in lines:
-        if b"turn/end" not in raw:
+        if not raw.strip():
+            continue
+        rest += 1
+        if later_end or b"turn/end" not in raw:
             continue
         try:
             rec = json.loads(raw)
         except _UNPARSABLE:
             continue
         if isinstance(rec, dict) and rec.get("type") == TURN_END:
-            return True
-    return False
+            later_end = True
+    return later_end, rest
 
 
 @attrs.define
 class BodyScan:
     """Mutable bookkeeping of one body scan: current byte ``offset`` and ``line_no``, the
-    shared ``warnings`` list, and ``torn_tail_offset`` once a tail was dropped."""
+    shared ``warnings`` list, and ``torn_tail_offset`` once a tail was dropped. When the dropped
+    tail starts at a damaged line, ``damaged_line`` is its number, ``damage`` what is wrong with
+    it and ``lines_after_damage`` how many non-empty (maybe intact) lines follow it: a writer
+    may cut a tail only when that is 0 (``JsonlLog``)."""
 
     offset: int
     line_no: int
     warnings: list[str]
     torn_tail_offset: int | None = None
+    damaged_line: int | None = None
+    damage: str | None = None
+    lines_after_damage: int = 0
 
 
 def scan_body(
@@ -179,12 +191,17 @@ def scan_body(
                 raise _Defect(f"line {scan.line_no} is not valid JSON") from None
             evs = decoder.decode(rec, scan.line_no)
         except _Defect as defect:
-            if _later_turn_end(lines):
+            later_end, rest = _rest_after_defect(lines)
+            if later_end:
                 raise LogFormatError(
                     f"{decoder.source}: corrupt session log: {defect} and a later turn/end exists"
                 ) from None
             scan.torn_tail_offset = scan.offset
-            scan.warnings.append(f"{decoder.source}: torn tail: {defect}; dropped from byte {scan.offset}")
+            scan.damaged_line, scan.damage, scan.lines_after_damage = scan.line_no, str(defect), rest
+            after = f" with the {rest} line(s) after it" if rest else ""
+            scan.warnings.append(
+                f"{decoder.source}: torn tail: {defect}; dropped from byte {scan.offset}{after}"
+            )
             return
         yield scan.offset, raw, evs
         scan.offset += len(raw)

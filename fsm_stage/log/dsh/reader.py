@@ -25,7 +25,7 @@ from fsm_stage.log.dsh.opening import (
     scan_body,
     unknown_types_warning,
 )
-from fsm_stage.log.dsh.records import ReadResult, RecordDecoder, parse_header
+from fsm_stage.log.dsh.records import ReadResult, RecordDecoder, parse_header, unknown_keys_warning
 from fsm_stage.log.events import Event
 
 
@@ -82,6 +82,8 @@ def _read_session(
         scan.torn_tail_offset = scan.offset
     if decoder.unknown:
         warnings.append(unknown_types_warning(source, decoder.unknown))
+    if decoder.unknown_keys:
+        warnings.append(unknown_keys_warning(source, decoder))
     return ReadResult(
         header=header,
         raw_header=raw_header,
@@ -92,6 +94,9 @@ def _read_session(
         unknown_types=dict(decoder.unknown),
         line_offsets=offsets,
         compressed=compressed,
+        damaged_line=scan.damaged_line,
+        damage=scan.damage,
+        lines_after_damage=scan.lines_after_damage,
     )
 
 

@@ -52,7 +52,9 @@ class ReadResult:
     ``events[i].seq == i``. ``line_offsets[i]`` is the byte offset of the start of the line
     holding event ``i`` (members of a packed row share one). ``good_end`` is the offset just
     past the last good line; ``torn_tail_offset`` equals it when a tail was dropped, else None.
-    ``warnings`` are one-line human-readable notes (torn tail, unknown types, legacy header).
+    ``warnings`` are one-line human-readable notes (torn tail, unknown types, legacy header,
+    unknown envelope keys). ``damaged_line``/``damage``/``lines_after_damage``: see
+    ``opening.BodyScan`` (a dropped tail that starts at a damaged line, and what follows it).
     """
 
     header: SessionHeader
@@ -64,6 +66,9 @@ class ReadResult:
     unknown_types: Mapping[str, int]
     line_offsets: array[int]
     compressed: bool = False
+    damaged_line: int | None = None
+    damage: str | None = None
+    lines_after_damage: int = 0
 
 
 class _Defect(Exception):
@@ -162,6 +167,20 @@ def parse_header(
     )
 
 
+def unknown_keys_warning(source: str, decoder: RecordDecoder) -> str:
+    """The one-line warning for envelope keys outside DSH's seven that a reader ignored."""
+    from fsm_stage.text import visible
+
+    listed = ", ".join(
+        f"{visible(json.dumps(k, ensure_ascii=False))} ×{n} (first on line {decoder.unknown_key_lines[k]})"
+        for k, n in sorted(decoder.unknown_keys.items())
+    )
+    return (
+        f"{source}: unknown event envelope key(s) ignored (damage? the events may be misread; "
+        f"--strict refuses them): {listed}"
+    )
+
+
 class RecordDecoder:
     """Decodes body records into ``Event``s, keeping the running seq (``next_seq``).
 
@@ -175,6 +194,10 @@ class RecordDecoder:
         self.next_seq = next_seq
         self.strict = strict
         self.unknown: Counter[str] = Counter()
+        #: envelope keys outside DSH's seven (§1.3) met on event lines, and the first line
+        #: of each: a reader keeps the event but warns (a bit flip in ``surfaceOp`` changes folds)
+        self.unknown_keys: Counter[str] = Counter()
+        self.unknown_key_lines: dict[str, int] = {}
 
     def decode(self, rec: Any, line_no: int) -> list[Event]:
         # Hot path (every line of every log): exact ``type(...) is`` checks (which also
@@ -216,12 +239,17 @@ class RecordDecoder:
                     "(likely written by a newer harness)"
                 )
             self.unknown[t] += 1
-        if self.strict:
+        # cheap on the hot path: the common {type, seq, time, data} envelope has nothing extra
+        if len(rec) != 4 or "data" not in rec or "seq" not in rec or "time" not in rec:
             extra = sorted(rec.keys() - ENVELOPE_KEYS)
             if extra:
-                raise LogFormatError(
-                    f"{self.source}:{line_no}: invalid event envelope key(s) {', '.join(extra)}"
-                )
+                if self.strict:
+                    raise LogFormatError(
+                        f"{self.source}:{line_no}: invalid event envelope key(s) {', '.join(extra)}"
+                    )
+                for key in extra:
+                    self.unknown_keys[key] += 1
+                    self.unknown_key_lines.setdefault(key, line_no)
         self.next_seq = seq + 1
         return [Event(t, seq, tm, get("data"), op, srcs, ignorable)]
 

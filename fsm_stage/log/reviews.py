@@ -155,6 +155,8 @@ class ReviewFold:
 
     key: str = "reviews"
     STATE_VERSION: int = 1
+    #: Event types that can change the state (issue 17): a streaming reader may skip others.
+    READS: Final = frozenset({REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT})
 
     def init(self) -> ReviewState:
         """The empty state."""

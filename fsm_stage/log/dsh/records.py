@@ -37,8 +37,29 @@ HEADER_KEYS = frozenset(
 )
 RETIRED_HEADER_KEYS = frozenset({"sandboxMode", "approvalPolicy"})
 
-_json_decode = json.JSONDecoder().decode
-"""One shared decoder: skips ``json.loads``'s per-call encoding detection on the hot path."""
+_DECODER = json.JSONDecoder()
+_scan_once = _DECODER.scan_once  # type: ignore[attr-defined]  # set in JSONDecoder.__init__
+_JSON_SPACE = " \t\n\r"
+
+
+def _json_decode(s: str) -> Any:
+    """``json.JSONDecoder().decode(s)``, one shared decoder (no per-call encoding detection).
+
+    A line that starts with ``{`` (every line a writer produces) is scanned directly: the same
+    scanner and the same checks as ``decode`` (a value at 0, only JSON whitespace after it),
+    without its two whitespace regex matches; anything else goes through ``decode`` itself."""
+    if s[:1] != "{":
+        return _DECODER.decode(s)
+    try:
+        obj, end = _scan_once(s, 0)
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", s, err.value) from None
+    if end != len(s):
+        rest = s[end:]
+        tail = rest.lstrip(_JSON_SPACE)
+        if tail:
+            raise json.JSONDecodeError("Extra data", s, end + len(rest) - len(tail))
+    return obj
 
 _UNPARSABLE = (ValueError, RecursionError)
 """What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and

@@ -61,6 +61,9 @@ COMMAND_HELP: dict[str, str] = {
     "db": "The PostgreSQL session store's database (schema set-up).",
     "export": "Write the session at LOCATION (postgresql://…?session=ID) to a JSONL file, byte for byte.",
     "import": "Store the JSONL session log FILE at LOCATION (postgresql://…[?session=ID]), byte for byte.",
+    "repair": "Make LOG writable again after a damaged line, losing no intact line.",
+    "review": "List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).",
+    "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
 }
 
 
@@ -81,8 +84,14 @@ class _LazyGroup(click.Group):
         """The command list of ``--help`` from ``COMMAND_HELP``: no command module is imported."""
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
-        rows = [(name, click.Command(name, help=COMMAND_HELP.get(name, "")).get_short_help_str(limit))
-                for name in names]
+        rows = []
+        for name in names:
+            help_text = COMMAND_HELP.get(name)
+            if help_text is None:  # a command missing from the table: ask the command itself
+                command = self.get_command(ctx, name)
+                rows.append((name, command.get_short_help_str(limit) if command is not None else ""))
+            else:
+                rows.append((name, click.Command(name, help=help_text).get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

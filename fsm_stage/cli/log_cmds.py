@@ -28,7 +28,7 @@ from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.dsh.opening import BodyScan, gc_paused, open_session_log, scan_body, unknown_types_warning
-from fsm_stage.log.dsh.records import RecordDecoder
+from fsm_stage.log.dsh.records import RecordDecoder, unknown_keys_warning
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
@@ -331,6 +331,8 @@ def streamed_report(
     torn = scan.offset if opened.torn and scan.torn_tail_offset is None else scan.torn_tail_offset
     if decoder.unknown:
         warnings.append(unknown_types_warning(str(path), decoder.unknown))
+    if decoder.unknown_keys:  # the same warnings, in the same order, as ``read_log``
+        warnings.append(unknown_keys_warning(str(path), decoder))
     warnings = list(warnings)
     summary: dict[str, Any] | None = None
     if surface is not None:

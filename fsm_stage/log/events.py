@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -58,6 +59,9 @@ class Event:
         return out
 
 
+#: ``SessionHeader.extra`` of a header without unmodelled keys (one shared read-only mapping).
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
 @attrs.frozen
 class SessionHeader:
     """The session header line (dsh-log-format.md §1.2). ``extra`` keeps unmodelled keys."""
@@ -70,7 +74,7 @@ class SessionHeader:
     origin: str | None = None
     seed_length: int | None = None
     version: int | None = 0
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    extra: Mapping[str, Any] = attrs.field(factory=lambda: _NO_EXTRA)  # read-only; shared when empty
 
     @property
     def is_subagent(self) -> bool:

@@ -24,6 +24,7 @@ from fsm_stage.log.events import (
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
+_NO_TYPES: frozenset[str] = frozenset()
 
 class MemoryLog:
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
@@ -53,7 +54,8 @@ class MemoryLog:
         ignorable_types: Collection[str] = (),
         allow_unknown_types: bool = True,
     ):
-        self._ignorable_types = frozenset(ignorable_types)
+        # the common empty set is shared: a live session is small (issue 17)
+        self._ignorable_types = frozenset(ignorable_types) if ignorable_types else _NO_TYPES
         self._allow_unknown_types = allow_unknown_types
         self._header = header
         self._events: list[Event] = list(events)

@@ -60,7 +60,8 @@ class Session:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._cursors: dict[int, ProjectionCursor[Any]] = {}
-        self._validators: list[Callable[[Event], None]] = []
+        # a shared empty tuple until a validator is added (a live session stays small)
+        self._validators: list[Callable[[Event], None]] | tuple[()] = ()
 
     @property
     def log(self) -> EventLog:
@@ -150,10 +151,12 @@ class Session:
 
     def add_validator(self, validate: Callable[[Event], None]) -> Callable[[], None]:
         """Run ``validate(event)`` before every later append (raise to refuse); returns a disposer."""
+        if not isinstance(self._validators, list):
+            self._validators = []
         self._validators.append(validate)
 
         def dispose() -> None:
-            if validate in self._validators:
+            if validate in self._validators and isinstance(self._validators, list):
                 self._validators.remove(validate)
 
         return dispose

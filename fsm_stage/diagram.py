@@ -1,8 +1,9 @@
 """Diagrams of stage graphs: Mermaid and Graphviz DOT text, SVG/PNG through Graphviz.
 
 ``to_mermaid(graph, …)`` and ``to_dot(graph, …)`` draw a validated ``GraphConfig``: one node
-per stage (the initial one marked), one arrow per model edge labelled with its guards, omitted
-``targets`` as one arrow per other stage up to ``EXPAND_ANY_MAX_STAGES`` stages and as one
+per stage (the initial one marked; with its tool policy's count, ``3 tools``, when it has one,
+and plan mode's ``plan`` state likewise), one arrow per model edge labelled with its guards,
+omitted ``targets`` as one arrow per other stage up to ``EXPAND_ANY_MAX_STAGES`` stages and as one
 arrow to an ``ANY_STAGE_LABEL`` node above (``expand_any`` forces either), and plan mode as a
 two-state box. ``current``, ``pending=(source, target)`` and ``plan_active`` mark a session's
 state. ``SizeHints`` become DOT ``dpi``/``size``, or a ``%%`` comment naming ``mmdc`` flags.
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from fsm_stage.config import GraphConfig, PlanModeConfig
+from fsm_stage.config.policy import tool_count_label
 from fsm_stage.errors import DiagramError as DiagramError
 
 __all__ = [
@@ -121,6 +123,19 @@ def _title(graph: GraphConfig | None, title: str | None) -> str:
     if title is not None:
         return title
     return graph.name if graph is not None else PLAN_MODE_TITLE
+
+
+def _stage_label(graph: GraphConfig, name: str, sep: str) -> str:
+    """The stage's name, plus its tool policy's count when it has one (``explore · 3 tools``)."""
+    stage = graph.stage(name)
+    count = tool_count_label(stage.tools if stage is not None else None, graph.tool_groups)
+    return name if count is None else f"{name}{sep}{count}"
+
+
+def _plan_label(plan_mode: PlanModeConfig, graph: GraphConfig | None, sep: str) -> str:
+    """``plan``, plus plan mode's tool count when it has a policy (``plan · 3 tools``)."""
+    count = tool_count_label(plan_mode.tools, graph.tool_groups if graph is not None else None)
+    return "plan" if count is None else f"plan{sep}{count}"
 
 
 def _guard_label(guards: tuple[str, ...]) -> str:
@@ -264,7 +279,7 @@ def to_mermaid(
     if graph is not None:
         ids = mermaid_ids(graph.stage_names)
         for name in graph.stage_names:
-            lines.append(f'  state "{_mermaid_text(name)}" as {ids[name]}')
+            lines.append(f'  state "{_mermaid_text(_stage_label(graph, name, " · "))}" as {ids[name]}')
         hub = _hub(graph, expand_any)
         if hub:
             lines.append(f'  state "{ANY_STAGE_LABEL}" as {_MERMAID_ANY_ID}')
@@ -291,7 +306,7 @@ def to_mermaid(
     if plan_mode is not None:
         lines.append(f'  state "{PLAN_MODE_TITLE}" as plan_mode {{')
         lines.append('    state "default" as pm_default')
-        lines.append('    state "plan" as pm_plan')
+        lines.append(f'    state "{_mermaid_text(_plan_label(plan_mode, graph, " · "))}" as pm_plan')
         lines.append("    [*] --> pm_default")
         for source, dest, label in _PLAN_EDGES:
             lines.append(f"    pm_{source} --> pm_{dest}: {_mermaid_text(label)}")
@@ -356,7 +371,7 @@ def to_dot(
     if graph is not None:
         lines.append('  "__start" [shape=point, width=0.15, label=""];')
         for stage in graph.stages:
-            attrs = [f"label={q(stage.name)}"]
+            attrs = [f"label={q(_stage_label(graph, stage.name, chr(10)))}"]
             if stage.description:
                 attrs.append(f"tooltip={q(stage.description)}")
             if stage.name == current:
@@ -391,7 +406,8 @@ def to_dot(
         marks = {"default": plan_active is False, "plan": plan_active is True}
         for state_name in ("default", "plan"):
             mark = f", {_CURRENT_DOT}" if marks[state_name] else ""
-            lines.append(f'    "plan_mode.{state_name}" [label="{state_name}"{mark}];')
+            label = _plan_label(plan_mode, graph, chr(10)) if state_name == "plan" else state_name
+            lines.append(f'    "plan_mode.{state_name}" [label={_dot_string(label)}{mark}];')
         lines.append('    "plan_mode.__start" -> "plan_mode.default";')
         for source, dest, label in _PLAN_EDGES:
             lines.append(f'    "plan_mode.{source}" -> "plan_mode.{dest}" [label={q(label)}, decorate=true];')

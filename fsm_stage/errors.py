@@ -1,11 +1,30 @@
-"""Exception hierarchy shared by every layer.
+"""Every exception fsm_stage raises on purpose; catch ``UserError`` for every user mistake.
 
-``UserError`` subclasses are mistakes in what a user gave us (a bad YAML file, a log that is
-not a session log, an unknown scenario step). The CLI prints them as one line and exits 1,
-never with a traceback. Everything else is a bug and keeps its traceback.
+``UserError``: a mistake in what a user gave (the CLI prints one line, exit 1, no traceback).
+``LogWriteError``: an append that did not happen (the log is unchanged; caused by an ``OSError``,
+the CLI reports it in one line too). The rest are protocol signals or misuse. The tree::
+
+    FsmStageError
+    ├── UserError: ConfigError (InvalidConfigError, PlanModeConfigError, ScenarioError),
+    │   LogFormatError (DamagedLogError), LogLockedError, ReviewError (ReviewNotFoundError,
+    │   ReviewAlreadyAnsweredError, ReviewPayloadChangedError), GraphChangedError, DiagramError,
+    │   SimulationError, PromptTemplateError, CatalogError, HandoffPathError, RecordShapeError,
+    │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError
+    ├── LogWriteError: AppendConflictError, InvalidEventError, SurfaceOpError, LockFileError
+    ├── reviews: ReviewSuspended, ReviewPending, ReviewBusy, ReviewDismissed (ReviewInterrupted),
+    │   ReviewUnavailableError
+    ├── misuse: ControllerClosedError (ProjectionUnavailableError), DriverStateError
+    │   (TurnSuspendedError), InvariantError, UnknownStageError
+    ├── tools and models: ToolFailure, ModelError
+    └── internal signals (never reach callers): LogLineDefect, NotPlainYaml, TypeProblem
 """
-
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+PROJECTION_UNAVAILABLE_MESSAGE: Final = "the stage projection is not registered (stage switch closed)"
+"""Message of ``ProjectionUnavailableError`` (S97)."""
 
 
 class FsmStageError(Exception):
@@ -176,3 +195,123 @@ class TurnSuspendedError(DriverStateError):
 class RecordShapeError(UserError, ValueError):
     """What a host asked the step driver to record (a reply, a tool call, a tool result, a
     ``turn/end`` reason) is malformed; the message names the field. Nothing was written."""
+
+
+class InvalidConfigError(ConfigError):
+    """``ConfigError`` raised by the loader; ``details`` holds the structured problems.
+
+    ``problems`` (inherited) are their one-line strings, in the same order.
+    """
+
+    def __init__(self, details: Sequence[Any]) -> None:
+        self.details = tuple(details)
+        super().__init__([str(p) for p in details])
+
+
+class InputFileError(UserError):
+    """A user-named input file cannot be read. The message names the path and the reason."""
+
+
+class UnknownStageError(FsmStageError, ValueError):
+    """A cursor or jump names a stage the compiled graph does not have.
+
+    Not a ``UserError``: controllers validate user input (``/stage``) before calling; a log
+    folded from an older graph is handled by the controller (e.g. by jumping).
+    """
+
+
+class DamagedLogError(LogFormatError):
+    """A log has a damaged line with lines after it: opening it for writing would cut them,
+    so it is refused until ``JsonlLog.repair(path)`` (``fsm-stage repair LOG``)."""
+
+
+class LockFileError(LogWriteError, UserError):
+    """The log's lock file cannot be created (the folder refuses new files, permissions, a
+    read-only file system): a ``LogWriteError`` for ``JsonlLog`` callers and a one-line
+    ``UserError`` for the CLI — never reported as another writer holding the lock."""
+
+
+class SchemaVersionError(UserError):
+    """The database has no fsm_stage schema, an older one (run ``fsm-stage db init``) or a newer
+    one than this fsm_stage understands (upgrade fsm_stage). One-line message."""
+
+
+class ReviewUnavailableError(FsmStageError):
+    """The client cannot put a question to a human; fsm_stage never approves on its behalf."""
+
+
+class UnknownSessionError(UserError):
+    """A tool call named a session handle the server was not started with."""
+
+
+class PlanModeConfigError(ConfigError):
+    """The plan-mode config is invalid (B1–B3, B5); ``str(err)`` is one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([message])
+
+
+class ModelError(FsmStageError):
+    """A failed model request; the loop may retry it within the same step."""
+
+
+class ReviewDismissed(FsmStageError):
+    """The user closed the review without deciding, to type a message instead (B85)."""
+
+
+class ReviewInterrupted(ReviewDismissed):
+    """The user pressed Ctrl-C at the terminal review (a dismissal; callers may exit 130)."""
+
+
+class ToolFailure(FsmStageError):
+    """Raised by ``Tool.execute`` to fail the call; ``message`` is what the model reads
+    (after the ``Error: `` prefix)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ScenarioError(ConfigError):
+    """A scenario file is invalid (a ``ConfigError``, so the CLI prints it like a stage-graph
+    file's problems: one bare ``PATH:LINE:COLUMN: KEY: message`` line each, exit 1).
+
+    ``details``: the positioned problems (``fsm_stage.config.Problem``, from the config
+    loader's ``ProblemReport``); ``problems``: their one-line forms.
+    """
+
+    def __init__(self, details: Sequence[Any]) -> None:
+        self.details = tuple(details)
+        super().__init__([str(p) for p in self.details])
+
+
+class ProjectionUnavailableError(ControllerClosedError):
+    """The stage projection is not available (the controller was closed): reads fail loudly
+    rather than falling back to the initial stage (S97). A ``ControllerClosedError``, the error
+    plan mode's reads raise after ``close()`` too."""
+
+    def __init__(self, message: str = PROJECTION_UNAVAILABLE_MESSAGE) -> None:
+        Exception.__init__(self, message)
+
+
+class ReviewBusy(FsmStageError):
+    """A review of this kind is open or approved-unredeemed; ``text`` is the tool failure."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class LogLineDefect(FsmStageError):
+    """Internal signal of the log reader, never raised to callers: a bad line, a torn tail when no
+    later ``turn/end`` exists, else corruption."""
+
+
+class NotPlainYaml(FsmStageError):
+    """Internal signal of the YAML fast path, never raised to callers: the document uses something
+    only the pure round-trip path handles (or reports)."""
+
+
+class TypeProblem(FsmStageError, TypeError):
+    """Internal signal of strict structuring (cattrs reports it positioned): a value of the wrong
+    type; the message says what was expected."""

@@ -12,12 +12,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from fsm_stage.errors import InputFileError as InputFileError
 from fsm_stage.errors import UserError
 from fsm_stage.text import visible
-
-
-class InputFileError(UserError):
-    """A user-named input file cannot be read. The message names the path and the reason."""
 
 
 def _reason(err: OSError) -> str:

@@ -36,7 +36,7 @@ from fsm_stage.constants import (
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
 )
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
 from fsm_stage.graph import (
     PLAN_DEFAULT,
     PLAN_ENTER,
@@ -100,13 +100,6 @@ _log = logging.getLogger(__name__)
 _WHAT = "plan-mode controller"
 
 
-class PlanModeConfigError(ConfigError):
-    """The plan-mode config is invalid (B1–B3, B5); ``str(err)`` is one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__([message])
-
-
 def _catalog(language: str = "en", override_dir: Path | str | None = None) -> Catalog:
     return load_catalog("plan_mode", language, override_dir)
 
@@ -139,7 +132,7 @@ def resolve_config(
     unknown = [str(k) for k in data if k not in CONFIG_KEYS]
     if unknown:
         raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
-    return PlanModeConfig(section=section)
+    return PlanModeConfig(section=section, tools=raw.tools if isinstance(raw, PlanModeConfig) else None)
 
 
 def plan_heading_ok(plan: object) -> bool:

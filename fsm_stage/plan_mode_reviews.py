@@ -20,8 +20,8 @@ from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.review import Answer, ReviewChannel, ReviewDismissed, evaluate
 from fsm_stage.runtime.review_flow import (
-    Busy,
     Outcome,
+    ReviewBusy,
     Ticket,
     conduct,
     existing,
@@ -71,7 +71,7 @@ async def review_exit(ctl: Any, agent: Agent, plan: str, channel: ReviewChannel,
                 options = (APPROVE_LABEL, KEEP_PLANNING_LABEL)
                 ticket = Ticket("plan", "plan", "default", options, None, None, payload)
                 record = open_request(session, ticket, call_id, "plan")
-    except Busy as busy:
+    except ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None

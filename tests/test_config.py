@@ -284,9 +284,9 @@ def test_b2_plan_section_blank() -> None:
 
 def test_b3_plan_unknown_keys_listed_in_insertion_order() -> None:
     """B3: every key besides section is reported, in the order written."""
-    text = "plan_mode:\n  section: Plan first.\n  tools: [read]\n  modes: [x]\n"
+    text = "plan_mode:\n  section: Plan first.\n  allowed_tools: [read]\n  modes: [x]\n"
     lines = problems_of(text)
-    assert [line.split(": ")[1] for line in lines] == ["plan_mode.tools", "plan_mode.modes"]
+    assert [line.split(": ")[1] for line in lines] == ["plan_mode.allowed_tools", "plan_mode.modes"]
     assert all("unknown key(s)" in line for line in lines)
 
 
@@ -302,7 +302,7 @@ def test_b4_plan_section_kept_verbatim_and_detached() -> None:
         assert cfg.graph is None
 
 
-@pytest.mark.parametrize("key", ["modes", "tools", "sandbox", "approval_policy"])
+@pytest.mark.parametrize("key", ["modes", "allowed_tools", "sandbox", "approval_policy"])
 def test_b5_no_mode_names_tool_filters_sandbox_or_approval_settings(key: str) -> None:
     """B5: plan mode accepts only `section`; an empty config fails like a missing section."""
     (line,) = problems_of(json.dumps({"plan_mode": {"section": "Plan.", key: "x"}}))
@@ -569,7 +569,8 @@ def test_normalised_is_json_and_resolves_defaults() -> None:
     data = normalised(cfg)
     assert json.loads(json.dumps(data)) == data
     assert data["graph"]["initial"] == "explore"
-    assert data["plan_mode"] == {"section": cfg.plan_mode.section if cfg.plan_mode else None}
+    assert data["plan_mode"] == {"section": cfg.plan_mode.section if cfg.plan_mode else None,
+                                 "tools": {"allow": ["@read"], "ask": []}}
     implicit = graph_of(native())
     explicit = graph_of(
         native(

@@ -53,8 +53,9 @@ PLAN = PlanModeConfig(section="Plan first.")
 
 
 def _mmdc() -> tuple[str, str] | None:
-    local = REPO / "node_modules" / ".bin" / "mmdc"
-    mmdc = str(local) if local.exists() else shutil.which("mmdc")
+    local = [REPO / base / "node_modules" / ".bin" / "mmdc" for base in (".ci/mermaid", ".")]
+    found = [p for p in local if p.exists()]
+    mmdc = str(found[0]) if found else shutil.which("mmdc")
     candidates = ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
     chromium = next((p for p in candidates if p), None)
     if mmdc is None or chromium is None or not Path(chromium).exists():

@@ -97,3 +97,23 @@ def test_subpackages_re_export_their_names_lazily(package: str) -> None:
     code = f"import sys, {package}\nprint(sorted(m for m in sys.modules if m.startswith('{package}.')))"
     loaded = _run(code)
     assert loaded == "[]"
+
+
+def test_no_exception_class_lives_outside_errors() -> None:
+    stray = []
+    for path in sorted(INIT.parent.rglob("*.py")):
+        if path.name == "errors.py":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b) for b in node.bases}
+                if any(b.endswith(("Error", "Exception", "Dismissed")) for b in bases):
+                    stray.append(f"{path.relative_to(INIT.parent)}:{node.name}")
+    assert stray == [], stray
+
+
+def test_errors_docstring_names_every_exception() -> None:
+    doc = fsm_stage.errors.__doc__ or ""
+    classes = [n for n, c in vars(fsm_stage.errors).items()
+               if isinstance(c, type) and issubclass(c, BaseException) and c.__module__ == "fsm_stage.errors"]
+    assert [n for n in classes if n not in doc] == []

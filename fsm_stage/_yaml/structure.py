@@ -31,6 +31,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from fsm_stage._yaml.problems import NativePath, Problem, describe_value, join
 from fsm_stage._yaml.report import ProblemReport
+from fsm_stage.errors import TypeProblem as TypeProblem
 
 
 def attribute_name(field: attrs.Attribute[Any]) -> str:
@@ -66,10 +67,6 @@ class Vocabulary:
 
 
 PLAIN_VOCABULARY = Vocabulary()
-
-
-class TypeProblem(TypeError):
-    """A value of the wrong type (the message says what was expected)."""
 
 
 def _strict_str(value: object, _: object) -> str:

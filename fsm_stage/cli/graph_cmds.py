@@ -57,7 +57,15 @@ def warning_line(problem: Problem) -> str:
     is_flag=True,
     help="Print one JSON object {format_version, ok, problems} instead of lines.",
 )
-def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
+@click.option(
+    "--tools",
+    "tool_names",
+    multiple=True,
+    metavar="NAMES",
+    help="The host's tool catalog (comma-separated, repeatable): tool names of `tools` policies "
+    "it lacks are errors instead of warnings.",
+)
+def validate(paths: tuple[str, ...], strict: bool, as_json: bool, tool_names: tuple[str, ...]) -> None:
     """Check stage-graph YAML files (native or plugin-list form).
 
     Prints every error as PATH:LINE:COLUMN: KEY: message and every warning as
@@ -66,6 +74,7 @@ def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
     """
     problems: list[Problem] = []
     failed = False
+    catalog = [n.strip() for v in tool_names for n in v.split(",") if n.strip()] if tool_names else None
     for arg in paths:
         path = display_name(arg)
         try:
@@ -78,7 +87,7 @@ def validate(paths: tuple[str, ...], strict: bool, as_json: bool) -> None:
                 click.echo(f"fsm-stage: {err}", err=True)
             continue
         try:
-            cfg = load_config_text(text, path, strict=strict)
+            cfg = load_config_text(text, path, strict=strict, tools=catalog)
         except InvalidConfigError as err:
             failed = True
             problems.extend(err.details)

@@ -79,9 +79,9 @@ def _read(path: Path, strict: bool, progress: Progress) -> ReadResult:
     return read_log(path, strict=strict, on_progress=progress)
 
 
-def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
+def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None, Any]:
     if graph is None:
-        return None, None
+        return None, None, None
     from fsm_stage.cli.inputs import read_text_arg
     from fsm_stage.config import load_config_text
 
@@ -90,7 +90,7 @@ def _initial_stage(graph: str | None) -> tuple[str | None, set[str] | None]:
         raise UserError(
             f"{display_name(graph)}: declares no stage graph (only plan mode); --graph needs a stage graph"
         )
-    return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}
+    return cfg.graph.initial_stage, {s.name for s in cfg.graph.stages}, cfg
 
 
 def _graph_fingerprint(graph: str | None) -> str | None:
@@ -142,7 +142,7 @@ def _assemble(
 ) -> dict[str, Any]:
     plan, turn, stage, told = PlanView(), OpenTurn(), StageProjection(), ToldProjection()
     warnings.extend(_plan_mode_warnings(source, states[PlanModeProblems.key], strict=strict))
-    initial, names = _initial_stage(graph)
+    initial, names, cfg = _initial_stage(graph)
     stage_state: StageState = states[stage.key]
     current: str | None
     stage_source: str | None
@@ -185,9 +185,24 @@ def _assemble(
         "unknown_types": dict(unknown),
         "warnings": warnings,
     }
+    tools = _tool_policy(cfg, current, bool(plan.view(states[plan.key]).get("active")))
+    if tools is not None:  # issue 18: the tool policy of the current stage (and plan mode)
+        out["stage"]["tools"] = tools
     if checkpoint is not None:
         out["checkpoint"] = checkpoint
     return out
+
+
+def _tool_policy(cfg: Any, stage: str | None, plan_active: bool) -> str | None:
+    """The tool policy in effect (``runtime.policy.PolicyState.describe``); None without
+    ``--graph`` or when nothing is restricted."""
+    if cfg is None or cfg.graph is None or stage is None:
+        return None
+    from fsm_stage.runtime.policy import PolicyState, plan_policy, stage_policy
+
+    state = PolicyState(stage, plan_active, stage_policy(cfg.graph, stage),
+                        plan_policy(cfg.plan_mode, cfg.graph), cfg.graph)
+    return state.describe() if state.restricted else None
 
 
 def _fold_all(
@@ -431,6 +446,8 @@ def _human(path: str, r: dict[str, Any]) -> str:
             + (f", approved switch to {st['pending']} pending (applied at the next step)"
                if st["pending"] else "")
         )
+    if st.get("tools") is not None:
+        lines.append(f"tools:        {st['tools']}")
     if pm["pending_exit"]:
         lines.append("              approved plan-mode exit pending (applied at the next step)")
     for rv in r["reviews"]["open"]:

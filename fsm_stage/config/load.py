@@ -12,7 +12,7 @@ positioned only when it has something to report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +32,22 @@ from fsm_stage._yaml import (
 )
 from fsm_stage.config.model import EXTENSION_PREFIX, PLAN_MODE_KEY, ConfigFile, GraphConfig, PlanModeConfig
 from fsm_stage.config.plugin import load_plugin_list
+from fsm_stage.config.policy import check_policies
 from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import InvalidConfigError as InvalidConfigError
 from fsm_stage.fileio import InputFileError, read_text_input
 
 
-class InvalidConfigError(ConfigError):
-    """``ConfigError`` raised by the loader; ``details`` holds the structured problems.
-
-    ``problems`` (inherited) are their one-line strings, in the same order.
-    """
-
-    def __init__(self, details: list[Problem]) -> None:
-        self.details = tuple(details)
-        super().__init__([str(p) for p in details])
-
-
-def load_config_text(text: str, path: str = "<string>", *, strict: bool = False) -> ConfigFile:
+def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
+                     tools: Iterable[str] | None = None) -> ConfigFile:
     """Load one YAML document (native or plugin-list form) into a validated ``ConfigFile``.
 
     ``path`` is used in messages and as the default graph name (its stem). Raises
     ``ConfigError`` whose ``problems`` are every positioned problem of the file (one line each,
-    sorted by position). ``strict`` turns warnings (unreachable stages) into errors.
+    sorted by position). ``strict`` turns warnings (unreachable stages) into errors. ``tools``
+    is the host's tool catalog: tool names of ``tools`` policies it lacks are then errors
+    (without it, names in no ``tool_groups`` entry are warnings; ``config.policy``).
     Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
     """
     report = GraphReport(path)
@@ -87,6 +80,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
             plan = structure(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
             if isinstance(pm, Mapping):
                 check_field_rules(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
+        check_policies(graph_part, native.get(PLAN_MODE_KEY), report, tools=tools)
     if graph is not None and not report.errors:
         check_loaded_graph(graph, report)
     if strict:
@@ -104,7 +98,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False)
     )
 
 
-def load_config(path: str | Path, *, strict: bool = False) -> ConfigFile:
+def load_config(path: str | Path, *, strict: bool = False, tools: Iterable[str] | None = None) -> ConfigFile:
     """Read and load the YAML file at ``path`` (see ``load_config_text``).
 
     Raises ``ConfigError`` (one positioned line per problem); a file that cannot be read
@@ -117,7 +111,7 @@ def load_config(path: str | Path, *, strict: bool = False) -> ConfigFile:
     except InputFileError as err:
         message = str(err).removeprefix(f"{Path(path)}: ")
         raise InvalidConfigError([Problem(shown, 1, 1, "(file)", message)]) from None
-    return load_config_text(text, shown, strict=strict)
+    return load_config_text(text, shown, strict=strict, tools=tools)
 
 
 def _to_native(tree: Any, report: GraphReport, stem: str) -> dict[str, Any] | None:

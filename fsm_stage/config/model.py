@@ -10,11 +10,15 @@ and ``ConfigFile`` (what one YAML file declares). Each field carries a ``FieldRu
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 
 from fsm_stage._yaml import Problem
+from fsm_stage.config.fields import FieldRule as FieldRule
+from fsm_stage.config.fields import rule_metadata
+from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy
 from fsm_stage.constants import STAGE_NAME_RE
 
 Language = Literal["en", "zh"]
@@ -31,46 +35,25 @@ MAX_NAME_LENGTH = 64
 TEMPLATE_VARIABLES = frozenset({"stage_current", "stage_targets"})
 
 
-@attrs.frozen
-class FieldRule:
-    """Validation rule and documentation of one config field (attrs field metadata ``"rule"``).
-
-    Read by the loader (messages, checks) and by ``fsm_stage.schema`` (JSON Schema keywords),
-    so both judge a file by the same rules.
-
-    ``doc``          one-sentence description (schema ``description``, README).
-    ``expected``     what a valid value looks like, for "missing"/"wrong type" messages.
-    ``pattern``      full-match regular expression for strings (schema ``pattern ^…$``).
-    ``non_blank``    the string must contain a non-whitespace character.
-    ``minimum``      inclusive lower bound for numbers (finite numbers only).
-    ``max_length``   maximum string length in characters (schema ``maxLength``).
-    ``min_items``    minimum list length.
-    ``item_pattern`` full-match regular expression for each string of a list.
-    ``item_max_length`` maximum length of each string of a list (schema ``items.maxLength``).
-    ``forbid``       ``(regex, message)`` pairs: a string in which ``re.search`` finds the
-                     regex is refused with the message (schema ``not: {pattern}``).
-    ``yaml_key``     the native YAML key when it differs from the attribute name.
-    ``plugin_key``   the key in the plugin-list form; None = not accepted there.
-
-    Regexes use only syntax that Python ``re`` and ECMA-262 (JSON Schema) read alike.
-    """
-
-    doc: str
-    expected: str
-    pattern: str | None = None
-    non_blank: bool = False
-    minimum: float | None = None
-    max_length: int | None = None
-    min_items: int | None = None
-    item_pattern: str | None = None
-    item_max_length: int | None = None
-    forbid: tuple[tuple[str, str], ...] = ()
-    yaml_key: str | None = None
-    plugin_key: str | None = None
-
-
 def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
-    return {"rule": FieldRule(doc, expected, **kw)}
+    return rule_metadata(doc, expected, **kw)
+
+
+def _policy_rule(where: str) -> dict[str, FieldRule]:
+    return _rule(f"Tool policy {where}: `allow` / `ask` lists of tool rules (omit: every tool runs).",
+                 "a mapping {allow, ask}")
+
+
+def _frozen_groups(value: Any) -> Any:
+    """``tool_groups`` with its lists as tuples (other shapes are left for the rules to report)."""
+    if isinstance(value, dict):
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+    return value
+
+
+def _tool_groups_rule() -> dict[str, FieldRule]:
+    return _rule("Named lists of tool names or globs, referenced as `@name` in `tools` policies.",
+                 "a mapping {group name: [tool names or globs]}")
 
 
 def field_rule(field: attrs.Attribute[Any]) -> FieldRule:
@@ -156,6 +139,7 @@ class StageConfig:
         default=None,
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
+    tools: ToolPolicyConfig | None = attrs.field(default=None, metadata=_policy_rule("in this stage"))
 
 
 @attrs.frozen
@@ -170,6 +154,8 @@ class PlanModeConfig:
             plugin_key="section",
         )
     )
+    tools: ToolPolicyConfig | None = attrs.field(
+        default=None, metadata=_policy_rule("while plan mode is on (combined with the stage's)"))
 
 
 @attrs.frozen
@@ -238,6 +224,8 @@ class GraphConfig:
         default=None,
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
+    tool_groups: Mapping[str, tuple[str, ...]] | None = attrs.field(
+        default=None, hash=False, converter=_frozen_groups, metadata=_tool_groups_rule())
 
     @functools.cached_property
     def stage_names(self) -> tuple[str, ...]:
@@ -308,9 +296,10 @@ for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
 
 #: Classes a bare YAML string may stand for, and the field the string fills
 #: (``targets: [verify]`` means ``targets: [{to: verify}]``).
-SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target"}
+SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target", ToolRuleConfig: "tool"}
 #: The config classes the loader structures (the JSON Schema's ``$defs``).
-CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig)
+CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig,
+                                     ToolPolicyConfig, ToolRuleConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +320,7 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             "plan_mode": normalised(config.plan_mode) if config.plan_mode is not None else None,
         }
     if isinstance(config, PlanModeConfig):
-        return {"section": config.section}
+        return {"section": config.section, **_policy_part(config.tools)}
     return {
         "name": config.name,
         "initial": config.initial_stage,
@@ -344,7 +333,16 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
                 "name": s.name,
                 "instruction": s.instruction,
                 "targets": [{"to": e.target, "guards": list(e.guards)} for e in config.edges_from(s.name)],
+                **_policy_part(s.tools),
             }
             for s in config.stages
         ],
+        **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}}
+           if config.tool_groups else {}),
     }
+
+
+def _policy_part(policy: ToolPolicyConfig | None) -> dict[str, Any]:
+    """``{"tools": …}`` for a set policy, nothing otherwise (fingerprints of graphs without
+    policies stay what they were)."""
+    return {} if policy is None else {"tools": normalised_policy(policy)}

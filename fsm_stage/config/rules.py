@@ -213,8 +213,14 @@ def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
     ``stage_current`` = its name and ``stage_targets`` = its declared targets (and ``""`` too when
     guards or ``targets: []`` can leave none), so a template that fails at run time (sandbox,
     runaway output, ``TypeError`` …) is a positioned problem at validate time.
-    Stops at the first failure."""
+    Stages with ``targets`` omitted all list every other stage, so only the first of them is
+    rendered: rendering each would cost stages × stages. Stops at the first failure."""
+    all_to_all_seen = False
     for stage in graph.stages:
+        if stage.targets is None:
+            if all_to_all_seen:
+                continue
+            all_to_all_seen = True
         edges = graph.edges_from(stage.name)
         listed = ", ".join(e.target for e in edges)
         tried = dict.fromkeys((listed, "") if not edges or any(e.guards for e in edges) else (listed,))

@@ -17,6 +17,7 @@ editors: ``# yaml-language-server: $schema=./stage-graph.schema.json``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
 import attrs
@@ -144,6 +145,8 @@ def _type_schema(t: Any, form: Form) -> dict[str, Any]:
         return {"enum": list(args)}
     if len(args) == 2 and type(None) in args:  # optional: null is an error, see config docstring
         return _type_schema(next(a for a in args if a is not type(None)), form)
+    if origin is Mapping and len(args) == 2 and args[0] is str:  # tool_groups
+        return {"type": "object", "additionalProperties": {**_type_schema(args[1], form), "minItems": 1}}
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return {"type": "array", "items": _type_schema(args[0], form)}
     if t is str:

@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 import attrs
 
-from fsm_stage.errors import FsmStageError
+from fsm_stage.errors import UnknownStageError as UnknownStageError
 
 GOTO_PREFIX: Final = "goto:"
 PLAN_DEFAULT: Final = "default"
@@ -26,14 +26,6 @@ PLAN_EXIT: Final = "exit_plan"
 def goto(target: str) -> str:
     """The trigger name of a model transition to ``target`` (``"goto:<target>"``)."""
     return f"{GOTO_PREFIX}{target}"
-
-
-class UnknownStageError(FsmStageError, ValueError):
-    """A cursor or jump names a stage the compiled graph does not have.
-
-    Not a ``UserError``: controllers validate user input (``/stage``) before calling; a log
-    folded from an older graph is handled by the controller (e.g. by jumping).
-    """
 
 
 class StageCursor:

@@ -52,7 +52,9 @@ try:
 except ImportError:  # pragma: no cover - Windows: the `<log>.lock` file lock alone
     fcntl = None  # type: ignore[assignment]
 
-from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError, UserError
+from fsm_stage.errors import DamagedLogError as DamagedLogError
+from fsm_stage.errors import LockFileError as LockFileError
+from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import (
@@ -95,17 +97,6 @@ def lock_path(path: str | os.PathLike[str]) -> Path:
     (symlinks resolved, so every name of one file shares one lock file)."""
     p = Path(os.path.realpath(path))
     return p.with_name(p.name + ".lock")
-
-
-class DamagedLogError(LogFormatError):
-    """A log has a damaged line with lines after it: opening it for writing would cut them,
-    so it is refused until ``JsonlLog.repair(path)`` (``fsm-stage repair LOG``)."""
-
-
-class LockFileError(LogWriteError, UserError):
-    """The log's lock file cannot be created (the folder refuses new files, permissions, a
-    read-only file system): a ``LogWriteError`` for ``JsonlLog`` callers and a one-line
-    ``UserError`` for the CLI — never reported as another writer holding the lock."""
 
 
 def writer_lock(path: str | os.PathLike[str], *, timeout: float = 0.0) -> filelock.BaseFileLock:

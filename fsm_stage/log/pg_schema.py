@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm_stage.errors import UserError
+from fsm_stage.errors import SchemaVersionError as SchemaVersionError
 
 SCHEMA_VERSION = 1
 """The schema version this fsm_stage reads and writes."""
@@ -41,11 +41,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 """version -> the SQL statements that bring the schema from ``version - 1`` to ``version``."""
-
-
-class SchemaVersionError(UserError):
-    """The database has no fsm_stage schema, an older one (run ``fsm-stage db init``) or a newer
-    one than this fsm_stage understands (upgrade fsm_stage). One-line message."""
 
 
 def schema_version(conn: Any) -> int | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from fsm_stage.errors import ReviewSuspended
+from fsm_stage.errors import ReviewUnavailableError as ReviewUnavailableError
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed
 
@@ -34,10 +35,6 @@ __all__ = ["Answered", "Elicit", "McpReviewChannel", "ReviewUnavailableError", "
 
 UNAVAILABLE = ("review unavailable: this MCP client cannot ask a human (it declared no elicitation "
                "support), so the transition was not requested; nothing was changed")
-
-
-class ReviewUnavailableError(Exception):
-    """The client cannot put a question to a human; fsm_stage never approves on its behalf."""
 
 
 def review_message(question: Question) -> str:

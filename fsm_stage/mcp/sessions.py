@@ -19,6 +19,7 @@ from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.errors import UnknownSessionError as UnknownSessionError
 from fsm_stage.errors import UserError
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog, SessionHeader
@@ -37,10 +38,6 @@ __all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "Unk
 
 DEFAULT_SESSION = "default"
 HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-class UnknownSessionError(UserError):
-    """A tool call named a session handle the server was not started with."""
 
 
 def parse_log_option(values: tuple[str, ...] | list[str]) -> dict[str, str]:

@@ -422,6 +422,20 @@ class StagedSession:
             with contextlib.suppress(Exception):
                 self.session.append_many([*batch, *_abort_result(state, dispatched=True)])
 
+    async def authorize(self, call: ToolCall) -> ToolResult | None:
+        """The tool policy's verdict on a host tool call of the reply, before the host runs it
+        (``docs/tool-policy.md``): None — run it, then ``record_tool_result``; a ``ToolResult`` —
+        refused: nothing may run, and the refusal is already logged (``tool/call``, the error
+        ``tool/result``, ``fsm/tool/refused``). Check the complete (final) arguments. An ``ask``
+        rule puts the call to the review channel first; ``ReviewPending`` when it suspends
+        (call ``authorize`` again once the review is answered). Raises as ``record_tool_result``
+        for a call not in the reply or already run."""
+        _check_call(call, "authorize")
+        view = self._open_step("authorize")
+        state = self._call_state(view, call, "authorize")
+        return await self.runtime.authorize(self.agent, call, turn=state.turn, step=state.step,
+                                            signal=self.signal)
+
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
                            meta: Any = None) -> ToolResult:
         """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.errors import ModelError as ModelError
 from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.abort import AbortSignal
@@ -57,10 +58,6 @@ class ModelReply:
              id: str | None = None) -> ModelReply:
         """A reply calling one tool ``name`` with ``args``."""
         return cls(text=text, tool_calls=(ToolCall.of(name, args, id=id),))
-
-
-class ModelError(Exception):
-    """A failed model request; the loop may retry it within the same step."""
 
 
 @runtime_checkable

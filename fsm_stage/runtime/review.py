@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.errors import ReviewDismissed as ReviewDismissed
 from fsm_stage.errors import ReviewSuspended
 from fsm_stage.runtime.abort import AbortSignal
 
@@ -69,10 +70,6 @@ class Answer:
     id: str
     selected: tuple[str, ...] = ()
     custom: str | None = None
-
-
-class ReviewDismissed(Exception):
-    """The user closed the review without deciding, to type a message instead (B85)."""
 
 
 @runtime_checkable

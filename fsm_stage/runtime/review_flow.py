@@ -1,7 +1,7 @@
 """The controller side of a durable review (design B §4), shared by plan mode and the stage switch.
 
 A reviewed tool call: ``existing(session, kind, call_id)`` finds the review of a resumed call;
-otherwise ``reserve(session, kind)`` refuses at once (``Busy``) while a review of that kind is
+otherwise ``reserve(session, kind)`` refuses at once (``ReviewBusy``) while a review of that kind is
 open, approved-unredeemed or being opened by another call of this process, ``open_request``
 logs ``fsm/review/request`` (re-checking under the session lock, conditional append), and
 ``conduct`` asks the channel and logs the answer: ``ReviewSuspended`` → ``ReviewPending``;
@@ -22,6 +22,7 @@ import attrs
 
 from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TURN_START
 from fsm_stage.errors import AppendConflictError, ReviewPayloadChangedError, ReviewPending, ReviewSuspended
+from fsm_stage.errors import ReviewBusy as ReviewBusy
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.reviews import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState
 from fsm_stage.runtime.pending import session_lock
@@ -29,22 +30,27 @@ from fsm_stage.runtime.review import Answer, ReviewDismissed
 from fsm_stage.runtime.reviews import answer_spec
 from fsm_stage.runtime.session import Session
 
-__all__ = ["BUSY_APPROVED", "BUSY_OPEN", "Busy", "Outcome", "Ticket", "conduct", "existing", "open_request",
-           "redeemed_spec", "reserve", "settle", "state_of", "step_of"]
+__all__ = [
+    "BUSY_APPROVED",
+    "BUSY_OPEN",
+    "Outcome",
+    "ReviewBusy",
+    "Ticket",
+    "conduct",
+    "existing",
+    "open_request",
+    "redeemed_spec",
+    "reserve",
+    "settle",
+    "state_of",
+    "step_of",
+]
 
 BUSY_OPEN: Final = ("a {kind} review is already open (review {id}); wait for the reviewer's answer "
                     "instead of asking again")
 BUSY_APPROVED: Final = ("a {kind} change was already approved (review {id}); it is applied at the next step")
 
 _INFLIGHT: dict[tuple[str, str], int] = {}
-
-
-class Busy(Exception):
-    """A review of this kind is open or approved-unredeemed; ``text`` is the tool failure."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
 
 
 @attrs.frozen
@@ -121,20 +127,20 @@ def existing(session: Session, kind: str, call_id: str | None, payload_sha256: s
 def _check_free(state: ReviewState, kind: str, label: str) -> None:
     rec = state.open_of(kind)
     if rec is not None:
-        raise Busy(BUSY_OPEN.format(kind=label, id=rec.id))
+        raise ReviewBusy(BUSY_OPEN.format(kind=label, id=rec.id))
     rec = state.pending(kind)
     if rec is not None:
-        raise Busy(BUSY_APPROVED.format(kind=label, id=rec.id))
+        raise ReviewBusy(BUSY_APPROVED.format(kind=label, id=rec.id))
 
 
 @contextmanager
 def reserve(session: Session, kind: str, label: str) -> Iterator[None]:
-    """Refuse (``Busy``) unless no review of ``kind`` is open, approved-unredeemed or being
+    """Refuse (``ReviewBusy``) unless no review of ``kind`` is open, approved-unredeemed or being
     opened by another call in this process; hold that slot until the block exits."""
     key = (session.id, kind)
     with session_lock(session.id):
         if _INFLIGHT.get(key):
-            raise Busy(BUSY_OPEN.format(kind=label, id="being opened"))
+            raise ReviewBusy(BUSY_OPEN.format(kind=label, id="being opened"))
         _check_free(state_of(session), kind, label)
         _INFLIGHT[key] = 1
     try:

@@ -29,9 +29,11 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 from fsm_stage.errors import InvariantError as InvariantError
 from fsm_stage.log.events import Event
+from fsm_stage.runtime import policy
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import (
@@ -45,9 +47,18 @@ from fsm_stage.runtime.assembly import (
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
 from fsm_stage.runtime.pending import session_lock
+from fsm_stage.runtime.policy_ask import review_call
 from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import Tool, ToolCall, ToolResult, ToolSpec, dispatch_tool
+from fsm_stage.runtime.tools import (
+    Tool,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    dispatch_tool,
+    result_data,
+    step_position,
+)
 
 T = TypeVar("T")
 
@@ -353,12 +364,60 @@ class Runtime:
         """Dispatch ``call`` to the registered tools; logs ``tool/call``/``tool/result`` on the
         agent's session when ``log`` and an agent is given. Like ``pre_step`` it does not
         require an open turn (the spec's tool tests call it outside one); ``turn``/``step`` are
-        written only when given."""
+        written only when given. The tool policy (``fsm_stage.runtime.policy``) is checked first,
+        on the complete arguments: a denied call runs nothing and gets an error result (logged
+        with ``fsm/tool/refused``); an ``ask`` call runs only after the review channel approves
+        it (``policy_ask``; ``ReviewPending`` when the channel suspends)."""
         if agent is not None:
             self.track(agent.session)
         session = agent.session if (log and agent is not None) else None
+        found = policy.authorize(self, agent, call)
+        if found is not None and found[0].verdict == "ask" and agent is not None:
+            return await self._after_review(agent, call, found, turn=turn, step=step, signal=signal, log=log)
+        if found is not None and found[0].verdict != "allow":
+            return policy.refuse(session, call, *found, turn=turn, step=step)
         return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
                                    signal=signal)
+
+    async def _after_review(self, agent: Agent, call: ToolCall,
+                            found: tuple[policy.Decision, policy.PolicyState],
+                            *, turn: int | None, step: int | None, signal: AbortSignal | None,
+                            log: bool) -> ToolResult:
+        """An ``ask`` call: ``tool/call``, the durable tool review, then the tool or its refusal."""
+        session = agent.session if log else None
+        call_seq = None
+        if session is not None:
+            call_seq = session.append(TOOL_CALL, {**step_position(turn, step), "callId": call.id,
+                                                  "name": call.name, "arguments": call.arguments}).seq
+        denied = await review_call(self.review, agent, call, *found, turn=turn, step=step, signal=signal)
+        if denied is not None:
+            return policy.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
+                                 call_seq=call_seq)
+        result = await dispatch_tool(self._tools, call, agent, signal=signal)
+        if session is not None:
+            session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
+                           source_event_seqs=[call_seq] if call_seq is not None else None)
+        return result
+
+    async def authorize(self, agent: Agent | None, call: ToolCall, *, turn: int | None = None,
+                        step: int | None = None, signal: AbortSignal | None = None,
+                        log: bool = True) -> ToolResult | None:
+        """The tool policy on a call the host runs itself: None — run it; else the refusal
+        (logged when ``log``: ``tool/call``, error ``tool/result``, ``fsm/tool/refused``). An
+        ``ask`` rule reviews the call first (``policy_ask``; ``ReviewPending`` when the channel
+        suspends: call ``authorize`` again with the same call once it is answered)."""
+        found = policy.authorize(self, agent, call)
+        if found is None or found[0].verdict == "allow":
+            return None
+        decision, state = found
+        if decision.verdict == "ask" and agent is not None:
+            denied = await review_call(self.review, agent, call, decision, state, turn=turn, step=step,
+                                       signal=signal)
+            if denied is None:
+                return None
+            decision = denied
+        session = agent.session if (log and agent is not None) else None
+        return policy.refuse(session, call, decision, state, turn=turn, step=step)
 
     async def run_command(self, agent: Agent, line: str, images: Sequence[Block] = ()) -> CommandReply | None:
         """Run a ``/name rest`` line; None when there is no registry or no such command."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 import click
 
+from fsm_stage.errors import ReviewInterrupted as ReviewInterrupted
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed
 
@@ -44,10 +45,6 @@ CONSENT_WORDS = frozenset({
     "approve", "approved", "accept", "y", "yes", "yep", "ok", "okay", "lgtm", "sure", "go", "go ahead",
     "同意", "好", "好的", "可以", "批准", "是", "行",
 })
-
-
-class ReviewInterrupted(ReviewDismissed):
-    """The user pressed Ctrl-C at the terminal review (a dismissal; callers may exit 130)."""
 
 
 @attrs.frozen

@@ -26,6 +26,7 @@ import attrs
 
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import ReviewPending
+from fsm_stage.errors import ToolFailure as ToolFailure
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
@@ -112,15 +113,6 @@ class ToolOutput:
     def has_meta(self) -> bool:
         """True when ``meta`` was given (even None, which is written as JSON null)."""
         return self.meta is not _ABSENT
-
-
-class ToolFailure(Exception):
-    """Raised by ``Tool.execute`` to fail the call; ``message`` is what the model reads
-    (after the ``Error: `` prefix)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @runtime_checkable

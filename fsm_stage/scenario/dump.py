@@ -18,11 +18,13 @@ from ruamel.yaml import YAML
 from fsm_stage.scenario.load import _CONV
 from fsm_stage.scenario.model import (
     UNSET,
+    AnswerReview,
     Command,
     EligibilityFlip,
     EndTurn,
     Expect,
     ModelStep,
+    Resume,
     Review,
     SessionSettings,
     Step,
@@ -65,6 +67,12 @@ def step_to_plain(step: Step) -> dict[str, Any]:
         return {"eligible": dict(step.values)}
     if isinstance(step, EndTurn):
         return {"end_turn": step.reason}
+    if isinstance(step, AnswerReview):
+        answer = {"call": step.call, "outcome": step.outcome, "option": step.option,
+                  "feedback": step.feedback}
+        return {"answer": {k: v for k, v in answer.items() if v is not None}}
+    if isinstance(step, Resume):
+        return {"resume": True}
     out: dict[str, Any] = {}
     for f in attrs.fields(Expect):
         v = getattr(step, f.name)
@@ -142,7 +150,7 @@ def dump_scenario(graph: str, session: SessionSettings, steps: Sequence[Step], *
         doc["system"] = [lit({"name": t.name, "order": t.order, "text": t.text}) for t in system]
     if eligible:
         doc["eligible"] = dict(eligible)
-    doc["steps"] = [_flow(lit(step_to_plain(s))) if isinstance(s, EligibilityFlip | Expect)
+    doc["steps"] = [_flow(lit(step_to_plain(s))) if isinstance(s, EligibilityFlip | Expect | AnswerReview)
                     else lit(step_to_plain(s)) for s in steps]
     y = YAML()
     y.representer.add_representer(

@@ -6,7 +6,8 @@ Top keys: ``description``, ``graph`` (relative to the file), ``session`` (``id``
 omitted = a fresh temporary folder, ``""`` = the file's folder, ``subagent``, ``parent``),
 ``system`` (text or a list of ``{name, order, text}``), ``eligible`` and ``steps``, each a
 one-key mapping: ``user``, ``command``, ``model`` (``TEXT`` or ``{text, calls}``), ``eligible``,
-``end_turn`` (``completed`` | ``aborted``), ``expect``. The graph loader's machinery words and
+``end_turn`` (``completed`` | ``aborted``), ``answer`` (``{call, outcome, option, feedback}``),
+``resume`` (``true``), ``expect``. The graph loader's machinery words and
 positions YAML errors, duplicate keys, tags, wrong types and unknown keys; data the simulator
 would ignore is refused too (a ``review`` on a tool that asks none, ``result`` on
 ``goto_stage``, duplicate call ids, duplicate / blank / ``plan:policy`` system sections), as is
@@ -20,7 +21,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, cast, get_args, get_origin
 
 import cattrs
 
@@ -39,12 +40,15 @@ from fsm_stage.runtime.commands import parse_command
 from fsm_stage.scenario.model import (
     _REVIEW_WORDS,
     REVIEWED_TOOLS,
+    AnswerOutcome,
+    AnswerReview,
     Command,
     EligibilityFlip,
     EndTurn,
     Expect,
     ModelStep,
     NextRequest,
+    Resume,
     Review,
     Scenario,
     ScenarioError,
@@ -102,7 +106,7 @@ def _converter() -> cattrs.Converter:
                 raise ValueError(f"{{feedback: TEXT}} needs the feedback text, got {_yaml_value(text)}")
             return Review("feedback", text)
         raise ValueError(f"unknown review outcome {_yaml_value(value)}; expected approve, keep, dismiss, "
-                         "abort or {feedback: TEXT}")
+                         "abort, suspend or {feedback: TEXT}")
 
     conv.register_structure_hook(Review, review_hook)
 
@@ -144,7 +148,9 @@ class _Loader:
 
 
 _TOP_KEYS = ("description", "graph", "session", "system", "eligible", "steps")
-_STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "expect")
+_STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "answer", "resume", "expect")
+_ANSWER_KEYS = ("call", "outcome", "option", "feedback")
+_ANSWER_OUTCOMES = ("approve", "keep", "dismiss")
 _EXPECT_KEYS: dict[str, Any] = {
     "stage": str,
     "plan_mode": bool,
@@ -239,6 +245,13 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
         for j, call in enumerate(calls):
             _check_call(problems, call, (*kpath, "calls", j))
         return ModelStep(text, calls, where) if problems.count() == before else None
+    if kind == "answer":
+        return _answer(problems, value, kpath, where)
+    if kind == "resume":
+        if value is not True:
+            problems.add(kpath, f"expected true (resume the suspended turn), got {_yaml_value(value)}")
+            return None
+        return Resume(where)
     if kind == "eligible":
         values = _flags(problems, value, kpath)
         return None if values is None else EligibilityFlip(values, where)
@@ -276,6 +289,37 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
         return Expect(**fields, where=where) if ok else None
     problems.add(kpath, f"unknown step kind; expected one of {', '.join(_STEP_KINDS)}", at_key=True)
     return None
+
+
+def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerReview | None:
+    """``answer: {call, outcome, option, feedback}``: every problem positioned at its key."""
+    if not isinstance(value, Mapping):
+        problems.add(kpath, "expected a mapping {call: ID | last, outcome: approve | keep | dismiss, "
+                     "option, feedback}")
+        return None
+    before = problems.count()
+    for k in value:
+        if k not in _ANSWER_KEYS:
+            problems.add((*kpath, k), f"unknown key (expected {', '.join(_ANSWER_KEYS)})", at_key=True)
+    outcome = value.get("outcome")
+    if "outcome" not in value:
+        problems.add(kpath, "missing `outcome`: approve, keep or dismiss")
+    elif outcome not in _ANSWER_OUTCOMES:
+        problems.add((*kpath, "outcome"), f"expected approve, keep or dismiss, got {_yaml_value(outcome)}")
+    texts: dict[str, str | None] = {}
+    for k in ("call", "option", "feedback"):
+        v = value.get(k)
+        if k in value and (not isinstance(v, str) or not v.strip()):
+            problems.add((*kpath, k), f"expected a non-empty string, got {_yaml_value(v)}")
+        texts[k] = v if isinstance(v, str) else None
+    if "option" in value and outcome in ("keep", "dismiss"):
+        problems.add((*kpath, "option"), "`option` picks an approve option; only with `outcome: approve`")
+    if "feedback" in value and outcome in ("approve", "dismiss"):
+        problems.add((*kpath, "feedback"), "`feedback` is the reviewer's comments; only with `outcome: keep`")
+    if problems.count() != before:
+        return None
+    return AnswerReview(cast(AnswerOutcome, outcome), texts["call"] or "last", texts["option"],
+                        texts["feedback"], where)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

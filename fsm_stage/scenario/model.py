@@ -1,7 +1,8 @@
 """The scenario file model: ``Scenario``, its step kinds and the checks an ``expect`` step makes.
 
 Frozen attrs classes, one per step kind (``UserPrompt``, ``Command``, ``ModelStep`` with its
-``ToolCall`` entries and their ``Review``, ``EligibilityFlip``, ``EndTurn``, ``Expect`` with its
+``ToolCall`` entries and their ``Review``, ``EligibilityFlip``, ``EndTurn``, ``AnswerReview`` /
+``Resume`` (a suspended review answered later), ``Expect`` with its
 ``NextRequest`` / ``PrefixExpect``), the ``Step`` union, ``SessionSettings``, ``SystemText``
 and ``ScenarioError``. ``UNSET`` marks an ``Expect`` field that is not checked (``None`` is a
 value: "nothing"). Build them with ``fsm_stage.scenario.load_scenario``.
@@ -10,32 +11,18 @@ value: "nothing"). Build them with ``fsm_stage.scenario.load_scenario``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from fsm_stage.config import Problem
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import ScenarioError as ScenarioError
 from fsm_stage.runtime.commands import parse_command
 
 REVIEWED_TOOLS: frozenset[str] = frozenset({EXIT_PLAN_MODE, GOTO_STAGE})
 """Tools whose recorded outcome is a review answer (the tool itself is provided by fsm_stage)."""
-
-
-class ScenarioError(ConfigError):
-    """A scenario file is invalid (a ``ConfigError``, so the CLI prints it like a stage-graph
-    file's problems: one bare ``PATH:LINE:COLUMN: KEY: message`` line each, exit 1).
-
-    ``details``: the positioned problems (``fsm_stage.config.Problem``, from the config
-    loader's ``ProblemReport``); ``problems``: their one-line forms.
-    """
-
-    def __init__(self, details: Sequence[Problem]) -> None:
-        self.details = tuple(details)
-        super().__init__([str(p) for p in self.details])
 
 
 class _Unset(enum.Enum):
@@ -48,8 +35,8 @@ class _Unset(enum.Enum):
 UNSET: Literal[_Unset.UNSET] = _Unset.UNSET
 """Marks an ``Expect`` field the scenario does not check (distinct from ``None`` = "nothing")."""
 
-ReviewKind = Literal["approve", "keep", "feedback", "dismiss", "abort"]
-_REVIEW_WORDS: tuple[str, ...] = ("approve", "keep", "dismiss", "abort")
+ReviewKind = Literal["approve", "keep", "feedback", "dismiss", "abort", "suspend"]
+_REVIEW_WORDS: tuple[str, ...] = ("approve", "keep", "dismiss", "abort", "suspend")
 
 
 @attrs.frozen
@@ -58,7 +45,9 @@ class Review:
 
     ``approve``: exactly ``Approve``; ``keep``: the keep option with no text; ``feedback``:
     custom text ``feedback`` (not consent); ``dismiss``: the user dismisses the dialog
-    (``ReviewDismissed``); ``abort``: the review fails for another reason (turn aborted).
+    (``ReviewDismissed``); ``abort``: the review fails for another reason (turn aborted);
+    ``suspend``: the reviewer cannot answer now (``ReviewSuspended``): the call stays open and
+    the turn is suspended until an ``answer`` step and a ``resume`` step.
     """
 
     kind: ReviewKind
@@ -145,6 +134,34 @@ class EndTurn:
     where: str = attrs.field(default="", eq=False)
 
 
+AnswerOutcome = Literal["approve", "keep", "dismiss"]
+
+
+@attrs.frozen
+class AnswerReview:
+    """``answer: {call, outcome, option, feedback}``: a human answers a suspended review later
+    (``fsm_stage.runtime.reviews.answer_review``, as ``fsm-stage review`` does).
+
+    ``call``: the call id whose review is answered, or ``last`` (the latest open review);
+    ``outcome``: ``approve`` / ``keep`` / ``dismiss``; ``option``: the approve option's label
+    (default the first, ``Approve``); ``feedback``: the reviewer's comments (``keep`` only).
+    """
+
+    outcome: AnswerOutcome
+    call: str = "last"
+    option: str | None = None
+    feedback: str | None = None
+    where: str = attrs.field(default="", eq=False)
+
+
+@attrs.frozen
+class Resume:
+    """``resume: true``: the host resumes the suspended turn (``Loop.resume()``): the suspended
+    call writes its result from the logged answer and the turn goes on."""
+
+    where: str = attrs.field(default="", eq=False)
+
+
 @attrs.frozen
 class PrefixExpect:
     """Expected prompt-cache effect of the next request versus the previous one.
@@ -194,7 +211,8 @@ class Expect:
     where: str = attrs.field(default="", eq=False)
 
 
-Step: TypeAlias = UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn | Expect
+Step: TypeAlias = (UserPrompt | Command | ModelStep | EligibilityFlip | EndTurn | Expect | AnswerReview
+                   | Resume)
 
 
 @attrs.frozen

@@ -3,8 +3,10 @@
 ``steps_from_events(events)`` turns the log's user prompts, commands, model replies and tool
 results into steps; ``replay_events(events, graph)`` adds what a faithful replay needs (the
 recorded stage / plan mode of every request as ``expect: {next_request: …}``, inferred
-eligibility flips, recovered review outcomes, the host system text) and returns a ``Replay``
-with warnings about what could not be recovered.
+eligibility flips, review outcomes — from the logged ``fsm/review/answer`` events, else from the
+result wording — the host system text) and returns a ``Replay`` with warnings about what could
+not be recovered. A review answered outside the channel (``by: api`` / ``cli``) or still open
+at the end becomes ``review: suspend`` with its ``answer`` and ``resume`` steps.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from fsm_stage.constants import (
     PLAN_MODE_EVENT,
     PLAN_SOURCE_PLUGIN,
     REQUEST_HEADER,
+    REVIEW_ANSWER,
+    REVIEW_REQUEST,
     STAGE_COMMAND,
     STAGE_POLICY_CONTEXT,
     STAGE_SOURCE_KINDS,
@@ -42,12 +46,14 @@ from fsm_stage.runtime.tools import ERROR_PREFIX
 from fsm_stage.scenario.load import _SURROGATE
 from fsm_stage.scenario.model import (
     REVIEWED_TOOLS,
+    AnswerReview,
     Command,
     EligibilityFlip,
     EndTurn,
     Expect,
     ModelStep,
     NextRequest,
+    Resume,
     Review,
     Step,
     SystemText,
@@ -223,6 +229,54 @@ class _Replay:
         self.in_turn = False
         self.turn_models = 0
         self.last_had_calls = False
+        self.requests: dict[str, tuple[str, tuple[str, ...]]] = {}  # callId -> (review id, options)
+        self.answers: dict[str, Mapping[str, Any]] = {}  # review id -> its first logged answer
+        self.suspended: set[str] = set()  # callIds whose review was answered outside the channel
+
+    def review_request(self, data: Mapping[str, Any]) -> None:
+        rid, call_id, options = data.get("id"), data.get("callId"), data.get("options")
+        if isinstance(rid, str) and isinstance(call_id, str):
+            labels = tuple(o for o in options if isinstance(o, str)) if isinstance(options, list) else ()
+            self.requests.setdefault(call_id, (rid, labels))
+        where = self.calls_by_id.get(call_id) if isinstance(call_id, str) else None
+        if where is not None:  # asked: a goto_stage got past its edge's guards, so they held
+            step = self.steps[where[0]]
+            assert isinstance(step, ModelStep)
+            if step.calls[where[1]].tool == GOTO_STAGE:
+                self._guards_held(where[0], step.calls[where[1]])
+
+    def review_answer(self, data: Mapping[str, Any]) -> None:
+        """Keep the first answer; one given outside the channel (``by: api`` / ``cli``) while its
+        call was open means the review was suspended: ``review: suspend`` + an ``answer`` step."""
+        rid = data.get("id")
+        if not isinstance(rid, str) or rid in self.answers:
+            return
+        self.answers[rid] = data
+        call_id = next((c for c, (r, _o) in self.requests.items() if r == rid), None)
+        if data.get("by") not in ("api", "cli") or call_id is None or call_id not in self.calls_by_id:
+            return
+        self._suspend(call_id)
+        outcome = data.get("outcome")
+        if outcome not in ("approve", "keep", "dismiss"):
+            return
+        option, feedback = data.get("option"), data.get("feedback")
+        options = self.requests[call_id][1]
+        self.steps.append(AnswerReview(
+            outcome, call_id,
+            option if outcome == "approve" and isinstance(option, str) and options[:1] != (option,) else None,
+            feedback if outcome == "keep" and isinstance(feedback, str) and feedback.strip() else None))
+
+    def _suspend(self, call_id: str) -> None:
+        i, j = self.calls_by_id[call_id]
+        step = self.steps[i]
+        assert isinstance(step, ModelStep)
+        call = attrs.evolve(step.calls[j], review=Review("suspend"))
+        self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
+        self.suspended.add(call_id)
+
+    def open_suspensions(self) -> list[str]:
+        """The reviewed calls of the open turn still without a result (the log ends suspended)."""
+        return [c for c in self.calls_by_id if c in self.requests] if self.in_turn else []
 
     def command(self, data: Mapping[str, Any]) -> None:
         args = data.get("args")
@@ -299,13 +353,32 @@ class _Replay:
         step = self.steps[i]
         assert isinstance(step, ModelStep)
         call = step.calls[j]
+        if call_id in self.suspended:
+            if not self.steps or not isinstance(self.steps[-1], Resume):
+                self.steps.append(Resume())
+            return
         if call.tool in REVIEWED_TOOLS:
-            call = attrs.evolve(call, review=self._review(i, call, text, is_error))
+            call = attrs.evolve(call, review=self._logged_review(call_id)
+                                or self._review(i, call, text, is_error))
             if call.review is None:
                 self.refused.add(call_id)
         else:
             call = attrs.evolve(call, result=text, error=is_error)
         self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
+
+    def _logged_review(self, call_id: str) -> Review | None:
+        """The review outcome the logged ``fsm/review/answer`` gives (None: none logged)."""
+        rid = self.requests.get(call_id, ("", ()))[0]
+        answer = self.answers.get(rid)
+        if answer is None:
+            return None
+        feedback = answer.get("feedback")
+        if answer.get("outcome") == "approve":
+            return Review("approve")
+        if answer.get("outcome") == "keep":
+            return (Review("feedback", feedback) if isinstance(feedback, str) and feedback.strip()
+                    else Review("keep"))
+        return Review("dismiss")
 
     def _review(self, i: int, call: ToolCall, text: str, is_error: bool) -> Review | None:
         """The review answer a recorded outcome implies (None: the call was refused, nobody was
@@ -403,7 +476,15 @@ def _walk(events: Sequence[Event], replay: _Replay) -> _Replay:
             replay.plan = data.get("active") is True
         elif ev.type == REQUEST_HEADER:
             replay.request_header(data)
-    if replay.in_turn or replay.prompted:
+        elif ev.type == REVIEW_REQUEST:
+            replay.review_request(data)
+        elif ev.type == REVIEW_ANSWER:
+            replay.review_answer(data)
+    still_open = replay.open_suspensions()
+    for call_id in still_open:  # the log ends while these reviews wait: the replay ends suspended
+        if call_id not in replay.suspended:
+            replay._suspend(call_id)
+    if (replay.in_turn or replay.prompted) and not still_open:
         replay.turn_end()
     steps = replay.steps
     # a call whose result was never recorded: answer it with an empty canned failure

@@ -2,8 +2,9 @@
 
 It wires the runtime, the graph's stage-switch and plan-mode controllers, a scripted model (one
 answer per model step) and a scripted review channel; at every model request it builds a
-``RequestRecord`` and runs the pending ``expect`` checks. Use it through
-``fsm_stage.simulate.simulate``.
+``RequestRecord`` and runs the pending ``expect`` checks. A ``review: suspend`` leaves the call
+open (the loop returns ``suspended``); ``answer`` steps record answers with ``answer_review`` and
+``resume`` steps run ``Loop.resume()``. Use it through ``fsm_stage.simulate.simulate``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import STEP_START
+from fsm_stage.errors import ReviewSuspended, UserError
 from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.events import EventLog
 from fsm_stage.log.projections import PlanModeFold
@@ -23,21 +25,25 @@ from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
+from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.runtime.messages import Message, user_message
+from fsm_stage.runtime.policy import policy_state
 from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
+from fsm_stage.runtime.reviews import answer_review, open_reviews
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ERROR_PREFIX, ToolFailure, ToolOutput, ToolResult, ToolSpec
 from fsm_stage.runtime.tools import ToolCall as LoopToolCall
 from fsm_stage.scenario import (
     UNSET,
+    AnswerReview,
     Command,
     EligibilityFlip,
     EndTurn,
     Expect,
     ModelStep,
     NextRequest,
+    Resume,
     Review,
     Scenario,
     Step,
@@ -247,12 +253,13 @@ class _Engine:
             name = call.tool if call is not None else "a tool"
             self.fatal = SimulationError(
                 f"{where}: {name} asked the human a review ({q.id}) but the call has no `review:` "
-                "outcome (approve, keep, dismiss, abort or {feedback: TEXT})")
+                "outcome (approve, keep, dismiss, abort, suspend or {feedback: TEXT})")
             raise RuntimeError("no scripted review outcome")
         if self.current_call is not None:
             self.reviewed.add(self.current_call.id)
         self._note("review", f"review {q.id}: {review.kind}"
-                   + (f" ({review.feedback})" if review.feedback else ""))
+                   + (f" ({review.feedback})" if review.feedback else "")
+                   + (" (nobody answers now: the call stays open)" if review.kind == "suspend" else ""))
         if review.kind == "approve":
             return [Answer(q.id, (q.options[0].label,))]
         if review.kind == "keep":
@@ -261,6 +268,8 @@ class _Engine:
             return [Answer(q.id, (q.options[-1].label,), review.feedback or "")]
         if review.kind == "dismiss":
             raise ReviewDismissed("review dismissed")
+        if review.kind == "suspend":
+            raise ReviewSuspended("the scripted reviewer answers later (an `answer` step)")
         self.loop.abort("user")
         raise RuntimeError("the review was aborted: the user stopped the turn")
 
@@ -303,17 +312,26 @@ class _Engine:
         while self.i < len(self.steps):
             step = self.steps[self.i]
             if isinstance(step, ModelStep):
+                if self.loop.driver.suspended() is not None:
+                    raise SimulationError(
+                        f"{step.where}: model step while the turn is suspended (a review waits for its "
+                        "answer); add an `answer` step and a `resume: true` step first")
                 if not self.agent.wants_turn:
                     raise SimulationError(
                         f"{step.where}: model step with no turn to answer in: the previous model step "
                         "had no tool calls, so its turn ended; start a turn with a user prompt (or a "
                         "command that steers text) first")
-                await self.loop.run_until_idle()
+                outcomes = await self.loop.run_until_idle()
                 self.raise_fatal()
+                if outcomes:
+                    self._suspension_note(outcomes[-1])
                 continue
             self.i += 1
             await self._do(step, in_turn=False)
-        if self.agent.wants_turn:
+        if self.loop.driver.suspended() is not None:
+            self._note("turn", "the scenario ends with the turn suspended (open reviews: "
+                       f"{', '.join(r.id for r in open_reviews(self.session)) or 'none, answered'})")
+        elif self.agent.wants_turn:
             raise SimulationError(f"{self.scenario.path}: the scenario ends with a user message that no "
                                   "model step answers; add a model step")
         for where, _nr in self.next_checks:
@@ -333,8 +351,13 @@ class _Engine:
         elif isinstance(step, EligibilityFlip):
             self.flags.update(step.values)
             self._note("eligible", ", ".join(f"{k}={str(v).lower()}" for k, v in step.values.items()))
+        elif isinstance(step, AnswerReview | Resume):
+            await self._answer_or_resume(step)
         elif isinstance(step, EndTurn):
-            if in_turn and step.reason == "aborted":
+            if step.reason == "aborted" and self.loop.driver.suspended() is not None:
+                self.loop.abort("user")
+                self._note("turn", "the user stops the suspended turn")
+            elif in_turn and step.reason == "aborted":
                 self.loop.abort("user")
                 self._note("turn", "the user stops the turn")
             elif in_turn:
@@ -345,6 +368,36 @@ class _Engine:
                 raise SimulationError(f"{step.where}: end_turn: aborted, but no turn is open")
         elif isinstance(step, Expect):
             self._check(step)
+
+    def _suspension_note(self, outcome: TurnOutcome) -> None:
+        if outcome.reason == "suspended":
+            self._note("turn", f"turn {outcome.turn} suspended: review {outcome.review_id} of "
+                       f"{outcome.call_id} waits for an answer")
+
+    async def _answer_or_resume(self, step: AnswerReview | Resume) -> None:
+        """``answer``: record the answer (``answer_review``); ``resume``: ``Loop.resume()``."""
+        if isinstance(step, Resume):
+            if self.loop.driver.suspended() is None:
+                raise SimulationError(f"{step.where}: resume: no suspended tool call in the open turn")
+            self._note("turn", "the host resumes the suspended turn")
+            outcome = await self.loop.resume()
+            self.raise_fatal()
+            self._suspension_note(outcome)
+            return
+        reviews = open_reviews(self.session)
+        found = [r for r in reviews if step.call in ("last", r.call_id)]
+        if not found:
+            open_ = ", ".join(f"{r.call_id} ({r.id})" for r in reviews) or "none"
+            raise SimulationError(f"{step.where}: answer: no open review for call {step.call!r} "
+                                  f"(open: {open_})")
+        record = found[-1]
+        try:
+            answer_review(self.session, record.id, step.outcome, feedback=step.feedback, option=step.option)
+        except UserError as exc:
+            raise SimulationError(f"{step.where}: answer: {exc}") from None
+        self._note("review", f"answer {record.id} ({record.call_id}): {step.outcome}"
+                   + (f" ({step.option})" if step.option else "")
+                   + (f" ({step.feedback})" if step.feedback else ""))
 
     # --- records ----------------------------------------------------------------------------------
 
@@ -378,7 +431,13 @@ class _Engine:
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
-            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq)
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq,
+            policy=self._policy_line(request))
+
+    def _policy_line(self, request: Request) -> str | None:
+        """The tool policy in effect for this request (issue 18), None when none applies."""
+        state = policy_state(self.runtime, self.agent)
+        return None if state is None else state.describe([t.name for t in request.tools])
 
     def _history_view(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
         """The views of a request's ``messages`` as a prefix of the shared history.

@@ -56,6 +56,8 @@ def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
         if full:
             out.append(_indent(c.text, _PAD + "      "))
     out.append(f"   tools     {', '.join(record.tool_names) or '(none)'} ({record.tool_tokens} tok)")
+    if record.policy is not None:
+        out.append(f"   policy    {record.policy}")
     p = record.prefix
     kept = 0 if p.first else min(p.messages_kept, len(record.messages))
     new = record.messages[kept:]

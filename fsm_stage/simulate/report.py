@@ -92,7 +92,8 @@ class RequestRecord:
     ``index`` counts requests from 1; ``turn``/``step`` are the loop's numbers; ``stage`` is the
     logged stage when the request was sent (None without a stage graph); ``plan_mode`` the
     logged plan mode; ``tokens`` the estimated total (system + tools + messages); ``seq`` the
-    log seq of the request's ``step/start`` (to find it in the ``--log`` output). ``messages``
+    log seq of the request's ``step/start`` (to find it in the ``--log`` output); ``policy`` the
+    tool policy in effect (``runtime.policy.PolicyState.describe``; None: none). ``messages``
     is a tuple or, in a run's records, a ``MessageHistory`` (a prefix view of the history the
     records share; equal to the tuple of the same views).
     """
@@ -108,6 +109,7 @@ class RequestRecord:
     tools: tuple[ToolView, ...]
     prefix: PrefixReport
     seq: int | None = None
+    policy: str | None = None
 
     @property
     def system_tokens(self) -> int:
@@ -161,6 +163,7 @@ class RequestRecord:
             "tokens": {"system": self.system_tokens, "tools": self.tool_tokens,
                        "messages": self.message_tokens, "total": self.tokens},
             "prefix": attrs.asdict(self.prefix),
+            **({"policy": self.policy} if self.policy is not None else {}),
         }
 
 

@@ -23,7 +23,15 @@ from fsm_stage.handoff import HandoffPathError, handoff_relative_path
 from fsm_stage.log.reviews import stage_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.review import Answer, ReviewDismissed
-from fsm_stage.runtime.review_flow import Busy, Outcome, Ticket, conduct, existing, open_request, reserve
+from fsm_stage.runtime.review_flow import (
+    Outcome,
+    ReviewBusy,
+    Ticket,
+    conduct,
+    existing,
+    open_request,
+    reserve,
+)
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_tool_call
 from fsm_stage.stage_switch.durable import graph_specs
 from fsm_stage.stage_switch.review import Decline, build_review_question, evaluate_review, stage_option_labels
@@ -115,7 +123,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
                 ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
                                 handoff_path, payload)
                 record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
-    except Busy as busy:
+    except ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None

@@ -11,8 +11,7 @@ from typing import Literal
 
 import attrs
 
-from fsm_stage.runtime.runtime import ControllerClosedError
-from fsm_stage.stage_switch.texts import PROJECTION_UNAVAILABLE_MESSAGE
+from fsm_stage.errors import ProjectionUnavailableError as ProjectionUnavailableError
 
 __all__ = ["PendingTransition", "ProjectionUnavailableError", "SetOutcome", "StageStatus"]
 
@@ -20,16 +19,6 @@ SetOutcome = Literal["noop", "queued", "committed"]
 """What ``StageController.set`` did: the stage switch's subset of
 ``fsm_stage.runtime.pending.Outcome`` (plan mode adds ``"cancelled"``: its toggle can revert a
 pending selection to the logged state, while a stage jump always names a stage)."""
-
-
-class ProjectionUnavailableError(ControllerClosedError):
-    """The stage projection is not available (the controller was closed): reads fail loudly
-    rather than falling back to the initial stage (S97). A ``ControllerClosedError``, the error
-    plan mode's reads raise after ``close()`` too."""
-
-    def __init__(self, message: str = PROJECTION_UNAVAILABLE_MESSAGE) -> None:
-        Exception.__init__(self, message)
-
 
 
 @attrs.frozen

@@ -12,6 +12,8 @@ from typing import Final
 
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import CURRENT_STAGE_PREFIX, STAGE_NAME_RE
+from fsm_stage.errors import PROJECTION_UNAVAILABLE_MESSAGE as PROJECTION_UNAVAILABLE_MESSAGE
+from fsm_stage.runtime.policy import policy_summary
 
 __all__ = [
     "CATALOG_NAME",
@@ -38,9 +40,6 @@ RELOADED_MESSAGE: Final = (
 )
 """Fixed failure when the controller closed while a review was open (S60)."""
 
-PROJECTION_UNAVAILABLE_MESSAGE: Final = "the stage projection is not registered (stage switch closed)"
-"""Message of ``ProjectionUnavailableError`` (S97)."""
-
 PREDICATE_TYPE_MESSAGE: Final = "eligibility predicate must be a function (a callable taking the agent)"
 """Message of the ``TypeError`` for a non-callable predicate (S37e)."""
 
@@ -63,10 +62,13 @@ def check_stage_name(stage: object) -> str:
 
 
 def stage_body(config: GraphConfig, stage: str) -> str:
-    """``Current stage: <stage>`` plus ``\\n<instruction>`` when ``stage`` is configured (§1.3, S89)."""
+    """``Current stage: <stage>`` plus ``\\n<instruction>`` when ``stage`` is configured (§1.3, S89),
+    plus ``\\nTools in this stage: …`` when it has a tool policy (``runtime.policy``)."""
     body = f"{CURRENT_STAGE_PREFIX}{stage}"
     configured = config.stage(stage)
-    return f"{body}\n{configured.instruction}" if configured is not None else body
+    tools = policy_summary(config, stage)  # issue 18: the stage's tool policy, in the notice
+    body = f"{body}\n{configured.instruction}" if configured is not None else body
+    return body if tools is None else f"{body}\n{tools}"
 
 
 def should_narrate(stage_at_last_header: str | None, initial: str, target: str) -> bool:

@@ -20,12 +20,12 @@ def test_main_command_prints_every_request_and_exits_0(tmp_path: Path) -> None:
     code, out, _ = invoke("simulate", str(FEATURE_WORK), "--cwd", str(tmp_path))
     assert code == 0
     headings = [line for line in out.splitlines() if line.startswith("━━ request ")]
-    assert len(headings) == 8
+    assert len(headings) == 9
     assert "stage explore · plan mode on" in headings[0]
     assert "stage verify · plan mode off" in headings[-1]
     assert "system CHANGED (plan:policy (order 50) removed)" in out
     assert "messages BROKEN" in out
-    assert out.rstrip().splitlines()[-1].endswith("expectations: 30 of 30 passed")
+    assert out.rstrip().splitlines()[-1].endswith("expectations: 36 of 36 passed")
 
 
 def test_failing_expectation_exits_1_with_a_clear_diff(tmp_path: Path) -> None:
@@ -113,9 +113,9 @@ steps:
     lines = err.strip().splitlines()
     assert lines == [
         f"{scenario}:6:64: steps[1].model.calls[0].review: unknown review outcome 'yes'; expected approve, "
-        "keep, dismiss, abort or {feedback: TEXT}",
+        "keep, dismiss, abort, suspend or {feedback: TEXT}",
         f"{scenario}:7:5: steps[2].expekt: unknown step kind; expected one of user, command, model, "
-        "eligible, end_turn, expect",
+        "eligible, end_turn, answer, resume, expect",
     ]
 
 

@@ -266,8 +266,8 @@ def test_replay_under_a_changed_graph_fails_where_it_diverges(tmp_path: Path) ->
                in line for line in lines)
     failed = lines[lines.index("FAILED 2 expectation(s):") + 1:]
     assert [line.split(": expect ", 1)[1] for line in failed] == [
-        'next_request.stage: expected "verify" in request 7 (turn 1 step 7), got "implement"',
-        'next_request.stage: expected "verify" in request 8 (turn 1 step 8), got "implement"']
+        'next_request.stage: expected "verify" in request 8 (turn 1 step 8), got "implement"',
+        'next_request.stage: expected "verify" in request 9 (turn 1 step 9), got "implement"']
 
 
 def test_replay_recovers_review_comments(tmp_path: Path) -> None:

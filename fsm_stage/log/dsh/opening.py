@@ -23,7 +23,7 @@ import attrs
 
 from fsm_stage.constants import SESSION_HEADER_TYPE, TURN_END
 from fsm_stage.errors import LogFormatError
-from fsm_stage.log.dsh.records import _UNPARSABLE, RecordDecoder, _Defect, _json_decode, parse_header
+from fsm_stage.log.dsh.records import _UNPARSABLE, LogLineDefect, RecordDecoder, _json_decode, parse_header
 from fsm_stage.log.events import Event, SessionHeader
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -188,9 +188,9 @@ def scan_body(
             try:
                 rec = _json_decode(raw.decode("utf-8"))
             except _UNPARSABLE:
-                raise _Defect(f"line {scan.line_no} is not valid JSON") from None
+                raise LogLineDefect(f"line {scan.line_no} is not valid JSON") from None
             evs = decoder.decode(rec, scan.line_no)
-        except _Defect as defect:
+        except LogLineDefect as defect:
             later_end, rest = _rest_after_defect(lines)
             if later_end:
                 raise LogFormatError(

@@ -1,0 +1,152 @@
+"""LangGraph adapter (``pip install 'fsm_stage[langgraph]'``): ``stage_graph(host, model, tools)``.
+
+A two-node graph (``model`` ↔ ``tools``) whose state is only ``{"session": id, "prompt":
+text}``: the conversation lives in the fsm_stage log, not in the checkpointer. The ``model``
+node is one ``StagedSession`` step (a ``SystemMessage`` with fsm_stage's system sections, the
+log's surface as LangChain messages, ``bind_tools`` with fsm_stage's and the host's tools). The
+``tools`` node runs the open step's unsettled calls through a ``ToolNode`` (the host's tools)
+whose ``awrap_tool_call`` routes each host execution through ``_run_host_tool`` and runs
+``goto_stage`` / ``exit_plan_mode`` itself: a suspended review is an ``interrupt({review_id,
+call_id, kind, tool, arguments})``; ``Command(resume=True | False | {"approve", "feedback",
+"option"})`` records the answer (``answer_review``) and the call resumes. After a restart, a new
+graph picks up from the log (answer first with ``host.answer``; the graph starts at ``tools``
+when the open step has unsettled calls).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command, interrupt
+
+from fsm_stage.errors import ReviewPending
+from fsm_stage.integrations._host import FSM_TOOLS, StageHost
+from fsm_stage.integrations.convert import to_openai_chat
+from fsm_stage.integrations.toolspecs import to_openai
+from fsm_stage.runtime.driver import StepRequest
+from fsm_stage.runtime.tools import ToolCall
+
+__all__ = ["StageHost", "StageState", "stage_graph", "stage_tool_node", "to_langchain_messages"]
+
+
+class StageState(TypedDict, total=False):
+    """The graph state: a session handle only (``session`` id) and the turn's ``prompt``."""
+
+    session: str
+    prompt: str | None
+
+
+def to_langchain_messages(step: StepRequest) -> list[BaseMessage]:
+    """fsm_stage's request as LangChain messages (the system text first)."""
+    return list(convert_to_messages(to_openai_chat(step.request)["messages"]))
+
+
+def _answer(host: StageHost, review_id: str, value: Any) -> None:
+    if isinstance(value, dict):
+        host.answer(review_id, bool(value.get("approve")), feedback=value.get("feedback"),
+                    option=value.get("option"))
+    else:
+        host.answer(review_id, value is True or value == "Approve")
+
+
+async def _run_fsm(host: StageHost, call: ToolCall) -> str:
+    review_id = host.open_review(call.id)
+    if review_id is None:
+        try:
+            return await host.run_fsm_tool(call)
+        except ReviewPending as pending:
+            review_id = pending.review_id
+    if not any(rid == review_id and answered for _c, rid, answered in host.pending_reviews()):
+        value = interrupt({"review_id": review_id, "call_id": call.id, "tool": call.name,
+                           "kind": "plan" if call.name == "exit_plan_mode" else "stage",
+                           "arguments": json.loads(call.arguments)})
+        _answer(host, review_id, value)
+    return await host.resume_call(call.id)
+
+
+async def _run_host_tool(host: StageHost, call: ToolCall,
+                         execute: Callable[[], Awaitable[ToolMessage | Command[Any]]],
+                         ) -> ToolMessage | Command[Any]:
+    """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
+    the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
+    exception is recorded as an error result and re-raised)."""
+    refusal = await host.refusal(call)
+    if refusal is not None:
+        return ToolMessage(content=refusal, tool_call_id=call.id, name=call.name, status="error")
+    try:
+        out = await execute()
+    except Exception as exc:
+        host.record_host_result(call, f"Error: {exc}", is_error=True)
+        raise
+    if isinstance(out, ToolMessage):
+        host.record_host_result(call, out.text, is_error=out.status == "error")
+    else:
+        host.record_host_result(call, str(out))
+    return out
+
+
+def _logged(host: StageHost, call_id: str) -> ToolCall:
+    view = host.driver.view()
+    state = view.call(call_id) if view is not None else None
+    if state is None:
+        raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
+    return state.call
+
+
+def stage_tool_node(host: StageHost, tools: Sequence[BaseTool]) -> ToolNode:
+    """A ``ToolNode`` over the host's ``tools`` that also runs fsm_stage's tools (see above)."""
+    async def wrap(request: ToolCallRequest,
+                   execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]) -> Any:
+        call = _logged(host, request.tool_call["id"] or "")
+        if call.name in FSM_TOOLS:
+            return ToolMessage(await _run_fsm(host, call), tool_call_id=call.id, name=call.name)
+        return await _run_host_tool(host, call, lambda: execute(request))
+    return ToolNode(list(tools), awrap_tool_call=wrap, handle_tool_errors=True)
+
+
+def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool] = (), *,
+                checkpointer: Any = None) -> Any:
+    """The compiled ``model`` ↔ ``tools`` graph over ``host`` (see the module docstring).
+    Invoke it with ``{"session": host.session.id, "prompt": "..."}`` and a thread config."""
+    specs = [*[to_openai(s) for s in host.runtime.tool_specs], *[convert_to_openai_tool(t) for t in tools]]
+    bound = model.bind_tools(specs)
+    node = stage_tool_node(host, tools)
+
+    async def call_model(state: StageState) -> StageState:
+        step = host.step(state.get("prompt"))
+        reply = await bound.ainvoke(to_langchain_messages(step))
+        assert isinstance(reply, AIMessage)
+        calls = [ToolCall(c["id"] or "", c["name"], json.dumps(c["args"], ensure_ascii=False))
+                 for c in reply.tool_calls]
+        host.reply(reply.text, calls)
+        return {"prompt": None}
+
+    async def run_tools(state: StageState) -> StageState:
+        calls = host.driver.unsettled()
+        if calls:
+            await node.ainvoke([{"type": "tool_call", "name": c.name, "id": c.id,
+                                 "args": json.loads(c.arguments)} for c in calls])
+        return {}
+
+    def route(_state: StageState) -> str:
+        view = host.driver.view()
+        if view is None:
+            return "model" if _state.get("prompt") else END
+        return "tools" if host.driver.unsettled() else "model"
+
+    graph = StateGraph(StageState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", run_tools)
+    graph.add_conditional_edges(START, route, ["model", "tools", END])
+    graph.add_conditional_edges("model", route, ["model", "tools", END])
+    graph.add_edge("tools", "model")
+    return graph.compile(checkpointer=checkpointer)

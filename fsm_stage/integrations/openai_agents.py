@@ -1,0 +1,179 @@
+"""OpenAI Agents SDK adapter (``pip install 'fsm_stage[openai-agents]'``).
+
+``StagedModel(inner, host)`` wraps any ``agents.Model``: each ``get_response`` is one
+``StagedSession`` step (instructions = fsm_stage's system sections, input = the log's surface
+as Responses items; the reply is recorded). ``stage_tools(host)`` are ``goto_stage`` /
+``exit_plan_mode`` as ``FunctionTool``s whose ``needs_approval`` runs the call and says True
+when its review suspended: the run stops with a ``RunState`` interruption. ``approve(state,
+item)`` / ``reject(state, item, feedback)`` record the answer (``answer_review``) and mark the
+item; ``Runner.run(agent, state)`` resumes. A rejection the host made on ``RunState`` directly
+is recorded as keep at the next model request. ``host_tools(host, tools)`` routes each host
+tool execution through ``_run_host_tool``. After a restart, answer with ``host.answer`` and run
+again: the model input comes from the log, not from a saved ``RunState``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from agents import FunctionTool, Model, ModelResponse, RunContextWrapper, RunState, ToolApprovalItem
+from agents.tool_context import ToolContext
+
+from fsm_stage.errors import ReviewPending
+from fsm_stage.integrations._host import StageHost
+from fsm_stage.integrations.convert import to_openai_responses
+from fsm_stage.runtime.tools import ToolCall
+
+__all__ = ["StageHost", "StagedModel", "approve", "host_tools", "reject", "stage_tools"]
+
+
+def _attr(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+
+def _user_text(input: str | list[Any]) -> str | None:
+    if isinstance(input, str):
+        return input or None
+    for item in reversed(input):
+        if _attr(item, "role") == "user":
+            content = _attr(item, "content")
+            if isinstance(content, str):
+                return content
+            return "".join(str(_attr(p, "text") or "") for p in content or ())
+    return None
+
+
+def _output_of(input: str | list[Any], call_id: str) -> str | None:
+    for item in input if isinstance(input, list) else ():
+        if _attr(item, "type") == "function_call_output" and _attr(item, "call_id") == call_id:
+            output = _attr(item, "output")
+            return output if isinstance(output, str) else None
+    return None
+
+
+def _reply(response: ModelResponse) -> tuple[str, list[ToolCall]]:
+    text, calls = "", []
+    for item in response.output:
+        kind = _attr(item, "type")
+        if kind == "function_call":
+            arguments = _attr(item, "arguments") or "{}"
+            calls.append(ToolCall(_attr(item, "call_id"), _attr(item, "name"), arguments))
+        elif kind == "message":
+            text += "".join(str(_attr(p, "text") or "") for p in _attr(item, "content") or ())
+    return text, calls
+
+
+class StagedModel(Model):
+    """``inner`` behind fsm_stage's step driver (see the module docstring)."""
+
+    def __init__(self, inner: Model, host: StageHost) -> None:
+        self.inner = inner
+        self.host = host
+
+    async def get_response(self, system_instructions: str | None, input: str | list[Any],
+                           model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any],
+                           tracing: Any, *, previous_response_id: str | None, conversation_id: str | None,
+                           prompt: Any) -> ModelResponse:
+        """One fsm_stage step around the inner model's response."""
+        await self.host.keep_unanswered(lambda call_id: _output_of(input, call_id))  # rejected on RunState
+        step = self.host.step(_user_text(input))
+        response = await self.inner.get_response(
+            step.system or None, to_openai_responses(step.request)["input"], model_settings, tools,
+            output_schema, handoffs, tracing, previous_response_id=None, conversation_id=None, prompt=prompt)
+        text, calls = _reply(response)
+        self.host.reply(text, calls)
+        return response
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """Streaming is not supported by the adapter (use ``Runner.run``)."""
+        raise NotImplementedError("StagedModel does not stream; use Runner.run")
+
+
+def stage_tools(host: StageHost) -> list[FunctionTool]:
+    """``goto_stage`` / ``exit_plan_mode`` as ``FunctionTool``s with review approvals."""
+    done: dict[str, str] = {}
+
+    async def needs_approval(_ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        call = _logged(host, call_id)
+        try:
+            done[call_id] = await host.run_fsm_tool(call)
+        except ReviewPending:
+            return True
+        return False
+
+    async def invoke(ctx: ToolContext[Any], _args: str) -> str:
+        call_id = ctx.tool_call_id
+        if call_id in done:
+            return done.pop(call_id)
+        review_id = host.open_review(call_id)
+        if review_id is not None:  # approved on RunState without approve(): record it
+            host.answer(review_id, True)
+        return await host.run_fsm_tool(_logged(host, call_id))
+
+    return [FunctionTool(name=spec.name, description=spec.description,
+                         params_json_schema=dict(spec.parameters), on_invoke_tool=invoke,
+                         strict_json_schema=False, needs_approval=needs_approval)
+            for spec in host.runtime.tool_specs]
+
+
+def _logged(host: StageHost, call_id: str) -> ToolCall:
+    view = host.driver.view()
+    state = view.call(call_id) if view is not None else None
+    if state is None:
+        raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
+    return state.call
+
+
+async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
+    """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
+    the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
+    exception is recorded as an error result and re-raised)."""
+    refusal = await host.refusal(call)
+    if refusal is not None:
+        return refusal
+    try:
+        result = await execute()
+    except Exception as exc:
+        host.record_host_result(call, f"Error: {exc}", is_error=True)
+        raise
+    host.record_host_result(call, result if isinstance(result, str) else json.dumps(result, default=str))
+    return result
+
+
+def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
+    """Copies of the host's ``tools`` whose executions go through ``_run_host_tool``."""
+    out = []
+    for tool in tools:
+        def invoke(ctx: ToolContext[Any], args: str, _tool: FunctionTool = tool) -> Awaitable[Any]:
+            return _run_host_tool(host, _logged(host, ctx.tool_call_id),
+                                  lambda: _tool.on_invoke_tool(ctx, args))
+        out.append(FunctionTool(name=tool.name, description=tool.description,
+                                params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,
+                                strict_json_schema=tool.strict_json_schema,
+                                needs_approval=tool.needs_approval))
+    return out
+
+
+def _review_of(host: StageHost, item: ToolApprovalItem) -> str | None:
+    call_id = _attr(item.raw_item, "call_id")
+    return host.open_review(call_id) if isinstance(call_id, str) else None
+
+
+def approve(host: StageHost, state: RunState[Any], item: ToolApprovalItem, *,
+            option: str | None = None) -> None:
+    """Approve an interruption: ``answer_review`` (approve) for its review, then ``state.approve``."""
+    review_id = _review_of(host, item)
+    if review_id is not None:
+        host.answer(review_id, True, option=option)
+    state.approve(item)
+
+
+def reject(host: StageHost, state: RunState[Any], item: ToolApprovalItem,
+           feedback: str | None = None) -> None:
+    """Reject an interruption: ``answer_review`` (keep, with ``feedback``), then ``state.reject``."""
+    review_id = _review_of(host, item)
+    if review_id is not None:
+        host.answer(review_id, False, feedback=feedback)
+    state.reject(item, rejection_message=feedback)

@@ -1,0 +1,214 @@
+"""pydantic-ai adapter: ``StageCapability``, an agent capability (``pip install 'fsm_stage[pydantic-ai]'``).
+
+Add ``StageCapability(host)`` to ``Agent(..., capabilities=[...], output_type=[str,
+DeferredToolRequests])``. Each model request is one ``StagedSession`` step: the request sent
+is fsm_stage's (instructions = the system sections, messages = the log's surface), the reply
+is recorded; ``goto_stage`` / ``exit_plan_mode`` come as a toolset with their JSON schemas;
+every host tool runs through ``_run_host_tool`` (``tool/call`` + ``tool/result``). A suspended
+review is a deferred tool approval (``ApprovalRequired``: the run ends with
+``DeferredToolRequests``); ``cap.results(requests, approve=...)`` records the answer
+(``answer_review``) and returns the ``DeferredToolResults`` that resume the run.
+``cap.message_history()`` rebuilds the run's history from the log (a restarted process).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.messages import (
+    InstructionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import Tool, ToolDefinition
+from pydantic_ai.toolsets import FunctionToolset
+
+from fsm_stage.errors import ReviewPending
+from fsm_stage.integrations._host import FSM_TOOLS, StageHost
+from fsm_stage.integrations.convert import to_openai_chat
+from fsm_stage.runtime.driver import StepRequest
+from fsm_stage.runtime.tools import ToolCall
+
+__all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]
+
+
+def to_pydantic_ai_messages(step: StepRequest) -> list[ModelMessage]:
+    """fsm_stage's model-visible messages as pydantic-ai ``ModelMessage``s (system text apart)."""
+    out: list[ModelMessage] = []
+    request: list[ModelRequestPart] = []
+    names: dict[str, str] = {}
+    for m in to_openai_chat(step.request)["messages"]:
+        role = m["role"]
+        if role in ("system", "developer"):
+            continue
+        if role == "assistant":
+            if request:
+                out.append(ModelRequest(parts=request))
+                request = []
+            parts: list[ModelResponsePart] = [TextPart(m["content"])] if m.get("content") else []
+            for tc in m.get("tool_calls") or ():
+                names[tc["id"]] = tc["function"]["name"]
+                parts.append(ToolCallPart(tc["function"]["name"], tc["function"]["arguments"], tc["id"]))
+            out.append(ModelResponse(parts=parts))
+        elif role == "tool":
+            request.append(ToolReturnPart(names.get(m["tool_call_id"], ""), m["content"], m["tool_call_id"]))
+        else:
+            content = m["content"]
+            text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+            request.append(UserPromptPart(text))
+    if request:
+        out.append(ModelRequest(parts=request))
+    return out
+
+
+def _last_user_text(messages: Sequence[ModelMessage]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+            return None
+    return None
+
+
+def _returned(messages: Sequence[ModelMessage], call_id: str) -> str | None:
+    """What pydantic-ai returned for ``call_id`` (a ``ToolDenied`` message), if anything."""
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_call_id == call_id:
+                return part.model_response_str()
+    return None
+
+
+def _calls(response: ModelResponse) -> list[ToolCall]:
+    return [ToolCall(p.tool_call_id, p.tool_name, p.args_as_json_str())
+            for p in response.parts if isinstance(p, ToolCallPart)]
+
+
+async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
+    """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
+    the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
+    exception is recorded as an error result and re-raised)."""
+    refusal = await host.refusal(call)
+    if refusal is not None:
+        return refusal
+    try:
+        result = await execute()
+    except Exception as exc:
+        host.record_host_result(call, f"Error: {exc}", is_error=True)
+        raise
+    host.record_host_result(call, result if isinstance(result, str) else json.dumps(result, default=str))
+    return result
+
+
+@dataclasses.dataclass(init=False)
+class StageCapability(AbstractCapability[Any]):
+    """fsm_stage for a pydantic-ai agent over ``host`` (a ``StageHost``; see the module docstring)."""
+
+    host: StageHost
+
+    def __init__(self, host: StageHost) -> None:
+        self.host = host
+        self._step: StepRequest | None = None
+        tools = [Tool.from_schema(self._fsm_tool(spec.name), spec.name, spec.description,
+                                  dict(spec.parameters), takes_ctx=True, sequential=True)
+                 for spec in host.runtime.tool_specs]
+        self._toolset: FunctionToolset[Any] = FunctionToolset(tools)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not spec-serialisable (holds a live session)."""
+        return None
+
+    def get_toolset(self) -> FunctionToolset[Any]:
+        """``goto_stage`` / ``exit_plan_mode`` with their JSON schemas."""
+        return self._toolset
+
+    def _fsm_tool(self, name: str) -> Callable[..., Awaitable[str]]:
+        async def run(ctx: RunContext[Any], **args: Any) -> str:
+            call = ToolCall(ctx.tool_call_id or "", name, json.dumps(args, ensure_ascii=False))
+            try:
+                return await self.host.run_fsm_tool(self._logged(call))
+            except ReviewPending as pending:
+                raise ApprovalRequired({"review_id": pending.review_id, "kind": pending.kind}) from None
+        run.__name__ = name
+        return run
+
+    def _logged(self, call: ToolCall) -> ToolCall:
+        """The reply's recorded call with ``call``'s id (its arguments text as logged)."""
+        view = self.host.driver.view()
+        state = view.call(call.id) if view is not None else None
+        return state.call if state is not None else call
+
+    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
+                                 handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],
+                                 ) -> ModelResponse:
+        """One fsm_stage step: send its instructions and messages, record the reply."""
+        await self.host.keep_unanswered(lambda call_id: _returned(request_context.messages, call_id))
+        self._step = self.host.step(_last_user_text(request_context.messages))
+        response = await handler(request_context)
+        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        self.host.reply(text, _calls(response))
+        return response
+
+    async def before_model_request(self, ctx: RunContext[Any],
+                                   request_context: ModelRequestContext) -> ModelRequestContext:
+        """Send the step's instructions (fsm_stage's system sections) and messages (the log's)."""
+        step = self._step
+        if step is None:
+            return request_context
+        own = list(request_context.model_request_parameters.instruction_parts or [])  # the agent's own
+        params = dataclasses.replace(request_context.model_request_parameters, instruction_parts=[
+            *own, *([InstructionPart(step.system)] if step.system else [])])
+        return dataclasses.replace(request_context, messages=to_pydantic_ai_messages(step),
+                                   model_request_parameters=params)
+
+    async def wrap_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition,
+                                args: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Host tools go through ``_run_host_tool``; fsm_stage's own run in their tool function."""
+        if call.tool_name in FSM_TOOLS:
+            return await handler(args)
+        logged = self._logged(ToolCall(call.tool_call_id, call.tool_name, call.args_as_json_str()))
+        return await _run_host_tool(self.host, logged, lambda: handler(args))
+
+    # --- reviews ---------------------------------------------------------------------------------
+
+    def results(self, requests: DeferredToolRequests, approve: bool = True, *,
+                feedback: str | None = None, option: str | None = None) -> DeferredToolResults:
+        """Answer every review ``requests`` asks for (logged with ``answer_review``) and return
+        the ``DeferredToolResults`` to pass to the next ``agent.run(...)``: each call is resumed
+        and reads its logged answer (approved: applied at the next step; kept: the tool says so)."""
+        for part in requests.approvals:
+            review_id = self.host.open_review(part.tool_call_id)
+            if review_id is not None:
+                self.host.answer(review_id, approve, feedback=feedback, option=option)
+        return DeferredToolResults(approvals={p.tool_call_id: True for p in requests.approvals})
+
+    def pending(self) -> DeferredToolRequests | None:
+        """The deferred approvals folded from the log (after a restart), None when none wait."""
+        calls = self.host.pending_reviews()
+        if not calls:
+            return None
+        return DeferredToolRequests(
+            approvals=[ToolCallPart(c.name, c.arguments, c.id) for c, _r, _a in calls],
+            metadata={c.id: {"review_id": r} for c, r, _a in calls})
+
+    def message_history(self) -> list[ModelMessage]:
+        """The run's history rebuilt from the log: pass it with ``results(...)`` after a restart."""
+        messages = [m for m in self.host.session.messages() if isinstance(m, dict)]
+        step = StepRequest(0, 0, "", (), (), tuple(messages))
+        return to_pydantic_ai_messages(step)

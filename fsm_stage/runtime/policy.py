@@ -1,0 +1,399 @@
+"""The tool-policy gate (issue 18): decide, before a tool runs, whether the current stage allows it.
+
+``ToolPolicy`` compiles one ``ToolPolicyConfig`` (with the graph's ``tool_groups``) and
+``decide(name, args)`` returns a ``Decision`` (``allow`` / ``ask`` / ``deny`` and the rule).
+``authorize(runtime, agent, call)`` combines the current stage's policy (the ``stage`` service's
+``current(session)``) with plan mode's while plan mode is effective (the ``plan_mode``
+service): a call must pass both; fsm_stage's own tools always pass. It is read at dispatch with
+the call's complete arguments. ``refusal_text`` words a denial for the model (stage, rule, the
+stages that allow the tool); ``policy_summary`` is the "Tools in this stage" notice line.
+Wording: ``templates/<lang>/tool_policy.yaml``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from fsm_stage.config import GraphConfig, PlanModeConfig
+from fsm_stage.config.policy import (
+    DEFAULT_PATH_ARGS,
+    GROUP_PREFIX,
+    OWN_TOOLS,
+    ToolPolicyConfig,
+    ToolRuleConfig,
+)
+from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.log.events import NewEvent
+from fsm_stage.prompts import load_catalog
+from fsm_stage.runtime.agent import Agent
+from fsm_stage.runtime.tools import (
+    ERROR_PREFIX,
+    ToolCall,
+    ToolResult,
+    result_data,
+    step_position,
+    tool_result_message,
+)
+
+CATALOG = "tool_policy"
+Verdict = Literal["allow", "ask", "deny"]
+TOOL_REFUSED = "fsm/tool/refused"
+"""Ignorable event logged with a refused call's error ``tool/result``:
+``{callId, name, stage, rule, planMode}``."""
+
+
+@attrs.frozen
+class Decision:
+    """A policy's answer for one call: ``verdict``, the ``rule`` that decided (wording for the
+    model and the log), and ``scope`` (``"stage"`` or ``"plan mode"``)."""
+
+    verdict: Verdict
+    rule: str
+    scope: str = "stage"
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A path glob as a regex: ``**/`` any folders (or none), ``*`` / ``?`` within one segment."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def _paths_of(args: Mapping[str, Any], names: Sequence[str]) -> list[str] | None:
+    """The path values of ``args`` under ``names`` (None: a value that is not a string/list of strings)."""
+    found: list[str] = []
+    for name in names:
+        if name not in args:
+            continue
+        value = args[name]
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in values):
+            return None
+        found.extend(values)
+    return found
+
+
+def _clean(path: str) -> str | None:
+    parts = path.replace("\\", "/").split("/")
+    if ".." in parts:
+        return None  # never let a rule be satisfied by leaving the folder it names
+    while parts[:1] == ["."]:
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+def _describe(rule: ToolRuleConfig) -> str:
+    return rule.tool if rule.paths is None else f"{rule.tool} on {', '.join(rule.paths)}"
+
+
+class ToolPolicy:
+    """One compiled policy: ``decide(name, args)``; ``names(catalog)`` lists what ``allow`` and
+    ``ask`` admit of a catalog (for the notice and ``state``)."""
+
+    def __init__(self, config: ToolPolicyConfig, groups: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.config = config
+        self.groups = dict(groups or {})
+
+    def _patterns(self, rule: ToolRuleConfig) -> tuple[str, ...]:
+        if rule.tool.startswith(GROUP_PREFIX):
+            return tuple(self.groups.get(rule.tool[1:], ()))  # an unknown group admits nothing
+        return (rule.tool,)
+
+    def _matches_name(self, rule: ToolRuleConfig, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self._patterns(rule))
+
+    def _match(self, rule: ToolRuleConfig, name: str, args: Mapping[str, Any]) -> str | None:
+        """None when ``rule`` admits the call, else why not (only for a name match)."""
+        if rule.paths is None:
+            return None
+        paths = _paths_of(args, rule.path_args or DEFAULT_PATH_ARGS)
+        if not paths:
+            return f"no path argument ({', '.join(rule.path_args or DEFAULT_PATH_ARGS)}) to check"
+        for path in paths:
+            clean = _clean(path)
+            if clean is None or not any(glob_regex(g).fullmatch(clean) for g in rule.paths):
+                return f"path {json.dumps(path)} matches none of {', '.join(rule.paths)}"
+        return None
+
+    def decide(self, name: str, args: Mapping[str, Any]) -> Decision:
+        """``allow`` rules first, then ``ask``, then the default (deny; allow when ``allow`` is omitted)."""
+        why: list[str] = []
+        for verdict, rules in (("allow", self.config.allow or ()), ("ask", self.config.ask)):
+            for rule in rules:
+                if self._matches_name(rule, name):
+                    reason = self._match(rule, name, args)
+                    if reason is None:
+                        return Decision(verdict, f"{verdict}: {_describe(rule)}")  # type: ignore[arg-type]
+                    why.append(reason)
+        if self.config.allow is None:
+            return Decision("allow", "no allow list: every tool runs")
+        return Decision("deny", "; ".join(why) if why else "not in the allow list")
+
+    def names(self, catalog: Sequence[str] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``(allowed, ask)`` entries as written (groups expanded; with ``catalog``: the catalog
+        tools they admit by name, path rules marked ``name (paths)``)."""
+
+        def listed(rules: Sequence[ToolRuleConfig]) -> tuple[str, ...]:
+            out: list[str] = []
+            for rule in rules:
+                suffix = "" if rule.paths is None else f" (only {', '.join(rule.paths)})"
+                pats = self._patterns(rule)
+                hits = (
+                    [t for t in catalog if any(fnmatch.fnmatchcase(t, p) for p in pats)] if catalog else pats
+                )
+                out.extend(f"{h}{suffix}" for h in hits if f"{h}{suffix}" not in out)
+            return tuple(out)
+
+        return listed(self.config.allow or ()), listed(self.config.ask)
+
+
+@functools.lru_cache(maxsize=256)
+def compile_policy(
+    config: ToolPolicyConfig, groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+) -> ToolPolicy:
+    """The (cached) ``ToolPolicy`` of ``config`` under ``groups`` (``(name, members)`` pairs)."""
+    return ToolPolicy(config, dict(groups))
+
+
+def _groups(graph: GraphConfig | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if graph is None or not graph.tool_groups:
+        return ()
+    return tuple((k, tuple(v)) for k, v in graph.tool_groups.items())
+
+
+def stage_policy(graph: GraphConfig, stage: str) -> ToolPolicy | None:
+    """The compiled policy of ``stage`` (None: no ``tools`` key, everything runs)."""
+    configured = graph.stage(stage)
+    if configured is None or configured.tools is None:
+        return None
+    return compile_policy(configured.tools, _groups(graph))
+
+
+def plan_policy(plan: PlanModeConfig | None, graph: GraphConfig | None) -> ToolPolicy | None:
+    """The compiled plan-mode policy (None: plan mode restricts no tool)."""
+    if plan is None or plan.tools is None:
+        return None
+    return compile_policy(plan.tools, _groups(graph))
+
+
+class _StageService(Protocol):
+    config: GraphConfig
+
+    def current(self, session: Any) -> str: ...
+
+
+class _PlanService(Protocol):
+    config: PlanModeConfig
+
+    def effective(self, agent: Agent) -> bool: ...
+
+
+class _Services(Protocol):
+    def service(self, name: str) -> object | None: ...
+
+
+@attrs.frozen
+class PolicyState:
+    """The policy in effect for an agent: ``stage`` (name or None), ``plan_mode`` (effective),
+    the compiled ``stage_policy`` / ``plan_policy`` (None: unrestricted) and the ``graph``."""
+
+    stage: str | None
+    plan_mode: bool
+    stage_policy: ToolPolicy | None
+    plan_policy: ToolPolicy | None
+    graph: GraphConfig | None
+
+    @property
+    def restricted(self) -> bool:
+        """True when some policy applies."""
+        return self.stage_policy is not None or self.plan_policy is not None
+
+    def decide(self, call: ToolCall) -> Decision:
+        """Both policies' verdict on ``call`` (deny beats ask beats allow); own tools always run.
+        Arguments that are not a JSON object are checked as ``{}`` (the tool then refuses them)."""
+        if call.name in OWN_TOOLS or not self.restricted:
+            return Decision("allow", "unrestricted")
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            args = {}
+        args = args if isinstance(args, dict) else {}
+        found = []
+        if self.stage_policy is not None:
+            found.append(self.stage_policy.decide(call.name, args))
+        if self.plan_policy is not None and self.plan_mode:
+            found.append(attrs.evolve(self.plan_policy.decide(call.name, args), scope="plan mode"))
+        for verdict in ("deny", "ask"):
+            for d in found:
+                if d.verdict == verdict:
+                    return d
+        return found[0] if found else Decision("allow", "unrestricted")
+
+    def describe(self, catalog: Sequence[str] | None = None) -> str:
+        """One line for the simulator and ``state``: ``stage explore: read_file, grep · plan
+        mode: read_file`` (``every tool`` / ``ask …`` parts as they apply)."""
+        parts = []
+        for label, policy, on in (
+            (f"stage {self.stage}", self.stage_policy, True),
+            ("plan mode", self.plan_policy, self.plan_mode),
+        ):
+            if policy is None or not on:
+                continue
+            allowed, ask = policy.names(catalog)
+            text = "every tool" if policy.config.allow is None else (", ".join(allowed) or "none")
+            parts.append(f"{label}: {text}" + (f"; ask {', '.join(ask)}" if ask else ""))
+        return " · ".join(parts) if parts else "every tool"
+
+    def allowed_in(self, call: ToolCall) -> tuple[str, ...]:
+        """Stages whose own policy would run ``call`` outright (plan mode aside)."""
+        if self.graph is None:
+            return ()
+        out = []
+        for s in self.graph.stages:
+            state = attrs.evolve(
+                self, stage=s.name, plan_mode=False, stage_policy=stage_policy(self.graph, s.name)
+            )
+            if state.decide(call).verdict == "allow":
+                out.append(s.name)
+        return tuple(out)
+
+
+def policy_state(services: _Services, agent: Agent | None) -> PolicyState | None:
+    """The policy in effect for ``agent`` on a runtime (None: no agent, or no policy anywhere)."""
+    if agent is None:
+        return None
+    stage_svc: Any = services.service("stage")
+    plan_svc: Any = services.service("plan_mode")
+    graph: GraphConfig | None = getattr(stage_svc, "config", None)
+    graph = graph if isinstance(graph, GraphConfig) else None
+    stage = sp = pp = None
+    if graph is not None:
+        stage = stage_svc.current(agent.session)
+        sp = stage_policy(graph, stage)
+    plan_cfg = getattr(plan_svc, "config", None)
+    if isinstance(plan_cfg, PlanModeConfig):
+        pp = plan_policy(plan_cfg, graph)
+    if sp is None and pp is None:
+        return None
+    active = bool(plan_svc.effective(agent)) if pp is not None else False
+    return PolicyState(stage, active, sp, pp, graph)
+
+
+def authorize(
+    services: _Services, agent: Agent | None, call: ToolCall
+) -> tuple[Decision, PolicyState] | None:
+    """The policy decision for ``call`` (None when no policy applies: run it)."""
+    state = policy_state(services, agent)
+    if state is None:
+        return None
+    return state.decide(call), state
+
+
+def _text(key: str, language: str, **variables: Any) -> str:
+    return load_catalog(CATALOG, language).text(key, **variables)
+
+
+def refusal_text(decision: Decision, state: PolicyState, call: ToolCall) -> str:
+    """The model-facing refusal (without the ``Error: `` prefix)."""
+    language = state.graph.language if state.graph is not None else "en"
+    stages = state.allowed_in(call)
+    where = (
+        _text("refusal.plan_mode", language, stage=state.stage or "")
+        if decision.scope == "plan mode"
+        else _text("refusal.stage", language, stage=state.stage or "")
+    )
+    return _text(
+        "refusal.denied", language, tool=call.name, where=where, rule=decision.rule, stages=", ".join(stages)
+    ) + ("" if stages else _text("refusal.nowhere", language))
+
+
+def policy_summary(graph: GraphConfig, stage: str, catalog: Sequence[str] | None = None) -> str | None:
+    """ "Tools in this stage: …" for the stage notice (None when the stage has no policy)."""
+    policy = stage_policy(graph, stage)
+    if policy is None:
+        return None
+    allowed, ask = policy.names(catalog)
+    language = graph.language
+    if policy.config.allow is None:
+        if not ask:
+            return None  # `tools: {}` restricts nothing
+        text = _text("notice.all_but_ask", language, ask=", ".join(ask))
+    else:
+        text = _text("notice.allowed", language, tools=", ".join(allowed) or _text("notice.none", language))
+        if ask:
+            text += _text("notice.ask", language, ask=", ".join(ask))
+    return text
+
+
+def refuse(
+    session: Any,
+    call: ToolCall,
+    decision: Decision,
+    state: PolicyState,
+    *,
+    turn: int | None = None,
+    step: int | None = None,
+    log_call: bool = True,
+    call_seq: int | None = None,
+) -> ToolResult:
+    """The refused call's error ``ToolResult``; with a ``session``, logs in one batch
+    ``tool/call`` (when ``log_call``; else ``call_seq`` is the logged one), the error
+    ``tool/result`` and ``fsm/tool/refused``."""
+    text = ERROR_PREFIX + refusal_text(decision, state, call)
+    message = tool_result_message(call, text, True)
+    result = ToolResult(call, text, True, message=message)
+    if session is not None:
+        where = step_position(turn, step)
+        batch: list[NewEvent] = []
+        if log_call:
+            call_seq = len(session)
+            batch.append(
+                NewEvent(
+                    TOOL_CALL, {**where, "callId": call.id, "name": call.name, "arguments": call.arguments}
+                )
+            )
+        batch.append(
+            NewEvent(
+                TOOL_RESULT,
+                result_data(result, turn, step),
+                "append",
+                [call_seq] if call_seq is not None else None,
+            )
+        )
+        batch.append(
+            NewEvent(
+                TOOL_REFUSED,
+                {
+                    "callId": call.id,
+                    "name": call.name,
+                    "stage": state.stage,
+                    "rule": decision.rule,
+                    "planMode": decision.scope == "plan mode",
+                },
+                ignorable=True,
+            )
+        )
+        session.append_many(batch)
+    return result

@@ -1,0 +1,64 @@
+"""Every adapter enforces the stage's tool policy before a host tool runs: a refused call never
+executes, the framework gets the refusal text, and the log records the refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from typing import Any
+
+import pytest
+from adapter_rig import make_host
+from sdk_check import sdk
+
+from fsm_stage.runtime.tools import ToolCall
+
+
+def _host_in_explore() -> Any:
+    host = make_host(approve_all=True)
+    assert host.plan is not None
+    host.plan.set(host.agent, False)          # plan mode off: only explore's own policy applies
+    assert host.current_stage() == "explore"
+    host.step("Patch the CLI.")
+    return host
+
+
+@pytest.mark.parametrize(("module", "package"), [
+    ("fsm_stage.integrations.pydantic_ai", "pydantic_ai"),
+    ("fsm_stage.integrations.openai_agents", "agents"),
+    ("fsm_stage.integrations.langgraph", "langgraph"),
+])
+def test_a_denied_host_tool_never_runs(module: str, package: str) -> None:
+    sdk(package)
+    run_host_tool = importlib.import_module(module)._run_host_tool
+    host = _host_in_explore()
+    call = ToolCall.of("apply_patch", {"path": "cli.py", "patch": "+--greeting"}, id="c-patch")
+    host.reply("", [call])
+    ran: list[bool] = []
+
+    async def execute() -> str:
+        ran.append(True)
+        return "patched"
+
+    out = asyncio.run(run_host_tool(host, call, execute))
+    text = out if isinstance(out, str) else out.content
+    assert ran == []
+    assert 'not allowed in stage "explore"' in text
+    refused = [e for e in host.session.events if e.type == "fsm/tool/refused"]
+    assert [e.data["name"] for e in refused] == ["apply_patch"]
+    assert host.recorded_result(call.id) == text
+
+
+def test_an_allowed_host_tool_runs_once() -> None:
+    sdk("pydantic_ai")
+    from fsm_stage.integrations.pydantic_ai import _run_host_tool
+
+    host = _host_in_explore()
+    call = ToolCall.of("read_file", {"path": "cli.py"}, id="c-read")
+    host.reply("", [call])
+
+    async def execute() -> str:
+        return "print('hi')"
+
+    assert asyncio.run(_run_host_tool(host, call, execute)) == "print('hi')"
+    assert host.recorded_result(call.id) == "print('hi')"

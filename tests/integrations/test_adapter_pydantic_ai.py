@@ -1,0 +1,141 @@
+"""The pydantic-ai adapter (``StageCapability``) driven by pydantic-ai's own ``FunctionModel``:
+what the model receives at every request (instructions, tools, messages), host tools through
+``_run_host_tool``, reviews as deferred tool approvals, and a restart from the log."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, next_move
+from sdk_check import sdk
+
+sdk("pydantic_ai")
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied  # noqa: E402
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+
+from fsm_stage.integrations._host import StageHost  # noqa: E402
+from fsm_stage.integrations.pydantic_ai import StageCapability  # noqa: E402
+
+
+class Recorder:
+    """A FunctionModel body answering with ``next_move`` and recording every request."""
+
+    def __init__(self, host: StageHost) -> None:
+        self.host = host
+        self.requests: list[tuple[str | None, list[Any], list[str]]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        tools = [(t.name, t.description, json.dumps(t.parameters_json_schema)) for t in info.function_tools]
+        texts = [str(getattr(p, "content", "")) for m in messages for p in m.parts]
+        self.requests.append((info.instructions, tools, texts))
+        move = next_move(self.host)
+        if move is None:
+            return ModelResponse(parts=[TextPart("Verified.")])
+        call_id = f"call_{len(self.host.session.events)}"
+        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), call_id)])
+
+
+def build(host: StageHost) -> tuple[Agent[None, Any], StageCapability, Recorder]:
+    recorder = Recorder(host)
+    capability = StageCapability(host)
+    agent: Agent[None, Any] = Agent(FunctionModel(recorder), capabilities=[capability],
+                                    output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def edit_file(path: str, text: str) -> str:
+        """Write a file."""
+        return edit_file_result(path, text)
+
+    return agent, capability, recorder
+
+
+def test_prompt_and_tools_stay_byte_identical_across_light_stage_switches() -> None:
+    host = make_host(approve_all=True)
+    agent, _cap, recorder = build(host)
+    assert agent.run_sync("Add a --greeting flag.").output == "Verified."
+    systems = [r[0] for r in recorder.requests]
+    assert_cache_safe(host, systems, [r[1] for r in recorder.requests])
+    names = [t[0] for t in recorder.requests[0][1]]
+    assert {"goto_stage", "exit_plan_mode", "edit_file"} == set(names)
+    goto = next(t for t in recorder.requests[0][1] if t[0] == "goto_stage")
+    spec = next(s for s in host.runtime.tool_specs if s.name == "goto_stage")
+    assert json.loads(goto[2]) == spec.parameters and goto[1] == spec.description
+    # the stage guidance reaches the model as messages from the log
+    assert any("Current stage: implement" in t for t in recorder.requests[2][2])
+    assert host.recorded_result(edit_call(host)) == edit_file_result("cli.py", "--greeting")
+
+
+def test_a_host_tool_error_is_recorded_and_the_call_id_is_the_framework_one() -> None:
+    host = make_host(approve_all=True)
+    recorder = Recorder(host)
+    agent: Agent[None, Any] = Agent(FunctionModel(recorder), capabilities=[StageCapability(host)],
+                                    output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def edit_file(path: str, text: str) -> str:
+        """Write a file."""
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        agent.run_sync("Add a --greeting flag.")
+    assert host.recorded_result(edit_call(host)) == "Error: disk full"
+
+
+def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
+    host = make_host()
+    agent, cap, _recorder = build(host)
+    out = agent.run_sync("Add a --greeting flag.").output
+    assert isinstance(out, DeferredToolRequests) and out.approvals[0].tool_name == "exit_plan_mode"
+    assert out.metadata[out.approvals[0].tool_call_id]["kind"] == "plan"
+    out = agent.run_sync(message_history=cap.message_history(), deferred_tool_results=cap.results(out)).output
+    assert isinstance(out, DeferredToolRequests) and out.approvals[0].tool_name == "goto_stage"
+    # a new process: a new host over the same log sees the pending approval
+    host2 = StageHost.open(host.session.log, guards={"tests_written": True})
+    agent2, cap2, _recorder2 = build(host2)
+    pending = cap2.pending()
+    assert pending is not None
+    assert [p.tool_call_id for p in pending.approvals] == [out.approvals[0].tool_call_id]
+    results = cap2.results(pending)
+    while isinstance(out := agent2.run_sync(message_history=cap2.message_history(),
+                                            deferred_tool_results=results).output, DeferredToolRequests):
+        results = cap2.results(out)
+    assert out == "Verified." and host2.current_stage() == "verify"
+    types = [e.type for e in host2.session.events]
+    assert types.count("fsm/review/answer") == 3 and types.count("fsm/review/redeemed") == 3
+
+
+def test_a_kept_review_tells_the_model_and_the_stage_stays() -> None:
+    host = make_host()
+    agent, cap, _recorder = build(host)
+    out = agent.run_sync("Add a --greeting flag.").output
+    assert isinstance(out, DeferredToolRequests)
+    agent.run_sync(message_history=cap.message_history(),
+                   deferred_tool_results=cap.results(out, approve=False, feedback="add a test first"))
+    answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
+    assert answers[0]["outcome"] == "keep" and answers[0]["feedback"] == "add a test first"
+    assert host.plan is not None and host.plan.get(host.agent).active
+
+
+def test_a_denial_given_to_pydantic_ai_directly_is_recorded_as_keep() -> None:
+    host = make_host()
+    agent, cap, _recorder = build(host)
+    out = agent.run_sync("Add a --greeting flag.").output
+    assert isinstance(out, DeferredToolRequests)
+    call_id = out.approvals[0].tool_call_id
+    agent.run_sync(message_history=cap.message_history(),
+                   deferred_tool_results=DeferredToolResults(approvals={call_id: ToolDenied("no")}))
+    answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
+    assert answers and answers[0]["outcome"] == "keep"
+
+
+def test_importing_fsm_stage_and_its_integrations_loads_no_framework() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, fsm_stage, fsm_stage.integrations, fsm_stage.integrations._host; "
+            "names = ('pydantic_ai', 'langgraph', 'agents', 'langchain_core'); "
+            "print(sorted(m for m in names if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

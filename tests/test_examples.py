@@ -1,0 +1,76 @@
+"""The framework examples (``examples/*.py``) run offline in a subprocess, restart themselves
+and finish in ``verify`` with nothing pending; killed between an approval and the next step and
+resumed, each leaves the same final log shape as an uninterrupted run."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = {"pydantic_ai_feature_work.py": "pydantic_ai", "langgraph_feature_work.py": "langgraph",
+            "openai_agents_feature_work.py": "agents"}
+
+
+def _require(module: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("CI") not in (None, "", "0"):
+            pytest.fail(f"{module} is missing in CI (pip install 'fsm_stage[test]')")
+        pytest.skip(f"{module} is not installed (pip install 'fsm_stage[test]')")
+
+
+def _run(example: str, log: Path, *args: str, kill: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("FSM_EXAMPLE_KILL", None)
+    if kill:
+        env["FSM_EXAMPLE_KILL"] = "after-approval"
+    return subprocess.run([sys.executable, str(ROOT / "examples" / example), *args, str(log)],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def _shape(log: Path) -> tuple[list[str], list[str], str | None, int]:
+    """Event types, the stages entered, the final stage and how many reviews stay open."""
+    from fsm_stage.integrations._host import StageHost
+    from fsm_stage.log.jsonl import JsonlLog
+
+    with JsonlLog(log) as opened:
+        host = StageHost.open(opened)
+        types = [e.type for e in host.session.events]
+        stages = [e.data["source"]["summary"] for e in host.session.events
+                  if e.type == "user/message" and e.data.get("source", {}).get("kind") == "stage-switch"]
+        return types, stages, host.current_stage(), len(host.pending_reviews())
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_example_runs_restarts_and_finishes_in_verify(example: str, tmp_path: Path) -> None:
+    _require(EXAMPLES[example])
+    done = _run(example, tmp_path / "session.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert "review pending: restarting the process" in done.stdout
+    assert done.stdout.strip().endswith("stage: verify")
+    types, stages, stage, open_reviews = _shape(tmp_path / "session.jsonl")
+    assert stage == "verify" and open_reviews == 0
+    assert types.count("fsm/review/request") == 3 == types.count("fsm/review/redeemed")
+    assert types[-1] == "turn/end" and types.count("turn/start") == 1
+    assert stages == ["Current stage: explore", "Current stage: implement", "Current stage: verify"]
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_killed_after_an_approval_and_resumed_gives_the_uninterrupted_log(example: str,
+                                                                           tmp_path: Path) -> None:
+    _require(EXAMPLES[example])
+    whole = tmp_path / "whole.jsonl"
+    assert _run(example, whole).returncode == 0
+    killed = tmp_path / "killed.jsonl"
+    first = _run(example, killed, kill=True)  # the --resume child dies right after the approval
+    assert first.returncode != 0 and "exit status 3" in first.stderr
+    types, _stages, stage, _open = _shape(killed)
+    assert types[-1] == "fsm/review/answer" and stage == "explore"  # approved, not applied yet
+    resumed = _run(example, killed, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert _shape(killed) == _shape(whole)

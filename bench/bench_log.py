@@ -1,4 +1,4 @@
-"""Session-log benchmark (issue 3): incremental reads vs full refolds, cold fold vs bare parsing.
+"""Session-log benchmark: incremental reads vs full refolds, cold fold vs bare parsing.
 
 For logs of 10k, 100k and 1M events (1M only in full mode) it measures:
 

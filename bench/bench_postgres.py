@@ -1,4 +1,4 @@
-"""PostgreSQL store: a durable step and multi-worker throughput (issue 14).
+"""PostgreSQL store: a durable step and multi-worker throughput.
 
 On one throwaway cluster (``fsm_stage.log.pg_testing.TempCluster``, fsync on, Unix socket):
 

@@ -1,4 +1,4 @@
-"""Run fsm_stage's benchmarks side by side and write ``bench/results.md`` (issues 7, 17).
+"""Run fsm_stage's benchmarks side by side and write ``bench/results.md``.
 
 Usage::
 

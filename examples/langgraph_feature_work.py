@@ -81,7 +81,7 @@ async def main(log_path: str, resume: bool) -> None:
             out = await graph.ainvoke(Command(resume=True), thread)  # a human approves
         print("stage:", host.current_stage())
     if not resume:
-        subprocess.run([sys.executable, __file__, "--resume", log_path], check=True)
+        sys.exit(subprocess.run([sys.executable, __file__, "--resume", log_path]).returncode)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ async def main(log_path: str, resume: bool) -> None:
             result = await Runner.run(agent, "")
         print("stage:", host.current_stage())
     if not resume:
-        subprocess.run([sys.executable, __file__, "--resume", log_path], check=True)
+        sys.exit(subprocess.run([sys.executable, __file__, "--resume", log_path]).returncode)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def main(log_path: str, resume: bool) -> None:
             agent.run_sync(message_history=capability.message_history(), deferred_tool_results=results)
         print("stage:", host.current_stage())
     if not resume:
-        subprocess.run([sys.executable, __file__, "--resume", log_path], check=True)
+        sys.exit(subprocess.run([sys.executable, __file__, "--resume", log_path]).returncode)
 
 
 if __name__ == "__main__":

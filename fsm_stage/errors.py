@@ -16,7 +16,8 @@ the CLI reports it in one line too). The rest are protocol signals or misuse. Th
     ├── misuse: ControllerClosedError (ProjectionUnavailableError), DriverStateError
     │   (TurnSuspendedError), InvariantError, UnknownStageError
     ├── tools and models: ToolFailure, ModelError
-    └── internal signals (never reach callers): LogLineDefect, NotPlainYaml, TypeProblem
+    └── internal signals (never reach callers): LogLineDefect, NotPlainYaml, TypeProblem,
+        SeqTakenSignal
 """
 from __future__ import annotations
 
@@ -315,3 +316,8 @@ class NotPlainYaml(FsmStageError):
 class TypeProblem(FsmStageError, TypeError):
     """Internal signal of strict structuring (cattrs reports it positioned): a value of the wrong
     type; the message says what was expected."""
+
+
+class SeqTakenSignal(FsmStageError):
+    """Internal signal of the PostgreSQL store, never raised to callers: another writer took the
+    seq a batch was built for (nothing was written)."""

@@ -48,7 +48,7 @@ from fsm_stage.graph import (
 )
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
-from fsm_stage.log.reviews import ReviewAnswer
+from fsm_stage.log.reviews import ReviewAnswer, ReviewRecord
 from fsm_stage.prompts import Catalog, load_catalog
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -62,6 +62,7 @@ from fsm_stage.runtime.pending import (
     Outcome,
     PendingStore,
     Selection,
+    redeem_once,
     session_lock,
     told,
 )
@@ -331,7 +332,7 @@ class PlanModeController:
         return "committed"
 
     def _transition(self, session: Session, logged: bool, target: bool, *, approved: bool,
-                    extra: Sequence[NewEvent] = ()) -> None:
+                    extra: Sequence[NewEvent] = (), expect_last_seq: int | None = None) -> None:
         """Fire the machine from the folded state; ``commit`` appends ``plan/mode`` first, in
         one batch with ``extra`` (the redemption of an approved exit)."""
         cursor = self.graph.new_cursor(PLAN_STATE if logged else PLAN_DEFAULT)
@@ -339,7 +340,8 @@ class PlanModeController:
 
         def commit() -> None:
             if extra:
-                session.append_many([NewEvent(PLAN_MODE_EVENT, {"active": target}), *extra])
+                session.append_many([NewEvent(PLAN_MODE_EVENT, {"active": target}), *extra],
+                                    expect_last_seq=expect_last_seq)
             else:
                 session.append(PLAN_MODE_EVENT, {"active": target})
 
@@ -373,8 +375,12 @@ class PlanModeController:
             if not aborted and self._pending.get(agent.session) is None:
                 record = plan_flow.approved_exit(agent.session)
                 if record is not None:
-                    try:
-                        self._apply(agent, Selection(False, narrate=False, payload=record.id))
+                    def apply(rec: ReviewRecord, expect: int) -> None:
+                        self._apply(agent, Selection(False, narrate=False, payload=rec.id),
+                                    expect_last_seq=expect)
+
+                    try:  # conditional: a worker sharing the session may apply it first
+                        redeem_once(agent.session, plan_flow.approved_exit, apply)
                     except FLUSH_RETRY_ERRORS as error:
                         self.logger.warning(self.catalog.text("log.flush_failed", error=error))
                     return messages
@@ -383,9 +389,11 @@ class PlanModeController:
                 failure=lambda error: self.catalog.text("log.flush_failed", error=error),
             )
 
-    def _apply(self, agent: Agent, selection: Selection[bool]) -> list[Message]:
+    def _apply(self, agent: Agent, selection: Selection[bool], *,
+               expect_last_seq: int | None = None) -> list[Message]:
         """Apply ``selection``: a user selection (``payload`` None) redeems a pending approved
-        exit as superseded; an approved exit (``payload`` = its review id) redeems it applied."""
+        exit as superseded; an approved exit (``payload`` = its review id) redeems it applied,
+        conditionally on ``expect_last_seq`` when given (``AppendConflictError``: nothing written)."""
         session = agent.session
         logged = self.logged(session)
         if selection.payload is not None:
@@ -395,11 +403,11 @@ class PlanModeController:
             redeem = plan_flow.redeem_specs(session, applied=False, reason="superseded")
         if selection.target == logged:
             if redeem:
-                session.append_many(redeem)
+                session.append_many(redeem, expect_last_seq=expect_last_seq)
             return []
         message = self._narration(session, selection.target) if selection.narrate else None
         self._transition(session, logged, selection.target, approved=selection.payload is not None,
-                         extra=redeem)
+                         extra=redeem, expect_last_seq=expect_last_seq)
         return [message] if message is not None else []
 
     # --- prompt section ---------------------------------------------------------------------------

@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from typing import cast
 
 from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.review import Option, Question, ReviewDismissed
 from fsm_stage.runtime.terminal import ReviewInterrupted, TerminalReviewChannel
+
+NO_AGENT = cast(Agent, None)  # the terminal channel never reads the asking agent
 
 PLAN = """# Add a --greeting flag
 
@@ -47,7 +51,7 @@ async def main(kind: str, abort_after: float | None) -> None:
     if abort_after is not None:
         asyncio.get_running_loop().call_later(abort_after, signal.abort, "turn cancelled")
     channel = TerminalReviewChannel(ctrl_c="interrupt" if "--ctrl-c-interrupts" in sys.argv else "dismiss")
-    answers = await channel.ask([question(kind)], None, signal=signal)  # type: ignore[arg-type]
+    answers = await channel.ask([question(kind)], NO_AGENT, signal=signal)
     print("ANSWER", answers, "THREADS", threading.active_count(), flush=True)
 
 

@@ -11,18 +11,21 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import click
 import pytest
 
 from fsm_stage.runtime import review as review_module
 from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.review import Answer, Option, Question, ReviewDismissed
 from fsm_stage.runtime.terminal import TerminalReviewChannel, TerminalWording, render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("terminal_review_script.py")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+NO_AGENT = cast(Agent, None)  # the terminal channel never reads the asking agent
 APPROVED = "ANSWER [Answer(id='plan-review', selected=('Approve',), custom=None)] THREADS 1"
 
 
@@ -36,7 +39,7 @@ def test_review_py_re_exports_the_terminal_channel() -> None:
     assert review_module.TerminalWording is TerminalWording
     assert review_module.render_markdown is render_markdown
     with pytest.raises(AttributeError):
-        _ = review_module.NoSuchName  # type: ignore[attr-defined]
+        _ = review_module.NoSuchName
 
 
 @pytest.mark.parametrize("consent", ["Approve", "approve", "y", "yes", "ok", "OK.", "lgtm", "LGTM!"])
@@ -103,7 +106,7 @@ def test_cancelling_the_task_cancels_the_prompt() -> None:
     q = Question("r", "Review", "Go?", (Option("Approve"), Option("Keep")))
     try:
         async def scenario() -> None:
-            task = asyncio.ensure_future(TerminalReviewChannel().ask([q], None))  # type: ignore[arg-type]
+            task = asyncio.ensure_future(TerminalReviewChannel().ask([q], NO_AGENT))
             await asyncio.sleep(0.2)
             assert not task.done()
             task.cancel()
@@ -126,7 +129,7 @@ def test_an_already_aborted_signal_dismisses_at_once(capsys: pytest.CaptureFixtu
     sig = AbortSignal()
     sig.abort("stop")
     with pytest.raises(ReviewDismissed, match="review aborted: stop"):
-        asyncio.run(TerminalReviewChannel().ask([q], None, signal=sig))  # type: ignore[arg-type]
+        asyncio.run(TerminalReviewChannel().ask([q], NO_AGENT, signal=sig))
     assert capsys.readouterr().out == ""
 
 

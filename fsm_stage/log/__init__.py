@@ -5,7 +5,8 @@ read one without writing with ``read_location``. Every name below is importable 
 ``fsm_stage.log`` and loaded on first use (PEP 562), so ``import fsm_stage.log`` is cheap.
 Modules (DESIGN.md §4, dsh-log-format.md §9): ``events`` (``Event``, ``SessionHeader``, the
 ``EventLog`` protocol), ``memory`` (``MemoryLog``), ``jsonl`` (``JsonlLog``), ``locations``
-(``open_log``, the scheme table), ``dsh`` (the DSH reader), ``surface`` (the model-visible
+(``open_log``, the scheme table), ``postgres`` (``PostgresLog``; psycopg is imported only
+when a PostgreSQL log is opened), ``dsh`` (the DSH reader), ``surface`` (the model-visible
 node list), ``writer_checks`` (what a strict reader would refuse), ``projections`` (folds)
 and ``checkpoints`` (``CheckpointStore``, ``cold_fold``).
 """
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         unregister_log_scheme,
     )
     from fsm_stage.log.memory import MemoryLog
+    from fsm_stage.log.postgres import PostgresLog
     from fsm_stage.log.projections import (
         HeaderRelative,
         OpenTurn,
@@ -89,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "register_log_scheme": "locations",
     "unregister_log_scheme": "locations",
     "MemoryLog": "memory",
+    "PostgresLog": "postgres",
     "HeaderRelative": "projections",
     "OpenTurn": "projections",
     "PlanModeFold": "projections",
@@ -127,6 +130,7 @@ __all__ = [
     "OpenTurn",
     "PlanModeFold",
     "PlanView",
+    "PostgresLog",
     "Projection",
     "ProjectionCursor",
     "ReadResult",

@@ -1,34 +1,12 @@
 """``JsonlLog``: an ``EventLog`` on a DSH-shaped JSONL file (dsh-log-format.md §9.2).
 
-File layout: a header line (``SessionHeader.to_json``) then one event per line, seqs
-contiguous from 0, integer ``time``, a replace written ``{"op":"replace","start":S,"end":E}``.
-fsm_stage-owned event types (``fsm/…`` or listed in ``ignorable_types``) carry
-``"ignorable": true`` so a DSH reader skips them.
-
-Durability rules:
-
-* **One writer, by file identity.** Opening takes an exclusive, non-blocking ``filelock`` lock
-  on ``<log>.lock`` next to the file the path finally names (symlinks resolved) and, on POSIX,
-  an ``fcntl.flock`` on the log file's own descriptor, which holds for the inode whatever
-  name (symlink, hard link) reached it; a second writer (another process or another
-  ``JsonlLog`` in this one) gets ``LogLockedError``. Both are released by ``close()``.
-* **Whole lines, durable.** Each append (or ``append_many`` batch) writes its complete
-  ``\\n``-terminated lines with unbuffered ``os.write`` calls on a raw file descriptor (no
-  Python buffer can hold bytes back and flush them later), then ``os.fsync``. The in-memory
-  event list changes only after that succeeds.
-* **Rollback.** If a write fails (even part-way), the file is cut back to its previous length
-  with ``os.ftruncate`` + ``os.fsync`` and ``LogWriteError`` ("rolled back") is raised; the log
-  is exactly as before and stays usable.
-* **Unusable after an unknown state.** If that rollback itself fails, or ``fsync`` of the
-  batch failed (retrying fsync after an error is unsound on Linux, "fsyncgate"; the batch is
-  still cut back first), the log closes its file, releases the writer lock and every later
-  append raises ``LogWriteError`` telling to reopen it; reopening runs the torn-tail repair
-  below.
-* **Never rewrite, never cut intact lines.** On open, an existing file is read through
-  ``dsh.read_log``. Only a torn *final* line is cut (at ``torn_tail_offset``), after its
-  bytes were saved to ``<log>.torn-<ms>``; listed in ``warnings``. A damaged line with lines
-  after it refuses to open (``DamagedLogError`` naming the line) until ``JsonlLog.repair``
-  (``docs/hardening.md``). A new file's header is written with ``fileio.atomic_write``.
+A header line (``SessionHeader.to_json``) then one event per line, seqs contiguous from 0,
+integer ``time``, a replace written ``{"op":"replace","start":S,"end":E}``; fsm_stage-owned
+event types (``fsm/…`` or listed in ``ignorable_types``) carry ``"ignorable": true`` so a DSH
+reader skips them. One writer per file (a second gets ``LogLockedError``); every append writes
+whole lines, fsyncs, and is rolled back on failure (``LogWriteError``); on open a torn final
+line is saved aside and cut, an earlier damaged line refuses to open until ``JsonlLog.repair``.
+The durability rules in full: docs/log-decisions.md ("JsonlLog durability").
 """
 
 from __future__ import annotations

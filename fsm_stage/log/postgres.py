@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import attrs
 
 from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError
+from fsm_stage.errors import SeqTakenSignal as SeqTakenSignal
 from fsm_stage.log.dsh import ReadResult, RecordDecoder, parse_header
 from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
@@ -40,10 +41,6 @@ MAX_APPEND_ATTEMPTS = 10_000
 made progress, so this bounds only pathological contention)."""
 
 INSTALL_HINT = "PostgreSQL logs need psycopg: pip install 'fsm_stage[postgres]'"
-
-
-class _Lost(Exception):
-    """Another writer took the seq a batch was built for (nothing was written)."""
 
 
 def _psycopg() -> Any:
@@ -333,7 +330,7 @@ class PostgresLog:
                 try:  # optimistic first (one round trip); after a lost race, queue on the row lock
                     evs = self._write(specs) if expect_last_seq is not None or not attempt else \
                         self._write_locked(specs)
-                except _Lost:
+                except SeqTakenSignal:
                     self._read_new()
                     if expect_last_seq is not None and expect_last_seq != self.last_seq:
                         raise AppendConflictError(expect_last_seq, self.last_seq) from None
@@ -360,13 +357,13 @@ class PostgresLog:
                 self._read_new()
                 return self._write(specs)
         except psycopg.errors.TransactionRollback:  # deadlock / serialization: nothing written
-            raise _Lost from None
+            raise SeqTakenSignal from None
         except psycopg.Error as err:
             why = (str(err).strip().splitlines() or ["database error"])[0]
             raise LogWriteError(f"{self.source}: append of {len(specs)} event(s) failed: {why}") from err
 
     def _write(self, specs: Sequence[NewEvent]) -> list[Event]:
-        """Check and insert the batch after the local end; raises ``_Lost`` when that seq is taken."""
+        """Check and insert the batch after the local end; ``SeqTakenSignal`` when that seq is taken."""
         evs = prepare_batch(
             specs,
             next_seq=len(self._events),
@@ -378,7 +375,7 @@ class PostgresLog:
         )
         lines = [encode_line(ev).decode("utf-8") for ev in evs]
         if not self._insert([ev.seq for ev in evs], lines):
-            raise _Lost
+            raise SeqTakenSignal
         return evs
 
     def _insert(self, seqs: list[int], lines: list[str]) -> bool:

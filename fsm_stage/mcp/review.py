@@ -1,13 +1,11 @@
 """Human review over MCP: the form a client shows, and the channel the controllers ask.
 
 One ``McpReviewChannel`` per session is the runtime's ``ReviewChannel``; before each reviewed
-tool call the server ``arm``s it with one strategy, under the session's lock:
-
-* ``Elicit(ask)``: ``elicitation/create`` (2025-06-18 / 2025-11-25 clients that declared the
-  elicitation capability): ``ask(message, schema)`` returns the client's ``ElicitResult``;
-* ``Suspend()``: the 2026-07-28 ``input_required`` round trip, first round: ``ask`` records the
-  question and raises ``ReviewSuspended`` (the server answers ``input_required``);
-* ``Answered(result)``: its retry round: ``ask`` returns the answer the client sent back.
+tool call the server ``arm``s it with one strategy, under the session's lock: ``Elicit(ask)``
+(``elicitation/create``, for 2025-06-18 / 2025-11-25 clients that declared the elicitation
+capability: ``ask(message, schema)`` returns the client's ``ElicitResult``); ``Suspend()``
+(first round of the 2026-07-28 ``input_required`` round trip: ``ask`` records the question and
+raises ``ReviewSuspended``); ``Answered(result)`` (its retry round: the answer sent back).
 
 ``review_form(question)`` is the form (``decision``: the question's option labels, the approve
 label first and the keep label last; ``feedback``: optional text); ``to_answers`` maps a reply:

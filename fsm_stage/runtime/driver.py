@@ -365,6 +365,9 @@ class StagedSession:
         if view.replied:
             raise DriverStateError(f"record_reply: step {view.open_step[1] if view.open_step else ''} "
                                    "already has its reply (one assistant/message per step)")
+        used = {c.call.id for c in view.calls} & set(ids)
+        _shape(not used, f"record_reply: tool call id(s) {sorted(used)} were used earlier in this turn; "
+                         "every tool call of a turn needs its own id")
         content: list[dict[str, Any]] = []
         if reasoning:
             content.append({"type": "reasoning", "text": reasoning})

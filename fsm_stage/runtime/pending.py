@@ -1,38 +1,13 @@
-"""Pending selection + accepted-boundary flush + header-relative narration.
+"""Pending selections, their flush at an accepted boundary, and the per-session lock.
 
-The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7, §4.2 reuse
-note; stage-switch spec §1.6, §1.9, §1.13):
-
-* ``Selection(target, narrate, payload=None)``: at most one per session, memory only (a
-  documented limitation, B114) — user selections only: an approved review lives in the log
-  (``fsm_stage.log.reviews``, docs/reviews.md) and survives a crash. ``narrate`` is True for
-  user selections, False for reviewed tool exits (their tool result is the narration, B28).
-  ``payload`` carries extras such as the stage switch's handoff path.
-* ``PendingStore[T]``: the per-session store, keyed by the session **id** (so a host that
-  re-wraps the same log in a new ``Session`` keeps its selection; S-spec §4.2 item 7), with
-  ``get`` / ``put`` (overwrites) / ``clear`` and ``flush``. A record lives until it is flushed,
-  cleared or the store is closed.
-* ``PendingStore.flush(agent, messages, aborted=..., apply=...)``: run at an accepted pre-step.
-  Does nothing when ``aborted`` or nothing is pending (B22, B32). Otherwise calls
-  ``apply(agent, selection)``, which performs the durable append(s) and returns the messages to
-  add at the **end** of the step's batch (e.g. a narration notice decided before the append).
-  On success the selection is cleared. If ``apply`` raises a **write-path** error
-  (``FLUSH_RETRY_ERRORS``: ``LogWriteError``, ``HandoffPathError``, ``OSError``), the failure
-  is logged (once per failed attempt), the selection is kept for the next accepted pre-step and
-  the batch is returned unchanged (B29, B30; S80). Any other exception is a bug, not a write
-  failure: it propagates with the selection kept, instead of being retried forever.
-  Durable first: nothing is cleared before the append succeeded.
-* ``session_lock(session_id) -> RLock``: the **one** per-session lock (DESIGN.md §5
-  "serialise per session") that every controller holds around fold → fire → append. It is
-  keyed by the session **id**, like the pending store, so two ``Session`` wrappers of one log
-  (in one process) share it, and plan mode and the stage switch share it. Re-entrant, so a
-  controller may call another locked method of itself. The registry keeps a lock only while
-  someone holds a reference to it (a weak-value map), so it does not grow with the sessions
-  a long-lived host has seen. ``Runtime.session_lock(session_id)`` is the same lock.
-* ``HeaderRelative(projection)``: wraps any projection to also remember its state at the last
-  ``request/header`` ("what the model was last told"); ``told(state, default)`` reads it.
-  Re-exported from ``fsm_stage.log.projections``, the single implementation the stage fold
-  and the CLI's ``lastHeader`` use too.
+The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7, §4.2;
+stage-switch spec §1.6, §1.9, §1.13): a user's selection (``Selection``) waits in a
+``PendingStore`` until the next accepted pre-step, where ``PendingStore.flush`` appends it
+durably or keeps it for a retry; every controller holds ``session_lock`` around fold → fire
+→ append. ``HeaderRelative`` and ``told`` ("what the model was last told") are re-exported
+from ``fsm_stage.log.projections``, the single implementation the stage fold and the CLI's
+``lastHeader`` use too. ``redeem_once`` applies an approved review exactly once when several
+workers share a session (a conditional batch; a lost race re-folds and decides again).
 """
 
 from __future__ import annotations
@@ -45,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import attrs
 
-from fsm_stage.errors import LogWriteError
+from fsm_stage.errors import AppendConflictError, LogWriteError
 from fsm_stage.handoff import HandoffPathError
 from fsm_stage.log.projections import HeaderRelative as HeaderRelative
 from fsm_stage.log.projections import HeaderRelativeState as HeaderRelativeState
@@ -68,11 +43,16 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def session_lock(session_id: str) -> threading.RLock:
-    """The process-wide re-entrant lock of the session ``session_id`` (see module docstring).
+    """The process-wide re-entrant lock of the session ``session_id``: the **one** per-session
+    lock (DESIGN.md §5 "serialise per session") every controller holds.
 
     Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
-    log) never both apply a transition from the same folded state (DESIGN.md §5).
-    The same id always yields the same lock object while any caller still references it.
+    log) never both apply a transition from the same folded state. Keyed by the session
+    **id**, like the pending store, so wrappers of one log in one process and both plan mode
+    and the stage switch share it. Re-entrant, so a controller may call another locked method
+    of itself. The same id yields the same lock object while any caller still references it
+    (a weak-value map: the registry does not grow with every session a long-lived host has
+    seen). ``Runtime.session_lock(session_id)`` is the same lock.
     """
     with _LOCKS_GUARD:
         lock = _LOCKS.get(session_id)
@@ -82,13 +62,48 @@ def session_lock(session_id: str) -> threading.RLock:
         return lock
 
 
+REDEEM_ATTEMPTS = 10
+"""``redeem_once`` re-folds after a lost conditional append at most this often."""
+
+R = TypeVar("R")
+
+
+def redeem_once(session: Session, find: Callable[[Session], R | None],
+                apply: Callable[[R, int], object]) -> bool:
+    """Apply the approval ``find(session)`` returns with ``apply(record, expect_last_seq)``,
+    re-folding after each lost conditional append (module docstring). Returns True when this
+    call applied it, False when nothing (any more) was pending. Raises the last
+    ``AppendConflictError`` after ``REDEEM_ATTEMPTS`` lost races (a ``LogWriteError``: the
+    caller logs it and the approval, still in the log, is retried at the next step)."""
+    conflict: AppendConflictError | None = None
+    for _attempt in range(REDEEM_ATTEMPTS):
+        record = find(session)  # refresh + fold
+        if record is None:
+            return False
+        expect = session.last_seq  # the end the decision was folded from
+        try:
+            apply(record, expect)
+        except AppendConflictError as err:
+            conflict = err  # another worker appended meanwhile: fold again, decide again
+            continue
+        return True
+    assert conflict is not None
+    raise conflict
+
+
 FLUSH_RETRY_ERRORS: tuple[type[Exception], ...] = (LogWriteError, HandoffPathError, OSError)
 """The exceptions a failed flush is retried for (a write that did not happen); others propagate."""
 
 
 @attrs.frozen
 class Selection(Generic[T]):
-    """A pending selection: the ``target`` state, whether to ``narrate`` it, an optional payload."""
+    """A pending user selection: the ``target`` state, whether to ``narrate`` it, an optional payload.
+
+    ``narrate`` is True for user selections, False for reviewed tool exits (their tool result
+    is the narration, B28). ``payload`` carries extras such as the stage switch's handoff path.
+    Selections live in memory only (B114); an approved review lives in the log instead
+    (``fsm_stage.log.reviews``, docs/reviews.md) and survives a crash.
+    """
 
     target: T
     narrate: bool
@@ -96,7 +111,12 @@ class Selection(Generic[T]):
 
 
 class PendingStore(Generic[T]):
-    """Per-session pending selections (memory only; see module docstring)."""
+    """Per-session pending selections, at most one per session, in memory only.
+
+    Keyed by the session **id**, so a host that re-wraps the same log in a new ``Session``
+    keeps its selection (S-spec §4.2 item 7). ``put`` overwrites; a record lives until it is
+    flushed, cleared or the store is closed.
+    """
 
     def __init__(self, *, logger: logging.Logger | None = None, level: int = logging.WARNING) -> None:
         self._records: dict[str, Selection[T]] = {}
@@ -128,14 +148,22 @@ class PendingStore(Generic[T]):
         apply: Callable[[Agent, Selection[T]], Sequence[Message]],
         failure: str | Callable[[Exception], str] = "flushing the pending selection failed: {error}",
     ) -> list[Message]:
-        """Apply the pending selection at an accepted pre-step (see module docstring).
+        """Apply the pending selection at an accepted pre-step.
+
+        Does nothing when ``aborted`` or nothing is pending (B22, B32). Otherwise calls
+        ``apply(agent, selection)``, which performs the durable append(s) and returns the
+        messages to add at the **end** of the step's batch (e.g. a narration notice decided
+        before the append); on success the selection is cleared. Durable first: nothing is
+        cleared before the append succeeded. If ``apply`` raises a write-path error
+        (``FLUSH_RETRY_ERRORS``), the failure is logged (once per failed attempt), the
+        selection is kept for the next accepted pre-step and the batch is returned unchanged
+        (B29, B30; S80). Any other exception is a bug, not a write failure: it propagates with
+        the selection kept instead of being retried forever.
 
         ``failure`` is the log message for a failed apply: a ``str.format`` template with an
         ``{error}`` placeholder, or a function of the exception (use a function when the text
         embeds other values, so no brace in them is read as a placeholder).
-        Returns the (possibly extended) message batch; never raises for a write-path failure
-        (``FLUSH_RETRY_ERRORS``). Any other exception from ``apply`` propagates unchanged, the
-        selection kept.
+        Returns the (possibly extended) message batch.
         """
         out = list(messages)
         if aborted:

@@ -1,22 +1,12 @@
 """Review seam: put questions to a human (plan-mode spec §1.9, §4.2 S6; stage-switch §1.12).
 
-Shapes
-------
-``Option(label, description)``; ``Question(id, header, question, options, detail=None,
-multi_select=False, intent=None)``; ``Answer(id, selected=(), custom=None)``.
-
-``ReviewChannel.ask(questions, agent, *, signal=None) -> list[Answer]`` is async. It raises
-``ReviewDismissed`` when the user **dismissed** the dialog to type instead (the harness's
-``ASK_CANCELLED``); every other exception is a different failure and keeps its own message
-(B85, B86). Ownership/delegation policy belongs to the channel, not to the controllers.
-
-``evaluate(answers, question_id, approve_label)`` is the shared consent rule: exactly one
-answer with that id, whose ``selected`` is exactly ``[approve_label]`` and whose ``custom`` is
-None (B76, B80–B84; S-spec §1.12).
-
-Shipped channels: ``ScriptedReviewChannel`` (tests: approve, keep, custom, dismiss, raise,
-block until released) and ``TerminalReviewChannel`` (interactive; ``fsm_stage.runtime.terminal``,
-re-exported here).
+``Option``, ``Question`` and ``Answer`` are the shapes; a ``ReviewChannel`` asks the questions
+(``await channel.ask(questions, agent, signal=None)``) and raises ``ReviewDismissed`` when the
+user dismissed the dialog; ``evaluate(answers, question_id, approve_label)`` is the consent
+rule plan mode and the stage switch share. Shipped channels: ``ScriptedReviewChannel`` (tests:
+approve, keep, custom, dismiss, raise, block until released), ``SuspendingReviewChannel``
+(durable reviews answered later) and ``TerminalReviewChannel`` (interactive;
+``fsm_stage.runtime.terminal``, re-exported here).
 """
 
 from __future__ import annotations
@@ -74,8 +64,13 @@ class Answer:
 
 @runtime_checkable
 class ReviewChannel(Protocol):
-    """Asks questions of a human. Raise ``ReviewDismissed`` for a dismissal; anything else
-    propagates with its own message."""
+    """Asks questions of a human; ``ask`` is async and returns the ``Answer`` list.
+
+    Raise ``ReviewDismissed`` when the user **dismissed** the dialog to type instead (the
+    harness's ``ASK_CANCELLED``); every other exception is a different failure and keeps its
+    own message (B85, B86). Ownership and delegation policy belong to the channel, not to the
+    controllers.
+    """
 
     async def ask(
         self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None

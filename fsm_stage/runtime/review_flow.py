@@ -20,11 +20,12 @@ from typing import Final
 
 import attrs
 
-from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TURN_START
+from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TOOL_RESULT, TURN_START
 from fsm_stage.errors import AppendConflictError, ReviewPayloadChangedError, ReviewPending, ReviewSuspended
 from fsm_stage.errors import ReviewBusy as ReviewBusy
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.reviews import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState
+from fsm_stage.runtime.openstep import answered_call_id
 from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.review import Answer, ReviewDismissed
 from fsm_stage.runtime.reviews import answer_spec
@@ -112,16 +113,35 @@ def step_of(session: Session) -> tuple[int | None, int | None]:
 
 
 def existing(session: Session, kind: str, call_id: str | None, payload_sha256: str) -> ReviewRecord | None:
-    """The review already asked for tool call ``call_id`` (a resume), else None. Raises
+    """The review already asked for tool call ``call_id`` when this call is its resume, else None.
+
+    A review that was used or closed (redeemed, e.g. ``forked``: the fork asks again) never
+    counts, nor one declined (keep / dismiss) whose call already has its ``tool/result``: a model
+    or host reusing a call id later is asked afresh, so an old answer is never replayed. A
+    repeated resume of a call approved but not yet applied gets the same answer. Raises
     ``ReviewPayloadChangedError`` when the resumed call's payload hashes differently."""
     if not call_id:
         return None
-    record = state_of(session).by_call(call_id, kind)
+    state = state_of(session)
+    record = state.by_call(call_id, kind)
+    if record is None or record.id in state.redeemed:
+        return None
+    answer = state.answered.get(record.id)
+    if answer is not None and answer.outcome != "approve" and _settled_after(session, call_id, record.seq):
+        return None
     if record is not None and record.payload_sha256 != payload_sha256:
         raise ReviewPayloadChangedError(
             f"review {record.id}: the tool call's {'plan' if kind == 'plan' else 'stage or handoff'} "
             "changed since the review was asked; call the tool again with a new call")
     return record
+
+
+def _settled_after(session: Session, call_id: str, seq: int) -> bool:
+    """Whether a ``tool/result`` for ``call_id`` was logged after seq ``seq``."""
+    for event in session.events[seq + 1:]:
+        if event.type == TOOL_RESULT and answered_call_id(event) == call_id:
+            return True
+    return False
 
 
 def _check_free(state: ReviewState, kind: str, label: str) -> None:

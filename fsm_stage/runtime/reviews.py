@@ -4,8 +4,11 @@
 records a human's answer to an open review (the CLI ``fsm-stage review`` and MCP hosts use
 it); ``open_reviews(log_or_session)`` lists the asked, unanswered ones; ``fork_log(source,
 at_seq, dest)`` writes a DSH-style fork that inherits no open review and no unredeemed
-approval. The answer is a conditional append under the session lock (``expect_last_seq``): of
-two racing answers exactly one is logged, the other raises ``ReviewAlreadyAnsweredError``.
+approval (JSONL or PostgreSQL, either way); ``open_location`` opens any ``open_log``
+location for such a short writer. The answer is a conditional append under the session lock
+(``expect_last_seq``): of racing answers exactly one is logged, the others raise
+``ReviewAlreadyAnsweredError`` (on a file racing processes queue on the writer lock; on
+PostgreSQL a loser's append conflicts, it re-folds and finds the review answered).
 Event shapes: ``docs/reviews.md``.
 """
 
@@ -36,8 +39,10 @@ from fsm_stage.errors import (
     ReviewPayloadChangedError,
     UserError,
 )
-from fsm_stage.log.events import EventLog, NewEvent, wall_clock_ms
-from fsm_stage.log.jsonl import JsonlLog, encode_line
+from fsm_stage.log.events import EventLog, NewEvent, SessionHeader, wall_clock_ms
+from fsm_stage.log.jsonl import encode_line
+from fsm_stage.log.locations import StoredLog, open_log
+from fsm_stage.log.postgres import is_postgres_location, split_location
 from fsm_stage.log.reviews import (
     REVIEW_FOLD,
     ReviewAnswer,
@@ -49,8 +54,13 @@ from fsm_stage.log.reviews import (
 from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
 
-__all__ = ["answer_review", "answer_spec", "current_payload_sha256", "fork_log", "open_reviews",
-           "plan_text", "review_state"]
+__all__ = ["LOCK_TIMEOUT", "answer_review", "answer_spec", "current_payload_sha256", "fork_log",
+           "open_location", "open_reviews", "pg_location", "plan_text", "review_state"]
+
+
+ANSWER_ATTEMPTS = 10
+"""``answer_review`` re-folds after a lost conditional append at most this often (each loss
+means another writer appended; once the winner's answer is read the loser is refused)."""
 
 
 def _session(target: Session | EventLog) -> Session:
@@ -149,7 +159,7 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
     """
     session = _session(target)
     with session_lock(session.id):
-        for _attempt in range(3):
+        for _attempt in range(ANSWER_ATTEMPTS):
             state = review_state(session)
             record = state.records.get(review_id)
             if record is None:
@@ -176,44 +186,71 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
     raise ReviewAlreadyAnsweredError(f"review {review_id}: the log kept changing; try again")
 
 
+LOCK_TIMEOUT = 10.0
+"""Seconds ``open_location`` waits for a JSONL log's writer lock (racing processes queue)."""
+
+
+def open_location(location: str | os.PathLike[str], *, create: SessionHeader | None = None) -> StoredLog:
+    """``open_log(location)`` for a command that writes a little and exits: a JSONL file waits up
+    to ``LOCK_TIMEOUT`` s for the writer lock (racing processes queue); a ``postgresql://``
+    location needs no lock (its appends are conditional)."""
+    if is_postgres_location(location):
+        return open_log(location, create=create)
+    return open_log(location, create=create, lock_timeout=LOCK_TIMEOUT)
+
+
 def fork_log(source: str | os.PathLike[str] | Session | EventLog, at_seq: int,
              dest: str | os.PathLike[str]) -> Session:
-    """Write a DSH-style fork of ``source`` cut after event ``at_seq`` to the new file ``dest``.
+    """Write a DSH-style fork of ``source`` cut after event ``at_seq`` to the new log ``dest``.
 
+    ``source`` is a ``Session``, an ``EventLog`` or an ``open_log`` location (a JSONL path or
+    ``postgresql://…?session=ID``); ``dest`` a new JSONL file or a ``postgresql://…`` location
+    (its ``session`` parameter is the child's id, else a new uuid; the session must not exist).
     The child header has a new id, ``parentSession`` = the parent's id and ``seedLength =
     at_seq + 1``; the seed events are copied verbatim, then ``session/end-seed {}`` and, for
     every review open or approved-unredeemed at the cut, ``fsm/review/redeemed {applied: false,
     reason: "forked"}`` (the fork asks again; the parent still redeems its own). Returns a
-    ``Session`` over the open child ``JsonlLog`` (close its log when done). Raises
-    ``UserError`` for a bad ``at_seq`` or an existing ``dest``.
+    ``Session`` over the open child log (close its log when done). Raises ``UserError`` for a
+    bad ``at_seq`` or an existing ``dest``.
     """
     owned = isinstance(source, str | os.PathLike)
-    src = Session(JsonlLog(source, lock_timeout=10.0)) if isinstance(source, str | os.PathLike) \
-        else _session(source)
+    src = Session(open_location(source)) if isinstance(source, str | os.PathLike) else _session(source)
+    pg_dest = is_postgres_location(dest)
+    child_id = str(uuid.uuid4())
     try:
         events = list(src.events)
         if not isinstance(at_seq, int) or not 0 <= at_seq < len(events):
             raise UserError(f"fork: --at {at_seq} is not an event seq of the log (0..{len(events) - 1})")
-        out = Path(dest)
-        if out.exists() and out.stat().st_size > 0:
-            raise UserError(f"fork: {out} exists already; choose a new file")
+        if pg_dest:
+            assert isinstance(dest, str)
+            child_id = _check_new_pg_session(dest) or child_id
+        else:
+            out = Path(dest)
+            if out.exists() and out.stat().st_size > 0:
+                raise UserError(f"fork: {out} exists already; choose a new file")
         seed = events[: at_seq + 1]
         state = REVIEW_FOLD.init()
         for ev in seed:
             state = REVIEW_FOLD.apply(state, ev)
         parent = src.header
-        header = attrs.evolve(parent, id=str(uuid.uuid4()), created_at=wall_clock_ms(),
+        header = attrs.evolve(parent, id=child_id, created_at=wall_clock_ms(),
                               parent_session=parent.id, seed_length=at_seq + 1)
-        out.parent.mkdir(parents=True, exist_ok=True)
         blob = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         blob += b"".join(encode_line(ev) for ev in seed)
-        out.write_bytes(blob)
+        if pg_dest:
+            from fsm_stage.log.pg_transfer import import_jsonl
+
+            assert isinstance(dest, str)
+            import_jsonl(blob, pg_location(dest, child_id), source="fork")
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(blob)
     finally:
         if owned:
             close = getattr(src.log, "close", None)
             if callable(close):
                 close()
-    child = Session(JsonlLog(out))
+    child = Session(open_location(pg_location(dest, child_id) if pg_dest else Path(dest)))
     dropped = [r.id for r in (*state.open, *state.approved)]
     specs = [NewEvent(SESSION_END_SEED, {})]
     specs += [NewEvent(REVIEW_REDEEMED, {"id": rid, "applied": False, "reason": "forked"}, ignorable=True)
@@ -221,3 +258,29 @@ def fork_log(source: str | os.PathLike[str] | Session | EventLog, at_seq: int,
     child.append_many(specs)
     return child
 
+
+def pg_location(location: str | os.PathLike[str], session: str) -> str:
+    """The PostgreSQL ``location`` naming ``session`` (its own ``session`` parameter if it has one)."""
+    from urllib.parse import quote
+
+    loc = str(location)
+    if split_location(loc)[1] is not None:
+        return loc
+    base, hash_, fragment = loc.partition("#")
+    return base + ("&" if "?" in base else "?") + "session=" + quote(session, safe="") + hash_ + fragment
+
+
+def _check_new_pg_session(location: str) -> str | None:
+    """Refuse a PostgreSQL fork destination whose session exists; returns its ``session``."""
+    from fsm_stage.log.pg_schema import check_schema
+    from fsm_stage.log.postgres import connect, redact
+
+    conninfo, session = split_location(location)
+    if session is None:
+        return None
+    with connect(conninfo) as conn:
+        check_schema(conn, redact(conninfo))
+        row = conn.execute("SELECT 1 FROM fsm_sessions WHERE session = %s", (session,)).fetchone()
+    if row is not None:
+        raise UserError(f"fork: {redact(location)}: session {session!r} exists already; choose a new session")
+    return session

@@ -2,23 +2,9 @@
 
 The log is the truth (DESIGN.md invariant 1): ``Session`` holds no state of its own except
 projection caches that a fold of the log rebuilds, so keep one ``Session`` per log for the
-agent's lifetime (a new wrapper refolds from the start once). ``read(projection)`` costs O(new events)
-(invariant 4): one cursor per projection object, advanced over the events appended since the
-last read.
-
-Shapes
-------
-``Session(log)``             wraps any ``EventLog`` (``MemoryLog``, ``JsonlLog``, a host adapter).
-``session.id``               the header id (str).
-``session.header``           the ``SessionHeader`` (cwd, origin, delegation depth, parent).
-``session.events``           the committed events (``events[i].seq == i``).
-``session.append(...)``      appends through the log; raises ``LogWriteError`` (log unchanged).
-``session.append_many(b)``   appends a batch of ``NewEvent`` atomically (all or nothing).
-``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
-``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
-``session.surface()``        model-visible node seqs (a tuple copy of ``log.surface.nodes`` — the
-                             log folds and validates the surface once);
-                             ``session.messages()`` their messages.
+agent's lifetime (a new wrapper refolds from the start once). ``read(projection)`` costs
+O(new events) (invariant 4): one cursor per projection object, advanced over the events
+appended since the last read. The ``Session`` class docstring lists its members.
 """
 
 from __future__ import annotations
@@ -55,7 +41,20 @@ TURN_FOLD = TurnFold()
 
 
 class Session:
-    """An agent's session over an ``EventLog``; see the module docstring for the shapes."""
+    """An agent's session over an ``EventLog``.
+
+    ``Session(log)``             wraps any ``EventLog`` (``MemoryLog``, ``JsonlLog``, a host adapter).
+    ``session.id``               the header id (str).
+    ``session.header``           the ``SessionHeader`` (cwd, origin, delegation depth, parent).
+    ``session.events``           the committed events (``events[i].seq == i``).
+    ``session.append(...)``      appends through the log; raises ``LogWriteError`` (log unchanged).
+    ``session.append_many(b)``   appends a batch of ``NewEvent`` atomically (all or nothing).
+    ``session.read(p)``          the projection ``p``'s folded state (cached, incremental).
+    ``session.is_turn_open``     True when the last ``turn/start``/``turn/end`` is a ``turn/start``.
+    ``session.surface()``        model-visible node seqs (a tuple copy of ``log.surface.nodes``: the
+                                 log folds and validates the surface once);
+                                 ``session.messages()`` their messages.
+    """
 
     def __init__(self, log: EventLog) -> None:
         self._log = log

@@ -1,4 +1,4 @@
-"""``TerminalReviewChannel``: the interactive review on a terminal (issue 16).
+"""``TerminalReviewChannel``: the interactive review on a terminal.
 
 Markdown is rendered by ``rich`` (tables, quotes, links with their URL, wrapping to the terminal
 width; ``NO_COLOR`` and non-terminal output give plain text); a plan taller than the screen opens

@@ -183,6 +183,9 @@ async def execute_tool(
         args = json.loads(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
         return ToolResult(call, ERROR_PREFIX + wording.text("tools.bad_json", error=exc.msg), True)
+    except RecursionError:  # arguments nested deeper than the JSON parser goes
+        text = wording.text("tools.bad_json", error="nested too deeply")
+        return ToolResult(call, ERROR_PREFIX + text, True)
     if not isinstance(args, dict):
         return ToolResult(call, ERROR_PREFIX + wording.text("tools.not_object"), True)
     token = _CURRENT_CALL.set(call)

@@ -27,7 +27,7 @@ from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, 
 from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
-from fsm_stage.log.reviews import ReviewAnswer
+from fsm_stage.log.reviews import ReviewAnswer, ReviewRecord
 from fsm_stage.log.surface import shadow_range
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
 from fsm_stage.runtime.abort import AbortSignal
@@ -35,7 +35,7 @@ from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
-from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, session_lock
+from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, redeem_once, session_lock
 from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.review_flow import redeemed_spec, state_of
 from fsm_stage.runtime.reviews import answer_review
@@ -444,9 +444,12 @@ class StageController:
             selection = self.pending.get(session)
             record = approved(session)
             if selection is None and record is not None:
-                selection = Selection(record.target, False, approved_transition(session, record))
-                try:
-                    self._apply(agent, selection)
+                def apply(rec: ReviewRecord, expect: int) -> None:
+                    self._apply(agent, Selection(rec.target, False, approved_transition(session, rec)),
+                                expect_last_seq=expect)
+
+                try:  # conditional: a worker sharing the session may apply it first (docs/postgres.md)
+                    redeem_once(session, approved, apply)
                 except FLUSH_RETRY_ERRORS as error:
                     self.logger.error(FLUSH_FAILURE_MESSAGE.format(stage=record.target, error=error))
                 return list(messages)
@@ -460,8 +463,11 @@ class StageController:
                 return list(messages)
             return [*messages, self.stage_prompt(self.current(session), narrate=False)]
 
-    def _apply(self, agent: Agent, selection: Selection[str]) -> list[Message]:
-        """Durably apply ``selection`` (called by ``PendingStore.flush``); raises on failure."""
+    def _apply(self, agent: Agent, selection: Selection[str], *,
+               expect_last_seq: int | None = None) -> list[Message]:
+        """Durably apply ``selection`` (called by ``PendingStore.flush``); raises on failure.
+        An approved transition's batch (with its redemption) is appended with
+        ``expect_last_seq`` when given (``AppendConflictError``: nothing written)."""
         session = agent.session
         target = selection.target
         payload: PendingTransition = selection.payload
@@ -487,7 +493,8 @@ class StageController:
 
         def commit() -> None:
             if redeem:
-                session.append_many([NewEvent(USER_MESSAGE, dict(message), op, sources), *redeem])
+                session.append_many([NewEvent(USER_MESSAGE, dict(message), op, sources), *redeem],
+                                    expect_last_seq=expect_last_seq)
             else:
                 session.append_message(message, surface_op=op, source_event_seqs=sources)
 

@@ -4,12 +4,14 @@ validated with the SDK's own types; ``goto_stage`` with its stage ``enum``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sdk_check import check_typed, sdk
 
+from fsm_stage.config import GraphConfig
 from fsm_stage.config.load import load_config
 from fsm_stage.integrations import (
     export_specs,
@@ -23,11 +25,19 @@ from fsm_stage.integrations import (
 )
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.tools import ToolSpec
+from fsm_stage.runtime.toolspecs import OpenAIApi, Target
 from fsm_stage.stage_switch import StageController
 
 REPO = Path(__file__).resolve().parents[2]
-GRAPH = load_config(REPO / "stage_graphs" / "feature-work.yaml").graph
-assert GRAPH is not None
+
+
+def _feature_work() -> GraphConfig:
+    graph = load_config(REPO / "stage_graphs" / "feature-work.yaml").graph
+    assert graph is not None
+    return graph
+
+
+GRAPH = _feature_work()
 
 # OpenAI's structured-outputs rules for strict function schemas ("Supported schemas"): the root
 # is an object (not anyOf); every object lists all its properties in `required` and sets
@@ -108,7 +118,7 @@ def test_goto_stage_has_the_graphs_stages_as_a_sorted_enum() -> None:
     with pytest.raises(ValueError, match="at least one stage"):
         goto_stage_spec_for([])
     with pytest.raises(TypeError):
-        goto_stage_spec_for("explore")  # type: ignore[arg-type]
+        goto_stage_spec_for("explore")  # one string, not a list of stage names
     with pytest.raises(ValueError, match="no 'stage' property"):
         with_stage_enum(PlanModeController({"section": "Plan first."}).tool_spec(), ["a"])
 
@@ -116,8 +126,9 @@ def test_goto_stage_has_the_graphs_stages_as_a_sorted_enum() -> None:
 @pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
 def test_strict_form_follows_openais_strict_rules(spec: ToolSpec) -> None:
     chat, responses = sdk("openai.types.chat"), sdk("openai.types.responses")
-    for api in ("chat", "responses"):
-        tool = to_openai(spec, strict=True, api=api)  # type: ignore[arg-type]
+    apis: tuple[OpenAIApi, ...] = ("chat", "responses")
+    for api in apis:
+        tool = to_openai(spec, strict=True, api=api)
         params = tool["function"]["parameters"] if api == "chat" else tool["parameters"]
         assert openai_strict_problems(params) == []
         if api == "chat":
@@ -196,12 +207,14 @@ def test_export_specs_and_bad_arguments() -> None:
     specs = all_specs()
     assert export_specs(specs, "openai-chat", strict=True) == [to_openai(s, strict=True) for s in specs]
     assert export_specs(specs, "openai-responses") == [to_openai(s, api="responses") for s in specs]
-    for target, one in (("anthropic", to_anthropic), ("mcp", to_mcp), ("gemini", to_gemini)):
-        assert export_specs(specs, target) == [one(s) for s in specs]  # type: ignore[arg-type]
+    singles: tuple[tuple[Target, Callable[[ToolSpec], dict[str, Any]]], ...] = (
+        ("anthropic", to_anthropic), ("mcp", to_mcp), ("gemini", to_gemini))
+    for target, one in singles:
+        assert export_specs(specs, target) == [one(s) for s in specs]
     with pytest.raises(ValueError, match="unknown tool export target"):
-        export_specs(specs, "bedrock")  # type: ignore[arg-type]
+        export_specs(specs, cast(Any, "bedrock"))
     with pytest.raises(ValueError, match="unknown OpenAI api"):
-        to_openai(specs[0], api="assistants")  # type: ignore[arg-type]
+        to_openai(specs[0], api=cast(Any, "assistants"))
     out = to_openai(specs[0], strict=True)
     out["function"]["parameters"]["properties"].clear()
     assert specs[0].parameters["properties"]  # exports never share the spec's objects

@@ -34,19 +34,39 @@ def stages(log: Path) -> list[str]:
     return out
 
 
-def approve(decision: str = "Approve", feedback: str | None = None):  # type: ignore[no-untyped-def]
-    """An elicitation callback answering every review with ``decision``."""
-    asked: list[types.ElicitRequestParams] = []
+class Approver:
+    """An elicitation callback answering every review with ``decision``; ``asked`` records the requests."""
 
-    async def callback(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params)
-        content: dict[str, Any] = {"decision": decision}
-        if feedback is not None:
-            content["feedback"] = feedback
+    def __init__(self, decision: str, feedback: str | None) -> None:
+        self.decision = decision
+        self.feedback = feedback
+        self.asked: list[types.ElicitRequestParams] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params)
+        content: dict[str, Any] = {"decision": self.decision}
+        if self.feedback is not None:
+            content["feedback"] = self.feedback
         return types.ElicitResult(action="accept", content=content)
 
-    callback.asked = asked  # type: ignore[attr-defined]
-    return callback
+
+def approve(decision: str = "Approve", feedback: str | None = None) -> Approver:
+    """An elicitation callback answering every review with ``decision``."""
+    return Approver(decision, feedback)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a tool result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent), block
+    return block.text
+
+
+def resource_text(result: types.ReadResourceResult) -> str:
+    """The text of a resource read's first contents."""
+    contents = result.contents[0]
+    assert isinstance(contents, types.TextResourceContents), contents
+    return contents.text
 
 
 def env() -> dict[str, str]:

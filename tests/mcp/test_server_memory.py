@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import GRAPH, approve, events, stages
+from mcp_helpers import GRAPH, approve, events, resource_text, stages, text_of
 
 from fsm_stage.config import load_config
 from fsm_stage.mcp import durable
@@ -56,12 +56,12 @@ async def test_input_required_approve_changes_stage(tmp_path: Path) -> None:
     cb = approve()
     async with Client(app.server, elicitation_callback=cb) as c:
         assert c.protocol_version == "2026-07-28"
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
         assert status == {"session": "default", "stage": "explore", "pending": None,
                           "planMode": {"active": False}, "openReviews": []}
         r = await c.call_tool("goto_stage", {"stage": "implement"})
-        assert not r.is_error and "Current stage: implement" in r.content[0].text
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        assert not r.is_error and "Current stage: implement" in text_of(r)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
     assert status["stage"] == "implement" and status["pending"] is None
     assert len(cb.asked) == 1 and "implement" in cb.asked[0].message
     assert stages(log) == ["implement"]
@@ -76,22 +76,22 @@ async def test_keep_with_feedback_and_cancel(tmp_path: Path) -> None:
     app, log = make(tmp_path)
     async with Client(app.server, elicitation_callback=approve("Keep current stage", "not yet")) as c:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
-    assert r.is_error and "not yet" in r.content[0].text
+    assert r.is_error and "not yet" in text_of(r)
     assert stages(log) == []
 
-    async def cancel(ctx: Any, params: Any) -> types.ElicitResult:
+    async def cancel(context: Any, params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="cancel")
 
-    async def decline(ctx: Any, params: Any) -> types.ElicitResult:
+    async def decline(context: Any, params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="decline")
 
     async with Client(app.server, elicitation_callback=decline) as c:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
-    assert r.is_error and "kept the current stage" in r.content[0].text and stages(log) == []
+    assert r.is_error and "kept the current stage" in text_of(r) and stages(log) == []
 
     async with Client(app.server, elicitation_callback=cancel) as c:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
-    assert r.is_error and "closed the stage review" in r.content[0].text
+    assert r.is_error and "closed the stage review" in text_of(r)
     assert stages(log) == []
 
 
@@ -101,7 +101,8 @@ async def test_replayed_and_edited_request_state_refused(tmp_path: Path) -> None
         first = await c.session.call_tool("goto_stage", {"stage": "implement"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult)
         assert first.request_state and "callId" not in first.request_state  # sealed, opaque
-        answer = {"review": types.ElicitResult(action="accept", content={"decision": "Approve"})}
+        answer: dict[str, types.InputResponse] = {
+            "review": types.ElicitResult(action="accept", content={"decision": "Approve"})}
         # edited arguments: the sealed state is bound to the call's arguments
         with pytest.raises(MCPError):
             await c.session.call_tool("goto_stage", {"stage": "verify"}, input_responses=answer,
@@ -125,11 +126,13 @@ async def test_replayed_and_edited_request_state_refused(tmp_path: Path) -> None
 async def test_bad_input_is_an_mcp_error_and_writes_nothing(tmp_path: Path) -> None:
     app, log = make(tmp_path)
     async with Client(app.server, elicitation_callback=approve()) as c:
-        for args, text in [({"stage": "implement", "session": "nope"}, "unknown session 'nope'"),
-                           ({"stage": 3}, "must be a string"),
-                           ({"stage": "implement", "extra": 1}, "unknown argument"),
-                           ({}, "missing required argument 'stage'"),
-                           ({"stage": "nowhere"}, "unknown stage 'nowhere'")]:
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"stage": "implement", "session": "nope"}, "unknown session 'nope'"),
+            ({"stage": 3}, "must be a string"),
+            ({"stage": "implement", "extra": 1}, "unknown argument"),
+            ({}, "missing required argument 'stage'"),
+            ({"stage": "nowhere"}, "unknown stage 'nowhere'")]
+        for args, text in cases:
             with pytest.raises(MCPError, match=text):
                 await c.call_tool("goto_stage", args)
         with pytest.raises(MCPError, match="unknown session"):
@@ -157,7 +160,7 @@ async def test_client_without_elicitation_gets_review_unavailable(tmp_path: Path
     app, log = make(tmp_path)
     async with Client(app.server, mode=mode) as c:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
-    assert r.is_error and r.content[0].text.startswith("review unavailable")
+    assert r.is_error and text_of(r).startswith("review unavailable")
     assert events(log) == []
 
 
@@ -165,8 +168,8 @@ async def test_sessions_by_handle(tmp_path: Path) -> None:
     app, log = make(tmp_path, b="b.jsonl")
     async with Client(app.server, elicitation_callback=approve()) as c:
         await c.call_tool("goto_stage", {"stage": "implement", "session": "b"})
-        a = json.loads((await c.call_tool("get_stage", {})).content[0].text)
-        b = json.loads((await c.call_tool("get_stage", {"session": "b"})).content[0].text)
+        a = json.loads(text_of(await c.call_tool("get_stage", {})))
+        b = json.loads(text_of(await c.call_tool("get_stage", {"session": "b"})))
     assert (a["session"], a["stage"]) == ("default", "explore")
     assert (b["session"], b["stage"]) == ("b", "implement")
     assert stages(tmp_path / "b.jsonl") == ["implement"] and stages(log) == []
@@ -177,11 +180,11 @@ async def test_resources_diagram_and_instructions(tmp_path: Path) -> None:
     async with Client(app.server, elicitation_callback=approve()) as c:
         uris = [str(r.uri) for r in (await c.list_resources()).resources]
         assert uris == ["fsm-stage://session/default/diagram", "fsm-stage://session/default/instructions"]
-        text = (await c.read_resource(uris[1])).contents[0].text  # type: ignore[union-attr]
+        text = resource_text(await c.read_resource(uris[1]))
         assert text.startswith("Current stage: explore")
         await c.call_tool("goto_stage", {"stage": "implement"})
-        mermaid = (await c.read_resource(uris[0])).contents[0].text  # type: ignore[union-attr]
-        text = (await c.read_resource(uris[1])).contents[0].text  # type: ignore[union-attr]
+        mermaid = resource_text(await c.read_resource(uris[0]))
+        text = resource_text(await c.read_resource(uris[1]))
     assert mermaid.startswith("---") and "stateDiagram-v2" in mermaid
     assert "class implement current" in mermaid.replace("  ", " ") or "current" in mermaid.splitlines()[-1] \
         or any(line.strip().startswith("class ") and "current" in line for line in mermaid.splitlines())
@@ -192,18 +195,18 @@ async def test_exit_plan_mode_reviewed_over_mcp(tmp_path: Path) -> None:
     app, log = make(tmp_path)
     async with Client(app.server, elicitation_callback=approve()) as c:
         r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\nDo it."})
-        assert r.is_error and "plan mode" in r.content[0].text.lower()  # not in plan mode: refused
+        assert r.is_error and "plan mode" in text_of(r).lower()  # not in plan mode: refused
         ms = app.registry.get(None)
         assert ms.plan is not None
         ms.plan.set(ms.agent, True)  # the user's /plan, applied at a boundary
         ms.runtime.pre_step(ms.agent, [])
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
         assert status["planMode"]["active"] is True
         cb = approve()
     async with Client(app.server, elicitation_callback=cb) as c:
         r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\nDo it."})
-        assert not r.is_error, r.content[0].text
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        assert not r.is_error, text_of(r)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
     assert status["planMode"]["active"] is False
     assert cb.asked and "# Plan" in cb.asked[0].message
     assert [e["data"]["active"] for e in events(log) if e["type"] == "plan/mode"] == [True, False]

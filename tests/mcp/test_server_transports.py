@@ -15,7 +15,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import ROOT, approve, env, events, server_argv, stages, start_http
+from mcp_helpers import ROOT, approve, env, events, server_argv, stages, start_http, text_of
 
 from fsm_stage.mcp import durable
 
@@ -37,23 +37,24 @@ async def test_stdio_transition_and_restart_mid_review(tmp_path: Path) -> None:
     log = tmp_path / "s.jsonl"
     async with Client(stdio(log, tmp_path), elicitation_callback=approve()) as c:
         assert [t.name for t in (await c.list_tools()).tools] == ["exit_plan_mode", "get_stage", "goto_stage"]
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
         assert status["stage"] == "explore"
         first = await c.session.call_tool("goto_stage", {"stage": "implement"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult)
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
         assert [r["kind"] for r in status["openReviews"]] == ["stage"]
     # the server process is gone; the review is open in the log
     assert [e["type"] for e in events(log) if e["type"].startswith("tool/")] == ["tool/call"]
     if durable.reviews_api() is not None:
         assert [e["type"] for e in events(log)].count("fsm/review/request") == 1
     assert (tmp_path / "s.jsonl.mcp-key").stat().st_mode & 0o077 == 0
-    answer = {"review": types.ElicitResult(action="accept", content={"decision": "Approve"})}
+    answer: dict[str, types.InputResponse] = {
+        "review": types.ElicitResult(action="accept", content={"decision": "Approve"})}
     async with Client(stdio(log, tmp_path), elicitation_callback=approve()) as c:
         done = await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
                                          request_state=first.request_state, allow_input_required=True)
         assert isinstance(done, types.CallToolResult) and not done.is_error, done
-        status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
         assert status["stage"] == "implement" and status["openReviews"] == []
         with pytest.raises(MCPError, match="single use"):
             await c.session.call_tool("goto_stage", {"stage": "implement"}, input_responses=answer,
@@ -83,7 +84,7 @@ async def test_streamable_http(tmp_path: Path) -> None:
             assert [t.name for t in (await c.list_tools()).tools] == TOOLS
             r = await c.call_tool("goto_stage", {"stage": "implement"})
             assert not r.is_error
-            status = json.loads((await c.call_tool("get_stage", {})).content[0].text)
+            status = json.loads(text_of(await c.call_tool("get_stage", {})))
         assert status["stage"] == "implement" and len(cb.asked) == 1
         async with Client(url, mode="legacy", elicitation_callback=approve()) as c:
             r = await c.call_tool("goto_stage", {"stage": "verify"})  # guarded edge: refused by the graph

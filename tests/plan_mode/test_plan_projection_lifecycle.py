@@ -70,7 +70,8 @@ def test_projection_registered_only_with_a_registry_B95() -> None:
     h = Harness(projections=False)
     assert h.runtime.projections is None
     assert h.plan.set(h.agent, True) == "committed"
-    assert Harness().runtime.projections.keys == (PLAN_PROJECTION_KEY,)  # type: ignore[union-attr]
+    projections = Harness().runtime.projections
+    assert projections is not None and projections.keys == (PLAN_PROJECTION_KEY,)
 
 
 def test_empty_log_view_and_only_key_B96() -> None:

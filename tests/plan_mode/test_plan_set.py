@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 from plan_helpers import CAT, Harness, notice_text
 
@@ -168,7 +170,7 @@ def test_set_rejects_non_bool() -> None:
     """set() takes a real bool (a truthy string must not select plan mode)."""
     h = Harness()
     with pytest.raises(TypeError):
-        h.plan.set(h.agent, "yes")  # type: ignore[arg-type]
+        h.plan.set(h.agent, cast(Any, "yes"))
 
 
 def test_pending_selection_survives_rewrapping_the_log() -> None:

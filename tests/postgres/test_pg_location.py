@@ -60,6 +60,18 @@ def test_importing_fsm_stage_does_not_import_psycopg() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_postgres_log_is_exported_lazily_from_fsm_stage_log() -> None:
+    code = (
+        "import sys, fsm_stage.log\n"
+        "assert 'fsm_stage.log.postgres' not in sys.modules, 'postgres module imported eagerly'\n"
+        "from fsm_stage.log import PostgresLog\n"
+        "import fsm_stage.log.postgres as pg\n"
+        "assert PostgresLog is pg.PostgresLog and 'PostgresLog' in fsm_stage.log.__all__\n"
+        "assert 'psycopg' not in sys.modules, 'psycopg imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_no_server_skips_outside_ci_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     from pg_fixture import require_server
 

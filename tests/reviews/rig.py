@@ -68,6 +68,12 @@ class Rig:
         self.session = Session(log)
         self.agent = InboxAgent(self.session)
 
+    def close(self) -> None:
+        """Close the log (what a process exit does to a ``JsonlLog``: its file lock is released)."""
+        closer = getattr(self.log, "close", None)
+        assert closer is not None, "this log cannot be closed"
+        closer()
+
     # -- log shaping --------------------------------------------------------------------------
     def open_turn(self) -> None:
         self.session.append(TURN_START, {"turn": self.session.last_turn + 1})

@@ -46,7 +46,7 @@ def _approved_then_aborted(path: Path, cwd: Path) -> Rig:
 
 def test_state_shows_an_approved_unapplied_switch_and_a_new_process_applies_it(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    _approved_then_aborted(path, tmp_path).log.close()  # type: ignore[attr-defined]
+    _approved_then_aborted(path, tmp_path).close()
     out = CliRunner().invoke(main, ["state", "--json", str(path)])
     report = json.loads(out.output)
     assert report["stage"]["pending"] == "implement" and report["reviews"]["open"] == []
@@ -67,18 +67,19 @@ def test_fork_inherits_the_state_but_not_an_unredeemed_approval(tmp_path: Path) 
     header = child_session.header
     assert (header.parent_session, header.seed_length) == ("parent", cut + 1)
     assert [e.type for e in child_session.events[cut + 1:]] == ["session/end-seed", "fsm/review/redeemed"]
-    child = Rig(child_session.log, _approving())
+    child_review = _approving()
+    child = Rig(child_session.log, child_review)
     assert child.stage.pending_stage(child.session) is None and child.reviews().approved == ()
     child.open_turn()
     child.step()
     assert child.stage.current(child.session) == "explore"  # nothing applied on the fork
     assert not run(child.call(child.goto_call("implement", call_id="call_again"))).is_error  # asked again
-    assert len(child.runtime.review.requests) == 1  # type: ignore[union-attr]
-    child_session.log.close()  # type: ignore[attr-defined]
+    assert len(child_review.requests) == 1
+    child.close()
     parent.open_turn()
     parent.step()  # the parent still redeems its own approval
     assert parent.stage.current(parent.session) == "implement"
-    parent.log.close()  # type: ignore[attr-defined]
+    parent.close()
 
 
 def test_fork_command_drops_an_open_review(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_fork_command_drops_an_open_review(tmp_path: Path) -> None:
     with pytest.raises(ReviewPending):
         run(rig.call(rig.goto_call("implement")))
     n = len(rig.session.events)
-    rig.log.close()  # type: ignore[attr-defined]
+    rig.close()
     child = str(tmp_path / "c.jsonl")
     out = CliRunner().invoke(main, ["fork", str(path), "--at", str(n - 1), "-o", child, "--json"])
     assert out.exit_code == 0, out.output
@@ -114,7 +115,7 @@ def test_the_graph_fingerprint_is_logged_once_and_a_changed_graph_is_refused(tmp
     run(rig.call(rig.goto_call("implement", call_id="a")))
     run(rig.call(rig.goto_call("implement", call_id="b")))
     assert rig.types().count("fsm/graph") == 1
-    rig.log.close()  # type: ignore[attr-defined]
+    rig.close()
     clean = CliRunner().invoke(main, ["state", "--json", "--graph", str(graph_file), str(path)])
     assert json.loads(clean.output)["warnings"] == []
     changed = tmp_path / "changed.yaml"
@@ -146,4 +147,34 @@ def test_answer_review_reads_a_plain_log_too(tmp_path: Path) -> None:
         run(rig.call(rig.exit_call()))
     answer = answer_review(rig.log, pending.value.review_id, "keep", feedback="more detail")
     assert (answer.outcome, answer.option, answer.feedback) == ("keep", "Keep planning", "more detail")
-    rig.log.close()  # type: ignore[attr-defined]
+    rig.close()
+
+
+def test_a_call_suspended_before_the_fork_is_asked_again_when_resumed_on_the_fork(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    rig = Rig(JsonlLog(path, header=SessionHeader(id="p", cwd=str(tmp_path))), SuspendingReviewChannel())
+    rig.open_turn()
+    rig.step()
+    call = rig.goto_call("implement")
+    with pytest.raises(ReviewPending):
+        run(rig.call(call))
+    n = len(rig.session.events)
+    rig.close()
+    child_session = fork_log(str(path), n - 1, tmp_path / "c.jsonl")
+    review = _approving()
+    child = Rig(child_session.log, review)
+    result = run(child.resume(call))  # the same model call, resumed on the fork
+    assert not result.is_error, result.text
+    assert len(review.requests) == 1  # asked again, not "the stage changed"
+    requests = [e for e in child.session.events if e.type == "fsm/review/request"]
+    assert [e.data["callId"] for e in requests] == ["call_goto", "call_goto"]
+    child.close()
+
+
+def test_fork_into_an_unwritable_place_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    with JsonlLog(path, header=SessionHeader(id="p", cwd=str(tmp_path))) as log:
+        log.append("turn/start", {"turn": 1})
+    out = CliRunner().invoke(main, ["fork", str(path), "--at", "0", "-o", "/proc/no/such/dir/x.jsonl"])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert out.output.count("\n") == 1 and "cannot write fork" in out.output, out.output

@@ -22,7 +22,7 @@ def test_an_approved_exit_survives_the_process_and_is_applied_once(tmp_path: Pat
     rig.step()
     assert run(rig.call(rig.exit_call())).value == {"approved": True}
     rig.session.append(TURN_END, {"turn": 1, "reason": {"kind": "aborted"}})
-    rig.log.close()  # type: ignore[attr-defined]  # the process exits before the next step
+    rig.close()  # the process exits before the next step
     with JsonlLog(path) as reopened:
         review = ScriptedReviewChannel()  # nobody to ask: an empty queue raises
         again = Rig(reopened, review)
@@ -46,4 +46,4 @@ def test_a_user_selection_over_an_approved_exit_redeems_it_as_superseded(tmp_pat
     (red,) = rig.reviews().redeemed.values()
     assert (red.applied, red.reason) == (False, "superseded")
     assert rig.plan.logged(rig.session) is True
-    rig.log.close()  # type: ignore[attr-defined]
+    rig.close()

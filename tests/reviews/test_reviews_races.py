@@ -20,6 +20,7 @@ from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.runtime.review import Answer, ScriptedReviewChannel, SuspendingReviewChannel
 from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.runtime.tools import ToolResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,15 +35,15 @@ def test_100_concurrent_goto_stage_calls_ask_once_approve_once_refuse_99(tmp_pat
     rig.open_turn()
     rig.step()
 
-    async def all_at_once() -> list[object]:
+    async def all_at_once() -> list[ToolResult]:
         calls = [rig.call(rig.goto_call("implement", call_id=f"call_{i}")) for i in range(100)]
         return list(await asyncio.gather(*calls))
 
     results = run(all_at_once())
-    approved = [r for r in results if not r.is_error]  # type: ignore[attr-defined]
-    refused = [r for r in results if r.is_error]  # type: ignore[attr-defined]
+    approved = [r for r in results if not r.is_error]
+    refused = [r for r in results if r.is_error]
     assert len(review.requests) == 1 and len(approved) == 1 and len(refused) == 99
-    assert all("already" in r.text for r in refused)  # type: ignore[attr-defined]
+    assert all("already" in r.text for r in refused)
     assert rig.types() == ["fsm/graph", "fsm/review/request", "fsm/review/answer"]
     rig.step(2)
     rig.step(3)
@@ -57,16 +58,22 @@ def test_100_concurrent_exit_plan_mode_calls_ask_once_approve_once_refuse_99(tmp
     rig.open_turn()
     rig.step()
 
-    async def all_at_once() -> list[object]:
+    async def all_at_once() -> list[ToolResult]:
         return list(await asyncio.gather(*[rig.call(rig.exit_call(call_id=f"c{i}")) for i in range(100)]))
 
     results = run(all_at_once())
     assert len(review.requests) == 1
-    assert sorted(r.is_error for r in results) == [False] + [True] * 99  # type: ignore[attr-defined]
+    assert sorted(r.is_error for r in results) == [False] + [True] * 99
     rig.step(2)
     rig.step(3)
     plan_events = [e.data["active"] for e in rig.session.events if e.type == "plan/mode"]
     assert plan_events == [True, False]
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    """Wait for a CLI process; its exit code, standard output and standard error."""
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out, err
 
 
 def _suspended(log: MemoryLog | JsonlLog, kind: str) -> tuple[Rig, str]:
@@ -115,7 +122,7 @@ def test_eight_processes_approving_one_review_via_the_cli_exactly_one_wins(tmp_p
     argv = [sys.executable, "-m", "fsm_stage", "review", str(path), "--approve", rid, "--json"]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for _ in range(8)]
-    results = [(p.wait(60), p.stdout.read(), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+    results = [_finish(p) for p in procs]
     winners = [json.loads(out) for code, out, _ in results if code == 0]
     losers = [err for code, _, err in results if code == 1]
     assert len(winners) == 1 and len(losers) == 7, results

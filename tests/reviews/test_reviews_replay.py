@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 from rig import Rig
@@ -45,10 +46,11 @@ steps:
 """
 
 
-def _state(path: Path) -> dict[str, object]:
+def _state(path: Path) -> dict[str, Any]:
     out = CliRunner().invoke(main, ["state", "--json", str(path)])
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)  # type: ignore[no-any-return]
+    report: dict[str, Any] = json.loads(out.output)
+    return report
 
 
 def test_an_approved_unapplied_switch_replays_and_applies_in_a_new_process(tmp_path: Path) -> None:
@@ -57,7 +59,7 @@ def test_an_approved_unapplied_switch_replays_and_applies_in_a_new_process(tmp_p
     first = tmp_path / "first.jsonl"
     ran = CliRunner().invoke(main, ["simulate", str(tmp_path / "sc.yaml"), "--log", str(first)])
     assert ran.exit_code == 0, ran.output
-    assert _state(first)["stage"] == {"current": "explore", "pending": "implement", "source": "log",  # type: ignore[comparison-overlap]
+    assert _state(first)["stage"] == {"current": "explore", "pending": "implement", "source": "log",
                                       "at_last_header": "explore", "has_stage_prompt": True}
     back = tmp_path / "back.yaml"
     assert CliRunner().invoke(main, ["scenario", str(first), "--graph", str(tmp_path / "g.yaml"),
@@ -65,7 +67,7 @@ def test_an_approved_unapplied_switch_replays_and_applies_in_a_new_process(tmp_p
     second = tmp_path / "second.jsonl"
     rerun = CliRunner().invoke(main, ["simulate", str(back), "--log", str(second)])
     assert rerun.exit_code == 0 and "expectations: 2 of 2 passed" in rerun.output, rerun.output
-    assert _state(second)["stage"]["pending"] == "implement"  # type: ignore[index]
+    assert _state(second)["stage"]["pending"] == "implement"
     config = load_config_text(GRAPH, "g.yaml").graph
     assert config is not None
     with JsonlLog(first) as log:
@@ -74,4 +76,4 @@ def test_an_approved_unapplied_switch_replays_and_applies_in_a_new_process(tmp_p
         rig.open_turn()
         rig.step()
         assert rig.stage.current(rig.session) == "implement" and review.requests == []
-    assert _state(first)["stage"]["pending"] is None  # type: ignore[index]
+    assert _state(first)["stage"]["pending"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, cast
 
@@ -227,3 +228,30 @@ def test_error_turn_end_has_dsh_shape_and_header_changes_are_logged() -> None:
     again.start_turn()
     req2 = again.begin_step()
     assert req2 is not None and req2.header_reason == "resume"  # a new driver over a log with headers
+
+
+def test_a_tool_call_id_reused_later_in_the_turn_is_refused_at_record_reply() -> None:
+    driver, _ = _driver()
+    driver.start_turn()
+    driver.begin_step()
+    call = ToolCall.of("web", id="c2")
+    driver.record_reply("", [call])
+    driver.record_tool_result(call, "done")
+    assert driver.end_step() is True
+    driver.begin_step()
+    n = len(driver.session)
+    with pytest.raises(RecordShapeError, match=r"\['c2'\] were used earlier in this turn"):
+        driver.record_reply("", [ToolCall.of("web", id="c2")])
+    assert len(driver.session) == n
+    driver.record_reply("", [ToolCall.of("web", id="c3")])
+
+
+def test_tool_arguments_nested_too_deep_are_an_error_result() -> None:
+    driver, _ = _driver()
+    driver.start_turn()
+    driver.begin_step()
+    call = ToolCall("deep", "echo", "[" * 100_000 + "]" * 100_000)
+    driver.record_reply("", [call])
+    result = asyncio.run(driver.run_tool(call))
+    assert result.is_error and "nested too deeply" in result.text
+    assert driver.end_step() is True

@@ -13,7 +13,8 @@ from fsm_stage.runtime.runtime import Runtime
 
 @pytest.mark.parametrize("bad", ["hello", b"hi", {"role": "user"}, None, 3, [user_message("ok"), "x"]])
 def test_pre_step_refuses_messages_that_are_not_a_list_of_messages(bad: Any) -> None:
-    """pre_step("hello") used to return ['h', 'e', ...]: now a TypeError before any participant."""
+    """Anything but a list of messages (a bare string is not split into characters) is a
+    TypeError raised before any participant runs."""
     runtime = Runtime()
     seen: list[Any] = []
     runtime.add_pre_step(lambda agent, messages, aborted: seen.append(messages) or messages)

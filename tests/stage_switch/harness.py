@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
-from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig
+from fsm_stage.config import EdgeConfig, GraphConfig, Language, StageConfig
 from fsm_stage.constants import (
     REQUEST_HEADER,
     STAGE_SOURCE_KINDS,
@@ -25,11 +25,12 @@ from fsm_stage.constants import (
     TURN_START,
     USER_MESSAGE,
 )
-from fsm_stage.handoff import MemoryHandoffStore, SandboxPolicyProvider
+from fsm_stage.handoff import HandoffStore, MemoryHandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.log.projections import fold_stage
 from fsm_stage.prompts import Catalog
 from fsm_stage.runtime.agent import InboxAgent
+from fsm_stage.runtime.commands import CommandRegistry
 from fsm_stage.runtime.messages import Message, message_text, user_message
 from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
@@ -43,6 +44,9 @@ T = TypeVar("T")
 STAGES = ("alpha", "beta", "gamma")
 SECTION = "When this stage is done, call goto_stage to move on."
 PROBE = "boundary probe"
+
+Targets = Mapping[str, Sequence[str | EdgeConfig]]
+"""``make_config(targets=…)``: stage name → its edges (a bare name or an ``EdgeConfig``)."""
 
 
 def instruction(name: str) -> str:
@@ -63,7 +67,7 @@ def make_config(
     handoff_dir: str = "handoff",
     min_handoff_tokens: float | None = None,
     language: str = "en",
-    targets: Mapping[str, Sequence[str | EdgeConfig]] | None = None,
+    targets: Targets | None = None,
 ) -> GraphConfig:
     """A ``GraphConfig`` like the spec's fixture (``targets`` omitted = the seed's any-to-any)."""
     stages = []
@@ -79,7 +83,7 @@ def make_config(
         initial=initial,
         handoff_dir=handoff_dir,
         min_handoff_tokens=min_handoff_tokens,
-        language=language,  # type: ignore[arg-type]
+        language=cast(Language, language),
     )
 
 
@@ -127,7 +131,7 @@ class Harness:
         depth: int = 0,
         system_head: bool = False,
         review: ScriptedReviewChannel | bool | None = True,
-        handoffs: MemoryHandoffStore | bool | None = True,
+        handoffs: HandoffStore | bool | None = True,
         meter: TokenMeter | bool | None = True,
         sandbox: SandboxPolicyProvider | None = None,
         commands: bool = True,
@@ -137,22 +141,24 @@ class Harness:
         self.config = config if config is not None else make_config()
         if review is True:
             review = ScriptedReviewChannel()
-        self.review: ScriptedReviewChannel | None = review or None
+        self.review_channel: ScriptedReviewChannel | None = review or None
         if handoffs is True:
             handoffs = MemoryHandoffStore()
-        self.handoffs: MemoryHandoffStore | None = handoffs or None
+        self.handoff_store: HandoffStore | None = handoffs or None
         if meter is True:
             meter = HeuristicTokenMeter()
         self.meter: TokenMeter | None = meter or None
-        self.runtime = runtime if runtime is not None else Runtime(review=self.review, commands=commands)
+        if runtime is None:
+            runtime = Runtime(review=self.review_channel, commands=commands)
+        self.runtime = runtime
         self.controller = StageController(
-            self.config, handoffs=self.handoffs, token_meter=self.meter, sandbox=sandbox, catalog=catalog
+            self.config, handoffs=self.handoff_store, token_meter=self.meter, sandbox=sandbox, catalog=catalog
         )
         self.runtime.attach(self.controller)
         self.catalog = self.controller.catalog
-        if self.review is not None:
-            self.review.approve_label = self.catalog.text("review.approve_label")
-            self.review.keep_label = self.catalog.text("review.keep_stage_label")
+        if self.review_channel is not None:
+            self.review_channel.approve_label = self.catalog.text("review.approve_label")
+            self.review_channel.keep_label = self.catalog.text("review.keep_stage_label")
         header = SessionHeader(id=session_id, cwd=cwd, origin=origin, delegation_depth=depth)
         self.log = MemoryLog(header, clock=lambda: next(_clock))
         self.session = Session(self.log)
@@ -161,6 +167,24 @@ class Harness:
         if system_head:
             self.session.append(SYSTEM_MESSAGE, {"role": "system", "content": [
                 {"type": "text", "text": "You are a careful engineer."}]}, surface_op="append")
+
+    @property
+    def review(self) -> ScriptedReviewChannel:
+        """The scripted review channel; a harness built with ``review=None`` has none."""
+        assert self.review_channel is not None, "this harness has no review channel"
+        return self.review_channel
+
+    @property
+    def handoffs(self) -> MemoryHandoffStore:
+        """The in-memory handoff store; a harness built with another store (or none) has none."""
+        assert isinstance(self.handoff_store, MemoryHandoffStore), "this harness has no in-memory store"
+        return self.handoff_store
+
+    @property
+    def commands(self) -> CommandRegistry:
+        """The runtime's command registry; a harness built with ``commands=False`` has none."""
+        assert self.runtime.commands is not None, "this harness runs without commands"
+        return self.runtime.commands
 
     # -- log shaping -------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ def test_concurrent_goto_calls_apply_exactly_one_transition() -> None:
     review per session, durable reviews); the flush records exactly one switch."""
     h = Harness()
     h.open_turn()
-    h.review.approve().approve()  # type: ignore[union-attr]
+    h.review.approve().approve()
 
     async def both() -> list[Any]:
         calls = (h.goto_async("beta", H, log=False), h.goto_async("gamma", H, log=False))
@@ -30,7 +30,7 @@ def test_concurrent_goto_calls_apply_exactly_one_transition() -> None:
     results = run(both())
     assert sorted(r.is_error for r in results) == [False, True]
     assert "already" in next(r for r in results if r.is_error).text
-    assert len(h.review.requests) == 1  # type: ignore[union-attr]
+    assert len(h.review.requests) == 1
     h.boundary()
     h.boundary()
     assert len(h.summaries()) == 1
@@ -64,7 +64,7 @@ def test_goto_stage_stays_registered_across_archives() -> None:
     h.open_turn()
     h.user("old work")
     before = h.runtime.assemble(h.agent)
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H).is_error
     h.boundary()
     after = h.runtime.assemble(h.agent)
@@ -77,7 +77,7 @@ def test_interrupted_review_leaves_no_half_state() -> None:
     review cancelled mid-flight leaves no pending transition, no record, and a usable controller."""
     h = Harness()
     h.open_turn()
-    gate = h.review.block()  # type: ignore[union-attr]
+    gate = h.review.block()
 
     async def interrupted() -> None:
         task = asyncio.create_task(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent))
@@ -87,7 +87,7 @@ def test_interrupted_review_leaves_no_half_state() -> None:
 
     run(interrupted())
     assert h.pending() is None and h.fold() is None
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H).is_error
     h.boundary()
     assert h.fold() == "beta"

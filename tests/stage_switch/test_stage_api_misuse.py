@@ -4,7 +4,7 @@ for a threshold without a token meter, the guard-refusal grammar and /stage afte
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -13,7 +13,7 @@ from fsm_stage.log.projections import fold_stage
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.stage_switch import StageController
 
-from .harness import Harness, make_config, run
+from .harness import Harness, Targets, make_config, run
 
 
 @pytest.mark.parametrize("bad", [None, 5, b"beta", ["beta"]])
@@ -48,7 +48,7 @@ def test_set_still_accepts_an_unconfigured_name_in_the_grammar_S89() -> None:
 def test_stage_controller_without_a_graph_is_a_clear_type_error() -> None:
     """StageController(None) names what it needs instead of an AttributeError."""
     with pytest.raises(TypeError, match="StageController needs a stage graph"):
-        StageController(None)  # type: ignore[arg-type]
+        StageController(cast(Any, None))
 
 
 def test_attach_warns_when_a_threshold_has_no_token_meter(caplog: pytest.LogCaptureFixture) -> None:
@@ -67,7 +67,7 @@ def test_attach_warns_when_a_threshold_has_no_token_meter(caplog: pytest.LogCapt
 
 def test_guard_refusal_agrees_in_number() -> None:
     """Two closed guards "do not hold", one "does not hold"."""
-    edges = {"alpha": [EdgeConfig("beta", guards=("tests_written", "lint_clean"))],
+    edges: Targets = {"alpha": [EdgeConfig("beta", guards=("tests_written", "lint_clean"))],
              "beta": [EdgeConfig("gamma", guards=("tests_green",))], "gamma": ["alpha"]}
     h = Harness(make_config(targets=edges))
     two = h.goto("beta", "# H")

@@ -12,6 +12,7 @@ import copy
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -27,9 +28,11 @@ REVIEW_KEYS = [
 GROUPS = ["goto_tool", "review", "tool_result", "present", "notice", "errors", "command"]
 
 
-def raw(language: str, root: Path | None = None) -> dict:  # type: ignore[type-arg]
+def raw(language: str, root: Path | None = None) -> dict[str, Any]:
     base = root if root is not None else data_dir("templates")
-    return YAML(typ="safe", pure=True).load((base / language / f"{CATALOG_NAME}.yaml").read_text("utf-8"))
+    loaded: dict[str, Any] = YAML(typ="safe", pure=True).load(
+        (base / language / f"{CATALOG_NAME}.yaml").read_text("utf-8"))
+    return loaded
 
 
 @pytest.fixture

@@ -154,7 +154,7 @@ def test_narration_never_for_tools_or_initial_S92e_S92f() -> None:
         h = Harness(make_config(min_handoff_tokens=threshold))
         h.header()
         h.open_turn()
-        h.review.approve()  # type: ignore[union-attr]
+        h.review.approve()
         assert not h.goto("beta", "# H").is_error
         h.boundary()
         assert not any(prefix(h, "beta") in t for t in h.stage_texts())
@@ -175,13 +175,13 @@ def test_queued_stage_replaces_an_approved_full_transition_S93a() -> None:
     h.header()
     h.open_turn()
     h.user("old work")
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", "# H").is_error
     assert h.controller.set(h.agent, "beta") == "queued"
     h.boundary()
     assert h.stage_texts() == [prefix(h, "beta") + body("beta")]
     assert "old work" in h.prompt_texts()
-    assert h.handoffs.files  # type: ignore[union-attr]
+    assert h.handoffs.files
 
 
 def test_set_current_keeps_pending_S93b() -> None:

@@ -43,10 +43,10 @@ class _GatedLog:
 
 def test_two_session_wrappers_of_one_log_cannot_both_apply_a_transition_S89() -> None:
     """Two ``Session`` wrappers of one log driven from two threads: the second ``set`` folds
-    only after the first one's append, so exactly one stage record is written (S89 set, H2)."""
+    only after the first one's append, so exactly one stage record is written (S89 set)."""
     h = Harness()
     gated = _GatedLog(h.log)
-    first = InboxAgent(Session(gated))  # type: ignore[arg-type]
+    first = InboxAgent(Session(gated))
     second = InboxAgent(Session(h.log))
     outcomes: dict[str, str] = {}
 

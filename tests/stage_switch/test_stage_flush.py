@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from fsm_stage.errors import LogWriteError
-from fsm_stage.log.events import Replace
+from fsm_stage.log.events import Event, NewEvent, Replace
 from fsm_stage.runtime.pending import Selection
 from fsm_stage.stage_switch import FLUSH_FAILURE_MESSAGE, PendingTransition
 
@@ -15,7 +17,7 @@ from .harness import PROBE, Harness, body, make_config
 
 
 def approved(h: Harness, stage: str, handoff: str = "# H") -> str:
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     result = h.goto(stage, handoff, log=False)
     assert not result.is_error, result.text
     return str(result.value.get("handoffPath"))
@@ -139,7 +141,7 @@ def test_light_tool_flush_is_never_narrated_S79() -> None:
     h = Harness(make_config(min_handoff_tokens=100))
     h.open_turn()
     h.header()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta").is_error
     h.boundary()
     assert h.stage_texts() == [body("beta")]
@@ -187,7 +189,7 @@ def test_flush_failure_names_a_stage_with_braces_verbatim_S80(caplog: pytest.Log
     assert h.pending() == stage
 
 
-def test_refused_replace_over_a_protected_head_S80() -> None:
+def test_refused_replace_over_a_protected_head_S80(monkeypatch: pytest.MonkeyPatch) -> None:
     """S80 with the host's own refusal: a log whose surface rejects the replace keeps everything."""
     h = Harness(system_head=True)
     h.open_turn()
@@ -195,15 +197,15 @@ def test_refused_replace_over_a_protected_head_S80() -> None:
     approved(h, "beta")
     original = h.session.append_many  # the approved switch + its redemption go in one batch
 
-    def refuse(specs, **kw):  # type: ignore[no-untyped-def]
+    def refuse(specs: Sequence[NewEvent], **kw: Any) -> list[Event]:
         if any(isinstance(spec.surface_op, Replace) for spec in specs):
             raise LogWriteError("replace over the protected system head")
         return original(specs, **kw)
 
-    h.session.append_many = refuse  # type: ignore[method-assign]
+    monkeypatch.setattr(h.session, "append_many", refuse)
     h.boundary()
     assert h.pending() == "beta" and h.current() == "alpha"
-    h.session.append_many = original  # type: ignore[method-assign]
+    monkeypatch.undo()
     h.boundary()
     assert h.current() == "beta" and h.session.events[h.session.surface()[0]].type == "system/message"
 

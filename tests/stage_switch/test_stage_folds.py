@@ -102,7 +102,7 @@ def test_client_fold_both_kinds_S20() -> None:
 def test_client_fold_ignores_others_S21() -> None:
     """S21: human messages, the legacy wrapper, other producers, transient entries, turn events."""
     compact = msg("checkpoint", kind="plugin", extra={"plugin": "compact"})
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"type": "event", "event": plain("hello")},
         {"type": "event",
          "event": msg("Current stage: route", kind="plugin", extra={"plugin": "stage-switch"})},

@@ -25,8 +25,8 @@ def test_composition_registers_service_tool_and_command_S94() -> None:
     h = Harness()
     assert h.runtime.service("stage") is h.controller
     assert GOTO_STAGE in h.runtime.tools
-    assert [c.name for c in h.runtime.commands.specs] == ["stage"]  # type: ignore[union-attr]
-    assert h.runtime.commands.specs[0].hint == "[stage|message]"  # type: ignore[union-attr]
+    assert [c.name for c in h.commands.specs] == ["stage"]
+    assert h.commands.specs[0].hint == "[stage|message]"
 
 
 def test_records_survive_a_real_jsonl_round_trip_S95(tmp_path: Path) -> None:
@@ -48,7 +48,8 @@ def test_records_survive_a_real_jsonl_round_trip_S95(tmp_path: Path) -> None:
         for m in runtime.pre_step(agent, []):
             session.append_message(m)
         session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-        assert run(runtime.run_command(agent, "/stage gamma")).kind == "success"  # type: ignore[union-attr]
+        reply = run(runtime.run_command(agent, "/stage gamma"))
+        assert reply is not None and reply.kind == "success"
         session.append("turn/start", {"turn": 2})
         session.append_message({"id": "u", "role": "user", "content": [{"type": "text", "text": "go"}],
                                 "source": {"kind": "user"}})
@@ -84,7 +85,7 @@ def test_close_unloads_everything_S96() -> None:
     h.controller.close()
     assert h.runtime.service("stage") is None
     assert GOTO_STAGE not in h.runtime.tools
-    assert h.runtime.commands.specs == []  # type: ignore[union-attr]
+    assert h.commands.specs == []
     h.boundary(step_start=True)
     assert h.summaries() == ["Current stage: alpha"] and h.fold() == "alpha"
     assert h.controller.projection_state(h.session) is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 
 from fsm_stage.config import EdgeConfig
@@ -21,6 +23,13 @@ def policy(h: Harness) -> str | None:
             assert c.order == STAGE_POLICY_ORDER
             return c.text
     return None
+
+
+def targets(h: Harness) -> str:
+    """The ``stage_targets`` template variable for the harness agent."""
+    variables = h.controller.variables(h.agent)
+    assert variables is not None
+    return variables["stage_targets"]
 
 
 def test_no_predicate_gives_empty_text_S31() -> None:
@@ -102,14 +111,14 @@ def test_variables_edge_cases_S37() -> None:
     assert h.controller.variables(None) is None  # (a)
     assert h.controller.policy_text(None) == ""
     h.controller.set(h.agent, "beta")
-    assert h.controller.variables(h.agent)["stage_targets"] == "alpha, gamma"  # type: ignore[index]  # (b)
+    assert targets(h) == "alpha, gamma"  # (b)
     z = Harness(make_config(("zeta", "alpha", "beta")))
     z.controller.set(z.agent, "alpha")
-    assert z.controller.variables(z.agent)["stage_targets"] == "zeta, beta"  # type: ignore[index]  # (c)
+    assert targets(z) == "zeta, beta"  # (c)
     assert z.command("/stage").text == z.text("command.current", stage="alpha", stages="alpha, beta, zeta")
     r = Harness()
     r.controller.set(r.agent, "retired")
-    assert r.controller.variables(r.agent)["stage_targets"] == "alpha, beta, gamma"  # type: ignore[index]  # (d)
+    assert targets(r) == "alpha, beta, gamma"  # (d)
 
 
 def test_register_eligibility_rules_S37e_S37f_S37g() -> None:
@@ -117,7 +126,7 @@ def test_register_eligibility_rules_S37e_S37f_S37g() -> None:
     S37g: closing clears every predicate."""
     h = Harness()
     with pytest.raises(TypeError, match="predicate must be a function"):
-        h.controller.register_eligibility(42)  # type: ignore[arg-type]
+        h.controller.register_eligibility(cast(Any, 42))
     assert "predicate" in PREDICATE_TYPE_MESSAGE
 
     def pred(_a: Agent) -> bool:
@@ -163,7 +172,7 @@ def test_targets_follow_graph_edges_and_named_guards() -> None:
     h = Harness(cfg)
     assert h.controller.variables(h.agent) == {"stage_current": "alpha", "stage_targets": "beta"}
     h.controller.set(h.agent, "beta")
-    assert h.controller.variables(h.agent)["stage_targets"] == "alpha"  # type: ignore[index]
+    assert targets(h) == "alpha"
     green = {"value": False}
     dispose = h.controller.register_eligibility(lambda _a: green["value"], name="tests_green")
     assert h.controller.targets(h.agent) == ("alpha",)
@@ -172,7 +181,7 @@ def test_targets_follow_graph_edges_and_named_guards() -> None:
     dispose()
     assert h.controller.targets(h.agent) == ("alpha",)
     h.controller.set(h.agent, "gamma")
-    assert h.controller.variables(h.agent)["stage_targets"] == ""  # type: ignore[index]
+    assert targets(h) == ""
 
 
 def test_named_guard_names_hold_one_predicate() -> None:

@@ -42,8 +42,9 @@ def _crash_mid_turn(path: Path, *, started_call: bool) -> tuple[str, bool]:
     with JsonlLog(path, header=SessionHeader("crashy", created_at=1, cwd=str(path.parent))) as log:
         agent = InboxAgent(Session(log))
         loop = Loop(runtime, agent, ScriptedModel([ModelReply.say("ok")]))
-        assert run(loop.command("/stage gamma")).kind == "success"  # type: ignore[union-attr]
-        assert run(loop.command("/plan")).kind == "success"  # type: ignore[union-attr]
+        for line in ("/stage gamma", "/plan"):
+            reply = run(loop.command(line))
+            assert reply is not None and reply.kind == "success"
         run(loop.prompt("first"))
         session = agent.session
         session.append(TURN_START, {"turn": 2})
@@ -139,7 +140,7 @@ def test_repair_is_explicit_idempotent_and_skips_a_live_turn(tmp_path: Path) -> 
 
 
 def test_command_repairs_before_running(tmp_path: Path) -> None:
-    """`/plan off` on a reopened crashed log applies now (the dead turn is closed first) instead of
+    """`/plan off` on a reopened crashed log applies at once (the dead turn is closed first) instead of
     being queued behind a turn that will never end."""
     path = tmp_path / "k.jsonl"
     _crash_mid_turn(path, started_call=True)

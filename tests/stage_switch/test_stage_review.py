@@ -20,7 +20,8 @@ PATH = "/workspace/handoff/agent-1/beta.md"
 
 
 def tool_result_data(h: Harness) -> dict[str, Any]:
-    return h.last_tool_result().data  # type: ignore[no-any-return]
+    data: dict[str, Any] = h.last_tool_result().data
+    return data
 
 
 def test_composed_review_writes_first_and_defers_the_switch_S52() -> None:
@@ -32,16 +33,16 @@ def test_composed_review_writes_first_and_defers_the_switch_S52() -> None:
     writes_at_review: list[int] = []
 
     def approve(q: Sequence[Question]) -> list[Answer]:
-        writes_at_review.append(len(h.handoffs.writes))  # type: ignore[union-attr]
+        writes_at_review.append(len(h.handoffs.writes))
         return [Answer(q[0].id, (h.text("review.approve_label"),))]
 
-    h.review.then(approve)  # type: ignore[union-attr]
+    h.review.then(approve)
     result = h.goto("beta", H)
     assert not result.is_error
     assert result.value == {"approved": True, "stage": "beta", "handoffPath": PATH}
-    assert [(w.path, w.text) for w in h.handoffs.writes] == [(PATH, H)]  # type: ignore[union-attr]
+    assert [(w.path, w.text) for w in h.handoffs.writes] == [(PATH, H)]
     assert writes_at_review == [1]
-    (request,) = h.review.requests  # type: ignore[union-attr]
+    (request,) = h.review.requests
     assert request.agent is h.agent
     (q,) = request.questions
     assert q.id == STAGE_REVIEW_ID and q.header == h.text("review.header") and q.detail == H
@@ -54,16 +55,16 @@ def test_full_review_has_no_intent_S53() -> None:
     """S53."""
     h = Harness()
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H).is_error
-    assert h.review.requests[0].questions[0].intent is None  # type: ignore[union-attr]
+    assert h.review.requests[0].questions[0].intent is None
 
 
 def test_queued_full_transition_leaves_surface_untouched_S54() -> None:
     """S54: approved with an empty surface → still no model messages before the boundary."""
     h = Harness()
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H, log=False).is_error
     assert h.session.messages() == []
 
@@ -72,7 +73,7 @@ def test_keep_with_feedback_S55() -> None:
     """S55: keep + custom → keep_stage_feedback with the feedback; no switch."""
     h = Harness()
     h.open_turn()
-    h.review.keep("revisit the handoff")  # type: ignore[union-attr]
+    h.review.keep("revisit the handoff")
     result = h.goto("beta", H)
     assert result.text == "Error: " + h.text("errors.keep_stage_feedback", feedback="revisit the handoff")
     assert h.fold() is None and h.pending() is None
@@ -82,7 +83,7 @@ def test_keep_without_feedback_has_no_meta_S56() -> None:
     """S56: keep → keep_stage, isError, and the durable tool/result has no meta key."""
     h = Harness()
     h.open_turn()
-    h.review.keep()  # type: ignore[union-attr]
+    h.review.keep()
     result = h.goto("beta", H)
     assert result.is_error and result.text == "Error: " + h.text("errors.keep_stage")
     assert "meta" not in tool_result_data(h)
@@ -92,7 +93,7 @@ def test_dismissal_names_the_user_takeover_S57() -> None:
     """S57: a dismissal → errors.dismissed (not the channel's message), no meta, no switch."""
     h = Harness()
     h.open_turn()
-    h.review.dismiss()  # type: ignore[union-attr]
+    h.review.dismiss()
     result = h.goto("beta", H)
     assert result.text == "Error: " + h.text("errors.dismissed")
     assert "meta" not in tool_result_data(h)
@@ -128,7 +129,7 @@ def test_consent_matrix_S58(answers: list[Answer], outcome: str) -> None:
     custom text approves; after a non-consent nothing is pending and a boundary appends nothing."""
     h = Harness()
     h.open_turn()
-    h.review.answers(*answers)  # type: ignore[union-attr]
+    h.review.answers(*answers)
     result = h.goto("beta", H)
     if outcome == "consent":
         assert not result.is_error and h.pending() == "beta"
@@ -147,7 +148,7 @@ def test_zh_rejects_the_english_label_S58k() -> None:
     """S58k: with language zh the English 'Approve' label does not approve."""
     h = Harness(make_config(language="zh"))
     h.open_turn()
-    h.review.answers(Answer(STAGE_REVIEW_ID, ("Approve",)))  # type: ignore[union-attr]
+    h.review.answers(Answer(STAGE_REVIEW_ID, ("Approve",)))
     result = h.goto("beta", H)
     assert result.text == "Error: " + h.text("errors.keep_stage")
 
@@ -165,7 +166,7 @@ def test_other_review_failures_pass_through_S59(error: Exception) -> None:
     """S59: a non-dismissal failure fails the call with its own message; no meta, pending or record."""
     h = Harness()
     h.open_turn()
-    h.review.fail(error)  # type: ignore[union-attr]
+    h.review.fail(error)
     result = h.goto("beta", H)
     assert result.text == "Error: " + str(error)
     assert "meta" not in tool_result_data(h)
@@ -176,7 +177,7 @@ def test_cancellation_is_not_a_dismissal_S59() -> None:
     """S59 / Appendix B5: an aborted review (CancelledError) propagates; it is not reported as dismissed."""
     h = Harness()
     h.open_turn()
-    h.review.fail(asyncio.CancelledError())  # type: ignore[union-attr]
+    h.review.fail(asyncio.CancelledError())
     with pytest.raises(asyncio.CancelledError):
         run(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent))
     assert h.pending() is None
@@ -186,7 +187,7 @@ def test_close_while_review_is_open_S60() -> None:
     """S60: closed before the (approving) answer arrives → the fixed reload message, no switch."""
     h = Harness()
     h.open_turn()
-    gate = h.review.block()  # type: ignore[union-attr]
+    gate = h.review.block()
 
     async def scenario() -> Any:
         task = asyncio.create_task(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent))
@@ -204,7 +205,7 @@ def test_close_then_dismiss_still_reports_dismissed_S60() -> None:
     """S60: a rejected ask is classified first: a dismissal after close still says dismissed."""
     h = Harness()
     h.open_turn()
-    gate = h.review.block()  # type: ignore[union-attr]
+    gate = h.review.block()
 
     async def scenario() -> Any:
         task = asyncio.create_task(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent))
@@ -222,10 +223,10 @@ def test_zh_review_dialog_S61() -> None:
     zh = load_catalog("stage_switch", "zh")
     h = Harness(make_config(language="zh"))
     h.open_turn()
-    h.review.approve(zh.text("review.approve_label"))  # type: ignore[union-attr]
+    h.review.approve(zh.text("review.approve_label"))
     result = h.goto("beta", "# Handoff")
     assert not result.is_error
-    (request,) = h.review.requests  # type: ignore[union-attr]
+    (request,) = h.review.requests
     (q,) = request.questions
     assert q.header == zh.text("review.header")
     assert q.question == zh.text("review.full_question", stage="beta")
@@ -247,9 +248,9 @@ def test_zh_composed_review_and_boundary_S62() -> None:
     zh = load_catalog("stage_switch", "zh")
     h = Harness(cfg)
     h.open_turn()
-    h.review.approve(zh.text("review.approve_label"))  # type: ignore[union-attr]
+    h.review.approve(zh.text("review.approve_label"))
     assert not h.goto("beta", "# 交接").is_error
-    (q,) = h.review.requests[0].questions  # type: ignore[union-attr]
+    (q,) = h.review.requests[0].questions
     assert (q.header, q.question, q.detail) == (zh.text("review.header"),
                                                 zh.text("review.full_question", stage="beta"), "# 交接")
     assert q.labels == (zh.text("review.approve_label"), APPROVE_KEEP_CONVERSATION_LABEL,
@@ -272,7 +273,7 @@ def test_tool_never_claims_a_switch_that_does_not_happen() -> None:
     for stage in ("beta", "gamma"):
         h = Harness()
         h.open_turn()
-        h.review.approve()  # type: ignore[union-attr]
+        h.review.approve()
         result = h.goto(stage, H)
         assert not result.is_error and "approved" in result.text
         h.boundary()
@@ -285,8 +286,8 @@ def test_review_carries_the_calls_cancel_signal_S52() -> None:
 
     h = Harness()
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     signal = AbortSignal()
     run(h.controller.goto_stage({"stage": "beta", "handoff": H}, h.agent, signal))
-    (request,) = h.review.requests  # type: ignore[union-attr]
+    (request,) = h.review.requests
     assert request.agent is h.agent and request.signal is signal

@@ -134,7 +134,8 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
     with JsonlLog(log_path) as reopened:
         fresh = StageController(graph)
         assert fresh.current(Session(reopened)) == "verify"
-        assert fresh.projection_state(Session(reopened)).has_stage_prompt  # type: ignore[union-attr]
+        state = fresh.projection_state(Session(reopened))
+        assert state is not None and state.has_stage_prompt
 
 
 def test_feature_work_graph_guards_the_verify_edge(tmp_path: Path) -> None:
@@ -162,7 +163,8 @@ def test_feature_work_graph_guards_the_verify_edge(tmp_path: Path) -> None:
     with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s1", cwd=str(tmp_path))) as log:
         session = Session(log)
         agent = InboxAgent(session)
-        assert run(runtime.run_command(agent, "/stage implement")).kind == "success"  # type: ignore[union-attr]
+        reply = run(runtime.run_command(agent, "/stage implement"))
+        assert reply is not None and reply.kind == "success"
         loop = Loop(runtime, agent, model)
         run(loop.prompt("continue"))
         results = [e.data["message"]["content"][0]["content"][0]["text"]

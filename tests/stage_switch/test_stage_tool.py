@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+
 from fsm_stage.config import EdgeConfig
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.handoff import HandoffPathError, MemoryHandoffStore
 from fsm_stage.log.projections import fold_stage
+from fsm_stage.runtime.tools import ToolResult
 from fsm_stage.stage_switch import NO_AGENT_MESSAGE
+from fsm_stage.stage_switch.tool import GotoStageTool
 
-from .harness import Harness, make_config, run
+from .harness import Harness, Targets, make_config, run
 
 H = "# Handoff\n\nwork"
 
@@ -41,12 +48,13 @@ def test_present_call_card_S40() -> None:
     """S40: generic card titled by the target; body = handoff, else the light wording."""
     h = Harness()
     tool = h.runtime.tools["goto_stage"]
-    card = tool.present_call({"stage": "beta", "handoff": "# Handoff\n\nwork"})  # type: ignore[attr-defined]
+    assert isinstance(tool, GotoStageTool)
+    card = tool.present_call({"stage": "beta", "handoff": "# Handoff\n\nwork"})
     assert card == {"card": "generic", "title": h.text("present.call_title", stage="beta"), "kind": "other",
                     "content": [{"type": "text", "text": "# Handoff\n\nwork"}]}
-    light = tool.present_call({"stage": "beta"})  # type: ignore[attr-defined]
+    light = tool.present_call({"stage": "beta"})
     assert light["content"] == [{"type": "text", "text": h.text("present.light_call_content", stage="beta")}]
-    empty = tool.present_call({"stage": "beta", "handoff": ""})  # type: ignore[attr-defined]
+    empty = tool.present_call({"stage": "beta", "handoff": ""})
     assert empty["content"] == [{"type": "text", "text": ""}]
 
 
@@ -54,7 +62,9 @@ def test_present_result_card_S41() -> None:
     """S41: generic card with the result's content unchanged."""
     h = Harness()
     content = [{"type": "text", "text": "ok"}]
-    card = h.runtime.tools["goto_stage"].present_result(  # type: ignore[attr-defined]
+    tool = h.runtime.tools["goto_stage"]
+    assert isinstance(tool, GotoStageTool)
+    card = tool.present_result(
         {"stage": "beta"}, {"content": content, "isError": False})
     assert card == {"card": "generic", "title": h.text("present.result_title"), "content": content}
 
@@ -62,14 +72,14 @@ def test_present_result_card_S41() -> None:
 def test_rendered_results_S42() -> None:
     """S42 (a–c): full = approved + handoff path; light = approved only; value keys exactly."""
     h = Harness()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     h.open_turn()
     full = h.goto("beta", H, log=False)
     assert full.text == h.text("tool_result.approved", stage="beta") + h.text(
         "tool_result.handoff_path", path="/workspace/handoff/agent-1/beta.md")
     assert set(full.value) == {"approved", "stage", "handoffPath"}
     lt = Harness(make_config(min_handoff_tokens=100))
-    lt.review.approve()  # type: ignore[union-attr]
+    lt.review.approve()
     lt.open_turn()
     light = lt.goto("beta", log=False)
     assert light.text == lt.text("tool_result.approved", stage="beta")
@@ -114,7 +124,7 @@ def test_missing_handoff_before_review_S47() -> None:
     result = h.goto("beta")
     assert result.text == "Error: " + h.text("errors.requires_handoff")
     assert "## Primary Request and Intent" in result.text
-    assert h.review.requests == []  # type: ignore[union-attr]
+    assert h.review.requests == []
     assert h.fold() is None
     no_side_effects(h, before)
 
@@ -129,17 +139,17 @@ def test_no_file_store_S48() -> None:
 def test_write_failure_passes_through_S49() -> None:
     """S49: a write that raises 'disk full' fails the call with that message, unchanged."""
     h = Harness()
-    h.handoffs.fail_with = OSError("disk full")  # type: ignore[union-attr]
+    h.handoffs.fail_with = OSError("disk full")
     result = h.goto("beta", H)
     assert result.text == "Error: disk full"
-    assert h.fold() is None and h.review.requests == []  # type: ignore[union-attr]
+    assert h.fold() is None and h.review.requests == []
 
 
 def test_path_refusal_is_a_clear_tool_error() -> None:
     """A handoff path refusal reaches the model as one clear line."""
 
     class Refusing(MemoryHandoffStore):
-        def write(self, relative, text, *, cwd, policy=None):  # type: ignore[no-untyped-def]
+        def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:
             raise HandoffPathError("handoff folder '/workspace/handoff' is a symlink")
 
     h = Harness(handoffs=Refusing())
@@ -170,15 +180,15 @@ def test_validation_order_and_no_side_effects_S51() -> None:
         assert d.goto(stage, handoff).is_error
     no_side_effects(d, before)  # (d)
     e = Harness()
-    e.review.keep()  # type: ignore[union-attr]
+    e.review.keep()
     assert e.goto("beta", "# Draft").is_error
-    assert e.handoffs.files == {"/workspace/handoff/agent-1/beta.md": "# Draft"}  # type: ignore[union-attr]  # (e)
+    assert e.handoffs.files == {"/workspace/handoff/agent-1/beta.md": "# Draft"}  # (e)
     assert e.pending() is None
 
 
 # ----------------------------------------------------------------------------- graph edges as guards
 
-EDGES = {"alpha": ["beta"], "beta": [EdgeConfig("gamma", ("tests_green",)), "alpha"], "gamma": []}
+EDGES: Targets = {"alpha": ["beta"], "beta": [EdgeConfig("gamma", ("tests_green",)), "alpha"], "gamma": []}
 
 
 def test_model_may_only_take_graph_edges() -> None:
@@ -187,7 +197,7 @@ def test_model_may_only_take_graph_edges() -> None:
     result = h.goto("gamma", H)
     expected = h.text("errors.not_a_target", stage="gamma", current="alpha", targets="beta")
     assert result.text == "Error: " + expected
-    assert h.review.requests == [] and h.handoffs.writes == []  # type: ignore[union-attr]
+    assert h.review.requests == [] and h.handoffs.writes == []
 
 
 def test_edge_guard_must_hold_and_refusal_names_it() -> None:
@@ -202,7 +212,7 @@ def test_edge_guard_must_hold_and_refusal_names_it() -> None:
     assert h.goto("gamma", H).text == refused.text
     green["ok"] = True
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     ok = h.goto("gamma", H)
     assert not ok.is_error and h.pending() == "gamma"
 
@@ -223,9 +233,9 @@ def test_guard_rechecked_after_the_review() -> None:
     green = {"ok": True}
     h.controller.register_eligibility(lambda _a: green["ok"], name="tests_green")
     h.open_turn()
-    gate = h.review.block()  # type: ignore[union-attr]
+    gate = h.review.block()
 
-    async def scenario() -> object:
+    async def scenario() -> ToolResult:
         import asyncio
 
         task = asyncio.create_task(h.goto_async("gamma", H, log=False))
@@ -235,7 +245,7 @@ def test_guard_rechecked_after_the_review() -> None:
         return await task
 
     result = run(scenario())
-    assert result.is_error and "tests_green" in result.text  # type: ignore[attr-defined]
+    assert result.is_error and "tests_green" in result.text
     assert h.pending() is None
 
 
@@ -251,7 +261,7 @@ def test_retired_current_stage_may_go_anywhere() -> None:
     h = Harness(make_config(targets=EDGES))
     h.controller.set(h.agent, "retired")
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("gamma", H).is_error
     h.boundary()
     assert h.fold() == "gamma"
@@ -261,9 +271,9 @@ def test_stage_moved_during_review_refuses_the_stale_approval() -> None:
     """Another writer moved the stage while the human read → the approval is stale."""
     h = Harness()
     h.open_turn()
-    gate = h.review.block()  # type: ignore[union-attr]
+    gate = h.review.block()
 
-    async def scenario() -> object:
+    async def scenario() -> ToolResult:
         import asyncio
 
         task = asyncio.create_task(h.goto_async("beta", H, log=False))
@@ -273,50 +283,60 @@ def test_stage_moved_during_review_refuses_the_stale_approval() -> None:
         return await task
 
     result = run(scenario())
-    assert result.text == "Error: " + h.text("errors.stage_changed", stage="beta", current="gamma")  # type: ignore[attr-defined]
+    assert result.text == "Error: " + h.text("errors.stage_changed", stage="beta", current="gamma")
     assert h.pending() is None
 
 
-def test_flush_when_the_logged_stage_lost_the_edge_jumps(caplog: object) -> None:
+def test_flush_when_the_logged_stage_lost_the_edge_jumps(caplog: pytest.LogCaptureFixture) -> None:
     """The approval is binding: if the logged stage moved (another writer) to one without the edge,
     the flush still records the approved target (the tool already told the model) and warns."""
     import logging
 
     h = Harness(make_config(targets=EDGES))
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H).is_error
-    assert h.controller.pending_transition(h.session).kind == "model"  # type: ignore[union-attr]
+    pending = h.controller.pending_transition(h.session)
+    assert pending is not None and pending.kind == "model"
     h.session.append_message(h.controller.stage_prompt("gamma", narrate=False))  # another writer
-    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING):
         h.boundary()
     assert h.fold() == "beta"
-    assert "not an edge" in caplog.text  # type: ignore[attr-defined]
+    assert "not an edge" in caplog.text
 
 
-GUARDED = {"alpha": [EdgeConfig("beta", ("tests_green",))], "beta": ["alpha"]}
+GUARDED: Targets = {"alpha": [EdgeConfig("beta", ("tests_green",))], "beta": ["alpha"]}
 
 
-def test_flush_fires_the_edge_with_the_real_guards_when_they_still_hold(caplog: object) -> None:
+def test_flush_fires_the_edge_with_the_real_guards_when_they_still_hold(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """DESIGN §5: the flush fires the machine's edge with the live eligibility (the
     guard is consulted again at flush time); while it holds, no jump and no warning."""
     import logging
 
     h = Harness(make_config(targets=GUARDED))
     calls: list[object] = []
-    h.controller.register_eligibility(lambda a: calls.append(a) is None, name="tests_green")
+
+    def tests_green(agent: object) -> bool:
+        calls.append(agent)
+        return True
+
+    h.controller.register_eligibility(tests_green, name="tests_green")
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H).is_error
     before = len(calls)
-    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING):
         h.boundary()
     assert h.fold() == "beta"
     assert len(calls) > before  # the guard was evaluated at flush time
-    assert "stage switch" not in caplog.text  # type: ignore[attr-defined]
+    assert "stage switch" not in caplog.text
 
 
-def test_flush_after_a_guard_closed_applies_the_approval_as_an_explicit_jump(caplog: object) -> None:
+def test_flush_after_a_guard_closed_applies_the_approval_as_an_explicit_jump(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """An approval is binding: a guard that closed between the approval and the flush does not undo what the
     human approved (the tool already told the model), but the machine is asked honestly: its
     edge refuses, the switch is applied as an explicit jump and the warning names the guard."""
@@ -326,13 +346,13 @@ def test_flush_after_a_guard_closed_applies_the_approval_as_an_explicit_jump(cap
     green = {"value": True}
     h.controller.register_eligibility(lambda _a: green["value"], name="tests_green")
     h.open_turn()
-    h.review.approve()  # type: ignore[union-attr]
+    h.review.approve()
     assert not h.goto("beta", H).is_error
     green["value"] = False
-    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING):
         h.boundary()
     assert h.fold() == "beta" and h.pending() is None
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]  # type: ignore[attr-defined]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "alpha -> beta" in warnings[0] and "tests_green" in warnings[0] and "jump" in warnings[0]
 

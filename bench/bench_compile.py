@@ -126,13 +126,40 @@ def _measure(text: str, repeat: int, *, fire: bool) -> dict[str, Any]:
     return result
 
 
-def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+def interleaved(text: str, stages: int, repeat: int) -> dict[str, Any]:
+    """Row 5 with its baseline in the same process, alternating (issue 17): one load + validate +
+    compile of ``text`` (cache cleared), then one bare ``transitions.Machine`` construction for
+    the same ring (``bench_transitions.raw_machine``), ``repeat`` rounds; medians and the
+    median of the same-round ratios."""
+    from bench_transitions import raw_machine
+
+    from fsm_stage.config import load_config_text
+    from fsm_stage.graph import clear_cache, compile_graph
+
+    def ours() -> object:
+        clear_cache()
+        graph = load_config_text(text, "generated.yaml").graph
+        assert graph is not None
+        return compile_graph(graph)
+
+    ours_t, machine_t = [], []
+    for _ in range(repeat):
+        ours_t.append(_median_time(ours, 1))
+        machine_t.append(_median_time(lambda: raw_machine(stages), 1))
+    return {"total_s": statistics.median(ours_t), "machine_s": statistics.median(machine_t),
+            "ratio": statistics.median(o / m for o, m in zip(ours_t, machine_t, strict=True)),
+            "repeat": repeat}
+
+
+def run(quick: bool = False, smoke: bool = False, all_to_all: bool = True) -> dict[str, Any]:
     """Time load+validate and compile; returns seconds (medians) and the sizes measured.
 
     Top-level keys describe the 1,000-stage / 5,000-edge ring (``stages``, ``edges``,
     ``transitions``, ``yaml_bytes``, ``repeat``, ``load_s``, ``compile_s``, ``total_s``,
-    ``cached_s``); ``all_to_all`` holds the same keys plus ``fire_s`` for the graph with
-    ``targets`` omitted everywhere. ``quick`` repeats fewer times (same graph sizes); ``smoke``
+    ``cached_s``); ``interleaved`` holds load + validate + compile timed alternately with a
+    bare ``transitions.Machine`` for the same ring; ``all_to_all`` holds the same keys plus
+    ``fire_s`` for the graph with ``targets`` omitted everywhere (skipped with
+    ``all_to_all=False``). ``quick`` repeats fewer times (same graph sizes); ``smoke``
     uses 50-stage graphs (harness check only).
     """
     import fsm_stage._yaml.fast as fast_module
@@ -151,7 +178,9 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         )
     finally:
         fast_module.USE_C_PARSER = saved
-    result["all_to_all"] = _measure(generate_yaml(stages, None), repeat, fire=True)
+    result["interleaved"] = interleaved(text, stages, 1 if smoke else 5 if quick else 9)
+    result["all_to_all"] = (_measure(generate_yaml(stages, None), repeat, fire=True) if all_to_all
+                            else "skipped in --quick")
     return result
 
 

@@ -6,10 +6,10 @@ over the same ring graph (``bench_transitions.ring_edges``), and reports the byt
 per-graph part (the compiled machine, the python-statemachine class) is built before
 measuring and excluded; the session object itself is included on every side.
 
-* ``fsm_stage``   ``CompiledGraph.new_cursor(initial)`` per session on one compiled graph
-                  (DESIGN.md §5: sessions are small cursors, never ``add_model``-ed); the
-                  detail measures a whole live session with no events (``Session`` over an
-                  empty ``MemoryLog``, stage read through a ``StageController``).
+* ``fsm_stage``   a whole live session with no events (``Session`` over an empty ``MemoryLog``
+                  with its own header and id, stage read through a ``StageController``, its
+                  lock and cursor): the row's number; the detail also gives the bare
+                  ``CompiledGraph.new_cursor(initial)`` (DESIGN.md §5: never ``add_model``-ed).
 * ``add_model``   one ``transitions.Machine`` with its defaults (``auto_transitions=True``),
                   ``machine.add_model(obj)`` per session (binds ``to_*``/``is_*``/trigger
                   partials onto each object); also with ``auto_transitions=False``.
@@ -96,23 +96,26 @@ def cursor_bytes(count: int, n: int = STAGES) -> float:
 
 
 def live_session_bytes(count: int, n: int = STAGES) -> float:
-    """A whole live session with no events: ``Session`` over an empty ``MemoryLog`` (shared
-    header), whose stage has been read through a ``StageController`` (stage projection cursor
-    and per-session lock created), plus its graph cursor."""
-    from bench_transitions import header
-
-    from fsm_stage.log.events import MemoryLog
+    """A whole live session with no events: ``Session`` over an empty ``MemoryLog`` with its own
+    header (a distinct session id each, as in production), whose stage has been read through a
+    ``StageController`` (stage projection cursor and per-session lock created), plus its graph
+    cursor. The row is decided on this number (issue 17), not on the bare cursor."""
+    from fsm_stage.log.events import MemoryLog, SessionHeader
     from fsm_stage.runtime.session import Session
     from fsm_stage.stage_switch import StageController
 
     controller = StageController(ring_graph_config(n))
-    shared_header = header()
+    ids = iter(range(10**9))
+    cursors: list[object] = []  # its growth (a pointer per session) is counted: conservative
 
     def one() -> object:
-        session = Session(MemoryLog(shared_header))
+        session = Session(MemoryLog(SessionHeader(id=f"session-{next(ids):08d}", created_at=0, cwd="/tmp")))
         controller.current(session)
         controller.session_lock(session)
-        return session, controller.graph.new_cursor(controller.current(session))
+        # the cursor goes into a list of the bench's, not into a per-session tuple that would
+        # count the bench's bookkeeping (56 B) as session state
+        cursors.append(controller.graph.new_cursor(controller.current(session)))
+        return session
 
     keep = one()  # first-use allocations
     result = bytes_per(one, count)

@@ -25,9 +25,13 @@ Ratios, not absolute times, are the point: the machine is shared and noisy.
 from __future__ import annotations
 
 import gc
+import json
+import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from transitions import Machine
@@ -274,14 +278,35 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
             sides[key] = (make, iterations)
         except (ImportError, AttributeError, TypeError, RuntimeError) as exc:
             out["missing"][key] = _missing(exc)
-    times: dict[str, list[float]] = {key: [] for key in sides}
-    for _ in range(repeat):
-        for key, (make, iterations) in sides.items():
-            times[key].extend(measure(make, iterations, 1))
+    with tempfile.TemporaryDirectory(prefix="fsm-bench-durable-") as tmp:
+        folder = Path(tmp)
+        n_durable = 5 if smoke else 40 if quick else 150
+        out["n_durable"] = n_durable
+        durable: dict[str, tuple[Callable[[int], Loop], int]] = {
+            "raw_durable": (make_raw_durable(folder, n_stages), n_durable)}
+        sqlite = make_sqlite_saver(folder)
+        if isinstance(sqlite, str):
+            out["missing"]["sqlite"] = sqlite
+        else:
+            durable["sqlite"] = (sqlite, n_durable)
+        try:
+            reviewed_durable = make_reviewed(n_stages, durable=folder)
+            measure(reviewed_durable, 3, 1)
+            durable["reviewed_durable"] = (reviewed_durable, n_durable)
+        except (ImportError, AttributeError, TypeError, RuntimeError) as exc:
+            out["missing"]["reviewed_durable"] = _missing(exc)
+        times: dict[str, list[float]] = {key: [] for key in [*sides, *durable]}
+        for _ in range(repeat):
+            for key, (make, iterations) in [*sides.items(), *durable.items()]:
+                times[key].extend(measure(make, iterations, 1))
     for key, ts in times.items():
         out[f"{key}_s"] = statistics.median(ts)
-        if key != "raw":
-            out[f"{key}_ratio"] = statistics.median(t / r for t, r in zip(ts, times["raw"], strict=True))
+        base = "raw_durable" if key in ("reviewed_durable", "sqlite") else "raw"
+        if key not in ("raw", "raw_durable"):
+            out[f"{key}_ratio"] = statistics.median(t / r for t, r in zip(ts, times[base], strict=True))
+    if "reviewed_durable_s" in out and "sqlite_s" in out:
+        out["reviewed_durable_vs_sqlite"] = statistics.median(
+            t / r for t, r in zip(times["reviewed_durable"], times["sqlite"], strict=True))
     return out
 
 
@@ -292,11 +317,80 @@ class _ConstantMeter:
         return 0
 
 
-HANDOFF = "## Done\n- part finished\n## Next\n- continue with the next part\n"
+HANDOFF = "## Done\n- part {k} finished\n## Next\n- continue with part {next}\n"
 
 
-def make_reviewed(n_stages: int = STAGES, *, full: bool = True,
-                  log_tool: bool = False) -> Callable[[int], Loop]:
+def handoff_text(k: int) -> str:
+    """A distinct handoff document per call (a constant one would let caches hide work)."""
+    return HANDOFF.format(k=k, next=k + 1)
+
+
+def make_raw_durable(folder: Path, n_stages: int = STAGES) -> Callable[[int], Loop]:
+    """The raw durable step: one ``transitions`` trigger + one JSON line appended and fsynced."""
+    machine = raw_machine(n_stages)
+    names = stage_names(n_stages)
+    counter = [0]
+
+    def make(n: int) -> Loop:
+        cursor = Cursor(names[0])
+        events = machine.events
+        triggers = [events[f"goto:{names[(k + 1) % n_stages]}"] for k in range(n)]
+        counter[0] += 1
+        path = folder / f"raw-{counter[0]}.jsonl"
+
+        def loop() -> None:
+            dumps, fsync = json.dumps, os.fsync
+            with open(path, "ab") as fh:
+                fd = fh.fileno()
+                for seq, ev in enumerate(triggers):
+                    ev.trigger(cursor)
+                    fh.write(dumps({"type": STAGE_EVENT, "seq": seq, "time": 0,
+                                    "data": {"stage": cursor.state}, "ignorable": True}).encode() + b"\n")
+                    fh.flush()
+                    fsync(fd)
+
+        return loop
+
+    return make
+
+
+def make_sqlite_saver(folder: Path) -> Callable[[int], Loop] | str:
+    """LangGraph's ``SqliteSaver.put`` of one checkpoint per step (its durable step), default
+    pragmas, a file database; the checkpoint carries the stage and a handoff-sized payload."""
+    try:
+        import sqlite3
+
+        from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError as err:
+        return f"langgraph-checkpoint-sqlite not installed ({err})"
+    counter = [0]
+
+    def make(n: int) -> Loop:
+        counter[0] += 1
+        conn = sqlite3.connect(folder / f"lg-{counter[0]}.sqlite", check_same_thread=False)
+        saver = SqliteSaver(conn)
+        saver.setup()
+        names = stage_names(STAGES)
+
+        def loop() -> None:
+            config: Any = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+            checkpoint = empty_checkpoint()
+            for i in range(n):
+                checkpoint = create_checkpoint(checkpoint, None, i)
+                checkpoint["channel_values"] = {"stage": names[(i + 1) % STAGES], "handoff": handoff_text(i)}
+                checkpoint["channel_versions"] = {"stage": i + 1, "handoff": i + 1}
+                config = saver.put(config, checkpoint, {"source": "loop", "step": i, "parents": {}},
+                                   {"stage": i + 1, "handoff": i + 1})
+            conn.close()
+
+        return loop
+
+    return make
+
+
+def make_reviewed(n_stages: int = STAGES, *, full: bool = True, log_tool: bool = False,
+                  durable: Path | None = None) -> Callable[[int], Loop]:
     """One reviewed model transition per iteration through ``StageController`` on a ``Runtime``.
 
     Each iteration: ``runtime.call_tool(goto_stage {stage: next, handoff})`` → the scripted
@@ -309,10 +403,15 @@ def make_reviewed(n_stages: int = STAGES, *, full: bool = True,
     replaces the surface. ``full=False``: light transitions (threshold set, a constant token
     meter), the stage prompt is appended. ``log_tool``: also log ``tool/call`` + ``tool/result``
     (the agent loop's cost for any tool call; off by default, the raw side calls no tool).
+    ``durable``: a folder; the session log is a ``JsonlLog`` there (every append fsynced) and
+    handoffs go through ``LocalHandoffStore`` into the session's workspace folder.
+
+    Every call carries its own handoff document (``handoff_text``).
     """
     import asyncio
 
-    from fsm_stage.handoff import MemoryHandoffStore
+    from fsm_stage.handoff import LocalHandoffStore, MemoryHandoffStore
+    from fsm_stage.log.jsonl import JsonlLog
     from fsm_stage.runtime.agent import InboxAgent
     from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
     from fsm_stage.runtime.runtime import Runtime
@@ -323,18 +422,28 @@ def make_reviewed(n_stages: int = STAGES, *, full: bool = True,
     config = ring_graph_config(n_stages, min_handoff_tokens=None if full else 1e12)
     names = stage_names(n_stages)
 
+    counter = [0]
+
     def make(n: int) -> Loop:
         review = ScriptedReviewChannel()
-        controller = StageController(config, handoffs=MemoryHandoffStore(),
+        store = MemoryHandoffStore() if durable is None else LocalHandoffStore()
+        controller = StageController(config, handoffs=store,
                                      token_meter=None if full else _ConstantMeter())
         approve = controller.catalog.text("review.approve_label")
         review.default = lambda questions: [Answer(questions[0].id, (approve,))]
         runtime = Runtime(review=review, commands=False)
         runtime.attach(controller)
-        session = Session(MemoryLog(SessionHeader(id="bench", cwd="/workspace")))
+        counter[0] += 1
+        if durable is None:
+            session = Session(MemoryLog(SessionHeader(id="bench", cwd="/workspace")))
+        else:
+            workspace = durable / f"ws-{counter[0]}"
+            workspace.mkdir(parents=True)
+            session = Session(JsonlLog(durable / f"session-{counter[0]}.jsonl",
+                                       header=SessionHeader(id=f"bench-{counter[0]}", cwd=str(workspace))))
         agent = InboxAgent(session)
         session.append("turn/start", {"turn": 1})
-        calls = [ToolCall.of("goto_stage", {"stage": names[(k + 1) % n_stages], "handoff": HANDOFF},
+        calls = [ToolCall.of("goto_stage", {"stage": names[(k + 1) % n_stages], "handoff": handoff_text(k)},
                              id=f"call_{k}") for k in range(n)]
         expected = names[n % n_stages]
         loop = asyncio.new_event_loop()
@@ -352,6 +461,8 @@ def make_reviewed(n_stages: int = STAGES, *, full: bool = True,
                 loop.run_until_complete(body())
             finally:
                 loop.close()
+                if durable is not None:
+                    session.log.close()  # type: ignore[attr-defined]
             current = controller.current(session)
             if current != expected:
                 raise RuntimeError(f"benchmark ended in stage {current!r}, expected {expected!r}")

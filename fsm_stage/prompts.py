@@ -184,6 +184,27 @@ def _render(template_text: str, origin: str | None, variables: Mapping[str, Any]
         ) from None
 
 
+#: Rendered catalog texts by ``(template text, sorted variables)`` (``Catalog.text``); cleared
+#: when it holds ``_RENDERED_MAX`` entries. Renders are pure functions of the text and the
+#: variables except through jinja's ``random`` filter and ``lipsum``, which are never cached.
+_RenderKey = tuple[str, tuple[tuple[str, type, Any], ...]]
+_RENDERED: dict[_RenderKey, str] = {}
+_RENDERED_MAX = 4096
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _render_key(template_text: str, variables: Mapping[str, Any]) -> _RenderKey | None:
+    """The ``_RENDERED`` key, or None when the render must not be cached (a mutable or
+    non-scalar variable, or a template that may use randomness)."""
+    for value in variables.values():
+        if type(value) not in _SCALARS:
+            return None
+    if "random" in template_text or "lipsum" in template_text:
+        return None
+    # the type is part of the key: ``True == 1`` but they render differently
+    return template_text, tuple(sorted(((k, type(v), v) for k, v in variables.items()), key=lambda kv: kv[0]))
+
+
 def render(template_text: str, /, **variables: Any) -> str:
     """Render ``template_text`` with ``variables`` through the shared sandboxed environment.
 
@@ -339,9 +360,22 @@ class Catalog:
         """Render the text at dotted ``key`` with ``variables`` through the shared environment.
 
         Raises ``KeyError`` for a missing key and ``PromptTemplateError`` for an undefined
-        variable (the message names the catalog and key).
+        variable (the message names the catalog and key). A successful render is remembered
+        (``_RENDERED``) when every variable is an immutable scalar and the template uses no
+        randomness: the same text with the same variables is not rendered again.
         """
-        return _render(self.raw(key), f"catalog {self.name!r} ({self.language}) key {key!r}", variables)
+        template = self.raw(key)
+        cache_key = _render_key(template, variables)
+        if cache_key is not None:
+            hit = _RENDERED.get(cache_key)
+            if hit is not None:
+                return hit
+        out = _render(template, f"catalog {self.name!r} ({self.language}) key {key!r}", variables)
+        if cache_key is not None:
+            if len(_RENDERED) >= _RENDERED_MAX:
+                _RENDERED.clear()
+            _RENDERED[cache_key] = out
+        return out
 
     def has(self, key: str) -> bool:
         """Whether dotted ``key`` names a text in this catalog."""
@@ -436,3 +470,4 @@ def clear_caches() -> None:
     with _cache_lock:
         _cache.clear()
     _compile.cache_clear()
+    _RENDERED.clear()

@@ -186,7 +186,8 @@ def test_progress_bar_appears_on_a_terminal_after_the_delay() -> None:
 
 def test_state_progress_covers_reading_and_folding(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Issue 16: the bar used to reach 100% after reading, then stay silent while folding
-    (~2.6 s on a 1M-event log); now a `folding` phase follows and ends at 100% too."""
+    (~2.6 s on a 1M-event log). Since issue 17 the log is read and folded in one streaming
+    pass: one phase covers both and ends at 100%."""
     from fsm_stage.cli import log_cmds, progress
 
     monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
@@ -202,9 +203,9 @@ def test_state_progress_covers_reading_and_folding(monkeypatch: pytest.MonkeyPat
     path = _stage_log(tmp_path / "p.jsonl", "beta")
     result = CliRunner().invoke(main, ["state", "--json", str(path)])
     assert result.exit_code == 0, result.output
-    assert bars[0].shown == ["reading log", "folding"]
+    assert bars[0].shown == ["reading and folding log"]
     drawn = fake.getvalue()
-    assert "reading log" in drawn and "folding" in drawn and "100%" in drawn.split("folding")[-1]
+    assert "100%" in drawn.split("reading and folding log")[-1]
     assert json.loads(result.stdout)["stage"]["current"] == "beta"
 
 

@@ -47,6 +47,25 @@ COMMAND_MODULES: dict[str, str] = {
     "review": "review_cmds", "fork": "review_cmds",
 }
 
+#: command name -> its short help (the docstring's first sentence), so ``fsm-stage --help``
+#: lists the commands without importing their modules (``tests/test_cli_inputs.py`` checks
+#: every entry against the command's own ``get_short_help_str``).
+COMMAND_HELP: dict[str, str] = {
+    "simulate": "Run SCENARIO (or several) and show what the model sees at every request.",
+    "scenario": "Turn a recorded session LOG into a scenario (stdout, or --output).",
+    "validate": "Check stage-graph YAML files (native or plugin-list form).",
+    "schema": "Print the JSON Schema (draft 2020-12) of stage-graph YAML files.",
+    "draw": "Draw the stage graph (and plan mode) of GRAPH ('-': standard input).",
+    "state": "Fold a session log and print its state (header, turn, plan mode, stage, surface).",
+    "mcp": "Serve goto_stage / exit_plan_mode / get_stage with human review through the MCP client.",
+    "db": "The PostgreSQL session store's database (schema set-up).",
+    "export": "Write the session at LOCATION (postgresql://…?session=ID) to a JSONL file, byte for byte.",
+    "import": "Store the JSONL session log FILE at LOCATION (postgresql://…[?session=ID]), byte for byte.",
+    "repair": "Make LOG writable again after a damaged line, losing no intact line.",
+    "review": "List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).",
+    "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
+}
+
 
 def _interrupted() -> NoReturn:
     """Leave after Ctrl-C: a newline on stderr (the ``^C`` stays on its own line), exit 130."""
@@ -60,6 +79,21 @@ class _LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMAND_MODULES)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help`` from ``COMMAND_HELP``: no command module is imported."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
+        rows = []
+        for name in names:
+            help_text = COMMAND_HELP.get(name)
+            if help_text is None:  # a command missing from the table: ask the command itself
+                command = self.get_command(ctx, name)
+                rows.append((name, command.get_short_help_str(limit) if command is not None else ""))
+            else:
+                rows.append((name, click.Command(name, help=help_text).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module_name = COMMAND_MODULES.get(cmd_name)

@@ -27,6 +27,8 @@ from fsm_stage.cli.progress import Progress
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
+from fsm_stage.log.dsh.opening import BodyScan, gc_paused, open_session_log, scan_body, unknown_types_warning
+from fsm_stage.log.dsh.records import RecordDecoder, unknown_keys_warning
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
@@ -279,6 +281,96 @@ def state_report(
     )
 
 
+def streamed_report(
+    path: Path,
+    *,
+    at: int | None = None,
+    graph: str | None = None,
+    strict: bool = False,
+    source: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """``state_report`` of the log file at ``path`` in one streaming pass (issue 17).
+
+    Reads like ``read_log`` (same decoder, torn-tail and corruption rules, warnings) but folds
+    every event into the projections and the surface as it is decoded, so no event list is
+    ever held: memory stays flat at any log size. Events after ``at`` are still decoded and
+    counted (the report's ``events``; ``--at`` past the end is the same ``UserError``).
+    """
+    name = str(path) if source is None else source
+    session = open_session_log(path, strict=strict)
+    opened = session.log
+    fh, warnings = opened.stream, opened.warnings
+    bar = Progress(0, enabled=False) if progress is None else progress
+    bar.phase("reading and folding log", path.stat().st_size)
+    projections = _projections()
+    states: list[Any] = [p.init() for p in projections]
+    applies = [p.apply for p in projections]
+    # Events of types no projection reads and without a surface op change no state (each
+    # projection's ``READS``): they are decoded and checked like any other, then skipped.
+    declared: list[frozenset[str] | None] = [getattr(p, "READS", None) for p in projections]
+    reads: frozenset[str] | None = None
+    if all(r is not None for r in declared):
+        reads = frozenset().union(*(r for r in declared if r is not None))
+    surface: Surface | None = Surface()
+    surface_error: str | None = None
+    last = -1 if at is None else at
+    total = 0
+    with fh:
+        decoder = RecordDecoder(source=str(path), strict=strict)
+        scan = BodyScan(offset=session.body_start, line_no=1, warnings=warnings)
+        with gc_paused():
+            for n, (off, _raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
+                total += len(evs)
+                if at is not None and evs[0].seq > last:
+                    continue
+                for ev in evs:
+                    if at is not None and ev.seq > last:
+                        break
+                    if (reads is not None and ev.type not in reads and ev.surface_op is None
+                            and ev.source_event_seqs is None):
+                        continue
+                    for i, apply in enumerate(applies):
+                        states[i] = apply(states[i], ev)
+                    if surface is not None:
+                        try:
+                            surface.apply(ev)
+                        except SurfaceOpError as err:
+                            surface, surface_error = None, str(err)
+                if n % 4096 == 0:
+                    bar(off)
+        bar(scan.offset)
+    if at is not None and at >= total:
+        tail = "the log has no events" if total == 0 else f"the last seq is {total - 1}"
+        raise UserError(f"--at {at} is past the end of the log ({tail})")
+    torn = scan.offset if opened.torn and scan.torn_tail_offset is None else scan.torn_tail_offset
+    if decoder.unknown:
+        warnings.append(unknown_types_warning(str(path), decoder.unknown))
+    if decoder.unknown_keys:  # the same warnings, in the same order, as ``read_log``
+        warnings.append(unknown_keys_warning(str(path), decoder))
+    warnings = list(warnings)
+    summary: dict[str, Any] | None = None
+    if surface is not None:
+        summary = {"nodes": len(surface), "replace_generation": surface.replace_generation,
+                   "head_is_system": surface.head_is_system}
+    else:
+        warnings.append(f"surface fold failed: {surface_error}")
+    return _assemble(
+        session.header,
+        {p.key: st for p, st in zip(projections, states, strict=True)},
+        total=total,
+        folded=total if at is None else at + 1,
+        at=at,
+        graph=graph,
+        surface=summary,
+        warnings=warnings,
+        torn=torn,
+        unknown=dict(decoder.unknown),
+        source=name,
+        strict=strict,
+    )
+
+
 def checkpointed_report(
     path: Path,
     store_dir: Path,
@@ -458,8 +550,8 @@ def state(
                     path, checkpoint_dir, graph=graph, strict=strict, source=name, progress=progress
                 )
             else:
-                res = _read(path, strict, progress)
-                report = state_report(res, at=at, graph=graph, strict=strict, source=name, progress=progress)
+                report = streamed_report(path, at=at, graph=graph, strict=strict, source=name,
+                                         progress=progress)
             report["warnings"] = shown_as(report["warnings"], path, log)  # <stdin>, not the spool
     finally:
         progress.close()

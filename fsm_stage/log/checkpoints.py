@@ -274,6 +274,12 @@ def cold_fold(
         decoder = RecordDecoder(source=source, next_seq=first_seq, strict=strict)
         scan = BodyScan(offset=start, line_no=line_no, warnings=warnings)
         applies = [(pr.key, pr.apply) for pr in projections]
+        # Events of types no projection declares in ``READS`` and without a surface op leave
+        # every state as it is: decoded and checked like any other, not applied.
+        declared = [getattr(pr, "READS", None) for pr in projections]
+        reads: frozenset[str] | None = None
+        if all(r is not None for r in declared):
+            reads = frozenset().union(*(r for r in declared if r is not None))
         last: tuple[int, bytes, int, int] | None = None
         applied = 0
         last_seq = skip_upto
@@ -282,9 +288,12 @@ def cold_fold(
                 for ev in evs:
                     if ev.seq <= skip_upto:
                         continue
+                    applied += 1
+                    if (reads is not None and ev.type not in reads and ev.surface_op is None
+                            and ev.source_event_seqs is None):
+                        continue
                     for key, apply in applies:
                         states[key] = apply(states[key], ev)
-                    applied += 1
                 last_seq = evs[-1].seq
                 last = (off, raw, evs[0].seq, scan.line_no)
                 if on_progress is not None and n % 4096 == 0:

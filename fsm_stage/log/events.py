@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -86,6 +87,9 @@ def _header_extra(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None
         raise TypeError(f"SessionHeader.{attr.name} must be a mapping, got {type(value).__name__}")
 
 
+#: ``SessionHeader.extra`` of a header without unmodelled keys (one shared read-only mapping).
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
 @attrs.frozen
 class SessionHeader:
     """The session header line (dsh-log-format.md §1.2). ``extra`` keeps unmodelled keys.
@@ -103,7 +107,8 @@ class SessionHeader:
     origin: str | None = attrs.field(default=None, validator=_header_opt_str)
     seed_length: int | None = attrs.field(default=None, validator=_header_count)
     version: int | None = attrs.field(default=0, validator=_header_count)
-    extra: Mapping[str, Any] = attrs.field(factory=dict, validator=_header_extra)
+    # read-only; one shared empty mapping when the header has no unmodelled keys
+    extra: Mapping[str, Any] = attrs.field(factory=lambda: _NO_EXTRA, validator=_header_extra)
 
     @property
     def is_subagent(self) -> bool:

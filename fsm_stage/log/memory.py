@@ -25,6 +25,7 @@ from fsm_stage.log.events import (
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
+_NO_TYPES: frozenset[str] = frozenset()
 
 class MemoryLog:
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
@@ -55,7 +56,8 @@ class MemoryLog:
         allow_unknown_types: bool = True,
     ):
         check_header(header, "MemoryLog(header)")
-        self._ignorable_types = frozenset(ignorable_types)
+        # the common empty set is shared: a live session stays small
+        self._ignorable_types = frozenset(ignorable_types) if ignorable_types else _NO_TYPES
         self._allow_unknown_types = allow_unknown_types
         self._header = header
         self._events: list[Event] = list(events)

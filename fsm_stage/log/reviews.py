@@ -105,18 +105,21 @@ class ReviewState:
     answered: Mapping[str, ReviewAnswer] = _EMPTY
     redeemed: Mapping[str, Redemption] = _EMPTY
     graph: GraphRecord | None = None
+    #: Ids of the records still open or approved-unredeemed, in request order (derived: the
+    #: only ones ``open`` and ``approved`` look at, so they cost O(live), not O(every review)).
+    live: tuple[str, ...] = attrs.field(default=(), eq=False)
 
     @property
     def open(self) -> tuple[ReviewRecord, ...]:
         """Requested, not answered (and not closed by a redemption, e.g. a fork), in request order."""
-        return tuple(r for r in self.records.values()
-                     if r.id not in self.answered and r.id not in self.redeemed)
+        records = self.records
+        return tuple(records[i] for i in self.live if i not in self.answered and i not in self.redeemed)
 
     @property
     def approved(self) -> tuple[ReviewRecord, ...]:
         """Answered approve and not redeemed, in request order."""
-        return tuple(r for r in self.records.values()
-                     if r.id not in self.redeemed and self._approved(r.id))
+        records = self.records
+        return tuple(records[i] for i in self.live if i not in self.redeemed and self._approved(i))
 
     def _approved(self, review_id: str) -> bool:
         answer = self.answered.get(review_id)
@@ -152,6 +155,8 @@ class ReviewFold:
 
     key: str = "reviews"
     STATE_VERSION: int = 1
+    #: Event types that can change the state: a streaming reader may skip others.
+    READS: Final = frozenset({REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT})
 
     def init(self) -> ReviewState:
         """The empty state."""
@@ -180,7 +185,8 @@ class ReviewFold:
                 shape=_str(d.get("shape")), handoff_path=_str(d.get("handoffPath")),
                 payload_sha256=_str(d.get("payloadSha256")) or "", turn=_int(d.get("turn")),
                 step=_int(d.get("step")), seq=event.seq)
-            return attrs.evolve(state, records=MappingProxyType({**state.records, rid: rec}))
+            return attrs.evolve(state, records=MappingProxyType({**state.records, rid: rec}),
+                                live=(*state.live, rid))
         if rid not in state.records:
             return state
         if t == REVIEW_ANSWER:
@@ -189,11 +195,13 @@ class ReviewFold:
             ans = ReviewAnswer(rid, _str(d.get("outcome")) or "dismiss", _str(d.get("option")),
                                _str(d.get("shape")), _str(d.get("feedback")), _str(d.get("by")) or "",
                                event.seq)
-            return attrs.evolve(state, answered=MappingProxyType({**state.answered, rid: ans}))
+            live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
+            return attrs.evolve(state, answered=MappingProxyType({**state.answered, rid: ans}), live=live)
         if rid in state.redeemed:
             return state
         red = Redemption(d.get("applied") is True, _str(d.get("reason")), event.seq)
-        return attrs.evolve(state, redeemed=MappingProxyType({**state.redeemed, rid: red}))
+        return attrs.evolve(state, redeemed=MappingProxyType({**state.redeemed, rid: red}),
+                            live=tuple(i for i in state.live if i != rid))
 
     def view(self, state: ReviewState) -> dict[str, Any]:
         """``{open: [{id, kind, target, since_seq}], pending: {stage, plan}, graph}`` (JSON)."""
@@ -220,8 +228,10 @@ class ReviewFold:
             graph = None if raw["graph"] is None else GraphRecord(**raw["graph"])
         except (KeyError, TypeError) as err:
             raise ValueError(f"not a review fold state: {err}") from err
+        live = tuple(i for i in records if i not in redeemed
+                     and (i not in answered or answered[i].outcome == "approve"))
         return ReviewState(MappingProxyType(records), MappingProxyType(answered),
-                           MappingProxyType(redeemed), graph)
+                           MappingProxyType(redeemed), graph, live)
 
 
 REVIEW_FOLD: Final = ReviewFold()

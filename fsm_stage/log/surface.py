@@ -25,6 +25,9 @@ SURFACE_TYPES = SURFACE_EVENT_TYPES | {SYSTEM_MESSAGE}
 """Event types allowed to carry a surface op (the DSH three plus fsm_stage's ``system/message``)."""
 
 
+#: The node-type map of every empty surface (never written: ``apply`` swaps in its own dict).
+_NO_NODES: dict[int, str] = {}
+
 class Surface:
     """Incremental surface fold (dsh-log-format.md §3).
 
@@ -37,7 +40,7 @@ class Surface:
 
     def __init__(self, *, protect_system_head: bool = False) -> None:
         self.nodes: list[int] = []
-        self._types: dict[int, str] = {}
+        self._types: dict[int, str] = _NO_NODES  # shared until the first node
         self.replace_generation = 0
         self.protect_system_head = protect_system_head
 
@@ -133,6 +136,8 @@ class Surface:
                 del self._types[s]
             self.nodes[si : ei + 1] = [event.seq]
             self.replace_generation += 1
+        if self._types is _NO_NODES:
+            self._types = {}
         self._types[event.seq] = event.type
 
     def copy(self) -> Surface:

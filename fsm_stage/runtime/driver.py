@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import marshal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,6 +77,19 @@ TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
 
 
+def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """Deep copies of ``messages`` for a host (issue 17: the copy of the whole history at every
+    request was most of a long session's cost). Messages are log data (JSON types): ``marshal``
+    copies those in C, several times faster than ``copy.deepcopy``, shared references and
+    tuples kept alike; anything it cannot copy exactly (a subclass, an object) goes through
+    ``copy.deepcopy``."""
+    items = list(messages)
+    try:
+        return tuple(marshal.loads(marshal.dumps(items)))
+    except (ValueError, TypeError):
+        return tuple(copy.deepcopy(items))
+
+
 @attrs.frozen
 class StepRequest:
     """What to send for step ``step`` of turn ``turn``: ``system`` text (the joined
@@ -94,7 +108,7 @@ class StepRequest:
     @property
     def request(self) -> Request:
         """The ``Request`` (system, messages, tools), with fresh copies of the messages."""
-        return Request(self.system, tuple(copy.deepcopy(list(self.messages))), self.tools)
+        return Request(self.system, deep_copies(self.messages), self.tools)
 
 
 @attrs.frozen
@@ -312,7 +326,7 @@ class StagedSession:
         tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
                       for t in request.tools)  # the converter copies parameters
         return StepRequest(turn, step, request.system, assembly.sections, tools,
-                           tuple(copy.deepcopy(list(request.messages))), reason)
+                           deep_copies(request.messages), reason)
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
         if self._last_header is None:

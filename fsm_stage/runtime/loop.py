@@ -293,7 +293,9 @@ class Loop:
             if driver.signal.aborted:
                 return self._end(turn, "aborted", cause=driver.signal.reason)
             return self._end(turn, "blocked")
-        request = req.request
+        # ``req.messages`` are already this step's own deep copies (``begin_step``) and ``req``
+        # goes nowhere else: hand them on instead of copying the whole history again
+        request = Request(req.system, req.messages, req.tools)
         retries = self.max_retries
         while True:
             self.requests.append(request)

@@ -23,7 +23,7 @@ import attrs
 from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TOOL_RESULT, TURN_START
 from fsm_stage.errors import AppendConflictError, ReviewPayloadChangedError, ReviewPending, ReviewSuspended
 from fsm_stage.errors import ReviewBusy as ReviewBusy
-from fsm_stage.log.events import NewEvent
+from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.reviews import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState
 from fsm_stage.runtime.openstep import answered_call_id
 from fsm_stage.runtime.pending import session_lock
@@ -83,19 +83,33 @@ def state_of(session: Session) -> ReviewState:
     return session.read(REVIEW_FOLD)
 
 
+class _StepFold:
+    """``(turn, step)`` as ``step_of`` defines them, folded incrementally (issue 17: the scan back
+    to the turn's start was O(turn length) per review): a ``turn/start`` sets the turn (None when
+    not an int) and clears the step; a ``step/start`` with an int ``step`` sets the step."""
+
+    def init(self) -> tuple[int | None, int | None]:
+        return None, None
+
+    def apply(self, state: tuple[int | None, int | None], event: Event) -> tuple[int | None, int | None]:
+        t = event.type
+        if t == TURN_START:
+            turn = event.data.get("turn") if isinstance(event.data, dict) else None
+            return (turn if isinstance(turn, int) else None), None
+        if t == STEP_START and isinstance(event.data, dict):
+            step = event.data.get("step")
+            if isinstance(step, int):
+                return state[0], step
+        return state
+
+
+_STEP_FOLD: Final = _StepFold()
+
+
 def step_of(session: Session) -> tuple[int | None, int | None]:
-    """``(turn, step)`` of the open step (scans back to the turn's start), Nones when idle."""
-    turn: int | None = None
-    step: int | None = None
-    for ev in reversed(session.events):
-        if ev.type == STEP_START and step is None and isinstance(ev.data, dict):
-            s = ev.data.get("step")
-            step = s if isinstance(s, int) else None
-        if ev.type == TURN_START:
-            t = ev.data.get("turn") if isinstance(ev.data, dict) else None
-            turn = t if isinstance(t, int) else turn
-            break
-    return turn, step
+    """``(turn, step)``: the last ``turn/start``'s turn and the last ``step/start`` since it whose
+    ``step`` is an int (Nones when absent); O(new events) through the session's cursor."""
+    return session.read(_STEP_FOLD)
 
 
 def existing(session: Session, kind: str, call_id: str | None, payload_sha256: str) -> ReviewRecord | None:

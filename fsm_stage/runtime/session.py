@@ -59,7 +59,10 @@ class Session:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._cursors: dict[int, ProjectionCursor[Any]] = {}
-        self._validators: list[Callable[[Event], None]] = []
+        # (surface, replace generation, nodes done, messages): what ``messages`` built last
+        self._messages: tuple[object, int, int, list[dict[str, Any]]] | None = None
+        # a shared empty tuple until a validator is added (a live session stays small)
+        self._validators: list[Callable[[Event], None]] | tuple[()] = ()
 
     @property
     def log(self) -> EventLog:
@@ -149,10 +152,12 @@ class Session:
 
     def add_validator(self, validate: Callable[[Event], None]) -> Callable[[], None]:
         """Run ``validate(event)`` before every later append (raise to refuse); returns a disposer."""
+        if not isinstance(self._validators, list):
+            self._validators = []
         self._validators.append(validate)
 
         def dispose() -> None:
-            if validate in self._validators:
+            if validate in self._validators and isinstance(self._validators, list):
                 self._validators.remove(validate)
 
         return dispose
@@ -210,10 +215,28 @@ class Session:
         ``user/message`` → ``data``; ``assistant/message`` / ``tool/result`` → ``data.message``
         (legacy shapes without ``message`` use ``data`` itself). Empty assistant messages
         (usage carriers) are skipped.
+
+        O(new surface nodes) per call (issue 17): while the surface only grew (no replace), the
+        messages built by the previous call are reused and only the new nodes are built. Every
+        call returns a new list; the dicts in it are shallow copies shared with later calls, so
+        copy before mutating (``StagedSession`` hands hosts deep copies).
         """
+        surface = self._log.surface
+        nodes = surface.nodes
+        cached = self._messages
+        if (cached is not None and cached[0] is surface and cached[1] == surface.replace_generation
+                and cached[2] <= len(nodes)):
+            out, start = cached[3], cached[2]
+        else:
+            out, start = [], 0
+        if start < len(nodes):
+            self._build_messages(nodes, start, out)
+        self._messages = (surface, surface.replace_generation, len(nodes), out)
+        return list(out)
+
+    def _build_messages(self, nodes: Sequence[int], start: int, out: list[dict[str, Any]]) -> None:
         events = self._log.events
-        out: list[dict[str, Any]] = []
-        for seq in self._log.surface.nodes:
+        for seq in nodes[start:]:
             ev = events[seq]
             data = ev.data if isinstance(ev.data, Mapping) else {}
             if ev.type in (USER_MESSAGE, SYSTEM_MESSAGE):
@@ -227,4 +250,3 @@ class Session:
             if ev.type == ASSISTANT_MESSAGE and not msg.get("content"):
                 continue
             out.append(dict(msg))
-        return out

@@ -174,14 +174,14 @@ def scan_body(
     for raw in lines:
         scan.line_no += 1
         if not raw.endswith(b"\n"):
-            if raw.strip():
+            if not raw.isspace() and raw:
                 scan.torn_tail_offset = scan.offset
                 scan.warnings.append(
                     f"{decoder.source}: torn tail: last line {scan.line_no} has no newline; "
                     f"dropped from byte {scan.offset}"
                 )
             return
-        if not raw.strip():
+        if raw.isspace():  # blank (``bytes.isspace`` is ``not raw.strip()`` without the copy)
             scan.offset += len(raw)
             continue
         try:

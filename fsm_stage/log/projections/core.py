@@ -13,7 +13,7 @@ state at the last ``request/header`` ("what the model was last told", read with 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import attrs
@@ -75,7 +75,7 @@ class ProjectionCursor(Generic[S]):
     ``snapshot`` gives the pair without folding.
     """
 
-    __slots__ = ("_at", "_events", "projection")
+    __slots__ = ("_at", "_is_sequence", "_source", "projection")
 
     def __init__(
         self,
@@ -87,19 +87,17 @@ class ProjectionCursor(Generic[S]):
     ) -> None:
         self.projection = projection
         # Resolve the event source once: a runtime Protocol isinstance check per read would
-        # cost more than folding a few events.
-        if isinstance(log, Sequence):
-            seq_log: Sequence[Event] = log
-            self._events: Callable[[], Sequence[Event]] = lambda: seq_log
-        else:
-            ev_log: EventLog = log
-            self._events = lambda: ev_log.events
+        # cost more than folding a few events. A flag, not a closure: a cursor per session
+        # per projection stays small.
+        self._source = log
+        self._is_sequence = isinstance(log, Sequence)
         # (state, next seq to fold): one attribute so a reader never sees half an update
         self._at: tuple[S, int] = (projection.init(), 0) if state is None else (state, watermark + 1)
 
     def read(self) -> S:
         """The state reflecting every committed event (folds only the new ones)."""
-        events = self._events()
+        source = self._source
+        events: Sequence[Event] = source if self._is_sequence else source.events  # type: ignore[union-attr,assignment]
         n = len(events)
         state, nxt = self._at
         if n == nxt:

@@ -12,7 +12,9 @@ from typing import Any
 import attrs
 
 from fsm_stage.constants import (
+    PLAN_MODE_EVENT,
     REQUEST_HEADER,
+    USER_MESSAGE,
 )
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections.core import HeaderRelative, HeaderRelativeState, Projection, _data, _int
@@ -70,6 +72,9 @@ class ToldProjection:
 
     key = "told"
     STATE_VERSION = 2
+    #: Event types that can change the state: an event of another type changes it
+    #: only through a ``surfaceOp``, so a streaming reader may skip it (tests check this).
+    READS = frozenset({REQUEST_HEADER, PLAN_MODE_EVENT, USER_MESSAGE})
 
     def init(self) -> ToldState:
         return _TOLD.init()

@@ -102,6 +102,9 @@ class PlanModeProblems:
 
     key = "planModeProblems"
     STATE_VERSION = 1
+    #: Event types that can change the state: an event of another type changes it
+    #: only through a ``surfaceOp``, so a streaming reader may skip it (tests check this).
+    READS = frozenset({PLAN_MODE_EVENT})
     KEEP = 20
 
     def init(self) -> PlanModeProblemsState:
@@ -169,6 +172,9 @@ class PlanView:
 
     key = "plan"
     STATE_VERSION = PLAN_PROJECTION_STATE_VERSION
+    #: Event types that can change the state: an event of another type changes it
+    #: only through a ``surfaceOp``, so a streaming reader may skip it (tests check this).
+    READS = frozenset({COMMAND_RUN, COMMAND_DONE, PLAN_MODE_EVENT})
 
     def init(self) -> PlanState:
         return _PLAN_INIT

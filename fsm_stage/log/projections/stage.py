@@ -16,6 +16,7 @@ import attrs
 from fsm_stage.constants import (
     CURRENT_STAGE_PREFIX,
     NOTICE_FORM,
+    REQUEST_HEADER,
     STAGE_SOURCE_KINDS,
     STAGE_SUMMARY_RE,
     STAGE_SWITCHED_PREFIX,
@@ -206,6 +207,9 @@ class StageProjection:
 
     key = "stage"
     STATE_VERSION = 2
+    #: Event types that can change the state: an event of another type changes it
+    #: only through a ``surfaceOp``, so a streaming reader may skip it (tests check this).
+    READS = frozenset({USER_MESSAGE, TURN_START, TURN_END, REQUEST_HEADER})
 
     def init(self) -> StageState:
         return _STAGE_INIT

@@ -50,6 +50,9 @@ class OpenTurn:
 
     key = "turn"
     STATE_VERSION = 2
+    #: Event types that can change the state: an event of another type changes it
+    #: only through a ``surfaceOp``, so a streaming reader may skip it (tests check this).
+    READS = frozenset({TURN_START, TURN_END, REQUEST_HEADER})
 
     def init(self) -> TurnState:
         return _TURN_IDLE

@@ -1,0 +1,46 @@
+"""``Catalog.text`` remembers renders whose variables did not change (issue 17)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fsm_stage import prompts
+from fsm_stage.prompts import Catalog, PromptTemplateError
+
+
+def _catalog(**texts: str) -> Catalog:
+    return Catalog(name="t", language="en", sources=(), data=texts)
+
+
+def test_same_variables_render_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    prompts.clear_caches()
+    calls: list[str] = []
+    real = prompts._render
+
+    def counting(text: str, origin: str | None, variables: Any) -> str:
+        calls.append(text)
+        return real(text, origin, variables)
+
+    monkeypatch.setattr(prompts, "_render", counting)
+    cat = _catalog(a="Hello << name >>, << n >>", r="<< [1, 2, 3] | random >>")
+    assert cat.text("a", name="Ada", n=1) == cat.text("a", name="Ada", n=1) == "Hello Ada, 1"
+    assert len(calls) == 1
+    assert cat.text("a", name="Ada", n=True) == "Hello Ada, True"  # True == 1, rendered apart
+    assert cat.text("a", name="Bo", n=1) == "Hello Bo, 1"
+    assert len(calls) == 3
+    cat.text("a", name=["x"], n=1)  # a mutable variable is never cached
+    cat.text("a", name=["x"], n=1)
+    assert len(calls) == 5
+    cat.text("r")
+    cat.text("r")  # randomness is never cached
+    assert len(calls) == 7
+
+
+def test_errors_are_not_cached() -> None:
+    prompts.clear_caches()
+    cat = _catalog(a="<< missing >>")
+    for _ in range(2):
+        with pytest.raises(PromptTemplateError, match="undefined variable"):
+            cat.text("a")

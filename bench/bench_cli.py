@@ -1,4 +1,4 @@
-"""Whole-process rows (issue 17): ``fsm-stage state`` on a real-mix log, CLI start-up, and
+"""Whole-process rows: ``fsm-stage state`` on a real-mix log, CLI start-up, and
 ``simulate`` scaling.
 
 * **state** (row 6): ``fsm-stage state LOG`` as its own process on a real-mix log

@@ -127,7 +127,7 @@ def _measure(text: str, repeat: int, *, fire: bool) -> dict[str, Any]:
 
 
 def interleaved(text: str, stages: int, repeat: int) -> dict[str, Any]:
-    """Row 5 with its baseline in the same process, alternating (issue 17): one load + validate +
+    """Row 5 with its baseline in the same process, alternating: one load + validate +
     compile of ``text`` (cache cleared), then one bare ``transitions.Machine`` construction for
     the same ring (``bench_transitions.raw_machine``), ``repeat`` rounds; medians and the
     median of the same-round ratios."""

@@ -99,7 +99,7 @@ def live_session_bytes(count: int, n: int = STAGES) -> float:
     """A whole live session with no events: ``Session`` over an empty ``MemoryLog`` with its own
     header (a distinct session id each, as in production), whose stage has been read through a
     ``StageController`` (stage projection cursor and per-session lock created), plus its graph
-    cursor. The row is decided on this number (issue 17), not on the bare cursor."""
+    cursor. The row is decided on this number, not on the bare cursor."""
     from fsm_stage.log.events import MemoryLog, SessionHeader
     from fsm_stage.runtime.session import Session
     from fsm_stage.stage_switch import StageController

@@ -1,4 +1,4 @@
-"""A "real-mix" session log for the benchmarks, built from the recorded DSH sessions (issue 17).
+"""A "real-mix" session log for the benchmarks, built from the recorded DSH sessions.
 
 The bench's own event mix (``bench_log._turn``) has no packed chunk rows and an even shape;
 real DeepSeek Harness logs are mostly streamed chunks, many of them packed into

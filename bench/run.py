@@ -8,7 +8,7 @@ Usage::
 
 Ten rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
-are the point); issue 17 set the current targets:
+are the point). The targets:
 
 1. reads        incremental projection read after one append vs the legacy 0.1.x full refold,
                 on a real-mix log (the 0.2.0 seed's incremental unit in the details; ``bench_log``)
@@ -414,7 +414,7 @@ def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | N
     return [row]
 
 
-# --- rows 6-10 (issue 17) ------------------------------------------------------------------
+# --- rows 6-10 ------------------------------------------------------------------
 
 
 def _mb(b: float) -> str:

@@ -186,7 +186,7 @@ def _assemble(
         "warnings": warnings,
     }
     tools = _tool_policy(cfg, current, bool(plan.view(states[plan.key]).get("active")))
-    if tools is not None:  # issue 18: the tool policy of the current stage (and plan mode)
+    if tools is not None:  # the tool policy of the current stage (and plan mode)
         out["stage"]["tools"] = tools
     if checkpoint is not None:
         out["checkpoint"] = checkpoint
@@ -290,7 +290,7 @@ def streamed_report(
     source: str | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """``state_report`` of the log file at ``path`` in one streaming pass (issue 17).
+    """``state_report`` of the log file at ``path`` in one streaming pass.
 
     Reads like ``read_log`` (same decoder, torn-tail and corruption rules, warnings) but folds
     every event into the projections and the surface as it is decoded, so no event list is

@@ -1,4 +1,4 @@
-"""Per-stage tool policy in stage-graph files (issue 18): the attrs classes and their rules.
+"""Per-stage tool policy in stage-graph files: the attrs classes and their rules.
 
 ``tool_groups: {name: [tool names or globs]}`` at graph level; ``tools: {allow, ask}`` per stage
 and for ``plan_mode``. A rule is a tool name, a glob (``read_*``), a ``@group`` reference or a

@@ -78,7 +78,7 @@ AcceptFn = Callable[[InboxAgent, list[Message]], bool]
 
 
 def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """Deep copies of ``messages`` for a host (issue 17: the copy of the whole history at every
+    """Deep copies of ``messages`` for a host (the copy of the whole history at every
     request was most of a long session's cost). Messages are log data (JSON types): ``marshal``
     copies those in C, several times faster than ``copy.deepcopy``, shared references and
     tuples kept alike; anything it cannot copy exactly (a subclass, an object) goes through

@@ -1,4 +1,4 @@
-"""The tool-policy gate (issue 18): decide, before a tool runs, whether the current stage allows it.
+"""The tool-policy gate: decide, before a tool runs, whether the current stage allows it.
 
 ``ToolPolicy`` compiles one ``ToolPolicyConfig`` (with the graph's ``tool_groups``) and
 ``decide(name, args)`` returns a ``Decision`` (``allow`` / ``ask`` / ``deny`` and the rule).

@@ -84,7 +84,7 @@ def state_of(session: Session) -> ReviewState:
 
 
 class _StepFold:
-    """``(turn, step)`` as ``step_of`` defines them, folded incrementally (issue 17: the scan back
+    """``(turn, step)`` as ``step_of`` defines them, folded incrementally (the scan back
     to the turn's start was O(turn length) per review): a ``turn/start`` sets the turn (None when
     not an int) and clears the step; a ``step/start`` with an int ``step`` sets the step."""
 

@@ -216,7 +216,7 @@ class Session:
         (legacy shapes without ``message`` use ``data`` itself). Empty assistant messages
         (usage carriers) are skipped.
 
-        O(new surface nodes) per call (issue 17): while the surface only grew (no replace), the
+        O(new surface nodes) per call: while the surface only grew (no replace), the
         messages built by the previous call are reused and only the new nodes are built. Every
         call returns a new list; the dicts in it are shallow copies shared with later calls, so
         copy before mutating (``StagedSession`` hands hosts deep copies).

@@ -285,7 +285,7 @@ class _Replay:
         line = f"/{name if isinstance(name, str) else ''}{raw}"
         parsed = parse_command(line)
         if parsed is None or not isinstance(name, str) or parsed.name != name.lower():
-            # e.g. an empty or spaced name: `simulate` would refuse the line (issue 15 item 7)
+            # e.g. an empty or spaced name: `simulate` would refuse the line
             self.dropped_commands.append(line)
             return
         self.steps.append(Command(line))

@@ -435,7 +435,7 @@ class _Engine:
             policy=self._policy_line(request))
 
     def _policy_line(self, request: Request) -> str | None:
-        """The tool policy in effect for this request (issue 18), None when none applies."""
+        """The tool policy in effect for this request, None when none applies."""
         state = policy_state(self.runtime, self.agent)
         return None if state is None else state.describe([t.name for t in request.tools])
 

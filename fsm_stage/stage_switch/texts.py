@@ -66,7 +66,7 @@ def stage_body(config: GraphConfig, stage: str) -> str:
     plus ``\\nTools in this stage: …`` when it has a tool policy (``runtime.policy``)."""
     body = f"{CURRENT_STAGE_PREFIX}{stage}"
     configured = config.stage(stage)
-    tools = policy_summary(config, stage)  # issue 18: the stage's tool policy, in the notice
+    tools = policy_summary(config, stage)  # the stage's tool policy, in the notice
     body = f"{body}\n{configured.instruction}" if configured is not None else body
     return body if tools is None else f"{body}\n{tools}"
 

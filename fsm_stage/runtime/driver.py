@@ -142,6 +142,15 @@ def _shape(cond: bool, what: str) -> None:
         raise RecordShapeError(what)
 
 
+def _utf8(text: str, what: str) -> None:
+    """Refuse text the log cannot hold: a lone surrogate has no UTF-8 encoding."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise RecordShapeError(f"{what} holds a lone surrogate (U+{ord(text[err.start]):04X}) at "
+                               f"index {err.start}: it cannot be written as UTF-8") from None
+
+
 def _json_value(value: Any, what: str) -> Any:
     try:
         return json.loads(json.dumps(value, allow_nan=False))
@@ -156,6 +165,8 @@ def _check_call(call: Any, where: str) -> ToolCall:
            f"{where} {call.id!r}: the tool name must be a non-empty string")
     _shape(isinstance(call.arguments, str),
            f"{where} {call.id!r}: arguments must be the JSON text (str), got {type(call.arguments).__name__}")
+    for part, value in (("id", call.id), ("name", call.name), ("arguments", call.arguments)):
+        _utf8(value, f"{where} {part}")
     return call  # type: ignore[no-any-return]
 
 
@@ -349,6 +360,7 @@ class StagedSession:
         ids, a non-mapping or non-JSON usage; ``DriverStateError`` with no open step or when
         the step already has its reply. Nothing is written on error."""
         _shape(isinstance(text, str), f"record_reply: text must be a str, got {type(text).__name__}")
+        _utf8(text, "record_reply: text")
         _shape(reasoning is None or isinstance(reasoning, str),
                "record_reply: reasoning must be a str or None")
         _shape(isinstance(tool_calls, Sequence) and not isinstance(tool_calls, str | bytes),
@@ -461,6 +473,7 @@ class StagedSession:
         ``run_tool``."""
         _check_call(call, "record_tool_result")
         _shape(isinstance(text, str), f"record_tool_result: text must be a str, got {type(text).__name__}")
+        _utf8(text, "record_tool_result: text")
         _shape(isinstance(is_error, bool), "record_tool_result: is_error must be a bool")
         meta_data = None if meta is None else _json_value(meta, "record_tool_result: meta")
         view = self._open_step("record_tool_result")

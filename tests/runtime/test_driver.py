@@ -255,3 +255,25 @@ def test_tool_arguments_nested_too_deep_are_an_error_result() -> None:
     result = asyncio.run(driver.run_tool(call))
     assert result.is_error and "nested too deeply" in result.text
     assert driver.end_step() is True
+
+
+@pytest.mark.parametrize("where", ["text", "call id", "arguments", "result"])
+def test_a_lone_surrogate_is_a_shape_error_and_nothing_is_written(where: str) -> None:
+    driver, _ = _driver()
+    driver.start_turn()
+    driver.begin_step()
+    n = len(driver.session)
+    bad = "x\ud800"
+    with pytest.raises(RecordShapeError, match="lone surrogate"):
+        if where == "text":
+            driver.record_reply(bad)
+        elif where == "call id":
+            driver.record_reply("", [ToolCall(bad, "echo", "{}")])
+        elif where == "arguments":
+            driver.record_reply("", [ToolCall("c", "echo", '{"x": "' + bad + '"}')])
+        else:
+            call = ToolCall.of("web", id="c1")
+            driver.record_reply("", [call])
+            n = len(driver.session)
+            driver.record_tool_result(call, bad)
+    assert len(driver.session) == n

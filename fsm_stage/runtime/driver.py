@@ -78,11 +78,8 @@ AcceptFn = Callable[[InboxAgent, list[Message]], bool]
 
 
 def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """Deep copies of ``messages`` for a host (the copy of the whole history at every
-    request was most of a long session's cost). Messages are log data (JSON types): ``marshal``
-    copies those in C, several times faster than ``copy.deepcopy``, shared references and
-    tuples kept alike; anything it cannot copy exactly (a subclass, an object) goes through
-    ``copy.deepcopy``."""
+    """Deep copies of ``messages`` for a host. Messages are log data (JSON types): ``marshal``
+    copies those in C, several times faster than ``copy.deepcopy``, which takes anything else."""
     items = list(messages)
     try:
         return tuple(marshal.loads(marshal.dumps(items)))
@@ -304,8 +301,10 @@ class StagedSession:
 
     # --- step ----------------------------------------------------------------------------------
 
-    def begin_step(self) -> StepRequest | None:
+    def begin_step(self, *, copy_messages: bool = True) -> StepRequest | None:
         """Open the next step and return what to send (see the module docstring for the order).
+        ``copy_messages=False`` hands the history's own messages, read-only by contract (the reference
+        loop's in-process consumers, e.g. the simulator); hosts keep the default deep copies.
 
         Returns None — and opens no step, runs no pre-step — when ``accept`` rejected the
         batch or the turn's signal is aborted; the host then ends the turn (``blocked`` /
@@ -336,8 +335,8 @@ class StagedSession:
         reason = self._log_header(header)
         tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
                       for t in request.tools)  # the converter copies parameters
-        return StepRequest(turn, step, request.system, assembly.sections, tools,
-                           deep_copies(request.messages), reason)
+        messages = deep_copies(request.messages) if copy_messages else tuple(request.messages)
+        return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason)
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
         if self._last_header is None:

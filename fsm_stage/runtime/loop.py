@@ -142,8 +142,10 @@ class Loop:
         max_steps: int = 64,
         accept: AcceptFn | None = None,
         on_request_error: RequestErrorHook | None = None,
+        copy_messages: bool = True,
     ) -> None:
         self.runtime = runtime
+        self.copy_messages = copy_messages  # False: the model gets the history's own messages
         self.agent = agent
         self.model = model
         self.driver = StagedSession(runtime, agent, config=config if config is not None else {
@@ -288,7 +290,7 @@ class Loop:
     async def _run_step(self, turn: int) -> TurnOutcome | None:
         """One step; returns the turn's outcome to stop, or None to continue."""
         driver = self.driver
-        req = driver.begin_step()
+        req = driver.begin_step(copy_messages=self.copy_messages)
         if req is None:
             if driver.signal.aborted:
                 return self._end(turn, "aborted", cause=driver.signal.reason)

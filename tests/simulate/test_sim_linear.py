@@ -6,6 +6,9 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 from fsm_stage.scenario import load_scenario_text
 from fsm_stage.simulate import SimulationResult, simulate
@@ -84,3 +87,23 @@ def _dir(tmp_path: Path, name: str) -> Path:
     path = tmp_path / name
     path.mkdir()
     return path
+
+
+def test_the_simulator_reads_the_history_without_copying_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deep copy of the whole history per request made long runs quadratic in time; the
+    simulator only reads the messages, so its loop asks the driver for no copies."""
+    import fsm_stage.runtime.driver as driver_module
+    from fsm_stage import data_dir, load_scenario_text, simulate_scenario
+
+    copies: list[int] = []
+    real = driver_module.deep_copies
+
+    def counting(messages: object) -> object:
+        copies.append(1)
+        return real(cast(Any, messages))
+
+    monkeypatch.setattr(driver_module, "deep_copies", counting)
+    graph = data_dir("stage_graphs") / "feature-work.yaml"
+    steps = "\n".join(f"  - user: hello {i}\n  - model: {{text: answer {i}}}" for i in range(30))
+    result = simulate_scenario(load_scenario_text(f"graph: {graph}\nsteps:\n{steps}\n", "s.yaml"))
+    assert len(result.records) == 30 and copies == []

@@ -26,7 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, TOOL_CALL, TOOL_RESULT
 from fsm_stage.diagram import to_mermaid
-from fsm_stage.errors import ReviewDismissed, ReviewPending, UserError
+from fsm_stage.errors import ReviewDismissed, ReviewPayloadChangedError, ReviewPending, UserError
 from fsm_stage.mcp import durable
 from fsm_stage.mcp.review import (
     UNAVAILABLE,
@@ -240,8 +240,13 @@ class StageServer:
             raise _invalid(f"{name}: the retry carries no answer to input request {REVIEW_KEY!r}")
         self._used.add(nonce)
         call = ToolCall(call_id, name, arguments)
-        durable.record_answer(ms, call_id, reply.action, reply.content)
-        channel.arm(Answered(reply.action, reply.content))
+        action, content = reply.action, reply.content
+        try:
+            durable.record_answer(ms, call_id, action, content)
+        except ReviewPayloadChangedError as err:  # edited on disk since asked: close it as kept
+            action, content = "decline", {"feedback": str(err)}
+            durable.record_answer(ms, call_id, action, content)
+        channel.arm(Answered(action, content))
         try:
             result = await execute_tool(ms.runtime.tools, call, ms.agent)
         finally:

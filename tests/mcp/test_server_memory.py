@@ -210,3 +210,25 @@ async def test_exit_plan_mode_reviewed_over_mcp(tmp_path: Path) -> None:
     assert status["planMode"]["active"] is False
     assert cb.asked and "# Plan" in cb.asked[0].message
     assert [e["data"]["active"] for e in events(log) if e["type"] == "plan/mode"] == [True, False]
+
+
+async def test_an_edited_handoff_document_closes_the_review_with_a_clear_result(tmp_path: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text("name: g\nsection: 'Move on with goto_stage: << stage_targets >>'\nstages:\n"
+                     "  - {name: explore, instruction: Look.}\n  - {name: implement, instruction: Build.}\n",
+                     encoding="utf-8")
+    log = tmp_path / "s.jsonl"
+    app = build_server(SessionRegistry(load_config(graph), {"default": str(log)}, cwd=tmp_path))
+
+    async def edit_then_approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        for doc in tmp_path.rglob("implement.md"):
+            doc.write_text("# Handoff\nedited behind the reviewer's back", encoding="utf-8")
+        return types.ElicitResult(action="accept", content={"decision": "Approve"})
+
+    async with Client(app.server, elicitation_callback=edit_then_approve) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement", "handoff": "# Handoff\nwhat was done"})
+        assert r.is_error and "changed" in text_of(r), text_of(r)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
+    assert status["stage"] == "explore" and status["openReviews"] == []
+    answers = [e["data"]["outcome"] for e in events(log) if e["type"] == "fsm/review/answer"]
+    assert answers == ["keep"]

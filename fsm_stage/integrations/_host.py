@@ -13,7 +13,7 @@ suspended call once its review is answered; ``answer`` records a human's answer
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +189,21 @@ class StageHost:
         ``ReviewPending`` when an ``ask`` rule's review suspended."""
         refused = await self.driver.authorize(call)
         return None if refused is None else refused.text
+
+    async def run_host_tool(self, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
+        """Run one host tool call: the stage's tool policy first (a refused call never runs; its
+        refusal text is returned), then ``execute()``, recording ``tool/call`` + ``tool/result``
+        (a non-str result as JSON; an exception as an error result, then re-raised)."""
+        refusal = await self.refusal(call)
+        if refusal is not None:
+            return refusal
+        try:
+            result = await execute()
+        except Exception as exc:
+            self.record_host_result(call, f"Error: {exc}", is_error=True)
+            raise
+        self.record_host_result(call, result if isinstance(result, str) else json.dumps(result, default=str))
+        return result
 
     def record_host_result(self, call: ToolCall, text: str, *, is_error: bool = False) -> None:
         """Record a host tool's result (``tool/call`` + ``tool/result``)."""

@@ -14,7 +14,6 @@ again: the model input comes from the log, not from a saved ``RunState``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -127,19 +126,8 @@ def _logged(host: StageHost, call_id: str) -> ToolCall:
 
 
 async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
-    """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
-    the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
-    exception is recorded as an error result and re-raised)."""
-    refusal = await host.refusal(call)
-    if refusal is not None:
-        return refusal
-    try:
-        result = await execute()
-    except Exception as exc:
-        host.record_host_result(call, f"Error: {exc}", is_error=True)
-        raise
-    host.record_host_result(call, result if isinstance(result, str) else json.dumps(result, default=str))
-    return result
+    """The one place a host tool runs (``StageHost.run_host_tool``: policy, execute, record)."""
+    return await host.run_host_tool(call, execute)
 
 
 def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionTool]:

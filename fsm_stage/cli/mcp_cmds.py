@@ -40,7 +40,7 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
             state_key_file: Path | None) -> None:
     """Serve goto_stage / exit_plan_mode / get_stage with human review through the MCP client."""
     try:
-        from fsm_stage.mcp.run import serve_http, serve_stdio, state_security
+        from fsm_stage.mcp.run import KEY_ENV, serve_http, serve_stdio, state_security
         from fsm_stage.mcp.server import build_server
         from fsm_stage.mcp.sessions import DEFAULT_SESSION, SessionRegistry, parse_log_option
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -58,9 +58,13 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
     key_file = state_key_file
     if key_file is None and default_log != "memory:":
         key_file = Path(default_log + ".mcp-key")
+    try:  # before any log is opened: a bad key leaves nothing behind
+        security = state_security(key_file)
+    except (ValueError, OSError) as err:
+        raise UserError(f"request-state key ({KEY_ENV} or --state-key-file): {err}") from None
     registry = SessionRegistry(config, table, cwd=workdir)
     try:
-        app = build_server(registry, security=state_security(key_file))
+        app = build_server(registry, security=security)
         if target is None:
             asyncio.run(serve_stdio(app))
         else:

@@ -45,3 +45,12 @@ def test_bad_graph_is_exit_1(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["mcp", "--graph", str(bad), "--log", str(tmp_path / "s.jsonl")])
     assert result.exit_code == 1 and "g.yaml" in result.output
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_a_short_state_key_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FSM_STAGE_MCP_STATE_KEY", "short")
+    log = tmp_path / "s.jsonl"
+    out = CliRunner().invoke(main, ["mcp", "--graph", str(GRAPH), "--log", str(log), "--cwd", str(tmp_path)])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    assert "FSM_STAGE_MCP_STATE_KEY" in out.output and out.output.count("\n") == 1, out.output
+    assert not log.exists()

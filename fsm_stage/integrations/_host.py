@@ -190,6 +190,19 @@ class StageHost:
         refused = await self.driver.authorize(call)
         return None if refused is None else refused.text
 
+    def logged_call(self, call_id: str) -> ToolCall | None:
+        """The open step's recorded call with ``call_id`` (its arguments text as logged), or None."""
+        view = self.driver.view()
+        state = view.call(call_id) if view is not None else None
+        return state.call if state is not None else None
+
+    def required_call(self, call_id: str) -> ToolCall:
+        """``logged_call``, raising ``RuntimeError`` when the open step's reply has no such call."""
+        call = self.logged_call(call_id)
+        if call is None:
+            raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
+        return call
+
     async def run_host_tool(self, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
         """Run one host tool call: the stage's tool policy first (a refused call never runs; its
         refusal text is returned), then ``execute()``, recording ``tool/call`` + ``tool/result``

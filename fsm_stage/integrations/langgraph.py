@@ -94,19 +94,11 @@ async def _run_host_tool(host: StageHost, call: ToolCall,
     return out
 
 
-def _logged(host: StageHost, call_id: str) -> ToolCall:
-    view = host.driver.view()
-    state = view.call(call_id) if view is not None else None
-    if state is None:
-        raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
-    return state.call
-
-
 def stage_tool_node(host: StageHost, tools: Sequence[BaseTool]) -> ToolNode:
     """A ``ToolNode`` over the host's ``tools`` that also runs fsm_stage's tools (see above)."""
     async def wrap(request: ToolCallRequest,
                    execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]) -> Any:
-        call = _logged(host, request.tool_call["id"] or "")
+        call = host.required_call(request.tool_call["id"] or "")
         if call.name in FSM_TOOLS:
             return ToolMessage(await _run_fsm(host, call), tool_call_id=call.id, name=call.name)
         return await _run_host_tool(host, call, lambda: execute(request))

@@ -95,7 +95,7 @@ def stage_tools(host: StageHost) -> list[FunctionTool]:
     done: dict[str, str] = {}
 
     async def needs_approval(_ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-        call = _logged(host, call_id)
+        call = host.required_call(call_id)
         try:
             done[call_id] = await host.run_fsm_tool(call)
         except ReviewPending:
@@ -109,20 +109,12 @@ def stage_tools(host: StageHost) -> list[FunctionTool]:
         review_id = host.open_review(call_id)
         if review_id is not None:  # approved on RunState without approve(): record it
             host.answer(review_id, True)
-        return await host.run_fsm_tool(_logged(host, call_id))
+        return await host.run_fsm_tool(host.required_call(call_id))
 
     return [FunctionTool(name=spec.name, description=spec.description,
                          params_json_schema=dict(spec.parameters), on_invoke_tool=invoke,
                          strict_json_schema=False, needs_approval=needs_approval)
             for spec in host.runtime.tool_specs]
-
-
-def _logged(host: StageHost, call_id: str) -> ToolCall:
-    view = host.driver.view()
-    state = view.call(call_id) if view is not None else None
-    if state is None:
-        raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
-    return state.call
 
 
 async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
@@ -135,7 +127,7 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
     out = []
     for tool in tools:
         def invoke(ctx: ToolContext[Any], args: str, _tool: FunctionTool = tool) -> Awaitable[Any]:
-            return _run_host_tool(host, _logged(host, ctx.tool_call_id),
+            return _run_host_tool(host, host.required_call(ctx.tool_call_id),
                                   lambda: _tool.on_invoke_tool(ctx, args))
         out.append(FunctionTool(name=tool.name, description=tool.description,
                                 params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,

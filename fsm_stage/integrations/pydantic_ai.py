@@ -139,9 +139,7 @@ class StageCapability(AbstractCapability[Any]):
 
     def _logged(self, call: ToolCall) -> ToolCall:
         """The reply's recorded call with ``call``'s id (its arguments text as logged)."""
-        view = self.host.driver.view()
-        state = view.call(call.id) if view is not None else None
-        return state.call if state is not None else call
+        return self.host.logged_call(call.id) or call
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
                                  handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],

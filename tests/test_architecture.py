@@ -17,6 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "fsm_stage"
 LAYERS: dict[str, int] = {
     "fsm_stage.constants": 0,
     "fsm_stage.errors": 0,
+    "fsm_stage._lazy": 0,
     "fsm_stage.resources": 0,
     "fsm_stage.fileio": 0,
     "fsm_stage.text": 0,

@@ -6,7 +6,9 @@ was used (``redeemed``) and the last recorded graph fingerprint (``graph``). ``o
 not answered; ``approved`` = answered approve, not redeemed; ``pending(kind)`` = the approved,
 unredeemed review of that kind (at most one). ``REVIEW_FOLD`` is the shared instance
 (``Session.read(REVIEW_FOLD)`` is O(new events)). ``plan_payload_sha256`` /
-``stage_payload_sha256`` hash what a reviewer is shown. A ``Projection`` (``key="reviews"``).
+``stage_payload_sha256`` / ``tool_payload_sha256`` hash what a reviewer is shown. A
+``Projection`` (``key="reviews"``). ``as_fork(state, seed_length)`` is the state a fork sees: a
+review asked before the fork point and not redeemed there counts as redeemed ``forked``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REV
 from fsm_stage.log.events import Event
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
-           "ReviewState", "plan_payload_sha256", "stage_payload_sha256"]
+           "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
@@ -35,6 +37,12 @@ def plan_payload_sha256(plan: str) -> str:
 def stage_payload_sha256(target: str, handoff: str | None) -> str:
     """Hex sha256 of ``target + "\\n" + handoff`` (``""`` when there is no document)."""
     return hashlib.sha256((target + "\n" + (handoff or "")).encode("utf-8")).hexdigest()
+
+
+def tool_payload_sha256(name: str, arguments: str) -> str:
+    """Hex sha256 of ``name + "\\n" + arguments``: a tool review is bound to the tool's name and
+    its exact argument text (whatever keys the arguments hold)."""
+    return hashlib.sha256(f"{name}\n{arguments}".encode()).hexdigest()
 
 
 @attrs.frozen
@@ -232,6 +240,26 @@ class ReviewFold:
                      and (i not in answered or answered[i].outcome == "approve"))
         return ReviewState(MappingProxyType(records), MappingProxyType(answered),
                            MappingProxyType(redeemed), graph, live)
+
+
+def as_fork(state: ReviewState, seed_length: int | None) -> ReviewState:
+    """``state`` as a fork whose header says ``seedLength = seed_length`` sees it: every review
+    requested before the fork point (seq < ``seed_length``) and not redeemed there counts as
+    redeemed ``applied: false, reason: "forked"`` (seq ``seed_length``), whoever wrote the fork
+    and whatever was appended after the seed (an answer logged in the fork included): an
+    approval is used only on the branch it was asked on. ``None`` (not a fork): ``state``.
+    O(live reviews)."""
+    if seed_length is None:
+        return state
+    stale = [i for i in state.live if state.records[i].seq < seed_length]  # live: not redeemed
+    if not stale:
+        return state
+    redeemed = dict(state.redeemed)
+    for rid in stale:
+        redeemed[rid] = Redemption(False, "forked", seed_length)
+    gone = set(stale)
+    return attrs.evolve(state, redeemed=MappingProxyType(redeemed),
+                        live=tuple(i for i in state.live if i not in gone))
 
 
 REVIEW_FOLD: Final = ReviewFold()

@@ -35,6 +35,7 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
+    USER_MESSAGE,
 )
 from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
 from fsm_stage.graph import (
@@ -68,7 +69,7 @@ from fsm_stage.runtime.pending import (
 )
 from fsm_stage.runtime.review import Option, Question, ReviewChannel, check_review_channel
 from fsm_stage.runtime.review_flow import redeemed_spec
-from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.runtime.reviews import answer_review, current_payload_sha256
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
@@ -398,8 +399,17 @@ class PlanModeController:
         session = agent.session
         logged = self.logged(session)
         if selection.payload is not None:
+            # An approved exit is redeemed only while plan mode is on (else: ``stage-changed``,
+            # the mode moved meanwhile) and for the plan that was reviewed (else
+            # ``payload-changed``: the model is told; plan mode stays on).
+            if self._plan_changed(session, selection.payload):
+                text = self.catalog.text("notice.exit_not_applied")
+                told = NewEvent(USER_MESSAGE, dict(notice(text, plugin=PLAN_SOURCE_PLUGIN)), "append")
+                session.append_many([told, redeemed_spec(selection.payload, False, "payload-changed")],
+                                    expect_last_seq=expect_last_seq)
+                return []
             redeem = [redeemed_spec(selection.payload, selection.target != logged,
-                                    None if selection.target != logged else "superseded")]
+                                    None if selection.target != logged else "stage-changed")]
         else:
             redeem = plan_flow.redeem_specs(session, applied=False, reason="superseded")
         if selection.target == logged:
@@ -410,6 +420,14 @@ class PlanModeController:
         self._transition(session, logged, selection.target, approved=selection.payload is not None,
                          extra=redeem, expect_last_seq=expect_last_seq)
         return [message] if message is not None else []
+
+    def _plan_changed(self, session: Session, review_id: str) -> bool:
+        """Whether the logged call's plan no longer hashes to what review ``review_id`` showed."""
+        record = plan_flow.state_of(session).records.get(review_id)
+        if record is None:
+            return True
+        now = current_payload_sha256(session, record)
+        return now is not None and now != record.payload_sha256
 
     # --- prompt section ---------------------------------------------------------------------------
 

@@ -125,3 +125,37 @@ def test_a_user_switch_over_a_pending_approval_is_model_visible(tmp_path: Path) 
     last = rig.runtime.build_request(rig.agent).messages[-1]
     assert "The user switched this session to stage verify" in str(last)
     assert _redeemed(rig) == [(False, "superseded")]
+
+
+# --- plan reviews --------------------------------------------------------------------------
+
+
+def _plan_asked(tmp_path: Path) -> tuple[Rig, ToolCall, str]:
+    rig = Rig(MemoryLog(SessionHeader(id="p", cwd=str(tmp_path))), SuspendingReviewChannel())
+    rig.enter_plan()
+    rig.open_turn()
+    rig.step()
+    call = rig.exit_call()
+    with pytest.raises(ReviewPending) as pending:
+        run(rig.call(call))
+    return rig, call, pending.value.review_id
+
+
+def test_an_approved_exit_whose_logged_plan_changed_is_closed_payload_changed(tmp_path: Path) -> None:
+    rig, call, rid = _plan_asked(tmp_path)
+    answer_review(rig.session, rid, "approve")
+    other = rig.exit_call("# Plan\n2. something nobody reviewed")  # the same call id logged again
+    rig.session.append("tool/call", {"callId": other.id, "name": other.name, "arguments": other.arguments})
+    rig.step(2)
+    assert rig.plan.logged(rig.session) is True
+    assert _redeemed(rig) == [(False, "payload-changed")]
+    assert sum("The approved plan was not applied" in str(m) for m in rig.session.messages()) == 1
+
+
+def test_an_approved_exit_after_plan_mode_ended_elsewhere_is_closed_stage_changed(tmp_path: Path) -> None:
+    rig, _call, rid = _plan_asked(tmp_path)
+    answer_review(rig.session, rid, "approve")
+    rig.session.append("plan/mode", {"active": False})  # another writer left plan mode
+    rig.step(2)
+    assert _redeemed(rig) == [(False, "stage-changed")]
+    assert [e.data["active"] for e in rig.session.events if e.type == "plan/mode"] == [True, False]

@@ -231,7 +231,9 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
                                           f"(open: {', '.join(r.id for r in state.open) or 'none'})")
             if review_id in state.answered or review_id in state.redeemed:
                 done = state.answered.get(review_id)
-                how = done.outcome if done is not None else "closed"
+                closed = state.redeemed.get(review_id)
+                how = (done.outcome if done is not None
+                       else f"closed: {closed.reason}" if closed is not None and closed.reason else "closed")
                 raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
             if outcome == "approve":
                 now = current_payload_sha256(session, record)

@@ -159,3 +159,21 @@ def test_an_approved_exit_after_plan_mode_ended_elsewhere_is_closed_stage_change
     rig.step(2)
     assert _redeemed(rig) == [(False, "stage-changed")]
     assert [e.data["active"] for e in rig.session.events if e.type == "plan/mode"] == [True, False]
+
+
+def test_session_messages_are_copies_that_cannot_change_the_log(tmp_path: Path) -> None:
+    from fsm_stage.runtime.reviews import fork_log
+
+    path = tmp_path / "s.jsonl"
+    rig, _call, _rid = _asked(tmp_path, JsonlLog(path, header=SessionHeader(id="s", cwd=str(tmp_path))))
+    rig.session.append_message({"id": "u1", "role": "user", "content": [{"type": "text", "text": "hello"}]})
+    before = [dict(e.data) if isinstance(e.data, dict) else e.data for e in rig.session.events]
+    for m in rig.session.messages():
+        m["content"][0]["text"] = "EDITED"
+        m["role"] = "system"
+    assert "EDITED" not in str(rig.session.messages())
+    assert "EDITED" not in str(rig.runtime.build_request(rig.agent).messages)
+    assert [e.data for e in rig.session.events] == before
+    child = fork_log(rig.session, rig.session.last_seq, tmp_path / "child.jsonl")
+    child.log.close()  # type: ignore[attr-defined]
+    assert "EDITED" not in (tmp_path / "child.jsonl").read_text()

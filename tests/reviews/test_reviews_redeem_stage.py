@@ -177,3 +177,32 @@ def test_session_messages_are_copies_that_cannot_change_the_log(tmp_path: Path) 
     child = fork_log(rig.session, rig.session.last_seq, tmp_path / "child.jsonl")
     child.log.close()  # type: ignore[attr-defined]
     assert "EDITED" not in (tmp_path / "child.jsonl").read_text()
+
+
+def test_staged_session_user_switch_over_an_approval_supersedes_it_visibly(tmp_path: Path) -> None:
+    """Through the step driver (``StagedSession``): suspend, approve, resume (approved), then
+    ``/stage verify`` (queued in the turn) — the next step applies the user's switch, closes the
+    approval ``superseded`` and the model's next request says so, instead of still promising the
+    approved transition."""
+    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.runtime.messages import user_message
+
+    rig = Rig(MemoryLog(SessionHeader(id="d", cwd=str(tmp_path))), SuspendingReviewChannel())
+    driver = StagedSession(rig.runtime, rig.agent)
+    rig.agent.steer(user_message("move on"))
+    driver.start_turn()
+    assert driver.begin_step() is not None
+    call = rig.goto_call("implement")
+    driver.record_reply("", [call])
+    with pytest.raises(ReviewPending) as pending:
+        run(driver.run_tool(call))
+    answer_review(rig.session, pending.value.review_id, "approve")
+    (result,) = run(driver.resume())
+    assert not result.is_error
+    run(rig.runtime.run_command(rig.agent, "/stage verify"))
+    assert driver.end_step() is True
+    request = driver.begin_step()
+    assert request is not None
+    assert rig.stage.current(rig.session) == "verify"
+    assert _redeemed(rig) == [(False, "superseded")]
+    assert "The user switched this session to stage verify" in str(request.messages[-1])

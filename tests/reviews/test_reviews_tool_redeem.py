@@ -111,3 +111,26 @@ def test_a_tool_review_whose_logged_call_changed_says_so(tmp_path: Path) -> None
     rig.log_call(rig.call(patch="other", plan="x"))  # the same call id logged again, other arguments
     with pytest.raises(ReviewPayloadChangedError, match="tool call's arguments changed"):
         answer_review(rig.session, rid, "approve")
+
+
+def test_fsm_stage_review_approves_a_tool_review_whose_arguments_hold_a_plan_key(tmp_path: Path) -> None:
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from fsm_stage.cli import main
+    from fsm_stage.log.jsonl import JsonlLog
+
+    path = tmp_path / "s.jsonl"
+    rig = ToolRig(JsonlLog(path, header=SessionHeader(id="cli", cwd=str(tmp_path))), SuspendingReviewChannel(),
+                  tmp_path / "runs")
+    rig.to_verify()
+    call = rig.call(plan="# a plan argument of a tool")
+    with pytest.raises(ReviewPending) as pending:
+        asyncio.run(rig.runtime.call_tool(rig.agent, call))
+    rig.session.log.close()  # type: ignore[attr-defined]
+    out = CliRunner().invoke(main, ["review", str(path), "--approve", pending.value.review_id])
+    assert out.exit_code == 0, out.output
+    with JsonlLog(path) as log:
+        again = ToolRig(log, SuspendingReviewChannel(), tmp_path / "runs")
+        assert not again.resume(call).is_error and runs(tmp_path / "runs") == 1

@@ -68,7 +68,7 @@ from fsm_stage.runtime.pending import (
     told,
 )
 from fsm_stage.runtime.review import Option, Question, ReviewChannel, check_review_channel
-from fsm_stage.runtime.review_flow import redeemed_spec
+from fsm_stage.runtime.review_flow import redeemed_spec, state_of
 from fsm_stage.runtime.reviews import answer_review, current_payload_sha256
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
@@ -423,7 +423,7 @@ class PlanModeController:
 
     def _plan_changed(self, session: Session, review_id: str) -> bool:
         """Whether the logged call's plan no longer hashes to what review ``review_id`` showed."""
-        record = plan_flow.state_of(session).records.get(review_id)
+        record = state_of(session).records.get(review_id)
         if record is None:
             return True
         now = current_payload_sha256(session, record)

@@ -22,8 +22,8 @@ from fsm_stage.log.reviews import tool_payload_sha256
 from fsm_stage.runtime import review_flow as flow
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.policy import Decision, PolicyState
-from fsm_stage.runtime.reviews import current_payload_sha256
 from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed
+from fsm_stage.runtime.reviews import current_payload_sha256
 from fsm_stage.runtime.tools import ToolCall
 
 TOOL_REVIEW_KIND = "tool"
@@ -102,7 +102,8 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
         def check() -> str | None:
             if reviewed_from(state) != record.from_:
                 return "stage-changed"
-            if current_payload_sha256(session, record) not in (None, digest) or record.payload_sha256 != digest:
+            logged = current_payload_sha256(session, record)  # the logged call (None: not logged)
+            if record.payload_sha256 != digest or logged not in (None, digest):
                 return "payload-changed"
             return None
 

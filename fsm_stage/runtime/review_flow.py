@@ -237,7 +237,8 @@ def redeemed_spec(review_id: str, applied: bool, reason: str | None = None) -> N
     return NewEvent(REVIEW_REDEEMED, {"id": review_id, "applied": applied, "reason": reason}, ignorable=True)
 
 
-def redeem(session: Session, record: ReviewRecord, check: Callable[[], str | None]) -> tuple[bool, Redemption]:
+def redeem(session: Session, record: ReviewRecord,
+           check: Callable[[], str | None]) -> tuple[bool, Redemption]:
     """Redeem the approved review ``record`` once, for every kind: under the session lock, fold;
     if it is redeemed already return ``(False, that redemption)`` (another worker won: do not
     act); else ``check()`` names why it must not apply (``stage-changed``, ``edge-removed``,

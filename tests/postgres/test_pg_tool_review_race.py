@@ -43,8 +43,9 @@ def test_eight_processes_resuming_one_approved_tool_call_run_it_once(
         with pytest.raises(ReviewPending) as pending:
             asyncio.run(rig.runtime.call_tool(rig.agent, rig.call()))
         answer_review(log, pending.value.review_id, "approve")
-    procs = [subprocess.Popen([sys.executable, str(RIG_DIR / "tool_rig.py"), url, str(counter)], env=ENV,
-                              text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    argv = [sys.executable, str(RIG_DIR / "tool_rig.py"), url, str(counter)]
+    pipe = subprocess.PIPE
+    procs = [subprocess.Popen(argv, env=ENV, text=True, stdin=pipe, stdout=pipe, stderr=pipe)
              for _ in range(8)]
     for p in procs:
         assert p.stdout is not None

@@ -65,7 +65,8 @@ def test_a_dsh_fork_never_applies_the_parents_unused_approval(tmp_path: Path) ->
 
 def test_a_dsh_fork_cannot_answer_the_parents_open_review(tmp_path: Path) -> None:
     parent = tmp_path / "parent.jsonl"
-    rig = Rig(JsonlLog(parent, header=SessionHeader(id="parent", cwd=str(tmp_path))), SuspendingReviewChannel())
+    rig = Rig(JsonlLog(parent, header=SessionHeader(id="parent", cwd=str(tmp_path))),
+              SuspendingReviewChannel())
     rig.open_turn()
     rig.step()
     with pytest.raises(ReviewPending) as pending:

@@ -35,7 +35,8 @@ def _asked(tmp_path: Path, log: Any = None) -> tuple[Rig, ToolCall, str]:
 
 
 def _redeemed(rig: Rig) -> list[tuple[bool, str | None]]:
-    return [(e.data["applied"], e.data["reason"]) for e in rig.session.events if e.type == "fsm/review/redeemed"]
+    return [(e.data["applied"], e.data["reason"]) for e in rig.session.events
+            if e.type == "fsm/review/redeemed"]
 
 
 def _told(rig: Rig) -> list[str]:
@@ -43,7 +44,9 @@ def _told(rig: Rig) -> list[str]:
 
 
 @pytest.mark.parametrize("resume", [False, True], ids=["step-only", "resumed-call"])
-def test_an_approval_after_the_user_moved_the_stage_is_closed_stage_changed(tmp_path: Path, resume: bool) -> None:
+def test_an_approval_after_the_user_moved_the_stage_is_closed_stage_changed(
+    tmp_path: Path, resume: bool
+) -> None:
     rig, call, rid = _asked(tmp_path)
     run(rig.runtime.run_command(rig.agent, "/stage verify"))  # queued in the open turn
     rig.step(2)
@@ -100,12 +103,15 @@ def _without(edges: dict[str, tuple[EdgeConfig, ...]] | None = None, drop: str |
 
 
 @pytest.mark.parametrize("change", ["stage-removed", "edge-removed"])
-def test_accepting_a_changed_graph_closes_a_stale_approval_and_keeps_stepping(tmp_path: Path, change: str) -> None:
+def test_accepting_a_changed_graph_closes_a_stale_approval_and_keeps_stepping(
+    tmp_path: Path, change: str
+) -> None:
     path = tmp_path / "s.jsonl"
     rig, _call, rid = _asked(tmp_path, JsonlLog(path, header=SessionHeader(id="s", cwd=str(tmp_path))))
     answer_review(rig.session, rid, "approve")
     rig.close()
-    new = _without(drop="implement") if change == "stage-removed" else _without({"explore": (EdgeConfig("verify"),)})
+    new = (_without(drop="implement") if change == "stage-removed"
+           else _without({"explore": (EdgeConfig("verify"),)}))
     with JsonlLog(path) as log:
         later = Rig(log, SuspendingReviewChannel(), accept_graph_change=True, graph_config=new)
         later.step(2)
@@ -142,7 +148,7 @@ def _plan_asked(tmp_path: Path) -> tuple[Rig, ToolCall, str]:
 
 
 def test_an_approved_exit_whose_logged_plan_changed_is_closed_payload_changed(tmp_path: Path) -> None:
-    rig, call, rid = _plan_asked(tmp_path)
+    rig, _call, rid = _plan_asked(tmp_path)
     answer_review(rig.session, rid, "approve")
     other = rig.exit_call("# Plan\n2. something nobody reviewed")  # the same call id logged again
     rig.session.append("tool/call", {"callId": other.id, "name": other.name, "arguments": other.arguments})

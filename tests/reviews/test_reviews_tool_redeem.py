@@ -107,7 +107,7 @@ def test_a_tool_review_whose_arguments_hold_a_plan_key_can_be_approved(tmp_path:
 
 
 def test_a_tool_review_whose_logged_call_changed_says_so(tmp_path: Path) -> None:
-    rig, call, rid = _suspended(tmp_path, plan="x")
+    rig, _call, rid = _suspended(tmp_path, plan="x")
     rig.log_call(rig.call(patch="other", plan="x"))  # the same call id logged again, other arguments
     with pytest.raises(ReviewPayloadChangedError, match="tool call's arguments changed"):
         answer_review(rig.session, rid, "approve")
@@ -122,8 +122,8 @@ def test_fsm_stage_review_approves_a_tool_review_whose_arguments_hold_a_plan_key
     from fsm_stage.log.jsonl import JsonlLog
 
     path = tmp_path / "s.jsonl"
-    rig = ToolRig(JsonlLog(path, header=SessionHeader(id="cli", cwd=str(tmp_path))), SuspendingReviewChannel(),
-                  tmp_path / "runs")
+    log = JsonlLog(path, header=SessionHeader(id="cli", cwd=str(tmp_path)))
+    rig = ToolRig(log, SuspendingReviewChannel(), tmp_path / "runs")
     rig.to_verify()
     call = rig.call(plan="# a plan argument of a tool")
     with pytest.raises(ReviewPending) as pending:

@@ -55,7 +55,8 @@ def test_the_next_call_after_a_failed_answer_write_is_asked_not_refused(tmp_path
     assert not second.is_error, second.text  # type: ignore[attr-defined]
     assert len(review.requests) == 2
     answers = [e.data for e in rig.session.events if e.type == "fsm/review/answer"]
-    assert [(a["outcome"], a["by"]) for a in answers] == [("dismiss", "write-failure"), ("approve", "channel")]
+    assert [(a["outcome"], a["by"]) for a in answers] == [("dismiss", "write-failure"),
+                                                          ("approve", "channel")]
     assert "disk full" in answers[0]["feedback"]
     assert rig.reviews().open == ()
 

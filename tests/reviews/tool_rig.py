@@ -1,7 +1,8 @@
 """A host with an ``ask`` tool rule over any log (the tool-review tests): stages ``explore`` and
-``verify`` and plan mode ask before ``apply_patch``; the tool appends one line to a file per run, so runs are counted across
-processes. Also run as a script by the multi-process tests (``python tool_rig.py LOCATION COUNTER``:
-print ``ready``, wait for a line on stdin, resume the open call ``c_patch`` and print the verdict).
+``verify`` and plan mode ask before ``apply_patch``; the tool appends one line to a file per
+run, so runs are counted across processes. Also run as a script by the multi-process tests
+(``python tool_rig.py LOCATION COUNTER``: print ``ready``, wait for a line on stdin, resume the
+open call ``c_patch`` and print the verdict).
 """
 
 from __future__ import annotations

@@ -58,3 +58,23 @@ def test_a_fork_closes_every_review_asked_before_its_seed_length() -> None:
         "rv_1": (False, "forked"), "rv_2": (False, "forked")}
     assert [r.id for r in forked.open] == ["rv_3"] and forked.pending("stage") is None
     assert as_fork(state, None) is state
+
+
+def test_the_fold_appends_to_one_journal_and_old_states_never_change() -> None:
+    from fsm_stage.log.reviews import Indexed
+
+    events = [_request(f"rv_{i}") for i in range(50)]
+    state = _fold(*events)
+    records = state.records
+    assert isinstance(records, Indexed) and len(records) == 50
+    assert len(records._journal.entries) == 50  # appended in place: no copy per review event
+    older = _fold(*events[:10])
+    branch = REVIEW_FOLD.apply(older, Event(type="fsm/review/request", seq=99, time=0,
+                                            data={**_request("rv_x")[1]}))
+    other = REVIEW_FOLD.apply(older, Event(type="fsm/review/request", seq=99, time=0,
+                                           data={**_request("rv_y")[1]}))  # a second branch: copies
+    assert list(older.records) == [f"rv_{i}" for i in range(10)]  # unchanged by either branch
+    assert list(branch.records)[-1] == "rv_x" and len(branch.records) == 11 and "rv_y" not in branch.records
+    assert list(other.records)[-1] == "rv_y" and "rv_x" not in other.records
+    newest = state.by_call("c1")
+    assert newest is not None and newest.id == "rv_49"  # the newest review of the call

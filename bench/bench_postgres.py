@@ -1,6 +1,6 @@
 """PostgreSQL store: a durable step and multi-worker throughput.
 
-On one throwaway cluster (``fsm_stage.log.pg_testing.TempCluster``, fsync on, Unix socket):
+On one throwaway cluster (``tests.pg_testing.TempCluster``, fsync on, Unix socket):
 
 * **durable step**: ``PostgresLog.append`` of one ~1 KB event, then a second handle's
   ``refresh()`` reads it back — vs LangGraph's ``PostgresSaver.put`` of a checkpoint with the
@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from fsm_stage.log.events import SessionHeader  # noqa: E402
-from fsm_stage.log.pg_testing import TempCluster, unavailable_reason  # noqa: E402
+from tests.pg_testing import TempCluster, unavailable_reason  # noqa: E402
 
 PAYLOAD = {"text": "x" * 1000, "stage": "implement"}
 

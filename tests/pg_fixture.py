@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fsm_stage.log.pg_testing import TempCluster, unavailable_reason
+from tests.pg_testing import TempCluster, unavailable_reason
 
 
 def require_server(reason: str | None) -> None:

@@ -44,7 +44,7 @@ def test_touching_one_name_loads_only_its_layer() -> None:
     code = (
         "import sys, fsm_stage\n"
         "fsm_stage.load_config\n"
-        "print(','.join(m for m in ('fsm_stage.simulate', 'fsm_stage.runtime.loop', 'click') "
+        "print(','.join(m for m in ('fsm_stage.simulate', 'fsm_stage.driver._loop', 'click') "
         "if m in sys.modules))"
     )
     assert _run(code) == ""

@@ -13,12 +13,6 @@ from typing import TYPE_CHECKING
 from fsm_stage._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the static view of the lazy names below
-    from fsm_stage.driver._step import (
-        StagedSession,
-        StepRequest,
-        SuspendedCall,
-        SuspendedStep,
-    )
     from fsm_stage.driver._loop import (
         Loop,
         Model,
@@ -31,15 +25,21 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         OpenTurnView,
         open_turn_view,
     )
+    from fsm_stage.driver._pending import (
+        PendingStore,
+        Selection,
+        session_lock,
+    )
     from fsm_stage.driver._repair import (
         is_turn_live,
         live_turn,
         repair_open_turn,
     )
-    from fsm_stage.driver._pending import (
-        PendingStore,
-        Selection,
-        session_lock,
+    from fsm_stage.driver._step import (
+        StagedSession,
+        StepRequest,
+        SuspendedCall,
+        SuspendedStep,
     )
 
 #: exported name -> the module (under this package) that defines it; ``__all__`` is its keys

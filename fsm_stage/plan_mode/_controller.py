@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import attrs
 
-import fsm_stage.plan_mode_reviews as plan_flow
+import fsm_stage.reviews._plan as plan_flow
 from fsm_stage.config import PlanModeConfig
 from fsm_stage.constants import (
     APPROVE_LABEL,
@@ -35,6 +35,16 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
+)
+from fsm_stage.driver._pending import (
+    FLUSH_RETRY_ERRORS,
+    HeaderRelative,
+    Outcome,
+    PendingStore,
+    Selection,
+    redeem_once,
+    session_lock,
+    told,
 )
 from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
 from fsm_stage.graph import (
@@ -48,27 +58,17 @@ from fsm_stage.graph import (
 )
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
-from fsm_stage.log.reviews import ReviewAnswer, ReviewRecord
 from fsm_stage.prompts import Catalog, load_catalog
+from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._channel import Option, Question, ReviewChannel, check_review_channel
+from fsm_stage.reviews._flow import redeemed_spec
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.commands import CommandReply, CommandSpec
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
-from fsm_stage.runtime.pending import (
-    FLUSH_RETRY_ERRORS,
-    HeaderRelative,
-    Outcome,
-    PendingStore,
-    Selection,
-    redeem_once,
-    session_lock,
-    told,
-)
-from fsm_stage.runtime.review import Option, Question, ReviewChannel, check_review_channel
-from fsm_stage.runtime.review_flow import redeemed_spec
-from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
@@ -503,7 +503,7 @@ class PlanModeController:
     def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
                       by: str = "api") -> ReviewAnswer:
         """Record a human's answer to the open plan review ``review_id`` (``approve`` / ``keep``
-        / ``dismiss``); see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        / ``dismiss``); see ``fsm_stage.reviews._answer.answer_review`` for the errors raised."""
         return answer_review(session, review_id, outcome, feedback=feedback, by=by)
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING
 from fsm_stage._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the static view of the lazy names below
+    from fsm_stage.reviews._answer import (
+        answer_review,
+        fork_log,
+        open_reviews,
+        review_state,
+    )
     from fsm_stage.reviews._channel import (
         Answer,
         Decision,
@@ -22,15 +28,6 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         ScriptedReviewChannel,
         SuspendingReviewChannel,
         evaluate,
-    )
-    from fsm_stage.reviews._terminal import (
-        TerminalReviewChannel,
-    )
-    from fsm_stage.reviews._answer import (
-        answer_review,
-        fork_log,
-        open_reviews,
-        review_state,
     )
     from fsm_stage.reviews._fold import (
         REVIEW_FOLD,
@@ -44,6 +41,9 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         Decline,
         build_review_question,
         evaluate_review,
+    )
+    from fsm_stage.reviews._terminal import (
+        TerminalReviewChannel,
     )
 
 #: exported name -> the module (under this package) that defines it; ``__all__`` is its keys

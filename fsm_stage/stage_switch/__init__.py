@@ -14,12 +14,11 @@ tabled in ``docs/stage-switch-decisions.md``.
 """
 
 from fsm_stage.prompts import section_lists_targets_plainly
+from fsm_stage.reviews._stage import Consent, Decline, build_review_question, evaluate_review
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.controller import StageController
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
-from fsm_stage.stage_switch.overlay import apply_language_overlay
-from fsm_stage.stage_switch.review import Consent, Decline, build_review_question, evaluate_review
 from fsm_stage.stage_switch.state import (
     PendingTransition,
     ProjectionUnavailableError,
@@ -45,6 +44,7 @@ from fsm_stage.stage_switch.tool import (
     goto_stage_tool_spec,
     presentation_meta,
 )
+from tests.language_overlay import apply_language_overlay
 
 __all__ = [
     "CATALOG_NAME",

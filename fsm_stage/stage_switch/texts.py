@@ -13,7 +13,7 @@ from typing import Final
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import CURRENT_STAGE_PREFIX, STAGE_NAME_RE
 from fsm_stage.errors import PROJECTION_UNAVAILABLE_MESSAGE as PROJECTION_UNAVAILABLE_MESSAGE
-from fsm_stage.runtime.policy import policy_summary
+from fsm_stage.policy._gate import policy_summary
 
 __all__ = [
     "CATALOG_NAME",

@@ -24,7 +24,7 @@ def test_the_documented_host_loop_runs() -> None:
 
 
 def test_the_contract_table_names_every_public_driver_method() -> None:
-    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.driver import StagedSession
 
     text = (ROOT / "docs" / "step-driver.md").read_text(encoding="utf-8")
     public = [n for n in vars(StagedSession) if not n.startswith("_")]
@@ -34,7 +34,7 @@ def test_the_contract_table_names_every_public_driver_method() -> None:
 
 def test_the_driver_is_exported_at_the_top() -> None:
     import fsm_stage
-    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.driver import StagedSession
 
     assert fsm_stage.StagedSession is StagedSession
 

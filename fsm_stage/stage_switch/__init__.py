@@ -7,9 +7,9 @@ Port of DeepSeek Harness's ``dsh-stage-switch`` (stage-switch spec S1…S116). B
 
 Modules: ``controller`` (``StageController``: state, user jumps, boundary flush), ``goto`` (the
 ``goto_stage`` validation chain), ``tool`` (its schema, argument check and cards), ``command``
-(``/stage``), ``eligibility`` (predicates and named guards), ``review`` (the review question and
-consent rule), ``overlay`` (file-level language overlay), ``state`` (values and the closed-read
-error), ``texts`` (fixed texts, stage body). The rules where fsm_stage differs from the seed are
+(``/stage``), ``eligibility`` (predicates and named guards), ``state`` (values and the closed-read
+error), ``texts`` (fixed texts, stage body); the review question and consent rule live in
+``fsm_stage.reviews``. The rules where fsm_stage differs from the seed are
 tabled in ``docs/stage-switch-decisions.md``.
 """
 
@@ -44,7 +44,6 @@ from fsm_stage.stage_switch.tool import (
     goto_stage_tool_spec,
     presentation_meta,
 )
-from tests.language_overlay import apply_language_overlay
 
 __all__ = [
     "CATALOG_NAME",
@@ -66,7 +65,6 @@ __all__ = [
     "StageCommand",
     "StageController",
     "StageStatus",
-    "apply_language_overlay",
     "build_review_question",
     "check_stage_name",
     "evaluate_review",

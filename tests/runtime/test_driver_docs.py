@@ -39,17 +39,17 @@ def test_the_driver_is_exported_at_the_top() -> None:
     assert fsm_stage.StagedSession is StagedSession
 
 
-def test_the_host_loop_imports_only_from_the_top_level_package() -> None:
+def test_the_host_loop_imports_only_from_package_faces() -> None:
     text = (ROOT / "docs" / "step-driver.md").read_text(encoding="utf-8")
     example = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "asyncio.run(main())" in b)
-    deep = re.findall(r"^from (fsm_stage\.[\w.]+) import", example, re.M)
+    deep = [m for m in re.findall(r"^from (fsm_stage\.[\w.]+) import", example, re.M) if m.count(".") > 1]
     assert deep == []
-    assert "from fsm_stage import (" in example and "user_message" in example
+    assert "from fsm_stage import " in example and "user_message" in example
     assert "[*req.tools, WEATHER]" in example  # the host's own tool spec reaches the model
 
 
-def test_user_message_is_exported_at_the_top() -> None:
-    import fsm_stage
+def test_user_message_is_exported_from_the_runtime() -> None:
+    import fsm_stage.runtime
     from fsm_stage.runtime.messages import user_message
 
-    assert fsm_stage.user_message is user_message and "user_message" in fsm_stage.__all__
+    assert fsm_stage.runtime.user_message is user_message and "user_message" in fsm_stage.runtime.__all__

@@ -2,7 +2,9 @@
 
 Port of ``dsh-plan-mode`` (plan-mode spec B1–B114). ``PlanModeController(config)`` runs the
 ``compile_plan_mode()`` machine over a fold of the log and ``attach(runtime)`` contributes its
-tools, command, policy and projection; its exit review lives in ``fsm_stage.reviews``. The rules
+tools, command, policy and projection (``_controller``); ``_texts`` checks the config and reads
+a plan's heading, ``_tool`` holds the tool and command objects; the exit review lives in
+``fsm_stage.reviews``. The rules
 where plan mode differs from the seed are in ``docs/plan-mode-decisions.md``. Every name below
 loads on first use.
 """
@@ -21,6 +23,8 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         PlanModeController,
         PlanStatus,
         fold_plan_mode,
+    )
+    from fsm_stage.plan_mode._texts import (
         plan_heading_ok,
         plan_title,
         resolve_config,
@@ -34,9 +38,9 @@ _EXPORTS: dict[str, str] = {
     "PlanModeController": "_controller",
     "PlanStatus": "_controller",
     "fold_plan_mode": "_controller",
-    "plan_heading_ok": "_controller",
-    "plan_title": "_controller",
-    "resolve_config": "_controller",
+    "plan_heading_ok": "_texts",
+    "plan_title": "_texts",
+    "resolve_config": "_texts",
 }
 
 __all__ = [

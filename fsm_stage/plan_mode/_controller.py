@@ -16,7 +16,6 @@ mode differs from the seed are in ``docs/plan-mode-decisions.md``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -58,7 +57,8 @@ from fsm_stage.graph import (
 )
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
-from fsm_stage.prompts import Catalog, load_catalog
+from fsm_stage.plan_mode._texts import _catalog, plan_heading_ok, plan_title, resolve_config
+from fsm_stage.plan_mode._tool import _ExitTool, _PlanCommand
 from fsm_stage.reviews._answer import answer_review
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel, check_review_channel
 from fsm_stage.reviews._flow import redeemed_spec
@@ -89,70 +89,12 @@ PLAN_SERVICE: Final = "plan_mode"
 """Name of the service handle ``attach`` publishes (``runtime.service("plan_mode")``)."""
 PLAN_PROJECTION_KEY: Final = "plan"
 """Key of the ``{active, pending}`` projection unit (plan-mode spec §1.11)."""
-CONFIG_KEYS: Final = ("section",)
 
 _PLAN_FOLD: Final = PlanModeFold()
 _TOLD: Final = HeaderRelative(_PLAN_FOLD)
-_HEADING_RE: Final = re.compile(r"#{1,6}\s+\S")
-_TITLE_RE: Final = re.compile(r"#{1,6}\s+(.*)")
-_TRIM_RE: Final = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")  # JS String.prototype.trim
 
 _log = logging.getLogger(__name__)
 _WHAT = "plan-mode controller"
-
-
-def _catalog(language: str = "en", override_dir: Path | str | None = None) -> Catalog:
-    return load_catalog("plan_mode", language, override_dir)
-
-
-def resolve_config(
-    raw: Mapping[str, Any] | PlanModeConfig | None, *, catalog: Catalog | None = None
-) -> PlanModeConfig:
-    """Validate a plan-mode config and return a **new** ``PlanModeConfig`` (B1–B5).
-
-    ``raw`` is a mapping (``{"section": str}``), a ``PlanModeConfig`` or None (refused like an
-    empty section, B5, with ``config.missing``: what ``load_config(...).plan_mode`` is for a
-    graph without a ``plan_mode`` key). Checks in order, first failure wins: ``section`` is a
-    string (B1), it is not blank after trimming (B2), no other keys (B3, listed in insertion
-    order, comma-space joined). ``section`` is kept exactly as given (B4). Raises ``PlanModeConfigError``.
-    """
-    cat = catalog if catalog is not None else _catalog()
-    if raw is None:  # B5: fails like a blank section, saying that no config was given
-        raise PlanModeConfigError(cat.text("config.missing"))
-    if isinstance(raw, PlanModeConfig):
-        data: Mapping[str, Any] = {"section": raw.section}
-    elif isinstance(raw, Mapping):
-        data = raw
-    else:
-        raise PlanModeConfigError(cat.text("config.not_string"))
-    section = data.get("section")
-    if not isinstance(section, str):
-        raise PlanModeConfigError(cat.text("config.not_string"))
-    if not section.strip():
-        raise PlanModeConfigError(cat.text("config.blank"))
-    unknown = [str(k) for k in data if k not in CONFIG_KEYS]
-    if unknown:
-        raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
-    return PlanModeConfig(section=section, tools=raw.tools if isinstance(raw, PlanModeConfig) else None)
-
-
-def plan_heading_ok(plan: object) -> bool:
-    """Whether ``plan`` is a string that, trimmed, starts with a 1–6 level markdown heading
-    followed by whitespace and text (B69, B70). Any level 1–6 is accepted, not only ``# ``:
-    a model writing ``## Plan`` follows the tool's instructions."""
-    return isinstance(plan, str) and _HEADING_RE.match(_TRIM_RE.sub("", plan)) is not None
-
-
-def plan_title(plan: str) -> str | None:
-    """The first line (split on ``\\n``) that is a heading of level 1–6 followed by whitespace
-    and text; its text with trailing whitespace removed (B91). None when no line matches."""
-    for line in plan.split("\n"):
-        m = _TITLE_RE.match(line)
-        if m is not None:
-            title = m.group(1).rstrip()
-            if title:
-                return title
-    return None
 
 
 @attrs.frozen
@@ -169,30 +111,6 @@ class PlanStatus:
         if self.pending is not None:
             out["pending"] = self.pending
         return out
-
-
-class _ExitTool:
-    """The ``exit_plan_mode`` tool object registered with the runtime."""
-
-    def __init__(self, controller: PlanModeController) -> None:
-        self._controller = controller
-        self.spec = controller.tool_spec()
-
-    async def execute(
-        self, args: Mapping[str, Any], agent: Agent | None, signal: AbortSignal | None = None
-    ) -> ToolOutput:
-        return await self._controller.exit_plan_mode(args, agent, signal)
-
-
-class _PlanCommand:
-    """The ``/plan`` command object registered with the runtime."""
-
-    def __init__(self, controller: PlanModeController) -> None:
-        self._controller = controller
-        self.spec = controller.command_spec()
-
-    def handle(self, agent: Agent, raw_input: str, images: Sequence[Block]) -> CommandReply:
-        return self._controller.handle_command(agent, raw_input, images)
 
 
 class PlanModeController:

@@ -194,7 +194,7 @@ def _assemble(
 
 
 def _tool_policy(cfg: Any, stage: str | None, plan_active: bool) -> str | None:
-    """The tool policy in effect (``runtime.policy.PolicyState.describe``); None without
+    """The tool policy in effect (``fsm_stage.policy.PolicyState.describe``); None without
     ``--graph`` or when nothing is restricted."""
     if cfg is None or cfg.graph is None or stage is None:
         return None

@@ -1,7 +1,7 @@
 """Reference agent loop, ``Model`` protocol and ``ScriptedModel`` (DESIGN.md §8).
 
 Drives whole sessions without any host: tests, the simulator and the README example use it.
-Each step is ``StagedSession``'s (``runtime.driver``; docs/step-driver.md has the event order):
+Each step is ``StagedSession``'s (``fsm_stage.driver``; docs/step-driver.md has the event order):
 crash repair first (``Loop.repair``), ``turn/start``, then per step ``begin_step`` (inbox,
 assembly, ``accept`` — a rejection ends the turn ``blocked`` —, pre-step, snapshot,
 ``step/start``, messages, ``request/header``), the model call with **same-step retries** on

@@ -245,7 +245,7 @@ class StagedSession:
     # --- turn ----------------------------------------------------------------------------------
 
     def repair(self) -> list[Event]:
-        """Crash repair (``runtime.repair``): close a dead open turn (not one a loop of this
+        """Crash repair (``fsm_stage.driver``): close a dead open turn (not one a loop of this
         process runs, not a suspended one); returns the events written (``[]`` if none)."""
         if not self.session.is_turn_open or is_turn_live(self.session.id):
             return []

@@ -120,7 +120,7 @@ class PlanModeController:
     ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
     User selections made during an open turn are held in memory per session (B114); an
-    approved exit is read from the log (``plan_mode_reviews``).
+    approved exit is read from the log (``fsm_stage.reviews``).
     """
 
     def __init__(
@@ -383,7 +383,7 @@ class PlanModeController:
         ``ToolFailure``): agent present (B67) → logged state active (B68) → plan heading (B69) →
         review channel (B71) → review (dismissal B85, other failures verbatim B72/B73/B86/B87)
         → not closed meanwhile (B88) → consent (B76, B78–B84). The review is durable
-        (``plan_mode_reviews``): its request and answer are logged, the approved, unredeemed
+        (``fsm_stage.reviews``): its request and answer are logged, the approved, unredeemed
         exit is the pending exit (applied at the next accepted pre-step, B76, with its
         redemption in one batch), one plan review may be open at a time, a resumed call (same
         call id) reuses its logged answer, and ``ReviewPending`` propagates for a suspending

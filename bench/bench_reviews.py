@@ -88,8 +88,8 @@ def _transition_session() -> tuple[Any, Any, Any, list[str]]:
 
     from fsm_stage.handoff import MemoryHandoffStore
     from fsm_stage.log.events import MemoryLog, SessionHeader
+    from fsm_stage.reviews import Answer, ScriptedReviewChannel
     from fsm_stage.runtime.agent import InboxAgent
-    from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
     from fsm_stage.runtime.runtime import Runtime
     from fsm_stage.runtime.session import Session
     from fsm_stage.stage_switch import StageController

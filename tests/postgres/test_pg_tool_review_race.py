@@ -17,8 +17,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.log import open_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.postgres import split_location
-from fsm_stage.runtime.review import SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.reviews import SuspendingReviewChannel, answer_review
 
 REPO = Path(__file__).resolve().parents[2]
 RIG_DIR = REPO / "tests" / "reviews"

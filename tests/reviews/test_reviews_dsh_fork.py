@@ -18,8 +18,13 @@ from fsm_stage.constants import TURN_END
 from fsm_stage.errors import ReviewAlreadyAnsweredError, ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review, open_reviews
+from fsm_stage.reviews import (
+    Answer,
+    ScriptedReviewChannel,
+    SuspendingReviewChannel,
+    answer_review,
+    open_reviews,
+)
 
 
 def _dsh_fork(parent: Path, child: Path) -> int:

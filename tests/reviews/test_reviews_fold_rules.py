@@ -1,13 +1,13 @@
 """The review fold's decision rules, each alone (docs/reviews.md tables): the first answer wins,
 the first redemption wins, a redeemed review is neither open nor pending, a fork's unused reviews
-are forked. Breaking any one rule in ``fsm_stage.log.reviews`` fails its test."""
+are forked. Breaking any one rule in ``fsm_stage.reviews._fold`` fails its test."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fsm_stage.log.events import Event
-from fsm_stage.log.reviews import REVIEW_FOLD, ReviewState, as_fork
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
 
 
 def _fold(*events: tuple[str, dict[str, Any]]) -> ReviewState:
@@ -61,7 +61,7 @@ def test_a_fork_closes_every_review_asked_before_its_seed_length() -> None:
 
 
 def test_the_fold_appends_to_one_journal_and_old_states_never_change() -> None:
-    from fsm_stage.log.reviews import Indexed
+    from fsm_stage.reviews._fold import Indexed
 
     events = [_request(f"rv_{i}") for i in range(50)]
     state = _fold(*events)

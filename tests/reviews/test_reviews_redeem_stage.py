@@ -17,8 +17,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.review import SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.reviews import SuspendingReviewChannel, answer_review
 from fsm_stage.runtime.tools import ToolCall
 
 
@@ -168,7 +167,7 @@ def test_an_approved_exit_after_plan_mode_ended_elsewhere_is_closed_stage_change
 
 
 def test_session_messages_are_copies_that_cannot_change_the_log(tmp_path: Path) -> None:
-    from fsm_stage.runtime.reviews import fork_log
+    from fsm_stage.reviews import fork_log
 
     path = tmp_path / "s.jsonl"
     rig, _call, _rid = _asked(tmp_path, JsonlLog(path, header=SessionHeader(id="s", cwd=str(tmp_path))))
@@ -190,7 +189,7 @@ def test_staged_session_user_switch_over_an_approval_supersedes_it_visibly(tmp_p
     ``/stage verify`` (queued in the turn) — the next step applies the user's switch, closes the
     approval ``superseded`` and the model's next request says so, instead of still promising the
     approved transition."""
-    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.driver import StagedSession
     from fsm_stage.runtime.messages import user_message
 
     rig = Rig(MemoryLog(SessionHeader(id="d", cwd=str(tmp_path))), SuspendingReviewChannel())

@@ -14,8 +14,7 @@ from tool_rig import ToolRig, runs
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.review import SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.reviews import SuspendingReviewChannel, answer_review
 from fsm_stage.runtime.tools import ToolCall
 
 

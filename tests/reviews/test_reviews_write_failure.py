@@ -14,7 +14,7 @@ from rig import Rig, run
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+from fsm_stage.reviews import Answer, ScriptedReviewChannel
 
 
 class FlakyLog(MemoryLog):

@@ -18,8 +18,8 @@ from fsm_stage.config import load_config_text
 from fsm_stage.constants import STEP_START, TOOL_CALL, TURN_START
 from fsm_stage.log.events import EventLog
 from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.reviews import ReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolResult, ToolSpec
@@ -99,7 +99,7 @@ class ToolRig:
 
 def _main(argv: list[str]) -> int:
     from fsm_stage.log import open_log
-    from fsm_stage.runtime.review import SuspendingReviewChannel
+    from fsm_stage.reviews import SuspendingReviewChannel
 
     location, counter = argv[0], Path(argv[1])
     with open_log(location) as log:

@@ -22,8 +22,9 @@ from fsm_stage.policy._gate import Decision, PolicyState
 from fsm_stage.reviews import _flow as flow
 from fsm_stage.reviews._answer import current_payload_sha256
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
-from fsm_stage.reviews._fold import tool_payload_sha256
+from fsm_stage.reviews._fold import ReviewRecord, tool_payload_sha256
 from fsm_stage.runtime.agent import Agent
+from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall
 
 TOOL_REVIEW_KIND = "tool"
@@ -107,8 +108,10 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
                 return "payload-changed"
             return None
 
-        mine, red = (False, outcome.redemption) if outcome.redemption is not None else \
-            flow.redeem(session, record, check)
+        if outcome.redemption is not None:  # redeemed before this call (another worker, a retry)
+            mine, red = False, outcome.redemption
+        else:
+            mine, red = flow.redeem(session, record, check)
         if mine and red.applied:
             return None  # this call redeemed it: run the tool, exactly once across workers
         if red.applied:
@@ -122,7 +125,8 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
                     decision.scope)
 
 
-def _approved_unused(session: Any, record: Any) -> bool:
+def _approved_unused(session: Session, record: ReviewRecord) -> bool:
+    """Whether ``record`` was approved and its approval is not used yet."""
     state = flow.state_of(session)
     answer = state.answered.get(record.id)
     return answer is not None and answer.outcome == "approve" and record.id not in state.redeemed

@@ -1,7 +1,9 @@
 """``fsm-stage review`` and ``fsm-stage fork``: answer durable reviews and fork a log.
 
 ``review LOG`` lists the open reviews (id, kind, from → target, call id, options, payload
-hash, age, and the payload: the plan, or the handoff document); ``review LOG --approve ID
+hash, age, and the payload: the plan, the handoff document, or a tool call's arguments; every
+text passes through ``text.visible``, so a model-written escape sequence can never drive the
+reviewer's terminal); ``review LOG --approve ID
 [--option LABEL]``, ``--keep ID [--feedback TEXT]`` or ``--dismiss ID`` records an answer
 (``fsm_stage.runtime.reviews.answer_review``, ``by: "cli"``). LOG is any ``open_log``
 location: a JSONL file (opened waiting up to 10 s for the writer lock, so racing processes
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.log_cmds import check_log_input
+from fsm_stage.constants import TOOL_CALL
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import ReadResult, read_log
@@ -39,6 +43,7 @@ from fsm_stage.runtime.reviews import (
     read_handoff_document,
 )
 from fsm_stage.runtime.session import Session
+from fsm_stage.text import visible
 
 __all__ = ["COMMANDS", "fork", "review"]
 
@@ -58,9 +63,21 @@ def _read(location: str) -> ReadResult:
     return read_log(Path(location))
 
 
+def _tool_arguments(session: Session, call_id: str) -> str | None:
+    """The exact ``arguments`` text of the logged ``tool/call`` ``call_id`` (what a tool
+    review's ``payloadSha256`` hashes), None when the call is not in the log."""
+    for ev in reversed(session.events):
+        if ev.type == TOOL_CALL and isinstance(ev.data, Mapping) and ev.data.get("callId") == call_id:
+            raw = ev.data.get("arguments")
+            return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    return None
+
+
 def _payload(session: Session, record: ReviewRecord) -> str | None:
     if record.kind == "plan":
         return plan_text(session, record.call_id)
+    if record.kind == "tool":
+        return _tool_arguments(session, record.call_id)
     if record.handoff_path is None:
         return None
     try:
@@ -83,17 +100,34 @@ def _listing(session: Session) -> list[dict[str, Any]]:
 
 
 def _human(rows: list[dict[str, Any]]) -> str:
+    """The listing as text; every logged string is shown through ``visible`` (one line each)."""
     if not rows:
         return "no open reviews"
     lines: list[str] = []
     for r in rows:
-        lines.append(f"{r['id']}  {r['kind']}: {r['from']} -> {r['target']}  (call {r['call_id']}, "
+        v = {k: visible(str(r[k])) for k in ("id", "kind", "from", "target", "call_id", "payload_sha256")}
+        lines.append(f"{v['id']}  {v['kind']}: {v['from']} -> {v['target']}  (call {v['call_id']}, "
                      f"since seq {r['since_seq']}"
                      + (f", {r['age_seconds']} s ago)" if r["age_seconds"] is not None else ")"))
-        lines.append(f"  options: {' | '.join(r['options'])}; sha256 {r['payload_sha256']}")
+        lines.append(f"  options: {' | '.join(visible(str(o)) for o in r['options'])}; "
+                     f"sha256 {v['payload_sha256']}")
+        if r["kind"] == "tool" and r["payload"] is not None:
+            lines.append("  arguments:")
         if r["payload"] is not None:
-            lines.extend("  > " + line for line in str(r["payload"]).splitlines())
+            lines.extend("  > " + visible(line) for line in str(r["payload"]).split("\n"))
     return "\n".join(lines)
+
+
+def _text_option(name: str, value: str | None) -> None:
+    """Refuse an option value that is not text (a lone surrogate: bytes that are not UTF-8 in
+    the command line), one line, before anything is written."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UserError(f"review: {name} is not UTF-8 text (character {err.start} is not); nothing was "
+                        "written") from None
 
 
 @click.command()
@@ -120,6 +154,9 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         raise click.UsageError("--option goes with --approve")
     if feedback is not None and not keep:
         raise click.UsageError("--feedback goes with --keep")
+    for name, value in (("--approve", approve), ("--option", option), ("--keep", keep),
+                        ("--feedback", feedback), ("--dismiss", dismiss)):
+        _text_option(name, value)
     if not actions:
         res = _read(log)
         rows = _listing(Session(MemoryLog(res.header, res.events)))
@@ -138,8 +175,8 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "answer": data},
                               ensure_ascii=False))
     else:
-        click.echo(f"review {answer.id}: {answer.outcome}"
-                   + (f" ({answer.option})" if answer.option else "") + f", logged at seq {answer.seq}")
+        click.echo(visible(f"review {answer.id}: {answer.outcome}"
+                           + (f" ({answer.option})" if answer.option else "") + f", logged at seq {answer.seq}"))
 
 
 def _same_log(a: str, b: str) -> bool:

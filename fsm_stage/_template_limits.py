@@ -9,7 +9,8 @@ wall-clock time); every string-producing operation checks its *projected* size a
 ``replace``, ``*``/``+``/``%``/``~``), integer ``*`` and ``**`` stay within ``MAX_INT_BITS``,
 and a value shown in the output (``<< x >>``), formatted (``%``, ``str.format``, ``%r``/``!r``)
 or given to a filter must have a safe text form: a function, method, class or object whose
-only text is its memory address is refused. Every refusal is a ``jinja2.exceptions.SecurityError``; ``prompts`` turns it into
+only text is its memory address is refused. Every refusal is a
+``jinja2.exceptions.SecurityError``; ``prompts`` turns it into
 its one-line ``PromptTemplateError``.
 """
 
@@ -280,7 +281,8 @@ def _check_int_result(operator: str, left: Any, right: Any) -> None:
     else:
         bits = math.ceil(right * math.log2(abs(left)))
     if bits > MAX_INT_BITS:
-        shown = f"{left} {operator} {right}" if max(abs(left), abs(right)).bit_length() < 64 else f"'{operator}'"
+        small = max(abs(left), abs(right)).bit_length() < 64
+        shown = f"{left} {operator} {right}" if small else f"'{operator}'"
         raise SecurityError(f"{shown} would build an integer of more than {MAX_INT_BITS} bits")
 
 

@@ -95,9 +95,9 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
     ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
     ``globals`` is empty: a template reads nothing but its variables.
-    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / ``MAX_INT_BITS`` (4096) bits; loops, calls,
-    filters, ``str`` methods, ``+``/``%``/``~`` and every output are bounded as described in
-    ``fsm_stage._template_limits``.
+    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / ``MAX_INT_BITS`` (4096)
+    bits; loops, calls, filters, ``str`` methods, ``+``/``%``/``~`` and every output are
+    bounded as described in ``fsm_stage._template_limits``.
     """
     env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],

@@ -175,8 +175,8 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "answer": data},
                               ensure_ascii=False))
     else:
-        click.echo(visible(f"review {answer.id}: {answer.outcome}"
-                           + (f" ({answer.option})" if answer.option else "") + f", logged at seq {answer.seq}"))
+        chosen = f" ({answer.option})" if answer.option else ""
+        click.echo(visible(f"review {answer.id}: {answer.outcome}{chosen}, logged at seq {answer.seq}"))
 
 
 def _same_log(a: str, b: str) -> bool:

@@ -1,8 +1,11 @@
 """``fsm-stage simulate`` and ``fsm-stage scenario`` (the simulator's command line).
 
-``simulate SCENARIO... [--log OUT.jsonl [--force]] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
-    runs scenario files and prints, per model request, what the model sees and the
-    prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
+``simulate SCENARIO... [--example NAME]... [--log OUT.jsonl [--force]] [--json] [--graph OVERRIDE]
+[--cwd DIR] [--full]``
+    runs scenario files (``--example NAME``: a scenario shipped with the package, so a wheel
+    install runs ``fsm-stage simulate --example feature-work`` with no checkout) and prints, per
+    model request, what the model sees and the prompt-cache effect; exits 1 when an ``expect:``
+    block fails (listing each failure).
 ``scenario LOG [--graph GRAPH] [-o OUT.yaml] [--id ID]``
     prints (or writes) a scenario (YAML) replaying a recorded DSH session log.
 
@@ -34,8 +37,25 @@ from fsm_stage.scenario import Scenario, SessionSettings, dump_scenario, load_sc
 from fsm_stage.simulate import prepare, render_human, simulate
 
 
+def example_scenarios() -> dict[str, Path]:
+    """The scenarios shipped with the package: name (file stem) -> path, sorted by name."""
+    folder = data_dir("stage_graphs") / "scenarios"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def _example(name: str) -> Path:
+    shipped = example_scenarios()
+    if name not in shipped:
+        raise click.BadParameter(f"no shipped scenario {name!r}; choose one of: {', '.join(shipped)}",
+                                 param_hint="--example")
+    return shipped[name]
+
+
 @click.command("simulate")
-@click.argument("scenarios", nargs=-1, required=True, type=click.Path(allow_dash=True, path_type=Path))
+@click.argument("scenarios", nargs=-1, type=click.Path(allow_dash=True, path_type=Path))
+@click.option("--example", "examples", multiple=True, metavar="NAME",
+              help="Run a scenario shipped with the package, by name (repeatable), e.g. feature-work; "
+                   "an unknown name lists them.")
 @click.option("--log", "log_path", type=click.Path(),
               help="Also write the DSH-shaped session log (JSONL) here (parent folders are created), "
                    "or to postgresql://…?session=ID. "
@@ -49,16 +69,19 @@ from fsm_stage.simulate import prepare, render_human, simulate
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
-def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool, as_json: bool,
-                 graph: Path | None, cwd: Path | None, full: bool) -> None:
+def simulate_cmd(scenarios: tuple[Path, ...], examples: tuple[str, ...], log_path: str | None, force: bool,
+                 as_json: bool, graph: Path | None, cwd: Path | None, full: bool) -> None:
     """Run SCENARIO (or several) and show what the model sees at every request.
 
     Per request: turn/step, stage, plan mode, system sections (order, name, tokens), runtime
     context entries, tools, the messages (kept from the previous request / new), and the
     prompt prefix reused from the previous request. Exits 1 when an expectation fails.
     Several scenarios run one after the other (a regression suite); all the scenario files are
-    parsed before any runs.
+    parsed before any runs. --example NAME runs a scenario shipped with the package.
     """
+    scenarios = (*scenarios, *(_example(name) for name in examples))
+    if not scenarios:
+        raise click.UsageError("give a SCENARIO file or --example NAME (e.g. --example feature-work)")
     if log_path is not None and len(scenarios) > 1:
         raise click.UsageError("--log takes one scenario")
     if sum(str(p) == STDIN for p in scenarios) > 1:

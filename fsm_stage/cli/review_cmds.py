@@ -16,7 +16,9 @@ with ``format_version`` first (keys in docs/reviews.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +35,8 @@ from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.log.postgres import is_postgres_location, redact, split_location
 from fsm_stage.log.reviews import ReviewRecord
+from fsm_stage.runtime import wording
+from fsm_stage.runtime.review import Option, Question, ReviewDismissed
 from fsm_stage.runtime.reviews import (
     answer_review,
     fork_log,
@@ -43,6 +47,7 @@ from fsm_stage.runtime.reviews import (
     read_handoff_document,
 )
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.terminal import ReviewInterrupted, TerminalReviewChannel
 from fsm_stage.text import visible
 
 __all__ = ["COMMANDS", "fork", "review"]
@@ -140,11 +145,17 @@ def _text_option(name: str, value: str | None) -> None:
               help="With --keep: the reviewer's comments.")
 @click.option("--dismiss", "dismiss", metavar="ID", default=None, help="Dismiss review ID.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option("--list", "as_list", is_flag=True,
+              help="Only list the open reviews, also on a terminal (no questions).")
+@click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True,
+              help="Language of the interactive review.")
 def review(log: str, approve: str | None, option: str | None, keep: str | None, feedback: str | None,
-           dismiss: str | None, as_json: bool) -> None:
+           dismiss: str | None, as_json: bool, as_list: bool, language: str) -> None:
     """List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).
 
-    LOG is a session log file or a postgresql://…?session=ID location."""
+    On a terminal (standard input and output), without --json or --list, each open review is
+    asked interactively and the answer recorded. LOG is a session log file or a
+    postgresql://…?session=ID location."""
     shown = _check_location(log)
     given = (("approve", approve), ("keep", keep), ("dismiss", dismiss))
     actions = [(o, i) for o, i in given if i is not None]
@@ -160,6 +171,9 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
     if not actions:
         res = _read(log)
         rows = _listing(Session(MemoryLog(res.header, res.events)))
+        if rows and not (as_json or as_list) and _on_terminal():
+            _ask_each(log, rows, language)
+            return
         if as_json:
             click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "open": rows},
                                   ensure_ascii=False))
@@ -177,6 +191,52 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
     else:
         chosen = f" ({answer.option})" if answer.option else ""
         click.echo(visible(f"review {answer.id}: {answer.outcome}{chosen}, logged at seq {answer.seq}"))
+
+
+def _on_terminal() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _question(row: dict[str, Any], language: str) -> Question:
+    """The terminal question for one listed review (texts from the ``runtime`` catalog)."""
+    names = {"id": row["id"], "kind": row["kind"], "source": row["from"], "target": row["target"]}
+    payload = row["payload"]
+    if payload is not None and row["kind"] == "tool":
+        payload = f"```json\n{payload}\n```"
+    context = ({"from": row["from"], "to": row["target"], "handoff_path": row["handoff_path"]}
+               if row["kind"] == "stage" else None)
+    return Question(f"review-{row['id']}", wording.text("terminal.review_header", language, **names),
+                    wording.text("terminal.review_question", language, **names),
+                    tuple(Option(label, "") for label in row["options"]), detail=payload, context=context,
+                    intent={"kind": "cli-review", "approve": row["options"][0]} if row["options"] else None)
+
+
+def _ask_each(log: str, rows: list[dict[str, Any]], language: str) -> None:
+    """Ask every open review on the terminal and record each answer (``by: "cli"``). The end
+    of input leaves the rest open; Ctrl-C stops at once (exit 130); nothing unanswered is written."""
+    channel = TerminalReviewChannel(language=language)
+    for row in rows:
+        question = _question(row, language)
+        try:
+            (answer,) = asyncio.run(channel.ask([question], None))  # type: ignore[arg-type]
+        except ReviewInterrupted:
+            raise KeyboardInterrupt from None
+        except ReviewDismissed:
+            click.echo(wording.text("terminal.review_left_open", language, id=row["id"]))
+            return
+        options = list(row["options"])
+        label = answer.selected[0] if answer.selected else None
+        if label is not None and label in options[:-1]:
+            outcome, chosen, text = "approve", label, None
+        else:  # the keep option, or feedback typed with nothing selected (never consent, B80)
+            outcome, chosen, text = "keep", None, answer.custom
+        with open_location(log) as stored:
+            done = answer_review(stored, row["id"], outcome, feedback=text, option=chosen, by="cli")
+        chosen_text = f" ({done.option})" if done.option else ""
+        click.echo(visible(f"review {done.id}: {done.outcome}{chosen_text}, logged at seq {done.seq}"))
 
 
 def _same_log(a: str, b: str) -> bool:

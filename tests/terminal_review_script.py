@@ -1,6 +1,6 @@
 """A tiny program using ``TerminalReviewChannel`` (driven by the terminal-review tests).
 
-``python terminal_review_script.py [plan|long|stage|wide|hostile] [--abort-after SECONDS] [--ctrl-c-interrupts]``:
+``python terminal_review_script.py [plan|long|stage|wide|hostile] [--abort-after S] [--ctrl-c-interrupts]``:
 asks one review question, prints ``ANSWER <answers>`` and exits 0; a dismissal prints
 ``DISMISSED`` (exit 3); Ctrl-C prints ``INTERRUPTED (dismissed)`` (``ReviewInterrupted``) or
 ``INTERRUPTED`` (``KeyboardInterrupt``) and exits 130 (the program's own handler), as a CLI would.

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
+from fsm_stage.prompts import load_catalog
 from fsm_stage.runtime import review_flow as flow
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.prompts import load_catalog
 from fsm_stage.runtime.policy import CATALOG, Decision, PolicyState
 from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.runtime.tools import ToolCall

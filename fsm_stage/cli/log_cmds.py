@@ -541,20 +541,16 @@ def state(
     if checkpoint_dir is not None and at is not None:
         raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")
     name = display_name(log)
-    progress = Progress(0)
-    try:
-        with spooled(log) as path:
-            check_log_input(path, name)
-            if checkpoint_dir is not None:
-                report = checkpointed_report(
-                    path, checkpoint_dir, graph=graph, strict=strict, source=name, progress=progress
-                )
-            else:
-                report = streamed_report(path, at=at, graph=graph, strict=strict, source=name,
-                                         progress=progress)
-            report["warnings"] = shown_as(report["warnings"], path, log)  # <stdin>, not the spool
-    finally:
-        progress.close()
+    with Progress(0) as progress, spooled(log) as path:
+        check_log_input(path, name)
+        if checkpoint_dir is not None:
+            report = checkpointed_report(
+                path, checkpoint_dir, graph=graph, strict=strict, source=name, progress=progress
+            )
+        else:
+            report = streamed_report(path, at=at, graph=graph, strict=strict, source=name,
+                                     progress=progress)
+        report["warnings"] = shown_as(report["warnings"], path, log)  # <stdin>, not the spool
     if as_json:
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": name, **report},
                               ensure_ascii=False, indent=2))

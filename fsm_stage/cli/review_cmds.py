@@ -28,6 +28,7 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.log_cmds import check_log_input
+from fsm_stage.cli.progress import Progress
 from fsm_stage.constants import TOOL_CALL
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import output_error
@@ -60,12 +61,14 @@ def _check_location(location: str) -> str:
     return location
 
 
-def _read(location: str) -> ReadResult:
+def _read(location: str, progress: Progress) -> ReadResult:
     if is_postgres_location(location):
         from fsm_stage.log.postgres import read_postgres
 
         return read_postgres(location)
-    return read_log(Path(location))
+    path = Path(location)
+    progress.phase("reading log", path.stat().st_size)
+    return read_log(path, on_progress=progress)
 
 
 def _tool_arguments(session: Session, call_id: str) -> str | None:
@@ -169,8 +172,10 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
                         ("--feedback", feedback), ("--dismiss", dismiss)):
         _text_option(name, value)
     if not actions:
-        res = _read(log)
-        rows = _listing(Session(MemoryLog(res.header, res.events)))
+        with Progress(0) as progress:  # a bar on a terminal while a large log is read and folded
+            res = _read(log, progress)
+            progress.phase("folding reviews", 1)
+            rows = _listing(Session(MemoryLog(res.header, res.events)))
         if rows and not (as_json or as_list) and _on_terminal():
             _ask_each(log, rows, language)
             return

@@ -4,7 +4,8 @@
 with ``read_log``, or a ``postgresql://…?session=ID`` location with ``read_postgres``, and
 folds it with the same projections ``fsm-stage state`` uses: the current stage
 (``StageProjection``; None without a stage record), plan mode (``PlanView``), the approved
-pending transition and the one an open review asks about (the review fold, ``REVIEW_FOLD``). Errors are the ``state`` command's one-liners.
+pending transition and the one an open review asks about (the review fold, ``REVIEW_FOLD``).
+Errors are the ``state`` command's one-liners.
 """
 
 from __future__ import annotations

@@ -406,8 +406,8 @@ def to_dot(
             suffix = f" [label={q(label)}, decorate=true{extra}]" if label else ""
             lines.append(f"  {q(source)} -> {q(target)}{suffix};")
         for (source, target), mark in undrawn.items():
-            attrs = f"label={q(mark)}, decorate=true, style=dashed, {_PENDING_DOT}"
-            lines.append(f"  {q(source)} -> {q(target)} [{attrs}];")
+            style = f"label={q(mark)}, decorate=true, style=dashed, {_PENDING_DOT}"
+            lines.append(f"  {q(source)} -> {q(target)} [{style}];")
     if plan_mode is not None:
         lines.append('  subgraph "cluster_plan_mode" {')
         lines.append(f'    label={q(PLAN_MODE_TITLE)}; style="rounded,dashed";')

@@ -18,7 +18,7 @@ from fsm_stage.constants import REVIEW_REQUEST, TOOL_CALL
 from fsm_stage.diagram import PLAN_ACTIVE_LABEL, SizeHints, size_notes, to_dot, to_mermaid
 from fsm_stage.log.events import NewEvent
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.log.reviews import stage_payload_sha256
+from fsm_stage.reviews._fold import stage_payload_sha256
 
 GRAPH = """\
 name: g

@@ -17,7 +17,7 @@ from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanView, StageProjection, fold
-from fsm_stage.log.reviews import REVIEW_FOLD
+from fsm_stage.reviews._fold import REVIEW_FOLD
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,13 @@ from fsm_stage.config import load_config_text
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL
 from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import MemoryLog, SessionHeader
+from fsm_stage.policy import Decision, PolicyState
+from fsm_stage.policy._ask import review_question
 from fsm_stage.prompts import load_catalog
+from fsm_stage.reviews import SuspendingReviewChannel, answer_review, build_review_question
 from fsm_stage.runtime import wording
-from fsm_stage.runtime.policy import Decision, PolicyState
-from fsm_stage.runtime.policy_ask import review_question
-from fsm_stage.runtime.review import SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.tools import ToolCall
 from fsm_stage.stage_switch import CATALOG_NAME
-from fsm_stage.stage_switch.review import build_review_question
 
 GRAPH = ("name: g\nsection: go\nlanguage: {lang}\nstages:\n  - {{name: a, instruction: A.}}\n"
          "  - {{name: b, instruction: B.}}\n")

@@ -76,3 +76,13 @@ def test_feedback_that_is_not_utf8_is_one_line_and_writes_nothing(tmp_path: Path
     assert run.returncode == 1 and "Traceback" not in err, err
     assert err.count("\n") == 1 and "--feedback is not UTF-8 text" in err
     assert path.read_bytes() == before
+
+
+def test_state_shows_logged_strings_through_the_same_filter(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    log = JsonlLog(path, header=SessionHeader(id="s\x1b[2K-1", cwd=str(tmp_path) + "\x1b]0;t\x07"))
+    log.close()
+    run = _cli("state", str(path))
+    out = run.stdout.decode()
+    assert run.returncode == 0, run.stderr
+    assert "\x1b" not in out and "\x07" not in out and "s\\x1b[2K-1" in out

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import marshal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +41,7 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, RenderedSection, Request, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.session import Session, deep_copies
 from fsm_stage.runtime.tools import (
     ToolCall,
     ToolResult,
@@ -75,16 +74,6 @@ TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 """The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
 
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
-
-
-def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """Deep copies of ``messages`` for a host. Messages are log data (JSON types): ``marshal``
-    copies those in C, several times faster than ``copy.deepcopy``, which takes anything else."""
-    items = list(messages)
-    try:
-        return tuple(marshal.loads(marshal.dumps(items)))
-    except (ValueError, TypeError):
-        return tuple(copy.deepcopy(items))
 
 
 @attrs.frozen
@@ -329,7 +318,7 @@ class StagedSession:
         session.append(STEP_START, {"turn": turn, "step": step})
         for message in batch:
             session.append_message(message)
-        request = runtime.build_request(agent, assembly)
+        request = runtime.build_request(agent, assembly, copy=False)
         header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
                                   "tools": [t.to_json() for t in request.tools]}
         reason = self._log_header(header)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import pytest
 from adapter_rig import make_host
@@ -71,7 +70,8 @@ def test_an_allowed_host_tool_runs_once() -> None:
 
 # --- the rule table at each adapter ----------------------------------------------------------
 
-ADAPTERS = {"pydantic_ai": "fsm_stage.integrations.pydantic_ai", "agents": "fsm_stage.integrations.openai_agents",
+ADAPTERS = {"pydantic_ai": "fsm_stage.integrations.pydantic_ai",
+            "agents": "fsm_stage.integrations.openai_agents",
             "langgraph": "fsm_stage.integrations.langgraph"}
 
 

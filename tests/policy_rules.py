@@ -99,6 +99,7 @@ ROWS: dict[str, Row] = {
     "ask-folder": Row(
         "a folder that could hold a match matches an ask rule", "ask", _a({"path": "secret/"}), "ask"
     ),
+    "ask-cwd": Row("the cwd itself could hold a match", "ask", _a({"path": "."}), "ask"),
     "ask-list": Row(
         "one matching path of a list is enough", "ask", _a({"path": ["notes.md", "secret/key"]}), "ask"
     ),

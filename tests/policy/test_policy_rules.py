@@ -181,3 +181,19 @@ def test_hostile_arguments_stay_bounded() -> None:
     many = call_paths({"paths": ["a.md"] * 1000}, ("paths",), Workspace(None, None, "unknown"))
     assert "more than 256 paths" in many.problems[-1]
     assert ALLOW.decide("write_file", {"path": "docs/a.md", "blob": deep}).verdict == "deny"
+
+
+def test_a_host_without_stage_or_plan_controllers_never_loads_the_gate() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from fsm_stage.driver import StagedSession\n"
+        "from fsm_stage.runtime.runtime import Runtime\n"
+        "from fsm_stage.runtime.tools import ToolCall\n"
+        "asyncio.run(Runtime().authorize(None, ToolCall.of('x', {'path': '/etc/x'})))\n"
+        "print(sorted(m for m in ('fsm_stage.policy._gate', 'fsm_stage.config') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

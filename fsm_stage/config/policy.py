@@ -55,7 +55,8 @@ class ToolRuleConfig:
     paths: tuple[str, ...] | None = attrs.field(
         default=None,
         metadata=_rule(
-            "Path globs (`**/*.md`): the call matches only when every path argument matches one.",
+            "Path globs (`**/*.md`) over paths relative to the session cwd: an `allow` rule needs every "
+            "path to match, an `ask` rule one (docs/tool-policy.md).",
             "a non-empty list of path globs",
             min_items=1,
         ),
@@ -63,7 +64,8 @@ class ToolRuleConfig:
     path_args: tuple[str, ...] | None = attrs.field(
         default=None,
         metadata=_rule(
-            "Arguments holding the path(s) (default: path, file, file_path, filename, paths, files).",
+            "Arguments holding the path(s) (default: path, file, file_path, filename, paths, files); "
+            "other path-like arguments make the call unclassifiable.",
             "a non-empty list of argument names",
             min_items=1,
         ),

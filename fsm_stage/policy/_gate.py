@@ -15,7 +15,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -31,6 +30,7 @@ from fsm_stage.config.policy import (
 )
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.log.events import NewEvent
+from fsm_stage.policy._paths import PathGlob, Workspace, call_paths, workspace
 from fsm_stage.prompts import load_catalog
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.tools import (
@@ -43,6 +43,8 @@ from fsm_stage.runtime.tools import (
 )
 
 CATALOG = "tool_policy"
+_NO_CWD = Workspace(None, None, "unknown")
+_UNREADABLE = object()  # arguments that are not JSON: path rules cannot classify them
 Verdict = Literal["allow", "ask", "deny"]
 TOOL_REFUSED = "fsm/tool/refused"
 """Ignorable event logged with a refused call's error ``tool/result``:
@@ -59,62 +61,20 @@ class Decision:
     scope: str = "stage"
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A path glob as a regex: ``**/`` any folders (or none), ``*`` / ``?`` within one segment."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
-
-
-def _paths_of(args: Mapping[str, Any], names: Sequence[str]) -> list[str] | None:
-    """The path values of ``args`` under ``names`` (None: a value that is not a string/list of strings)."""
-    found: list[str] = []
-    for name in names:
-        if name not in args:
-            continue
-        value = args[name]
-        values = value if isinstance(value, list) else [value]
-        if not all(isinstance(v, str) for v in values):
-            return None
-        found.extend(values)
-    return found
-
-
-def _clean(path: str) -> str | None:
-    parts = path.replace("\\", "/").split("/")
-    if ".." in parts:
-        return None  # never let a rule be satisfied by leaving the folder it names
-    while parts[:1] == ["."]:
-        parts = parts[1:]
-    return "/".join(parts)
-
-
 def _describe(rule: ToolRuleConfig) -> str:
     return rule.tool if rule.paths is None else f"{rule.tool} on {', '.join(rule.paths)}"
 
 
 class ToolPolicy:
-    """One compiled policy: ``decide(name, args)``; ``names(catalog)`` lists what ``allow`` and
-    ``ask`` admit of a catalog (for the notice and ``state``)."""
+    """One compiled policy: ``decide(name, args, workspace)``; ``names(catalog)`` lists what
+    ``allow`` and ``ask`` admit of a catalog (for the notice and ``state``)."""
 
     def __init__(self, config: ToolPolicyConfig, groups: Mapping[str, Sequence[str]] | None = None) -> None:
         self.config = config
         self.groups = dict(groups or {})
+        self._globs = {
+            g: PathGlob(g) for rule in (*(config.allow or ()), *config.ask) for g in (rule.paths or ())
+        }
 
     def _patterns(self, rule: ToolRuleConfig) -> tuple[str, ...]:
         if rule.tool.startswith(GROUP_PREFIX):
@@ -124,29 +84,52 @@ class ToolPolicy:
     def _matches_name(self, rule: ToolRuleConfig, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) for p in self._patterns(rule))
 
-    def _match(self, rule: ToolRuleConfig, name: str, args: Mapping[str, Any]) -> str | None:
-        """None when ``rule`` admits the call, else why not (only for a name match)."""
-        if rule.paths is None:
-            return None
-        paths = _paths_of(args, rule.path_args or DEFAULT_PATH_ARGS)
-        if not paths:
-            return f"no path argument ({', '.join(rule.path_args or DEFAULT_PATH_ARGS)}) to check"
-        for path in paths:
-            clean = _clean(path)
-            if clean is None or not any(glob_regex(g).fullmatch(clean) for g in rule.paths):
-                return f"path {json.dumps(path)} matches none of {', '.join(rule.paths)}"
-        return None
+    def _hits(self, rule: ToolRuleConfig, args: object, ws: Workspace, *, strict: bool) -> tuple[bool, str]:
+        """Whether a name-matching ``rule`` applies to the call, and why (or why not).
 
-    def decide(self, name: str, args: Mapping[str, Any]) -> Decision:
-        """``allow`` rules first, then ``ask``, then the default (deny; allow when ``allow`` is omitted)."""
+        ``strict`` (an ``ask`` rule): one matching path is enough, a path naming a folder that
+        could hold a match counts, anything unclassifiable applies the rule. Otherwise (an
+        ``allow`` rule): every path, in each of its forms, must match, and nothing may be
+        unclassifiable."""
+        if rule.paths is None:
+            return True, ""
+        found = call_paths(args, rule.path_args or DEFAULT_PATH_ARGS, ws)
+        globs = [self._globs[g] for g in rule.paths]
+        fold = ws.case == "fold" or (strict and ws.case == "unknown")
+        if strict:
+            if found.problems:
+                return True, found.problems[0]
+            for forms in found.forms:
+                for form in forms:
+                    if any(g.match(form, fold=fold, folder=True) for g in globs):
+                        return True, f"path {json.dumps(form or '.')}"
+            return False, ""
+        if found.problems:
+            return False, found.problems[0]
+        for forms in found.forms:
+            for form in forms:
+                if not any(g.match(form, fold=fold, folder=False) for g in globs):
+                    return False, f"path {json.dumps(form or '.')} matches none of {', '.join(rule.paths)}"
+        return True, ""
+
+    def decide(self, name: str, args: object, workspace: Workspace | None = None) -> Decision:
+        """The verdict on one call (``args``: its decoded arguments, anything JSON gives): a
+        matching ``ask`` rule first (ask beats allow), then a matching ``allow`` rule, then the
+        default (deny; allow when ``allow`` is omitted). Paths are read against ``workspace``
+        (default: no session cwd) as ``_hits`` says."""
+        ws = workspace if workspace is not None else _NO_CWD
         why: list[str] = []
-        for verdict, rules in (("allow", self.config.allow or ()), ("ask", self.config.ask)):
-            for rule in rules:
-                if self._matches_name(rule, name):
-                    reason = self._match(rule, name, args)
-                    if reason is None:
-                        return Decision(verdict, f"{verdict}: {_describe(rule)}")  # type: ignore[arg-type]
-                    why.append(reason)
+        for rule in self.config.ask:
+            if self._matches_name(rule, name):
+                hit, reason = self._hits(rule, args, ws, strict=True)
+                if hit:
+                    return Decision("ask", f"ask: {_describe(rule)}" + (f" ({reason})" if reason else ""))
+        for rule in self.config.allow or ():
+            if self._matches_name(rule, name):
+                hit, reason = self._hits(rule, args, ws, strict=False)
+                if hit:
+                    return Decision("allow", f"allow: {_describe(rule)}")
+                why.append(reason)
         if self.config.allow is None:
             return Decision("allow", "no allow list: every tool runs")
         return Decision("deny", "; ".join(why) if why else "not in the allow list")
@@ -217,13 +200,15 @@ class _Services(Protocol):
 @attrs.frozen
 class PolicyState:
     """The policy in effect for an agent: ``stage`` (name or None), ``plan_mode`` (effective),
-    the compiled ``stage_policy`` / ``plan_policy`` (None: unrestricted) and the ``graph``."""
+    the compiled ``stage_policy`` / ``plan_policy`` (None: unrestricted), the ``graph`` and the
+    session ``cwd`` path rules read paths against (None: the header has none)."""
 
     stage: str | None
     plan_mode: bool
     stage_policy: ToolPolicy | None
     plan_policy: ToolPolicy | None
     graph: GraphConfig | None
+    cwd: str | None = None
 
     @property
     def restricted(self) -> bool:
@@ -232,19 +217,19 @@ class PolicyState:
 
     def decide(self, call: ToolCall) -> Decision:
         """Both policies' verdict on ``call`` (deny beats ask beats allow); own tools always run.
-        Arguments that are not a JSON object are checked as ``{}`` (the tool then refuses them)."""
+        Arguments that are not JSON (or not an object) are unclassifiable for path rules."""
         if call.name in OWN_TOOLS or not self.restricted:
             return Decision("allow", "unrestricted")
         try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            args = {}
-        args = args if isinstance(args, dict) else {}
+            args: object = json.loads(call.arguments) if call.arguments.strip() else {}
+        except (json.JSONDecodeError, RecursionError):
+            args = _UNREADABLE
+        ws = workspace(self.cwd)
         found = []
         if self.stage_policy is not None:
-            found.append(self.stage_policy.decide(call.name, args))
+            found.append(self.stage_policy.decide(call.name, args, ws))
         if self.plan_policy is not None and self.plan_mode:
-            found.append(attrs.evolve(self.plan_policy.decide(call.name, args), scope="plan mode"))
+            found.append(attrs.evolve(self.plan_policy.decide(call.name, args, ws), scope="plan mode"))
         for verdict in ("deny", "ask"):
             for d in found:
                 if d.verdict == verdict:
@@ -298,7 +283,9 @@ def policy_state(services: _Services, agent: Agent | None) -> PolicyState | None
     if sp is None and pp is None:
         return None
     active = bool(plan_svc.effective(agent)) if pp is not None else False
-    return PolicyState(stage, active, sp, pp, graph)
+    header = getattr(agent.session, "header", None)
+    cwd = getattr(header, "cwd", None)
+    return PolicyState(stage, active, sp, pp, graph, cwd if isinstance(cwd, str) else None)
 
 
 def authorize(

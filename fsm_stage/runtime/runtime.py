@@ -27,15 +27,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 from fsm_stage.errors import InvariantError as InvariantError
 from fsm_stage.log.events import Event
-from fsm_stage.policy import _gate as policy
-from fsm_stage.policy._ask import review_call
 from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -59,6 +57,9 @@ from fsm_stage.runtime.tools import (
     result_data,
     step_position,
 )
+
+if TYPE_CHECKING:  # the gate loads on the first call a stage or plan-mode controller could restrict
+    from fsm_stage.policy import _gate as policy
 
 T = TypeVar("T")
 
@@ -379,19 +380,35 @@ class Runtime:
         if agent is not None:
             self.track(agent.session)
         session = agent.session if (log and agent is not None) else None
-        found = policy.authorize(self, agent, call)
+        found = self._policy(agent, call)
         if found is not None and found[0].verdict == "ask" and agent is not None:
             return await self._after_review(agent, call, found, turn=turn, step=step, signal=signal, log=log)
         if found is not None and found[0].verdict != "allow":
-            return policy.refuse(session, call, *found, turn=turn, step=step)
+            from fsm_stage.policy import _gate
+
+            return _gate.refuse(session, call, *found, turn=turn, step=step)
         return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
                                    signal=signal)
+
+    def _policy(self, agent: Agent | None, call: ToolCall
+                ) -> tuple[policy.Decision, policy.PolicyState] | None:
+        """The tool policy's ``(decision, state)`` on ``call``; None (run it) without an agent or
+        without a stage or plan-mode controller attached — the gate, and with it the config and
+        template modules, then never load."""
+        if agent is None or (self.service("stage") is None and self.service("plan_mode") is None):
+            return None
+        from fsm_stage.policy import _gate
+
+        return _gate.authorize(self, agent, call)
 
     async def _after_review(self, agent: Agent, call: ToolCall,
                             found: tuple[policy.Decision, policy.PolicyState],
                             *, turn: int | None, step: int | None, signal: AbortSignal | None,
                             log: bool) -> ToolResult:
         """An ``ask`` call: ``tool/call``, the durable tool review, then the tool or its refusal."""
+        from fsm_stage.policy import _gate
+        from fsm_stage.policy._ask import review_call
+
         session = agent.session if log else None
         call_seq = None
         if session is not None:
@@ -399,7 +416,7 @@ class Runtime:
                                                   "name": call.name, "arguments": call.arguments}).seq
         denied = await review_call(self.review, agent, call, *found, turn=turn, step=step, signal=signal)
         if denied is not None:
-            return policy.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
+            return _gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
                                  call_seq=call_seq)
         result = await dispatch_tool(self._tools, call, agent, signal=signal)
         if session is not None:
@@ -414,9 +431,12 @@ class Runtime:
         (logged when ``log``: ``tool/call``, error ``tool/result``, ``fsm/tool/refused``). An
         ``ask`` rule reviews the call first (``policy_ask``; ``ReviewPending`` when the channel
         suspends: call ``authorize`` again with the same call once it is answered)."""
-        found = policy.authorize(self, agent, call)
+        found = self._policy(agent, call)
         if found is None or found[0].verdict == "allow":
             return None
+        from fsm_stage.policy import _gate
+        from fsm_stage.policy._ask import review_call
+
         decision, state = found
         if decision.verdict == "ask" and agent is not None:
             denied = await review_call(self.review, agent, call, decision, state, turn=turn, step=step,
@@ -425,7 +445,7 @@ class Runtime:
                 return None
             decision = denied
         session = agent.session if (log and agent is not None) else None
-        return policy.refuse(session, call, decision, state, turn=turn, step=step)
+        return _gate.refuse(session, call, decision, state, turn=turn, step=step)
 
     async def run_command(self, agent: Agent, line: str, images: Sequence[Block] = ()) -> CommandReply | None:
         """Run a ``/name rest`` line; None when there is no registry or no such command."""

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 from adapter_rig import make_host
+from policy_rules import PLAN_GRAPHS, ROWS, approving, config, verdict_in, workspace_at
 from sdk_check import sdk
 
+from fsm_stage.integrations._host import StageHost
+from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.runtime.tools import ToolCall
 
 
@@ -62,3 +66,42 @@ def test_an_allowed_host_tool_runs_once() -> None:
 
     assert asyncio.run(_run_host_tool(host, call, execute)) == "print('hi')"
     assert host.recorded_result(call.id) == "print('hi')"
+
+
+# --- the rule table at each adapter ----------------------------------------------------------
+
+ADAPTERS = {"pydantic_ai": "fsm_stage.integrations.pydantic_ai",
+            "agents": "fsm_stage.integrations.openai_agents",
+            "langgraph": "fsm_stage.integrations.langgraph"}
+
+
+def _rule_host(graph: str, cwd: str) -> StageHost:
+    cfg = config(graph)
+    host = StageHost.open(MemoryLog(SessionHeader("rules", cwd=cwd)), graph=cfg, review=approving(),
+                          plan_mode=cfg.plan_mode is not None)
+    if host.plan is not None:
+        host.plan.set(host.agent, graph in PLAN_GRAPHS)
+    assert host.current_stage() == "work"
+    host.step("Write the file.")
+    return host
+
+
+@pytest.mark.parametrize("package", sorted(ADAPTERS))
+@pytest.mark.parametrize("row_id", sorted(ROWS))
+def test_rule(row_id: str, package: str, tmp_path: Path) -> None:
+    sdk(package)
+    run_host_tool = importlib.import_module(ADAPTERS[package])._run_host_tool
+    row, cwd = ROWS[row_id], workspace_at(tmp_path)
+    host = _rule_host(row.graph, cwd)
+    call = row.call(cwd)
+    host.reply("", [call])
+    ran: list[bool] = []
+
+    async def execute() -> str:
+        ran.append(True)
+        return "written"
+
+    out = asyncio.run(run_host_tool(host, call, execute))
+    text = out if isinstance(out, str) else out.content
+    assert verdict_in(host.session.events, call.id, len(ran)) == row.verdict, row.rule
+    assert host.recorded_result(call.id) == text

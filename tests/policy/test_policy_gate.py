@@ -11,7 +11,8 @@ from policy_helpers import jump, run, wired
 
 from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig
 from fsm_stage.driver import StagedSession
-from fsm_stage.policy._gate import TOOL_REFUSED, ToolPolicy, glob_regex
+from fsm_stage.policy._gate import TOOL_REFUSED, ToolPolicy
+from fsm_stage.policy._paths import PathGlob
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.tools import ToolCall
 
@@ -58,16 +59,23 @@ def test_argument_rules_check_every_path_argument() -> None:
     assert custom.decide("edit", {"path": "docs/x"}).verdict == "deny"  # not the declared argument
 
 
-def test_glob_regex() -> None:
-    assert glob_regex("**/*.md").fullmatch("x.md") and glob_regex("**/*.md").fullmatch("a/b/x.md")
-    assert not glob_regex("*.md").fullmatch("a/x.md") and glob_regex("src/**").fullmatch("src/a/b.py")
-    assert glob_regex("a?.txt").fullmatch("ab.txt") and not glob_regex("a?.txt").fullmatch("a/.txt")
+def test_path_globs_match_by_segment() -> None:
+    def m(glob: str, path: str, folder: bool = False) -> bool:
+        return PathGlob(glob).match(path, fold=False, folder=folder)
+
+    assert m("**/*.md", "x.md") and m("**/*.md", "a/b/x.md") and not m("*.md", "a/x.md")
+    assert m("src/**", "src/a/b.py") and m("src/**", "src") and not m("src/**", "srcx/a")
+    assert m("a?.txt", "ab.txt") and not m("a?.txt", "a/.txt") and not m("[a].md", "a.md")
+    assert m("secret/**", "", folder=True) and m("**/*.env", "config", folder=True)
+    assert not m("secret/**", "notes", folder=True) and not m("**/*.md", "", folder=False)
 
 
-def test_allow_first_then_ask_then_the_default() -> None:
-    p = policy([{"tool": "write_file", "paths": ["**/*.md"]}], ask=["write_file"])
+def test_ask_first_then_allow_then_the_default() -> None:
+    md, secret = {"tool": "write_file", "paths": ["**/*.md"]}, {"tool": "write_file", "paths": ["secret/**"]}
+    p = policy([md], ask=[secret])
     assert p.decide("write_file", {"path": "a.md"}).verdict == "allow"
-    assert p.decide("write_file", {"path": "a.py"}).verdict == "ask"
+    assert p.decide("write_file", {"path": "secret/a.md"}).verdict == "ask"  # ask beats allow
+    assert p.decide("write_file", {"path": "a.py"}).verdict == "deny"
     assert p.decide("shell", {}).verdict == "deny"
     open_ = policy(None, ask=["shell"])
     assert (open_.decide("shell", {}).verdict, open_.decide("anything", {}).verdict) == ("ask", "allow")

@@ -1,0 +1,153 @@
+"""The live seam: log and trace the events a ``Session`` has just committed.
+
+``appended(session, events)`` is called by ``Session.append``/``append_many`` after a commit.
+Its cost when nobody listens is one set lookup per event plus one ``isEnabledFor`` and one
+``sys.modules`` lookup per watched event: OpenTelemetry is never imported here; it is used only
+when something else in the process already imported ``opentelemetry.trace`` (nobody can have
+configured a tracer provider otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from fsm_stage.log.events import Event
+from fsm_stage.log.projections.plan import PlanModeFold
+from fsm_stage.log.projections.stage import StageFold
+from fsm_stage.observe._attributes import REVIEW_SPAN, STEP_BOUNDARY_SPAN, span_attributes, span_event_name
+from fsm_stage.observe._describe import LOGGERS, WATCHED, Observation, ScanContext, describe
+
+__all__ = ["appended", "boundary", "tag_request"]
+
+_LOGGERS: Final[dict[str, logging.Logger]] = {}
+_TRACE_MODULE: Final = "opentelemetry.trace"
+#: observation names that become events on the active span (the rest are spans or nothing)
+_SPAN_EVENTS: Final = frozenset({"transition.applied", "tool.refused", "tool.asked", "review.requested",
+                                 "review.redeemed", "repair", "graph.changed"})
+
+
+class _Observed(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    def read(self, projection: Any) -> Any: ...
+
+
+def _logger(name: str) -> logging.Logger:
+    found = _LOGGERS.get(name)
+    if found is None:
+        found = _LOGGERS[name] = logging.getLogger(name)
+    return found
+
+
+_STEPS = _logger("fsm_stage.steps")
+#: each logger at the least severe level it emits (``isEnabledFor`` is cached by ``logging``)
+_LISTENERS: Final = tuple((_logger(name), logging.DEBUG if name == "fsm_stage.steps" else logging.INFO)
+                          for name in LOGGERS)
+#: the session's stage and plan mode at each step (read through ``Session.read``: O(new events))
+_STAGE: Final = StageFold()
+_PLAN: Final = PlanModeFold()
+
+
+def _otel() -> Any:
+    """``opentelemetry.trace`` when something already imported it, else None (never imports)."""
+    return sys.modules.get(_TRACE_MODULE)
+
+
+def appended(session: _Observed, events: Sequence[Event]) -> None:
+    """Log (and, with OpenTelemetry loaded, trace) ``events`` just committed to ``session``.
+
+    Never raises: an observer that fails must not turn a committed append into an error, so a
+    failure here is logged at DEBUG on ``fsm_stage.steps`` and dropped."""
+    watched = [ev for ev in events if ev.type in WATCHED]
+    if not watched:
+        return
+    otel = _otel()
+    if otel is None and not any(lg.isEnabledFor(level) for lg, level in _LISTENERS):
+        return
+    try:
+        ctx = ScanContext(session.events)
+        for ev in watched:
+            for obs in describe(session.id, ev, ctx):
+                _emit(session, obs, otel, ev)
+    except Exception:  # an observer must never fail a committed append
+        _STEPS.debug("observing session %s failed", session.id, exc_info=True)
+
+
+def _emit(session: _Observed, obs: Observation, otel: Any, ev: Event) -> None:
+    logger = _logger(obs.logger)
+    if logger.isEnabledFor(obs.level):
+        logger.log(obs.level, obs.message, extra=dict(obs.fields))
+    if otel is None:
+        return
+    if obs.name in ("review.answered", "review.expired"):
+        _review_span(otel, obs, ev)
+        return
+    span = otel.get_current_span()
+    if not span.is_recording():
+        return
+    # the step's stage and plan mode; a notice or plan/mode logged later in the same step (the
+    # boundary flush) overwrites them, so the request span ends with what the model was sent
+    if obs.name == "step.start":
+        _tag(span, {"session": session.id, "stage": session.read(_STAGE), "plan_mode": session.read(_PLAN)})
+    elif obs.name in ("transition.applied", "stage.announced"):
+        plan = obs.fields.get("plan_mode")
+        _tag(span, {"plan_mode": plan} if isinstance(plan, bool) else {"stage": obs.fields.get("to_stage")})
+    if obs.name in _SPAN_EVENTS:
+        span.add_event(span_event_name(obs.name), span_attributes(obs.fields), timestamp=ev.time * 1_000_000)
+
+
+def _review_span(otel: Any, obs: Observation, ev: Event) -> None:
+    """One span from the review's request to its answer (the wait), ended as it is recorded."""
+    wait = obs.fields.get("wait_seconds")
+    end = ev.time * 1_000_000
+    start = end - round(wait * 1e9) if isinstance(wait, int | float) else end
+    tracer = otel.get_tracer("fsm_stage")
+    fields = {**obs.fields, "conversation": obs.fields.get("session")}
+    span = tracer.start_span(REVIEW_SPAN, start_time=start, attributes=span_attributes(fields))
+    if obs.name == "review.expired":
+        span.set_status(otel.Status(otel.StatusCode.ERROR, "review expired"))
+    span.end(end_time=end)
+
+
+def _tag(span: Any, fields: Mapping[str, Any]) -> None:
+    if span.is_recording():
+        span.set_attributes(span_attributes(fields))
+
+
+def tag_request(session_id: str, stage: str | None, plan_mode: bool) -> None:
+    """Put the current stage and plan mode on the active span (the host's model-request span:
+    pydantic-ai/logfire ``chat``, a LangChain or Agents SDK request span bridged to
+    OpenTelemetry). Does nothing unless ``opentelemetry.trace`` is loaded and a span records."""
+    otel = _otel()
+    if otel is None:
+        return
+    _tag(otel.get_current_span(), {"session": session_id, "stage": stage, "plan_mode": plan_mode})
+
+
+_NO_SPAN: Final = contextlib.nullcontext()
+
+
+def boundary(session_id: str, turn: int | None = None,
+             step: int | None = None) -> contextlib.AbstractContextManager[Any]:
+    """A span ``fsm_stage.step.boundary`` around a step's pre-step boundary work (pending
+    transitions applied, handoffs written); a shared no-op context without OpenTelemetry."""
+    otel = _otel()
+    if otel is None:
+        return _NO_SPAN
+    return _boundary_span(otel, session_id, turn, step)
+
+
+@contextlib.contextmanager
+def _boundary_span(otel: Any, session_id: str, turn: int | None, step: int | None) -> Iterator[Any]:
+    tracer = otel.get_tracer("fsm_stage")
+    attrs = span_attributes({"session": session_id, "conversation": session_id, "turn": turn, "step": step})
+    with tracer.start_as_current_span(STEP_BOUNDARY_SPAN, attributes=attrs) as span:
+        yield span

@@ -65,7 +65,8 @@ class Observation:
     table in docs/observability.md), ``logger`` the ``fsm_stage.*`` logger it is logged on,
     ``level`` a ``logging`` level (INFO or DEBUG: nothing in normal operation is louder),
     ``message`` one human line, ``fields`` the structured ``extra`` (JSON values: ``observation``
-    (= ``name``), ``session``, ``seq``, ``event_type`` always; ``review_id``, ``kind``, ``from_stage``, ``to_stage``,
+    (= ``name``), ``session``, ``seq``, ``event_type`` always; ``review_id``, ``kind``,
+    ``from_stage``, ``to_stage``,
     ``outcome``, ``reviewer``, ``wait_seconds`` (float seconds), ``payload_sha256``, ``tool``,
     ``call_id``, ``rule``, ``turn``, ``step``… when they apply)."""
 

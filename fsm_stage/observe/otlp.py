@@ -108,7 +108,8 @@ def otlp_protobuf(trace: Trace) -> bytes:
     tid = bytes.fromhex(trace.trace_id)
     spans = []
     for s in trace.spans:
-        pb = PbSpan(trace_id=tid, span_id=bytes.fromhex(s.span_id), name=s.name, kind=PbSpan.SPAN_KIND_INTERNAL,
+        pb = PbSpan(trace_id=tid, span_id=bytes.fromhex(s.span_id), name=s.name,
+                    kind=PbSpan.SPAN_KIND_INTERNAL,
                     start_time_unix_nano=s.start_ns, end_time_unix_nano=s.end_ns,
                     attributes=_proto_kvs(s.attributes),
                     events=[PbSpan.Event(time_unix_nano=e.time_ns, name=e.name,

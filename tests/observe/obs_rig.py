@@ -54,10 +54,12 @@ def build(host: Any, *, instrument: bool = False) -> tuple[Any, Any]:
         move = next_move(host)
         if move is None:
             return ModelResponse(parts=[TextPart("Verified.")])
-        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), f"call_{len(host.session.events)}")])
+        call_id = f"call_{len(host.session.events)}"
+        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), call_id)])
 
     capability = StageCapability(host)
-    agent: Any = Agent(FunctionModel(model), capabilities=[capability], output_type=[str, DeferredToolRequests])
+    agent: Any = Agent(FunctionModel(model), capabilities=[capability],
+                       output_type=[str, DeferredToolRequests])
     if instrument:
         from pydantic_ai.models.instrumented import InstrumentationSettings
 
@@ -78,7 +80,8 @@ def run_pydantic(host: Any, *, instrument: bool = False) -> str:
     agent, cap = build(host, instrument=instrument)
     out = agent.run_sync("Add a --greeting flag.").output
     while isinstance(out, DeferredToolRequests):
-        out = agent.run_sync(message_history=cap.message_history(), deferred_tool_results=cap.results(out)).output
+        out = agent.run_sync(message_history=cap.message_history(),
+                             deferred_tool_results=cap.results(out)).output
     assert isinstance(out, str)
     return out
 
@@ -115,7 +118,8 @@ def main(mode: str, log: Path, cwd: Path) -> None:
                                                                               for p in pending.approvals}))
     out = out.output
     while isinstance(out, DeferredToolRequests):
-        out = agent.run_sync(message_history=cap.message_history(), deferred_tool_results=cap.results(out)).output
+        out = agent.run_sync(message_history=cap.message_history(),
+                             deferred_tool_results=cap.results(out)).output
     print(json.dumps({"output": out, "stage": host.current_stage()}))
 
 

@@ -26,7 +26,8 @@ def _clock(times: list[int]) -> Any:
 
 
 def _host(tmp_path: Any) -> StageHost:
-    host = StageHost.open(MemoryLog(SessionHeader("log-s", cwd=str(tmp_path))), guards={"tests_written": True})
+    host = StageHost.open(MemoryLog(SessionHeader("log-s", cwd=str(tmp_path))),
+                          guards={"tests_written": True})
     assert host.plan is not None
     host.plan.set(host.agent, True)
     return host
@@ -97,7 +98,8 @@ def test_refusal_ask_expiry_repair_and_wait_come_from_the_events(caplog: pytest.
         session.append("step/start", {"turn": 1, "step": 1})
         session.append("fsm/review/request", {"id": "r1", "callId": "c1", "kind": "tool", "from": "implement",
                                               "target": "rm_rf", "payloadSha256": "ab" * 32}, ignorable=True)
-        session.append("fsm/review/answer", {"id": "r1", "outcome": "expired", "by": "deadline"}, ignorable=True)
+        session.append("fsm/review/answer", {"id": "r1", "outcome": "expired", "by": "deadline"},
+                       ignorable=True)
         session.append("fsm/tool/refused", {"callId": "c2", "name": "deploy", "stage": "explore",
                                             "rule": "stage explore: deny deploy", "planMode": False},
                        ignorable=True)

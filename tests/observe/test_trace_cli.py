@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -90,7 +90,8 @@ def test_a_resumed_session_is_one_trace_with_deterministic_ids(resumed_log: Path
     assert int(plan["endTimeUnixNano"]) == answer.time * 10**6
     assert _attr(plan, "fsm_stage.review.wait_seconds") == (answer.time - request.time) / 1000 >= 0.3
     applied = [e for s in spans for e in s.get("events", ()) if e["name"] == "fsm_stage.transition.applied"]
-    assert [_attr(e, "fsm_stage.transition.to") for e in applied] == ["plan", "default", "implement", "verify"]
+    assert [_attr(e, "fsm_stage.transition.to") for e in applied] == [
+        "plan", "default", "implement", "verify"]
 
 
 def test_the_text_tree_shows_the_review_wait(resumed_log: Path) -> None:
@@ -99,8 +100,11 @@ def test_the_text_tree_shows_the_review_wait(resumed_log: Path) -> None:
     assert "  fsm_stage.turn " in out and "fsm_stage.review" in out and " by=cli wait=" in out
 
 
+Received = list[tuple[str, str, bytes]]
+
+
 class _Receiver(http.server.BaseHTTPRequestHandler):
-    received: list[tuple[str, str, bytes]] = []
+    received: ClassVar[Received] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -114,7 +118,7 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def receiver() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
+def receiver() -> Iterator[tuple[str, Received]]:
     _Receiver.received = []
     server = http.server.HTTPServer(("127.0.0.1", 0), _Receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -127,7 +131,7 @@ def receiver() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
 
 
 def test_otlp_export_reaches_a_receiver_as_protobuf(resumed_log: Path,
-                                                     receiver: tuple[str, list[tuple[str, str, bytes]]]) -> None:
+                                                     receiver: tuple[str, Received]) -> None:
     pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto is not installed")
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 

@@ -48,6 +48,11 @@ def _logger(name: str) -> logging.Logger:
 
 
 _STEPS = _logger("fsm_stage.steps")
+_MODULES: Final = sys.modules
+#: the last answer of ``_listening`` and whether a tracer provider was seen configured
+_LAST: Final = [False]
+_PROVIDER: Final = [False]
+_UNKNOWN: Final = object()
 #: each logger at the least severe level it emits (``isEnabledFor`` is cached by ``logging``)
 _LISTENERS: Final = tuple((_logger(name), logging.DEBUG if name == "fsm_stage.steps" else logging.INFO)
                           for name in LOGGERS)
@@ -61,16 +66,49 @@ def _otel() -> Any:
     return sys.modules.get(_TRACE_MODULE)
 
 
-def appended(session: _Observed, events: Sequence[Event]) -> None:
-    """Log (and, with OpenTelemetry loaded, trace) ``events`` just committed to ``session``.
+def _listening() -> bool:
+    """Whether any ``fsm_stage.*`` logger is enabled at the level it emits.
 
+    ``logging`` clears every logger's level cache on any configuration change (``setLevel``,
+    ``disable``, ``dictConfig``), so the answer computed last stays valid while the steps
+    logger's cache is non-empty: the usual call costs one attribute read."""
+    cache = getattr(_STEPS, "_cache", None)
+    if cache:
+        return _LAST[0]
+    listening = [lg.isEnabledFor(level) for lg, level in _LISTENERS]  # all of them: fills the caches
+    _LAST[0] = any(listening)
+    return _LAST[0]
+
+
+def _tracing(otel: Any) -> bool:
+    """Whether spans can record: a tracer provider is configured (remembered: it cannot be
+    unset), or the active span records (a host that passed its own provider to its framework)."""
+    if _PROVIDER[0]:
+        return True
+    # the API's global (``get_tracer_provider()`` reads os.environ on every call while unset)
+    configured = getattr(otel, "_TRACER_PROVIDER", _UNKNOWN)
+    if configured is _UNKNOWN:
+        configured = None if isinstance(otel.get_tracer_provider(), otel.ProxyTracerProvider) else True
+    if configured is not None:
+        _PROVIDER[0] = True
+        return True
+    return bool(otel.get_current_span().is_recording())
+
+
+def appended(session: _Observed, events: Sequence[Event]) -> None:
+    """Log (and, with OpenTelemetry loaded and a provider configured, trace) ``events`` just
+    committed to ``session``.
+
+    With logging quiet and no OpenTelemetry loaded it returns after two lookups (bench row 11).
     Never raises: an observer that fails must not turn a committed append into an error, so a
     failure here is logged at DEBUG on ``fsm_stage.steps`` and dropped."""
+    otel = _MODULES.get(_TRACE_MODULE)
+    if otel is not None and not _tracing(otel):
+        otel = None
+    if otel is None and not _listening():
+        return
     watched = [ev for ev in events if ev.type in WATCHED]
     if not watched:
-        return
-    otel = _otel()
-    if otel is None and not any(lg.isEnabledFor(level) for lg, level in _LISTENERS):
         return
     try:
         ctx = ScanContext(session.events)

@@ -64,7 +64,8 @@ def _ratio(n: int, rounds: int) -> dict[str, float]:
         on_s.append(ours / n)
         off_s.append(base / n)
         ratios.append(ours / base)
-    return {"on_s": statistics.median(on_s), "off_s": statistics.median(off_s), "ratio": statistics.median(ratios)}
+    return {"on_s": statistics.median(on_s), "off_s": statistics.median(off_s),
+            "ratio": statistics.median(ratios)}
 
 
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:

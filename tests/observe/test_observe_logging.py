@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from obs_rig import run_pydantic
 
+from fsm_stage.driver import repair_open_turn
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.observe import LOGGERS
-from fsm_stage.runtime.repair import repair_open_turn
 from fsm_stage.runtime.session import Session
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install 'fsm_stage[test]')")

@@ -160,14 +160,19 @@ def _tag(span: Any, fields: Mapping[str, Any]) -> None:
         span.set_attributes(span_attributes(fields))
 
 
-def tag_request(session_id: str, stage: str | None, plan_mode: bool) -> None:
-    """Put the current stage and plan mode on the active span (the host's model-request span:
-    pydantic-ai/logfire ``chat``, a LangChain or Agents SDK request span bridged to
-    OpenTelemetry). Does nothing unless ``opentelemetry.trace`` is loaded and a span records."""
+def tag_request(session: _Observed) -> None:
+    """Put ``session``'s logged stage and plan mode (``fsm_stage.stage``, ``fsm_stage.plan_mode``,
+    ``fsm_stage.session.id``) on the active span. The seam already does this at every
+    ``step/start``; a host whose model-request span opens only after the step (a LangChain
+    callback handler's ``on_chat_model_start``, say) calls it inside that span. The stage is
+    the last logged stage record (None, not set, before the first). Does nothing unless
+    ``opentelemetry.trace`` is loaded and the active span records."""
     otel = _otel()
     if otel is None:
         return
-    _tag(otel.get_current_span(), {"session": session_id, "stage": stage, "plan_mode": plan_mode})
+    span = otel.get_current_span()
+    if span.is_recording():
+        _tag(span, {"session": session.id, "stage": session.read(_STAGE), "plan_mode": session.read(_PLAN)})
 
 
 _NO_SPAN: Final = contextlib.nullcontext()

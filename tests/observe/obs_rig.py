@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+SCRIPT = Path(__file__).resolve()
+HERE = SCRIPT.parent
 sys.path.insert(0, str(HERE.parent / "integrations"))
 
 from adapter_rig import edit_file_result, next_move  # noqa: E402

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from obs_rig import run_pydantic
+from sdk_check import sdk
 
 from fsm_stage.driver import repair_open_turn
 from fsm_stage.integrations._host import StageHost
@@ -18,7 +19,7 @@ from fsm_stage.log.memory import MemoryLog
 from fsm_stage.observe import LOGGERS
 from fsm_stage.runtime.session import Session
 
-pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install 'fsm_stage[test]')")
+sdk("pydantic_ai")
 
 
 def _clock(times: list[int]) -> Any:

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 from obs_rig import exporter, run_pydantic
+from sdk_check import sdk
 
-pytest.importorskip("opentelemetry.sdk",
-                    reason="opentelemetry-sdk is not installed (pip install 'fsm_stage[test]')")
-from opentelemetry import trace
+sdk("opentelemetry.sdk")
+from opentelemetry import trace  # noqa: E402
 
-from fsm_stage.integrations._host import StageHost
-from fsm_stage.log.events import SessionHeader
-from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.session import Session
+from fsm_stage.integrations._host import StageHost  # noqa: E402
+from fsm_stage.log.events import SessionHeader  # noqa: E402
+from fsm_stage.log.memory import MemoryLog  # noqa: E402
+from fsm_stage.runtime.session import Session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,8 +73,26 @@ def test_transitions_and_refusals_are_events_on_the_active_span() -> None:
     assert "gen_ai.conversation.id" not in _attrs(chat)  # a host's span keeps its own gen_ai.* names
 
 
+def test_tag_request_puts_the_logged_stage_on_a_span_opened_after_the_step() -> None:
+    from fsm_stage.observe import tag_request
+
+    spans = exporter()
+    session = Session(MemoryLog(SessionHeader("late")))
+    session.append("step/start", {"turn": 1, "step": 1})
+    session.append("plan/mode", {"active": True})
+    notice = "Stage switched to verify"
+    session.append("user/message", {"role": "user", "content": [{"type": "text", "text": notice}],
+                                    "source": {"kind": "stage-switch", "form": "notice", "summary": notice}},
+                   surface_op="append")
+    with trace.get_tracer("host").start_as_current_span("chat late-model"):
+        tag_request(session)
+    (chat,) = spans.get_finished_spans()
+    assert (_attrs(chat)["fsm_stage.stage"], _attrs(chat)["fsm_stage.plan_mode"]) == ("verify", True)
+    assert _attrs(chat)["fsm_stage.session.id"] == "late"
+
+
 def test_model_request_spans_carry_the_stage_under_pydantic_ai_instrumentation(tmp_path: Path) -> None:
-    pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed")
+    sdk("pydantic_ai")
     spans = exporter()
     host = StageHost.open(MemoryLog(SessionHeader("pai", cwd=str(tmp_path))), guards={"tests_written": True})
     assert host.plan is not None

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from obs_rig import SCRIPT as RIG
+from sdk_check import sdk
 
 from fsm_stage.log.dsh import read_log
 from fsm_stage.observe import build_trace, span_id, trace_id
 
-pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (pip install 'fsm_stage[test]')")
+sdk("pydantic_ai")
 
-RIG = Path(__file__).with_name("obs_rig.py")
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(RIG.parents[2]), os.environ.get("PYTHONPATH", "")])}
 
 
@@ -132,7 +133,7 @@ def receiver() -> Iterator[tuple[str, Received]]:
 
 def test_otlp_export_reaches_a_receiver_as_protobuf(resumed_log: Path,
                                                      receiver: tuple[str, Received]) -> None:
-    pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto is not installed")
+    sdk("opentelemetry.proto")
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     url, received = receiver

@@ -5,11 +5,10 @@ and an ``fsm_stage.step`` custom span around the model call in the OpenAI Agents
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import obs_rig  # noqa: F401 - puts tests/integrations on sys.path
-from adapter_rig import edit_file_result, make_host, next_move
+from adapter_rig import make_host
 from sdk_check import sdk
 
 EXPECTED = [("explore", True), ("explore", False), ("implement", False), ("implement", False),
@@ -19,23 +18,9 @@ EXPECTED = [("explore", True), ("explore", False), ("implement", False), ("imple
 def test_langgraph_chat_runs_carry_the_stage_in_their_metadata() -> None:
     sdk("langgraph")
     from langchain_core.callbacks import BaseCallbackHandler
-    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
+    from test_adapter_langgraph import FakeChat
 
     from fsm_stage.integrations.langgraph import stage_graph
-
-    host = make_host(approve_all=True)
-
-    class Chat(FakeMessagesListChatModel):
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
-        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-            move, n = next_move(host), len(host.session.events)
-            reply = AIMessage("Verified.") if move is None else AIMessage(
-                "", tool_calls=[{"name": move[0], "args": move[1], "id": f"call_{n}"}])
-            return ChatResult(generations=[ChatGeneration(message=reply)])
 
     seen: list[dict[str, Any]] = []
 
@@ -44,7 +29,8 @@ def test_langgraph_chat_runs_carry_the_stage_in_their_metadata() -> None:
                                 **kwargs: Any) -> None:
             seen.append(dict(metadata or {}))
 
-    graph = stage_graph(host, Chat(responses=[]))
+    host = make_host(approve_all=True)
+    graph = stage_graph(host, FakeChat(host=host, requests=[]))
     asyncio.run(graph.ainvoke({"session": host.session.id, "prompt": "Add a --greeting flag."},
                               {"callbacks": [Recorder()]}))
     assert [(m["fsm_stage.stage"], m["fsm_stage.plan_mode"]) for m in seen] == EXPECTED
@@ -54,37 +40,11 @@ def test_langgraph_chat_runs_carry_the_stage_in_their_metadata() -> None:
 
 def test_agents_sdk_trace_has_a_step_span_with_the_stage_around_each_request() -> None:
     sdk("agents")
-    from agents import (
-        Agent,
-        Model,
-        ModelResponse,
-        Runner,
-        Usage,
-        function_tool,
-        set_trace_processors,
-        set_tracing_disabled,
-    )
+    from agents import Agent, Runner, set_trace_processors, set_tracing_disabled
     from agents.tracing import TracingProcessor
-    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+    from test_adapter_openai_agents import FakeModel, edit_file
 
     from fsm_stage.integrations.openai_agents import StagedModel, host_tools, stage_tools
-
-    host = make_host(approve_all=True)
-
-    class Fake(Model):
-        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-            move, n = next_move(host), len(host.session.events)
-            if move is None:
-                text = ResponseOutputText(type="output_text", text="Verified.", annotations=[])
-                out: list[Any] = [ResponseOutputMessage(id=f"m{n}", type="message", role="assistant",
-                                                        status="completed", content=[text])]
-            else:
-                out = [ResponseFunctionToolCall(type="function_call", call_id=f"call_{n}", name=move[0],
-                                                arguments=json.dumps(move[1]))]
-            return ModelResponse(output=out, usage=Usage(), response_id=None)
-
-        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
 
     spans: list[Any] = []
 
@@ -97,21 +57,17 @@ def test_agents_sdk_trace_has_a_step_span_with_the_stage_around_each_request() -
         def shutdown(self) -> None: ...
         def force_flush(self) -> None: ...
 
-    set_trace_processors([Collect()])
+    host = make_host(approve_all=True)
+    agent: Agent[Any] = Agent(name="dev", model=StagedModel(FakeModel(host), host),
+                              tools=[*stage_tools(host), *host_tools(host, [edit_file])])
+    set_trace_processors([Collect()])  # the SDK's tracing is global: only ours, and only here
     set_tracing_disabled(False)
     try:
-        @function_tool
-        def edit_file(path: str, text: str) -> str:
-            """Write a file."""
-            return edit_file_result(path, text)
-
-        agent: Agent[Any] = Agent(name="dev", model=StagedModel(Fake(), host),
-                                  tools=[*stage_tools(host), *host_tools(host, [edit_file])])
         assert asyncio.run(Runner.run(agent, "Add a --greeting flag.")).final_output == "Verified."
     finally:
         set_tracing_disabled(True)
         set_trace_processors([])
     steps = [s for s in spans if s.span_data.type == "custom" and s.span_data.name == "fsm_stage.step"]
-    got = [(s.span_data.data["fsm_stage.stage"], s.span_data.data["fsm_stage.plan_mode"]) for s in steps]
-    assert got == EXPECTED
+    data = [s.span_data.data for s in steps]
+    assert [(d["fsm_stage.stage"], d["fsm_stage.plan_mode"]) for d in data] == EXPECTED
     assert len({s.trace_id for s in steps}) == 1

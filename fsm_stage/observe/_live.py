@@ -80,19 +80,24 @@ def _listening() -> bool:
     return _LAST[0]
 
 
-def _tracing(otel: Any) -> bool:
-    """Whether spans can record: a tracer provider is configured (remembered: it cannot be
-    unset), or the active span records (a host that passed its own provider to its framework)."""
+def _provider_set(otel: Any) -> bool:
+    """Whether a global tracer provider is configured (remembered: it cannot be unset)."""
     if _PROVIDER[0]:
         return True
     # the API's global (``get_tracer_provider()`` reads os.environ on every call while unset)
     configured = getattr(otel, "_TRACER_PROVIDER", _UNKNOWN)
     if configured is _UNKNOWN:
         configured = None if isinstance(otel.get_tracer_provider(), otel.ProxyTracerProvider) else True
-    if configured is not None:
-        _PROVIDER[0] = True
-        return True
-    return bool(otel.get_current_span().is_recording())
+    if configured is None:
+        return False
+    _PROVIDER[0] = True
+    return True
+
+
+def _tracing(otel: Any) -> bool:
+    """Whether spans can record: a tracer provider is configured, or the active span records
+    (a host that passed its own provider to its framework)."""
+    return _provider_set(otel) or bool(otel.get_current_span().is_recording())
 
 
 def appended(session: _Observed, events: Sequence[Event]) -> None:
@@ -181,9 +186,10 @@ _NO_SPAN: Final = contextlib.nullcontext()
 def boundary(session_id: str, turn: int | None = None,
              step: int | None = None) -> contextlib.AbstractContextManager[Any]:
     """A span ``fsm_stage.step.boundary`` around a step's pre-step boundary work (pending
-    transitions applied, handoffs written); a shared no-op context without OpenTelemetry."""
+    transitions applied, handoffs written); a shared no-op context unless OpenTelemetry is
+    loaded with a global tracer provider configured."""
     otel = _otel()
-    if otel is None:
+    if otel is None or not _provider_set(otel):
         return _NO_SPAN
     return _boundary_span(otel, session_id, turn, step)
 

@@ -173,3 +173,23 @@ def test_otlp_mistakes_are_one_line(resumed_log: Path) -> None:
     assert both.returncode == 2
     missing = _cli("trace", str(resumed_log.with_name("nope.jsonl")), check=False)
     assert missing.returncode == 1 and len(missing.stderr.splitlines()) == 1
+
+
+def test_without_opentelemetry_proto_the_post_is_otlp_json(resumed_log: Path, receiver: tuple[str, Received],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from fsm_stage.observe import otlp
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(otlp.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "opentelemetry.proto" else real(name, *a))
+    url, received = receiver
+    read = read_log(resumed_log)
+    trace = build_trace(read.header, read.events)
+    assert otlp.post_otlp(trace, url) == "json"
+    ((_path, ctype, body),) = received
+    assert ctype == "application/json"
+    doc = json.loads(body)
+    assert doc == otlp.otlp_json(trace)
+    assert {s["traceId"] for s in _spans(doc)} == {trace_id("obs-session")}

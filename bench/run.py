@@ -6,7 +6,7 @@ Usage::
     python bench/run.py --quick    # smaller sizes, under a minute
     python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
 
-Twelve rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
+Thirteen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
 are the point). The targets:
 
@@ -26,6 +26,8 @@ are the point). The targets:
                 ``--smoke``)
 11. review fold ``fsm-stage state`` on 8,000 vs 1,000 reviewed transitions (``bench_reviews``)
 12. session length  a reviewed transition after 10,000 vs after 100 earlier ones (``bench_reviews``)
+13. observe     ``Session.append`` with the observability hook vs a no-op hook, logging quiet and
+                no tracer provider (``bench_observe``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -159,7 +161,7 @@ def _compile_ring_only(mod: Any) -> dict[str, Any]:
 
 
 MODULES = ("bench_log", "bench_transitions", "bench_memory", "bench_compile", "bench_cli", "bench_postgres",
-           "bench_reviews")
+           "bench_reviews", "bench_observe")
 
 
 def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | None, str | None, float]:
@@ -574,6 +576,24 @@ def row_session_length(r: dict[str, Any] | None, err: str | None) -> Row:
     row.status = _status(0.8 <= r["length_ratio"] <= 1.2)
     row.details.append(f"after {r['long']:,} vs {r['short']:,} transitions ({r['events_long']:,} events), "
                        f"windows of {r['window']}, medians of the per-round ratios")
+
+
+def row_observe(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 13 from ``bench_observe.run``."""
+    row = Row(13, "observe", "`Session.append` of a step-shaped event mix with the observability hook "
+              "(logging at WARNING, OpenTelemetry not loaded) vs the same append with a no-op hook",
+              target="≤ 1.10x no hook")
+    if r is None:
+        row.details.append(f"bench_observe: {err.splitlines()[0] if err else err}")
+        return row
+    row.ours, row.baseline = _us(r["on_s"]), _us(r["off_s"])
+    row.ratio, row.status = f"{r['ratio']:.2f}x", _status(r["ratio"] <= 1.10)
+    if "proxy_ratio" in r:
+        row.details.append(f"with `opentelemetry.trace` imported but no tracer provider configured: "
+                           f"{_us(r['proxy_on_s'])} vs {_us(r['proxy_off_s'])} = {r['proxy_ratio']:.2f}x")
+    else:
+        row.details.append(f"OpenTelemetry side: {r.get('proxy')}")
+    row.details.append(f"{r['n']:,} appends per side, {r['rounds']} interleaved rounds; medians")
     return row
 
 
@@ -729,6 +749,7 @@ def main(argv: list[str] | None = None) -> int:
         row_postgres(*results["bench_postgres"]),
         row_review_fold(*results["bench_reviews"]),
         row_session_length(*results["bench_reviews"]),
+        row_observe(*results["bench_observe"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "fsm_stage.graph": 3,
     "fsm_stage.diagram": 3,
     "fsm_stage.log": 4,
+    "fsm_stage.observe": 4,
     "fsm_stage.handoff": 4,
     "fsm_stage.tokens": 5,
     "fsm_stage.runtime": 6,

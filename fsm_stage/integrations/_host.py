@@ -22,6 +22,7 @@ from fsm_stage.driver._step import StagedSession, StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
+from fsm_stage.observe import span_attributes
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.resources import data_dir
 from fsm_stage.reviews._answer import answer_review
@@ -104,6 +105,13 @@ class StageHost:
     def current_stage(self) -> str | None:
         """The stage folded from the log (None without a stage switch)."""
         return None if self.stage is None else self.stage.current(self.session)
+
+    def request_tags(self) -> dict[str, Any]:
+        """``{fsm_stage.session.id, fsm_stage.stage, fsm_stage.plan_mode}`` now (the stage omitted
+        without a stage switch): what the adapters attach to the framework's own record of a model
+        request (docs/observability.md)."""
+        plan = self.plan is not None and self.plan.get(self.agent).active
+        return span_attributes({"session": self.session.id, "stage": self.current_stage(), "plan_mode": plan})
 
     def open_review(self, call_id: str) -> str | None:
         """The review id a suspended call ``call_id`` waits for (None when not suspended)."""

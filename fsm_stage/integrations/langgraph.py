@@ -115,7 +115,8 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
 
     async def call_model(state: StageState) -> StageState:
         step = host.step(state.get("prompt"))
-        reply = await bound.ainvoke(to_langchain_messages(step))
+        # the stage rides on the chat model run's metadata (LangSmith, LangChain OpenTelemetry bridges)
+        reply = await bound.ainvoke(to_langchain_messages(step), config={"metadata": host.request_tags()})
         assert isinstance(reply, AIMessage)
         calls = [ToolCall(c["id"] or "", c["name"], json.dumps(c["args"], ensure_ascii=False))
                  for c in reply.tool_calls]

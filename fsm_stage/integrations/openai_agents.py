@@ -19,6 +19,7 @@ from typing import Any
 
 from agents import FunctionTool, Model, ModelResponse, RunContextWrapper, RunState, ToolApprovalItem
 from agents.tool_context import ToolContext
+from agents.tracing import custom_span
 
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import StageHost
@@ -78,9 +79,11 @@ class StagedModel(Model):
         """One fsm_stage step around the inner model's response."""
         await self.host.keep_unanswered(lambda call_id: _output_of(input, call_id))  # rejected on RunState
         step = self.host.step(_user_text(input))
-        response = await self.inner.get_response(
-            step.system or None, to_openai_responses(step.request)["input"], model_settings, tools,
-            output_schema, handoffs, tracing, previous_response_id=None, conversation_id=None, prompt=prompt)
+        with custom_span("fsm_stage.step", data=self.host.request_tags()):  # the stage in the SDK's trace
+            response = await self.inner.get_response(
+                step.system or None, to_openai_responses(step.request)["input"], model_settings, tools,
+                output_schema, handoffs, tracing, previous_response_id=None, conversation_id=None,
+                prompt=prompt)
         text, calls = _reply(response)
         self.host.reply(text, calls)
         return response

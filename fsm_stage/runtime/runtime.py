@@ -34,6 +34,7 @@ from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 from fsm_stage.errors import InvariantError as InvariantError
 from fsm_stage.log.events import Event
+from fsm_stage.observe import boundary
 from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -311,8 +312,9 @@ class Runtime:
                             f"got a {type(messages).__name__} holding a {type(bad[0]).__name__}")
         self.track(agent.session)
         out = list(messages)
-        for fn in list(self._pre_steps):
-            out = fn(agent, out, aborted)
+        with boundary(agent.session.id):  # the span fsm_stage.step.boundary (with OpenTelemetry loaded)
+            for fn in list(self._pre_steps):
+                out = fn(agent, out, aborted)
         return out
 
     @property

@@ -22,6 +22,7 @@ from fsm_stage.constants import (
 )
 from fsm_stage.log.events import Event, EventLog, NewEvent, SessionHeader, SurfaceOp
 from fsm_stage.log.projections import Fold, OpenTurn, ProjectionCursor, TurnState
+from fsm_stage.observe import appended
 
 S = TypeVar("S")
 
@@ -104,6 +105,8 @@ class Session:
         at that seq).
 
         Installed validators see the would-be event first and may raise (nothing is appended).
+        The committed event is then logged on the ``fsm_stage.*`` loggers and, when OpenTelemetry
+        is loaded, traced (``fsm_stage.observe.appended``; docs/observability.md).
         """
         if self._validators:
             probe = Event(type=type, seq=len(self._log), time=0, data=data, surface_op=surface_op,
@@ -112,13 +115,16 @@ class Session:
             for validate in list(self._validators):
                 validate(probe)
         if expect_last_seq is None:
-            return self._log.append(
+            event = self._log.append(
                 type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable
             )
-        return self._log.append(
-            type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable,
-            expect_last_seq=expect_last_seq,
-        )
+        else:
+            event = self._log.append(
+                type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable,
+                expect_last_seq=expect_last_seq,
+            )
+        appended(self, (event,))
+        return event
 
     def refresh(self) -> int:
         """Catch up with events other writers appended (``EventLog.refresh``); returns how many
@@ -149,8 +155,11 @@ class Session:
                 for validate in list(self._validators):
                     validate(probe)
         if expect_last_seq is None:
-            return self._log.append_many(specs)
-        return self._log.append_many(specs, expect_last_seq=expect_last_seq)
+            events = self._log.append_many(specs)
+        else:
+            events = self._log.append_many(specs, expect_last_seq=expect_last_seq)
+        appended(self, events)
+        return events
 
     def add_validator(self, validate: Callable[[Event], None]) -> Callable[[], None]:
         """Run ``validate(event)`` before every later append (raise to refuse); returns a disposer."""

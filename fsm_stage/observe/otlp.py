@@ -1,0 +1,149 @@
+"""A rebuilt ``Trace`` as OTLP: the JSON encoding, the protobuf encoding, and an OTLP/HTTP post.
+
+``otlp_json(trace)`` is the OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, nanosecond times
+as strings, as the OTLP specification's JSON encoding). ``otlp_protobuf(trace)`` is the binary
+form; it needs ``opentelemetry-proto`` and is only imported when called. ``post_otlp(trace,
+url)`` sends protobuf when ``opentelemetry-proto`` is installed and OTLP/JSON otherwise (an
+OTLP/HTTP collector accepts both) to ``url`` (the full traces endpoint, e.g.
+``http://127.0.0.1:4318/v1/traces``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any, Final
+
+from fsm_stage.errors import UserError
+from fsm_stage.observe._trace import Span, Trace
+
+__all__ = ["otlp_json", "otlp_protobuf", "post_otlp"]
+
+_SPAN_KIND_INTERNAL: Final = 1
+_STATUS_ERROR: Final = 2
+_MAX_RESPONSE: Final = 64 * 1024
+
+
+def _version() -> str:
+    try:
+        return metadata.version("fsm_stage")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+        return "0"
+
+
+def _value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+
+def _kvs(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _value(v)} for k, v in attributes.items()]
+
+
+def _span_json(trace_id: str, span: Span) -> dict[str, Any]:
+    out: dict[str, Any] = {"traceId": trace_id, "spanId": span.span_id, "name": span.name,
+                           "kind": _SPAN_KIND_INTERNAL, "startTimeUnixNano": str(span.start_ns),
+                           "endTimeUnixNano": str(span.end_ns), "attributes": _kvs(span.attributes)}
+    if span.parent_id is not None:
+        out["parentSpanId"] = span.parent_id
+    if span.events:
+        out["events"] = [{"timeUnixNano": str(e.time_ns), "name": e.name, "attributes": _kvs(e.attributes)}
+                         for e in span.events]
+    if span.error is not None:
+        out["status"] = {"code": _STATUS_ERROR, "message": span.error}
+    return out
+
+
+def _resource(trace: Trace) -> dict[str, Any]:
+    return {"service.name": "fsm_stage", "gen_ai.conversation.id": trace.session_id}
+
+
+def otlp_json(trace: Trace) -> dict[str, Any]:
+    """``trace`` as one OTLP/JSON ``ExportTraceServiceRequest`` (a JSON-ready dict)."""
+    return {"resourceSpans": [{
+        "resource": {"attributes": _kvs(_resource(trace))},
+        "scopeSpans": [{"scope": {"name": "fsm_stage", "version": _version()},
+                        "spans": [_span_json(trace.trace_id, s) for s in trace.spans]}],
+    }]}
+
+
+def _proto_value(v: Any) -> Any:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+    if isinstance(v, bool):
+        return AnyValue(bool_value=v)
+    if isinstance(v, int):
+        return AnyValue(int_value=v)
+    if isinstance(v, float):
+        return AnyValue(double_value=v)
+    return AnyValue(string_value=str(v))
+
+
+def _proto_kvs(attributes: Mapping[str, Any]) -> list[Any]:
+    from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+    return [KeyValue(key=k, value=_proto_value(v)) for k, v in attributes.items()]
+
+
+def otlp_protobuf(trace: Trace) -> bytes:
+    """``trace`` as a serialised protobuf ``ExportTraceServiceRequest``. Raises ``UserError``
+    when ``opentelemetry-proto`` is not installed."""
+    try:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+        from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
+        from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Status
+        from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+    except ImportError as err:
+        raise UserError("OTLP protobuf needs opentelemetry-proto (pip install opentelemetry-proto)") from err
+    tid = bytes.fromhex(trace.trace_id)
+    spans = []
+    for s in trace.spans:
+        pb = PbSpan(trace_id=tid, span_id=bytes.fromhex(s.span_id), name=s.name,
+                    kind=PbSpan.SPAN_KIND_INTERNAL,
+                    start_time_unix_nano=s.start_ns, end_time_unix_nano=s.end_ns,
+                    attributes=_proto_kvs(s.attributes),
+                    events=[PbSpan.Event(time_unix_nano=e.time_ns, name=e.name,
+                                         attributes=_proto_kvs(e.attributes)) for e in s.events])
+        if s.parent_id is not None:
+            pb.parent_span_id = bytes.fromhex(s.parent_id)
+        if s.error is not None:
+            pb.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=s.error))
+        spans.append(pb)
+    scope = InstrumentationScope(name="fsm_stage", version=_version())
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+        resource=Resource(attributes=_proto_kvs(_resource(trace))),
+        scope_spans=[ScopeSpans(scope=scope, spans=spans)])])
+    data: bytes = request.SerializeToString()
+    return data
+
+
+def post_otlp(trace: Trace, url: str, *, timeout: float = 10.0) -> str:
+    """POST ``trace`` to the OTLP/HTTP traces endpoint ``url``; returns the encoding sent
+    (``"protobuf"`` or ``"json"``). Raises ``UserError`` (one line) for a URL that is not
+    http(s), an unreachable endpoint or a non-2xx answer; nothing is retried."""
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--otlp needs an http:// or https:// URL, got {url!r}")
+    if importlib.util.find_spec("opentelemetry.proto") is not None:
+        body, ctype, encoding = otlp_protobuf(trace), "application/x-protobuf", "protobuf"
+    else:
+        body, ctype, encoding = json.dumps(otlp_json(trace)).encode("utf-8"), "application/json", "json"
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read(_MAX_RESPONSE)
+    except urllib.error.HTTPError as err:
+        raise UserError(f"OTLP export to {url} refused: HTTP {err.code} {err.reason}") from err
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise UserError(f"OTLP export to {url} failed: {reason}") from err
+    return encoding

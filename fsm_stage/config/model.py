@@ -18,6 +18,7 @@ import attrs
 from fsm_stage._yaml import Problem
 from fsm_stage.config.fields import FieldRule as FieldRule
 from fsm_stage.config.fields import rule_metadata
+from fsm_stage.config.models import BudgetConfig, OnBudget, ReasoningEffort, model_fields, normalised_choice
 from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy
 from fsm_stage.constants import STAGE_NAME_RE
 
@@ -107,6 +108,10 @@ class EdgeConfig:
     )
 
 
+_STAGE_MODEL = model_fields()
+_PLAN_MODEL = model_fields()
+
+
 @attrs.frozen
 class StageConfig:
     """One stage of a graph (stage-switch spec §1.2)."""
@@ -140,6 +145,11 @@ class StageConfig:
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
     tools: ToolPolicyConfig | None = attrs.field(default=None, metadata=_policy_rule("in this stage"))
+    model: str | None = _STAGE_MODEL["model"]
+    reasoning_effort: ReasoningEffort | None = _STAGE_MODEL["reasoning_effort"]
+    model_settings: Mapping[str, Any] | None = _STAGE_MODEL["model_settings"]
+    budget: BudgetConfig | None = _STAGE_MODEL["budget"]
+    on_budget: OnBudget = _STAGE_MODEL["on_budget"]
 
 
 @attrs.frozen
@@ -156,6 +166,11 @@ class PlanModeConfig:
     )
     tools: ToolPolicyConfig | None = attrs.field(
         default=None, metadata=_policy_rule("while plan mode is on (combined with the stage's)"))
+    model: str | None = _PLAN_MODEL["model"]
+    reasoning_effort: ReasoningEffort | None = _PLAN_MODEL["reasoning_effort"]
+    model_settings: Mapping[str, Any] | None = _PLAN_MODEL["model_settings"]
+    budget: BudgetConfig | None = _PLAN_MODEL["budget"]
+    on_budget: OnBudget = _PLAN_MODEL["on_budget"]
 
 
 @attrs.frozen
@@ -226,6 +241,9 @@ class GraphConfig:
     )
     tool_groups: Mapping[str, tuple[str, ...]] | None = attrs.field(
         default=None, hash=False, converter=_frozen_groups, metadata=_tool_groups_rule())
+    models: Mapping[str, str] | None = attrs.field(default=None, hash=False, metadata=_rule(
+        "Model aliases: `{alias: provider:name}`, usable as a stage's or plan mode's `model`.",
+        "a mapping {alias: provider-qualified model name}"))
 
     @functools.cached_property
     def stage_names(self) -> tuple[str, ...]:
@@ -299,7 +317,7 @@ for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
 SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target", ToolRuleConfig: "tool"}
 #: The config classes the loader structures (the JSON Schema's ``$defs``).
 CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig,
-                                     ToolPolicyConfig, ToolRuleConfig)
+                                     ToolPolicyConfig, ToolRuleConfig, BudgetConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +338,7 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             "plan_mode": normalised(config.plan_mode) if config.plan_mode is not None else None,
         }
     if isinstance(config, PlanModeConfig):
-        return {"section": config.section, **_policy_part(config.tools)}
+        return {"section": config.section, **_policy_part(config.tools), **normalised_choice(config)}
     return {
         "name": config.name,
         "initial": config.initial_stage,
@@ -334,11 +352,13 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
                 "instruction": s.instruction,
                 "targets": [{"to": e.target, "guards": list(e.guards)} for e in config.edges_from(s.name)],
                 **_policy_part(s.tools),
+                **normalised_choice(s),
             }
             for s in config.stages
         ],
         **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}}
            if config.tool_groups else {}),
+        **({"models": dict(config.models)} if config.models else {}),
     }
 
 

@@ -121,3 +121,8 @@ GRAPH_EVENT: Final = "fsm/graph"
 REVIEW_OUTCOMES: Final = ("approve", "keep", "dismiss")
 APPROVE_FRESH_LABEL: Final = "Approve and start fresh"
 APPROVE_KEEP_CONVERSATION_LABEL: Final = "Approve and keep the conversation"
+
+# --- per-stage models (stage graphs' ``model`` keys) ------------------------------------------
+QUALIFIED_MODEL_RE: Final = re.compile(r"[A-Za-z0-9_.-]+:[^\s:][^\s]*")
+"""A provider-qualified model name ``provider:model`` (``openai:gpt-5``); anything else in a
+stage's ``model`` is an alias of the graph's ``models`` mapping."""

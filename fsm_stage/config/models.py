@@ -20,6 +20,7 @@ import attrs
 
 from fsm_stage._yaml import NativePath, ProblemReport
 from fsm_stage.config.fields import FieldRule, rule_metadata
+from fsm_stage.constants import QUALIFIED_MODEL_RE
 
 #: ``reasoning_effort`` values (OpenAI's ``ReasoningEffort`` words; adapters map them to each
 #: framework's own setting).
@@ -28,14 +29,14 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 #: What ``on_budget`` may say: ``stop`` ends the turn, ``review`` asks a human.
 OnBudget = Literal["stop", "review"]
 #: A provider-qualified model name: ``provider:model`` (``openai:gpt-5``, ``anthropic:claude-…``).
-QUALIFIED_MODEL_PATTERN = r"[A-Za-z0-9_.-]+:[^\s:][^\s]*"
+QUALIFIED_MODEL_PATTERN = QUALIFIED_MODEL_RE.pattern
 #: An alias name (a key of the graph's ``models`` mapping).
 MODEL_ALIAS_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
 #: Longest model name or alias (characters).
 MAX_MODEL_NAME_LENGTH = 200
 #: Largest ``model_settings`` mapping, as compact JSON (bytes): settings travel in every request.
 MAX_MODEL_SETTINGS_BYTES = 8192
-_QUALIFIED_RE = re.compile(QUALIFIED_MODEL_PATTERN)
+_QUALIFIED_RE = QUALIFIED_MODEL_RE
 _ALIAS_RE = re.compile(MODEL_ALIAS_PATTERN)
 
 

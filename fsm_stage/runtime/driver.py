@@ -43,6 +43,9 @@ from fsm_stage.runtime.openstep import REVIEW_ANSWER, CallState, OpenTurnView, o
 from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, ModelChoice
+from fsm_stage.runtime.stage_models import budget_stop as _budget_stop
+from fsm_stage.runtime.stage_models import budget_notices as _budget_notices
 from fsm_stage.runtime.tools import (
     ToolCall,
     ToolResult,
@@ -91,8 +94,10 @@ def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
 class StepRequest:
     """What to send for step ``step`` of turn ``turn``: ``system`` text (the joined
     ``sections``), ``tools`` and ``messages`` (copies of the tool specs and deep copies of the
-    model-visible history: mutate freely) and ``header_reason`` (``initial`` / ``resume`` /
-    ``change`` logged now, or None)."""
+    model-visible history: mutate freely), ``header_reason`` (``initial`` / ``resume`` /
+    ``change`` logged now, or None) and ``model``: the current stage's and plan mode's model
+    choice (``ModelChoice``: provider-qualified ``model``, ``reasoning_effort``, ``settings``;
+    ``DEFAULT_CHOICE`` when the graph declares none: use the host's own)."""
 
     turn: int
     step: int
@@ -101,11 +106,12 @@ class StepRequest:
     tools: tuple[ToolSpec, ...]
     messages: tuple[Message, ...]
     header_reason: str | None = None
+    model: ModelChoice = DEFAULT_CHOICE
 
     @property
     def request(self) -> Request:
-        """The ``Request`` (system, messages, tools), with fresh copies of the messages."""
-        return Request(self.system, deep_copies(self.messages), self.tools)
+        """The ``Request`` (system, messages, tools, model), with fresh copies of the messages."""
+        return Request(self.system, deep_copies(self.messages), self.tools, self.model)
 
 
 @attrs.frozen
@@ -188,6 +194,7 @@ class StagedSession:
         self._signal: AbortSignal | None = None
         self._live: contextlib.ExitStack | None = None
         self._running: dict[str, asyncio.Task[Any]] = {}
+        self.stopped: str | None = None
         runtime.track(agent.session)
 
     # --- reading -------------------------------------------------------------------------------
@@ -280,7 +287,8 @@ class StagedSession:
 
     def end_turn(self, reason: str = "completed", *, message: str | None = None,
                  cause: str | None = None) -> Event:
-        """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}``; ``error`` →
+        """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}`` (``blocked`` with a
+        ``message`` → ``{kind, message}``, e.g. the budget stop reason); ``error`` →
         ``{kind, error: {message}}``; ``aborted`` → ``{kind, reason: {kind: cause or "user"}}``.
         Raises ``RecordShapeError`` for another ``reason``, ``DriverStateError`` with no open turn
         or an open step (``end_step`` or ``cancel`` first)."""
@@ -307,8 +315,10 @@ class StagedSession:
         loop's in-process consumers, e.g. the simulator); hosts keep the default deep copies.
 
         Returns None — and opens no step, runs no pre-step — when ``accept`` rejected the
-        batch or the turn's signal is aborted; the host then ends the turn (``blocked`` /
-        ``aborted``). Raises ``DriverStateError`` with no open turn or with a step open,
+        batch, the turn's signal is aborted, or a stage / plan-mode ``budget`` ran out
+        (``stopped`` then holds the one-line reason and an ``fsm/budget`` stop is logged); the
+        host then ends the turn (``blocked`` / ``aborted``; ``blocked`` with ``stopped`` as the
+        message). Raises ``DriverStateError`` with no open turn or with a step open,
         ``TurnSuspendedError`` while suspended."""
         view = self._open("begin_step")
         self._raise_if_suspended(view)
@@ -316,6 +326,12 @@ class StagedSession:
             raise DriverStateError(f"begin_step: step {view.open_step[1]} is still open; end_step() first")
         turn, step = view.turn if view.turn is not None else self.session.last_turn, view.last_step + 1
         agent, runtime, session = self.agent, self.runtime, self.session
+        self.stopped = None
+        rules = runtime.budget_rules(agent)
+        if rules:
+            self.stopped = _budget_stop(session, rules, turn)
+            if self.stopped is not None:
+                return None
         batch = agent.claim()
         assembly = runtime.assemble(agent)
         if self.accept is not None and not self.accept(agent, batch):
@@ -326,17 +342,27 @@ class StagedSession:
         snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), runtime.render_context(agent))
         if snapshot is not None:
             batch.insert(0, snapshot)
+        notices, told = _budget_notices(session)
         session.append(STEP_START, {"turn": turn, "step": step})
-        for message in batch:
+        for message in (*notices, *batch):
             session.append_message(message)
+        if told is not None:
+            session.append_many([told])
+        # the request goes to the model of the stage (and plan mode) after the boundary; the
+        # system text stays the one assembled before it (plan-mode spec §1.5)
+        assembly = attrs.evolve(assembly, model=runtime.model_choice(agent))
         request = runtime.build_request(agent, assembly)
-        header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
+        config = dict(self.config)
+        if not request.model.is_default:
+            config.update(request.model.header_config())
+        header: dict[str, Any] = {"config": config, "system": request.system,
                                   "tools": [t.to_json() for t in request.tools]}
         reason = self._log_header(header)
         tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
                       for t in request.tools)  # the converter copies parameters
         messages = deep_copies(request.messages) if copy_messages else tuple(request.messages)
-        return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason)
+        return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason,
+                           request.model)
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
         if self._last_header is None:
@@ -596,4 +622,6 @@ def _reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]
         return {"kind": "error", "error": {"message": message or "error"}}
     if kind == "aborted":
         return {"kind": "aborted", "reason": {"kind": cause or "user"}}
+    if kind == "blocked" and message:
+        return {"kind": "blocked", "message": message}
     return {"kind": kind}

@@ -1,0 +1,383 @@
+"""Per-stage model choice and budgets at run time: what a request carries and what a visit spent.
+
+``ModelChoice`` is the model, reasoning effort and settings a request should use (the stage's,
+with plan mode's keys on top while plan mode is on); ``choice_of`` builds it from a
+``StageConfig`` / ``PlanModeConfig``. ``SpendFold`` folds the log into what the current stage
+visit and plan-mode stretch have spent (``Spend``); ``over_budget`` says which limits a spend
+has reached. ``BUDGET_EVENT`` (``fsm/budget``) records a stop and a fresh budget; the driver
+enforces budgets at the step boundary (``docs/stage-models.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
+    FSM_EVENT_PREFIX,
+    PLAN_MODE_EVENT,
+    QUALIFIED_MODEL_RE,
+    STEP_START,
+    TURN_START,
+)
+from fsm_stage.log.events import Event, NewEvent
+from fsm_stage.log.events import wall_clock_ms as now_ms
+from fsm_stage.runtime.messages import Message, notice
+from fsm_stage.log.projections.stage import stage_from_event
+
+if TYPE_CHECKING:
+    from fsm_stage.config.models import BudgetConfig
+
+#: ``fsm/budget {scope: "stage"|"plan", stage, action: "stop"|"fresh", spent, limits, reason?}``:
+#: a budget stop (``on_budget: stop``, or a review that ended the turn) and a fresh budget (a
+#: review's "continue"); ignorable, so DeepSeek Harness readers skip it.
+BUDGET_EVENT = f"{FSM_EVENT_PREFIX}budget"
+#: ``source.plugin`` of the budget notices the model is shown.
+BUDGET_PLUGIN = "fsm_stage-budget"
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _read_only(settings: Mapping[str, Any]) -> Mapping[str, Any]:
+    return settings if isinstance(settings, MappingProxyType) else MappingProxyType(dict(settings))
+
+
+@attrs.frozen
+class ModelChoice:
+    """The model a request should go to.
+
+    ``model``: provider-qualified name (``openai:gpt-5``) or None (the host's default);
+    ``alias``: the graph alias it came from, if any; ``reasoning_effort``: ``none`` …
+    ``xhigh`` or None; ``settings``: free-form model settings (read-only mapping, JSON values);
+    ``source``: where it was declared (``stage:<name>``, ``plan_mode`` or both joined by ``+``).
+    """
+
+    model: str | None = None
+    alias: str | None = None
+    reasoning_effort: str | None = None
+    settings: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=_read_only, hash=False)
+    source: str = ""
+
+    @property
+    def provider(self) -> str | None:
+        """The provider part of ``model`` (before the first ``:``), or None."""
+        return None if self.model is None else self.model.split(":", 1)[0]
+
+    @property
+    def name(self) -> str | None:
+        """The model name without its provider (after the first ``:``), or None."""
+        return None if self.model is None else self.model.split(":", 1)[1]
+
+    @property
+    def is_default(self) -> bool:
+        """True when nothing is chosen (the host's own model and settings apply)."""
+        return self.model is None and self.reasoning_effort is None and not self.settings
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"model"?, "alias"?, "reasoningEffort"?, "settings"?}`` (keys that are set)."""
+        out: dict[str, Any] = {}
+        if self.model is not None:
+            out["model"] = self.model
+        if self.alias is not None:
+            out["alias"] = self.alias
+        if self.reasoning_effort is not None:
+            out["reasoningEffort"] = self.reasoning_effort
+        if self.settings:
+            out["settings"] = json.loads(json.dumps(dict(self.settings)))
+        return out
+
+    def header_config(self) -> dict[str, Any]:
+        """The ``request/header.config`` keys of this choice: ``provider`` and ``model`` (the
+        name without its provider) when a model is chosen, ``reasoningEffort`` and
+        ``modelSettings`` when set."""
+        out: dict[str, Any] = {}
+        if self.model is not None:
+            out["provider"], out["model"] = self.provider, self.name
+        if self.reasoning_effort is not None:
+            out["reasoningEffort"] = self.reasoning_effort
+        if self.settings:
+            out["modelSettings"] = json.loads(json.dumps(dict(self.settings)))
+        return out
+
+    def over(self, base: ModelChoice) -> ModelChoice:
+        """This choice with ``base``'s values where this one sets none (settings merged key by
+        key, this one's winning)."""
+        if base.is_default:
+            return self
+        if self.is_default:
+            return base
+        return ModelChoice(
+            self.model if self.model is not None else base.model,
+            self.alias if self.model is not None else base.alias,
+            self.reasoning_effort if self.reasoning_effort is not None else base.reasoning_effort,
+            {**base.settings, **self.settings},
+            "+".join(s for s in (base.source, self.source) if s))
+
+
+DEFAULT_CHOICE = ModelChoice()
+
+
+def choice_of(part: Any, aliases: Mapping[str, str] | None, source: str) -> ModelChoice:
+    """The ``ModelChoice`` a ``StageConfig`` / ``PlanModeConfig`` declares (``DEFAULT_CHOICE``
+    when it declares none); an alias is resolved through ``aliases`` (an alias ``aliases`` lacks
+    is kept as the model name: the loader refuses those in files)."""
+    if part is None or (part.model is None and part.reasoning_effort is None and not part.model_settings):
+        return DEFAULT_CHOICE
+    model = part.model
+    resolved = model
+    if model is not None and not QUALIFIED_MODEL_RE.fullmatch(model):
+        resolved = (aliases or {}).get(model, model)
+    return ModelChoice(resolved, model if resolved != model else None, part.reasoning_effort,
+                       part.model_settings or {}, source)
+
+
+@attrs.frozen
+class Spend:
+    """What one visit spent: tokens in / out (from ``assistant/message.usage``), turns, steps,
+    and ``since`` (epoch ms of the visit's first event, None before any)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    turns: int = 0
+    steps: int = 0
+    since: int | None = None
+
+    def seconds(self, now_ms: int) -> float:
+        """Wall-clock seconds from ``since`` to ``now_ms`` (0 when the visit has no start)."""
+        return 0.0 if self.since is None else max(0, now_ms - self.since) / 1000
+
+    def to_json(self, now_ms: int | None = None) -> dict[str, Any]:
+        """``{"tokens_in", "tokens_out", "turns", "steps"[, "seconds"]}``."""
+        out: dict[str, Any] = {"tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                               "turns": self.turns, "steps": self.steps}
+        if now_ms is not None:
+            out["seconds"] = round(self.seconds(now_ms), 3)
+        return out
+
+
+def _usage_tokens(data: Mapping[str, Any]) -> tuple[int, int]:
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return 0, 0
+
+    def n(key: str) -> int:
+        v = usage.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    return n("inputTokens") + n("cacheReadTokens") + n("cacheWriteTokens"), n("outputTokens")
+
+
+@attrs.frozen
+class SpendState:
+    """``SpendFold`` state: the current ``stage`` (None before any stage record), whether plan
+    mode is on, each scope's ``Spend`` and the turn last counted for it, and the scopes whose
+    budget stop the model has not been told about yet (``untold``: tuple of budget-event data)."""
+
+    stage: str | None = None
+    plan: bool = False
+    stage_spend: Spend = Spend()
+    plan_spend: Spend = Spend()
+    turn: int | None = None
+    stage_turn: int | None = None
+    plan_turn: int | None = None
+    stops: tuple[Mapping[str, Any], ...] = ()
+
+
+def _count_turn(spend: Spend, counted: int | None, turn: int | None, time: int) -> tuple[Spend, int | None]:
+    """``spend`` with the current ``turn`` counted once (a turn a visit enters mid-way counts)."""
+    if turn is None or counted == turn:
+        return (spend if spend.since is not None else attrs.evolve(spend, since=time)), counted
+    return attrs.evolve(spend, turns=spend.turns + 1, since=spend.since if spend.since is not None else time), turn
+
+
+class SpendFold:
+    """Projection: what the current stage visit and plan-mode stretch spent (``SpendState``).
+
+    A stage visit starts at a stage record naming another stage (a flush, a ``/stage`` jump) or
+    at an ``fsm/budget`` ``fresh`` for scope ``stage``; a plan stretch at ``plan/mode {active:
+    true}`` or a ``fresh`` for scope ``plan``. Steps count ``step/start``; turns count each turn
+    with a step in the visit; tokens come from ``assistant/message.usage``."""
+
+    key = "stage-spend"
+    STATE_VERSION = 1
+
+    def init(self) -> SpendState:
+        return SpendState()
+
+    def apply(self, state: SpendState, event: Event) -> SpendState:
+        t = event.type
+        data = event.data if isinstance(event.data, dict) else {}
+        if t == STEP_START:
+            turn = data.get("turn") if isinstance(data.get("turn"), int) else state.turn
+            stage_spend, stage_turn = _count_turn(state.stage_spend, state.stage_turn, turn, event.time)
+            stage_spend = attrs.evolve(stage_spend, steps=stage_spend.steps + 1)
+            plan_spend, plan_turn = state.plan_spend, state.plan_turn
+            if state.plan:
+                plan_spend, plan_turn = _count_turn(plan_spend, plan_turn, turn, event.time)
+                plan_spend = attrs.evolve(plan_spend, steps=plan_spend.steps + 1)
+            return attrs.evolve(state, turn=turn, stage_spend=stage_spend, stage_turn=stage_turn,
+                                plan_spend=plan_spend, plan_turn=plan_turn)
+        if t == ASSISTANT_MESSAGE:
+            tin, tout = _usage_tokens(data)
+            if not tin and not tout:
+                return state
+            add = {"tokens_in": state.stage_spend.tokens_in + tin,
+                   "tokens_out": state.stage_spend.tokens_out + tout}
+            new = attrs.evolve(state, stage_spend=attrs.evolve(state.stage_spend, **add))
+            if state.plan:
+                new = attrs.evolve(new, plan_spend=attrs.evolve(
+                    state.plan_spend, tokens_in=state.plan_spend.tokens_in + tin,
+                    tokens_out=state.plan_spend.tokens_out + tout))
+            return new
+        if t == TURN_START:
+            turn = data.get("turn")
+            return attrs.evolve(state, turn=turn) if isinstance(turn, int) else state
+        if t == PLAN_MODE_EVENT:
+            active = data.get("active")
+            if not isinstance(active, bool) or active == state.plan:
+                return state
+            return attrs.evolve(state, plan=active, plan_spend=Spend(since=event.time) if active else Spend(),
+                                plan_turn=None)
+        if t == BUDGET_EVENT:
+            scope = data.get("scope")
+            if data.get("action") == "fresh":
+                if scope == "plan":
+                    return attrs.evolve(state, plan_spend=Spend(since=event.time), plan_turn=None)
+                if scope == "stage":
+                    return attrs.evolve(state, stage_spend=Spend(since=event.time), stage_turn=None)
+            elif data.get("action") == "stop" and scope in ("stage", "plan"):
+                return attrs.evolve(state, stops=(*_without(state.stops, scope), data))
+            elif data.get("action") == "told":
+                return attrs.evolve(state, stops=())
+            return state
+        stage = stage_from_event(event)
+        if stage is None or stage == state.stage:
+            return state
+        return attrs.evolve(state, stage=stage, stage_spend=Spend(since=event.time), stage_turn=None)
+
+    def view(self, state: SpendState) -> SpendState:
+        return state
+
+    def dump(self, state: SpendState) -> Any:
+        raise ValueError("the spend fold is not checkpointed")
+
+    def load(self, raw: Any) -> SpendState:
+        raise ValueError("the spend fold is not checkpointed")
+
+
+def _without(stops: tuple[Mapping[str, Any], ...], scope: str) -> tuple[Mapping[str, Any], ...]:
+    return tuple(s for s in stops if s.get("scope") != scope)
+
+
+SPEND_FOLD = SpendFold()
+
+
+def over_budget(budget: BudgetConfig | None, spend: Spend, now_ms: int, *, new_turn: bool) -> tuple[str, ...]:
+    """The limits of ``budget`` that the next step would pass, as ``"<limit> <spent>/<allowed>"``
+    strings (``()`` with no budget or none reached). Checked before a step opens: tokens and
+    seconds stop once spent reaches the limit; ``steps: N`` allows N steps (the boundary before
+    step N+1 stops); ``turns: N`` allows N turns (``new_turn``: the step about to open is the
+    first of a turn not counted yet, so it would be turn ``turns + 1``)."""
+    if budget is None:
+        return ()
+    hit: list[str] = []
+    for key, spent in (("tokens_in", spend.tokens_in), ("tokens_out", spend.tokens_out),
+                       ("steps", spend.steps)):
+        limit = getattr(budget, key)
+        if limit is not None and spent >= limit:
+            hit.append(f"{key} {spent}/{limit}")
+    if budget.turns is not None and spend.turns + (1 if new_turn else 0) > budget.turns:
+        hit.append(f"turns {spend.turns}/{budget.turns}")
+    if budget.seconds is not None and spend.seconds(now_ms) >= budget.seconds:
+        hit.append(f"seconds {spend.seconds(now_ms):.0f}/{budget.seconds:g}")
+    return tuple(hit)
+
+
+@attrs.frozen
+class BudgetRule:
+    """A budget in force for the next step: ``scope`` (``stage`` or ``plan``), ``label`` (the
+    stage name, or ``plan mode``), the ``budget`` limits and ``on_budget`` (``stop`` /
+    ``review``)."""
+
+    scope: str
+    label: str
+    budget: BudgetConfig
+    on_budget: str = "stop"
+    language: str = "en"
+
+
+@attrs.frozen
+class ModelSource:
+    """What a controller contributes to per-request model choice (``Runtime.add_model_source``):
+    ``choice(agent)`` (``DEFAULT_CHOICE`` for none) and ``budget(agent)`` (None for none);
+    sources merge by ``order``, a later one's keys winning (the stage switch 10, plan mode 20)."""
+
+    name: str
+    order: int
+    choice: Callable[[Any], ModelChoice] = attrs.field(eq=False)
+    budget: Callable[[Any], BudgetRule | None] = attrs.field(eq=False)
+
+
+def merged_choice(sources: Sequence[ModelSource], agent: Any) -> ModelChoice:
+    """The ``ModelChoice`` of ``sources`` for ``agent``: each source's choice over the ones of
+    lower ``order`` (stable for equal orders)."""
+    choice = DEFAULT_CHOICE
+    for source in sorted(sources, key=lambda s: s.order):
+        choice = source.choice(agent).over(choice)
+    return choice
+
+
+def _where(rule: BudgetRule | Mapping[str, Any], language: str) -> str:
+    from fsm_stage.runtime import wording
+
+    scope = rule.scope if isinstance(rule, BudgetRule) else rule.get("scope")
+    label = rule.label if isinstance(rule, BudgetRule) else rule.get("stage")
+    if scope == "plan":
+        return wording.text("budget.where_plan", language)
+    return wording.text("budget.where_stage", language, name=label)
+
+
+def budget_stop(session: Any, rules: Sequence[BudgetRule], turn: int | None) -> str | None:
+    """Check ``rules`` against what ``session``'s current visit spent before a step of ``turn``
+    opens. For the first rule whose budget ran out, append ``fsm/budget {scope, stage, action:
+    "stop", limits, spent}`` and return the one-line stop reason; None when every budget allows
+    the step."""
+    state: SpendState = session.read(SPEND_FOLD)
+    now = now_ms()
+    for rule in rules:
+        spend, counted = ((state.plan_spend, state.plan_turn) if rule.scope == "plan"
+                          else (state.stage_spend, state.stage_turn))
+        hit = over_budget(rule.budget, spend, now, new_turn=counted != turn)
+        if not hit:
+            continue
+        limits = ", ".join(hit)
+        session.append(BUDGET_EVENT, {"scope": rule.scope, "stage": rule.label, "action": "stop",
+                                      "limits": list(hit), "spent": spend.to_json(now),
+                                      "language": rule.language}, ignorable=True)
+        from fsm_stage.runtime import wording
+
+        return wording.text("budget.stop_reason", rule.language, where=_where(rule, rule.language),
+                            limits=limits)
+    return None
+
+
+def budget_notices(session: Any) -> tuple[list[Message], NewEvent | None]:
+    """The one-line notices telling the model about budget stops it has not been told of yet,
+    and the ``fsm/budget {action: "told"}`` event to log after them (None when there are none)."""
+    state: SpendState = session.read(SPEND_FOLD)
+    if not state.stops:
+        return [], None
+    from fsm_stage.runtime import wording
+
+    out: list[Message] = []
+    for stop in state.stops:
+        language = str(stop.get("language")) if stop.get("language") in ("en", "zh") else "en"
+        limits = ", ".join(str(x) for x in stop.get("limits") or ())
+        text = wording.text("budget.stopped", language, where=_where(stop, language), limits=limits)
+        out.append(notice(text, plugin=BUDGET_PLUGIN, summary=text))
+    return out, NewEvent(BUDGET_EVENT, {"action": "told"}, ignorable=True)

@@ -31,8 +31,8 @@ from fsm_stage._yaml import (
     unknown_key_message,
 )
 from fsm_stage.config.model import EXTENSION_PREFIX, PLAN_MODE_KEY, ConfigFile, GraphConfig, PlanModeConfig
-from fsm_stage.config.plugin import load_plugin_list
 from fsm_stage.config.models import check_models
+from fsm_stage.config.plugin import load_plugin_list
 from fsm_stage.config.policy import check_policies
 from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure

@@ -61,7 +61,8 @@ class BudgetConfig:
     tokens_out: int | None = attrs.field(default=None, metadata=_count(
         "Output tokens the visit may use (from logged usage)."))
     turns: int | None = attrs.field(default=None, metadata=_count("Turns the visit may take."))
-    steps: int | None = attrs.field(default=None, metadata=_count("Model requests (steps) the visit may take."))
+    steps: int | None = attrs.field(default=None, metadata=_count(
+        "Model requests (steps) the visit may take."))
     seconds: float | None = attrs.field(default=None, metadata=_rule(
         "Wall-clock seconds from the start of the visit.", "a positive number of seconds", minimum=0))
 
@@ -108,7 +109,8 @@ def _check_settings(value: object, npath: NativePath, report: ProblemReport) -> 
     try:
         size = len(json.dumps(value, allow_nan=False, separators=(",", ":")).encode())
     except (TypeError, ValueError) as err:
-        report.error(npath, f"must hold JSON values only (strings, numbers, booleans, lists, mappings): {err}")
+        report.error(npath, "must hold JSON values only (strings, numbers, booleans, lists, "
+                            f"mappings): {err}")
         return
     if size > MAX_MODEL_SETTINGS_BYTES:
         report.error(npath, f"is too large: at most {MAX_MODEL_SETTINGS_BYTES} bytes as JSON, got {size}")
@@ -123,7 +125,7 @@ def _check_budget(value: object, npath: NativePath, report: ProblemReport) -> No
         if key not in BUDGET_KEYS or isinstance(v, bool) or not isinstance(v, int | float):
             continue  # unknown keys and wrong types: the structurer reports them
         if key == "seconds":
-            if isinstance(v, float) and not math.isfinite(v) or v <= 0:
+            if (isinstance(v, float) and not math.isfinite(v)) or v <= 0:
                 report.error((*npath, key), f"must be a positive finite number of seconds, got {v!r:.40}")
         elif v < 1:
             report.error((*npath, key), f"must be a positive whole number, got {v!r:.40}")

@@ -44,8 +44,8 @@ from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, ModelChoice
-from fsm_stage.runtime.stage_models import budget_stop as _budget_stop
 from fsm_stage.runtime.stage_models import budget_notices as _budget_notices
+from fsm_stage.runtime.stage_models import budget_stop as _budget_stop
 from fsm_stage.runtime.tools import (
     ToolCall,
     ToolResult,

@@ -152,7 +152,8 @@ class Loop:
         models: Mapping[str, Model] | None = None,
     ) -> None:
         if models is not None and not isinstance(models, Mapping):
-            raise TypeError(f"Loop(models=) must be a mapping of model names to models, got {type(models).__name__}")
+            raise TypeError("Loop(models=) must be a mapping of model names to models, "
+                            f"got {type(models).__name__}")
         self.runtime = runtime
         self.models: dict[str, Model] = dict(models or {})
         self._missing_models: set[str] = set()
@@ -175,7 +176,8 @@ class Loop:
         for key in (choice.model, choice.alias):
             if key is not None and key in self.models:
                 return self.models[key]
-        if f"{self.model.provider}:{self.model.name}" != choice.model and choice.model not in self._missing_models:
+        default = f"{self.model.provider}:{self.model.name}"
+        if default != choice.model and choice.model not in self._missing_models:
             self._missing_models.add(choice.model)
             _log.warning("%s asks for model %s; this loop has no such model (Loop(models=…)), so %s:%s "
                          "answers", choice.source or "the stage", choice.model, self.model.provider,

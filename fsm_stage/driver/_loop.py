@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.driver import _budget
 from fsm_stage.driver._repair import is_turn_live, live_turn
 from fsm_stage.driver._step import AcceptFn, DriverStateError, StagedSession
 from fsm_stage.errors import ModelError as ModelError
@@ -321,6 +322,9 @@ class Loop:
         """One step; returns the turn's outcome to stop, or None to continue."""
         driver = self.driver
         req = driver.begin_step(copy_messages=self.copy_messages)
+        if req is None and self.runtime.review is not None and driver.budget.review is not None \
+                and await _budget.ask(self.runtime.review, self.agent, driver.budget):
+            req = driver.begin_step(copy_messages=self.copy_messages)  # the answer is redeemed now
         if req is None:
             if driver.signal.aborted:
                 return self._end(turn, "aborted", cause=driver.signal.reason)

@@ -32,6 +32,7 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
+from fsm_stage.driver import _budget
 from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
 from fsm_stage.driver._repair import is_turn_live, live_turn, repair_open_turn
 from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep, deep_copies
@@ -43,8 +44,6 @@ from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.stage_models import budget_notices as _budget_notices
-from fsm_stage.runtime.stage_models import budget_stop as _budget_stop
 from fsm_stage.runtime.tools import (
     ToolCall,
     ToolResult,
@@ -76,6 +75,7 @@ _NOT_DISPATCHED_TEXT = "Error: tool call aborted before dispatch"
 TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 """The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
 
+_MAX_BUDGET_RETRIES = 3  # a redeemed budget review changes the stage or the budget once
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
 
 
@@ -133,7 +133,7 @@ class StagedSession:
         self._signal: AbortSignal | None = None
         self._live: contextlib.ExitStack | None = None
         self._running: dict[str, asyncio.Task[Any]] = {}
-        self.stopped: str | None = None
+        self.budget: _budget.Gate = _budget.Gate()
         runtime.track(agent.session)
 
     # --- reading -------------------------------------------------------------------------------
@@ -265,12 +265,8 @@ class StagedSession:
             raise DriverStateError(f"begin_step: step {view.open_step[1]} is still open; end_step() first")
         turn, step = view.turn if view.turn is not None else self.session.last_turn, view.last_step + 1
         agent, runtime, session = self.agent, self.runtime, self.session
-        self.stopped = None
-        rules = runtime.budget_rules(agent)
-        if rules:
-            self.stopped = _budget_stop(session, rules, turn)
-            if self.stopped is not None:
-                return None
+        if self._budget_stops(turn):
+            return None
         batch = agent.claim()
         assembly = runtime.assemble(agent)
         if self.accept is not None and not self.accept(agent, batch):
@@ -281,7 +277,7 @@ class StagedSession:
         snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), runtime.render_context(agent))
         if snapshot is not None:
             batch.insert(0, snapshot)
-        notices, told = _budget_notices(session)
+        notices, told = _budget.notices(session)
         session.append(STEP_START, {"turn": turn, "step": step})
         for message in (*notices, *batch):
             session.append_message(message)
@@ -302,6 +298,23 @@ class StagedSession:
         messages = deep_copies(request.messages) if copy_messages else tuple(request.messages)
         return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason,
                            request.model)
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the last ``begin_step`` returned None for a budget (one line), else None."""
+        return self.budget.stopped
+
+    def _budget_stops(self, turn: int | None) -> bool:
+        """Check the budgets before a step opens (``driver._budget.gate``); keeps the decision
+        in ``budget`` and returns True when the step must not open."""
+        self.budget = _budget.Gate()
+        for _ in range(_MAX_BUDGET_RETRIES):
+            rules = self.runtime.budget_rules(self.agent)
+            decided = _budget.gate(self.session, rules, turn) if rules else _budget.Gate()
+            if not decided.retry:
+                self.budget = decided
+                return decided.stopped is not None
+        return False
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
         if self._last_header is None:

@@ -4,8 +4,8 @@
 with plan mode's keys on top while plan mode is on); ``choice_of`` builds it from a
 ``StageConfig`` / ``PlanModeConfig``; controllers contribute them as a ``ModelSource``.
 ``over_budget`` says which limits a visit's spend (``log.projections.spend``) has reached;
-``budget_stop`` / ``budget_notices`` are what the step driver does with that at the step
-boundary (``docs/stage-models.md``).
+the step driver acts on it at the step boundary (``fsm_stage.driver._budget``,
+``docs/stage-models.md``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fsm_stage.constants import BUDGET_EVENT, QUALIFIED_MODEL_RE
-from fsm_stage.log.events import NewEvent
-from fsm_stage.log.events import wall_clock_ms as now_ms
-from fsm_stage.log.projections.spend import SPEND_FOLD, Spend, SpendState
-from fsm_stage.runtime.messages import Message, notice
+from fsm_stage.constants import QUALIFIED_MODEL_RE
+from fsm_stage.log.projections.spend import Spend
 
 if TYPE_CHECKING:
     from fsm_stage.config.models import BudgetConfig
@@ -159,6 +156,8 @@ class BudgetRule:
     budget: BudgetConfig
     on_budget: str = "stop"
     language: str = "en"
+    targets: tuple[str, ...] = ()
+    move: Callable[[str], object] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -180,54 +179,3 @@ def merged_choice(sources: Sequence[ModelSource], agent: Any) -> ModelChoice:
     for source in sorted(sources, key=lambda s: s.order):
         choice = source.choice(agent).over(choice)
     return choice
-
-
-def _where(rule: BudgetRule | Mapping[str, Any], language: str) -> str:
-    from fsm_stage.runtime import wording
-
-    scope = rule.scope if isinstance(rule, BudgetRule) else rule.get("scope")
-    label = rule.label if isinstance(rule, BudgetRule) else rule.get("stage")
-    if scope == "plan":
-        return wording.text("budget.where_plan", language)
-    return wording.text("budget.where_stage", language, name=label)
-
-
-def budget_stop(session: Any, rules: Sequence[BudgetRule], turn: int | None) -> str | None:
-    """Check ``rules`` against what ``session``'s current visit spent before a step of ``turn``
-    opens. For the first rule whose budget ran out, append ``fsm/budget {scope, stage, action:
-    "stop", limits, spent}`` and return the one-line stop reason; None when every budget allows
-    the step."""
-    state: SpendState = session.read(SPEND_FOLD)
-    now = now_ms()
-    for rule in rules:
-        spend, counted = ((state.plan_spend, state.plan_turn) if rule.scope == "plan"
-                          else (state.stage_spend, state.stage_turn))
-        hit = over_budget(rule.budget, spend, now, new_turn=counted != turn)
-        if not hit:
-            continue
-        limits = ", ".join(hit)
-        session.append(BUDGET_EVENT, {"scope": rule.scope, "stage": rule.label, "action": "stop",
-                                      "limits": list(hit), "spent": spend.to_json(now),
-                                      "language": rule.language}, ignorable=True)
-        from fsm_stage.runtime import wording
-
-        return wording.text("budget.stop_reason", rule.language, where=_where(rule, rule.language),
-                            limits=limits)
-    return None
-
-
-def budget_notices(session: Any) -> tuple[list[Message], NewEvent | None]:
-    """The one-line notices telling the model about budget stops it has not been told of yet,
-    and the ``fsm/budget {action: "told"}`` event to log after them (None when there are none)."""
-    state: SpendState = session.read(SPEND_FOLD)
-    if not state.stops:
-        return [], None
-    from fsm_stage.runtime import wording
-
-    out: list[Message] = []
-    for stop in state.stops:
-        language = str(stop.get("language")) if stop.get("language") in ("en", "zh") else "en"
-        limits = ", ".join(str(x) for x in stop.get("limits") or ())
-        text = wording.text("budget.stopped", language, where=_where(stop, language), limits=limits)
-        out.append(notice(text, plugin=BUDGET_PLUGIN, summary=text))
-    return out, NewEvent(BUDGET_EVENT, {"action": "told"}, ignorable=True)

@@ -34,6 +34,8 @@ def stage_model_source(ctl: StageController) -> ModelSource:
         part = config.stage(stage)
         if part is None or part.budget is None or ctl.pending_stage(agent.session) is not None:
             return None
-        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language)
+        targets = tuple(e.target for e in config.edges_from(stage))
+        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, targets,
+                          lambda target: ctl.set(agent, target))
 
     return ModelSource("stage", STAGE_MODEL_ORDER, choice, budget)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
@@ -40,6 +41,7 @@ from fsm_stage.log.projections import (
     StageState,
     ToldProjection,
 )
+from fsm_stage.log.projections.spend import SPEND_FOLD, SpendState
 from fsm_stage.log.surface import Surface, SurfaceOpError
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState
 
@@ -106,7 +108,8 @@ def _graph_fingerprint(graph: str | None) -> str | None:
 
 
 def _projections() -> tuple[Projection[Any], ...]:
-    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems(), REVIEW_FOLD
+    return (PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems(), REVIEW_FOLD,
+            SPEND_FOLD)
 
 
 def _plan_mode_warnings(path: str | None, state: PlanModeProblemsState, *, strict: bool) -> list[str]:
@@ -185,12 +188,42 @@ def _assemble(
         "unknown_types": dict(unknown),
         "warnings": warnings,
     }
+    out["spend"] = _spend(states[SPEND_FOLD.key], cfg, current)
     tools = _tool_policy(cfg, current, bool(plan.view(states[plan.key]).get("active")))
     if tools is not None:  # the tool policy of the current stage (and plan mode)
         out["stage"]["tools"] = tools
     if checkpoint is not None:
         out["checkpoint"] = checkpoint
     return out
+
+
+def _spend(state: SpendState, cfg: Any, stage: str | None) -> dict[str, Any]:
+    """What the current stage visit (and plan-mode stretch, while on) spent, with the budget
+    each is held to when ``--graph`` declares one (``{"tokens_in", …, "budget"?}``; ``seconds``
+    only under a seconds budget, so the report stays a pure function of the log otherwise)."""
+    from fsm_stage.log.events import wall_clock_ms
+
+    parts: list[tuple[str, Any, Any]] = [("stage", state.stage_spend, _declared(cfg, "stage", stage))]
+    if state.plan:
+        parts.append(("plan_mode", state.plan_spend, _declared(cfg, "plan_mode", stage)))
+    out: dict[str, Any] = {}
+    for key, spend, where in parts:
+        budget = where.budget if where is not None else None
+        entry = spend.to_json(wall_clock_ms() if budget is not None and budget.seconds else None)
+        if budget is not None:
+            entry["budget"] = {k: v for k, v in attrs.asdict(budget).items() if v is not None}
+            entry["on_budget"] = where.on_budget
+        out[key] = entry
+    return out
+
+
+def _declared(cfg: Any, key: str, stage: str | None) -> Any:
+    """The ``StageConfig`` (``key="stage"``) or ``PlanModeConfig`` of ``--graph``, or None."""
+    if cfg is None or cfg.graph is None:
+        return None
+    if key == "plan_mode":
+        return cfg.plan_mode
+    return cfg.graph.stage(stage) if stage is not None else None
 
 
 def _tool_policy(cfg: Any, stage: str | None, plan_active: bool) -> str | None:
@@ -411,6 +444,19 @@ def checkpointed_report(
     )
 
 
+def _spend_line(sp: Mapping[str, Any]) -> str:
+    """``tokens in 30, out 120, turns 2, steps 3, 12 s`` with ``/limit`` where budgeted."""
+    budget = sp.get("budget") or {}
+    shown = []
+    for key, word in (("tokens_in", "tokens in"), ("tokens_out", "out"), ("turns", "turns"),
+                      ("steps", "steps"), ("seconds", "seconds")):
+        limit = budget.get(key)
+        if key in sp:
+            shown.append(f"{word} {sp[key]:g}" + (f"/{limit:g}" if limit is not None else ""))
+    tail = f" (budget, on_budget: {sp['on_budget']})" if budget else ""
+    return ", ".join(shown) + tail
+
+
 def _dash(v: Any) -> str:
     return "-" if v is None else str(v)
 
@@ -448,6 +494,10 @@ def _human(path: str, r: dict[str, Any]) -> str:
         )
     if st.get("tools") is not None:
         lines.append(f"tools:        {st['tools']}")
+    for key, label in (("stage", "spend:"), ("plan_mode", "plan spend:")):
+        sp = r.get("spend", {}).get(key)
+        if sp is not None:
+            lines.append(f"{label:<14}{_spend_line(sp)}")
     if pm["pending_exit"]:
         lines.append("              approved plan-mode exit pending (applied at the next step)")
     for rv in r["reviews"]["open"]:

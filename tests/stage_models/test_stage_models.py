@@ -362,3 +362,70 @@ def test_review_budget_stop_answer_keeps_the_turn_stopped(tmp_path: Path) -> Non
                 if e.type == "fsm/review/redeemed" and e.data["id"] == review.id]
     assert redeemed == [{"id": review.id, "applied": False, "reason": "kept"}]
     assert [r.id for r in open_reviews(agent.session)] != [review.id]
+
+
+def test_state_shows_spend_against_the_budget(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.jsonl"
+    graph = tmp_path / "g.yaml"
+    graph.write_text(graph_text(budget="{turns: 1, tokens_out: 50}"), encoding="utf-8")
+    log = open_log(path, create=SessionHeader("s", cwd=str(tmp_path)))
+    runtime, agent, _ = compose(tmp_path, graph.read_text(encoding="utf-8"), log=log)
+    mini = model("openai:gpt-5-mini", ModelReply("x", usage={"inputTokens": 5, "outputTokens": 7}))
+    asyncio.run(Loop(runtime, agent, model("openai:o3", to_build()), models={"fast": mini}).prompt("go"))
+    log.close()
+
+    def state(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "fsm_stage", "state", str(path), *args],
+                              capture_output=True, text=True, check=True)
+        return done.stdout
+
+    report = json.loads(state("--json", "--graph", str(graph)))
+    assert report["spend"] == {"stage": {"tokens_in": 5, "tokens_out": 7, "turns": 1, "steps": 1,
+                                         "budget": {"tokens_out": 50, "turns": 1}, "on_budget": "stop"}}
+    assert "spend:        tokens in 5, out 7/50, turns 1/1, steps 1 (budget, on_budget: stop)" in state(
+        "--graph", str(graph))
+    assert json.loads(state("--json"))["spend"]["stage"] == {"tokens_in": 5, "tokens_out": 7, "turns": 1,
+                                                             "steps": 1}
+
+
+# --- the simulator --------------------------------------------------------------------------------
+
+
+def test_simulator_reports_models_and_the_switch_as_a_cache_break() -> None:
+    from fsm_stage.scenario import load_scenario
+    from fsm_stage.simulate import render_human, simulate
+
+    root = Path(__file__).parents[2] / "stage_graphs" / "scenarios"
+    result = simulate(load_scenario(root / "model-per-stage.yaml"))
+    assert result.ok, [f.line() for f in result.failures]
+    models = [r.model for r in result.records]
+    assert models[0] == {"model": "openai:o3", "alias": "thinker", "reasoningEffort": "high"}
+    switch = result.records[2].prefix
+    assert (switch.model, switch.reused_tokens, switch.model_change) == (
+        "switched", 0, "openai:o3 -> openai:gpt-5-mini")
+    assert switch.system == "kept" and switch.messages == "kept"  # only the model broke the cache
+    assert [(v["stage"], v["model"], v["requests"]) for v in result.stage_spend()] == [
+        ("design", "openai:o3", 2), ("implement", "openai:gpt-5-mini", 1)]
+    text = render_human(result)
+    assert "MODEL SWITCHED (openai:o3 -> openai:gpt-5-mini): no cached prefix" in text
+    assert "   model     openai:o3 (thinker) · effort high" in text
+    assert result.records[2].to_json()["model"]["model"] == "openai:gpt-5-mini"
+
+
+def test_scenario_model_expectation_fails_when_the_model_differs(tmp_path: Path) -> None:
+    from fsm_stage.scenario import load_scenario
+    from fsm_stage.simulate import simulate
+
+    root = Path(__file__).parents[2] / "stage_graphs"
+    text = (root / "scenarios" / "model-per-stage.yaml").read_text(encoding="utf-8")
+    text = text.replace("graph: ../model-per-stage.yaml", f"graph: {root / 'model-per-stage.yaml'}")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("model: openai:gpt-5-mini", "model: openai:o3").replace(
+        "model: switched}", "model: kept}"), encoding="utf-8")
+    failures = [f.line() for f in simulate(load_scenario(bad)).failures]
+    assert any("next_request.model: expected \"openai:o3\"" in f for f in failures), failures
+    assert any("next_request.prefix.model: expected kept" in f and "switched" in f for f in failures)

@@ -182,3 +182,24 @@ def normalised_choice(part: Any) -> dict[str, Any]:
         out["budget"] = {k: v for k, v in attrs.asdict(part.budget).items() if v is not None}
         out["on_budget"] = part.on_budget
     return out
+
+
+def model_label(part: Any) -> str | None:
+    """A diagram's short label of a stage's or plan mode's model keys: ``thinker, high`` (the
+    alias or the model name without its provider, then the effort) and ``budget 3 turns`` (the
+    limits, tokens in thousands); None when it declares neither."""
+    bits: list[str] = []
+    if part.model is not None:
+        bits.append(part.model.split(":", 1)[-1] if _QUALIFIED_RE.fullmatch(part.model) else part.model)
+    if part.reasoning_effort is not None:
+        bits.append(part.reasoning_effort)
+    shown = ", ".join(bits)
+    if part.budget is not None:
+        limits = []
+        for key, word in (("tokens_in", "k in"), ("tokens_out", "k out"), ("turns", " turns"),
+                          ("steps", " steps"), ("seconds", " s")):
+            value = getattr(part.budget, key)
+            if value is not None:
+                limits.append(f"{value / 1000:g}{word}" if key.startswith("tokens") else f"{value:g}{word}")
+        shown = " · ".join(x for x in (shown, "budget " + ", ".join(limits)) if x)
+    return shown or None

@@ -429,3 +429,15 @@ def test_scenario_model_expectation_fails_when_the_model_differs(tmp_path: Path)
     failures = [f.line() for f in simulate(load_scenario(bad)).failures]
     assert any("next_request.model: expected \"openai:o3\"" in f for f in failures), failures
     assert any("next_request.prefix.model: expected kept" in f and "switched" in f for f in failures)
+
+
+def test_diagrams_label_the_model_and_budget() -> None:
+    from fsm_stage.diagram import to_dot, to_mermaid
+
+    cfg = load_config(Path(__file__).parents[2] / "stage_graphs" / "model-per-stage.yaml")
+    assert cfg.graph is not None and cfg.plan_mode is not None
+    mermaid = to_mermaid(cfg.graph, cfg.plan_mode)
+    assert 'state "design · thinker, high" as s_design' in mermaid
+    assert 'state "implement · fast · budget 200k out, 60 steps" as s_implement' in mermaid
+    assert 'state "plan · thinker, high" as pm_plan' in mermaid
+    assert "verify\\nfast · budget 3 turns" in to_dot(cfg.graph, cfg.plan_mode)

@@ -156,6 +156,8 @@ def _type_schema(t: Any, form: Form) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(args[0], form)}
     if t is str:
         return {"type": "string"}
+    if t is bool:
+        return {"type": "boolean"}
     if t is float or t is int:
         return {"type": "number"}
     if attrs.has(t):

@@ -6,7 +6,7 @@ Usage::
     python bench/run.py --quick    # smaller sizes, under a minute
     python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
 
-Ten rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
+Twelve rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
 are the point). The targets:
 
@@ -24,6 +24,8 @@ are the point). The targets:
 9. start-up     ``fsm-stage --help`` vs ``python -c pass`` (7-9: ``bench_cli``)
 10. PostgreSQL  durable step vs LangGraph's ``PostgresSaver`` (``bench_postgres``; skipped in
                 ``--smoke``)
+11. review fold ``fsm-stage state`` on 8,000 vs 1,000 reviewed transitions (``bench_reviews``)
+12. session length  a reviewed transition after 10,000 vs after 100 earlier ones (``bench_reviews``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -156,7 +158,8 @@ def _compile_ring_only(mod: Any) -> dict[str, Any]:
     return result
 
 
-MODULES = ("bench_log", "bench_transitions", "bench_memory", "bench_compile", "bench_cli", "bench_postgres")
+MODULES = ("bench_log", "bench_transitions", "bench_memory", "bench_compile", "bench_cli", "bench_postgres",
+           "bench_reviews")
 
 
 def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | None, str | None, float]:
@@ -541,6 +544,39 @@ def row_postgres(r: dict[str, Any] | None, err: str | None) -> Row:
     return row
 
 
+def row_review_fold(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 11 from ``bench_reviews.run``."""
+    row = Row(11, "review fold", "`fsm-stage state --json` (in process) on a JSONL log of 8n reviewed "
+              "transitions vs one of n (1,000 / 8,000 in the full run): linear is ~8x, a copy of every "
+              "review per review event ~64x", target="≤ 10x")
+    if r is None:
+        row.details.append(f"bench_reviews: {err.splitlines()[0] if err else err}")
+        return row
+    row.ours = _ms(r["state_big_s"])
+    row.baseline = _ms(r["state_small_s"])
+    row.ratio = f"{r['state_ratio']:.1f}x"
+    row.status = _status(r["state_ratio"] <= 10)
+    row.details.append(f"{r['reviews_big']:,} vs {r['reviews_small']:,} reviews, medians")
+    return row
+
+
+def row_session_length(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 12 from ``bench_reviews.run``."""
+    row = Row(12, "session length", "one reviewed transition (goto_stage → Approve → boundary flush, full "
+              "shape, in memory) after 10,000 earlier ones vs after 100 in the same kind of session "
+              "(interleaved windows)", target="ratio within 0.8–1.2")
+    if r is None:
+        row.details.append(f"bench_reviews: {err.splitlines()[0] if err else err}")
+        return row
+    row.ours = _us(r["long_s"])
+    row.baseline = _us(r["short_s"])
+    row.ratio = f"{r['length_ratio']:.2f}x"
+    row.status = _status(0.8 <= r["length_ratio"] <= 1.2)
+    row.details.append(f"after {r['long']:,} vs {r['short']:,} transitions ({r['events_long']:,} events), "
+                       f"windows of {r['window']}, medians of the per-round ratios")
+    return row
+
+
 # --- output ----------------------------------------------------------------------------------
 
 
@@ -691,6 +727,8 @@ def main(argv: list[str] | None = None) -> int:
         row_simulate(*results["bench_cli"]),
         row_startup(*results["bench_cli"]),
         row_postgres(*results["bench_postgres"]),
+        row_review_fold(*results["bench_reviews"]),
+        row_session_length(*results["bench_reviews"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

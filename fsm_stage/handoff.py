@@ -202,6 +202,11 @@ class MemoryHandoffStore:
         self.files[path] = text
         return path
 
+    def document(self, path: str) -> str | None:
+        """The current text of the document at absolute ``path`` (None when there is none): what
+        a redemption hashes again, since this store has no file to re-read."""
+        return self.files.get(path)
+
 
 _TMP_NAME_PREFIX = 200
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -43,7 +43,7 @@ from fsm_stage.log.projections import (
 )
 from fsm_stage.log.projections.spend import SPEND_FOLD, SpendState
 from fsm_stage.log.surface import Surface, SurfaceOpError
-from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
 
 #: Events folded between two progress updates.
 _FOLD_CHUNK = 1 << 16
@@ -155,7 +155,7 @@ def _assemble(
             warnings.append(f"stage {current!r} from the log is not a stage of {graph}")
     else:
         current, stage_source = initial, ("graph initial" if initial is not None else None)
-    reviews: ReviewState = states[REVIEW_FOLD.key]
+    reviews: ReviewState = as_fork(states[REVIEW_FOLD.key], header.seed_length)
     review_view = REVIEW_FOLD.view(reviews)
     recorded = review_view["graph"]
     fp = _graph_fingerprint(graph)

@@ -1,29 +1,17 @@
 """What the step driver hands a host: ``StepRequest`` (one step's request), ``SuspendedStep`` /
-``SuspendedCall`` (a step waiting for reviews) and ``deep_copies`` of history messages."""
+``SuspendedCall`` (a step waiting for reviews)."""
 
 from __future__ import annotations
 
-import copy
-import marshal
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from fsm_stage.runtime.assembly import RenderedSection, Request
 from fsm_stage.runtime.messages import Message
+from fsm_stage.runtime.session import deep_copies
 from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, ModelChoice
 from fsm_stage.runtime.tools import ToolCall, ToolSpec
-
-
-def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """Deep copies of ``messages`` for a host. Messages are log data (JSON types): ``marshal``
-    copies those in C, several times faster than ``copy.deepcopy``, which takes anything else."""
-    items = list(messages)
-    try:
-        return tuple(marshal.loads(marshal.dumps(items)))
-    except (ValueError, TypeError):
-        return tuple(copy.deepcopy(items))
 
 
 @attrs.frozen

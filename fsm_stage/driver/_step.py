@@ -35,7 +35,7 @@ from fsm_stage.constants import (
 from fsm_stage.driver import _budget
 from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
 from fsm_stage.driver._repair import is_turn_live, live_turn, repair_open_turn
-from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep, deep_copies
+from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep
 from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime.abort import AbortSignal
@@ -43,7 +43,7 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.session import Session, deep_copies
 from fsm_stage.runtime.tools import (
     ToolCall,
     ToolResult,
@@ -286,7 +286,7 @@ class StagedSession:
         # the request goes to the model of the stage (and plan mode) after the boundary; the
         # system text stays the one assembled before it (plan-mode spec §1.5)
         assembly = attrs.evolve(assembly, model=runtime.model_choice(agent))
-        request = runtime.build_request(agent, assembly)
+        request = runtime.build_request(agent, assembly, copy=False)
         config = dict(self.config)
         if not request.model.is_default:
             config.update(request.model.header_config())

@@ -34,6 +34,7 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
+    USER_MESSAGE,
 )
 from fsm_stage.driver._pending import (
     FLUSH_RETRY_ERRORS,
@@ -60,9 +61,9 @@ from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, pl
 from fsm_stage.plan_mode._models import plan_model_source
 from fsm_stage.plan_mode._texts import _catalog, plan_heading_ok, plan_title, resolve_config
 from fsm_stage.plan_mode._tool import _ExitTool, _PlanCommand
-from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._answer import answer_review, current_payload_sha256
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel, check_review_channel
-from fsm_stage.reviews._flow import redeemed_spec
+from fsm_stage.reviews._flow import redeemed_spec, state_of
 from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -323,8 +324,17 @@ class PlanModeController:
         session = agent.session
         logged = self.logged(session)
         if selection.payload is not None:
+            # An approved exit is redeemed only while plan mode is on (else: ``stage-changed``,
+            # the mode moved meanwhile) and for the plan that was reviewed (else
+            # ``payload-changed``: the model is told; plan mode stays on).
+            if self._plan_changed(session, selection.payload):
+                text = self.catalog.text("notice.exit_not_applied")
+                told = NewEvent(USER_MESSAGE, dict(notice(text, plugin=PLAN_SOURCE_PLUGIN)), "append")
+                session.append_many([told, redeemed_spec(selection.payload, False, "payload-changed")],
+                                    expect_last_seq=expect_last_seq)
+                return []
             redeem = [redeemed_spec(selection.payload, selection.target != logged,
-                                    None if selection.target != logged else "superseded")]
+                                    None if selection.target != logged else "stage-changed")]
         else:
             redeem = plan_flow.redeem_specs(session, applied=False, reason="superseded")
         if selection.target == logged:
@@ -335,6 +345,14 @@ class PlanModeController:
         self._transition(session, logged, selection.target, approved=selection.payload is not None,
                          extra=redeem, expect_last_seq=expect_last_seq)
         return [message] if message is not None else []
+
+    def _plan_changed(self, session: Session, review_id: str) -> bool:
+        """Whether the logged call's plan no longer hashes to what review ``review_id`` showed."""
+        record = state_of(session).records.get(review_id)
+        if record is None:
+            return True
+        now = current_payload_sha256(session, record)
+        return now is not None and now != record.payload_sha256
 
     # --- prompt section ---------------------------------------------------------------------------
 

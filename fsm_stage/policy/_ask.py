@@ -4,20 +4,25 @@ A durable review of kind ``"tool"`` through review-core's ``review_flow``: ``fsm
 {id, callId, kind: tool, from: <stage>, target: <tool>, options: [Approve, Deny], shape: null,
 handoffPath: null, payloadSha256: sha256(name + "\n" + arguments), turn, step}``, the answer
 (approve / keep / dismiss; ``answer_review`` / ``fsm-stage review`` answer it too), and for an
-approval ``fsm/review/redeemed {applied: true}`` right before the tool runs. A suspending
-channel raises ``ReviewPending(kind="tool")``; the resumed call reads the logged answer.
+approval ``fsm/review/redeemed`` right before the tool runs, written through
+``review_flow.redeem`` (a conditional append: of workers resuming one approved call, exactly
+one runs it). It is ``applied: false`` with ``stage-changed`` (the stage or plan mode is not the
+one the review was asked in) or ``payload-changed`` (the call's name or arguments differ from
+what was reviewed). A suspending channel raises ``ReviewPending(kind="tool")``; the resumed call
+reads the logged answer.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
 from fsm_stage.policy._gate import Decision, PolicyState
 from fsm_stage.reviews import _flow as flow
+from fsm_stage.reviews._answer import current_payload_sha256
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
+from fsm_stage.reviews._fold import tool_payload_sha256
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.tools import ToolCall
 
@@ -28,7 +33,20 @@ DENY = "Deny"
 
 def payload_sha256(call: ToolCall) -> str:
     """The hash an answer is bound to: the tool name and its exact argument text."""
-    return hashlib.sha256(f"{call.name}\n{call.arguments}".encode()).hexdigest()
+    return tool_payload_sha256(call.name, call.arguments)
+
+
+def reviewed_from(state: PolicyState) -> str:
+    """The review's ``from``: the stage, marked ``+plan`` while plan mode is on (the policy in
+    force differs, so an approval given in plan mode is not redeemed outside it, nor back)."""
+    return (state.stage or "") + ("+plan" if state.plan_mode else "")
+
+
+_REDEEM_REFUSALS = {
+    "stage-changed": "the stage changed since the call was reviewed; call the tool again to ask anew",
+    "payload-changed": "the call differs from the one that was reviewed; call the tool again to ask anew",
+    "forked": "the approval belongs to the session this one was forked from; call the tool again",
+}
 
 
 def _interpret(question_id: str) -> flow.Interpret:
@@ -51,11 +69,14 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
     try:
         record = flow.existing(session, TOOL_REVIEW_KIND, call.id, digest)
     except ReviewPayloadChangedError:
+        stale = flow.state_of(session).by_call(call.id, TOOL_REVIEW_KIND)
+        if stale is not None and _approved_unused(session, stale):
+            flow.redeem(session, stale, lambda: "payload-changed")
         return Decision("deny", f"{decision.rule}: the call changed since it was reviewed", decision.scope)
     if record is None:
         if channel is None:
             return Decision("deny", f"{decision.rule} (no review channel to ask)", decision.scope)
-        ticket = flow.Ticket(TOOL_REVIEW_KIND, state.stage or "", call.name, (APPROVE, DENY), None, None,
+        ticket = flow.Ticket(TOOL_REVIEW_KIND, reviewed_from(state), call.name, (APPROVE, DENY), None, None,
                              digest)
         try:
             record = flow.open_request(session, ticket, call.id, "tool")
@@ -78,15 +99,33 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
     except ReviewDismissed:
         return Decision("deny", f"{decision.rule}: the reviewer dismissed the review", decision.scope)
     if outcome.answer.outcome == "approve":
-        if outcome.redemption is None:
-            session.append_many([flow.redeemed_spec(record.id, True)])
-        elif not outcome.redemption.applied:
-            return Decision("deny", f"{decision.rule}: the approval was not applied", decision.scope)
-        return None
+        def check() -> str | None:
+            if reviewed_from(state) != record.from_:
+                return "stage-changed"
+            logged = current_payload_sha256(session, record)  # the logged call (None: not logged)
+            if record.payload_sha256 != digest or logged not in (None, digest):
+                return "payload-changed"
+            return None
+
+        mine, red = (False, outcome.redemption) if outcome.redemption is not None else \
+            flow.redeem(session, record, check)
+        if mine and red.applied:
+            return None  # this call redeemed it: run the tool, exactly once across workers
+        if red.applied:
+            why = "the approval was used already (the approved call ran in another worker)"
+        else:
+            why = _REDEEM_REFUSALS.get(red.reason or "", f"the approval was not applied ({red.reason})")
+        return Decision("deny", f"{decision.rule}: {why}", decision.scope)
     feedback = outcome.answer.feedback
     why = "dismissed" if outcome.answer.outcome == "dismiss" else "did not approve"
     return Decision("deny", f"{decision.rule}: the reviewer {why}" + (f" ({feedback})" if feedback else ""),
                     decision.scope)
+
+
+def _approved_unused(session: Any, record: Any) -> bool:
+    state = flow.state_of(session)
+    answer = state.answered.get(record.id)
+    return answer is not None and answer.outcome == "approve" and record.id not in state.redeemed
 
 
 def _where(state: PolicyState, decision: Decision) -> str:

@@ -50,13 +50,16 @@ from fsm_stage.reviews._fold import (
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
+    as_fork,
     plan_payload_sha256,
     stage_payload_sha256,
+    tool_payload_sha256,
 )
 from fsm_stage.runtime.session import Session
 
 __all__ = ["LOCK_TIMEOUT", "answer_review", "answer_spec", "current_payload_sha256", "fork_log",
-           "open_location", "open_reviews", "pg_location", "plan_text", "review_state"]
+           "open_location", "open_reviews", "pg_location", "plan_text", "review_state",
+           "tool_call_payload_sha256"]
 
 
 ANSWER_ATTEMPTS = 10
@@ -69,10 +72,11 @@ def _session(target: Session | EventLog) -> Session:
 
 
 def review_state(target: Session | EventLog) -> ReviewState:
-    """The folded ``ReviewState`` of a session or log (after ``refresh()``)."""
+    """The folded ``ReviewState`` of a session or log (after ``refresh()``); in a fork (a header
+    with ``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
     session = _session(target)
     session.refresh()
-    return session.read(REVIEW_FOLD)
+    return as_fork(session.read(REVIEW_FOLD), session.header.seed_length)
 
 
 def open_reviews(target: Session | EventLog) -> tuple[ReviewRecord, ...]:
@@ -80,19 +84,38 @@ def open_reviews(target: Session | EventLog) -> tuple[ReviewRecord, ...]:
     return review_state(target).open
 
 
+def _logged_call(session: Session, call_id: str) -> Mapping[str, object] | None:
+    """The ``data`` of the last logged ``tool/call`` with ``callId`` ``call_id`` (None if absent)."""
+    for ev in reversed(session.events):
+        if ev.type == TOOL_CALL and isinstance(ev.data, Mapping) and ev.data.get("callId") == call_id:
+            return ev.data
+    return None
+
+
 def plan_text(session: Session, call_id: str) -> str | None:
     """The ``plan`` argument of the logged ``tool/call`` with ``callId`` ``call_id`` (None if absent)."""
-    for ev in reversed(session.events):
-        if ev.type != TOOL_CALL or not isinstance(ev.data, Mapping) or ev.data.get("callId") != call_id:
-            continue
-        raw = ev.data.get("arguments")
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            return None
-        plan = args.get("plan") if isinstance(args, Mapping) else None
-        return plan if isinstance(plan, str) else None
-    return None
+    data = _logged_call(session, call_id)
+    if data is None:
+        return None
+    raw = data.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    plan = args.get("plan") if isinstance(args, Mapping) else None
+    return plan if isinstance(plan, str) else None
+
+
+def tool_call_payload_sha256(session: Session, call_id: str) -> str | None:
+    """``tool_payload_sha256`` of the logged ``tool/call`` ``call_id`` (its name and argument
+    text exactly as logged; None when that call is not in the log or has no text arguments)."""
+    data = _logged_call(session, call_id)
+    if data is None:
+        return None
+    name, raw = data.get("name"), data.get("arguments")
+    if not isinstance(name, str) or not isinstance(raw, str):
+        return None
+    return tool_payload_sha256(name, raw)
 
 
 MAX_HANDOFF_BYTES = 4 * 1024 * 1024
@@ -125,10 +148,20 @@ def read_handoff_document(session: Session, path: str) -> str:
     return data.decode("utf-8")
 
 
+PAYLOAD_NAMES = {"stage": "handoff document", "plan": "plan", "tool": "tool call's arguments"}
+"""What a review's payload is, by kind (error messages)."""
+
+
 def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None:
     """What the reviewer would approve now, hashed: a stage review re-reads the handoff document
     at ``handoffPath`` (missing/unreadable → ``"missing"``); a plan review hashes the logged
-    call's ``plan`` argument (None when that call is not in the log: nothing to compare)."""
+    call's ``plan`` argument; a tool review the logged call's name and argument text, whatever
+    keys the arguments hold (None when that call is not in the log: nothing to compare). A kind
+    this function does not know hashes as ``"unknown"`` (never equal: fails closed)."""
+    if record.kind == "tool":
+        return tool_call_payload_sha256(session, record.call_id)
+    if record.kind not in ("stage", "plan"):
+        return "unknown"
     if record.kind == "stage":
         text: str | None = None
         if record.handoff_path is not None:
@@ -198,14 +231,17 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
                                           f"(open: {', '.join(r.id for r in state.open) or 'none'})")
             if review_id in state.answered or review_id in state.redeemed:
                 done = state.answered.get(review_id)
-                how = done.outcome if done is not None else "closed"
+                closed = state.redeemed.get(review_id)
+                how = (done.outcome if done is not None
+                       else f"closed: {closed.reason}" if closed is not None and closed.reason else "closed")
                 raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
             if outcome == "approve":
                 now = current_payload_sha256(session, record)
                 if now is not None and now != record.payload_sha256:
+                    what = PAYLOAD_NAMES.get(record.kind, f"{record.kind} payload")
                     raise ReviewPayloadChangedError(
-                        f"review {review_id}: the {'plan' if record.kind == 'plan' else 'handoff document'} "
-                        "changed since the review was asked; it cannot be approved")
+                        f"review {review_id}: the {what} changed since the review was asked; "
+                        "it cannot be approved")
             spec = answer_spec(record, outcome, feedback=feedback, option=option, by=by)
             try:
                 (event,) = session.append_many([spec], expect_last_seq=session.last_seq)

@@ -7,7 +7,11 @@ logs ``fsm/review/request`` (re-checking under the session lock, conditional app
 ``conduct`` asks the channel and logs the answer: ``ReviewSuspended`` → ``ReviewPending``;
 dismissal, cancellation and channel failures → a ``dismiss`` answer, then the exception goes
 on; an answer someone else logged first wins. ``settle`` turns a logged answer into an
-``Outcome`` (an approval whose world moved is redeemed ``applied: false`` in the same batch).
+``Outcome`` (an approval whose world moved is redeemed ``applied: false``). ``redeem`` is the one
+redemption of every kind: a conditional append of ``fsm/review/redeemed`` (a worker that loses
+the race re-folds, finds the winner's redemption and does not act). An answer whose write
+failed is remembered in this process and logged as a ``dismiss`` (``by: "write-failure"``) by
+the next call of that kind, so a transient log failure never leaves a review open for ever.
 """
 
 from __future__ import annotations
@@ -22,13 +26,19 @@ import attrs
 
 from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TOOL_RESULT, TURN_START
 from fsm_stage.driver._openstep import answered_call_id
-from fsm_stage.driver._pending import session_lock
-from fsm_stage.errors import AppendConflictError, ReviewPayloadChangedError, ReviewPending, ReviewSuspended
+from fsm_stage.driver._pending import redeem_once, session_lock
+from fsm_stage.errors import (
+    AppendConflictError,
+    LogWriteError,
+    ReviewPayloadChangedError,
+    ReviewPending,
+    ReviewSuspended,
+)
 from fsm_stage.errors import ReviewBusy as ReviewBusy
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
-from fsm_stage.reviews._fold import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState
+from fsm_stage.reviews._fold import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState, as_fork
 from fsm_stage.runtime.session import Session
 
 __all__ = [
@@ -40,6 +50,7 @@ __all__ = [
     "conduct",
     "existing",
     "open_request",
+    "redeem",
     "redeemed_spec",
     "reserve",
     "settle",
@@ -52,6 +63,8 @@ BUSY_OPEN: Final = ("a {kind} review is already open (review {id}); wait for the
 BUSY_APPROVED: Final = ("a {kind} change was already approved (review {id}); it is applied at the next step")
 
 _INFLIGHT: dict[tuple[str, str], int] = {}
+#: (session id, review id) -> (kind, why) of answers this process failed to log (see module docstring).
+_UNWRITTEN: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @attrs.frozen
@@ -78,9 +91,10 @@ class Outcome:
 
 
 def state_of(session: Session) -> ReviewState:
-    """The review fold of ``session`` after catching up with other writers."""
+    """The review fold of ``session`` after catching up with other writers; in a fork (a header
+    with ``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
     session.refresh()
-    return session.read(REVIEW_FOLD)
+    return as_fork(session.read(REVIEW_FOLD), session.header.seed_length)
 
 
 class _StepFold:
@@ -116,7 +130,9 @@ def existing(session: Session, kind: str, call_id: str | None, payload_sha256: s
     """The review already asked for tool call ``call_id`` when this call is its resume, else None.
 
     A review that was used or closed (redeemed, e.g. ``forked``: the fork asks again) never
-    counts, nor one declined (keep / dismiss) whose call already has its ``tool/result``: a model
+    counts — except a redeemed tool review whose call is still open (no ``tool/result`` since):
+    that is another worker resuming the same call, who must see the winner's redemption and not
+    run the tool — nor one declined (keep / dismiss) whose call already has its ``tool/result``: a model
     or host reusing a call id later is asked afresh, so an old answer is never replayed. A
     repeated resume of a call approved but not yet applied gets the same answer. Raises
     ``ReviewPayloadChangedError`` when the resumed call's payload hashes differently."""
@@ -124,7 +140,11 @@ def existing(session: Session, kind: str, call_id: str | None, payload_sha256: s
         return None
     state = state_of(session)
     record = state.by_call(call_id, kind)
-    if record is None or record.id in state.redeemed:
+    if record is None:
+        return None
+    red = state.redeemed.get(record.id)
+    if red is not None and (kind != "tool" or red.reason == "forked"
+                            or _settled_after(session, call_id, record.seq)):
         return None
     answer = state.answered.get(record.id)
     if answer is not None and answer.outcome != "approve" and _settled_after(session, call_id, record.seq):
@@ -144,6 +164,25 @@ def _settled_after(session: Session, call_id: str, seq: int) -> bool:
     return False
 
 
+def _heal(session: Session, kind: str) -> None:
+    """Log a ``dismiss`` (``by: "write-failure"``, the failure as ``feedback``) for each review of
+    ``kind`` whose answer this process failed to write and that is still open (caller holds the
+    session lock). A write that fails again keeps it for the next call."""
+    for key, (k, why) in list(_UNWRITTEN.items()):
+        if key[0] != session.id or k != kind:
+            continue
+        state = state_of(session)
+        record = state.records.get(key[1])
+        if record is not None and record.id not in state.answered and record.id not in state.redeemed:
+            spec = answer_spec(record, "dismiss", feedback=f"the answer could not be logged ({why})",
+                               by="write-failure")
+            try:
+                session.append_many([spec], expect_last_seq=session.last_seq)
+            except LogWriteError:
+                return  # still not writable (or another writer appended): the next call retries
+        _UNWRITTEN.pop(key, None)
+
+
 def _check_free(state: ReviewState, kind: str, label: str) -> None:
     rec = state.open_of(kind)
     if rec is not None:
@@ -161,6 +200,7 @@ def reserve(session: Session, kind: str, label: str) -> Iterator[None]:
     with session_lock(session.id):
         if _INFLIGHT.get(key):
             raise ReviewBusy(BUSY_OPEN.format(kind=label, id="being opened"))
+        _heal(session, kind)
         _check_free(state_of(session), kind, label)
         _INFLIGHT[key] = 1
     try:
@@ -180,6 +220,7 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
             "options": list(ticket.options), "shape": ticket.shape, "handoffPath": ticket.handoff_path,
             "payloadSha256": ticket.payload_sha256, "turn": turn, "step": step}
     with session_lock(session.id):
+        _heal(session, ticket.kind)
         while True:
             _check_free(state_of(session), ticket.kind, label)
             try:
@@ -196,20 +237,41 @@ def redeemed_spec(review_id: str, applied: bool, reason: str | None = None) -> N
     return NewEvent(REVIEW_REDEEMED, {"id": review_id, "applied": applied, "reason": reason}, ignorable=True)
 
 
+def redeem(session: Session, record: ReviewRecord,
+           check: Callable[[], str | None]) -> tuple[bool, Redemption]:
+    """Redeem the approved review ``record`` once, for every kind: under the session lock, fold;
+    if it is redeemed already return ``(False, that redemption)`` (another worker won: do not
+    act); else ``check()`` names why it must not apply (``stage-changed``, ``edge-removed``,
+    ``payload-changed``…, None: apply) and ``fsm/review/redeemed`` is appended conditionally on
+    the folded end; a lost race re-folds and decides again (``pending.redeem_once``). Returns
+    ``(True, the redemption this call wrote)``: act only when it is ``applied``. Raises
+    ``LogWriteError`` when the log refuses the write (nothing redeemed: a later call retries)."""
+    def unredeemed(s: Session) -> ReviewRecord | None:
+        return None if record.id in state_of(s).redeemed else record
+
+    def write(rec: ReviewRecord, expect: int) -> None:
+        reason = check()
+        session.append_many([redeemed_spec(rec.id, reason is None, reason)], expect_last_seq=expect)
+
+    with session_lock(session.id):
+        mine = redeem_once(session, unredeemed, write)
+        red = state_of(session).redeemed.get(record.id)
+    assert red is not None
+    return mine, red
+
+
 def settle(session: Session, record: ReviewRecord, moved: Callable[[], str | None]) -> Outcome | None:
     """The ``Outcome`` of an answered review (None while open). An approval not yet redeemed
-    whose world moved (``moved()`` names a reason) is redeemed ``applied: false`` now."""
+    whose world moved (``moved()`` names a reason) is redeemed ``applied: false`` now (through
+    ``redeem``: of racing workers, one writes it)."""
     with session_lock(session.id):
         state = state_of(session)
         answer = state.answered.get(record.id)
         if answer is None:
             return None
         red = state.redeemed.get(record.id)
-        if answer.outcome == "approve" and red is None:
-            reason = moved()
-            if reason is not None:
-                session.append_many([redeemed_spec(record.id, False, reason)])
-                red = session.read(REVIEW_FOLD).redeemed.get(record.id)
+        if answer.outcome == "approve" and red is None and moved() is not None:
+            red = redeem(session, record, moved)[1]
         return Outcome(record, answer, red)
 
 
@@ -253,17 +315,24 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
         return done
     never: Callable[[], str | None] = lambda: None  # noqa: E731
     try:
-        answers = await ask()
-    except ReviewSuspended:
-        raise ReviewPending(record.id, record.call_id, record.kind) from None
-    except asyncio.CancelledError:
-        _record(session, record, "dismiss", by="cancel", moved=never)
+        try:
+            answers = await ask()
+        except ReviewSuspended:
+            raise ReviewPending(record.id, record.call_id, record.kind) from None
+        except asyncio.CancelledError:
+            _record(session, record, "dismiss", by="cancel", moved=never)
+            raise
+        except ReviewDismissed:
+            _record(session, record, "dismiss", by="channel", moved=never)
+            raise
+        except Exception:
+            _record(session, record, "dismiss", by="channel", moved=never)
+            raise
+        outcome, option, feedback = interpret(answers)
+        return _record(session, record, outcome, option=option, feedback=feedback, by="channel", moved=moved)
+    except LogWriteError as error:
+        # The answer (or the redemption with it) was not logged: the review would stay open
+        # with nobody left to answer it. The next call of this kind logs a dismiss for it.
+        with session_lock(session.id):
+            _UNWRITTEN[(session.id, record.id)] = (record.kind, str(error) or type(error).__name__)
         raise
-    except ReviewDismissed:
-        _record(session, record, "dismiss", by="channel", moved=never)
-        raise
-    except Exception:
-        _record(session, record, "dismiss", by="channel", moved=never)
-        raise
-    outcome, option, feedback = interpret(answers)
-    return _record(session, record, outcome, option=option, feedback=feedback, by="channel", moved=moved)

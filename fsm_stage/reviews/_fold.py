@@ -6,15 +6,17 @@ was used (``redeemed``) and the last recorded graph fingerprint (``graph``). ``o
 not answered; ``approved`` = answered approve, not redeemed; ``pending(kind)`` = the approved,
 unredeemed review of that kind (at most one). ``REVIEW_FOLD`` is the shared instance
 (``Session.read(REVIEW_FOLD)`` is O(new events)). ``plan_payload_sha256`` /
-``stage_payload_sha256`` hash what a reviewer is shown. A ``Projection`` (``key="reviews"``).
+``stage_payload_sha256`` / ``tool_payload_sha256`` hash what a reviewer is shown. A
+``Projection`` (``key="reviews"``). ``as_fork(state, seed_length)`` is the state a fork sees: a
+review asked before the fork point and not redeemed there counts as redeemed ``forked``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -22,9 +24,85 @@ from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REV
 from fsm_stage.log.events import Event
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
-           "ReviewState", "plan_payload_sha256", "stage_payload_sha256"]
+           "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+V = TypeVar("V")
+
+
+class _Journal(Generic[V]):
+    """The storage ``Indexed`` views share: entries in the order they were added, the position
+    of each key and, for review records, the positions of each tool call id."""
+
+    __slots__ = ("calls", "entries", "index")
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, V]] = []
+        self.index: dict[str, int] = {}
+        self.calls: dict[str, list[int]] = {}
+
+
+class Indexed(Mapping[str, V]):
+    """A read-only mapping that grows by appending: ``added(key, value)`` is O(1) and returns a
+    new view, while this one keeps seeing only its first ``len(self)`` entries (views share one
+    journal; adding from a view that is not the newest copies its prefix first, so no view ever
+    changes). Keys are unique (callers add a key once). Lookups are O(1)."""
+
+    __slots__ = ("_journal", "_n")
+
+    def __init__(self, journal: _Journal[V] | None = None, n: int = 0) -> None:
+        self._journal: _Journal[V] = journal if journal is not None else _Journal()
+        self._n = n
+
+    @classmethod
+    def of(cls, items: Mapping[str, V], call_of: Any = None) -> Indexed[V]:
+        """A view holding ``items`` in order (``call_of(value)``: the tool call id to index)."""
+        out: Indexed[V] = cls()
+        for key, value in items.items():
+            out = out.added(key, value, call_of(value) if call_of is not None else None)
+        return out
+
+    def __getitem__(self, key: str) -> V:
+        i = self._journal.index.get(key)
+        if i is None or i >= self._n:
+            raise KeyError(key)
+        return self._journal.entries[i][1]
+
+    def __contains__(self, key: object) -> bool:
+        i = self._journal.index.get(key) if isinstance(key, str) else None
+        return i is not None and i < self._n
+
+    def __iter__(self) -> Iterator[str]:
+        entries = self._journal.entries
+        return (entries[i][0] for i in range(self._n))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def added(self, key: str, value: V, call_id: str | None = None) -> Indexed[V]:
+        """This view plus ``key → value`` (``call_id``: index it under that tool call id too)."""
+        journal = self._journal
+        if len(journal.entries) != self._n:  # a branch from an older view: copy its prefix
+            journal = _Journal()
+            for k, v in self.items():
+                journal.index[k] = len(journal.entries)
+                journal.entries.append((k, v))
+            for cid, positions in self._journal.calls.items():
+                kept = [p for p in positions if p < self._n]
+                if kept:
+                    journal.calls[cid] = kept
+        journal.index[key] = len(journal.entries)
+        journal.entries.append((key, value))
+        if call_id is not None:
+            journal.calls.setdefault(call_id, []).append(self._n)
+        return Indexed(journal, self._n + 1)
+
+    def by_call(self, call_id: str) -> Iterator[V]:
+        """The values indexed under tool call ``call_id``, newest first."""
+        entries, n = self._journal.entries, self._n
+        for i in reversed(self._journal.calls.get(call_id, ())):
+            if i < n:
+                yield entries[i][1]
 
 
 def plan_payload_sha256(plan: str) -> str:
@@ -35,6 +113,12 @@ def plan_payload_sha256(plan: str) -> str:
 def stage_payload_sha256(target: str, handoff: str | None) -> str:
     """Hex sha256 of ``target + "\\n" + handoff`` (``""`` when there is no document)."""
     return hashlib.sha256((target + "\n" + (handoff or "")).encode("utf-8")).hexdigest()
+
+
+def tool_payload_sha256(name: str, arguments: str) -> str:
+    """Hex sha256 of ``name + "\\n" + arguments``: a tool review is bound to the tool's name and
+    its exact argument text (whatever keys the arguments hold)."""
+    return hashlib.sha256(f"{name}\n{arguments}".encode()).hexdigest()
 
 
 @attrs.frozen
@@ -99,11 +183,12 @@ class GraphRecord:
 
 @attrs.frozen
 class ReviewState:
-    """Folded reviews (see module docstring). Mappings are read-only views keyed by review id."""
+    """Folded reviews (see module docstring). Mappings are read-only views keyed by review id
+    (``Indexed``: each review event appends in O(1), so folding n reviews is O(n))."""
 
-    records: Mapping[str, ReviewRecord] = _EMPTY
-    answered: Mapping[str, ReviewAnswer] = _EMPTY
-    redeemed: Mapping[str, Redemption] = _EMPTY
+    records: Mapping[str, ReviewRecord] = attrs.field(factory=Indexed)
+    answered: Mapping[str, ReviewAnswer] = attrs.field(factory=Indexed)
+    redeemed: Mapping[str, Redemption] = attrs.field(factory=Indexed)
     graph: GraphRecord | None = None
     #: Ids of the records still open or approved-unredeemed, in request order (derived: the
     #: only ones ``open`` and ``approved`` look at, so they cost O(live), not O(every review)).
@@ -136,10 +221,40 @@ class ReviewState:
         return found[-1] if found else None
 
     def by_call(self, call_id: str, kind: str | None = None) -> ReviewRecord | None:
-        """The last review requested for tool call ``call_id`` (optionally of ``kind``)."""
-        found = [r for r in self.records.values()
-                 if r.call_id == call_id and (kind is None or r.kind == kind)]
-        return found[-1] if found else None
+        """The last review requested for tool call ``call_id`` (optionally of ``kind``); O(reviews
+        of that call) through the records' call index."""
+        records = self.records
+        candidates = (records.by_call(call_id) if isinstance(records, Indexed)
+                      else reversed([r for r in records.values() if r.call_id == call_id]))
+        return next((r for r in candidates if kind is None or r.kind == kind), None)
+
+
+class _Overlay(Mapping[str, V]):
+    """``base`` with a few ``extra`` keys on top (read-only; the base is never written)."""
+
+    __slots__ = ("_base", "_extra")
+
+    def __init__(self, base: Mapping[str, V], extra: Mapping[str, V]) -> None:
+        self._base, self._extra = base, extra
+
+    def __getitem__(self, key: str) -> V:
+        return self._extra[key] if key in self._extra else self._base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._extra or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from (k for k in self._extra if k not in self._base)
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(1 for k in self._extra if k not in self._base)
+
+
+def _add(mapping: Mapping[str, V], key: str, value: V, call_id: str | None = None) -> Indexed[V]:
+    """``mapping`` plus ``key → value`` as an ``Indexed`` view (O(1) when it already is one)."""
+    base = mapping if isinstance(mapping, Indexed) else Indexed.of(mapping)
+    return base.added(key, value, call_id)
 
 
 def _str(v: Any) -> str | None:
@@ -185,7 +300,7 @@ class ReviewFold:
                 shape=_str(d.get("shape")), handoff_path=_str(d.get("handoffPath")),
                 payload_sha256=_str(d.get("payloadSha256")) or "", turn=_int(d.get("turn")),
                 step=_int(d.get("step")), seq=event.seq)
-            return attrs.evolve(state, records=MappingProxyType({**state.records, rid: rec}),
+            return attrs.evolve(state, records=_add(state.records, rid, rec, rec.call_id),
                                 live=(*state.live, rid))
         if rid not in state.records:
             return state
@@ -196,11 +311,11 @@ class ReviewFold:
                                _str(d.get("shape")), _str(d.get("feedback")), _str(d.get("by")) or "",
                                event.seq)
             live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
-            return attrs.evolve(state, answered=MappingProxyType({**state.answered, rid: ans}), live=live)
+            return attrs.evolve(state, answered=_add(state.answered, rid, ans), live=live)
         if rid in state.redeemed:
             return state
         red = Redemption(d.get("applied") is True, _str(d.get("reason")), event.seq)
-        return attrs.evolve(state, redeemed=MappingProxyType({**state.redeemed, rid: red}),
+        return attrs.evolve(state, redeemed=_add(state.redeemed, rid, red),
                             live=tuple(i for i in state.live if i != rid))
 
     def view(self, state: ReviewState) -> dict[str, Any]:
@@ -230,8 +345,26 @@ class ReviewFold:
             raise ValueError(f"not a review fold state: {err}") from err
         live = tuple(i for i in records if i not in redeemed
                      and (i not in answered or answered[i].outcome == "approve"))
-        return ReviewState(MappingProxyType(records), MappingProxyType(answered),
-                           MappingProxyType(redeemed), graph, live)
+        return ReviewState(Indexed.of(records, lambda r: r.call_id), Indexed.of(answered),
+                           Indexed.of(redeemed), graph, live)
+
+
+def as_fork(state: ReviewState, seed_length: int | None) -> ReviewState:
+    """``state`` as a fork whose header says ``seedLength = seed_length`` sees it: every review
+    requested before the fork point (seq < ``seed_length``) and not redeemed there counts as
+    redeemed ``applied: false, reason: "forked"`` (seq ``seed_length``), whoever wrote the fork
+    and whatever was appended after the seed (an answer logged in the fork included): an
+    approval is used only on the branch it was asked on. ``None`` (not a fork): ``state``.
+    O(live reviews)."""
+    if seed_length is None:
+        return state
+    stale = [i for i in state.live if state.records[i].seq < seed_length]  # live: not redeemed
+    if not stale:
+        return state
+    forked = {rid: Redemption(False, "forked", seed_length) for rid in stale}
+    gone = set(stale)
+    return attrs.evolve(state, redeemed=_Overlay(state.redeemed, forked),
+                        live=tuple(i for i in state.live if i not in gone))
 
 
 REVIEW_FOLD: Final = ReviewFold()

@@ -9,6 +9,8 @@ appended since the last read. The ``Session`` class docstring lists its members.
 
 from __future__ import annotations
 
+import copy
+import marshal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -210,16 +212,23 @@ class Session:
         return self._log.surface.head_is_system
 
     def messages(self) -> list[dict[str, Any]]:
-        """The model-visible messages of the surface nodes, in order.
+        """The model-visible messages of the surface nodes, in order, as deep copies: a caller
+        may change them freely without touching the log's events, the next model request or
+        what ``fork_log`` writes.
 
         ``user/message`` → ``data``; ``assistant/message`` / ``tool/result`` → ``data.message``
         (legacy shapes without ``message`` use ``data`` itself). Empty assistant messages
-        (usage carriers) are skipped.
+        (usage carriers) are skipped. O(surface size) per call (the copy); ``shared_messages``
+        is the read-only, uncopied form.
+        """
+        return list(deep_copies(self.shared_messages()))
+
+    def shared_messages(self) -> list[dict[str, Any]]:
+        """``messages()`` without the copy: the dicts are shared with the log and later calls, so
+        they are **read-only** by contract (the step driver reads them and copies once for a host).
 
         O(new surface nodes) per call: while the surface only grew (no replace), the
-        messages built by the previous call are reused and only the new nodes are built. Every
-        call returns a new list; the dicts in it are shallow copies shared with later calls, so
-        copy before mutating (``StagedSession`` hands hosts deep copies).
+        messages built by the previous call are reused and only the new nodes are built.
         """
         surface = self._log.surface
         nodes = surface.nodes
@@ -250,3 +259,13 @@ class Session:
             if ev.type == ASSISTANT_MESSAGE and not msg.get("content"):
                 continue
             out.append(dict(msg))
+
+
+def deep_copies(messages: Sequence[Any]) -> tuple[Any, ...]:
+    """Deep copies of ``messages``. Messages are log data (JSON types): ``marshal`` copies those
+    in C, several times faster than ``copy.deepcopy``, which takes anything else."""
+    items = list(messages)
+    try:
+        return tuple(marshal.loads(marshal.dumps(items)))
+    except (ValueError, TypeError):
+        return tuple(copy.deepcopy(items))

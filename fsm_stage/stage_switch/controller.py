@@ -3,7 +3,9 @@
 State is a fold of the log (``StageProjection``); ``goto_stage`` (``stage_switch.goto``) and
 ``/stage`` (``stage_switch.command``) make a transition pending or commit a user jump; the
 accepted pre-step (``on_pre_step``) applies a pending transition durably first, through the
-compiled machine's edge, or as an explicit jump when the approved edge no longer holds.
+compiled machine's edge; an approval whose stage, edge, guard or handoff document changed is
+closed (``redeemed applied: false`` with the reason, and one notice to the model), never
+applied as a jump.
 Attach and close go through ``fsm_stage.runtime.controller.ControllerLifecycle``.
 """
 
@@ -24,21 +26,21 @@ from fsm_stage.constants import (
     USER_MESSAGE,
 )
 from fsm_stage.driver._pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, redeem_once, session_lock
-from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
+from fsm_stage.graph import CompiledGraph, StageCursor, compile_graph, goto
 from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
 from fsm_stage.log.surface import shadow_range
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
-from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._answer import answer_review, current_payload_sha256
 from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
 from fsm_stage.reviews._flow import redeemed_spec, state_of
-from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord, stage_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
-from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
+from fsm_stage.runtime.messages import IdFactory, Message, new_id, notice, stage_notice
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs
@@ -77,6 +79,8 @@ __all__ = ["StageController"]
 
 _log = logging.getLogger("fsm_stage.stage_switch")
 _WHAT = "stage switch"
+STAGE_SWITCH_PLUGIN = "stage-switch"
+"""``source.plugin`` of the stage switch's plain notices (not stage records: no summary)."""
 
 
 class StageController:
@@ -347,8 +351,8 @@ class StageController:
         current = self.current(session)
 
         def commit() -> None:
-            if extra:
-                session.append_many([NewEvent(USER_MESSAGE, dict(message)), *extra])
+            if extra:  # the stage prompt stays model-visible (surface append) in the batch
+                session.append_many([NewEvent(USER_MESSAGE, dict(message), "append"), *extra])
             else:
                 session.append_message(message)
 
@@ -488,6 +492,11 @@ class StageController:
             session.append_many([redeemed_spec(payload.review_id, False, "already-current")],
                                 expect_last_seq=expect_last_seq)
             return []
+        if payload.review_id is not None:
+            reason = self._unredeemable(agent, session, payload, target)
+            if reason is not None:
+                self._not_applied(session, payload.review_id, target, reason, expect_last_seq)
+                return []
         redeem = [redeemed_spec(payload.review_id, True)] if payload.review_id is not None else []
         if payload.handoff_path is None:
             message = self.stage_prompt(target, narrate=False)
@@ -516,26 +525,54 @@ class StageController:
             self.graph.jump(cursor, target, commit=commit)  # the machine has no state to fire from
             return []
         # The machine is asked honestly: its edge fires with the live eligibility and the approval.
-        eligible = self.eligible_fn(agent)
-        # ``fire`` returns False with nothing committed when the edge or a guard refuses.
-        if self.graph.fire(cursor, goto(target), approval=target, eligible=eligible, commit=commit):
+        if self.graph.fire(cursor, goto(target), approval=target, eligible=self.eligible_fn(agent),
+                           commit=commit):
             return []
-        # An approval is binding. The edge or a guard no longer holds (another writer
-        # moved the stage, or a guard closed since the review); the human approved this exact
-        # switch and the tool result told the model so: apply it as an explicit, logged jump.
-        refusal = self.graph.explain_refusal(cursor, target, eligible)
-        self.logger.warning("stage switch: %s -> %s was approved but %s; applying the approval as a jump",
-                            current, target, _refusal_reason(refusal))
-        self.graph.jump(cursor, target, commit=commit)
+        # A guard closed between the check above and the fire: never applied as a jump.
+        if payload.review_id is not None:
+            self._not_applied(session, payload.review_id, target, "guard-closed", expect_last_seq)
         return []
 
+    def _unredeemable(self, agent: Agent, session: Session, payload: PendingTransition,
+                      target: str) -> str | None:
+        """Why the approved transition must not be applied now, or None (docs/reviews.md,
+        "Redemption"): ``stage-changed`` (the stage is not the review's ``from``),
+        ``edge-removed`` (the accepted graph has no such stage or edge), ``guard-closed`` (a guard
+        of the edge no longer holds), ``payload-changed`` (the handoff document the reviewer
+        approved, read again, hashes differently: edited, deleted, replaced by a symlink)."""
+        current = self.current(session)
+        if current != payload.from_stage:
+            return "stage-changed"
+        if not self.graph.has_state(target):
+            return "edge-removed"
+        if self.graph.has_state(current):
+            refusal = self.graph.explain_refusal(StageCursor(current), target, self.eligible_fn(agent))
+            if refusal is not None:
+                return "guard-closed" if refusal.kind == "guard" else "edge-removed"
+        if payload.handoff_path is not None and payload.review_id is not None:
+            record = state_of(session).records.get(payload.review_id)
+            if record is None or self._document_sha256(session, record) != record.payload_sha256:
+                return "payload-changed"
+        return None
 
-def _refusal_reason(refusal: Refusal | None) -> str:
-    """Why the machine refused an approved flush, for the warning that applies it as a jump."""
-    if refusal is None:
-        return "the machine refused it"
-    if refusal.kind == "not_an_edge":
-        return "it is not an edge of the logged stage any more"
-    if refusal.kind == "guard":
-        return f"guard(s) {', '.join(refusal.failing)} no longer hold"
-    return str(refusal)
+    def _document_sha256(self, session: Session, record: ReviewRecord) -> str | None:
+        """The reviewed payload's hash now: a store that keeps documents itself (``document(path)``,
+        e.g. ``MemoryHandoffStore``) is asked, else the file is re-read safely
+        (``runtime.reviews.current_payload_sha256``); a missing document hashes as ``"missing"``."""
+        reader = getattr(self.handoffs, "document", None)
+        if callable(reader) and record.handoff_path is not None:
+            text = reader(record.handoff_path)
+            return "missing" if not isinstance(text, str) else stage_payload_sha256(record.target, text)
+        return current_payload_sha256(session, record)
+
+    def _not_applied(self, session: Session, review_id: str, target: str, reason: str,
+                     expect_last_seq: int | None) -> None:
+        """Close the approval ``redeemed applied: false`` with ``reason`` and tell the model in
+        one model-visible line (``notice.not_applied``), in one conditional batch."""
+        current = self.current(session)
+        why = self.catalog.text("notice.not_applied_why." + reason.replace("-", "_"), stage=target,
+                                current=current)
+        text = self.catalog.text("notice.not_applied", stage=target, current=current, why=why)
+        message = notice(text, plugin=STAGE_SWITCH_PLUGIN, id_factory=self.id_factory)
+        session.append_many([NewEvent(USER_MESSAGE, dict(message), "append"),
+                             redeemed_spec(review_id, False, reason)], expect_last_seq=expect_last_seq)

@@ -122,11 +122,13 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
     question = build_review_question(ctl.catalog, target, handoff_text, from_stage=from_stage,
                                      handoff_path=record.handoff_path if full else None)
 
+    asked_from = record.from_  # a resumed call: where the review was asked, not where we are now
+
     def moved() -> str | None:
         if ctl.closed:
             return "closed"
         with ctl.session_lock(session):
-            if ctl.current(session) != from_stage or _refusal_text(ctl, agent, session, target) is not None:
+            if ctl.current(session) != asked_from or _refusal_text(ctl, agent, session, target) is not None:
                 return "stage-changed"
         return None
 
@@ -147,7 +149,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
         raise ToolFailure(str(exc) or type(exc).__name__) from exc
     if ctl.closed:
         raise ToolFailure(RELOADED_MESSAGE)
-    return _result(ctl, agent, session, outcome, from_stage, target, handoff, full)
+    return _result(ctl, agent, session, outcome, asked_from, target, handoff, full)
 
 
 def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outcome, from_stage: str,

@@ -343,6 +343,9 @@ def test_close_while_review_open_B88(resolve: str) -> None:
         h.plan.get(h.agent)
     assert PlanModeController({"section": "x"}).get(h.agent).to_json() == {"active": True}
     assert h.plan_events() == [True]
+    redeemed = [(e.data["applied"], e.data["reason"]) for e in h.agent.session.events
+                if e.type == "fsm/review/redeemed"]
+    assert redeemed == ([(False, "closed")] if resolve == "approve" else [])
 
 
 @pytest.mark.parametrize("case", ["no_agent", "inactive", "bad_plan", "no_channel", "no_provider", "keep",

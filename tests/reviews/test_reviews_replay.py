@@ -57,7 +57,10 @@ def test_an_approved_unapplied_switch_replays_and_applies_in_a_new_process(tmp_p
     (tmp_path / "g.yaml").write_text(GRAPH)
     (tmp_path / "sc.yaml").write_text(SCENARIO)
     first = tmp_path / "first.jsonl"
-    ran = CliRunner().invoke(main, ["simulate", str(tmp_path / "sc.yaml"), "--log", str(first)])
+    work = tmp_path / "work"  # the handoff document must outlive the run: it is re-read when applied
+    work.mkdir()
+    ran = CliRunner().invoke(main, ["simulate", str(tmp_path / "sc.yaml"), "--log", str(first),
+                                    "--cwd", str(work)])
     assert ran.exit_code == 0, ran.output
     assert _state(first)["stage"] == {"current": "explore", "pending": "implement", "source": "log",
                                       "at_last_header": "explore", "has_stage_prompt": True}

@@ -1,0 +1,80 @@
+"""The review fold's decision rules, each alone (docs/reviews.md tables): the first answer wins,
+the first redemption wins, a redeemed review is neither open nor pending, a fork's unused reviews
+are forked. Breaking any one rule in ``fsm_stage.reviews._fold`` fails its test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fsm_stage.log.events import Event
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
+
+
+def _fold(*events: tuple[str, dict[str, Any]]) -> ReviewState:
+    state = REVIEW_FOLD.init()
+    for seq, (kind, data) in enumerate(events):
+        state = REVIEW_FOLD.apply(state, Event(type=f"fsm/review/{kind}", seq=seq, time=0, data=data))
+    return state
+
+
+def _request(rid: str = "rv_1", kind: str = "stage") -> tuple[str, dict[str, Any]]:
+    return "request", {"id": rid, "callId": "c1", "kind": kind, "from": "explore", "target": "implement",
+                       "options": ["Approve", "Keep current stage"], "payloadSha256": "ab"}
+
+
+def _answer(outcome: str, rid: str = "rv_1") -> tuple[str, dict[str, Any]]:
+    return "answer", {"id": rid, "outcome": outcome, "option": None, "by": "api"}
+
+
+def _redeemed(applied: bool, reason: str | None = None, rid: str = "rv_1") -> tuple[str, dict[str, Any]]:
+    return "redeemed", {"id": rid, "applied": applied, "reason": reason}
+
+
+def test_the_first_answer_wins() -> None:
+    kept = _fold(_request(), _answer("keep"), _answer("approve"))
+    assert kept.answered["rv_1"].outcome == "keep" and kept.pending("stage") is None
+    approved = _fold(_request(), _answer("approve"), _answer("dismiss"))
+    assert approved.answered["rv_1"].outcome == "approve" and approved.pending("stage") is not None
+
+
+def test_the_first_redemption_wins() -> None:
+    state = _fold(_request(), _answer("approve"), _redeemed(False, "stage-changed"), _redeemed(True))
+    red = state.redeemed["rv_1"]
+    assert (red.applied, red.reason, red.seq) == (False, "stage-changed", 2)
+    state = _fold(_request(), _answer("approve"), _redeemed(True), _redeemed(False, "superseded"))
+    assert state.redeemed["rv_1"].applied is True
+
+
+def test_a_redeemed_review_is_neither_open_nor_pending() -> None:
+    assert _fold(_request(), _redeemed(False, "forked")).open == ()
+    assert _fold(_request(), _answer("approve"), _redeemed(True)).pending("stage") is None
+
+
+def test_a_fork_closes_every_review_asked_before_its_seed_length() -> None:
+    state = _fold(_request("rv_1"), _answer("approve", "rv_1"), _request("rv_2", "plan"),
+                  _request("rv_3", "tool"))
+    forked = as_fork(state, 3)  # rv_1 (approved) and rv_2 (open) are in the seed, rv_3 is not
+    assert {k: (v.applied, v.reason) for k, v in forked.redeemed.items()} == {
+        "rv_1": (False, "forked"), "rv_2": (False, "forked")}
+    assert [r.id for r in forked.open] == ["rv_3"] and forked.pending("stage") is None
+    assert as_fork(state, None) is state
+
+
+def test_the_fold_appends_to_one_journal_and_old_states_never_change() -> None:
+    from fsm_stage.reviews._fold import Indexed
+
+    events = [_request(f"rv_{i}") for i in range(50)]
+    state = _fold(*events)
+    records = state.records
+    assert isinstance(records, Indexed) and len(records) == 50
+    assert len(records._journal.entries) == 50  # appended in place: no copy per review event
+    older = _fold(*events[:10])
+    branch = REVIEW_FOLD.apply(older, Event(type="fsm/review/request", seq=99, time=0,
+                                            data={**_request("rv_x")[1]}))
+    other = REVIEW_FOLD.apply(older, Event(type="fsm/review/request", seq=99, time=0,
+                                           data={**_request("rv_y")[1]}))  # a second branch: copies
+    assert list(older.records) == [f"rv_{i}" for i in range(10)]  # unchanged by either branch
+    assert list(branch.records)[-1] == "rv_x" and len(branch.records) == 11 and "rv_y" not in branch.records
+    assert list(other.records)[-1] == "rv_y" and "rv_x" not in other.records
+    newest = state.by_call("c1")
+    assert newest is not None and newest.id == "rv_49"  # the newest review of the call

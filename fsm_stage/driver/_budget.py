@@ -10,7 +10,6 @@ stop when work resumes. ``ask(channel, …)`` puts an open budget review to a li
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +23,7 @@ from fsm_stage.log.projections.spend import SPEND_FOLD, SpendState
 from fsm_stage.reviews._answer import answer_review
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel
 from fsm_stage.reviews._flow import Ticket, open_request, redeemed_spec, state_of
-from fsm_stage.reviews._fold import ReviewRecord
+from fsm_stage.reviews._fold import ReviewRecord, budget_payload_sha256
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.messages import Message, notice
@@ -65,7 +64,7 @@ def _spend(state: SpendState, rule: BudgetRule) -> tuple[Any, int | None]:
 
 
 def _payload(rule: BudgetRule, since: int | None) -> str:
-    return hashlib.sha256(f"{BUDGET_KIND}\n{rule.scope}\n{rule.label}\n{since}".encode()).hexdigest()
+    return budget_payload_sha256(rule.scope, rule.label, since)
 
 
 def gate(session: Session, rules: Sequence[BudgetRule], turn: int | None) -> Gate:

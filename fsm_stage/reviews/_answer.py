@@ -45,12 +45,14 @@ from fsm_stage.log.events import EventLog, NewEvent, SessionHeader, wall_clock_m
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
+from fsm_stage.log.projections.spend import SPEND_FOLD
 from fsm_stage.reviews._fold import (
     REVIEW_FOLD,
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
     as_fork,
+    budget_payload_sha256,
     plan_payload_sha256,
     stage_payload_sha256,
     tool_payload_sha256,
@@ -148,8 +150,19 @@ def read_handoff_document(session: Session, path: str) -> str:
     return data.decode("utf-8")
 
 
-PAYLOAD_NAMES = {"stage": "handoff document", "plan": "plan", "tool": "tool call's arguments"}
+PAYLOAD_NAMES = {"stage": "handoff document", "plan": "plan", "tool": "tool call's arguments",
+                 "budget": "stage visit whose budget ran out"}
 """What a review's payload is, by kind (error messages)."""
+
+
+def _budget_payload_now(session: Session, record: ReviewRecord) -> str:
+    """A budget review's subject now: the current visit of its scope (a stage change or a fresh
+    budget since the request makes the answer stale)."""
+    scope = record.call_id.split(":")[1] if record.call_id.count(":") >= 2 else ""
+    state = session.read(SPEND_FOLD)
+    spend = state.plan_spend if scope == "plan" else state.stage_spend
+    label = record.from_ if scope == "plan" or state.stage == record.from_ else f"{state.stage}"
+    return budget_payload_sha256(scope, label, spend.since)
 
 
 def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None:
@@ -160,6 +173,8 @@ def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None
     this function does not know hashes as ``"unknown"`` (never equal: fails closed)."""
     if record.kind == "tool":
         return tool_call_payload_sha256(session, record.call_id)
+    if record.kind == "budget":
+        return _budget_payload_now(session, record)
     if record.kind not in ("stage", "plan"):
         return "unknown"
     if record.kind == "stage":

@@ -121,6 +121,13 @@ def tool_payload_sha256(name: str, arguments: str) -> str:
     return hashlib.sha256(f"{name}\n{arguments}".encode()).hexdigest()
 
 
+def budget_payload_sha256(scope: str, label: str, since: int | None) -> str:
+    """Hex sha256 of a budget review's subject: the ``scope`` (``stage`` / ``plan``), its
+    ``label`` and the start (epoch ms) of the visit whose budget ran out, so an answer applies to
+    that visit only."""
+    return hashlib.sha256(f"budget\n{scope}\n{label}\n{since}".encode()).hexdigest()
+
+
 @attrs.frozen
 class ReviewRecord:
     """One ``fsm/review/request``: ids, kind (``"plan"``/``"stage"``), ``from_``/``target``

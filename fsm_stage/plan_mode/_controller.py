@@ -24,6 +24,7 @@ import attrs
 
 import fsm_stage.reviews._plan as plan_flow
 from fsm_stage.config import PlanModeConfig
+from fsm_stage.config.review_rules import ReviewRulesConfig
 from fsm_stage.constants import (
     APPROVE_LABEL,
     EXIT_PLAN_MODE,
@@ -122,7 +123,8 @@ class PlanModeController:
     ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
     ``models``: the graph's model aliases, so a ``plan_mode`` ``model: <alias>`` resolves
-    (``GraphConfig.models``).
+    (``GraphConfig.models``); ``graph_review``: the graph's ``review`` rules, which the exit
+    review follows unless ``plan_mode`` has its own.
     User selections made during an open turn are held in memory per session (B114); an
     approved exit is read from the log (``fsm_stage.reviews``).
     """
@@ -136,11 +138,13 @@ class PlanModeController:
         review: ReviewChannel | None = None,
         logger: logging.Logger | None = None,
         models: Mapping[str, str] | None = None,
+        graph_review: ReviewRulesConfig | None = None,
     ) -> None:
         check_review_channel(review, "PlanModeController(review=)")
         self.catalog = _catalog(language, override_dir)
         self.language = language
         self.models = dict(models) if models is not None else None
+        self.graph_review = graph_review
         self.config = resolve_config(config, catalog=self.catalog)
         self.graph: CompiledGraph = compile_plan_mode()
         self.logger = logger if logger is not None else _log

@@ -135,3 +135,136 @@ def deadline_at(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
     if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
         return asked_ms + int(seconds * 1000)
     return None
+
+
+#: ``fsm/review/vote {id, reviewer, option}``: one approval toward a review's quorum.
+REVIEW_VOTE = "fsm/review/vote"
+#: Header ``extra`` key naming the person who started the session (``not_requester``).
+REQUESTER_KEY = "requester"
+
+
+@attrs.frozen
+class VoteResult:
+    """What an answer did: the logged ``answer`` (None while a quorum is not reached), the
+    distinct approvers who ``votes`` so far and how many are ``needed``."""
+
+    answer: Any
+    votes: tuple[str, ...] = ()
+    needed: int = 1
+
+
+@attrs.frozen
+class TeamDecision:
+    """``decide``'s verdict: ``refusal`` (one line, or None), ``expiry`` (the answer that closes
+    an expired review, logged before refusing), ``before`` (votes to log), ``complete`` (log the
+    answer now), the ``names`` it is by, the ``votes`` so far and the quorum ``needed``."""
+
+    refusal: str | None = None
+    expiry: Any = None
+    before: tuple[Any, ...] = ()
+    complete: bool = True
+    names: tuple[str, ...] = ()
+    votes: tuple[str, ...] = ()
+    needed: int = 1
+
+
+def requester_of(session: Any) -> str | None:
+    """The person who started ``session`` (its header's ``extra["requester"]``), or None."""
+    value = session.header.extra.get(REQUESTER_KEY)
+    return value if isinstance(value, str) else None
+
+
+def votes_of(session: Any, record: Any) -> tuple[str, ...]:
+    """The distinct reviewers who voted to approve ``record``, in vote order (events after its
+    request only)."""
+    names: list[str] = []
+    events = session.events
+    for i in range(record.seq + 1, len(events)):
+        ev = events[i]
+        if ev.type == REVIEW_VOTE and isinstance(ev.data, dict) and ev.data.get("id") == record.id:
+            name = ev.data.get("reviewer")
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, reviewers: Reviewers | None,
+           vote: bool, now_ms: int | None = None) -> TeamDecision:
+    """Whether ``reviewer`` may give ``outcome`` to ``record`` under its logged rules, now.
+
+    Expired (past ``deadlineSeconds``): the ``onDeadline`` answer (``by: "deadline"``) is the
+    ``expiry`` and the answer is refused. Rules naming approvers, ``notRequester`` or a quorum
+    need a named ``reviewer``. A quorum above 1 needs ``vote`` (``vote_review``): an approval
+    adds a vote and completes once enough distinct reviewers voted; keep and dismiss complete
+    at once."""
+    from fsm_stage.log.events import NewEvent, wall_clock_ms
+
+    rules: Mapping[str, Any] = record.rules or {}
+    names = (reviewer,) if reviewer is not None else ()
+    deadline = deadline_at(rules, record.time)
+    now = wall_clock_ms() if now_ms is None else now_ms
+    if deadline is not None and now >= deadline:
+        expiry = expiry_spec(record, rules)
+        return TeamDecision(f"review {record.id} expired (deadline {rules.get('deadlineSeconds'):g} s); "
+                            f"it was closed as {expiry.data['outcome']}", expiry)
+    quorum = rules.get("quorum", 1)
+    quorum = quorum if isinstance(quorum, int) and not isinstance(quorum, bool) and quorum > 0 else 1
+    if reviewer is None:
+        if rules.get("approvers") or rules.get("notRequester") or quorum > 1:
+            return TeamDecision("its rules need a named reviewer (answer as NAME)")
+        return TeamDecision()
+    why = refusal(rules, reviewer, requester=requester_of(session), reviewers=reviewers, outcome=outcome)
+    if why is not None:
+        return TeamDecision(why)
+    if quorum == 1 or outcome != "approve":
+        return TeamDecision(names=names)
+    if not vote:
+        return TeamDecision(f"needs {quorum} approvals: answer with vote_review")
+    votes = votes_of(session, record)
+    if reviewer in votes:
+        return TeamDecision(f"{reviewer} already voted to approve ({len(votes)} of {quorum})",
+                            votes=votes, needed=quorum)
+    votes = (*votes, reviewer)
+    spec = NewEvent(REVIEW_VOTE, {"id": record.id, "reviewer": reviewer}, ignorable=True)
+    return TeamDecision(before=(spec,), complete=len(votes) >= quorum, names=votes, votes=votes,
+                        needed=quorum)
+
+
+def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
+    """The answer that closes ``record`` at its deadline: ``onDeadline`` (keep or dismiss), by
+    ``deadline``; an expired review never approves."""
+    from fsm_stage.constants import REVIEW_ANSWER
+    from fsm_stage.log.events import NewEvent
+
+    outcome = "keep" if rules.get("onDeadline") == "keep" else "dismiss"
+    option = record.options[-1] if outcome == "keep" and record.options else None
+    return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": None,
+                                    "feedback": None, "by": "deadline"}, ignorable=True)
+
+
+def with_reviewers(spec: Any, names: tuple[str, ...]) -> Any:
+    """The answer event ``spec`` carrying the authenticated ``reviewers`` (unchanged when none)."""
+    if not names:
+        return spec
+    return attrs.evolve(spec, data={**spec.data, "reviewers": list(names)})
+
+
+def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
+    """Close every open review of ``session`` whose deadline passed (one conditional append
+    each: of racing readers one writes it); returns the ids closed."""
+    from fsm_stage.errors import AppendConflictError
+    from fsm_stage.log.events import wall_clock_ms
+    from fsm_stage.reviews._fold import REVIEW_FOLD
+
+    now = wall_clock_ms() if now_ms is None else now_ms
+    closed: list[str] = []
+    for record in session.read(REVIEW_FOLD).open:
+        deadline = deadline_at(record.rules, record.time)
+        if deadline is None or now < deadline:
+            continue
+        try:
+            session.append_many([expiry_spec(record, record.rules or {})], expect_last_seq=session.last_seq)
+            closed.append(record.id)
+        except AppendConflictError:
+            continue  # another reader closed it (or wrote meanwhile): the next read decides
+    return closed

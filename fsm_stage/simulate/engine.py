@@ -579,7 +579,8 @@ def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> PlanModeControlle
     """Attach plan mode (``config.plan_mode``) in the graph's language; returns the controller."""
     language = config.graph.language if config.graph is not None else "en"
     controller = PlanModeController(config.plan_mode, language=language,
-                                    models=config.graph.models if config.graph is not None else None)
+                                    models=config.graph.models if config.graph is not None else None,
+                                    graph_review=config.graph.review if config.graph is not None else None)
     runtime.attach(controller)
     return controller
 

@@ -378,7 +378,9 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
 
 def _review_part(rules: ReviewRulesConfig | None) -> dict[str, Any]:
     """``{"review": …}`` for set rules, nothing otherwise (older fingerprints stay as they were)."""
-    return {} if rules is None else {"review": attrs.asdict(rules, retain_collection_types=False)}
+    if rules is None:
+        return {}
+    return {"review": {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(rules).items()}}
 
 
 def _policy_part(policy: ToolPolicyConfig | None) -> dict[str, Any]:

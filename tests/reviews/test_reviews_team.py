@@ -19,7 +19,17 @@ from fsm_stage.config import load_config_text
 from fsm_stage.config.review_rules import parse_duration, rules_json
 from fsm_stage.errors import ReviewRefusedError, UserError
 from fsm_stage.reviews._notify import SIGNATURE_HEADER, Notifier, payload, signature
-from fsm_stage.reviews._team import Reviewers, deadline_at, load_reviewers, may_answer, refusal, token_sha256
+from fsm_stage.reviews._team import (
+    Reviewer,
+    Reviewers,
+    deadline_at,
+    load_reviewers,
+    may_answer,
+    refusal,
+    token_sha256,
+)
+
+LEADS = Reviewers({"carol": Reviewer("carol", None, ("leads",))})
 
 
 def write_reviewers(tmp_path: Path) -> Path:
@@ -150,3 +160,146 @@ def test_webhook_failure_is_logged_never_raised(caplog: pytest.LogCaptureFixture
     assert notifier.failed == 1
     (record,) = [r for r in caplog.records if r.name == "fsm_stage.reviews.notify"]
     assert "failed after 2 attempt(s)" in record.getMessage()
+
+
+# --- rules at the API, end to end over the reference loop -----------------------------------------
+
+TEAM_GRAPH = """
+name: team
+section: When done, call goto_stage.
+review: {deadline: 1h}
+stages:
+  - name: explore
+    instruction: Explore.
+    targets:
+      - to: implement
+        review: {approvers: [alice, bob, '@leads'], quorum: 2, not_requester: true, deadline: 1h}
+  - name: implement
+    instruction: Implement.
+"""
+
+
+def team_session(tmp_path: Path, *, requester: str | None = "bob", clock: Any = None) -> Any:
+    import asyncio
+
+    from fsm_stage.driver import Loop, ModelReply, ScriptedModel
+    from fsm_stage.handoff import LocalHandoffStore
+    from fsm_stage.log import MemoryLog
+    from fsm_stage.log.events import SessionHeader
+    from fsm_stage.reviews import SuspendingReviewChannel
+    from fsm_stage.runtime import InboxAgent, Runtime, Session
+    from fsm_stage.stage_switch import StageController
+
+    cfg = load_config_text(TEAM_GRAPH)
+    assert cfg.graph is not None
+    runtime = Runtime(review=SuspendingReviewChannel())
+    stage = StageController(cfg.graph, handoffs=LocalHandoffStore())
+    stage.attach(runtime)
+    extra = {"requester": requester} if requester else {}
+    options = {"clock": clock} if clock is not None else {}
+    log = MemoryLog(SessionHeader("team-1", cwd=str(tmp_path), extra=extra), **options)
+    agent = InboxAgent(Session(log))
+    model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "# Handoff\nGo."}),
+                           ModelReply.say("implementing")])
+    loop = Loop(runtime, agent, model)
+    (outcome,) = asyncio.run(loop.prompt("go"))
+    assert outcome.reason == "suspended"
+    return loop, stage, agent.session, outcome.review_id
+
+
+def test_a_quorum_of_distinct_allowed_reviewers_approves(tmp_path: Path) -> None:
+    import asyncio
+
+    from fsm_stage.reviews import answer_review, open_reviews
+    from fsm_stage.reviews._answer import vote_review
+
+    loop, stage, session, rid = team_session(tmp_path)
+    (record,) = open_reviews(session)
+    assert record.rules == {"approvers": ["alice", "bob", "@leads"], "quorum": 2, "notRequester": True,
+                            "deadlineSeconds": 3600.0, "onDeadline": "dismiss"}
+    assert record.document == "# Handoff\nGo."
+    reviewers = LEADS
+    seen = len(session.events)
+    refusals = [
+        lambda: answer_review(session, rid, "approve"),  # no named reviewer
+        lambda: vote_review(session, rid, "approve", reviewer="mallory"),  # not an approver
+        lambda: vote_review(session, rid, "approve", reviewer="bob"),  # started the session
+        lambda: answer_review(session, rid, "approve", reviewer="alice"),  # needs votes
+    ]
+    messages = []
+    for attempt in refusals:
+        with pytest.raises(ReviewRefusedError) as err:
+            attempt()
+        messages.append(str(err.value))
+    assert len(session.events) == seen  # nothing written by a refusal
+    assert "its rules need a named reviewer" in messages[0] and "mallory is not among the approvers" in messages[1]
+    assert "bob started this session" in messages[2] and "needs 2 approvals" in messages[3]
+    first = vote_review(session, rid, "approve", reviewer="alice")
+    assert (first.answer, first.votes, first.needed) == (None, ("alice",), 2)
+    with pytest.raises(ReviewRefusedError, match="alice already voted"):
+        vote_review(session, rid, "approve", reviewer="alice")
+    second = vote_review(session, rid, "approve", reviewer="carol", reviewers=reviewers)
+    assert second.answer is not None and second.answer.outcome == "approve"
+    assert second.answer.reviewers == ("alice", "carol")
+    (outcome,) = [asyncio.run(loop.resume())]
+    assert outcome.reason == "completed" and stage.current(session) == "implement"
+
+
+def test_any_allowed_keep_closes_a_quorum_review(tmp_path: Path) -> None:
+    from fsm_stage.reviews import open_reviews
+    from fsm_stage.reviews._answer import vote_review
+
+    _loop, _stage, session, rid = team_session(tmp_path)
+    vote_review(session, rid, "approve", reviewer="alice")
+    kept = vote_review(session, rid, "keep", reviewer="bob", feedback="not yet")  # the requester may keep
+    assert kept.answer is not None and kept.answer.outcome == "keep" and kept.answer.reviewers == ("bob",)
+    assert open_reviews(session) == ()
+
+
+def test_an_expired_review_never_approves(tmp_path: Path) -> None:
+    from fsm_stage.reviews import open_reviews
+    from fsm_stage.reviews._answer import vote_review
+    from fsm_stage.reviews._team import expire_overdue
+
+    now = [0]
+    _loop, _stage, session, rid = team_session(tmp_path, clock=lambda: now[0])
+    now[0] = 3_600_000 + 1  # the graph's deadline: 1h
+    assert expire_overdue(session, now_ms=0) == []  # not yet, by the reader's clock
+    with pytest.raises(ReviewRefusedError, match="expired"):
+        vote_review(session, rid, "approve", reviewer="alice")
+    answers = [e.data for e in session.events if e.type == "fsm/review/answer"]
+    assert answers[-1]["outcome"] == "dismiss" and answers[-1]["by"] == "deadline"
+    assert open_reviews(session) == ()
+
+
+def test_readers_close_overdue_reviews_once(tmp_path: Path) -> None:
+    from fsm_stage.reviews._team import expire_overdue
+
+    _loop, _stage, session, rid = team_session(tmp_path, clock=lambda: 0)
+    assert expire_overdue(session, now_ms=3_600_001) == [rid]
+    assert expire_overdue(session, now_ms=3_600_001) == []
+
+
+def test_a_reviewer_elsewhere_approves_the_stored_document(tmp_path: Path) -> None:
+    """The handoff file is not on the reviewer's machine: the approval is of the stored bytes;
+    the worker applies it while its own file still matches, and closes it when not."""
+    import asyncio
+
+    from fsm_stage.reviews import open_reviews
+    from fsm_stage.reviews._answer import vote_review
+
+    for tampered in (False, True):
+        work = tmp_path / ("tampered" if tampered else "same")
+        work.mkdir()
+        loop, stage, session, rid = team_session(work)
+        (record,) = open_reviews(session)
+        local = Path(record.handoff_path or "")
+        away = local.with_suffix(".away")
+        local.rename(away)  # the reviewer's machine has no such file
+        vote_review(session, rid, "approve", reviewer="alice")
+        vote_review(session, rid, "approve", reviewer="carol", reviewers=LEADS)
+        away.rename(local)
+        if tampered:
+            local.write_text("# Handoff\nSomething else.", encoding="utf-8")
+        asyncio.run(loop.resume())
+        assert stage.current(session) == ("explore" if tampered else "implement")

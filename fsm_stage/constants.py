@@ -118,6 +118,14 @@ REVIEW_REQUEST: Final = "fsm/review/request"
 REVIEW_ANSWER: Final = "fsm/review/answer"
 REVIEW_REDEEMED: Final = "fsm/review/redeemed"
 GRAPH_EVENT: Final = "fsm/graph"
+BUDGET_EVENT: Final = "fsm/budget"
+"""``{scope: "stage"|"plan", stage, action: "stop"|"fresh"|"told", limits, spent, language}``: a
+budget stop, a fresh budget for the current visit, and the notice that told the model."""
 REVIEW_OUTCOMES: Final = ("approve", "keep", "dismiss")
 APPROVE_FRESH_LABEL: Final = "Approve and start fresh"
 APPROVE_KEEP_CONVERSATION_LABEL: Final = "Approve and keep the conversation"
+
+# --- per-stage models (stage graphs' ``model`` keys) ------------------------------------------
+QUALIFIED_MODEL_RE: Final = re.compile(r"[A-Za-z0-9_.-]+:[^\s:][^\s]*")
+"""A provider-qualified model name ``provider:model`` (``openai:gpt-5``); anything else in a
+stage's ``model`` is an alias of the graph's ``models`` mapping."""

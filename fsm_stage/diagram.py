@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from fsm_stage.config import GraphConfig, PlanModeConfig
+from fsm_stage.config.models import model_label
 from fsm_stage.config.policy import tool_count_label
 from fsm_stage.errors import DiagramError as DiagramError
 
@@ -128,16 +129,19 @@ def _title(graph: GraphConfig | None, title: str | None) -> str:
 
 
 def _stage_label(graph: GraphConfig, name: str, sep: str) -> str:
-    """The stage's name, plus its tool policy's count when it has one (``explore · 3 tools``)."""
+    """The stage's name, plus its tool policy's count when it has one (``explore · 3 tools``)
+    and its model keys when it declares any (``design · thinker, high``)."""
     stage = graph.stage(name)
     count = tool_count_label(stage.tools if stage is not None else None, graph.tool_groups)
-    return name if count is None else f"{name}{sep}{count}"
+    model = model_label(stage) if stage is not None else None
+    return sep.join(x for x in (name, count, model) if x is not None)
 
 
 def _plan_label(plan_mode: PlanModeConfig, graph: GraphConfig | None, sep: str) -> str:
-    """``plan``, plus plan mode's tool count when it has a policy (``plan · 3 tools``)."""
+    """``plan``, plus plan mode's tool count when it has a policy (``plan · 3 tools``) and its
+    model keys when it declares any."""
     count = tool_count_label(plan_mode.tools, graph.tool_groups if graph is not None else None)
-    return "plan" if count is None else f"plan{sep}{count}"
+    return sep.join(x for x in ("plan", count, model_label(plan_mode)) if x is not None)
 
 
 def _guard_label(guards: tuple[str, ...]) -> str:

@@ -106,6 +106,12 @@ class ReviewAlreadyAnsweredError(ReviewError):
     """The review was answered already (by this or another process); nothing was applied twice."""
 
 
+class ReviewRefusedError(ReviewError):
+    """An answer the review's rules do not allow (a reviewer who is not an approver, the
+    session's requester under ``not_requester``, a wrong token, an expired review, a second vote);
+    nothing was written."""
+
+
 class ReviewPayloadChangedError(ReviewError):
     """What the reviewer would approve (plan text, or handoff document plus target) no longer
     hashes to the review request's ``payloadSha256``."""

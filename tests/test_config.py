@@ -557,7 +557,7 @@ def test_config_classes_keep_their_published_fields() -> None:
         "language",
     ]
     assert [f.name for f in attrs.fields(StageConfig)][:3] == ["name", "instruction", "targets"]
-    assert [f.name for f in attrs.fields(EdgeConfig)] == ["target", "guards"]
+    assert [f.name for f in attrs.fields(EdgeConfig)] == ["target", "guards", "review"]
     assert [f.name for f in attrs.fields(ConfigFile)][:4] == ["path", "graph", "plan_mode", "warnings"]
 
 

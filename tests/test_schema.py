@@ -97,7 +97,7 @@ def test_schema_properties_follow_the_attrs_fields() -> None:
         "plan_mode"
     ]
     assert list(defs["StageConfig"]["properties"]) == [f.name for f in attrs.fields(StageConfig)]
-    assert list(defs["EdgeConfig"]["properties"]) == ["to", "guards"]
+    assert list(defs["EdgeConfig"]["properties"]) == ["to", "guards", "review"]
     assert list(defs["PluginGraphConfig"]["properties"]) == [
         "stages",
         "section",

@@ -24,6 +24,8 @@ import click
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.cli.progress import Progress
+from fsm_stage.cli.spend_view import spend_line as _spend_line
+from fsm_stage.cli.spend_view import spend_report as _spend
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
@@ -40,6 +42,7 @@ from fsm_stage.log.projections import (
     StageState,
     ToldProjection,
 )
+from fsm_stage.log.projections.spend import SPEND_FOLD
 from fsm_stage.log.surface import Surface, SurfaceOpError
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
 from fsm_stage.text import visible
@@ -107,7 +110,8 @@ def _graph_fingerprint(graph: str | None) -> str | None:
 
 
 def _projections() -> tuple[Projection[Any], ...]:
-    return PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems(), REVIEW_FOLD
+    return (PlanView(), OpenTurn(), StageProjection(), ToldProjection(), PlanModeProblems(), REVIEW_FOLD,
+            SPEND_FOLD)
 
 
 def _plan_mode_warnings(path: str | None, state: PlanModeProblemsState, *, strict: bool) -> list[str]:
@@ -186,6 +190,7 @@ def _assemble(
         "unknown_types": dict(unknown),
         "warnings": warnings,
     }
+    out["spend"] = _spend(states[SPEND_FOLD.key], cfg, current)
     tools = _tool_policy(cfg, current, bool(plan.view(states[plan.key]).get("active")))
     if tools is not None:  # the tool policy of the current stage (and plan mode)
         out["stage"]["tools"] = tools
@@ -455,6 +460,10 @@ def _human_lines(path: str, r: dict[str, Any]) -> list[str]:
         )
     if st.get("tools") is not None:
         lines.append(f"tools:        {st['tools']}")
+    for key, label in (("stage", "spend:"), ("plan_mode", "plan spend:")):
+        sp = r.get("spend", {}).get(key)
+        if sp is not None:
+            lines.append(f"{label:<14}{_spend_line(sp)}")
     if pm["pending_exit"]:
         lines.append("              approved plan-mode exit pending (applied at the next step)")
     for rv in r["reviews"]["open"]:

@@ -31,8 +31,10 @@ from fsm_stage._yaml import (
     unknown_key_message,
 )
 from fsm_stage.config.model import EXTENSION_PREFIX, PLAN_MODE_KEY, ConfigFile, GraphConfig, PlanModeConfig
+from fsm_stage.config.models import check_models
 from fsm_stage.config.plugin import load_plugin_list
 from fsm_stage.config.policy import check_policies
+from fsm_stage.config.review_rules import check_review_rules
 from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure
 from fsm_stage.errors import InvalidConfigError as InvalidConfigError
@@ -87,6 +89,8 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
             if isinstance(pm, Mapping):
                 check_field_rules(pm, PlanModeConfig, (PLAN_MODE_KEY,), report)
         check_policies(graph_part, native.get(PLAN_MODE_KEY), report, tools=tools)
+        check_models(graph_part, native.get(PLAN_MODE_KEY), report)
+        check_review_rules(graph_part, native.get(PLAN_MODE_KEY), report)
     if graph is not None and not report.errors:
         check_loaded_graph(graph, report)
     if strict:

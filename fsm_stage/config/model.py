@@ -18,7 +18,9 @@ import attrs
 from fsm_stage._yaml import Problem
 from fsm_stage.config.fields import FieldRule as FieldRule
 from fsm_stage.config.fields import rule_metadata
+from fsm_stage.config.models import BudgetConfig, OnBudget, ReasoningEffort, model_fields, normalised_choice
 from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig, normalised_policy
+from fsm_stage.config.review_rules import ReviewRulesConfig
 from fsm_stage.constants import STAGE_NAME_RE
 
 Language = Literal["en", "zh"]
@@ -80,6 +82,11 @@ _HANDOFF_DIR_FORBIDDEN: tuple[tuple[str, str], ...] = (
 
 
 
+def _review_rule(where: str) -> dict[str, FieldRule]:
+    return _rule(f"Review rules {where}: approvers, quorum, not_requester, deadline, on_deadline, notify.",
+                 "a mapping {approvers, quorum, not_requester, deadline, on_deadline, notify}")
+
+
 @attrs.frozen
 class EdgeConfig:
     """An allowed model transition ``<stage> -> target``; ``guards`` name eligibility predicates.
@@ -105,6 +112,11 @@ class EdgeConfig:
             item_max_length=MAX_NAME_LENGTH,
         ),
     )
+    review: ReviewRulesConfig | None = attrs.field(default=None, metadata=_review_rule("of this transition"))
+
+
+_STAGE_MODEL = model_fields()
+_PLAN_MODEL = model_fields()
 
 
 @attrs.frozen
@@ -140,6 +152,11 @@ class StageConfig:
         metadata=_rule("Documentation only (diagrams, README); never shown to the model.", "a string"),
     )
     tools: ToolPolicyConfig | None = attrs.field(default=None, metadata=_policy_rule("in this stage"))
+    model: str | None = _STAGE_MODEL["model"]
+    reasoning_effort: ReasoningEffort | None = _STAGE_MODEL["reasoning_effort"]
+    model_settings: Mapping[str, Any] | None = _STAGE_MODEL["model_settings"]
+    budget: BudgetConfig | None = _STAGE_MODEL["budget"]
+    on_budget: OnBudget = _STAGE_MODEL["on_budget"]
 
 
 @attrs.frozen
@@ -156,6 +173,13 @@ class PlanModeConfig:
     )
     tools: ToolPolicyConfig | None = attrs.field(
         default=None, metadata=_policy_rule("while plan mode is on (combined with the stage's)"))
+    review: ReviewRulesConfig | None = attrs.field(default=None, metadata=_review_rule(
+        "of the plan-mode exit (replaces the graph's `review`)"))
+    model: str | None = _PLAN_MODEL["model"]
+    reasoning_effort: ReasoningEffort | None = _PLAN_MODEL["reasoning_effort"]
+    model_settings: Mapping[str, Any] | None = _PLAN_MODEL["model_settings"]
+    budget: BudgetConfig | None = _PLAN_MODEL["budget"]
+    on_budget: OnBudget = _PLAN_MODEL["on_budget"]
 
 
 @attrs.frozen
@@ -226,6 +250,11 @@ class GraphConfig:
     )
     tool_groups: Mapping[str, tuple[str, ...]] | None = attrs.field(
         default=None, hash=False, converter=_frozen_groups, metadata=_tool_groups_rule())
+    review: ReviewRulesConfig | None = attrs.field(default=None, metadata=_review_rule(
+        "of every review of the graph, unless an edge or plan mode gives its own"))
+    models: Mapping[str, str] | None = attrs.field(default=None, hash=False, metadata=_rule(
+        "Model aliases: `{alias: provider:name}`, usable as a stage's or plan mode's `model`.",
+        "a mapping {alias: provider-qualified model name}"))
 
     @functools.cached_property
     def stage_names(self) -> tuple[str, ...]:
@@ -299,7 +328,7 @@ for _cls in (EdgeConfig, StageConfig, PlanModeConfig, GraphConfig, ConfigFile):
 SCALAR_SHORTHAND: dict[type, str] = {EdgeConfig: "target", ToolRuleConfig: "tool"}
 #: The config classes the loader structures (the JSON Schema's ``$defs``).
 CONFIG_CLASSES: tuple[type, ...] = (GraphConfig, StageConfig, EdgeConfig, PlanModeConfig,
-                                     ToolPolicyConfig, ToolRuleConfig)
+                                     ToolPolicyConfig, ToolRuleConfig, BudgetConfig, ReviewRulesConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +349,8 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             "plan_mode": normalised(config.plan_mode) if config.plan_mode is not None else None,
         }
     if isinstance(config, PlanModeConfig):
-        return {"section": config.section, **_policy_part(config.tools)}
+        return {"section": config.section, **_policy_part(config.tools), **normalised_choice(config),
+                **_review_part(config.review)}
     return {
         "name": config.name,
         "initial": config.initial_stage,
@@ -332,14 +362,25 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             {
                 "name": s.name,
                 "instruction": s.instruction,
-                "targets": [{"to": e.target, "guards": list(e.guards)} for e in config.edges_from(s.name)],
+                "targets": [{"to": e.target, "guards": list(e.guards), **_review_part(e.review)}
+                            for e in config.edges_from(s.name)],
                 **_policy_part(s.tools),
+                **normalised_choice(s),
             }
             for s in config.stages
         ],
         **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}}
            if config.tool_groups else {}),
+        **({"models": dict(config.models)} if config.models else {}),
+        **_review_part(config.review),
     }
+
+
+def _review_part(rules: ReviewRulesConfig | None) -> dict[str, Any]:
+    """``{"review": …}`` for set rules, nothing otherwise (older fingerprints stay as they were)."""
+    if rules is None:
+        return {}
+    return {"review": {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(rules).items()}}
 
 
 def _policy_part(policy: ToolPolicyConfig | None) -> dict[str, Any]:

@@ -145,12 +145,19 @@ def _type_schema(t: Any, form: Form) -> dict[str, Any]:
         return {"enum": list(args)}
     if len(args) == 2 and type(None) in args:  # optional: null is an error, see config docstring
         return _type_schema(next(a for a in args if a is not type(None)), form)
-    if origin is Mapping and len(args) == 2 and args[0] is str:  # tool_groups
+    if origin is Mapping and len(args) == 2 and args[0] is str:
+        if args[1] is Any:  # model_settings: free-form JSON values
+            return {"type": "object"}
+        if args[1] is str:  # models: alias -> provider-qualified name
+            return {"type": "object", "additionalProperties": _type_schema(str, form)}
+        # tool_groups: name -> non-empty list
         return {"type": "object", "additionalProperties": {**_type_schema(args[1], form), "minItems": 1}}
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return {"type": "array", "items": _type_schema(args[0], form)}
     if t is str:
         return {"type": "string"}
+    if t is bool:
+        return {"type": "boolean"}
     if t is float or t is int:
         return {"type": "number"}
     if attrs.has(t):

@@ -19,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.driver import _budget
 from fsm_stage.driver._repair import is_turn_live, live_turn
 from fsm_stage.driver._step import AcceptFn, DriverStateError, StagedSession
 from fsm_stage.errors import ModelError as ModelError
@@ -36,7 +38,10 @@ from fsm_stage.runtime.assembly import Request
 from fsm_stage.runtime.commands import CommandReply
 from fsm_stage.runtime.messages import Block, user_message
 from fsm_stage.runtime.runtime import Runtime
+from fsm_stage.runtime.stage_models import ModelChoice
 from fsm_stage.runtime.tools import ToolCall
+
+_log = logging.getLogger("fsm_stage.loop")
 
 
 @attrs.frozen
@@ -115,13 +120,15 @@ class ScriptedModel:
 class TurnOutcome:
     """How a turn ended (or paused): ``turn`` number, ``reason`` kind (``completed``,
     ``aborted``, ``error``, ``blocked`` or ``suspended``), the turn's ``steps`` so far, and for
-    ``suspended`` the ``review_id`` and ``call_id`` waiting for a human answer."""
+    ``suspended`` the ``review_id`` and ``call_id`` waiting for a human answer; ``message``: the
+    ``turn/end`` message (for ``error``, and for ``blocked`` by a stage or plan-mode budget)."""
 
     turn: int
     reason: str
     steps: int
     review_id: str | None = None
     call_id: str | None = None
+    message: str | None = None
 
 
 RequestErrorHook = Callable[["Loop", BaseException], "Awaitable[None] | None"]
@@ -143,8 +150,14 @@ class Loop:
         accept: AcceptFn | None = None,
         on_request_error: RequestErrorHook | None = None,
         copy_messages: bool = True,
+        models: Mapping[str, Model] | None = None,
     ) -> None:
+        if models is not None and not isinstance(models, Mapping):
+            raise TypeError("Loop(models=) must be a mapping of model names to models, "
+                            f"got {type(models).__name__}")
         self.runtime = runtime
+        self.models: dict[str, Model] = dict(models or {})
+        self._missing_models: set[str] = set()
         self.copy_messages = copy_messages  # False: the model gets the history's own messages
         self.agent = agent
         self.model = model
@@ -154,6 +167,23 @@ class Loop:
         self.max_steps = max_steps
         self.on_request_error = on_request_error
         self.requests: list[Request] = []
+
+    def model_for(self, choice: ModelChoice) -> Model:
+        """The model a request with ``choice`` goes to: ``models[choice.model]`` (the
+        provider-qualified name), else ``models[choice.alias]``, else ``model`` (the default;
+        a stage asking for a model the loop lacks is logged once as a warning, never an error)."""
+        if choice.model is None:
+            return self.model
+        for key in (choice.model, choice.alias):
+            if key is not None and key in self.models:
+                return self.models[key]
+        default = f"{self.model.provider}:{self.model.name}"
+        if default != choice.model and choice.model not in self._missing_models:
+            self._missing_models.add(choice.model)
+            _log.warning("%s asks for model %s; this loop has no such model (Loop(models=…)), so %s:%s "
+                         "answers", choice.source or "the stage", choice.model, self.model.provider,
+                         self.model.name)
+        return self.model
 
     @property
     def config(self) -> dict[str, Any]:
@@ -206,12 +236,13 @@ class Loop:
 
     async def run_until_idle(self) -> list[TurnOutcome]:
         """Run turns while a steered message is waiting (crash repair first, see ``repair``);
-        stops after a ``suspended`` outcome."""
+        stops after a ``suspended`` outcome and after a budget stop (the waiting messages stay
+        queued until a fresh budget or another stage lets a step open)."""
         self.repair()
         outcomes: list[TurnOutcome] = []
         while self.agent.wants_turn:
             outcomes.append(await self.run_turn())
-            if outcomes[-1].reason == "suspended":
+            if outcomes[-1].reason == "suspended" or self.driver.stopped is not None:
                 break
         return outcomes
 
@@ -274,7 +305,7 @@ class Loop:
              cause: str | None = None) -> TurnOutcome:
         steps = self._steps()
         self.driver.end_turn(kind, message=message, cause=cause)
-        return TurnOutcome(turn, kind, steps)
+        return TurnOutcome(turn, kind, steps, message=message)
 
     def _settle(self, turn: int) -> TurnOutcome | None:
         """After the step's calls: abort, or end the step and continue / complete."""
@@ -291,18 +322,22 @@ class Loop:
         """One step; returns the turn's outcome to stop, or None to continue."""
         driver = self.driver
         req = driver.begin_step(copy_messages=self.copy_messages)
+        if req is None and self.runtime.review is not None and driver.budget.review is not None \
+                and await _budget.ask(self.runtime.review, self.agent, driver.budget):
+            req = driver.begin_step(copy_messages=self.copy_messages)  # the answer is redeemed now
         if req is None:
             if driver.signal.aborted:
                 return self._end(turn, "aborted", cause=driver.signal.reason)
-            return self._end(turn, "blocked")
+            return self._end(turn, "blocked", message=driver.stopped)
         # ``req.messages`` are already this step's own deep copies (``begin_step``) and ``req``
         # goes nowhere else: hand them on instead of copying the whole history again
-        request = Request(req.system, req.messages, req.tools)
+        request = Request(req.system, req.messages, req.tools, req.model)
+        model = self.model_for(req.model)
         retries = self.max_retries
         while True:
             self.requests.append(request)
             try:
-                reply = await self.model.complete(request, signal=driver.signal)
+                reply = await model.complete(request, signal=driver.signal)
                 break
             except ModelError as exc:
                 if retries <= 0:
@@ -314,8 +349,7 @@ class Loop:
                     if inspect.isawaitable(res):
                         await res
         driver.record_reply(reply.text, reply.tool_calls, reasoning=reply.reasoning, usage=reply.usage,
-                            source={"kind": "model", "provider": self.model.provider,
-                                    "model": self.model.name})
+                            source={"kind": "model", "provider": model.provider, "model": model.name})
         for call in reply.tool_calls:
             if driver.signal.aborted:
                 break

@@ -32,13 +32,15 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
+from fsm_stage.driver import _budget
 from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
 from fsm_stage.driver._repair import is_turn_live, live_turn, repair_open_turn
+from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep
 from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, RenderedSection, Request, snapshot_if_changed
+from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session, deep_copies
@@ -73,54 +75,8 @@ _NOT_DISPATCHED_TEXT = "Error: tool call aborted before dispatch"
 TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 """The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
 
+_MAX_BUDGET_RETRIES = 3  # a redeemed budget review changes the stage or the budget once
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
-
-
-@attrs.frozen
-class StepRequest:
-    """What to send for step ``step`` of turn ``turn``: ``system`` text (the joined
-    ``sections``), ``tools`` and ``messages`` (copies of the tool specs and deep copies of the
-    model-visible history: mutate freely) and ``header_reason`` (``initial`` / ``resume`` /
-    ``change`` logged now, or None)."""
-
-    turn: int
-    step: int
-    system: str
-    sections: tuple[RenderedSection, ...]
-    tools: tuple[ToolSpec, ...]
-    messages: tuple[Message, ...]
-    header_reason: str | None = None
-
-    @property
-    def request(self) -> Request:
-        """The ``Request`` (system, messages, tools), with fresh copies of the messages."""
-        return Request(self.system, deep_copies(self.messages), self.tools)
-
-
-@attrs.frozen
-class SuspendedCall:
-    """A suspended tool call: the ``call``, its ``review_id`` and whether the review was
-    ``answered`` (then ``resume`` settles it)."""
-
-    call: ToolCall
-    review_id: str
-    answered: bool
-
-
-@attrs.frozen
-class SuspendedStep:
-    """The open step waiting for reviews: ``turn``, ``step``, the suspended ``calls`` (in
-    order) and ``pending`` (calls of the reply not dispatched yet; ``resume`` runs them)."""
-
-    turn: int | None
-    step: Any
-    calls: tuple[SuspendedCall, ...]
-    pending: tuple[ToolCall, ...]
-
-    @property
-    def review_ids(self) -> tuple[str, ...]:
-        """The reviews the step waits for, in call order."""
-        return tuple(c.review_id for c in self.calls)
 
 
 def _shape(cond: bool, what: str) -> None:
@@ -177,6 +133,7 @@ class StagedSession:
         self._signal: AbortSignal | None = None
         self._live: contextlib.ExitStack | None = None
         self._running: dict[str, asyncio.Task[Any]] = {}
+        self.budget: _budget.Gate = _budget.Gate()
         runtime.track(agent.session)
 
     # --- reading -------------------------------------------------------------------------------
@@ -269,7 +226,8 @@ class StagedSession:
 
     def end_turn(self, reason: str = "completed", *, message: str | None = None,
                  cause: str | None = None) -> Event:
-        """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}``; ``error`` →
+        """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}`` (``blocked`` with a
+        ``message`` → ``{kind, message}``, e.g. the budget stop reason); ``error`` →
         ``{kind, error: {message}}``; ``aborted`` → ``{kind, reason: {kind: cause or "user"}}``.
         Raises ``RecordShapeError`` for another ``reason``, ``DriverStateError`` with no open turn
         or an open step (``end_step`` or ``cancel`` first)."""
@@ -296,8 +254,10 @@ class StagedSession:
         loop's in-process consumers, e.g. the simulator); hosts keep the default deep copies.
 
         Returns None — and opens no step, runs no pre-step — when ``accept`` rejected the
-        batch or the turn's signal is aborted; the host then ends the turn (``blocked`` /
-        ``aborted``). Raises ``DriverStateError`` with no open turn or with a step open,
+        batch, the turn's signal is aborted, or a stage / plan-mode ``budget`` ran out
+        (``stopped`` then holds the one-line reason and an ``fsm/budget`` stop is logged); the
+        host then ends the turn (``blocked`` / ``aborted``; ``blocked`` with ``stopped`` as the
+        message). Raises ``DriverStateError`` with no open turn or with a step open,
         ``TurnSuspendedError`` while suspended."""
         view = self._open("begin_step")
         self._raise_if_suspended(view)
@@ -305,6 +265,8 @@ class StagedSession:
             raise DriverStateError(f"begin_step: step {view.open_step[1]} is still open; end_step() first")
         turn, step = view.turn if view.turn is not None else self.session.last_turn, view.last_step + 1
         agent, runtime, session = self.agent, self.runtime, self.session
+        if self._budget_stops(turn):
+            return None
         batch = agent.claim()
         assembly = runtime.assemble(agent)
         if self.accept is not None and not self.accept(agent, batch):
@@ -315,17 +277,44 @@ class StagedSession:
         snapshot = snapshot_if_changed(session.read(SNAPSHOT_FOLD), runtime.render_context(agent))
         if snapshot is not None:
             batch.insert(0, snapshot)
+        notices, told = _budget.notices(session)
         session.append(STEP_START, {"turn": turn, "step": step})
-        for message in batch:
+        for message in (*notices, *batch):
             session.append_message(message)
+        if told is not None:
+            session.append_many([told])
+        # the request goes to the model of the stage (and plan mode) after the boundary; the
+        # system text stays the one assembled before it (plan-mode spec §1.5)
+        assembly = attrs.evolve(assembly, model=runtime.model_choice(agent))
         request = runtime.build_request(agent, assembly, copy=False)
-        header: dict[str, Any] = {"config": dict(self.config), "system": request.system,
+        config = dict(self.config)
+        if not request.model.is_default:
+            config.update(request.model.header_config())
+        header: dict[str, Any] = {"config": config, "system": request.system,
                                   "tools": [t.to_json() for t in request.tools]}
         reason = self._log_header(header)
         tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
                       for t in request.tools)  # the converter copies parameters
         messages = deep_copies(request.messages) if copy_messages else tuple(request.messages)
-        return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason)
+        return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason,
+                           request.model)
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the last ``begin_step`` returned None for a budget (one line), else None."""
+        return self.budget.stopped
+
+    def _budget_stops(self, turn: int | None) -> bool:
+        """Check the budgets before a step opens (``driver._budget.gate``); keeps the decision
+        in ``budget`` and returns True when the step must not open."""
+        self.budget = _budget.Gate()
+        for _ in range(_MAX_BUDGET_RETRIES):
+            rules = self.runtime.budget_rules(self.agent)
+            decided = _budget.gate(self.session, rules, turn) if rules else _budget.Gate()
+            if not decided.retry:
+                self.budget = decided
+                return decided.stopped is not None
+        return False
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
         if self._last_header is None:
@@ -585,4 +574,6 @@ def _reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]
         return {"kind": "error", "error": {"message": message or "error"}}
     if kind == "aborted":
         return {"kind": "aborted", "reason": {"kind": cause or "user"}}
+    if kind == "blocked" and message:
+        return {"kind": "blocked", "message": message}
     return {"kind": kind}

@@ -91,7 +91,8 @@ class StageHost:
         plan = None
         if plan_mode:
             plan = PlanModeController(loaded.plan_mode if loaded.plan_mode is not None
-                                      else {"section": "Plan first."})
+                                      else {"section": "Plan first."}, language=cfg.language,
+                                      models=cfg.models, graph_review=cfg.review)
             plan.attach(runtime)
         return cls(runtime, InboxAgent(Session(log)), stage=stage, plan=plan, config=config)
 

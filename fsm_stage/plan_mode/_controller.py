@@ -24,6 +24,7 @@ import attrs
 
 import fsm_stage.reviews._plan as plan_flow
 from fsm_stage.config import PlanModeConfig
+from fsm_stage.config.review_rules import ReviewRulesConfig
 from fsm_stage.constants import (
     APPROVE_LABEL,
     EXIT_PLAN_MODE,
@@ -58,6 +59,7 @@ from fsm_stage.graph import (
 )
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
+from fsm_stage.plan_mode._models import plan_model_source
 from fsm_stage.plan_mode._texts import _catalog, plan_heading_ok, plan_title, resolve_config
 from fsm_stage.plan_mode._tool import _ExitTool, _PlanCommand
 from fsm_stage.reviews._answer import answer_review, current_payload_sha256
@@ -120,6 +122,9 @@ class PlanModeController:
     ``config``: mapping / ``PlanModeConfig`` / None, validated by ``resolve_config`` (raises
     ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
+    ``models``: the graph's model aliases, so a ``plan_mode`` ``model: <alias>`` resolves
+    (``GraphConfig.models``); ``graph_review``: the graph's ``review`` rules, which the exit
+    review follows unless ``plan_mode`` has its own.
     User selections made during an open turn are held in memory per session (B114); an
     approved exit is read from the log (``fsm_stage.reviews``).
     """
@@ -132,9 +137,14 @@ class PlanModeController:
         override_dir: Path | str | None = None,
         review: ReviewChannel | None = None,
         logger: logging.Logger | None = None,
+        models: Mapping[str, str] | None = None,
+        graph_review: ReviewRulesConfig | None = None,
     ) -> None:
         check_review_channel(review, "PlanModeController(review=)")
         self.catalog = _catalog(language, override_dir)
+        self.language = language
+        self.models = dict(models) if models is not None else None
+        self.graph_review = graph_review
         self.config = resolve_config(config, catalog=self.catalog)
         self.graph: CompiledGraph = compile_plan_mode()
         self.logger = logger if logger is not None else _log
@@ -169,6 +179,7 @@ class PlanModeController:
         reg.tool(self.tool)
         reg.command(self.command)
         reg.projection(PLAN_PROJECTION_KEY, PlanView())
+        reg.model_source(plan_model_source(self, self.models, self.language))
 
     def close(self) -> None:
         """Remove every contribution at once and forget pending selections (B93, B94, B101).

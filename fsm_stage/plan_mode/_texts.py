@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from fsm_stage.config import PlanModeConfig
 from fsm_stage.errors import PlanModeConfigError
 from fsm_stage.prompts import Catalog, load_catalog
@@ -50,7 +52,9 @@ def resolve_config(
     unknown = [str(k) for k in data if k not in CONFIG_KEYS]
     if unknown:
         raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
-    return PlanModeConfig(section=section, tools=raw.tools if isinstance(raw, PlanModeConfig) else None)
+    if isinstance(raw, PlanModeConfig):  # a new object (B4) keeping the native form's other keys
+        return attrs.evolve(raw, section=section)
+    return PlanModeConfig(section=section)
 
 
 def plan_heading_ok(plan: object) -> bool:

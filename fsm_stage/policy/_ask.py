@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fsm_stage.config.review_rules import rules_json
 from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
 from fsm_stage.policy._gate import CATALOG, Decision, PolicyState
 from fsm_stage.prompts import load_catalog
@@ -94,8 +95,9 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
     if record is None:
         if channel is None:
             return Decision("deny", f"{decision.rule} (no review channel to ask)", decision.scope)
+        rules = rules_json(state.graph.review) if state.graph is not None else None
         ticket = flow.Ticket(TOOL_REVIEW_KIND, reviewed_from(state), call.name, (APPROVE, DENY), None, None,
-                             digest)
+                             digest, rules, call.arguments)
         try:
             record = flow.open_request(session, ticket, call.id, "tool")
         except ReviewBusy as busy:

@@ -39,27 +39,42 @@ from fsm_stage.errors import (
     ReviewError,
     ReviewNotFoundError,
     ReviewPayloadChangedError,
+    ReviewRefusedError,
     UserError,
 )
 from fsm_stage.log.events import EventLog, NewEvent, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
+from fsm_stage.log.projections.spend import SPEND_FOLD
 from fsm_stage.reviews._fold import (
     REVIEW_FOLD,
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
     as_fork,
+    budget_payload_sha256,
     plan_payload_sha256,
     stage_payload_sha256,
     tool_payload_sha256,
 )
+from fsm_stage.reviews._team import Reviewers, VoteResult, decide, with_reviewers
 from fsm_stage.runtime.session import Session
 
-__all__ = ["LOCK_TIMEOUT", "answer_review", "answer_spec", "current_payload_sha256", "fork_log",
-           "open_location", "open_reviews", "pg_location", "plan_text", "review_state",
-           "tool_call_payload_sha256"]
+__all__ = [
+    "LOCK_TIMEOUT",
+    "answer_review",
+    "answer_spec",
+    "current_payload_sha256",
+    "fork_log",
+    "open_location",
+    "open_reviews",
+    "pg_location",
+    "plan_text",
+    "review_state",
+    "tool_call_payload_sha256",
+    "vote_review",
+]
 
 
 ANSWER_ATTEMPTS = 10
@@ -148,18 +163,34 @@ def read_handoff_document(session: Session, path: str) -> str:
     return data.decode("utf-8")
 
 
-PAYLOAD_NAMES = {"stage": "handoff document", "plan": "plan", "tool": "tool call's arguments"}
+PAYLOAD_NAMES = {"stage": "handoff document", "plan": "plan", "tool": "tool call's arguments",
+                 "budget": "stage visit whose budget ran out"}
 """What a review's payload is, by kind (error messages)."""
 
 
-def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None:
+def _budget_payload_now(session: Session, record: ReviewRecord) -> str:
+    """A budget review's subject now: the current visit of its scope (a stage change or a fresh
+    budget since the request makes the answer stale)."""
+    scope = record.call_id.split(":")[1] if record.call_id.count(":") >= 2 else ""
+    state = session.read(SPEND_FOLD)
+    spend = state.plan_spend if scope == "plan" else state.stage_spend
+    label = record.from_ if scope == "plan" or state.stage == record.from_ else f"{state.stage}"
+    return budget_payload_sha256(scope, label, spend.since)
+
+
+def current_payload_sha256(session: Session, record: ReviewRecord, *, stored: bool = False) -> str | None:
     """What the reviewer would approve now, hashed: a stage review re-reads the handoff document
     at ``handoffPath`` (missing/unreadable → ``"missing"``); a plan review hashes the logged
     call's ``plan`` argument; a tool review the logged call's name and argument text, whatever
-    keys the arguments hold (None when that call is not in the log: nothing to compare). A kind
-    this function does not know hashes as ``"unknown"`` (never equal: fails closed)."""
+    keys the arguments hold (None when that call is not in the log: nothing to compare); a budget
+    review the visit whose budget ran out. A kind this function does not know hashes as
+    ``"unknown"`` (never equal: fails closed). ``stored=True`` (an answer): a stage review whose
+    document is not readable here but was stored in the request hashes the stored document, so a
+    reviewer on another machine can approve it; redemption uses the default (local file only)."""
     if record.kind == "tool":
         return tool_call_payload_sha256(session, record.call_id)
+    if record.kind == "budget":
+        return _budget_payload_now(session, record)
     if record.kind not in ("stage", "plan"):
         return "unknown"
     if record.kind == "stage":
@@ -168,6 +199,10 @@ def current_payload_sha256(session: Session, record: ReviewRecord) -> str | None
             try:
                 text = read_handoff_document(session, record.handoff_path)
             except (OSError, UnicodeDecodeError):
+                if stored and record.document is not None:
+                    # no local copy (a reviewer on another machine): approve the document the
+                    # request stored; the worker that redeems checks its own file against it
+                    return stage_payload_sha256(record.target, record.document)
                 return "missing"
         return stage_payload_sha256(record.target, text)
     plan = plan_text(session, record.call_id)
@@ -212,15 +247,43 @@ def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = No
 
 
 def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None = None,
-                  option: str | None = None, by: str = "api") -> ReviewAnswer:
+                  option: str | None = None, by: str = "api", reviewer: str | None = None,
+                  reviewers: Reviewers | None = None) -> ReviewAnswer:
     """Record the answer to the open review ``review_id``; returns the logged ``ReviewAnswer``.
 
-    Raises ``ReviewNotFoundError`` (no such review), ``ReviewAlreadyAnsweredError`` (answered
-    already, or lost a race: nothing written), ``ReviewPayloadChangedError`` (approve only:
-    the plan text / handoff document no longer hashes to ``payloadSha256``), ``ReviewError``
-    (a bad outcome or option) and ``LogWriteError`` from the log. The tool call applies it when
-    resumed (``StagedSession.resume``); an approval is applied at the next accepted step.
+    ``reviewer`` is the authenticated person answering (checked against the review's logged
+    rules: approvers, ``not_requester``, deadline; ``reviewers`` resolves ``@group`` approvers);
+    a review whose rules name approvers needs one. A review with a quorum above 1 is answered
+    through ``vote_review``. Raises ``ReviewNotFoundError`` (no such review),
+    ``ReviewAlreadyAnsweredError`` (answered already, or lost a race: nothing written),
+    ``ReviewRefusedError`` (the rules do not allow this answer, or the review expired: its
+    expiry is then logged), ``ReviewPayloadChangedError`` (approve only: the plan text /
+    handoff document no longer hashes to ``payloadSha256``), ``ReviewError`` (a bad outcome or
+    option) and ``LogWriteError`` from the log. The tool call applies it when resumed
+    (``StagedSession.resume``); an approval is applied at the next accepted step.
     """
+    result = _answer(target, review_id, outcome, feedback=feedback, option=option, by=by,
+                     reviewer=reviewer, reviewers=reviewers, vote=False)
+    answer: ReviewAnswer | None = result.answer
+    assert answer is not None
+    return answer
+
+
+def vote_review(target: Session | EventLog, review_id: str, outcome: str, *, reviewer: str,
+                reviewers: Reviewers | None = None, feedback: str | None = None, option: str | None = None,
+                by: str = "api") -> VoteResult:
+    """Answer ``review_id`` as ``reviewer`` under a quorum: an approval is logged as a vote
+    (``fsm/review/vote``) and the approval itself once the quorum of distinct approvers is
+    reached (``VoteResult.answer``); a keep or dismiss closes the review at once. A review
+    without a quorum is answered as ``answer_review`` would. Raises what ``answer_review``
+    raises, and ``ReviewRefusedError`` for a second vote by the same reviewer."""
+    return _answer(target, review_id, outcome, feedback=feedback, option=option, by=by,
+                   reviewer=reviewer, reviewers=reviewers, vote=True)
+
+
+def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None,
+            option: str | None, by: str, reviewer: str | None, reviewers: Reviewers | None,
+            vote: bool) -> VoteResult:
     session = _session(target)
     with session_lock(session.id):
         for _attempt in range(ANSWER_ATTEMPTS):
@@ -236,20 +299,29 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
                        else f"closed: {closed.reason}" if closed is not None and closed.reason else "closed")
                 raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
             if outcome == "approve":
-                now = current_payload_sha256(session, record)
+                now = current_payload_sha256(session, record, stored=True)
                 if now is not None and now != record.payload_sha256:
                     what = PAYLOAD_NAMES.get(record.kind, f"{record.kind} payload")
                     raise ReviewPayloadChangedError(
                         f"review {review_id}: the {what} changed since the review was asked; "
                         "it cannot be approved")
+            team = decide(session, record, outcome, reviewer=reviewer, reviewers=reviewers, vote=vote)
             spec = answer_spec(record, outcome, feedback=feedback, option=option, by=by)
             try:
-                (event,) = session.append_many([spec], expect_last_seq=session.last_seq)
+                if team.expiry is not None:
+                    session.append_many([team.expiry], expect_last_seq=session.last_seq)
+                    raise ReviewRefusedError(team.refusal or f"review {review_id} expired")
+                if team.refusal is not None:
+                    raise ReviewRefusedError(f"review {review_id}: {team.refusal}")
+                specs = [*team.before, *([with_reviewers(spec, team.names)] if team.complete else [])]
+                events = session.append_many(specs, expect_last_seq=session.last_seq)
             except AppendConflictError:
                 continue  # another writer appended meanwhile: fold again and decide again
+            if not team.complete:
+                return VoteResult(None, team.votes, team.needed)
             answer = session.read(REVIEW_FOLD).answered.get(review_id)
-            assert answer is not None and answer.seq == event.seq
-            return answer
+            assert answer is not None and answer.seq == events[-1].seq
+            return VoteResult(answer, team.votes, team.needed)
     raise ReviewAlreadyAnsweredError(f"review {review_id}: the log kept changing; try again")
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -70,7 +70,9 @@ _UNWRITTEN: dict[tuple[str, str], tuple[str, str]] = {}
 @attrs.frozen
 class Ticket:
     """What a controller asks: kind, from/target, option labels (the keep label last), the
-    default shape, the handoff path and the payload hash (``fsm/review/request`` data)."""
+    default shape, the handoff path and the payload hash (``fsm/review/request`` data), the
+    review ``rules`` (``config.review_rules.rules_json``) and the ``document`` the reviewer is
+    shown, stored in the request so a reviewer anywhere reads the exact text they approve."""
 
     kind: str
     from_: str
@@ -79,6 +81,26 @@ class Ticket:
     shape: str | None
     handoff_path: str | None
     payload_sha256: str
+    rules: Mapping[str, Any] | None = None
+    document: str | None = None
+
+
+#: Largest document stored in a review request (UTF-8 bytes); a larger one is omitted and the
+#: review can then only be approved where the document is (``documentOmitted: true``).
+MAX_REVIEW_DOCUMENT_BYTES = 1 << 20
+
+
+def request_data(ticket: Ticket) -> dict[str, Any]:
+    """The rules and document keys of a request (only those set)."""
+    out: dict[str, Any] = {}
+    if ticket.rules:
+        out["rules"] = dict(ticket.rules)
+    if ticket.document is not None:
+        if len(ticket.document.encode("utf-8", "surrogatepass")) <= MAX_REVIEW_DOCUMENT_BYTES:
+            out["document"] = ticket.document
+        else:
+            out["documentOmitted"] = True
+    return out
 
 
 @attrs.frozen
@@ -218,7 +240,7 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
     rid = "rv_" + uuid.uuid4().hex[:20]
     data = {"id": rid, "callId": call_id, "kind": ticket.kind, "from": ticket.from_, "target": ticket.target,
             "options": list(ticket.options), "shape": ticket.shape, "handoffPath": ticket.handoff_path,
-            "payloadSha256": ticket.payload_sha256, "turn": turn, "step": step}
+            "payloadSha256": ticket.payload_sha256, "turn": turn, "step": step, **request_data(ticket)}
     with session_lock(session.id):
         _heal(session, ticket.kind)
         while True:

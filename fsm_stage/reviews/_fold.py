@@ -121,12 +121,22 @@ def tool_payload_sha256(name: str, arguments: str) -> str:
     return hashlib.sha256(f"{name}\n{arguments}".encode()).hexdigest()
 
 
+def budget_payload_sha256(scope: str, label: str, since: int | None) -> str:
+    """Hex sha256 of a budget review's subject: the ``scope`` (``stage`` / ``plan``), its
+    ``label`` and the start (epoch ms) of the visit whose budget ran out, so an answer applies to
+    that visit only."""
+    return hashlib.sha256(f"budget\n{scope}\n{label}\n{since}".encode()).hexdigest()
+
+
 @attrs.frozen
 class ReviewRecord:
     """One ``fsm/review/request``: ids, kind (``"plan"``/``"stage"``), ``from_``/``target``
     stage (plan: ``"plan"`` → ``"default"``), option labels, default ``shape``
     (``"full"``/``"light"``/None), ``handoff_path``, ``payload_sha256`` (hex), the ``turn`` and
-    ``step`` it was asked in, and the ``seq`` of the request event."""
+    ``step`` it was asked in, the ``seq`` and ``time`` (epoch ms) of the request event, the
+    review ``rules`` it was asked under (``config.review_rules.rules_json``; None: anyone, one
+    approval, no deadline) and the ``document`` the reviewer is shown (handoff document, plan,
+    tool arguments; None when not stored, ``document_omitted`` when it was too large)."""
 
     id: str
     call_id: str
@@ -140,6 +150,10 @@ class ReviewRecord:
     turn: int | None
     step: int | None
     seq: int
+    time: int = 0
+    rules: Mapping[str, Any] | None = attrs.field(default=None, eq=False)
+    document: str | None = attrs.field(default=None, eq=False, repr=False)
+    document_omitted: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The request's ``data`` as logged (camelCase keys)."""
@@ -152,7 +166,8 @@ class ReviewRecord:
 @attrs.frozen
 class ReviewAnswer:
     """One ``fsm/review/answer``: ``outcome`` (approve/keep/dismiss), the chosen ``option``
-    label, the approved ``shape``, the reviewer's ``feedback``, who answered (``by``), ``seq``."""
+    label, the approved ``shape``, the reviewer's ``feedback``, who answered (``by``), ``seq``,
+    and the authenticated ``reviewers`` whose answer (or quorum of approvals) it is."""
 
     id: str
     outcome: str
@@ -161,6 +176,7 @@ class ReviewAnswer:
     feedback: str | None
     by: str
     seq: int
+    reviewers: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -299,7 +315,9 @@ class ReviewFold:
                 options=tuple(o for o in opts if isinstance(o, str)) if isinstance(opts, list) else (),
                 shape=_str(d.get("shape")), handoff_path=_str(d.get("handoffPath")),
                 payload_sha256=_str(d.get("payloadSha256")) or "", turn=_int(d.get("turn")),
-                step=_int(d.get("step")), seq=event.seq)
+                step=_int(d.get("step")), seq=event.seq, time=event.time,
+                rules=d["rules"] if isinstance(d.get("rules"), Mapping) else None,
+                document=_str(d.get("document")), document_omitted=d.get("documentOmitted") is True)
             return attrs.evolve(state, records=_add(state.records, rid, rec, rec.call_id),
                                 live=(*state.live, rid))
         if rid not in state.records:
@@ -307,9 +325,11 @@ class ReviewFold:
         if t == REVIEW_ANSWER:
             if rid in state.answered:
                 return state  # the first answer wins; a later one (a lost race) is ignored
+            names = d.get("reviewers")
             ans = ReviewAnswer(rid, _str(d.get("outcome")) or "dismiss", _str(d.get("option")),
                                _str(d.get("shape")), _str(d.get("feedback")), _str(d.get("by")) or "",
-                               event.seq)
+                               event.seq, tuple(n for n in names if isinstance(n, str))
+                               if isinstance(names, list) else ())
             live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
             return attrs.evolve(state, answered=_add(state.answered, rid, ans), live=live)
         if rid in state.redeemed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from fsm_stage.config.review_rules import merged_rules, rules_json
 from fsm_stage.constants import APPROVE_LABEL, KEEP_PLANNING_LABEL, PLAN_REVIEW_ID
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.log.events import NewEvent
@@ -69,7 +70,8 @@ async def review_exit(ctl: Any, agent: Agent, plan: str, channel: ReviewChannel,
         if record is None:
             with reserve(session, "plan", "plan"):
                 options = (APPROVE_LABEL, KEEP_PLANNING_LABEL)
-                ticket = Ticket("plan", "plan", "default", options, None, None, payload)
+                rules = rules_json(merged_rules(ctl.graph_review, ctl.config.review))
+                ticket = Ticket("plan", "plan", "default", options, None, None, payload, rules, plan)
                 record = open_request(session, ticket, call_id, "plan")
     except ReviewBusy as busy:
         raise ToolFailure(busy.text) from None

@@ -24,6 +24,7 @@ from fsm_stage.constants import USER_MESSAGE
 from fsm_stage.log.events import Event
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
+from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, ModelChoice
 from fsm_stage.runtime.tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -65,11 +66,13 @@ class RenderedSection:
 @attrs.frozen
 class Assembly:
     """One assembly: rendered ``sections`` (non-empty only), the joined ``system`` text, the
-    ``tools`` list and the rendered non-empty ``context`` entries."""
+    ``tools`` list, the rendered non-empty ``context`` entries and the ``model`` choice of the
+    current stage and plan mode (``DEFAULT_CHOICE``: the host's own)."""
 
     sections: tuple[RenderedSection, ...]
     tools: tuple[ToolSpec, ...]
     context: tuple[RenderedSection, ...] = ()
+    model: ModelChoice = DEFAULT_CHOICE
 
     @property
     def system(self) -> str:
@@ -96,11 +99,14 @@ class Assembly:
 
 @attrs.frozen
 class Request:
-    """What goes to the model: ``system`` text, ``messages`` (surface history) and ``tools``."""
+    """What goes to the model: ``system`` text, ``messages`` (surface history), ``tools`` and
+    the ``model`` choice of the current stage and plan mode (``DEFAULT_CHOICE``: the host's own
+    model and settings)."""
 
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
+    model: ModelChoice = DEFAULT_CHOICE
 
     @property
     def tool_names(self) -> tuple[str, ...]:

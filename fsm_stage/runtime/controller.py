@@ -29,6 +29,7 @@ from fsm_stage.runtime.runtime import (
     PreStepParticipant,
     ViewProjection,
 )
+from fsm_stage.runtime.stage_models import ModelSource
 from fsm_stage.runtime.tools import Tool
 
 if TYPE_CHECKING:
@@ -83,6 +84,10 @@ class Registration:
     def pre_step(self, participant: PreStepParticipant | PreStepFn) -> None:
         """Register a pre-step participant."""
         self.add(self.runtime.add_pre_step(participant))
+
+    def model_source(self, source: ModelSource) -> None:
+        """Register a per-request model choice and budget source."""
+        self.add(self.runtime.add_model_source(source))
 
     def service(self, name: str, service: object) -> None:
         """Publish a service handle under ``name``."""

@@ -49,6 +49,7 @@ from fsm_stage.runtime.assembly import (
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, BudgetRule, ModelChoice, ModelSource, merged_choice
 from fsm_stage.runtime.tools import (
     Tool,
     ToolCall,
@@ -186,6 +187,7 @@ class Runtime:
         self._assemble_hooks: list[AssembleHook] = []
         self._services: dict[str, object] = {}
         self._invariants: list[EventCheck] = []
+        self._model_sources: list[ModelSource] = []
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
 
     # --- registration -------------------------------------------------------------------------
@@ -237,6 +239,20 @@ class Runtime:
         """Register a hook that may rewrite each ``Assembly`` (run after the registries)."""
         self._assemble_hooks.append(hook)
         return _remover(self._assemble_hooks, hook)
+
+    def add_model_source(self, source: ModelSource) -> Disposer:
+        """Register a per-request model choice and budget source (the stage switch, plan mode)."""
+        self._model_sources.append(source)
+        return _remover(self._model_sources, source)
+
+    def model_choice(self, agent: Agent | None) -> ModelChoice:
+        """The merged model choice of every source for ``agent`` (``DEFAULT_CHOICE`` for none)."""
+        return merged_choice(self._model_sources, agent) if self._model_sources else DEFAULT_CHOICE
+
+    def budget_rules(self, agent: Agent | None) -> tuple[BudgetRule, ...]:
+        """The budgets in force for ``agent``'s next step, one per source that has one."""
+        rules = (s.budget(agent) for s in sorted(self._model_sources, key=lambda s: s.order))
+        return tuple(r for r in rules if r is not None)
 
     def add_service(self, name: str, service: object) -> Disposer:
         """Publish a service handle (e.g. ``"plan_mode"``); duplicates raise ``ValueError``."""
@@ -343,6 +359,7 @@ class Runtime:
             sections=render_sections(self._sections, agent),
             tools=self.tool_specs,
             context=render_sections(self._contexts, agent),
+            model=self.model_choice(agent),
         )
         for hook in list(self._assemble_hooks):
             assembly = hook(agent, assembly)
@@ -356,7 +373,7 @@ class Runtime:
         asm = assembly if assembly is not None else self.assemble(agent)
         session = agent.session
         messages = session.messages() if copy else session.shared_messages()
-        return Request(system=asm.system, messages=tuple(messages), tools=asm.tools)
+        return Request(system=asm.system, messages=tuple(messages), tools=asm.tools, model=asm.model)
 
     def render_context(self, agent: Agent | None) -> tuple[RenderedSection, ...]:
         """Only the runtime-context entries of ``assemble`` (rendered, non-empty, by order)."""

@@ -167,18 +167,21 @@ class PrefixExpect:
     """Expected prompt-cache effect of the next request versus the previous one.
 
     ``system`` / ``tools``: ``kept`` (byte-identical) or ``changed``; ``messages``: ``kept``
-    (the previous messages are a prefix of the new ones) or ``broken``.
+    (the previous messages are a prefix of the new ones) or ``broken``; ``model``: ``kept`` or
+    ``switched`` (a stage or plan mode chose another model: no cached prefix is reused).
     """
 
     system: Literal["kept", "changed"] | None = None
     tools: Literal["kept", "changed"] | None = None
     messages: Literal["kept", "broken"] | None = None
+    model: Literal["kept", "switched"] | None = None
 
 
 @attrs.frozen
 class NextRequest:
     """Checks on the next model request: texts it must / must not contain, its prefix, and the
-    ``stage`` / ``plan_mode`` it is sent in (``None``: not checked). ``fsm-stage scenario`` writes
+    ``stage`` / ``plan_mode`` it is sent in and the ``model`` it goes to (a provider-qualified
+    name, or ``default`` for the host's own; ``None``: not checked). ``fsm-stage scenario`` writes
     the recorded stage and plan mode of every request this way, so a replay under a changed graph
     fails where it diverges."""
 
@@ -187,6 +190,7 @@ class NextRequest:
     prefix: PrefixExpect | None = None
     stage: str | None = None
     plan_mode: bool | None = None
+    model: str | None = None
 
 
 @attrs.frozen

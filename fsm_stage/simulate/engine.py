@@ -428,11 +428,12 @@ class _Engine:
         messages = self._history_view(request.messages)
         prev = self.records[-1] if self.records else None
         turn, step, seq = self._turn_step()
+        model = None if request.model.is_default else request.model.to_json()
         return RequestRecord(
             index=len(self.records) + 1, turn=turn, step=step, stage=self.current_stage(),
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
-            tools=tools, prefix=prefix_report(prev, sections, tools, messages), seq=seq,
-            policy=self._policy_line(request))
+            tools=tools, prefix=prefix_report(prev, sections, tools, messages, model), seq=seq,
+            policy=self._policy_line(request), model=model)
 
     def _policy_line(self, request: Request) -> str | None:
         """The tool policy in effect for this request, None when none applies."""
@@ -534,7 +535,9 @@ class _Engine:
         text = record.text if any(nr.contains or nr.not_contains for _, nr in pending) else ""
         label = f"request {record.index} (turn {record.turn} step {record.step})"
         for where, nr in pending:
-            states = (("stage", nr.stage, record.stage), ("plan_mode", nr.plan_mode, record.plan_mode))
+            chosen = (record.model or {}).get("model", "default")
+            states = (("stage", nr.stage, record.stage), ("plan_mode", nr.plan_mode, record.plan_mode),
+                      ("model", nr.model, chosen))
             for key, want, got in states:
                 if want is None:
                     continue
@@ -555,13 +558,16 @@ class _Engine:
             if nr.prefix is not None:
                 p = record.prefix
                 for part, want in (("system", nr.prefix.system), ("tools", nr.prefix.tools),
-                                   ("messages", nr.prefix.messages)):
+                                   ("messages", nr.prefix.messages), ("model", nr.prefix.model)):
                     if want is None:
                         continue
                     self.checks += 1
                     got = "first request" if p.first else getattr(p, part)
+                    if part == "model" and got is None:
+                        got = "kept"  # no stage chooses a model: the host's own throughout
                     if got != want:
-                        why = {"system": p.system_change, "tools": p.tools_change}.get(part)
+                        why = {"system": p.system_change, "tools": p.tools_change,
+                               "model": p.model_change}.get(part)
                         self._fail(where, f"next_request.prefix.{part}", f"{want} in {label}",
                                    f"{got}" + (f" ({why})" if why else ""))
 
@@ -572,7 +578,9 @@ _PLAN_FOLD = PlanModeFold()
 def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> PlanModeController:
     """Attach plan mode (``config.plan_mode``) in the graph's language; returns the controller."""
     language = config.graph.language if config.graph is not None else "en"
-    controller = PlanModeController(config.plan_mode, language=language)
+    controller = PlanModeController(config.plan_mode, language=language,
+                                    models=config.graph.models if config.graph is not None else None,
+                                    graph_review=config.graph.review if config.graph is not None else None)
     runtime.attach(controller)
     return controller
 

@@ -28,14 +28,29 @@ def _part(name: str, state: str | None, why: str | None) -> str:
     return f"{name} kept" if state == "kept" else f"{name} CHANGED" + (f" ({why})" if why else "")
 
 
+def _model_line(model: dict[str, object]) -> str:
+    """``openai:o3 (thinker) · effort high · settings {"temperature": 0.2}``."""
+    import json
+
+    parts = [str(model.get("model", "default"))
+             + (f" ({model['alias']})" if model.get("alias") else "")]
+    if model.get("reasoningEffort"):
+        parts.append(f"effort {model['reasoningEffort']}")
+    if model.get("settings"):
+        parts.append("settings " + json.dumps(model["settings"], ensure_ascii=False, sort_keys=True))
+    return " · ".join(parts)
+
+
 def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
     """The human view of one request, as explained line by line in the README:
 
     a heading (request number, turn/step, stage, plan mode, estimated tokens); ``system``: one
     line per section (order, name, tokens); ``context``: runtime-context entries; ``tools``;
+    ``model``: the stage's (or plan mode's) model choice when the graph declares one;
     ``messages``: how many are kept from the previous request and one line per new message
     (role, source, tokens, text); ``prefix``: tokens reused from the previous request and
-    whether the system prompt, the tool catalog and the message history were kept.
+    whether the system prompt, the tool catalog and the message history were kept, and a
+    model switch (which reuses no cached prefix).
     ``full=True`` prints every text in full under its line.
     """
     out = [f"━━ request {record.index} · turn {record.turn} step {record.step} · stage "
@@ -58,6 +73,8 @@ def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
     out.append(f"   tools     {', '.join(record.tool_names) or '(none)'} ({record.tool_tokens} tok)")
     if record.policy is not None:
         out.append(f"   policy    {record.policy}")
+    if record.model is not None:
+        out.append(f"   model     {_model_line(record.model)}")
     p = record.prefix
     kept = 0 if p.first else min(p.messages_kept, len(record.messages))
     new = record.messages[kept:]
@@ -79,9 +96,10 @@ def render_request(record: RequestRecord, *, full: bool = False) -> list[str]:
         out.append("   prefix    first request: nothing cached yet")
     else:
         msgs = "messages kept" if p.messages == "kept" else "messages BROKEN"
+        switch = f" · MODEL SWITCHED ({p.model_change}): no cached prefix" if p.model == "switched" else ""
         out.append(f"   prefix    reused {p.reused_tokens} of {p.total_tokens} tok ({p.percent:g}%) · "
                    f"{_part('system', p.system, p.system_change)} · {_part('tools', p.tools, p.tools_change)}"
-                   f" · {msgs}")
+                   f" · {msgs}{switch}")
     return out
 
 
@@ -124,6 +142,12 @@ def render_human(result: SimulationResult, *, full: bool = False) -> str:
                  f"{result.checks - len(result.failures)} of {result.checks} passed"
                  + (f" · {len(result.warnings)} warning{'s' if len(result.warnings) != 1 else ''}"
                     if result.warnings else ""))
+    spend = result.stage_spend()
+    if any(v["model"] != "default" for v in spend):
+        lines.append("per stage: " + " → ".join(
+            f"{v['stage'] or '-'}{' (plan mode)' if v['plan_mode'] else ''} on {v['model']}: "
+            f"{v['requests']} request{'s' if v['requests'] != 1 else ''}, ~{v['tokens']} tok"
+            for v in spend))
     if result.failures:
         lines.append(f"FAILED {len(result.failures)} expectation(s):")
         lines.extend(f"  {f.line()}" for f in result.failures)

@@ -69,7 +69,10 @@ class PrefixReport:
     one-line ``system_change`` / ``tools_change`` naming the first difference. ``messages``:
     ``kept`` when the previous messages are a prefix of this request's, else ``broken``;
     ``messages_kept``: how many leading messages are unchanged. ``head_percent``: percent of
-    the previous request's system+tools tokens this request reuses.
+    the previous request's system+tools tokens this request reuses. ``model``: ``kept`` or
+    ``switched`` (None when first or when no stage chooses a model), with ``model_change``
+    (``"openai:o3 -> openai:gpt-5-mini"``): a request to another model reuses no cached prefix,
+    whatever its blocks share, so a switch reports 0 tokens reused.
     """
 
     first: bool
@@ -83,6 +86,8 @@ class PrefixReport:
     messages: Literal["kept", "broken"] | None = None
     messages_kept: int = 0
     head_percent: float = 0.0
+    model: Literal["kept", "switched"] | None = None
+    model_change: str | None = None
 
 
 @attrs.frozen
@@ -93,7 +98,9 @@ class RequestRecord:
     logged stage when the request was sent (None without a stage graph); ``plan_mode`` the
     logged plan mode; ``tokens`` the estimated total (system + tools + messages); ``seq`` the
     log seq of the request's ``step/start`` (to find it in the ``--log`` output); ``policy`` the
-    tool policy in effect (``fsm_stage.policy.PolicyState.describe``; None: none). ``messages``
+    tool policy in effect (``fsm_stage.policy.PolicyState.describe``; None: none); ``model`` the
+    stage's (or plan mode's) model choice as JSON (``ModelChoice.to_json``; None: the host's
+    own model). ``messages``
     is a tuple or, in a run's records, a ``MessageHistory`` (a prefix view of the history the
     records share; equal to the tuple of the same views).
     """
@@ -110,6 +117,7 @@ class RequestRecord:
     prefix: PrefixReport
     seq: int | None = None
     policy: str | None = None
+    model: dict[str, Any] | None = None
 
     @property
     def system_tokens(self) -> int:
@@ -164,6 +172,7 @@ class RequestRecord:
                        "messages": self.message_tokens, "total": self.tokens},
             "prefix": attrs.asdict(self.prefix),
             **({"policy": self.policy} if self.policy is not None else {}),
+            **({"model": self.model} if self.model is not None else {}),
         }
 
 
@@ -297,12 +306,16 @@ def prefix_report(
     sections: Sequence[SectionView],
     tools: Sequence[ToolView],
     messages: Sequence[MessageView],
+    model: Mapping[str, Any] | None = None,
 ) -> PrefixReport:
-    """Compare a request (its section, tool and message views) with the previous ``RequestRecord``.
+    """Compare a request (its section, tool and message views, and its ``model`` choice as
+    JSON) with the previous ``RequestRecord``.
 
     Pure. Returns a ``PrefixReport`` (see its docstring and the module docstring for the
-    block model). ``prev=None`` gives ``first=True`` with nothing reused. Cost: O(sections +
-    tools) plus O(messages) unless both message lists view one ``SharedHistory`` (then O(1)).
+    block model). ``prev=None`` gives ``first=True`` with nothing reused. A request whose
+    model differs from the previous one's reuses nothing (``model="switched"``). Cost:
+    O(sections + tools) plus O(messages) unless both message lists view one ``SharedHistory``
+    (then O(1)).
     """
     cur_head = _head_blocks(sections, tools)
     total = sum(t for _, t in cur_head) + _history_tokens(messages)
@@ -323,6 +336,12 @@ def prefix_report(
     system_change = _first_section_change(prev.sections, sections)
     tools_change = _first_tool_change(prev.tools, tools)
     head_prev = prev.system_tokens + prev.tool_tokens
+    before, now = (prev.model or {}).get("model"), (model or {}).get("model")
+    model_state: Literal["kept", "switched"] | None = None
+    if before is not None or now is not None:
+        model_state = "kept" if before == now else "switched"
+    if model_state == "switched":
+        reused = 0  # another model caches nothing of this prefix
     head_reused = min(reused, head_prev)
     return PrefixReport(
         first=False,
@@ -336,4 +355,6 @@ def prefix_report(
         messages="kept" if kept == len(prev.messages) else "broken",
         messages_kept=kept,
         head_percent=round(100.0 * head_reused / head_prev, 1) if head_prev else 100.0,
+        model=model_state,
+        model_change=f"{before or 'default'} -> {now or 'default'}" if model_state == "switched" else None,
     )

@@ -5,6 +5,7 @@ and ``SimulationError`` (the scenario cannot be run as written).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -64,3 +65,20 @@ class SimulationResult:
     def ok(self) -> bool:
         """True when every expectation held."""
         return not self.failures
+
+    def stage_spend(self) -> list[dict[str, Any]]:
+        """Per stage visit, in order: ``{"stage", "plan_mode", "model", "requests", "tokens",
+        "reused"}`` — the model its requests went to (``default``: the host's own), how many
+        requests, the estimated tokens sent and how many a prompt cache could reuse. A new entry
+        starts when the stage, plan mode or model changes (a model switch reuses no prefix)."""
+        out: list[dict[str, Any]] = []
+        for r in self.records:
+            model = (r.model or {}).get("model", "default")
+            key = (r.stage, r.plan_mode, model)
+            if not out or (out[-1]["stage"], out[-1]["plan_mode"], out[-1]["model"]) != key:
+                out.append({"stage": r.stage, "plan_mode": r.plan_mode, "model": model,
+                            "requests": 0, "tokens": 0, "reused": 0})
+            out[-1]["requests"] += 1
+            out[-1]["tokens"] += r.tokens
+            out[-1]["reused"] += r.prefix.reused_tokens
+        return out

@@ -46,6 +46,7 @@ from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
+from fsm_stage.stage_switch.models import stage_model_source
 from fsm_stage.stage_switch.state import (
     PendingTransition,
     ProjectionUnavailableError,
@@ -173,6 +174,7 @@ class StageController:
         reg.tool(GotoStageTool(self))
         reg.command(StageCommand(self))
         reg.pre_step(self.on_pre_step)
+        reg.model_source(stage_model_source(self))
         reg.service("stage", self)
         if self.config.min_handoff_tokens is not None and self.token_meter is None:
             # Construction and attach never fail for this (spec); say it once, now, instead

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from fsm_stage.config.review_rules import merged_rules, rules_json
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
@@ -113,7 +114,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
                                 if full and handoff else None)
                 options = stage_option_labels(ctl.catalog, full)
                 ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
-                                handoff_path, payload)
+                                handoff_path, payload, _rules(ctl, from_stage, target), handoff_text)
                 record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
     except ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
@@ -216,3 +217,10 @@ async def _write_handoff(ctl: StageController, session: Session, target: str, ha
             "errors.handoff_write_failed", stage=target, path=shown, reason=reason)) from exc
     except Exception as exc:
         raise ToolFailure(str(exc) or type(exc).__name__) from exc
+
+
+def _rules(ctl: StageController, from_stage: str, target: str) -> dict[str, Any] | None:
+    """The review rules of the edge ``from_stage -> target`` (the graph's ``review`` unless the
+    edge has its own), as logged in the request."""
+    edge = next((e for e in ctl.config.edges_from(from_stage) if e.target == target), None)
+    return rules_json(merged_rules(ctl.config.review, edge.review if edge is not None else None))

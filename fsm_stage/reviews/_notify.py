@@ -1,0 +1,109 @@
+"""Review notifications: webhooks told when a review is requested, answered or expires.
+
+``Notifier(secret)`` posts a JSON body to each URL of a review's ``notify`` rule from a
+background thread, so a session never waits for a webhook: ``X-Fsm-Stage-Signature:
+sha256=<hex HMAC of the body with the shared secret>`` signs it, a failed post is retried with
+exponential backoff and then logged (``fsm_stage.reviews.notify``, WARNING). The body carries a
+Slack-compatible ``text`` with a link to the review's inbox page when ``inbox_url`` is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import queue
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_log = logging.getLogger("fsm_stage.reviews.notify")
+SIGNATURE_HEADER = "X-Fsm-Stage-Signature"
+#: What a notification announces.
+EVENTS = ("review.requested", "review.answered", "review.expired")
+
+
+def signature(body: bytes, secret: bytes) -> str:
+    """``sha256=<hex>``: the HMAC-SHA256 of ``body`` under ``secret`` (what receivers verify)."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def payload(event: str, session: str, review: Mapping[str, Any], *, inbox_url: str | None = None,
+            answer: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body: ``{"event", "session", "review": {id, kind, from, target}, "answer"?,
+    "url"?, "text"}`` (``text`` is a one-line Slack-compatible summary)."""
+    rid = str(review.get("id"))
+    url = f"{inbox_url.rstrip('/')}/reviews/{session}/{rid}" if inbox_url else None
+    what = {"review.requested": "asks for a review", "review.answered": "review answered",
+            "review.expired": "review expired"}[event]
+    source, target = review.get("from"), review.get("target")
+    move = f"{source} → {target}" if target else str(source)
+    text = f"fsm_stage session {session}: {what} ({review.get('kind')} {move})"
+    if answer is not None:
+        text += f": {answer.get('outcome')}" + (f" by {answer['reviewer']}" if answer.get("reviewer") else "")
+    if url:
+        text += f" <{url}|open>"
+    shown = {k: review.get(k) for k in ("id", "kind", "from", "target")}
+    body: dict[str, Any] = {"event": event, "session": session, "review": shown, "text": text}
+    if answer is not None:
+        body["answer"] = dict(answer)
+    if url:
+        body["url"] = url
+    return body
+
+
+class Notifier:
+    """Posts notifications from one daemon thread. ``secret`` signs each body (None: unsigned);
+    ``retries`` further attempts after a failure, ``backoff`` seconds before the first retry
+    (doubled each time), ``timeout`` seconds per post. ``close()`` waits for the queue."""
+
+    def __init__(self, secret: bytes | None = None, *, retries: int = 3, backoff: float = 0.5,
+                 timeout: float = 5.0) -> None:
+        self.secret, self.retries, self.backoff, self.timeout = secret, retries, backoff, timeout
+        self._queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="fsm-stage-notify", daemon=True)
+        self._thread.start()
+        self.delivered = 0
+        self.failed = 0
+
+    def send(self, urls: Sequence[str], body: Mapping[str, Any]) -> None:
+        """Queue ``body`` for each URL (returns at once)."""
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        for url in urls:
+            self._queue.put((url, data))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued (waiting up to ``timeout`` s), then stop the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            self._deliver(*item)
+
+    def _deliver(self, url: str, data: bytes) -> None:
+        headers = {"Content-Type": "application/json", "User-Agent": "fsm-stage"}
+        if self.secret is not None:
+            headers[SIGNATURE_HEADER] = signature(data, self.secret)
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    if 200 <= response.status < 300:
+                        self.delivered += 1
+                        return
+                    why = f"HTTP {response.status}"
+            except Exception as err:  # any failure is retried, then logged: never raised
+                why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if attempt < self.retries:
+                time.sleep(delay)
+                delay *= 2
+        self.failed += 1
+        _log.warning("review notification to %s failed after %d attempt(s): %s", url, self.retries + 1, why)

@@ -1,0 +1,270 @@
+"""Reviewers for teams: who a reviewer is, and whether a review's rules let them answer.
+
+``load_reviewers(path)`` reads a reviewers file (YAML: ``reviewers: {name: {token_sha256,
+groups}}``); tokens are stored hashed (``token_sha256(token)``) and checked in constant time
+(``Reviewers.authenticate``). ``refusal(rules, reviewer, requester, reviewers)`` says why a
+review's logged rules (``config.review_rules.rules_json``) do not let ``reviewer`` approve, or
+None. ``deadline_at`` is when a review expires. Every refusal is one line (``ReviewRefusedError``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fsm_stage.errors import ReviewRefusedError, UserError
+
+#: A reviewer name (also what ``approvers`` lists).
+REVIEWER_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+#: Largest reviewers file read (bytes).
+MAX_REVIEWERS_FILE = 1 << 20
+
+
+def token_sha256(token: str) -> str:
+    """Hex sha256 of a reviewer token (what the reviewers file stores)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class Reviewer:
+    """One reviewer: ``name``, the hex sha256 of their token (None: cannot authenticate) and
+    their ``groups``."""
+
+    name: str
+    token_sha256: str | None = None
+    groups: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Reviewers:
+    """The reviewers of a reviewers file, by name."""
+
+    by_name: Mapping[str, Reviewer] = attrs.field(factory=dict)
+
+    def authenticate(self, name: str, token: str | None) -> Reviewer:
+        """The reviewer ``name`` when ``token`` hashes to their stored hash. Raises
+        ``ReviewRefusedError`` (one line, same text for an unknown name and a wrong token)."""
+        reviewer = self.by_name.get(name)
+        expected = reviewer.token_sha256 if reviewer is not None else None
+        given = token_sha256(token) if isinstance(token, str) else ""
+        if reviewer is None or expected is None or not hmac.compare_digest(expected, given):
+            raise ReviewRefusedError(f"reviewer {name!r:.70}: unknown name or wrong token")
+        return reviewer
+
+    def members(self, group: str) -> frozenset[str]:
+        """Names of the reviewers in ``group``."""
+        return frozenset(r.name for r in self.by_name.values() if group in r.groups)
+
+
+def load_reviewers(path: str | Path) -> Reviewers:
+    """Read a reviewers file::
+
+        reviewers:
+          alice: {token_sha256: <hex>, groups: [leads]}
+          bob:   {token_sha256: <hex>}
+
+    Raises ``UserError`` with one line for a file that cannot be read or has the wrong shape."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_REVIEWERS_FILE:
+            raise UserError(f"{p}: reviewers file larger than {MAX_REVIEWERS_FILE} bytes")
+        data = YAML(typ="safe", pure=True).load(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, YAMLError) as err:
+        raise UserError(f"{p}: cannot read reviewers file: {str(err).splitlines()[0]}") from None
+    entries = data.get("reviewers") if isinstance(data, dict) else None
+    if not isinstance(entries, dict) or set(data) - {"reviewers"}:
+        raise UserError(f"{p}: expected a mapping with one key "
+                        "`reviewers: {name: {token_sha256, groups}}`")
+    out: dict[str, Reviewer] = {}
+    for name, entry in entries.items():
+        where = f"{p}: reviewers.{name}"
+        if not isinstance(name, str) or not REVIEWER_NAME_RE.fullmatch(name):
+            raise UserError(f"{where}: a reviewer name matches {REVIEWER_NAME_RE.pattern}")
+        if not isinstance(entry, dict) or set(entry) - {"token_sha256", "groups"}:
+            raise UserError(f"{where}: expected {{token_sha256: <64 hex>, groups: [names]}}")
+        digest, groups = entry.get("token_sha256"), entry.get("groups", [])
+        if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+            raise UserError(f"{where}.token_sha256: expected 64 lowercase hex digits "
+                            "(fsm-stage reviewers token prints one)")
+        if not isinstance(groups, list) or not all(isinstance(g, str) and REVIEWER_NAME_RE.fullmatch(g)
+                                                   for g in groups):
+            raise UserError(f"{where}.groups: expected a list of group names")
+        out[name] = Reviewer(name, digest, tuple(groups))
+    return Reviewers(out)
+
+
+def may_answer(rules: Mapping[str, Any] | None, name: str, reviewers: Reviewers | None) -> bool:
+    """Whether ``rules.approvers`` (names and ``@group``s) includes ``name`` (no approvers:
+    anyone). A group needs ``reviewers`` to resolve; without it only names match."""
+    approvers = (rules or {}).get("approvers")
+    if not approvers:
+        return True
+    for entry in approvers:
+        if entry == name:
+            return True
+        if isinstance(entry, str) and entry.startswith("@") and reviewers is not None \
+                and name in reviewers.members(entry[1:]):
+            return True
+    return False
+
+
+def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | None,
+            reviewers: Reviewers | None, outcome: str) -> str | None:
+    """Why ``rules`` do not let ``reviewer`` give ``outcome``, as one line, or None."""
+    if not may_answer(rules, reviewer, reviewers):
+        listed = ", ".join((rules or {})["approvers"])
+        return f"{reviewer} is not among the approvers of this review ({listed})"
+    if outcome == "approve" and (rules or {}).get("notRequester") and requester is not None \
+            and reviewer == requester:
+        return f"{reviewer} started this session and may not approve its reviews (not_requester)"
+    return None
+
+
+def deadline_at(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
+    """Epoch ms when a review asked at ``asked_ms`` expires under ``rules`` (None: never)."""
+    seconds = (rules or {}).get("deadlineSeconds")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return asked_ms + int(seconds * 1000)
+    return None
+
+
+#: ``fsm/review/vote {id, reviewer, option}``: one approval toward a review's quorum.
+REVIEW_VOTE = "fsm/review/vote"
+#: Header ``extra`` key naming the person who started the session (``not_requester``).
+REQUESTER_KEY = "requester"
+
+
+@attrs.frozen
+class VoteResult:
+    """What an answer did: the logged ``answer`` (None while a quorum is not reached), the
+    distinct approvers who ``votes`` so far and how many are ``needed``."""
+
+    answer: Any
+    votes: tuple[str, ...] = ()
+    needed: int = 1
+
+
+@attrs.frozen
+class TeamDecision:
+    """``decide``'s verdict: ``refusal`` (one line, or None), ``expiry`` (the answer that closes
+    an expired review, logged before refusing), ``before`` (votes to log), ``complete`` (log the
+    answer now), the ``names`` it is by, the ``votes`` so far and the quorum ``needed``."""
+
+    refusal: str | None = None
+    expiry: Any = None
+    before: tuple[Any, ...] = ()
+    complete: bool = True
+    names: tuple[str, ...] = ()
+    votes: tuple[str, ...] = ()
+    needed: int = 1
+
+
+def requester_of(session: Any) -> str | None:
+    """The person who started ``session`` (its header's ``extra["requester"]``), or None."""
+    value = session.header.extra.get(REQUESTER_KEY)
+    return value if isinstance(value, str) else None
+
+
+def votes_of(session: Any, record: Any) -> tuple[str, ...]:
+    """The distinct reviewers who voted to approve ``record``, in vote order (events after its
+    request only)."""
+    names: list[str] = []
+    events = session.events
+    for i in range(record.seq + 1, len(events)):
+        ev = events[i]
+        if ev.type == REVIEW_VOTE and isinstance(ev.data, dict) and ev.data.get("id") == record.id:
+            name = ev.data.get("reviewer")
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, reviewers: Reviewers | None,
+           vote: bool, now_ms: int | None = None) -> TeamDecision:
+    """Whether ``reviewer`` may give ``outcome`` to ``record`` under its logged rules, now.
+
+    Expired (past ``deadlineSeconds``): the ``onDeadline`` answer (``by: "deadline"``) is the
+    ``expiry`` and the answer is refused. Rules naming approvers, ``notRequester`` or a quorum
+    need a named ``reviewer``. A quorum above 1 needs ``vote`` (``vote_review``): an approval
+    adds a vote and completes once enough distinct reviewers voted; keep and dismiss complete
+    at once."""
+    from fsm_stage.log.events import NewEvent, wall_clock_ms
+
+    rules: Mapping[str, Any] = record.rules or {}
+    names = (reviewer,) if reviewer is not None else ()
+    deadline = deadline_at(rules, record.time)
+    now = wall_clock_ms() if now_ms is None else now_ms
+    if deadline is not None and now >= deadline:
+        expiry = expiry_spec(record, rules)
+        return TeamDecision(f"review {record.id} expired (deadline {rules.get('deadlineSeconds'):g} s); "
+                            f"it was closed as {expiry.data['outcome']}", expiry)
+    quorum = rules.get("quorum", 1)
+    quorum = quorum if isinstance(quorum, int) and not isinstance(quorum, bool) and quorum > 0 else 1
+    if reviewer is None:
+        if rules.get("approvers") or rules.get("notRequester") or quorum > 1:
+            return TeamDecision("its rules need a named reviewer (answer as NAME)")
+        return TeamDecision()
+    why = refusal(rules, reviewer, requester=requester_of(session), reviewers=reviewers, outcome=outcome)
+    if why is not None:
+        return TeamDecision(why)
+    if quorum == 1 or outcome != "approve":
+        return TeamDecision(names=names)
+    if not vote:
+        return TeamDecision(f"needs {quorum} approvals: answer with vote_review")
+    votes = votes_of(session, record)
+    if reviewer in votes:
+        return TeamDecision(f"{reviewer} already voted to approve ({len(votes)} of {quorum})",
+                            votes=votes, needed=quorum)
+    votes = (*votes, reviewer)
+    spec = NewEvent(REVIEW_VOTE, {"id": record.id, "reviewer": reviewer}, ignorable=True)
+    return TeamDecision(before=(spec,), complete=len(votes) >= quorum, names=votes, votes=votes,
+                        needed=quorum)
+
+
+def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
+    """The answer that closes ``record`` at its deadline: ``onDeadline`` (keep or dismiss), by
+    ``deadline``; an expired review never approves."""
+    from fsm_stage.constants import REVIEW_ANSWER
+    from fsm_stage.log.events import NewEvent
+
+    outcome = "keep" if rules.get("onDeadline") == "keep" else "dismiss"
+    option = record.options[-1] if outcome == "keep" and record.options else None
+    return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": None,
+                                    "feedback": None, "by": "deadline"}, ignorable=True)
+
+
+def with_reviewers(spec: Any, names: tuple[str, ...]) -> Any:
+    """The answer event ``spec`` carrying the authenticated ``reviewers`` (unchanged when none)."""
+    if not names:
+        return spec
+    return attrs.evolve(spec, data={**spec.data, "reviewers": list(names)})
+
+
+def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
+    """Close every open review of ``session`` whose deadline passed (one conditional append
+    each: of racing readers one writes it); returns the ids closed."""
+    from fsm_stage.errors import AppendConflictError
+    from fsm_stage.log.events import wall_clock_ms
+    from fsm_stage.reviews._fold import REVIEW_FOLD
+
+    now = wall_clock_ms() if now_ms is None else now_ms
+    closed: list[str] = []
+    for record in session.read(REVIEW_FOLD).open:
+        deadline = deadline_at(record.rules, record.time)
+        if deadline is None or now < deadline:
+            continue
+        try:
+            session.append_many([expiry_spec(record, record.rules or {})], expect_last_seq=session.last_seq)
+            closed.append(record.id)
+        except AppendConflictError:
+            continue  # another reader closed it (or wrote meanwhile): the next read decides
+    return closed

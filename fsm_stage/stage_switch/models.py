@@ -1,0 +1,41 @@
+"""The stage switch's per-request model choice and budget (``ModelSource`` order 10).
+
+The current stage's ``model`` / ``reasoning_effort`` / ``model_settings`` (aliases resolved
+through the graph's ``models``) and its ``budget``; no budget applies while a transition is
+pending, because the boundary is about to leave the stage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fsm_stage.runtime.stage_models import BudgetRule, ModelChoice, ModelSource, choice_of
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.agent import Agent
+    from fsm_stage.stage_switch.controller import StageController
+
+#: Merge order of the stage's choice (plan mode's, order 20, wins over it).
+STAGE_MODEL_ORDER = 10
+
+
+def stage_model_source(ctl: StageController) -> ModelSource:
+    """The ``ModelSource`` of ``ctl``'s graph for the agent's current stage."""
+    config = ctl.config
+
+    def choice(agent: Agent | None) -> ModelChoice:
+        stage = config.initial_stage if agent is None else ctl.current(agent.session)
+        return choice_of(config.stage(stage), config.models, f"stage:{stage}")
+
+    def budget(agent: Agent | None) -> BudgetRule | None:
+        if agent is None:
+            return None
+        stage = ctl.current(agent.session)
+        part = config.stage(stage)
+        if part is None or part.budget is None or ctl.pending_stage(agent.session) is not None:
+            return None
+        targets = tuple(e.target for e in config.edges_from(stage))
+        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, targets,
+                          lambda target: ctl.set(agent, target))
+
+    return ModelSource("stage", STAGE_MODEL_ORDER, choice, budget)

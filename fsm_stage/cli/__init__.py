@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "export": "db_cmds",
     "import": "db_cmds",
     "review": "review_cmds", "fork": "review_cmds",
+    "inbox": "inbox_cmds",
 }
 
 #: command name -> its short help (the docstring's first sentence), so ``fsm-stage --help``
@@ -64,6 +65,7 @@ COMMAND_HELP: dict[str, str] = {
     "repair": "Make LOG writable again after a damaged line, losing no intact line.",
     "review": "List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).",
     "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
+    "inbox": "The review inbox: a web page listing every open review of a folder of session logs.",
 }
 
 

@@ -28,8 +28,10 @@ def inbox_cmd() -> None:
 
 @inbox_cmd.command("serve")
 @click.argument("location")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback by default).")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port (0: any free).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind (loopback by default).")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
+              help="TCP port (0: any free).")
 @click.option("--reviewers", "reviewers_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Reviewers file (YAML: reviewers: {name: {token_sha256, groups}}).")
 @click.option("--trusted-header", help="Take the reviewer's name from this header, set by an "
@@ -47,7 +49,8 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
         from fsm_stage.inbox._auth import Reviewer, Reviewers, token_sha256
         from fsm_stage.inbox._security import is_loopback
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise UserError(f"fsm-stage inbox needs the inbox extra: pip install 'fsm_stage[inbox]' ({exc})") from None
+        raise UserError("fsm-stage inbox needs the inbox extra: "
+                        f"pip install 'fsm_stage[inbox]' ({exc})") from None
     reviewers = None
     one_time: tuple[str, str] | None = None
     if reviewers_file is None and not trusted_header:

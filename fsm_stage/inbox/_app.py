@@ -72,9 +72,9 @@ class _Inbox:
         if self.trusted_header is not None:
             name = request.headers.get(self.trusted_header, "").strip()
             return name if 0 < len(name) <= 128 and name.isprintable() else None
-        name = request.session.get("reviewer")
-        if isinstance(name, str) and self.reviewers is not None and name in self.reviewers.by_name:
-            return name
+        stored = request.session.get("reviewer")
+        if isinstance(stored, str) and self.reviewers is not None and stored in self.reviewers.by_name:
+            return stored
         return None
 
     def groups(self, name: str) -> tuple[str, ...]:
@@ -150,7 +150,7 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     file or no authentication configured.
     """
     if reviewers is None and reviewers_file is not None:
-        reviewers = load_reviewers(reviewers_file)
+        reviewers = load_reviewers(Path(reviewers_file))
     if reviewers is None and not trusted_header:
         raise UserError("inbox: authentication required: give a reviewers file or a trusted proxy header")
     inbox = _Inbox(SessionStore(location), reviewers, trusted_header, graph)

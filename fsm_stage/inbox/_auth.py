@@ -78,7 +78,8 @@ def load_reviewers(path: str | Path) -> Reviewers:
         raise UserError(f"{p}: cannot read reviewers file: {str(err).splitlines()[0]}") from None
     entries = data.get("reviewers") if isinstance(data, dict) else None
     if not isinstance(entries, dict) or set(data) - {"reviewers"}:
-        raise UserError(f"{p}: expected a mapping with one key `reviewers: {{name: {{token_sha256, groups}}}}`")
+        raise UserError(f"{p}: expected a mapping with one key "
+                        f"`reviewers: {{name: {{token_sha256, groups}}}}`")
     out: dict[str, Reviewer] = {}
     for name, entry in entries.items():
         where = f"{p}: reviewers.{name}"
@@ -89,7 +90,8 @@ def load_reviewers(path: str | Path) -> Reviewers:
         digest, groups = entry.get("token_sha256"), entry.get("groups", [])
         if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
             raise UserError(f"{where}.token_sha256: expected 64 lowercase hex digits")
-        if not isinstance(groups, list) or not all(isinstance(g, str) and NAME_RE.fullmatch(g) for g in groups):
+        if not isinstance(groups, list) \
+                or not all(isinstance(g, str) and NAME_RE.fullmatch(g) for g in groups):
             raise UserError(f"{where}.groups: expected a list of group names")
         out[name] = Reviewer(name, digest, tuple(groups))
     return Reviewers(out)

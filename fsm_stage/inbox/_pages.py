@@ -70,7 +70,8 @@ def queue(inbox: _Inbox) -> Page:
         now = _render_now()
         rows = [types.SimpleNamespace(item=i, age=_render.age(i.asked_ms, now),
                                       refusal=_refusal(inbox, i, name)) for i in items]
-        return inbox.page(request, "queue.html", {"rows": rows, "kinds": kinds, "stages": stages, "kind": kind,
+        return inbox.page(request, "queue.html", {"rows": rows, "kinds": kinds, "stages": stages,
+                                                  "kind": kind,
                                                   "stage": stage, "sort": sort,
                                                   "version": inbox.store.version()})
 
@@ -134,8 +135,8 @@ def review(inbox: _Inbox) -> Page:
                 _flash(request, ("error", "this review is closed already"))
             elif action == "approve":
                 option = form.get("option")
-                _flash(request, inbox.answer_one(name, item, "approve", option if isinstance(option, str) else None,
-                                                 None))
+                chosen = option if isinstance(option, str) else None
+                _flash(request, inbox.answer_one(name, item, "approve", chosen, None))
             elif action == "keep":
                 feedback = form.get("feedback")
                 text = feedback[:20_000] if isinstance(feedback, str) and feedback.strip() else None
@@ -162,13 +163,16 @@ def review(inbox: _Inbox) -> Page:
 def _document(view: Any, record: Any, args: Any) -> tuple[str | None, str | None]:
     if record.kind == "plan":
         plan = args.get("plan") if args is not None else None
-        return (plan, None) if isinstance(plan, str) else (None, "the plan's exit_plan_mode call is not in the log")
+        if isinstance(plan, str):
+            return plan, None
+        return None, "the plan's exit_plan_mode call is not in the log"
     if record.handoff_path is None:
         return None, None
     from fsm_stage.reviews._answer import read_handoff_document
 
     try:
-        return read_handoff_document(cast(Any, types.SimpleNamespace(header=view.header)), record.handoff_path), None
+        holder = cast(Any, types.SimpleNamespace(header=view.header))  # the reader needs the header only
+        return read_handoff_document(holder, record.handoff_path), None
     except (OSError, UnicodeDecodeError) as err:
         return None, f"the handoff document cannot be read: {err}"
 
@@ -180,7 +184,8 @@ def _dot(inbox: _Inbox, view: Any, record: Any) -> str | None:
     from fsm_stage.errors import FsmStageError
 
     try:
-        return to_dot(inbox.graph, current=view.stage or record.from_, reviewing=(record.from_, record.target))
+        return to_dot(inbox.graph, current=view.stage or record.from_,
+                      reviewing=(record.from_, record.target))
     except FsmStageError:
         return None
 

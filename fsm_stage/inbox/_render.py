@@ -41,7 +41,7 @@ def markdown_html(text: str) -> Markup:
     shown = visible(cut, keep="\n\t")
     if len(text) > MAX_DOCUMENT_CHARS:
         shown += f"\n\n*(cut: the document has {len(text)} characters)*"
-    return Markup(_markdown().render(shown))  # noqa: S704 - markdown-it escapes all text (html disabled)
+    return Markup(_markdown().render(shown))
 
 
 def one_line(text: object, limit: int = 160) -> str:

@@ -61,7 +61,9 @@ class SessionView:
     def request_data(self, record: ReviewRecord) -> Mapping[str, Any]:
         """The logged ``data`` of ``record``'s request event ({} when it is not a mapping)."""
         ev = self.events[record.seq] if 0 <= record.seq < len(self.events) else None
-        return ev.data if ev is not None and ev.type == REVIEW_REQUEST and isinstance(ev.data, Mapping) else {}
+        if ev is not None and ev.type == REVIEW_REQUEST and isinstance(ev.data, Mapping):
+            return ev.data
+        return {}
 
     def open(self) -> tuple[OpenReview, ...]:
         """The open reviews of this session, in request order."""

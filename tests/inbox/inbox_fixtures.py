@@ -8,14 +8,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reviews"))
 
-from rig import Rig, run  # noqa: E402
+from rig import Rig, run
 
-from fsm_stage.constants import REVIEW_REQUEST  # noqa: E402
-from fsm_stage.errors import ReviewPending  # noqa: E402
-from fsm_stage.inbox._auth import token_sha256  # noqa: E402
-from fsm_stage.log.events import SessionHeader  # noqa: E402
-from fsm_stage.log.jsonl import JsonlLog  # noqa: E402
-from fsm_stage.reviews import SuspendingReviewChannel  # noqa: E402
+from fsm_stage.constants import REVIEW_REQUEST
+from fsm_stage.errors import ReviewPending
+from fsm_stage.inbox._auth import token_sha256
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews import SuspendingReviewChannel
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"}
 

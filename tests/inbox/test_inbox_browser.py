@@ -5,7 +5,6 @@ missing; fails under ``CI=true``. Screenshots land in a tmp dir (``FSM_STAGE_ART
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import threading
 import time
@@ -13,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import inbox_fixtures
+import pytest
 from inbox_fixtures import TOKENS, add_rules, write_reviewers
 
 from fsm_stage.log.dsh import read_log
@@ -68,9 +67,9 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     import uvicorn
+    from tests_graph import graph
 
     from fsm_stage.inbox import create_app
-    from tests_graph import graph
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -175,7 +174,8 @@ def test_a_forged_form_is_refused(browser: Any, server: tuple[str, Path]) -> Non
 
 def test_a_hostile_plan_renders_inert(browser: Any, server: tuple[str, Path]) -> None:
     base, logs = server
-    rid = plan_session(logs, "s1", "# Plan\n<script>window.pwned = 1</script>\n<img src=x onerror=\"window.pwned=2\">"
+    rid = plan_session(logs, "s1", "# Plan\n<script>window.pwned = 1</script>\n"
+                                    "<img src=x onerror=\"window.pwned=2\">"
                                     "\n\x1b[31mred\x1b[0m")
     page = browser.new_page()
     _login(page, base)

@@ -12,13 +12,13 @@ pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
 pytest.importorskip("markdown_it")
 
-from inbox_fixtures import TOKENS, add_rules, plan_session, stage_session, write_reviewers  # noqa: E402
-from starlette.testclient import TestClient  # noqa: E402
+from inbox_fixtures import TOKENS, add_rules, plan_session, stage_session, write_reviewers
+from starlette.testclient import TestClient
 
-from fsm_stage.errors import UserError  # noqa: E402
-from fsm_stage.inbox import create_app  # noqa: E402
-from fsm_stage.inbox._security import is_loopback  # noqa: E402
-from fsm_stage.log.dsh import read_log  # noqa: E402
+from fsm_stage.errors import UserError
+from fsm_stage.inbox import create_app
+from fsm_stage.inbox._security import is_loopback
+from fsm_stage.log.dsh import read_log
 
 
 def _csrf(text: str) -> str:
@@ -78,7 +78,7 @@ def test_a_post_without_the_csrf_token_is_refused_and_nothing_is_logged(tmp_path
 
 
 def test_every_response_carries_a_strict_csp(tmp_path: Path) -> None:
-    client, logs = _client(tmp_path)
+    client, _logs = _client(tmp_path)
     for path in ("/login", "/static/inbox.css"):
         headers = client.get(path).headers
         csp = headers["content-security-policy"]
@@ -90,7 +90,8 @@ def test_every_response_carries_a_strict_csp(tmp_path: Path) -> None:
 
 def test_a_plan_with_script_and_escape_sequences_renders_inert(tmp_path: Path) -> None:
     client, logs = _client(tmp_path)
-    rid = plan_session(logs, "s1", "# Plan\n<script>alert(1)</script>\n\x1b[31mred\x1b[0m [x](javascript:alert(2))")
+    rid = plan_session(logs, "s1", "# Plan\n<script>alert(1)</script>\n"
+                                   "\x1b[31mred\x1b[0m [x](javascript:alert(2))")
     _login(client)
     page = client.get(f"/review/s1.jsonl/{rid}").text
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -102,7 +103,8 @@ def test_an_approval_is_an_event_by_the_inbox_reviewer(tmp_path: Path) -> None:
     client, logs = _client(tmp_path)
     rid = stage_session(logs, "s1")
     csrf = _login(client)
-    done = client.post(f"/review/s1.jsonl/{rid}", data={"csrf": csrf, "action": "approve", "option": "Approve"})
+    done = client.post(f"/review/s1.jsonl/{rid}",
+                       data={"csrf": csrf, "action": "approve", "option": "Approve"})
     assert done.status_code == 200 and "approve: s1.jsonl" in done.text
     (answer,) = [e.data for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]
     assert answer["id"] == rid and answer["outcome"] == "approve" and answer["by"] == "inbox:alice"
@@ -124,7 +126,8 @@ def test_a_reviewer_the_rules_do_not_allow_is_refused(tmp_path: Path) -> None:
     rid = stage_session(logs, "s1")
     add_rules(logs / "s1.jsonl", {"approvers": ["@leads"]})
     csrf = _login(client, "bob")
-    done = client.post(f"/review/s1.jsonl/{rid}", data={"csrf": csrf, "action": "approve", "option": "Approve"})
+    done = client.post(f"/review/s1.jsonl/{rid}",
+                       data={"csrf": csrf, "action": "approve", "option": "Approve"})
     assert "refused" in done.text and "not among the approvers" in done.text
     assert not [e for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]
     unreadable = stage_session(logs, "s2")
@@ -138,7 +141,8 @@ def test_bulk_answers_each_review_on_its_own(tmp_path: Path) -> None:
     rids = {f"s{i}": stage_session(logs, f"s{i}") for i in range(3)}
     csrf = _login(client)
     done = client.post("/bulk", data={"csrf": csrf, "action": "approve",
-                                      "selected": [f"{s}.jsonl/{r}" for s, r in rids.items()] + ["x.jsonl/y"]})
+                                      "selected": [*(f"{s}.jsonl/{r}" for s, r in rids.items()),
+                                                   "x.jsonl/y"]})
     assert done.text.count("approve: s") == 3 and "not an open review" in done.text
     for sid, rid in rids.items():
         (answer,) = [e.data for e in read_log(logs / f"{sid}.jsonl").events if e.type == "fsm/review/answer"]
@@ -156,7 +160,7 @@ def test_a_trusted_header_names_the_reviewer_and_its_absence_is_refused(tmp_path
 
 
 def test_paths_outside_the_folder_are_not_served(tmp_path: Path) -> None:
-    client, logs = _client(tmp_path)
+    client, _logs = _client(tmp_path)
     (tmp_path / "secret.jsonl").write_text("{}\n")
     _login(client)
     for path in ("/session/..%2Fsecret.jsonl", "/session/.hidden.jsonl", "/session/nope.jsonl"):

@@ -126,6 +126,8 @@ def test_a_review_appears_live_and_an_approval_is_logged(browser: Any, server: t
     assert page.locator("article.markdown strong").inner_text() == "parser"
     assert page.locator("img.graph").evaluate("img => img.naturalWidth") > 0
     page.screenshot(path=str(shots / "review.png"), full_page=True)
+    page.set_viewport_size({"width": 1100, "height": 560})
+    page.screenshot(path=str(shots / "review-top.png"))  # the size of the one in docs/inbox.md
     page.click("button.approve[value='Approve']")
     page.locator(".flash.ok").first.wait_for()
     (answer,) = _answers(logs / "s1.jsonl")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import os
 import secrets
+import socket
 from pathlib import Path
 
 import click
@@ -71,13 +72,28 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
     app = create_app(location, reviewers_file=reviewers_file, reviewers=reviewers,
                      secret_key=os.environ.get(SECRET_ENV) or None, trusted_header=trusted_header,
                      graph=graph, https_only=secure_cookie)
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(f"fsm-stage inbox: listening on http://{shown}:{port}/", err=False)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)  # connections queue from the moment the URL is printed
+    except OSError as err:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    click.echo(f"fsm-stage inbox: listening on http://{shown}:{bound}/")
     if one_time is not None:
         click.echo(f"fsm-stage inbox: log in as {one_time[0]} with the one-time token {one_time[1]}")
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            server_header=False)
-    uvicorn.Server(config).run()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    # uvicorn returns after SIGINT / SIGTERM (it handles them itself): leave as Ctrl-C does
+    raise KeyboardInterrupt
 
 
 COMMANDS = (inbox_cmd,)

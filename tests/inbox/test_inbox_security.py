@@ -179,3 +179,29 @@ def test_the_cli_refuses_a_public_host_without_authentication(tmp_path: Path) ->
 
     result = CliRunner().invoke(main, ["inbox", "serve", str(tmp_path), "--host", "0.0.0.0"])
     assert result.exit_code == 1 and "not a loopback address" in result.output
+
+
+def test_serve_prints_its_url_answers_and_exits_130_on_ctrl_c(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    command = [sys.executable, "-m", "fsm_stage", "inbox", "serve", str(tmp_path), "--port", "0"]
+    proc = subprocess.Popen(command,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        url = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", first)
+        assert url is not None, first + (proc.stderr.read() if proc.stderr else "")
+        assert "one-time token" in proc.stdout.readline()
+        with urllib.request.urlopen(url.group(1) + "login", timeout=10) as resp:
+            assert resp.status == 200 and "default-src 'none'" in resp.headers["Content-Security-Policy"]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

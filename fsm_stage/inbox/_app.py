@@ -37,13 +37,6 @@ from fsm_stage.inbox._store import OpenReview, SessionStore, SessionView
 __all__ = ["create_app"]
 
 HERE = Path(__file__).resolve().parent
-#: Most reviews one bulk form may answer.
-MAX_BULK = 500
-#: Longest feedback accepted (characters).
-MAX_FEEDBACK = 20_000
-#: Events shown in a review page's timeline.
-TIMELINE = 30
-SORTS = ("age", "session", "kind", "deadline")
 
 
 def _now_ms() -> int:

@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from fsm_stage.inbox._app import _Inbox
 
 Page = Callable[[Request, str], Awaitable[Response]]
+#: Most reviews one bulk form answers (the rest of a larger selection is ignored).
+MAX_BULK = 500
+#: Longest feedback kept (characters).
+MAX_FEEDBACK = 20_000
+#: Events shown in a review page's timeline.
+TIMELINE = 30
 
 
 def _flash(request: Request, *messages: tuple[str, str]) -> None:
@@ -118,8 +124,6 @@ def bulk(inbox: _Inbox) -> Page:
     return run
 
 
-MAX_BULK = 500
-
 
 def review(inbox: _Inbox) -> Page:
     async def run(request: Request, name: str) -> Response:
@@ -139,7 +143,7 @@ def review(inbox: _Inbox) -> Page:
                 _flash(request, inbox.answer_one(name, item, "approve", chosen, None))
             elif action == "keep":
                 feedback = form.get("feedback")
-                text = feedback[:20_000] if isinstance(feedback, str) and feedback.strip() else None
+                text = feedback[:MAX_FEEDBACK] if isinstance(feedback, str) and feedback.strip() else None
                 _flash(request, inbox.answer_one(name, item, "keep", None, text))
             else:
                 return PlainTextResponse("400: action must be approve or keep", status_code=400)
@@ -149,7 +153,7 @@ def review(inbox: _Inbox) -> Page:
         document, doc_error = _document(view, record, args)
         dot = _dot(inbox, view, record)
         timeline = [types.SimpleNamespace(seq=e.seq, type=e.type, time=e.time, text=_render.event_summary(e))
-                    for e in view.events[-30:]]
+                    for e in view.events[-TIMELINE:]]
         return inbox.page(request, "review.html", {
             "view": view, "record": record, "item": item, "answer": view.state.answered.get(rid),
             "document": document, "doc_error": doc_error, "arguments": args,

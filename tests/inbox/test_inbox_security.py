@@ -205,3 +205,14 @@ def test_serve_prints_its_url_answers_and_exits_130_on_ctrl_c(tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_review_past_its_deadline_is_refused(tmp_path: Path) -> None:
+    client, logs = _client(tmp_path)
+    rid = stage_session(logs, "s1")
+    add_rules(logs / "s1.jsonl", {"deadlineSeconds": 0.001})
+    csrf = _login(client)
+    assert "UTC" in client.get("/").text.split(rid, 1)[1].split("</tr>")[0]  # the deadline column
+    done = client.post(f"/review/s1.jsonl/{rid}", data={"csrf": csrf, "action": "approve"})
+    assert "deadline has passed" in done.text
+    assert not [e for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]

@@ -46,6 +46,7 @@ COMMAND_MODULES: dict[str, str] = {
     "import": "db_cmds",
     "review": "review_cmds", "fork": "review_cmds",
     "trace": "trace_cmds",
+    "inbox": "inbox_cmds",
 }
 
 #: command name -> its short help (the docstring's first sentence), so ``fsm-stage --help``
@@ -66,6 +67,7 @@ COMMAND_HELP: dict[str, str] = {
     "review": "List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).",
     "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
     "trace": "Rebuild the session LOG as one trace (turns, steps, tool calls, reviews, transitions).",
+    "inbox": "The review inbox: a web page listing every open review of a folder of session logs.",
 }
 
 

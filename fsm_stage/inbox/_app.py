@@ -1,0 +1,190 @@
+"""The inbox ASGI app: ``create_app(location, ...)`` (Starlette, server-rendered jinja2 pages).
+
+Pages: ``/`` the queue of every open review (filters ``kind``, ``stage``; ``sort``; bulk
+approve / keep), ``/review/{log}/{id}`` one review (its document rendered inert, the stage
+graph, the session's recent timeline, the answer options), ``/session/{log}`` the audit trail.
+``/api/version`` is what ``static/inbox.js`` polls to reload the queue when reviews arrive or
+close. Every answer goes through ``SessionStore.answer`` (``answer_review``) with ``by:
+"inbox:<reviewer>"``, one review at a time, after the review's logged rules allow the reviewer.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, cast
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from fsm_stage.config import GraphConfig
+from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL
+from fsm_stage.errors import FsmStageError, UserError
+from fsm_stage.inbox import _render
+from fsm_stage.inbox._auth import Reviewers, load_reviewers, refusal
+from fsm_stage.inbox._security import SECURITY_HEADERS, csrf_ok, csrf_token
+from fsm_stage.inbox._store import OpenReview, SessionStore, SessionView
+
+__all__ = ["create_app"]
+
+HERE = Path(__file__).resolve().parent
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Inbox:
+    """The state behind the routes: the store, who may log in, the graph, the templates."""
+
+    def __init__(self, store: SessionStore, reviewers: Reviewers | None, trusted_header: str | None,
+                 graph: GraphConfig | None) -> None:
+        self.store = store
+        self.reviewers = reviewers
+        self.trusted_header = trusted_header.lower() if trusted_header else None
+        self.graph = graph
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        env = self.templates.env
+        env.autoescape = True
+        env.filters["line"] = _render.one_line
+        env.filters["markdown"] = _render.markdown_html
+        env.filters["when"] = _render.when
+        env.globals["keep_label"] = APPROVE_KEEP_CONVERSATION_LABEL
+
+    # -- who is asking ------------------------------------------------------------------------
+    def reviewer(self, request: Request) -> str | None:
+        if self.trusted_header is not None:
+            name = request.headers.get(self.trusted_header, "").strip()
+            return name if 0 < len(name) <= 128 and name.isprintable() else None
+        stored = request.session.get("reviewer")
+        if isinstance(stored, str) and self.reviewers is not None and stored in self.reviewers.by_name:
+            return stored
+        return None
+
+    def groups(self, name: str) -> tuple[str, ...]:
+        return self.reviewers.groups_of(name) if self.reviewers is not None else ()
+
+    def page(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+        flash = request.session.pop("flash", [])
+        base = {"reviewer": self.reviewer(request), "csrf": csrf_token(request.session),
+                "flash": flash if isinstance(flash, list) else [], "login": self.trusted_header is None}
+        return self.templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
+
+    # -- answers -----------------------------------------------------------------------------
+    def answer_one(self, reviewer: str, item: OpenReview, outcome: str, option: str | None,
+                   feedback: str | None) -> tuple[str, str]:
+        """Answer one review; returns ``(kind, one-line message)`` with kind ok/refused/error."""
+        what = f"{item.key} {item.record.id} ({item.record.from_} → {item.record.target})"
+        why = refusal(item.rules, reviewer, self.groups(reviewer))
+        if why is not None:
+            return "refused", f"refused: {_render.one_line(what)}: {why}"
+        if item.deadline_ms is not None and _now_ms() > item.deadline_ms:
+            return "refused", f"refused: {_render.one_line(what)}: its deadline has passed"
+        try:
+            self.store.answer(item.key, item.record.id, outcome, feedback=feedback, option=option,
+                              by=f"inbox:{reviewer}")
+        except FsmStageError as err:
+            return "error", _render.one_line(f"{what}: {err}", 400)
+        return "ok", f"{outcome}: {_render.one_line(what)}"
+
+    def find(self, key: str, review_id: str) -> tuple[SessionView, OpenReview | None] | None:
+        view = self.store.load(key)
+        if view is None or review_id not in view.state.records:
+            return None
+        item = next((r for r in view.open() if r.record.id == review_id), None)
+        return view, item
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response]]) -> Handler:
+    """``handler`` behind authentication (GET: redirect to /login; other methods: 403) and,
+    for a POST, the CSRF check (403 without the session's token)."""
+
+    async def run(request: Request) -> Response:
+        name = inbox.reviewer(request)
+        if request.method == "POST":
+            form = await request.form()
+            if not csrf_ok(request.session, form.get("csrf")):
+                return PlainTextResponse("403: missing or wrong CSRF token", status_code=403)
+            if name is None:
+                return PlainTextResponse("403: not logged in", status_code=403)
+        elif name is None:
+            if inbox.trusted_header is not None:
+                return PlainTextResponse("401: the authenticating proxy sent no reviewer", status_code=401)
+            return RedirectResponse("/login", status_code=303)
+        return await handler(request, name)
+
+    return run
+
+
+def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.PathLike[str] | None = None,
+               reviewers: Reviewers | None = None, secret_key: str | None = None,
+               trusted_header: str | None = None, graph: GraphConfig | None = None,
+               https_only: bool = False) -> Starlette:
+    """The inbox ASGI app over the JSONL session folder ``location``.
+
+    Authentication is required: ``reviewers_file`` (or a loaded ``reviewers``) lets reviewers
+    log in with a token checked against its sha256; ``trusted_header`` (e.g.
+    ``"X-Forwarded-User"``) takes the reviewer's name from an authenticating reverse proxy
+    instead. ``secret_key`` signs the session cookie (default: random per start, so a restart
+    logs everyone out); ``https_only`` marks the cookie Secure. ``graph`` draws the stage graph
+    on review pages. Raises ``UserError`` (one line) for a missing folder, a bad reviewers
+    file or no authentication configured.
+    """
+    if reviewers is None and reviewers_file is not None:
+        reviewers = load_reviewers(Path(reviewers_file))
+    if reviewers is None and not trusted_header:
+        raise UserError("inbox: authentication required: give a reviewers file or a trusted proxy header")
+    inbox = _Inbox(SessionStore(location), reviewers, trusted_header, graph)
+    from fsm_stage.inbox import _pages
+
+    routes = [
+        Route("/login", _pages.login(inbox), methods=["GET", "POST"]),
+        Route("/logout", _guarded(inbox, _pages.logout), methods=["POST"]),
+        Route("/", _guarded(inbox, _pages.queue(inbox)), methods=["GET"]),
+        Route("/bulk", _guarded(inbox, _pages.bulk(inbox)), methods=["POST"]),
+        Route("/api/version", _guarded(inbox, _pages.version(inbox)), methods=["GET"]),
+        Route("/review/{key}/{rid}", _guarded(inbox, _pages.review(inbox)), methods=["GET", "POST"]),
+        Route("/graph/{key}/{rid}.svg", _guarded(inbox, _pages.graph(inbox)), methods=["GET"]),
+        Route("/session/{key}", _guarded(inbox, _pages.session(inbox)), methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [
+        Middleware(cast(Any, _SecurityHeaders)),
+        Middleware(SessionMiddleware, secret_key=secret_key or secrets.token_urlsafe(32),
+                   session_cookie="fsm_inbox", same_site="strict", https_only=https_only, max_age=12 * 3600),
+    ]
+    return Starlette(routes=routes, middleware=middleware)
+
+
+class _SecurityHeaders:
+    """ASGI middleware adding ``SECURITY_HEADERS`` to every HTTP response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", [])
+                           if k.decode("latin-1").lower() not in {h.lower() for h in SECURITY_HEADERS}]
+                headers += [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)

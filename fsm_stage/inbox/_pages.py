@@ -1,0 +1,221 @@
+"""The inbox's route handlers (built by ``_app.create_app`` over its ``_Inbox`` state)."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+
+from fsm_stage.inbox import _render
+from fsm_stage.inbox._security import csrf_ok
+
+if TYPE_CHECKING:
+    from fsm_stage.inbox._app import _Inbox
+
+Page = Callable[[Request, str], Awaitable[Response]]
+#: Most reviews one bulk form answers (the rest of a larger selection is ignored).
+MAX_BULK = 500
+#: Longest feedback kept (characters).
+MAX_FEEDBACK = 20_000
+#: Events shown in a review page's timeline.
+TIMELINE = 30
+
+
+def _flash(request: Request, *messages: tuple[str, str]) -> None:
+    old = request.session.get("flash")
+    request.session["flash"] = [*(old if isinstance(old, list) else []), *[list(m) for m in messages]][-50:]
+
+
+def login(inbox: _Inbox) -> Callable[[Request], Awaitable[Response]]:
+    async def run(request: Request) -> Response:
+        if inbox.trusted_header is not None:
+            return RedirectResponse("/", status_code=303)
+        error = None
+        if request.method == "POST":
+            form = await request.form()
+            if not csrf_ok(request.session, form.get("csrf")):
+                return PlainTextResponse("403: missing or wrong CSRF token", status_code=403)
+            name, token = form.get("name"), form.get("token")
+            who = (inbox.reviewers.authenticate(name, token)
+                   if inbox.reviewers is not None and isinstance(name, str) and isinstance(token, str)
+                   and len(name) <= 128 and len(token) <= 1024 else None)
+            if who is not None:
+                request.session.clear()
+                request.session["reviewer"] = who.name
+                return RedirectResponse("/", status_code=303)
+            error = "unknown name or wrong token"
+        return inbox.page(request, "login.html", {"error": error}, status=401 if error else 200)
+
+    return run
+
+
+async def logout(request: Request, name: str) -> Response:
+    request.session.clear()
+    return RedirectResponse("/login", status_code=303)
+
+
+def queue(inbox: _Inbox) -> Page:
+    async def run(request: Request, name: str) -> Response:
+        items = inbox.store.open_reviews()
+        kinds = sorted({i.record.kind for i in items})
+        stages = sorted({s for i in items for s in (i.record.from_, i.record.target)})
+        kind, stage = request.query_params.get("kind", ""), request.query_params.get("stage", "")
+        sort = request.query_params.get("sort", "age")
+        if kind:
+            items = [i for i in items if i.record.kind == kind]
+        if stage:
+            items = [i for i in items if stage in (i.record.from_, i.record.target)]
+        keys: dict[str, Callable[[Any], Any]] = {
+            "age": lambda i: i.asked_ms, "session": lambda i: (i.key, i.record.seq),
+            "kind": lambda i: (i.record.kind, i.asked_ms),
+            "deadline": lambda i: (i.deadline_ms is None, i.deadline_ms or 0)}
+        items.sort(key=keys.get(sort, keys["age"]))
+        now = _render_now()
+        rows = [types.SimpleNamespace(item=i, age=_render.age(i.asked_ms, now),
+                                      refusal=_refusal(inbox, i, name)) for i in items]
+        return inbox.page(request, "queue.html", {"rows": rows, "kinds": kinds, "stages": stages,
+                                                  "kind": kind,
+                                                  "stage": stage, "sort": sort,
+                                                  "version": inbox.store.version()})
+
+    return run
+
+
+def _render_now() -> int:
+    from fsm_stage.inbox._app import _now_ms
+
+    return _now_ms()
+
+
+def _refusal(inbox: _Inbox, item: Any, name: str) -> str | None:
+    from fsm_stage.inbox._auth import refusal
+
+    return refusal(item.rules, name, inbox.groups(name))
+
+
+def version(inbox: _Inbox) -> Page:
+    async def run(request: Request, name: str) -> Response:
+        return JSONResponse({"version": inbox.store.version()})
+
+    return run
+
+
+def bulk(inbox: _Inbox) -> Page:
+    async def run(request: Request, name: str) -> Response:
+        form = await request.form()
+        action = form.get("action")
+        if action not in ("approve", "keep"):
+            return PlainTextResponse("400: action must be approve or keep", status_code=400)
+        chosen = [v for v in form.getlist("selected") if isinstance(v, str)][:MAX_BULK]
+        results = []
+        for value in chosen:
+            key, _, rid = value.partition("/")
+            found = inbox.find(key, rid)
+            if found is None or found[1] is None:
+                results.append(("error", f"{_render.one_line(value)}: not an open review"))
+                continue
+            results.append(inbox.answer_one(name, found[1], str(action), None, None))
+        _flash(request, *results) if results else _flash(request, ("error", "no review selected"))
+        return RedirectResponse("/", status_code=303)
+
+    return run
+
+
+
+def review(inbox: _Inbox) -> Page:
+    async def run(request: Request, name: str) -> Response:
+        key, rid = request.path_params["key"], request.path_params["rid"]
+        found = inbox.find(key, rid)
+        if found is None:
+            return PlainTextResponse("404: no such review", status_code=404)
+        view, item = found
+        if request.method == "POST":
+            form = await request.form()
+            action = form.get("action")
+            if item is None:
+                _flash(request, ("error", "this review is closed already"))
+            elif action == "approve":
+                option = form.get("option")
+                chosen = option if isinstance(option, str) else None
+                _flash(request, inbox.answer_one(name, item, "approve", chosen, None))
+            elif action == "keep":
+                feedback = form.get("feedback")
+                text = feedback[:MAX_FEEDBACK] if isinstance(feedback, str) and feedback.strip() else None
+                _flash(request, inbox.answer_one(name, item, "keep", None, text))
+            else:
+                return PlainTextResponse("400: action must be approve or keep", status_code=400)
+            return RedirectResponse(request.url.path, status_code=303)
+        record = view.state.records[rid]
+        args = _render.call_arguments(view.events, record.call_id)
+        document, doc_error = _document(view, record, args)
+        dot = _dot(inbox, view, record)
+        timeline = [types.SimpleNamespace(seq=e.seq, type=e.type, time=e.time, text=_render.event_summary(e))
+                    for e in view.events[-TIMELINE:]]
+        return inbox.page(request, "review.html", {
+            "view": view, "record": record, "item": item, "answer": view.state.answered.get(rid),
+            "document": document, "doc_error": doc_error, "arguments": args,
+            "approve_options": record.options[:-1] if len(record.options) > 1 else record.options,
+            "refusal": _refusal(inbox, item, name) if item is not None else None,
+            "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline})
+
+    return run
+
+
+def _document(view: Any, record: Any, args: Any) -> tuple[str | None, str | None]:
+    if record.kind == "plan":
+        plan = args.get("plan") if args is not None else None
+        if isinstance(plan, str):
+            return plan, None
+        return None, "the plan's exit_plan_mode call is not in the log"
+    if record.handoff_path is None:
+        return None, None
+    from fsm_stage.reviews._answer import read_handoff_document
+
+    try:
+        holder = cast(Any, types.SimpleNamespace(header=view.header))  # the reader needs the header only
+        return read_handoff_document(holder, record.handoff_path), None
+    except (OSError, UnicodeDecodeError) as err:
+        return None, f"the handoff document cannot be read: {err}"
+
+
+def _dot(inbox: _Inbox, view: Any, record: Any) -> str | None:
+    if inbox.graph is None or record.kind != "stage":
+        return None
+    from fsm_stage.diagram import to_dot
+    from fsm_stage.errors import FsmStageError
+
+    try:
+        return to_dot(inbox.graph, current=view.stage or record.from_,
+                      reviewing=(record.from_, record.target))
+    except FsmStageError:
+        return None
+
+
+def graph(inbox: _Inbox) -> Page:
+    async def run(request: Request, name: str) -> Response:
+        found = inbox.find(request.path_params["key"], request.path_params["rid"])
+        dot = _dot(inbox, found[0], found[0].state.records[request.path_params["rid"]]) if found else None
+        svg = _render.graph_svg(dot) if dot is not None else None
+        if svg is None:
+            return PlainTextResponse("404: no graph", status_code=404)
+        return Response(svg, media_type="image/svg+xml")
+
+    return run
+
+
+def session(inbox: _Inbox) -> Page:
+    async def run(request: Request, name: str) -> Response:
+        view = inbox.store.load(request.path_params["key"])
+        if view is None:
+            return PlainTextResponse("404: no such session log", status_code=404)
+        reviews = [types.SimpleNamespace(record=r, answer=view.state.answered.get(r.id),
+                                         redeemed=view.state.redeemed.get(r.id),
+                                         asked=view.events[r.seq].time if r.seq < len(view.events) else None)
+                   for r in view.state.records.values()]
+        return inbox.page(request, "session.html", {"view": view, "history": view.stage_history(),
+                                                    "reviews": reviews})
+
+    return run

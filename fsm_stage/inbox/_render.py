@@ -1,0 +1,108 @@
+"""Model-written text made inert for the inbox pages, and the stage graph as SVG.
+
+``markdown_html(text)`` renders Markdown with raw HTML disabled (markdown-it-py: ``<script>``
+becomes text, ``javascript:`` links are not links) after ``text.visible`` has turned every
+control character and escape sequence into visible escapes (newlines and tabs kept).
+``one_line(text, limit)`` is the same for a table cell. ``graph_svg`` draws ``diagram.to_dot``
+with Graphviz when ``dot`` is installed (None otherwise: the page shows the DOT text).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from markupsafe import Markup
+
+from fsm_stage.constants import TOOL_CALL
+from fsm_stage.log.events import Event
+from fsm_stage.text import visible
+
+__all__ = ["age", "call_arguments", "event_summary", "graph_svg", "markdown_html", "one_line", "when"]
+
+#: Longest document rendered (characters); the rest is cut with a visible note.
+MAX_DOCUMENT_CHARS = 512 * 1024
+
+
+@lru_cache(maxsize=1)
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+
+
+def markdown_html(text: str) -> Markup:
+    """``text`` (Markdown, model-written) as inert HTML: no raw HTML, control characters as escapes."""
+    cut = text[:MAX_DOCUMENT_CHARS]
+    shown = visible(cut, keep="\n\t")
+    if len(text) > MAX_DOCUMENT_CHARS:
+        shown += f"\n\n*(cut: the document has {len(text)} characters)*"
+    return Markup(_markdown().render(shown))
+
+
+def one_line(text: object, limit: int = 160) -> str:
+    """``text`` on one line with control characters as escapes, cut to ``limit`` characters
+    (autoescaped by the template)."""
+    shown = visible(str(text))
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def when(ms: int | None) -> str:
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` UTC ("" for None)."""
+    if ms is None:
+        return ""
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def age(ms: int, now_ms: int) -> str:
+    """How long ago ``ms`` was, coarsely (``42s``, ``5m``, ``3h``, ``2d``)."""
+    seconds = max(0, (now_ms - ms) // 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def call_arguments(events: Sequence[Event], call_id: str) -> Mapping[str, Any] | None:
+    """The decoded arguments of the logged ``tool/call`` ``call_id`` (None: absent or not JSON)."""
+    for ev in reversed(events):
+        if ev.type != TOOL_CALL or not isinstance(ev.data, Mapping) or ev.data.get("callId") != call_id:
+            continue
+        raw = ev.data.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            return None
+        return args if isinstance(args, Mapping) else None
+    return None
+
+
+def event_summary(ev: Event) -> str:
+    """One line saying what ``ev`` holds (its data as compact JSON, cut), for the timeline."""
+    data = ev.data
+    if isinstance(data, Mapping):
+        message = data.get("message")
+        if isinstance(message, Mapping):
+            data = {k: message.get(k) for k in ("role", "content", "toolName", "text") if k in message}
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    except ValueError:
+        text = repr(data)
+    return one_line(text, 200)
+
+
+def graph_svg(dot_text: str) -> bytes | None:
+    """SVG bytes of ``dot_text`` from Graphviz ``dot``, or None when it is not installed or fails."""
+    if shutil.which("dot") is None:
+        return None
+    from fsm_stage.diagram import render
+    from fsm_stage.errors import DiagramError
+
+    try:
+        return render(dot_text, "svg")
+    except DiagramError:
+        return None

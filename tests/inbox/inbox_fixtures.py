@@ -1,0 +1,81 @@
+"""Session logs with open reviews for the inbox tests (a folder of JSONL logs), and a reviewers file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reviews"))
+
+from rig import Rig, run
+
+from fsm_stage.constants import REVIEW_REQUEST
+from fsm_stage.errors import ReviewPending
+from fsm_stage.inbox._auth import token_sha256
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews import SuspendingReviewChannel
+
+TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"}
+
+
+def write_reviewers(path: Path) -> Path:
+    """alice (group leads) and bob."""
+    path.write_text("reviewers:\n"
+                    f"  alice: {{token_sha256: {token_sha256(TOKENS['alice'])}, groups: [leads]}}\n"
+                    f"  bob: {{token_sha256: {token_sha256(TOKENS['bob'])}}}\n")
+    return path
+
+
+def stage_session(folder: Path, sid: str, *, handoff: str = "# Handoff\nwhat was done",
+                  target: str = "implement") -> str:
+    """A session log ``<sid>.jsonl`` whose goto_stage waits on an open review; returns its id."""
+    cwd = folder / f"{sid}.cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
+    log = JsonlLog(folder / f"{sid}.jsonl", header=SessionHeader(id=sid, cwd=str(cwd)))
+    rig = Rig(log, SuspendingReviewChannel())
+    try:
+        rig.open_turn()
+        rig.step()
+        try:
+            run(rig.call(rig.goto_call(target, handoff)))
+        except ReviewPending as pending:
+            return pending.review_id
+        raise AssertionError("no review was asked")
+    finally:
+        log.close()
+
+
+def plan_session(folder: Path, sid: str, plan: str) -> str:
+    """A session log in plan mode whose exit_plan_mode (plan text ``plan``) waits on a review."""
+    cwd = folder / f"{sid}.cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
+    log = JsonlLog(folder / f"{sid}.jsonl", header=SessionHeader(id=sid, cwd=str(cwd)))
+    rig = Rig(log, SuspendingReviewChannel())
+    try:
+        rig.enter_plan()
+        rig.open_turn()
+        rig.step()
+        try:
+            run(rig.call(rig.exit_call(plan)))
+        except ReviewPending as pending:
+            return pending.review_id
+        raise AssertionError("no review was asked")
+    finally:
+        log.close()
+
+
+def add_rules(path: Path, rules: dict[str, Any]) -> None:
+    """Give the (single) review request of the log at ``path`` logged ``rules`` (what a graph's
+    review rules write into the request)."""
+    import json
+
+    lines = path.read_text().splitlines()
+    out = []
+    for line in lines:
+        obj = json.loads(line)
+        if obj.get("type") == REVIEW_REQUEST:
+            obj["data"]["rules"] = rules
+        out.append(json.dumps(obj, separators=(",", ":")))
+    path.write_text("\n".join(out) + "\n")

@@ -7,7 +7,8 @@ the CLI reports it in one line too). The rest are protocol signals or misuse. Th
     FsmStageError
     ├── UserError: ConfigError (InvalidConfigError, PlanModeConfigError, ScenarioError),
     │   LogFormatError (DamagedLogError), LogLockedError, ReviewError (ReviewNotFoundError,
-    │   ReviewAlreadyAnsweredError, ReviewPayloadChangedError), GraphChangedError, DiagramError,
+    │   ReviewAlreadyAnsweredError, ReviewRefusedError, ReviewPayloadChangedError), GraphChangedError,
+    │   DiagramError,
     │   SimulationError, PromptTemplateError, CatalogError, HandoffPathError, RecordShapeError,
     │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError
     ├── LogWriteError: AppendConflictError, InvalidEventError, SurfaceOpError, LockFileError

@@ -13,6 +13,7 @@ from pathlib import Path
 from fsm_stage.constants import REVIEW_REQUEST, TOOL_CALL
 from fsm_stage.log.events import NewEvent, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews._fold import tool_payload_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 #: cursor up + erase line, concealed text, an OSC window title and an OSC 8 link, a bell
@@ -27,7 +28,8 @@ def _log(tmp_path: Path, kind: str, arguments: str, target: str) -> Path:
             NewEvent(TOOL_CALL, {"callId": "c1", "name": "write_file", "arguments": arguments}),
             NewEvent(REVIEW_REQUEST, {"id": "r1", "callId": "c1", "kind": kind, "from": "explore",
                                       "target": target, "options": ["Approve", "Deny"], "shape": None,
-                                      "handoffPath": None, "payloadSha256": "0" * 64, "turn": 1, "step": 1},
+                                      "handoffPath": None, "turn": 1, "step": 1,
+                                      "payloadSha256": tool_payload_sha256("write_file", arguments)},
                      ignorable=True),
         ])
     finally:

@@ -151,6 +151,7 @@ class Loop:
         on_request_error: RequestErrorHook | None = None,
         copy_messages: bool = True,
         models: Mapping[str, Model] | None = None,
+        warn_missing_models: bool = True,
     ) -> None:
         if models is not None and not isinstance(models, Mapping):
             raise TypeError("Loop(models=) must be a mapping of model names to models, "
@@ -158,6 +159,7 @@ class Loop:
         self.runtime = runtime
         self.models: dict[str, Model] = dict(models or {})
         self._missing_models: set[str] = set()
+        self.warn_missing_models = warn_missing_models
         self.copy_messages = copy_messages  # False: the model gets the history's own messages
         self.agent = agent
         self.model = model
@@ -171,14 +173,16 @@ class Loop:
     def model_for(self, choice: ModelChoice) -> Model:
         """The model a request with ``choice`` goes to: ``models[choice.model]`` (the
         provider-qualified name), else ``models[choice.alias]``, else ``model`` (the default;
-        a stage asking for a model the loop lacks is logged once as a warning, never an error)."""
+        a stage asking for a model the loop lacks is logged once as a warning, never an error;
+        ``warn_missing_models=False`` silences it, as the simulator does: its report shows the
+        model of every request)."""
         if choice.model is None:
             return self.model
         for key in (choice.model, choice.alias):
             if key is not None and key in self.models:
                 return self.models[key]
         default = f"{self.model.provider}:{self.model.name}"
-        if default != choice.model and choice.model not in self._missing_models:
+        if self.warn_missing_models and default != choice.model and choice.model not in self._missing_models:
             self._missing_models.add(choice.model)
             _log.warning("%s asks for model %s; this loop has no such model (Loop(models=…)), so %s:%s "
                          "answers", choice.source or "the stage", choice.model, self.model.provider,

@@ -196,8 +196,7 @@ class _Engine:
         # request) plus one more that reports a request no model step answers.
         answers = sum(isinstance(s, ModelStep) for s in self.steps) + 1
         self.model = ScriptedModel([self.answer] * answers, provider="scripted", name="fsm-stage-simulate")
-        self.loop = Loop(self.runtime, self.agent, self.model, copy_messages=False,  # read-only use
-                         warn_missing_models=False)  # the report shows each request's model
+        self.loop = Loop(self.runtime, self.agent, self.model, copy_messages=False, warn_missing_models=False)
 
     @staticmethod
     def _constant(text: str) -> Callable[[Any], str]:

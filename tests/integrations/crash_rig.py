@@ -1,0 +1,129 @@
+"""A process that dies mid-turn (a plain module, also run as a script): ``python crash_rig.py
+FRAMEWORK LOG`` runs the scripted feature-work session on a ``JsonlLog`` with every review
+approved and calls ``os._exit(3)`` in the model request right after the switch to
+``implement`` (its stage notice is the log's last message): the log keeps an open turn for
+crash repair."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from adapter_rig import HOST_SECTION, edit_file_result, next_move
+
+from fsm_stage.integrations._host import StageHost
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.runtime.assembly import SystemSection
+from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+
+CRASH_EXIT = 3
+
+
+def open_host(path: Path, *, plan: bool) -> StageHost:
+    """A host over the JSONL log at ``path`` whose reviewer approves everything."""
+    channel = ScriptedReviewChannel(default=lambda qs: [Answer(q.id, ("Approve",)) for q in qs])
+    host = StageHost.open(JsonlLog(path, header=SessionHeader("s1", cwd=str(path.parent))),
+                          review=channel, guards={"tests_written": True})
+    host.runtime.add_section(SystemSection("host", 10, lambda _agent: HOST_SECTION))
+    if plan and host.plan is not None:
+        host.plan.set(host.agent, True)
+    return host
+
+
+def crashed_in_implement(host: StageHost) -> bool:
+    """Crash repair closed the turn right after the switch to ``implement``, before any edit."""
+    events = host.session.events
+    cut = max(i for i, e in enumerate(events)
+              if e.type == "turn/end" and e.data["reason"]["kind"] == "interrupted")
+    notices = [e.data["source"].get("summary") for e in events[:cut] if e.type == "user/message"]
+    return "Current stage: implement" in notices and not any(
+        e.type == "tool/call" and e.data["name"] == "edit_file" for e in events[:cut])
+
+
+def user_texts_after_repair(host: StageHost) -> list[str]:
+    """The text of every user-typed message logged after crash repair's ``turn/end``."""
+    events = host.session.events
+    cut = max(i for i, e in enumerate(events)
+              if e.type == "turn/end" and e.data["reason"]["kind"] == "interrupted")
+    return ["".join(b.get("text", "") for b in e.data["content"])
+            for e in events[cut:] if e.type == "user/message" and e.data["source"]["kind"] == "user"]
+
+
+def _pydantic_ai(path: Path, crash: bool) -> Any:
+    from pydantic_ai import Agent, DeferredToolRequests
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from fsm_stage.integrations.pydantic_ai import StageCapability
+
+    host = open_host(path, plan=crash)
+
+    def model(_messages: Any, _info: Any) -> ModelResponse:
+        move = next_move(host)
+        if crash and move is not None and move[0] == "edit_file":
+            os._exit(CRASH_EXIT)
+        if move is None:
+            return ModelResponse(parts=[TextPart("Verified.")])
+        return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]),
+                                                 f"call_{len(host.session.events)}")])
+
+    cap = StageCapability(host)
+    agent: Agent[None, Any] = Agent(FunctionModel(model), capabilities=[cap],
+                                    output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def edit_file(path: str, text: str) -> str:
+        """Write a file."""
+        return edit_file_result(path, text)
+
+    if crash:
+        return agent.run_sync("Add a --greeting flag.").output
+    return host, agent.run_sync(message_history=cap.message_history()).output
+
+
+def _openai_agents(path: Path, crash: bool) -> Any:
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+
+    from fsm_stage.integrations.openai_agents import StagedModel, host_tools, stage_tools
+
+    set_tracing_disabled(True)
+    host = open_host(path, plan=crash)
+    from oa_fake import FakeModel
+
+    class CrashingModel(FakeModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            move = next_move(host)
+            if crash and move is not None and move[0] == "edit_file":
+                os._exit(CRASH_EXIT)
+            return await super().get_response(*args, **kwargs)
+
+    @function_tool
+    def edit_file(path: str, text: str) -> str:
+        """Write a file."""
+        return edit_file_result(path, text)
+
+    agent = Agent(name="dev", model=StagedModel(CrashingModel(host), host),
+                  tools=[*stage_tools(host), *host_tools(host, [edit_file])])
+    result = asyncio.run(Runner.run(agent, "Add a --greeting flag." if crash else ""))
+    return host, result.final_output
+
+
+RUNNERS = {"pydantic_ai": _pydantic_ai, "openai_agents": _openai_agents}
+
+
+def continue_after_crash(framework: str, path: Path) -> tuple[StageHost, Any]:
+    """In this process: open the crashed log (repair closes the turn) and continue the session
+    the documented way; returns the host and the run's final output."""
+    result: tuple[StageHost, Any] = RUNNERS[framework](path, False)
+    return result
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    RUNNERS[sys.argv[1]](Path(sys.argv[2]), True)
+    sys.exit(0)

@@ -24,9 +24,11 @@ from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
 CRASH_EXIT = 3
 
 
-def open_host(path: Path, *, plan: bool) -> StageHost:
-    """A host over the JSONL log at ``path`` whose reviewer approves everything."""
-    channel = ScriptedReviewChannel(default=lambda qs: [Answer(q.id, ("Approve",)) for q in qs])
+def open_host(path: Path, *, plan: bool, approve_all: bool = True) -> StageHost:
+    """A host over the JSONL log at ``path``: its reviewer approves everything (``approve_all``)
+    or every review is answered through the framework."""
+    channel = ScriptedReviewChannel(default=lambda qs: [Answer(q.id, ("Approve",)) for q in qs]
+                                    ) if approve_all else None
     host = StageHost.open(JsonlLog(path, header=SessionHeader("s1", cwd=str(path.parent))),
                           review=channel, guards={"tests_written": True})
     host.runtime.add_section(SystemSection("host", 10, lambda _agent: HOST_SECTION))
@@ -86,14 +88,14 @@ def _pydantic_ai(path: Path, crash: bool) -> Any:
     return host, agent.run_sync(message_history=cap.message_history()).output
 
 
-def _openai_agents(path: Path, crash: bool) -> Any:
-    from agents import Agent, Runner, function_tool, set_tracing_disabled
+def _agents_build(path: Path, crash: bool) -> tuple[StageHost, Any]:
+    from agents import Agent, function_tool, set_tracing_disabled
+    from oa_fake import FakeModel
 
     from fsm_stage.integrations.openai_agents import StagedModel, host_tools, stage_tools
 
     set_tracing_disabled(True)
-    host = open_host(path, plan=crash)
-    from oa_fake import FakeModel
+    host = open_host(path, plan=crash, approve_all=False)
 
     class CrashingModel(FakeModel):
         async def get_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -107,9 +109,46 @@ def _openai_agents(path: Path, crash: bool) -> Any:
         """Write a file."""
         return edit_file_result(path, text)
 
-    agent = Agent(name="dev", model=StagedModel(CrashingModel(host), host),
-                  tools=[*stage_tools(host), *host_tools(host, [edit_file])])
-    result = asyncio.run(Runner.run(agent, "Add a --greeting flag." if crash else ""))
+    return host, Agent(name="dev", model=StagedModel(CrashingModel(host), host),
+                       tools=[*stage_tools(host), *host_tools(host, [edit_file])])
+
+
+async def _approve_until_done(host: StageHost, agent: Any, result: Any) -> Any:
+    from agents import Runner
+
+    from fsm_stage.integrations.openai_agents import approve
+    while result.interruptions:
+        state = result.to_state()
+        for item in result.interruptions:
+            approve(host, state, item)
+        result = await Runner.run(agent, state)
+    return result
+
+
+def _openai_agents(path: Path, crash: bool) -> Any:
+    """The SDK's HITL pattern: the first interruption's ``RunState`` is saved as JSON next to
+    the log (``LOG.state.json``), then every review is approved until the crash."""
+    from agents import Runner
+    host, agent = _agents_build(path, crash)
+
+    async def run() -> Any:
+        result = await Runner.run(agent, "Add a --greeting flag.")
+        path.with_suffix(".state.json").write_text(result.to_state().to_string())
+        return await _approve_until_done(host, agent, result)
+    return asyncio.run(run())
+
+
+async def resume_saved_state(path: Path) -> tuple[StageHost, Any]:
+    """A new process resumes the crashed session from the ``RunState`` saved before the crash
+    (approving its interruption again, as the saved state asks) and approves until done."""
+    from agents import Runner, RunState
+
+    from fsm_stage.integrations.openai_agents import approve
+    host, agent = _agents_build(path, False)
+    state = await RunState.from_string(agent, path.with_suffix(".state.json").read_text())
+    for item in state.get_interruptions():
+        approve(host, state, item)
+    result = await _approve_until_done(host, agent, await Runner.run(agent, state))
     return host, result.final_output
 
 

@@ -152,7 +152,43 @@ async def resume_saved_state(path: Path) -> tuple[StageHost, Any]:
     return host, result.final_output
 
 
-RUNNERS = {"pydantic_ai": _pydantic_ai, "openai_agents": _openai_agents}
+def _langgraph(path: Path, crash: bool) -> Any:
+    """``graph.invoke`` with an in-memory checkpointer; after the crash a new graph on a new
+    thread continues with a new prompt (repair closed the turn)."""
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from fsm_stage.integrations.langgraph import stage_graph
+
+    host = open_host(path, plan=crash)
+
+    class Chat(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> ChatResult:
+            move = next_move(host)
+            if crash and move is not None and move[0] == "edit_file":
+                os._exit(CRASH_EXIT)
+            reply = AIMessage("Verified.") if move is None else AIMessage(
+                "", tool_calls=[{"name": move[0], "args": move[1], "id": f"call_{len(host.session.events)}"}])
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    @tool
+    def edit_file(path: str, text: str) -> str:
+        """Write a file."""
+        return edit_file_result(path, text)
+
+    graph = stage_graph(host, Chat(responses=[]), [edit_file], checkpointer=InMemorySaver())
+    prompt = "Add a --greeting flag." if crash else "Continue where you stopped."
+    out = graph.invoke({"session": host.session.id, "prompt": prompt}, {"configurable": {"thread_id": "t"}})
+    return host, host.session.messages()[-1]["content"][0]["text"] if "__interrupt__" not in out else out
+
+
+RUNNERS = {"pydantic_ai": _pydantic_ai, "openai_agents": _openai_agents, "langgraph": _langgraph}
 
 
 def continue_after_crash(framework: str, path: Path) -> tuple[StageHost, Any]:

@@ -395,11 +395,13 @@ class StageController:
         order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39)."""
         return goto_stage_tool_spec(self.catalog, self.config.stage_names)
 
-    def render_result(self, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
+    def render_result(self, value: Mapping[str, Any], *, dropped_handoff: bool = False,
+                      applied: bool = False) -> str:
         """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full
         transition (S42); for a light transition that was given a non-blank handoff,
-        ``tool_result.handoff_dropped`` tells the model the document was not saved (S66)."""
-        return render_result(self.catalog, value, dropped_handoff=dropped_handoff)
+        ``tool_result.handoff_dropped`` tells the model the document was not saved (S66).
+        ``applied``: applied at once by the host (``tool_result.applied``, the MCP server)."""
+        return render_result(self.catalog, value, dropped_handoff=dropped_handoff, applied=applied)
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Call card: generic, titled by the target; body = the ``handoff`` argument when present

@@ -115,11 +115,13 @@ def goto_stage_tool_spec(catalog: Catalog, stages: Sequence[str] = ()) -> ToolSp
     return with_stage_enum(spec, stages)
 
 
-def render_result(catalog: Catalog, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
+def render_result(catalog: Catalog, value: Mapping[str, Any], *, dropped_handoff: bool = False,
+                  applied: bool = False) -> str:
     """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full
     transition (S42); for a light transition that was given a non-blank handoff,
-    ``tool_result.handoff_dropped`` tells the model the document was not saved (S66)."""
-    text = catalog.text("tool_result.approved", stage=value["stage"])
+    ``tool_result.handoff_dropped`` tells the model the document was not saved (S66).
+    ``applied``: the host applied the transition at once (``tool_result.applied`` instead)."""
+    text = catalog.text("tool_result.applied" if applied else "tool_result.approved", stage=value["stage"])
     if "handoffPath" in value:
         text += catalog.text("tool_result.handoff_path", path=value["handoffPath"])
     elif dropped_handoff:

@@ -129,8 +129,9 @@ class StageServer:
             self._specs[GOTO_STAGE] = first.stage.tool_spec()
         self._used: set[str] = set()
         self.server: Server[Any] = Server(
-            SERVER_NAME, version=package_version(), instructions="Stage graphs and plan mode (fsm_stage). Read "
-            "get_stage and the session's instructions resource; request transitions with goto_stage.",
+            SERVER_NAME, version=package_version(), instructions="Stage graphs and plan mode "
+            "(fsm_stage). Read get_stage and the session's instructions resource; request "
+            "transitions with goto_stage.",
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
             on_list_resources=self._list_resources, on_read_resource=self._read_resource)
         policy = security if security is not None else RequestStateSecurity.ephemeral()

@@ -29,6 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, TOOL_CALL, TOOL_RESULT
 from fsm_stage.diagram import to_mermaid
 from fsm_stage.errors import ReviewDismissed, ReviewPayloadChangedError, ReviewPending, UserError
+from fsm_stage.integrations._toolspecs import to_mcp
 from fsm_stage.mcp import durable
 from fsm_stage.mcp.meter import CONTEXT_TOKENS, CONTEXT_TOKENS_PARAM, context_tokens_problem
 from fsm_stage.mcp.review import (
@@ -42,7 +43,6 @@ from fsm_stage.mcp.review import (
 )
 from fsm_stage.mcp.sessions import McpSession, SessionRegistry
 from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
-from fsm_stage.runtime.toolspecs import to_mcp
 
 __all__ = ["GET_STAGE", "SERVER_NAME", "StageServer", "build_server"]
 
@@ -290,10 +290,12 @@ class StageServer:
     def _settle(self, ms: McpSession, call: ToolCall, result: ToolResult) -> types.CallToolResult:
         """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now."""
         if call.name == GOTO_STAGE and ms.stage is not None and not result.is_error:
-            handoff = json.loads(call.arguments).get("handoff")
-            dropped = "handoffPath" not in result.value and isinstance(handoff, str) and bool(handoff.strip())
-            result = attrs.evolve(result, message=None, text=ms.stage.render_result(
-                result.value, dropped_handoff=dropped, applied=True))  # applied below, not at a later step
+            # applied below, at once: there is no later step the approval could wait for
+            stage = result.value["stage"]
+            approved = ms.stage.catalog.text("tool_result.approved", stage=stage)
+            if result.text.startswith(approved):
+                result = attrs.evolve(result, message=None, text=ms.stage.catalog.text(
+                    "tool_result.applied", stage=stage) + result.text[len(approved):])
         call_seq = next((ev.seq for ev in reversed(ms.session.events) if ev.type == TOOL_CALL
                          and isinstance(ev.data, Mapping) and ev.data.get("callId") == call.id), None)
         ms.session.append(TOOL_RESULT, result_data(result, None, None), surface_op="append",

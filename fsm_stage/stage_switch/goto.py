@@ -20,21 +20,13 @@ from typing import TYPE_CHECKING, Any
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
-from fsm_stage.log.reviews import stage_payload_sha256
+from fsm_stage.reviews._channel import Answer, ReviewDismissed
+from fsm_stage.reviews._flow import Outcome, ReviewBusy, Ticket, conduct, existing, open_request, reserve
+from fsm_stage.reviews._fold import stage_payload_sha256
+from fsm_stage.reviews._stage import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.review import Answer, ReviewDismissed
-from fsm_stage.runtime.review_flow import (
-    Outcome,
-    ReviewBusy,
-    Ticket,
-    conduct,
-    existing,
-    open_request,
-    reserve,
-)
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_tool_call
 from fsm_stage.stage_switch.durable import graph_specs
-from fsm_stage.stage_switch.review import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.stage_switch.texts import NO_AGENT_MESSAGE, RELOADED_MESSAGE
 from fsm_stage.stage_switch.tool import goto_stage_argument_problem, presentation_meta, render_result
 
@@ -186,7 +178,8 @@ def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outco
     if handoff_path is not None:
         value["handoffPath"] = handoff_path
     dropped = shape == "light" and handoff is not None and bool(handoff.strip())
-    text = render_result(ctl.catalog, value, dropped_handoff=dropped)
+    saved = outcome.record.handoff_path if shape == "light" else None  # written for the review
+    text = render_result(ctl.catalog, value, dropped_handoff=dropped, unused_handoff_path=saved)
     return ToolOutput(value, text, presentation_meta(value))
 
 

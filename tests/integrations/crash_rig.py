@@ -18,8 +18,8 @@ from adapter_rig import HOST_SECTION, edit_file_result, next_move
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews import Answer, ScriptedReviewChannel
 from fsm_stage.runtime.assembly import SystemSection
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
 
 CRASH_EXIT = 3
 

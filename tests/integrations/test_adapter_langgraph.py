@@ -142,7 +142,7 @@ def test_a_system_prompt_goes_in_front_of_fsm_stages_system_text() -> None:
 
 def test_an_interrupt_whose_review_was_answered_elsewhere_is_not_asked_again() -> None:
     from fsm_stage.integrations.langgraph import waiting
-    from fsm_stage.runtime.reviews import answer_review
+    from fsm_stage.reviews import answer_review
 
     async def run() -> StageHost:
         host = make_host()

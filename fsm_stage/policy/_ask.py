@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
-from fsm_stage.runtime import review_flow as flow
+from fsm_stage.policy._gate import CATALOG, Decision, PolicyState
+from fsm_stage.prompts import load_catalog
+from fsm_stage.reviews import _flow as flow
+from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.policy import Decision, PolicyState
-from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.runtime.tools import ToolCall
 
 TOOL_REVIEW_KIND = "tool"
@@ -38,6 +39,22 @@ def _interpret(question_id: str) -> flow.Interpret:
             return "approve", APPROVE, None
         return "keep", DENY, mine[0].custom if len(mine) == 1 else None
     return interpret
+
+
+def review_question(call: ToolCall, decision: Decision, state: PolicyState) -> Question:
+    """The ``tool-review-<call id>`` question a human answers: texts from the ``tool_policy``
+    catalog in the graph's language (``review.*``), the arguments as a JSON block, options
+    ``Approve`` / ``Deny`` (logged labels, never translated)."""
+    language = state.graph.language if state.graph is not None else "en"
+    catalog = load_catalog(CATALOG, language)
+    where = (catalog.text("review.where_plan_mode") if decision.scope == "plan mode"
+             else catalog.text("review.where_stage", stage=state.stage or ""))
+    return Question(f"tool-review-{call.id}", catalog.text("review.header"),
+                    catalog.text("review.question", tool=call.name, rule=decision.rule, where=where),
+                    (Option(APPROVE, catalog.text("review.approve_description")),
+                     Option(DENY, catalog.text("review.deny_description"))),
+                    detail=f"```json\n{call.arguments}\n```",
+                    intent={"kind": "tool-review", "approve": APPROVE})
 
 
 async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCall, decision: Decision,
@@ -61,11 +78,7 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
             record = flow.open_request(session, ticket, call.id, "tool")
         except ReviewBusy as busy:
             return Decision("deny", f"{decision.rule}: {busy.text}", decision.scope)
-    question = Question(f"tool-review-{call.id}", "Tool call",
-                        f'Run tool "{call.name}" ({decision.rule}) {_where(state, decision)}?',
-                        (Option(APPROVE, "Run the call."), Option(DENY, "Refuse it; the model is told.")),
-                        detail=f"```json\n{call.arguments}\n```",
-                        intent={"kind": "tool-review", "approve": APPROVE})
+    question = review_question(call, decision, state)
 
     async def ask() -> list[Answer]:
         if channel is None:
@@ -88,6 +101,3 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
     return Decision("deny", f"{decision.rule}: the reviewer {why}" + (f" ({feedback})" if feedback else ""),
                     decision.scope)
 
-
-def _where(state: PolicyState, decision: Decision) -> str:
-    return "while plan mode is on" if decision.scope == "plan mode" else f'in stage "{state.stage}"'

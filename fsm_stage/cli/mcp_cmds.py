@@ -1,19 +1,63 @@
 """``fsm-stage mcp``: serve a stage graph's sessions over the Model Context Protocol.
 
 ``mcp --graph GRAPH.yaml --log LOG [--log NAME=LOG ...] [--cwd DIR] [--http HOST:PORT]
-[--state-key-file FILE]``. The ``mcp`` SDK (extra ``fsm_stage[mcp]``) is imported inside the
-command only, so ``import fsm_stage`` and the other commands never load it.
+[--state-key-file FILE] [--eligibility [NAME=]MODULE:FUNCTION ...]``. The ``mcp`` SDK (extra
+``fsm_stage[mcp]``) is imported inside the command only, so ``import fsm_stage`` and the other
+commands never load it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
+import sys
 from pathlib import Path
 
 import click
 
-from fsm_stage.config import load_config
+from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.errors import UserError
+from fsm_stage.stage_switch.eligibility import Predicate
+
+
+def _guard_names(config: ConfigFile) -> list[str]:
+    graph = config.graph
+    stages = graph.stages if graph is not None else ()
+    return sorted({g for st in stages for e in st.targets or () for g in e.guards})
+
+
+def load_guards(specs: tuple[str, ...], config: ConfigFile) -> dict[str, Predicate]:
+    """``--eligibility [NAME=]module:function`` values → ``{guard name: predicate}``. NAME
+    defaults to the function's name; the module is imported with the current directory on
+    ``sys.path`` (as ``python -m`` does). Raises ``UserError`` (one line) for a bad spec, a module
+    or function that cannot be loaded, a non-callable, a name given twice or a name no edge of
+    the graph uses."""
+    out: dict[str, Predicate] = {}
+    known = _guard_names(config)
+    if specs and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for spec in specs:
+        name, sep, target = spec.rpartition("=")
+        module_name, colon, attr = target.partition(":")
+        if not colon or not module_name or not attr:
+            raise UserError(f"--eligibility {spec}: expected [NAME=]module:function")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # a user's module: any import failure is their mistake
+            raise UserError(f"--eligibility {spec}: cannot import {module_name!r}: "
+                            f"{type(exc).__name__}: {exc}") from None
+        predicate = getattr(module, attr, None)
+        if not callable(predicate):
+            raise UserError(f"--eligibility {spec}: {module_name} has no function {attr!r}")
+        guard = name if sep else attr
+        if guard in out:
+            raise UserError(f"--eligibility: guard {guard!r} is given twice")
+        if guard not in known:
+            raise UserError(f"--eligibility {spec}: no edge of the graph uses guard {guard!r}; its guards "
+                            f"are: {', '.join(known) or '(none)'}")
+        out[guard] = predicate
+    return out
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -36,8 +80,11 @@ def _host_port(value: str) -> tuple[str, int]:
 @click.option("--state-key-file", type=click.Path(path_type=Path, dir_okay=False),
               help="Key sealing input_required request states (created when missing); default: "
                    "<default log>.mcp-key beside a file log, so a review survives a restart.")
+@click.option("--eligibility", "eligibility", multiple=True, metavar="[NAME=]MODULE:FUNCTION",
+              help="Register a guard predicate (agent) -> bool under NAME (default: the function's "
+                   "name), for the graph's guarded edges (repeatable).")
 def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str | None,
-            state_key_file: Path | None) -> None:
+            state_key_file: Path | None, eligibility: tuple[str, ...]) -> None:
     """Serve goto_stage / exit_plan_mode / get_stage with human review through the MCP client."""
     try:
         from fsm_stage.mcp.run import KEY_ENV, serve_http, serve_stdio, state_security
@@ -50,6 +97,7 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
         click.echo(f"fsm-stage: warning: serving {target[0]} without authentication; anyone who can "
                    "reach it can call the tools (prefer a loopback host)", err=True)
     config = load_config(graph_path)
+    guards = load_guards(eligibility, config)
     table = parse_log_option(logs)
     workdir = cwd if cwd is not None else Path.cwd()
     if not workdir.is_dir():
@@ -62,15 +110,14 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
         security = state_security(key_file)
     except (ValueError, OSError) as err:
         raise UserError(f"request-state key ({KEY_ENV} or --state-key-file): {err}") from None
-    registry = SessionRegistry(config, table, cwd=workdir)
-    try:
+    registry = SessionRegistry(config, table, cwd=workdir, guards=guards)
+    try:  # Ctrl-C reaches the CLI's handler (exit 130) on every transport, logs closed first
         app = build_server(registry, security=security)
         if target is None:
             asyncio.run(serve_stdio(app))
         else:
-            asyncio.run(serve_http(app, *target))
-    except KeyboardInterrupt:  # pragma: no cover - interactive stop
-        pass
+            asyncio.run(serve_http(app, *target, announce=lambda url: click.echo(
+                f"fsm-stage mcp: listening on {url}", err=True)))
     finally:
         registry.close()
 

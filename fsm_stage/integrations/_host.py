@@ -136,15 +136,17 @@ class StageHost:
                 self.driver.record_tool_result(call, text, is_error=True)
 
     def step(self, user_text: str | None = None) -> StepRequest:
-        """End the open step (settled) and begin the next one; with no turn open, steer
-        ``user_text`` (when given) and start a turn. Returns the request to send."""
+        """End the open step (settled) and begin the next one, starting a turn when none is
+        open. ``user_text`` (a new prompt of the framework's run) is steered into the step: the
+        first message of a new turn, or a user message at the next step of the open turn (it is
+        never dropped). Returns the request to send."""
         view = self.driver.view()
         if view is not None and view.open_step is not None:
             self.settle_dropped()
             self.driver.end_step()
+        if user_text is not None:
+            self.agent.steer(user_message(user_text))
         if self.driver.view() is None:
-            if user_text is not None:
-                self.agent.steer(user_message(user_text))
             self.driver.start_turn()
         request = self.driver.begin_step()
         if request is None:
@@ -162,11 +164,39 @@ class StageHost:
 
     async def run_fsm_tool(self, call: ToolCall) -> str:
         """Run one of fsm_stage's tools; returns the result text (``Error: …`` on failure).
-        A call that is suspended already is resumed (its review answered) instead.
-        Raises ``ReviewPending`` while its review waits."""
+        A call that is suspended already is resumed (its review answered) instead; a settled
+        call (the framework re-runs it: a retry, a replay from an older snapshot) returns its
+        recorded result and runs nothing. Raises ``ReviewPending`` while its review waits."""
         if self.open_review(call.id) is not None:
             return await self.resume_call(call.id)
+        settled = self.settled_result(call.id)
+        if settled is not None:
+            return settled
         return _text_of(await self.driver.run_tool(call))
+
+    def settled_result(self, call_id: str) -> str | None:
+        """The recorded result text of ``call_id`` when it is settled and is not a call of the
+        open step still waiting (None otherwise): what a re-run of the call returns."""
+        state = self.driver.view()
+        call = state.call(call_id) if state is not None else None
+        if call is not None and not call.answered:
+            return None
+        return self.recorded_result(call_id)
+
+    async def before_request(self, returned: Callable[[str], str | None]) -> list[ToolCall]:
+        """Reconcile the open step with the framework before its next model request.
+        ``returned(call_id)`` is what the framework's own history holds for a call (a denial
+        message) or None. A suspended call the framework denied is recorded as keep (with that
+        text as feedback); a call answered elsewhere (CLI, another process) is settled from its
+        logged answer. Returns the open step's unsettled calls when one of them waits on a
+        review the framework knows nothing of (its history is older than the log: a retry, a
+        stale snapshot): the adapter replays them as the model's reply instead of asking the
+        model, so the framework asks for the approval again. ``[]`` otherwise."""
+        pending = self.pending_reviews()
+        if any(not answered and returned(call.id) is None for call, _r, answered in pending):
+            return list(self.driver.unsettled())
+        await self.keep_unanswered(returned)
+        return []
 
     async def resume_call(self, call_id: str) -> str:
         """Settle the suspended call ``call_id`` from its logged answer; returns its result text
@@ -205,17 +235,25 @@ class StageHost:
         state = view.call(call_id) if view is not None else None
         return state.call if state is not None else None
 
-    def required_call(self, call_id: str) -> ToolCall:
-        """``logged_call``, raising ``RuntimeError`` when the open step's reply has no such call."""
+    def required_call(self, call_id: str, name: str = "", arguments: str = "{}") -> ToolCall:
+        """``logged_call``; a call settled earlier (a framework re-run) comes back as
+        ``ToolCall(call_id, name, arguments)`` (``run_fsm_tool`` / ``run_host_tool`` then return
+        its recorded result). Raises ``RuntimeError`` for a call the log never settled that is
+        not in the open step's reply."""
         call = self.logged_call(call_id)
-        if call is None:
-            raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
-        return call
+        if call is not None:
+            return call
+        if self.recorded_result(call_id) is not None:
+            return ToolCall(call_id, name, arguments)
+        raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
 
     async def run_host_tool(self, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
         """Run one host tool call: the stage's tool policy first (a refused call never runs; its
         refusal text is returned), then ``execute()``, recording ``tool/call`` + ``tool/result``
         (a non-str result as JSON; an exception as an error result, then re-raised)."""
+        settled = self.settled_result(call.id)
+        if settled is not None:  # a re-run of a settled call: exactly once
+            return settled
         refusal = await self.refusal(call)
         if refusal is not None:
             return refusal

@@ -15,18 +15,20 @@ when the open step has unsettled calls).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Interrupt, interrupt
 
 from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
@@ -35,7 +37,7 @@ from fsm_stage.integrations.convert import to_openai_chat
 from fsm_stage.integrations.toolspecs import to_openai
 from fsm_stage.runtime.tools import ToolCall
 
-__all__ = ["StageHost", "StageState", "stage_graph", "stage_tool_node", "to_langchain_messages"]
+__all__ = ["StageHost", "StageState", "stage_graph", "stage_tool_node", "to_langchain_messages", "waiting"]
 
 
 class StageState(TypedDict, total=False):
@@ -45,9 +47,25 @@ class StageState(TypedDict, total=False):
     prompt: str | None
 
 
-def to_langchain_messages(step: StepRequest) -> list[BaseMessage]:
-    """fsm_stage's request as LangChain messages (the system text first)."""
-    return list(convert_to_messages(to_openai_chat(step.request)["messages"]))
+def to_langchain_messages(step: StepRequest, system_prompt: str | None = None) -> list[BaseMessage]:
+    """fsm_stage's request as LangChain messages: one ``SystemMessage`` first (``system_prompt``,
+    the host's own, in front of fsm_stage's system sections), then the log's surface."""
+    messages = to_openai_chat(step.request)["messages"]
+    if system_prompt:
+        own = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        rest = messages[1:] if own else messages
+        messages = [{"role": "system", "content": "\n\n".join(s for s in (system_prompt, own) if s)}, *rest]
+    return list(convert_to_messages(messages))
+
+
+def waiting(host: StageHost, out: Mapping[str, Any] | Sequence[Interrupt]) -> list[Interrupt]:
+    """The interrupts of ``out`` (an ``invoke`` result or its ``"__interrupt__"`` list) whose
+    review still waits in the log: ask a human only for these. A review answered elsewhere
+    meanwhile (the CLI, another process) is not asked again: when none waits, invoke the graph
+    with ``{"session": id}`` (not a ``Command``) and the call settles from the logged answer."""
+    items = out.get("__interrupt__", ()) if isinstance(out, Mapping) else out
+    open_ids = {rid for _c, rid, answered in host.pending_reviews() if not answered}
+    return [i for i in items if isinstance(i.value, Mapping) and i.value.get("review_id") in open_ids]
 
 
 def _answer(host: StageHost, review_id: str, value: Any) -> None:
@@ -105,10 +123,25 @@ def stage_tool_node(host: StageHost, tools: Sequence[BaseTool]) -> ToolNode:
     return ToolNode(list(tools), awrap_tool_call=wrap, handle_tool_errors=True)
 
 
+def _sync(run: Callable[[StageState], Coroutine[Any, Any, StageState]]) -> Callable[[StageState], StageState]:
+    """A node's sync path (``graph.invoke`` / ``stream``, e.g. with ``SqliteSaver``): the async
+    node on a private event loop. Raises ``RuntimeError`` inside a running loop (use ``ainvoke``)."""
+    def node(state: StageState) -> StageState:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(run(state))
+        raise RuntimeError("stage_graph: graph.invoke was called inside a running event loop; "
+                           "use await graph.ainvoke(...)")
+    return node
+
+
 def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool] = (), *,
-                checkpointer: Any = None) -> Any:
+                checkpointer: Any = None, system_prompt: str | None = None) -> Any:
     """The compiled ``model`` ↔ ``tools`` graph over ``host`` (see the module docstring).
-    Invoke it with ``{"session": host.session.id, "prompt": "..."}`` and a thread config."""
+    Invoke it with ``{"session": host.session.id, "prompt": "..."}`` and a thread config, with
+    ``ainvoke`` or (a sync checkpointer such as ``SqliteSaver``) ``invoke``. ``system_prompt``
+    (the host's own instructions) goes in front of fsm_stage's system text in every request."""
     specs = [*[to_openai(s) for s in host.runtime.tool_specs], *[convert_to_openai_tool(t) for t in tools]]
     bound = model.bind_tools(specs)
     node = stage_tool_node(host, tools)
@@ -116,7 +149,8 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
     async def call_model(state: StageState) -> StageState:
         step = host.step(state.get("prompt"))
         # the stage rides on the chat model run's metadata (LangSmith, LangChain OpenTelemetry bridges)
-        reply = await bound.ainvoke(to_langchain_messages(step), config={"metadata": host.request_tags()})
+        reply = await bound.ainvoke(to_langchain_messages(step, system_prompt),
+                                    config={"metadata": host.request_tags()})
         assert isinstance(reply, AIMessage)
         calls = [ToolCall(c["id"] or "", c["name"], json.dumps(c["args"], ensure_ascii=False))
                  for c in reply.tool_calls]
@@ -137,8 +171,8 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
         return "tools" if host.driver.unsettled() else "model"
 
     graph = StateGraph(StageState)
-    graph.add_node("model", call_model)
-    graph.add_node("tools", run_tools)
+    graph.add_node("model", RunnableLambda(_sync(call_model), afunc=call_model, name="model"))
+    graph.add_node("tools", RunnableLambda(_sync(run_tools), afunc=run_tools, name="tools"))
     graph.add_conditional_edges(START, route, ["model", "tools", END])
     graph.add_conditional_edges("model", route, ["model", "tools", END])
     graph.add_edge("tools", "model")

@@ -14,12 +14,14 @@ again: the model input comes from the log, not from a saved ``RunState``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from agents import FunctionTool, Model, ModelResponse, RunContextWrapper, RunState, ToolApprovalItem
+from agents import FunctionTool, Model, ModelResponse, RunContextWrapper, RunState, ToolApprovalItem, Usage
 from agents.tool_context import ToolContext
 from agents.tracing import custom_span
+from openai.types.responses import ResponseFunctionToolCall
 
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import StageHost
@@ -34,15 +36,17 @@ def _attr(item: Any, key: str) -> Any:
 
 
 def _user_text(input: str | list[Any]) -> str | None:
+    """The run's new prompt: the input's last item when it is a user message (a run resumed
+    from a ``RunState`` ends with tool items, so nothing is logged twice); None or empty: none."""
     if isinstance(input, str):
         return input or None
-    for item in reversed(input):
-        if _attr(item, "role") == "user":
-            content = _attr(item, "content")
-            if isinstance(content, str):
-                return content
-            return "".join(str(_attr(p, "text") or "") for p in content or ())
-    return None
+    last = input[-1] if input else None
+    if last is None or _attr(last, "role") != "user":
+        return None
+    content = _attr(last, "content")
+    if isinstance(content, str):
+        return content or None
+    return "".join(str(_attr(p, "text") or "") for p in content or ()) or None
 
 
 def _output_of(input: str | list[Any], call_id: str) -> str | None:
@@ -77,11 +81,16 @@ class StagedModel(Model):
                            tracing: Any, *, previous_response_id: str | None, conversation_id: str | None,
                            prompt: Any) -> ModelResponse:
         """One fsm_stage step around the inner model's response."""
-        await self.host.keep_unanswered(lambda call_id: _output_of(input, call_id))  # rejected on RunState
+        replay = await self.host.before_request(lambda call_id: _output_of(input, call_id))
+        if replay:  # the RunState is older than the log: ask for the waiting approval again
+            output = [ResponseFunctionToolCall(type="function_call", call_id=c.id, name=c.name,
+                                               arguments=c.arguments) for c in replay]
+            return ModelResponse(output=list(output), usage=Usage(), response_id=None)
         step = self.host.step(_user_text(input))
+        system = "\n\n".join(s for s in (system_instructions, step.system) if s)  # the Agent's own first
         with custom_span("fsm_stage.step", data=self.host.request_tags()):  # the stage in the SDK's trace
             response = await self.inner.get_response(
-                step.system or None, to_openai_responses(step.request)["input"], model_settings, tools,
+                system or None, to_openai_responses(step.request)["input"], model_settings, tools,
                 output_schema, handoffs, tracing, previous_response_id=None, conversation_id=None,
                 prompt=prompt)
         text, calls = _reply(response)
@@ -94,16 +103,20 @@ class StagedModel(Model):
 
 
 def stage_tools(host: StageHost) -> list[FunctionTool]:
-    """``goto_stage`` / ``exit_plan_mode`` as ``FunctionTool``s with review approvals."""
+    """``goto_stage`` / ``exit_plan_mode`` as ``FunctionTool``s with review approvals. A call
+    the SDK runs again (a retry from the same ``RunState``, an older saved state) returns its
+    recorded result; an approval made on ``RunState`` without ``approve`` is recorded
+    (``by="openai-agents"``)."""
     done: dict[str, str] = {}
 
-    async def needs_approval(_ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-        call = host.required_call(call_id)
-        try:
-            done[call_id] = await host.run_fsm_tool(call)
-        except ReviewPending:
-            return True
-        return False
+    def approval(name: str) -> Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]:
+        async def needs_approval(_ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+            try:
+                done[call_id] = await host.run_fsm_tool(host.required_call(call_id, name, json.dumps(params)))
+            except ReviewPending:
+                return True
+            return False
+        return needs_approval
 
     async def invoke(ctx: ToolContext[Any], _args: str) -> str:
         call_id = ctx.tool_call_id
@@ -111,12 +124,12 @@ def stage_tools(host: StageHost) -> list[FunctionTool]:
             return done.pop(call_id)
         review_id = host.open_review(call_id)
         if review_id is not None:  # approved on RunState without approve(): record it
-            host.answer(review_id, True)
-        return await host.run_fsm_tool(host.required_call(call_id))
+            host.answer(review_id, True, by="openai-agents")
+        return await host.run_fsm_tool(host.required_call(call_id, ctx.tool_name, ctx.tool_arguments))
 
     return [FunctionTool(name=spec.name, description=spec.description,
                          params_json_schema=dict(spec.parameters), on_invoke_tool=invoke,
-                         strict_json_schema=False, needs_approval=needs_approval)
+                         strict_json_schema=False, needs_approval=approval(spec.name))
             for spec in host.runtime.tool_specs]
 
 
@@ -130,7 +143,7 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
     out = []
     for tool in tools:
         def invoke(ctx: ToolContext[Any], args: str, _tool: FunctionTool = tool) -> Awaitable[Any]:
-            return _run_host_tool(host, host.required_call(ctx.tool_call_id),
+            return _run_host_tool(host, host.required_call(ctx.tool_call_id, ctx.tool_name, args),
                                   lambda: _tool.on_invoke_tool(ctx, args))
         out.append(FunctionTool(name=tool.name, description=tool.description,
                                 params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,

@@ -46,6 +46,11 @@ from fsm_stage.runtime.tools import ToolCall
 __all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]
 
 
+FROM_LOG = {"fsm_stage": "log"}
+"""``ModelRequest.metadata`` of the requests rebuilt from the log: a run resuming from one
+(no new prompt) logs none of its user parts again."""
+
+
 def to_pydantic_ai_messages(step: StepRequest) -> list[ModelMessage]:
     """fsm_stage's model-visible messages as pydantic-ai ``ModelMessage``s (system text apart)."""
     out: list[ModelMessage] = []
@@ -57,7 +62,7 @@ def to_pydantic_ai_messages(step: StepRequest) -> list[ModelMessage]:
             continue
         if role == "assistant":
             if request:
-                out.append(ModelRequest(parts=request))
+                out.append(ModelRequest(parts=request, metadata=dict(FROM_LOG)))
                 request = []
             parts: list[ModelResponsePart] = [TextPart(m["content"])] if m.get("content") else []
             for tc in m.get("tool_calls") or ():
@@ -71,18 +76,19 @@ def to_pydantic_ai_messages(step: StepRequest) -> list[ModelMessage]:
             text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
             request.append(UserPromptPart(text))
     if request:
-        out.append(ModelRequest(parts=request))
+        out.append(ModelRequest(parts=request, metadata=dict(FROM_LOG)))
     return out
 
 
-def _last_user_text(messages: Sequence[ModelMessage]) -> str | None:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-            return None
-    return None
+def _prompt_text(prompt: Any) -> str | None:
+    """The run's own user prompt as text (``agent.run(prompt)``); None when the run has none.
+    Raises ``ValueError`` for non-text content (images, files), which fsm_stage cannot log."""
+    if prompt is None or isinstance(prompt, str):
+        return prompt or None
+    parts = list(prompt)
+    if not all(isinstance(p, str) for p in parts):
+        raise ValueError("StageCapability: the prompt must be text; images and files are not supported")
+    return "".join(parts) or None
 
 
 def _returned(messages: Sequence[ModelMessage], call_id: str) -> str | None:
@@ -113,6 +119,7 @@ class StageCapability(AbstractCapability[Any]):
     def __init__(self, host: StageHost) -> None:
         self.host = host
         self._step: StepRequest | None = None
+        self._prompted: tuple[str | None, ...] = ()  # the run whose prompt was logged
         tools = [Tool.from_schema(self._fsm_tool(spec.name), spec.name, spec.description,
                                   dict(spec.parameters), takes_ctx=True, sequential=True)
                  for spec in host.runtime.tool_specs]
@@ -130,6 +137,10 @@ class StageCapability(AbstractCapability[Any]):
     def _fsm_tool(self, name: str) -> Callable[..., Awaitable[str]]:
         async def run(ctx: RunContext[Any], **args: Any) -> str:
             call = ToolCall(ctx.tool_call_id or "", name, json.dumps(args, ensure_ascii=False))
+            review_id = self.host.open_review(call.id)
+            if review_id is not None and ctx.tool_call_approved:
+                # DeferredToolResults(approvals={id: True}) given to pydantic-ai directly
+                self.host.answer(review_id, True, by="pydantic-ai")
             try:
                 return await self.host.run_fsm_tool(self._logged(call))
             except ReviewPending as pending:
@@ -144,9 +155,18 @@ class StageCapability(AbstractCapability[Any]):
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
                                  handler: Callable[[ModelRequestContext], Awaitable[ModelResponse]],
                                  ) -> ModelResponse:
-        """One fsm_stage step: send its instructions and messages, record the reply."""
-        await self.host.keep_unanswered(lambda call_id: _returned(request_context.messages, call_id))
-        self._step = self.host.step(_last_user_text(request_context.messages))
+        """One fsm_stage step: send its instructions and messages, record the reply. The run's
+        prompt (``ctx.prompt``) is logged once, at the run's first request; a history older
+        than the log (a retry with the same ``DeferredToolResults``, a stale snapshot) gets
+        the open step's waiting calls replayed, so the run ends asking for them again."""
+        replay = await self.host.before_request(lambda call_id: _returned(request_context.messages, call_id))
+        if replay:
+            return ModelResponse(parts=[ToolCallPart(c.name, c.arguments, c.id) for c in replay])
+        sent = request_context.messages[-1] if request_context.messages else None
+        from_log = isinstance(sent, ModelRequest) and (sent.metadata or {}).get("fsm_stage") == "log"
+        prompt = None if from_log or ctx.run_id in self._prompted else _prompt_text(ctx.prompt)
+        self._prompted = (ctx.run_id,)
+        self._step = self.host.step(prompt)
         response = await handler(request_context)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         self.host.reply(text, _calls(response))

@@ -69,7 +69,8 @@ def review_form(question: Question) -> dict[str, Any]:
 def to_answers(question: Question, action: str, content: Mapping[str, Any] | None) -> list[Answer]:
     """Map an elicitation reply to the controllers' answers (see the module docstring).
 
-    An accepted reply with no valid ``decision`` raises ``ValueError`` (never consent).
+    An accepted reply with no valid ``decision`` is keep (the form's default, never consent),
+    as the durable answer logs it. Raises ``ValueError`` for an unknown action.
     """
     keep = question.labels[-1]
     if action == "cancel":
@@ -79,11 +80,10 @@ def to_answers(question: Question, action: str, content: Mapping[str, Any] | Non
     if action != "accept" or content is None:
         raise ValueError(f"unexpected elicitation reply {action!r}")
     decision = content.get("decision")
-    if not isinstance(decision, str) or decision not in question.labels:
-        raise ValueError(f"the review reply's decision must be one of {list(question.labels)}, "
-                         f"got {decision!r}")
     feedback = content.get("feedback")
     text = feedback.strip() if isinstance(feedback, str) and feedback.strip() else None
+    if not isinstance(decision, str) or decision not in question.labels:
+        return [Answer(question.id, (keep,), text)]  # the form's default: never consent
     if decision == question.labels[0]:
         return [Answer(question.id, (decision,))]
     return [Answer(question.id, (decision,), text)]

@@ -13,11 +13,13 @@ arguments, unknown stage, a stale or replayed request state) is an MCP error, no
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -29,6 +31,7 @@ from fsm_stage.diagram import to_mermaid
 from fsm_stage.errors import ReviewDismissed, ReviewPayloadChangedError, ReviewPending, UserError
 from fsm_stage.integrations._toolspecs import to_mcp
 from fsm_stage.mcp import durable
+from fsm_stage.mcp.meter import CONTEXT_TOKENS, CONTEXT_TOKENS_PARAM, context_tokens_problem
 from fsm_stage.mcp.review import (
     UNAVAILABLE,
     Answered,
@@ -50,6 +53,28 @@ _SESSION_PARAM = {"type": "string", "description": "Session handle (optional; de
                   "default session). The handles are the server's --log NAME=LOG names."}
 _URI = "fsm-stage://session/{handle}/{what}"
 _STATE_VERSION = 1
+GET_STAGE_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "session": {"type": "string", "description": "The session handle."},
+        "stage": {"type": "string", "description": "The current stage (with a stage graph)."},
+        "pending": {"type": ["string", "null"], "description": "An approved transition not applied yet."},
+        "planMode": {"type": "object", "description": "Plan mode's state (when configured)."},
+        "openReviews": {"type": "array", "items": {"type": "object"},
+                        "description": "Reviews waiting for a human: {id, callId, kind, target}."},
+    },
+    "required": ["session", "openReviews"],
+}
+"""``get_stage``'s output schema (its ``structuredContent``)."""
+
+
+def package_version() -> str:
+    """The installed distribution's version (``serverInfo.version``); ``0+unknown`` when the
+    package runs from a tree that was never installed."""
+    try:
+        return importlib.metadata.version("fsm_stage")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 def _invalid(message: str) -> MCPError:
@@ -98,13 +123,15 @@ class StageServer:
             self._specs[EXIT_PLAN_MODE] = first.plan.tool_spec()
         self._specs[GET_STAGE] = ToolSpec(
             GET_STAGE, "Read the session's current stage, plan mode, pending transition and open "
-            "reviews. Changes nothing.", {"type": "object", "properties": {}, "additionalProperties": False})
+            "reviews. Changes nothing.", {"type": "object", "properties": {}, "additionalProperties": False},
+            GET_STAGE_OUTPUT)
         if first.stage is not None:
             self._specs[GOTO_STAGE] = first.stage.tool_spec()
         self._used: set[str] = set()
         self.server: Server[Any] = Server(
-            SERVER_NAME, version="1", instructions="Stage graphs and plan mode (fsm_stage). Read "
-            "get_stage and the session's instructions resource; request transitions with goto_stage.",
+            SERVER_NAME, version=package_version(), instructions="Stage graphs and plan mode "
+            "(fsm_stage). Read get_stage and the session's instructions resource; request "
+            "transitions with goto_stage.",
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
             on_list_resources=self._list_resources, on_read_resource=self._read_resource)
         policy = security if security is not None else RequestStateSecurity.ephemeral()
@@ -118,6 +145,8 @@ class StageServer:
         for name in sorted(self._specs):
             wire = to_mcp(self._specs[name])  # the in-process spec, exported like every adapter's
             wire["inputSchema"].setdefault("properties", {})["session"] = dict(_SESSION_PARAM)
+            if name == GOTO_STAGE:
+                wire["inputSchema"]["properties"][CONTEXT_TOKENS] = dict(CONTEXT_TOKENS_PARAM)
             out.append(types.Tool.model_validate(wire))
         return out
 
@@ -136,7 +165,11 @@ class StageServer:
             ms = self.registry.get(args.pop("session", None))
         except UserError as err:
             raise _invalid(str(err)) from None
-        problem = argument_problem(spec.parameters, args, also=("session",))
+        reported = args.pop(CONTEXT_TOKENS, None) if params.name == GOTO_STAGE else None
+        problem = argument_problem(spec.parameters, args, also=(
+            "session", *((CONTEXT_TOKENS,) if params.name == GOTO_STAGE else ())))
+        if problem is None and reported is not None:
+            problem = context_tokens_problem(reported)
         if problem is not None:
             raise _invalid(f"{params.name}: {problem}")
         if params.name == GET_STAGE:
@@ -146,7 +179,8 @@ class StageServer:
             raise _invalid(f"goto_stage: unknown stage {args['stage']!r}; the graph's stages are: "
                            f"{', '.join(names)}")
         async with ms.lock:
-            return await self._reviewed(ctx, ms, params, args)
+            with ms.meter.report(reported, args.get("handoff")):
+                return await self._reviewed(ctx, ms, params, args)
 
     def status(self, ms: McpSession) -> dict[str, Any]:
         """``get_stage``'s value: session, stage, pending, planMode, openReviews."""
@@ -255,6 +289,13 @@ class StageServer:
 
     def _settle(self, ms: McpSession, call: ToolCall, result: ToolResult) -> types.CallToolResult:
         """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now."""
+        if call.name == GOTO_STAGE and ms.stage is not None and not result.is_error:
+            # applied below, at once: there is no later step the approval could wait for
+            stage = result.value["stage"]
+            approved = ms.stage.catalog.text("tool_result.approved", stage=stage)
+            if result.text.startswith(approved):
+                result = attrs.evolve(result, message=None, text=ms.stage.catalog.text(
+                    "tool_result.applied", stage=stage) + result.text[len(approved):])
         call_seq = next((ev.seq for ev in reversed(ms.session.events) if ev.type == TOOL_CALL
                          and isinstance(ev.data, Mapping) and ev.data.get("callId") == call.id), None)
         ms.session.append(TOOL_RESULT, result_data(result, None, None), surface_op="append",
@@ -277,9 +318,13 @@ class StageServer:
         return f"Current stage: {current}\n\n{stage.instruction}"
 
     def diagram(self, ms: McpSession) -> str:
-        """The graph's Mermaid diagram, the current stage highlighted."""
+        """The graph's Mermaid diagram: the current stage highlighted, plan mode's state marked
+        (when configured), a pending transition drawn."""
         current = ms.stage.current(ms.session) if ms.stage is not None else None
-        return to_mermaid(ms.config.graph, ms.config.plan_mode, current=current)
+        pending = ms.stage.pending_stage(ms.session) if ms.stage is not None else None
+        active = ms.plan.get(ms.agent).active if ms.plan is not None else None
+        return to_mermaid(ms.config.graph, ms.config.plan_mode, current=current, plan_active=active,
+                          pending=(current, pending) if current is not None and pending else None)
 
     async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
         out = []

@@ -25,13 +25,14 @@ from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
+from fsm_stage.mcp.meter import ClientTokenMeter
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.messages import new_id
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.stage_switch import StageController
-from fsm_stage.tokens import HeuristicTokenMeter
+from fsm_stage.stage_switch.eligibility import Predicate
 
 __all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "UnknownSessionError",
            "parse_log_option"]
@@ -65,7 +66,8 @@ def parse_log_option(values: tuple[str, ...] | list[str]) -> dict[str, str]:
 class McpSession:
     """One session served over MCP (see the module docstring)."""
 
-    def __init__(self, handle: str, log: EventLog, config: ConfigFile, cwd: Path) -> None:
+    def __init__(self, handle: str, log: EventLog, config: ConfigFile, cwd: Path, *,
+                 guards: Mapping[str, Predicate] | None = None) -> None:
         self.handle = handle
         self.log = log
         self.config = config
@@ -73,10 +75,13 @@ class McpSession:
         self.session = Session(log)
         self.runtime = Runtime()
         self.stage: StageController | None = None
+        self.meter = ClientTokenMeter()
         self.plan: PlanModeController | None = None
         if config.graph is not None:
             self.stage = StageController(config.graph, handoffs=LocalHandoffStore(cwd),
-                                         token_meter=HeuristicTokenMeter())
+                                         token_meter=self.meter)
+            for name, predicate in (guards or {}).items():
+                self.stage.register_eligibility(predicate, name=name)
             self.runtime.attach(self.stage)
         if config.plan_mode is not None:
             language = config.graph.language if config.graph is not None else "en"
@@ -139,13 +144,15 @@ class SessionRegistry:
     """Every session of one server, by handle; ``get(None)`` is the ``default`` session (the
     first one when no ``default`` was given)."""
 
-    def __init__(self, config: ConfigFile, logs: Mapping[str, str], *, cwd: Path) -> None:
+    def __init__(self, config: ConfigFile, logs: Mapping[str, str], *, cwd: Path,
+                 guards: Mapping[str, Predicate] | None = None) -> None:
         self.config = config
         self.cwd = cwd.resolve()
         self._sessions: dict[str, McpSession] = {}
         try:
             for handle, location in logs.items():
-                self._sessions[handle] = McpSession(handle, _open(location, self.cwd), config, self.cwd)
+                self._sessions[handle] = McpSession(handle, _open(location, self.cwd), config, self.cwd,
+                                                    guards=guards)
         except BaseException:
             self.close()
             raise

@@ -108,3 +108,73 @@ def test_resume_false_keeps_the_stage_with_feedback() -> None:
     answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
     assert answers[0]["outcome"] == "keep" and answers[0]["feedback"] == "more detail"
     assert host.plan is not None and host.plan.get(host.agent).active
+
+
+def test_sync_invoke_with_a_durable_sqlite_checkpointer(tmp_path: Any) -> None:
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    host = make_host()
+    model = FakeChat(host=host, requests=[])
+    with sqlite3.connect(tmp_path / "checkpoints.db", check_same_thread=False) as conn:
+        graph = stage_graph(host, model, [edit_file], checkpointer=SqliteSaver(conn))
+        thread = {"configurable": {"thread_id": "t"}}
+        out = graph.invoke({"session": host.session.id, "prompt": "Add a --greeting flag."}, thread)
+        asked = []
+        while "__interrupt__" in out:
+            asked.append(out["__interrupt__"][0].value["tool"])
+            out = graph.invoke(Command(resume=True), thread)
+    assert asked == ["exit_plan_mode", "goto_stage", "goto_stage"]
+    assert host.current_stage() == "verify" and out == {"session": "s1", "prompt": None}
+
+
+def test_a_system_prompt_goes_in_front_of_fsm_stages_system_text() -> None:
+    host = make_host(approve_all=True)
+    model = FakeChat(host=host, requests=[])
+    graph = stage_graph(host, model, [edit_file], system_prompt="Answer in French.")
+    asyncio.run(graph.ainvoke({"session": host.session.id, "prompt": "Add a --greeting flag."}))
+    systems = [r[0] or "" for r in model.requests]
+    assert len(systems) == 5 and all(s.startswith("Answer in French.\n\n") for s in systems)
+    assert_cache_safe(host, [s.removeprefix("Answer in French.\n\n") for s in systems],
+                      [r[1] for r in model.requests])
+
+
+def test_an_interrupt_whose_review_was_answered_elsewhere_is_not_asked_again() -> None:
+    from fsm_stage.integrations.langgraph import waiting
+    from fsm_stage.reviews import answer_review
+
+    async def run() -> StageHost:
+        host = make_host()
+        graph, _model = build(host)
+        thread = {"configurable": {"thread_id": "t"}}
+        out = await graph.ainvoke({"session": host.session.id, "prompt": "Add a --greeting flag."}, thread)
+        assert [i.value["tool"] for i in waiting(host, out)] == ["exit_plan_mode"]
+        # the reviewer answers in the CLI meanwhile (another writer of the same log)
+        answer_review(host.session, out["__interrupt__"][0].value["review_id"], "keep",
+                      feedback="split the plan", by="cli")
+        assert waiting(host, out) == []  # the host does not ask the human a second time
+        out = await graph.ainvoke({"session": host.session.id}, thread)  # go on from the log
+        assert [i.value["tool"] for i in waiting(host, out)] == ["exit_plan_mode"]  # asked anew
+        return host
+
+    host = asyncio.run(run())
+    answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
+    assert [(a["outcome"], a["by"]) for a in answers] == [("keep", "cli")]
+    first = next(e.data["callId"] for e in host.session.events if e.type == "tool/call")
+    assert "split the plan" in (host.recorded_result(first) or "")
+
+
+def test_continue_after_a_crash_mid_turn(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from crash_rig import CRASH_EXIT, continue_after_crash, crashed_in_implement, user_texts_after_repair
+    log = tmp_path / "s.jsonl"
+    rig = Path(__file__).with_name("crash_rig.py")
+    died = subprocess.run([sys.executable, str(rig), "langgraph", str(log)], capture_output=True, text=True)
+    assert died.returncode == CRASH_EXIT, died.stderr
+    host, output = continue_after_crash("langgraph", log)
+    assert output == "Verified." and host.current_stage() == "verify"
+    assert crashed_in_implement(host) and user_texts_after_repair(host) == ["Continue where you stopped."]

@@ -8,16 +8,12 @@ import asyncio
 import json
 from typing import Any
 
-from adapter_rig import assert_cache_safe, edit_call, edit_file_result, make_host, next_move
+from adapter_rig import HOST_SECTION, assert_cache_safe, edit_call, edit_file_result, make_host
 from sdk_check import sdk
 
 sdk("agents")
-from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool, set_tracing_disabled  # noqa: E402
-from openai.types.responses import (  # noqa: E402
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
+from agents import Agent, Runner, function_tool, set_tracing_disabled  # noqa: E402
+from oa_fake import FakeModel  # noqa: E402
 
 from fsm_stage.integrations._host import StageHost  # noqa: E402
 from fsm_stage.integrations.openai_agents import (  # noqa: E402
@@ -29,31 +25,6 @@ from fsm_stage.integrations.openai_agents import (  # noqa: E402
 )
 
 set_tracing_disabled(True)
-
-
-class FakeModel(Model):
-    """Answers with ``next_move``; records (instructions, tools, input) of every request."""
-
-    def __init__(self, host: StageHost) -> None:
-        self.host = host
-        self.requests: list[tuple[str | None, list[Any], list[Any]]] = []
-
-    async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any,
-                           tools: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
-        specs = [(t.name, t.description, json.dumps(t.params_json_schema)) for t in tools]
-        self.requests.append((system_instructions, specs, list(input)))
-        move, n = next_move(self.host), len(self.host.session.events)
-        if move is None:
-            text = ResponseOutputText(type="output_text", text="Verified.", annotations=[])
-            out: list[Any] = [ResponseOutputMessage(id=f"m{n}", type="message", role="assistant",
-                                                    status="completed", content=[text])]
-        else:
-            out = [ResponseFunctionToolCall(type="function_call", call_id=f"call_{n}", name=move[0],
-                                            arguments=json.dumps(move[1]))]
-        return ModelResponse(output=out, usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
 
 
 @function_tool
@@ -145,3 +116,64 @@ def test_a_rejection_made_on_run_state_directly_is_recorded_as_keep() -> None:
     host = asyncio.run(run())
     answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
     assert answers[0]["outcome"] == "keep" and answers[0]["feedback"] == "not yet"
+
+
+def _events(host: StageHost) -> list[tuple[str, Any]]:
+    return [(e.type, e.data) for e in host.session.events]
+
+
+def test_a_retry_from_the_same_run_state_returns_the_recorded_result() -> None:
+    from agents import RunState
+
+    async def run() -> None:
+        host = make_host()
+        agent, _fake = build(host)
+        result = await Runner.run(agent, "Add a --greeting flag.")
+        state = result.to_state()
+        approve(host, state, result.interruptions[0])
+        saved = state.to_string()  # the SDK's HITL pattern: persist the approved state
+        first = await Runner.run(agent, state)
+        assert [i.raw_item.name for i in first.interruptions] == ["goto_stage"]
+        logged = _events(host)
+        # the host retries the same approved state: exit_plan_mode is settled already
+        again = await Runner.run(agent, await RunState.from_string(agent, saved))
+        assert [i.raw_item.call_id for i in again.interruptions] == [first.interruptions[0].raw_item.call_id]
+        assert _events(host) == logged  # nothing ran twice, nothing was added
+        state = again.to_state()
+        approve(host, state, again.interruptions[0])
+        result = await Runner.run(agent, state)
+        while result.interruptions:
+            state = result.to_state()
+            approve(host, state, result.interruptions[0])
+            result = await Runner.run(agent, state)
+        assert result.final_output == "Verified." and host.current_stage() == "verify"
+
+    asyncio.run(run())
+
+
+def test_the_agents_own_instructions_reach_the_model_in_front_of_fsm_stages() -> None:
+    host = make_host(approve_all=True)
+    fake = FakeModel(host)
+    agent = Agent(name="dev", instructions="Answer in French.", model=StagedModel(fake, host),
+                  tools=[*stage_tools(host), *host_tools(host, [edit_file])])
+    assert asyncio.run(Runner.run(agent, "Add a --greeting flag.")).final_output == "Verified."
+    systems = [r[0] or "" for r in fake.requests]
+    assert len(systems) == 5 and all(s.startswith("Answer in French.\n\n") for s in systems)
+    assert all(HOST_SECTION in s for s in systems) and "plan mode" in systems[0]
+
+
+def test_resume_from_a_run_state_saved_before_a_later_crash(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from crash_rig import CRASH_EXIT, crashed_in_implement, resume_saved_state, user_texts_after_repair
+    log = tmp_path / "s.jsonl"
+    rig = Path(__file__).with_name("crash_rig.py")
+    died = subprocess.run([sys.executable, str(rig), "openai_agents", str(log)],
+                          capture_output=True, text=True)
+    assert died.returncode == CRASH_EXIT, died.stderr
+    host, output = asyncio.run(resume_saved_state(log))
+    assert output == "Verified." and host.current_stage() == "verify"
+    assert crashed_in_implement(host) and user_texts_after_repair(host) == []
+    assert sum(t == "tool/call" and d["name"] == "exit_plan_mode" for t, d in _events(host)) == 1

@@ -139,3 +139,77 @@ def test_importing_fsm_stage_and_its_integrations_loads_no_framework() -> None:
             "print(sorted(m for m in names if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _events(host: StageHost) -> list[tuple[str, Any]]:
+    return [(e.type, e.data) for e in host.session.events]
+
+
+def test_a_retry_with_the_same_deferred_results_returns_the_recorded_result() -> None:
+    host = make_host()
+    agent, cap, _recorder = build(host)
+    out = agent.run_sync("Add a --greeting flag.").output
+    assert isinstance(out, DeferredToolRequests)
+    history, results = cap.message_history(), cap.results(out)
+    first = agent.run_sync(message_history=history, deferred_tool_results=results).output
+    assert isinstance(first, DeferredToolRequests) and first.approvals[0].tool_name == "goto_stage"
+    logged = _events(host)
+    # the framework retries the same approval run: exit_plan_mode is settled, the log runs ahead
+    again = agent.run_sync(message_history=history, deferred_tool_results=results)
+    assert isinstance(again.output, DeferredToolRequests)
+    assert [p.tool_call_id for p in again.output.approvals] == [first.approvals[0].tool_call_id]
+    plan_result = next(p for m in again.new_messages() for p in m.parts
+                       if getattr(p, "tool_name", "") == "exit_plan_mode" and p.part_kind == "tool-return")
+    assert plan_result.content == host.recorded_result(out.approvals[0].tool_call_id)
+    assert _events(host) == logged  # nothing ran twice, nothing was added
+    out = again.output
+    while isinstance(out := agent.run_sync(message_history=cap.message_history(),
+                                           deferred_tool_results=cap.results(out)).output,
+                     DeferredToolRequests):
+        pass
+    assert out == "Verified." and host.current_stage() == "verify"
+
+
+def test_pydantic_ais_own_approval_is_recorded_as_approve() -> None:
+    host = make_host()
+    agent, cap, _recorder = build(host)
+    out = agent.run_sync("Add a --greeting flag.").output
+    for _ in range(4):  # a naive loop: approve whatever pydantic-ai asks, the framework's way
+        assert isinstance(out, DeferredToolRequests)
+        out = agent.run_sync(message_history=cap.message_history(), deferred_tool_results=DeferredToolResults(
+            approvals={p.tool_call_id: True for p in out.approvals})).output
+        if out == "Verified.":
+            break
+    assert out == "Verified." and host.current_stage() == "verify"
+    answers = [d for t, d in _events(host) if t == "fsm/review/answer"]
+    assert [a["outcome"] for a in answers] == ["approve"] * 3
+    assert {a.get("by") for a in answers} == {"pydantic-ai"}
+
+
+def test_a_prompt_given_while_the_turn_is_open_reaches_the_log() -> None:
+    host = make_host()
+    agent, cap, _recorder = build(host)
+    out = agent.run_sync("Add a --greeting flag.").output
+    assert isinstance(out, DeferredToolRequests)
+    agent.run_sync("Also keep the old flag.", message_history=cap.message_history(),
+                   deferred_tool_results=cap.results(out))
+    users = [d for t, d in _events(host) if t == "user/message"
+             and d["source"]["kind"] == "user"]
+    assert [u["content"][0]["text"] for u in users] == ["Add a --greeting flag.", "Also keep the old flag."]
+
+
+def test_continue_after_a_crash_mid_turn(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from crash_rig import CRASH_EXIT, continue_after_crash, crashed_in_implement, user_texts_after_repair
+    log = tmp_path / "s.jsonl"
+    rig = Path(__file__).with_name("crash_rig.py")
+    died = subprocess.run([sys.executable, str(rig), "pydantic_ai", str(log)], capture_output=True, text=True)
+    assert died.returncode == CRASH_EXIT, died.stderr
+    host, output = continue_after_crash("pydantic_ai", log)
+    assert output == "Verified." and host.current_stage() == "verify"
+    assert user_texts_after_repair(host) == []  # no notice (nor old prompt) logged as typed by the user
+    assert crashed_in_implement(host)
+    assert sum(t == "tool/call" and d["name"] == "edit_file" for t, d in _events(host)) == 1

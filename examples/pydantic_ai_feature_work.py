@@ -1,9 +1,12 @@
 """pydantic-ai + fsm_stage, offline (a FunctionModel plays the LLM; no API key).
 
-Plan mode → exit_plan_mode (approved) → goto_stage implement (its review waits while the
-process restarts) → edit_file → goto_stage verify (approved) → done, on a JsonlLog. Reviews
-are pydantic-ai deferred tool approvals. Run: ``python examples/pydantic_ai_feature_work.py
-[LOG]``; it re-executes itself with ``--resume LOG`` to continue from the log.
+Plan mode → exit_plan_mode (approved) → goto_stage implement, a *full* switch: the model's
+first call is refused with the handoff template, it calls again with a handoff document, and
+that review waits while the process restarts → edit_file → goto_stage verify (full, approved)
+→ done, on a JsonlLog. The model decides only from the messages it is sent
+(``scripted_llm.next_move``). Reviews are pydantic-ai deferred tool approvals. Run:
+``python examples/pydantic_ai_feature_work.py [LOG]``; it re-executes itself with ``--resume
+LOG`` to continue from the log.
 """
 
 import json
@@ -11,33 +14,48 @@ import os
 import subprocess
 import sys
 import tempfile
+import uuid
 
 from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from scripted_llm import FINAL, example_graph, next_move
 
 from fsm_stage.integrations.pydantic_ai import StageCapability, StageHost
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 
 
-def next_move(host: StageHost) -> tuple[str, dict[str, str]] | None:
-    """The scripted LLM: what a model would do in each stage (None: the final answer)."""
-    if host.plan is not None and host.plan.get(host.agent).active:
-        return "exit_plan_mode", {"plan": "# Plan\n1. add --greeting\n2. test it"}
-    edited = any(e.type == "tool/call" and e.data["name"] == "edit_file" for e in host.session.events)
-    return {"explore": ("goto_stage", {"stage": "implement"}),
-            "implement": ("goto_stage", {"stage": "verify"}) if edited
-            else ("edit_file", {"path": "cli.py", "text": "--greeting"})}.get(host.current_stage() or "")
+def texts_of(messages: list[ModelMessage]) -> list[tuple[str, str]]:
+    """What the model was sent, as ``(kind, text)`` pairs (see ``scripted_llm.next_move``)."""
+    out: list[tuple[str, str]] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                out.append(("user", part.content))
+            elif isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_name:
+                out.append((f"tool:{part.tool_name}", part.model_response() if isinstance(
+                    part, RetryPromptPart) else str(part.content)))
+            elif isinstance(part, TextPart):
+                out.append(("assistant", part.content))
+    return out
 
 
 def build_agent(host: StageHost) -> tuple[Agent[None, str | DeferredToolRequests], StageCapability]:
     """The framework's own agent definition, with fsm_stage's capability."""
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        move = next_move(host)
+        move = next_move(info.instructions or "", texts_of(messages))
         if move is None:
-            return ModelResponse(parts=[TextPart("Verified: the tests pass.")])
-        call_id = f"call_{len(host.session.events)}"
+            return ModelResponse(parts=[TextPart(FINAL)])
+        call_id = f"call_{uuid.uuid4().hex[:12]}"  # a real model makes each id unique too
         return ModelResponse(parts=[ToolCallPart(move[0], json.dumps(move[1]), call_id)])
 
     capability = StageCapability(host)
@@ -53,7 +71,7 @@ def build_agent(host: StageHost) -> tuple[Agent[None, str | DeferredToolRequests
 
 def main(log_path: str, resume: bool) -> None:
     with JsonlLog(log_path, header=SessionHeader("feature", cwd=os.path.dirname(log_path))) as log:
-        host = StageHost.open(log, guards={"tests_written": True})
+        host = StageHost.open(log, graph=example_graph(), guards={"tests_written": True})
         agent, capability = build_agent(host)
         if not resume:
             assert host.plan is not None

@@ -5,6 +5,7 @@ resumed, each leaves the same final log shape as an uninterrupted run."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -38,11 +39,15 @@ def _shape(log: Path) -> tuple[list[str], list[str], str | None, int]:
     from fsm_stage.integrations._host import StageHost
     from fsm_stage.log.jsonl import JsonlLog
 
+    sys.path.insert(0, str(ROOT / "examples"))
+    from scripted_llm import example_graph
+
     with JsonlLog(log) as opened:
-        host = StageHost.open(opened)
+        host = StageHost.open(opened, graph=example_graph())
         types = [e.type for e in host.session.events]
         stages = [e.data["source"]["summary"] for e in host.session.events
-                  if e.type == "user/message" and e.data.get("source", {}).get("kind") == "stage-switch"]
+                  if e.type == "user/message" and e.data.get("source", {}).get("kind") == "stage-switch"
+                  and e.data["source"].get("form") == "notice"]
         return types, stages, host.current_stage(), len(host.pending_reviews())
 
 
@@ -57,7 +62,32 @@ def test_example_runs_restarts_and_finishes_in_verify(example: str, tmp_path: Pa
     assert stage == "verify" and open_reviews == 0
     assert types.count("fsm/review/request") == 3 == types.count("fsm/review/redeemed")
     assert types[-1] == "turn/end" and types.count("turn/start") == 1
-    assert stages == ["Current stage: explore", "Current stage: implement", "Current stage: verify"]
+    assert stages == ["Current stage: explore", "Stage switched to implement", "Stage switched to verify"]
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_example_switches_fully_with_the_handoff_the_refusal_asked_for(example: str, tmp_path: Path) -> None:
+    """Both switches are full: the model's first goto_stage is refused with the handoff template
+    (it decides from that message alone), the second carries a handoff in the template's
+    structure, which is written as the target stage's document and the answer is a full
+    transition."""
+    _require(EXAMPLES[example])
+    assert _run(example, tmp_path / "session.jsonl").returncode == 0
+    lines = [json.loads(line) for line in (tmp_path / "session.jsonl").read_text().splitlines()[1:]]
+    gotos = [e for e in lines if e["type"] == "tool/call" and e["data"]["name"] == "goto_stage"]
+    results = {e["data"]["message"]["source"]["callId"]: e["data"]
+               for e in lines if e["type"] == "tool/result"}
+    assert len(gotos) == 4
+    refused, approved = gotos[0::2], gotos[1::2]
+    for call in refused:
+        assert "handoff" not in json.loads(call["data"]["arguments"])
+        assert "## Primary Request and Intent" in json.dumps(results[call["data"]["callId"]])
+    for call, stage in zip(approved, ("implement", "verify"), strict=True):
+        document = json.loads(call["data"]["arguments"])["handoff"]
+        assert document.startswith("## Primary Request and Intent")
+        written = tmp_path / "handoff" / "feature" / f"{stage}.md"
+        assert written.read_text(encoding="utf-8").strip() == document.strip()
+        assert results[call["data"]["callId"]]["meta"] == {"fullTransition": True}
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))

@@ -4,9 +4,9 @@
 (``--log LOG`` is the ``default`` session; ``--log NAME=LOG`` adds session ``NAME``). A tool
 call names its session with the optional ``session`` argument; a client can never open a log
 by path, so a handle is only ever a key of this table (unknown handles are refused). Each
-``McpSession`` is a whole in-process composition: ``Session`` over the log, a ``Runtime``, the
-stage switch and plan mode controllers (when the graph file configures them) and an
-``InboxAgent``; calls to one session are serialised with an ``asyncio.Lock``.
+``McpSession`` holds the ``open_session`` host over its log (the stage switch and plan mode
+when the graph file configures them; no stage guidance and every edge guard closed, since the
+server has no host predicates); calls to one session are serialised with an ``asyncio.Lock``.
 """
 
 from __future__ import annotations
@@ -15,23 +15,17 @@ import asyncio
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.driver import guard_names, open_session
 from fsm_stage.errors import UnknownSessionError as UnknownSessionError
 from fsm_stage.errors import UserError
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.plan_mode import PlanModeController
-from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.messages import new_id
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
-from fsm_stage.stage_switch import StageController
-from fsm_stage.tokens import HeuristicTokenMeter
 
 __all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "UnknownSessionError",
            "parse_log_option"]
@@ -70,21 +64,14 @@ class McpSession:
         self.log = log
         self.config = config
         self.cwd = cwd
-        self.session = Session(log)
-        self.runtime = Runtime()
-        self.stage: StageController | None = None
-        self.plan: PlanModeController | None = None
-        if config.graph is not None:
-            self.stage = StageController(config.graph, handoffs=LocalHandoffStore(cwd),
-                                         token_meter=HeuristicTokenMeter())
-            self.runtime.attach(self.stage)
-        if config.plan_mode is not None:
-            language = config.graph.language if config.graph is not None else "en"
-            self.plan = PlanModeController(config.plan_mode, language=language)
-            self.runtime.attach(self.plan)
-        self.agent = InboxAgent(self.session)
+        graph = config.graph
+        # The server has no host predicates: every guard of the graph is closed, explicitly.
+        guards = dict.fromkeys(guard_names(graph), False) if graph is not None else None
+        self.host = open_session(config, log, handoffs=LocalHandoffStore(cwd), guidance=False,
+                                 eligibility=guards, repair=False)
+        self.session, self.runtime, self.agent = self.host.session, self.host.runtime, self.host.agent
+        self.stage, self.plan = self.host.stage, self.host.plan
         self.lock = asyncio.Lock()
-        self.runtime.track(self.session)
 
     def open_call(self, name: str, arguments: str) -> str | None:
         """The id of a logged ``tool/call`` of ``name`` with exactly these ``arguments`` that has
@@ -118,9 +105,7 @@ class McpSession:
 
     def close(self) -> None:
         """Close the log (releases a JSONL writer lock)."""
-        closer: Any = getattr(self.log, "close", None)
-        if callable(closer):
-            closer()
+        self.host.close()
 
 
 def _open(location: str, cwd: Path) -> EventLog:

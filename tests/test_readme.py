@@ -81,7 +81,7 @@ def test_front_door_example_runs(capsys: pytest.CaptureFixture[str], monkeypatch
     (block,) = _python_blocks(doc_section("front-door"))
     monkeypatch.chdir(REPO)
     exec(compile(block, "README.md#front-door", "exec"), {"__name__": "readme_example"})
-    assert capsys.readouterr().out == "{'current': 'implement'}\n"
+    assert capsys.readouterr().out == "implement\n"
 
 
 LANDING: set[str] = set()

@@ -87,15 +87,15 @@ class SessionHost:
         if stage_graph is not None:
             missing = sorted(guard_names(stage_graph) - set(given))
             if missing:
-                raise ConfigError(f"open_session: the graph's guard(s) {', '.join(missing)} have no "
-                                  "predicate; pass eligibility={name: predicate or bool}")
+                raise ConfigError([f"open_session: the graph's guard(s) {', '.join(missing)} have no "
+                                  "predicate; pass eligibility={name: predicate or bool}"])
         elif given:
-            raise ConfigError(f"open_session: eligibility {sorted(given)} given without a stage graph")
+            raise ConfigError([f"open_session: eligibility {sorted(given)} given without a stage graph"])
         section: Mapping[str, Any] | PlanModeConfig | None = None
         if plan_mode is True:
             section = file.plan_mode if file is not None else None
         elif plan_mode is not False:
-            section = plan_mode  # type: ignore[assignment]  # a Mapping or PlanModeConfig
+            section = plan_mode  # a Mapping or PlanModeConfig
         rt = runtime if runtime is not None else Runtime(review=review)
         stage = plan = None
         if stage_graph is not None:

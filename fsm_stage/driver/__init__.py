@@ -1,4 +1,5 @@
-"""The step driver: ``open_session`` (composes a session, returns its ``SessionHost``), ``StagedSession`` (a host's own loop drives one step at a time), the
+"""The step driver: ``open_session`` (composes a session, returns its ``SessionHost``),
+``StagedSession`` (a host's own loop drives one step at a time), the
 reference ``Loop`` over a ``Model``, the open-step fold, dead-turn repair and the pending
 boundary flush. Every name below loads on first use.
 

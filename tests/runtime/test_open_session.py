@@ -27,8 +27,9 @@ def test_a_guard_without_a_predicate_is_a_one_line_error() -> None:
 
 
 def test_registered_guards_decide_the_edges() -> None:
-    closed = open_session(load_config_text(FEATURE_WORK), _log(), eligibility={"tests_written": False})
-    opened = open_session(load_config_text(FEATURE_WORK), _log(), eligibility={"tests_written": lambda a: True})
+    config = load_config_text(FEATURE_WORK)
+    closed = open_session(config, _log(), eligibility={"tests_written": False})
+    opened = open_session(config, _log(), eligibility={"tests_written": lambda _agent: True})
     assert closed.current_stage() == opened.current_stage() == "explore"
     assert closed.stage is not None and opened.stage is not None
     assert closed.stage.guards_hold(closed.agent, ("tests_written",)) is False
@@ -46,7 +47,8 @@ def test_the_host_holds_the_composition() -> None:
 
 
 def test_plan_mode_false_and_no_graph() -> None:
-    host = open_session(load_config_text(FEATURE_WORK), _log(), plan_mode=False, eligibility={"tests_written": False})
+    host = open_session(load_config_text(FEATURE_WORK), _log(), plan_mode=False,
+                        eligibility={"tests_written": False})
     assert host.plan is None and host.stage is not None
     bare = open_session(None, _log())
     assert bare.controllers == () and bare.current_stage() is None

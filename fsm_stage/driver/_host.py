@@ -77,7 +77,7 @@ class SessionHost:
                 language: str | None = None,
                 runtime: Runtime | None = None,
                 config: Mapping[str, Any] | None = None,
-                repair: bool = True) -> H:
+                repair: bool = True, accept_graph_change: bool = False) -> H:
         """``open_session`` building an instance of ``cls`` (a host subclass adds its glue)."""
         loaded = graph if isinstance(graph, ConfigFile | GraphConfig | None) else load_config(graph)
         file = loaded if isinstance(loaded, ConfigFile) else None
@@ -101,7 +101,8 @@ class SessionHost:
         if stage_graph is not None:
             stage = StageController(
                 stage_graph, handoffs=handoffs if handoffs is not None else LocalHandoffStore(),
-                token_meter=token_meter if token_meter is not None else HeuristicTokenMeter())
+                token_meter=token_meter if token_meter is not None else HeuristicTokenMeter(),
+                accept_graph_change=accept_graph_change)
             rt.attach(stage)
             stage.register_eligibility(_predicate(guidance))
             for name, value in sorted(given.items()):
@@ -165,7 +166,7 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
                  language: str | None = None,
                  runtime: Runtime | None = None,
                  config: Mapping[str, Any] | None = None,
-                 repair: bool = True) -> SessionHost:
+                 repair: bool = True, accept_graph_change: bool = False) -> SessionHost:
     """Compose a session over ``log`` and return its ``SessionHost``.
 
     ``graph``: a loaded ``ConfigFile`` (its stage graph and ``plan_mode`` section), a bare
@@ -178,7 +179,9 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     its predicate (or a fixed bool). ``language`` overrides the graph's ``language`` for plan
     mode's texts (default: the graph's, else ``en``). ``runtime``: a prepared ``Runtime`` to
     attach to (hooks registered first run first). ``config`` is the driver's request config;
-    ``repair`` (default True) closes a dead turn left by a crash before the first step.
+    ``repair`` (default True) closes a dead turn left by a crash before the first step;
+    ``accept_graph_change`` lets the stage switch resume a log written under another graph
+    (otherwise ``GraphChangedError`` at the first fold).
 
     Raises ``ConfigError`` (one line) for a guard of the graph with no predicate in
     ``eligibility`` (an edge would otherwise be closed silently) and ``UserError`` for a graph
@@ -186,4 +189,5 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     """
     return SessionHost.compose(graph, log, review=review, plan_mode=plan_mode, handoffs=handoffs,
                                token_meter=token_meter, guidance=guidance, eligibility=eligibility,
-                               language=language, runtime=runtime, config=config, repair=repair)
+                               language=language, runtime=runtime, config=config, repair=repair,
+                               accept_graph_change=accept_graph_change)

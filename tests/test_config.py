@@ -18,17 +18,17 @@ from hypothesis import strategies as st
 from shared_data import SHARED_DIR
 
 from fsm_stage.config import (
+    ConfigError,
     ConfigFile,
     EdgeConfig,
     GraphConfig,
-    InvalidConfigError,
     PlanModeConfig,
     StageConfig,
     load_config,
     load_config_text,
     normalised,
 )
-from fsm_stage.errors import ConfigError, UserError
+from fsm_stage.errors import UserError
 from fsm_stage.resources import data_dir
 
 STAGE_GRAPHS = data_dir("stage_graphs")
@@ -73,7 +73,7 @@ _ABSENT = object()
 
 
 def problems_of(text: str, **kw: Any) -> list[str]:
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         load_config_text(text, "g.yaml", **kw)
     return info.value.problems
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from fsm_stage.config import InvalidConfigError, load_config_text
+from fsm_stage.config import ConfigError, load_config_text
 
 STAGES = "stages:\n  - {name: a, instruction: b}\n"
 
 
 def _problems(section_yaml: str, stages: str = STAGES, *, strict: bool = False) -> list[str]:
     text = f"section: {section_yaml}\n{stages}"
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         load_config_text(text, "g.yaml", strict=strict)
     lines = str(info.value).splitlines()
     assert lines, "an invalid config names its problems"

@@ -58,8 +58,8 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         standard_projections,
         told,
     )
-    from fsm_stage.log.surface import Surface, SurfaceOpError, fold_surface, shadow_range
-    from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
+    from fsm_stage.log.surface import LogWriteError, Surface, fold_surface, shadow_range
+    from fsm_stage.log.writer_checks import check_new_event
 
 
 _EXPORTS: dict[str, str] = {
@@ -108,10 +108,9 @@ _EXPORTS: dict[str, str] = {
     "standard_projections": "projections",
     "told": "projections",
     "Surface": "surface",
-    "SurfaceOpError": "surface",
+    "LogWriteError": "surface",
     "fold_surface": "surface",
     "shadow_range": "surface",
-    "InvalidEventError": "writer_checks",
     "check_new_event": "writer_checks",
 }
 """Public name -> the submodule of ``fsm_stage.log`` that defines it."""
@@ -122,10 +121,10 @@ __all__ = [
     "Event",
     "EventLog",
     "HeaderRelative",
-    "InvalidEventError",
     "JsonlLog",
     "LockFileError",
     "LogOpener",
+    "LogWriteError",
     "MemoryLog",
     "NewEvent",
     "OpenTurn",
@@ -141,7 +140,6 @@ __all__ = [
     "StoredLog",
     "Surface",
     "SurfaceOp",
-    "SurfaceOpError",
     "ToldProjection",
     "check_new_event",
     "checkpoint_log",

@@ -30,9 +30,9 @@ try:
 except ImportError:  # pragma: no cover - Windows: the `<log>.lock` file lock alone
     fcntl = None  # type: ignore[assignment]
 
-from fsm_stage.errors import DamagedLogError as DamagedLogError
 from fsm_stage.errors import LockFileError as LockFileError
-from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
+from fsm_stage.errors import LogFormatError as LogFormatError
+from fsm_stage.errors import LogLockedError, LogWriteError
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import (
@@ -45,13 +45,13 @@ from fsm_stage.log.events import (
     check_last_seq,
     wall_clock_ms,
 )
-from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
 __all__ = [
-    "DamagedLogError",
     "JsonlLog",
     "LockFileError",
+    "LogFormatError",
     "NewEvent",
     "encode_line",
     "lock_path",
@@ -123,7 +123,7 @@ class JsonlLog:
 
     **``allow_unknown_types`` defaults to False here but to True on ``MemoryLog``**: a type
     outside DSH's vocabulary must be appended ``ignorable=True`` (or be ``fsm/…`` or listed in
-    ``ignorable_types``), or ``append`` raises ``InvalidEventError`` — code tested only on a
+    ``ignorable_types``), or ``append`` raises ``LogWriteError`` — code tested only on a
     ``MemoryLog`` with made-up types fails here. Pass True only for reader tests (a strict
     reader will refuse the file).
     ``lock_timeout`` (seconds, default 0) waits that long for another writer's lock, so short
@@ -135,7 +135,7 @@ class JsonlLog:
     mismatch, corruption, no ``header=`` for a missing or an empty file — each named as such),
     ``LogWriteError`` (the OS refused to create or open the file; ``LockFileError``, also a
     ``UserError``, for the lock file — see ``writer_lock``). ``append`` raises
-    ``LogWriteError`` (including ``SurfaceOpError``) with the log unchanged — or, when its
+    ``LogWriteError`` (including ``LogWriteError``) with the log unchanged — or, when its
     rollback failed, unusable until reopened (module docs).
     """
 
@@ -210,7 +210,7 @@ class JsonlLog:
                     f"{self.path}: session id {res.header.id!r} does not match {header.id!r}"
                 )
             if res.torn_tail_offset is not None and res.lines_after_damage:
-                raise DamagedLogError(
+                raise LogFormatError(
                     f"{self.path}: line {res.damaged_line} is damaged ({res.damage}) and "
                     f"{res.lines_after_damage} line(s) follow it; refusing to write (it would "
                     f"cut them): run `fsm-stage repair {self.path}` (JsonlLog.repair) first"
@@ -230,7 +230,7 @@ class JsonlLog:
                 )
             try:
                 self.surface.extend(self._events)
-            except SurfaceOpError as err:
+            except LogWriteError as err:
                 raise LogFormatError(f"{self.path}: invalid surface op in the stored log: {err}") from None
         self._size = size
 

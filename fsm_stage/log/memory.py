@@ -40,7 +40,7 @@ class MemoryLog:
     **One difference, on purpose: ``allow_unknown_types`` defaults to True here but to False
     on ``JsonlLog``.** An in-memory log is never read by a strict DSH reader, so unit tests
     and hosts may use made-up types freely; the same append of an unknown type without
-    ``ignorable=True`` raises ``InvalidEventError`` on a file. Pass
+    ``ignorable=True`` raises ``LogWriteError`` on a file. Pass
     ``allow_unknown_types=False`` to get the file rule in memory (recommended for an
     orchestrator's own tests).
     """
@@ -104,7 +104,7 @@ class MemoryLog:
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
-        ``InvalidEventError`` for an event a strict reader would refuse. With
+        ``LogWriteError`` for an event a strict reader would refuse. With
         ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
         the batch is written only if the log still ends there, else ``AppendConflictError``."""
         check_last_seq(expect_last_seq, len(self._events))

@@ -19,15 +19,14 @@ from pathlib import Path
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.driver import guard_names, open_session
-from fsm_stage.errors import UnknownSessionError as UnknownSessionError
-from fsm_stage.errors import UserError
+from fsm_stage.errors import UserError as UserError
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.runtime.messages import new_id
 
-__all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "UnknownSessionError",
+__all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "UserError",
            "parse_log_option"]
 
 DEFAULT_SESSION = "default"
@@ -142,12 +141,12 @@ class SessionRegistry:
         return tuple(self._sessions)
 
     def get(self, handle: object) -> McpSession:
-        """The session named ``handle`` (None: the default); raises ``UnknownSessionError``."""
+        """The session named ``handle`` (None: the default); raises ``UserError``."""
         if handle is None:
             return self._sessions[self.default]
         if not isinstance(handle, str) or handle not in self._sessions:
             known = ", ".join(self._sessions)
-            raise UnknownSessionError(f"unknown session {handle!r}; this server serves: {known}")
+            raise UserError(f"unknown session {handle!r}; this server serves: {known}")
         return self._sessions[handle]
 
     def __iter__(self) -> Iterator[McpSession]:

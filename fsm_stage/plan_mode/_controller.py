@@ -8,7 +8,7 @@ Port of ``dsh-plan-mode`` (plan-mode spec B1–B114). ``PlanModeController(confi
 ``close()`` removes them all. ``set``, the flush and the exit's approval hold the shared
 per-session lock around fold → fire → append and never await inside it.
 
-``resolve_config`` validates a config (raises ``PlanModeConfigError``); ``plan_heading_ok`` /
+``resolve_config`` validates a config (raises ``ConfigError``); ``plan_heading_ok`` /
 ``plan_title`` read a plan's heading. The mechanism, the public API and the rules where plan
 mode differs from the seed are in ``docs/plan-mode-decisions.md``.
 """
@@ -45,7 +45,7 @@ from fsm_stage.driver._pending import (
     session_lock,
     told,
 )
-from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
+from fsm_stage.errors import ConfigError as ConfigError
 from fsm_stage.graph import (
     PLAN_DEFAULT,
     PLAN_ENTER,
@@ -76,7 +76,7 @@ from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 __all__ = [
     "PLAN_PROJECTION_KEY",
     "PLAN_SERVICE",
-    "PlanModeConfigError",
+    "ConfigError",
     "PlanModeController",
     "PlanStatus",
     "fold_plan_mode",
@@ -117,7 +117,7 @@ class PlanModeController:
     """Plan mode for every agent of one runtime composition (see the module docstring).
 
     ``config``: mapping / ``PlanModeConfig`` / None, validated by ``resolve_config`` (raises
-    ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
+    ``ConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
     User selections made during an open turn are held in memory per session (B114); an
     approved exit is read from the log (``fsm_stage.reviews``).

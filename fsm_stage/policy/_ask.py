@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
+from fsm_stage.errors import ReviewPayloadChangedError, _ReviewBusy
 from fsm_stage.policy._gate import Decision, PolicyState
 from fsm_stage.reviews import _flow as flow
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
@@ -59,7 +59,7 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
                              digest)
         try:
             record = flow.open_request(session, ticket, call.id, "tool")
-        except ReviewBusy as busy:
+        except _ReviewBusy as busy:
             return Decision("deny", f"{decision.rule}: {busy.text}", decision.scope)
     question = Question(f"tool-review-{call.id}", "Tool call",
                         f'Run tool "{call.name}" ({decision.rule}) {_where(state, decision)}?',

@@ -13,12 +13,11 @@ import uuid
 from typing import Any
 
 from fsm_stage.constants import APPROVE_LABEL, KEEP_PLANNING_LABEL, PLAN_REVIEW_ID
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
+from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.log.events import NewEvent
 from fsm_stage.reviews._channel import Answer, ReviewChannel, ReviewDismissed, evaluate
 from fsm_stage.reviews._flow import (
     Outcome,
-    ReviewBusy,
     Ticket,
     conduct,
     existing,
@@ -71,7 +70,7 @@ async def review_exit(ctl: Any, agent: Agent, plan: str, channel: ReviewChannel,
                 options = (APPROVE_LABEL, KEEP_PLANNING_LABEL)
                 ticket = Ticket("plan", "plan", "default", options, None, None, payload)
                 record = open_request(session, ticket, call_id, "plan")
-    except ReviewBusy as busy:
+    except _ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None

@@ -45,8 +45,8 @@ from fsm_stage.stage_switch.durable import approved, approved_transition, graph_
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
 from fsm_stage.stage_switch.state import (
+    ControllerClosedError,
     PendingTransition,
-    ProjectionUnavailableError,
     SetOutcome,
     StageStatus,
 )
@@ -182,7 +182,7 @@ class StageController:
     def close(self) -> None:
         """Unregister everything, forget predicates and pending transitions, and mark the
         controller closed: open reviews then fail with ``RELOADED_MESSAGE`` and projection
-        reads raise ``ProjectionUnavailableError`` (§1.18, S38, S60, S96). Idempotent."""
+        reads raise ``ControllerClosedError`` (§1.18, S38, S60, S96). Idempotent."""
         if self.lifecycle.close():
             self.eligibility.clear()
             self.pending.clear_all()
@@ -201,7 +201,7 @@ class StageController:
 
     def _state(self, session: Session) -> StageState:
         if self.closed:
-            raise ProjectionUnavailableError(PROJECTION_UNAVAILABLE_MESSAGE)
+            raise ControllerClosedError("stage switch", PROJECTION_UNAVAILABLE_MESSAGE)
         return session.read(self.projection)
 
     def projection_state(self, session: Session) -> StageState | None:
@@ -210,7 +210,7 @@ class StageController:
 
     def current(self, session: Session) -> str:
         """The current stage: the last logged record, else ``initial`` (§1.5). Raises
-        ``ProjectionUnavailableError`` after ``close()`` (S97)."""
+        ``ControllerClosedError`` after ``close()`` (S97)."""
         stage: str | None = self._state(session).stage
         return stage if stage is not None else self.graph.initial
 
@@ -226,7 +226,7 @@ class StageController:
     def get(self, agent: Agent) -> StageStatus:
         """``StageStatus(current, pending)`` for ``agent``'s session — the same reading style as
         ``PlanModeController.get(agent)``; ``current(session)`` and ``pending_stage(session)``
-        are the two parts. Raises ``ProjectionUnavailableError`` after ``close()``."""
+        are the two parts. Raises ``ControllerClosedError`` after ``close()``."""
         session = agent.session
         return StageStatus(self.current(session), self.pending_stage(session))
 

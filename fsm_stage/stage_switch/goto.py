@@ -17,11 +17,11 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
+from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
-from fsm_stage.reviews._flow import Outcome, ReviewBusy, Ticket, conduct, existing, open_request, reserve
+from fsm_stage.reviews._flow import Outcome, Ticket, conduct, existing, open_request, reserve
 from fsm_stage.reviews._fold import stage_payload_sha256
 from fsm_stage.reviews._stage import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.runtime.abort import AbortSignal
@@ -115,7 +115,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
                 ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
                                 handoff_path, payload)
                 record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
-    except ReviewBusy as busy:
+    except _ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None

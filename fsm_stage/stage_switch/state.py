@@ -2,7 +2,7 @@
 
 ``PendingTransition`` is the payload of a pending stage selection, ``StageStatus`` what
 ``StageController.get`` returns, ``SetOutcome`` what ``StageController.set`` returns, and
-``ProjectionUnavailableError`` what every read raises after ``close()`` (S97).
+``ControllerClosedError`` what every read raises after ``close()`` (S97).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Literal
 
 import attrs
 
-from fsm_stage.errors import ProjectionUnavailableError as ProjectionUnavailableError
+from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 
-__all__ = ["PendingTransition", "ProjectionUnavailableError", "SetOutcome", "StageStatus"]
+__all__ = ["ControllerClosedError", "PendingTransition", "SetOutcome", "StageStatus"]
 
 SetOutcome = Literal["noop", "queued", "committed"]
 """What ``StageController.set`` did: the stage switch's subset of

@@ -23,8 +23,7 @@ from typing import Any
 import attrs
 
 from fsm_stage.constants import KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, SESSION_HEADER_TYPE
-from fsm_stage.errors import LogFormatError
-from fsm_stage.errors import LogLineDefect as LogLineDefect
+from fsm_stage.errors import LogFormatError, _LogLineDefect
 from fsm_stage.log.events import Event, Replace, SessionHeader, SurfaceOp
 
 PACKED_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
@@ -203,7 +202,7 @@ def unknown_keys_warning(source: str, decoder: RecordDecoder) -> str:
 class RecordDecoder:
     """Decodes body records into ``Event``s, keeping the running seq (``next_seq``).
 
-    ``decode(rec, line_no)`` returns the events of one storage record; raises ``LogLineDefect``
+    ``decode(rec, line_no)`` returns the events of one storage record; raises ``_LogLineDefect``
     (torn-or-corrupt, decided by the caller) or ``LogFormatError`` (always fatal: malformed
     packed row, strict-mode vocabulary violation).
     """
@@ -222,33 +221,33 @@ class RecordDecoder:
         # Hot path (every line of every log): exact ``type(...) is`` checks (which also
         # exclude bools from ints) and one dict lookup per field.
         if type(rec) is not dict:
-            raise LogLineDefect(f"line {line_no} is not a JSON object")
+            raise _LogLineDefect(f"line {line_no} is not a JSON object")
         get = rec.get
         t = get("type")
         if type(t) is not str:
-            raise LogLineDefect(f"line {line_no} has no string type")
+            raise _LogLineDefect(f"line {line_no} has no string type")
         if t in PACKED_ROW_TYPES:
             return self._packed(t, rec, line_no)
         if t == SESSION_HEADER_TYPE:
-            raise LogLineDefect(f"line {line_no} is a second session header")
+            raise _LogLineDefect(f"line {line_no} is a second session header")
         expected = self.next_seq
         seq = get("seq", expected)
         if seq != expected or type(seq) is not int:
-            raise LogLineDefect(f"line {line_no} has seq {seq!r} where {expected} was expected")
+            raise _LogLineDefect(f"line {line_no} has seq {seq!r} where {expected} was expected")
         tm = get("time", 0)
         if type(tm) is not int:
-            raise LogLineDefect(f"line {line_no} has non-integer time {tm!r}")
+            raise _LogLineDefect(f"line {line_no} has non-integer time {tm!r}")
         op: SurfaceOp | None = None
         raw_op = get("surfaceOp")
         if raw_op is not None:
             try:
                 op = parse_surface_op(raw_op)
             except ValueError as err:
-                raise LogLineDefect(f"line {line_no}: {err}") from None
+                raise _LogLineDefect(f"line {line_no}: {err}") from None
         srcs = get("sourceEventSeqs")
         if srcs is not None:
             if type(srcs) is not list or not all(type(s) is int for s in srcs):
-                raise LogLineDefect(f"line {line_no}: sourceEventSeqs must be a list of integers")
+                raise _LogLineDefect(f"line {line_no}: sourceEventSeqs must be a list of integers")
             srcs = tuple(srcs)
         ignorable = get("ignorable") is True
         if not ignorable and t not in KNOWN_EVENT_TYPES:
@@ -285,7 +284,7 @@ class RecordDecoder:
         if seq0 is None:
             seq0 = self.next_seq
         elif not _is_int(seq0) or seq0 != self.next_seq:
-            raise LogLineDefect(f"line {line_no} has seq0 {seq0!r} where {self.next_seq} was expected")
+            raise _LogLineDefect(f"line {line_no} has seq0 {seq0!r} where {self.next_seq} was expected")
         t0 = rec.get("time0", 0)
         members = d.get("args") if t == "tool-call-chunks" else d.get("texts")
         dt = d.get("dt")

@@ -13,8 +13,8 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from fsm_stage.errors import LogFormatError
-from fsm_stage.log.dsh.records import _UNPARSABLE, LogLineDefect, ReadResult, RecordDecoder
+from fsm_stage.errors import LogFormatError, _LogLineDefect
+from fsm_stage.log.dsh.records import _UNPARSABLE, ReadResult, RecordDecoder
 from fsm_stage.log.events import Event, SessionHeader
 
 
@@ -80,7 +80,7 @@ def read_streams(path: str | os.PathLike[str], *, strict: bool = False) -> list[
                     streams.append(target)
                 try:
                     evs = target[1].decode(ev, line_no)
-                except LogLineDefect as defect:
+                except _LogLineDefect as defect:
                     raise LogFormatError(f"{source}: {defect}") from None
                 target[2].extend(evs)
                 target[3].extend([offset] * len(evs))

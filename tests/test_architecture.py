@@ -2,7 +2,8 @@
 
 Each module may import only from its own layer or the layers below it. The check reads the
 package's import statements (``ast``), so a new upward import fails here with its file and line;
-no module may exceed ``MAX_MODULE_LINES``.
+no module may exceed ``MAX_MODULE_LINES``. The layer map, what each room holds and may import:
+docs/architecture.md.
 """
 
 from __future__ import annotations

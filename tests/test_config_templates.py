@@ -1,7 +1,7 @@
 """The graph ``section`` template: only ``stage_current`` and
 ``stage_targets`` may be read, a section that fails when rendered with the graph's own stage
 names is a positioned problem at validate time, and the "renders empty" warning fires only when
-the section lists ``<< stage_targets >>`` plainly (stage-switch spec §1.8, S31–S34)."""
+the section lists ``<< stage_targets >>`` plainly (docs/contracts.md, S31–S34)."""
 
 from __future__ import annotations
 

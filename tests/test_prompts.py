@@ -176,7 +176,7 @@ def test_catalog_text_renders_dotted_keys() -> None:
 
 
 def test_catalog_keeps_leading_and_trailing_spaces() -> None:
-    """Leading/trailing spaces are load-bearing (stage-switch §3: handoffPath starts with a space,
+    """Leading/trailing spaces are load-bearing (docs/contracts.md: handoffPath starts with a space,
     userSwitchPrefix ends with one)."""
     cat = load_catalog("demo", base_dir=TEST_TEMPLATES)
     assert cat.text("tool_result.handoff_path", path="h/x.md").startswith(" Read")

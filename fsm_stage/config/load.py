@@ -48,7 +48,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
     sorted by position). ``strict`` turns warnings (unreachable stages) into errors. ``tools``
     is the host's tool catalog: tool names of ``tools`` policies it lacks are then errors
     (without it, names in no ``tool_groups`` entry are warnings; ``config.policy``).
-    Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
+    Contracts: docs/contracts.md (S1–S12, B1–B5).
     """
     if not isinstance(text, str):
         raw = isinstance(text, bytes | bytearray)

@@ -1,7 +1,7 @@
 """Pending selections, their flush at an accepted boundary, and the per-session lock.
 
-The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7, §4.2;
-stage-switch spec §1.6, §1.9, §1.13): a user's selection (``Selection``) waits in a
+The mechanism plan mode and the stage switch share (docs/contracts.md;
+docs/contracts.md): a user's selection (``Selection``) waits in a
 ``PendingStore`` until the next accepted pre-step, where ``PendingStore.flush`` appends it
 durably or keeps it for a retry; every controller holds ``session_lock`` around fold → fire
 → append. ``HeaderRelative`` and ``told`` ("what the model was last told") are re-exported
@@ -44,7 +44,7 @@ _LOCKS_GUARD = threading.Lock()
 
 def session_lock(session_id: str) -> threading.RLock:
     """The process-wide re-entrant lock of the session ``session_id``: the **one** per-session
-    lock (DESIGN.md §5 "serialise per session") every controller holds.
+    lock (docs/architecture.md "serialise per session") every controller holds.
 
     Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
     log) never both apply a transition from the same folded state. Keyed by the session
@@ -114,7 +114,7 @@ class PendingStore(Generic[T]):
     """Per-session pending selections, at most one per session, in memory only.
 
     Keyed by the session **id**, so a host that re-wraps the same log in a new ``Session``
-    keeps its selection (S-spec §4.2 item 7). ``put`` overwrites; a record lives until it is
+    keeps its selection (docs/contracts.md, stage switch J). ``put`` overwrites; a record lives until it is
     flushed, cleared or the store is closed.
     """
 

@@ -3,7 +3,7 @@
 Open a log with ``open_log(location)`` (a file path, ``memory:`` or a registered scheme) and
 read one without writing with ``read_location``. Every name below is importable from
 ``fsm_stage.log`` and loaded on first use (PEP 562), so ``import fsm_stage.log`` is cheap.
-Modules (DESIGN.md §4, dsh-log-format.md §9): ``events`` (``Event``, ``SessionHeader``, the
+Modules (docs/architecture.md, docs/session-log.md): ``events`` (``Event``, ``SessionHeader``, the
 ``EventLog`` protocol), ``memory`` (``MemoryLog``), ``jsonl`` (``JsonlLog``), ``locations``
 (``open_log``, the scheme table), ``postgres`` (``PostgresLog``; psycopg is imported only
 when a PostgreSQL log is opened), ``dsh`` (the DSH reader), ``surface`` (the model-visible

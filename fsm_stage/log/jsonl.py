@@ -1,4 +1,4 @@
-"""``JsonlLog``: an ``EventLog`` on a DSH-shaped JSONL file (dsh-log-format.md §9.2).
+"""``JsonlLog``: an ``EventLog`` on a DSH-shaped JSONL file (docs/session-log.md).
 
 A header line (``SessionHeader.to_json``) then one event per line, seqs contiguous from 0,
 integer ``time``, a replace written ``{"op":"replace","start":S,"end":E}``; fsm_stage-owned
@@ -128,7 +128,7 @@ class JsonlLog:
     reader will refuse the file).
     ``lock_timeout`` (seconds, default 0) waits that long for another writer's lock, so short
     writers (``fsm-stage review``) queue instead of failing.
-    ``protect_system_head`` enables the stage-switch §1.13 rule on appends. Missing parent
+    ``protect_system_head`` enables the protected-head rule on appends (docs/contracts.md). Missing parent
     directories are created (by the lock).
 
     Raises ``LogLockedError`` (another writer), ``LogFormatError`` (not a session log, id
@@ -375,7 +375,7 @@ class JsonlLog:
             return self._append_many(specs)
 
     def refresh(self) -> int:
-        """Catch up with other writers: the writer lock excludes them, so always 0 (design B §2)."""
+        """Catch up with other writers: the writer lock excludes them, so always 0 (docs/session-log.md)."""
         return 0
 
     def _append_many(self, specs: Sequence[NewEvent]) -> list[Event]:

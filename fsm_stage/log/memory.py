@@ -99,7 +99,7 @@ class MemoryLog:
                                 expect_last_seq=expect_last_seq)[0]
 
     def refresh(self) -> int:
-        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (design B §2)."""
+        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (docs/session-log.md)."""
         return 0
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:

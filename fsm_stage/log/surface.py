@@ -1,7 +1,7 @@
 """The surface: the ordered list of model-visible node seqs, folded from ``surfaceOp``.
 
 ``Surface`` folds incrementally (``apply``; ``probe()`` checks a batch without changing it);
-``fold_surface(events)`` folds a whole log. Rules (DSH session-log format §3):
+``fold_surface(events)`` folds a whole log. Rules (DSH session-log format):
 
 * only ``SURFACE_TYPES`` may carry a ``surfaceOp`` or ``sourceEventSeqs``;
 * ``"append"`` pushes the event's seq;
@@ -29,11 +29,11 @@ SURFACE_TYPES = SURFACE_EVENT_TYPES | {SYSTEM_MESSAGE}
 _NO_NODES: dict[int, str] = {}
 
 class Surface:
-    """Incremental surface fold (dsh-log-format.md §3).
+    """Incremental surface fold (docs/session-log.md).
 
     ``nodes`` is the current list of node seqs (do not mutate it); ``replace_generation``
     counts replaces; ``head_is_system`` tells whether node 0 is a ``system/message``.
-    ``protect_system_head=True`` enables the stage-switch §1.13 head rule.
+    ``protect_system_head=True`` enables the protected-head rule (docs/contracts.md).
     """
 
     __slots__ = ("_types", "nodes", "protect_system_head", "replace_generation")
@@ -72,7 +72,7 @@ class Surface:
 
         ``validate_sources`` adds the writer-side ``sourceEventSeqs`` rules (entries are earlier
         seqs; a replace cites every shadowed node). Readers leave it off: DSH fixtures treat
-        ``sourceEventSeqs`` as informational (dsh-log-format §1.4, hand-trimmed fixtures).
+        ``sourceEventSeqs`` as informational (docs/session-log.md, hand-trimmed fixtures).
         """
         if op is None:
             if source_event_seqs is not None and type not in SURFACE_TYPES:
@@ -190,14 +190,14 @@ class SurfaceProbe:
 
 
 def fold_surface(events: Iterable[Event], *, protect_system_head: bool = False) -> list[int]:
-    """Node seqs of the surface after ``events`` (dsh-log-format.md §3); raises ``LogWriteError``."""
+    """Node seqs of the surface after ``events`` (docs/session-log.md); raises ``LogWriteError``."""
     s = Surface(protect_system_head=protect_system_head)
     s.extend(events)
     return s.nodes
 
 
 def shadow_range(nodes: Sequence[int], head_is_system: bool) -> list[int]:
-    """The nodes a full stage transition may shadow (stage-switch §1.13).
+    """The nodes a full stage transition may shadow (docs/contracts.md).
 
     Empty surface → ``[]``; protected system head → ``nodes[1:]``; otherwise every node.
     An empty result means the handoff notice is appended instead of replacing.

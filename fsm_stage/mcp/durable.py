@@ -1,4 +1,4 @@
-"""The MCP server's seam to durable reviews (design B §3/§4), kept small on purpose.
+"""The MCP server's seam to durable reviews (docs/reviews.md), kept small on purpose.
 
 With the durable-review API present (``fsm_stage.reviews._answer``: ``open_reviews``,
 ``answer_review``), an ``input_required`` answer is recorded with ``answer_review(..., by="mcp")``

@@ -88,7 +88,7 @@ __all__ = [
 PLAN_SERVICE: Final = "plan_mode"
 """Name of the service handle ``attach`` publishes (``runtime.service("plan_mode")``)."""
 PLAN_PROJECTION_KEY: Final = "plan"
-"""Key of the ``{active, pending}`` projection unit (plan-mode spec §1.11)."""
+"""Key of the ``{active, pending}`` projection unit (docs/contracts.md)."""
 
 _PLAN_FOLD: Final = PlanModeFold()
 _TOLD: Final = HeaderRelative(_PLAN_FOLD)
@@ -100,7 +100,7 @@ _WHAT = "plan-mode controller"
 @attrs.frozen
 class PlanStatus:
     """``get`` result: the logged ``active`` state and the pending target (None when nothing is
-    pending; a pending target may equal ``active`` after a cancellation, §1.6)."""
+    pending; a pending target may equal ``active`` after a cancellation)."""
 
     active: bool
     pending: bool | None = None
@@ -192,7 +192,7 @@ class PlanModeController:
         return session.read(_PLAN_FOLD)
 
     def effective(self, agent: Agent) -> bool:
-        """The pending target when a selection exists, otherwise the logged state (§1.3)."""
+        """The pending target when a selection exists, otherwise the logged state."""
         self.lifecycle.ensure_open()
         target = self._pending_target(agent.session)
         return target if target is not None else self.logged(agent.session)
@@ -269,7 +269,7 @@ class PlanModeController:
             raise RuntimeError(f"plan mode: {trigger} refused from {cursor.state}")
 
     def _narration(self, session: Session, target: bool) -> Message | None:
-        """The notice for ``target`` when the last header told the model otherwise (§1.7)."""
+        """The notice for ``target`` when the last header told the model otherwise."""
         was = told(session.read(_TOLD))
         if was is None or was == target:
             return None

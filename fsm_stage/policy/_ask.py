@@ -1,4 +1,4 @@
-"""``ask`` rules of the tool policy: a call runs only after a human approves it (design-b §3).
+"""``ask`` rules of the tool policy: a call runs only after a human approves it (docs/reviews.md).
 
 A durable review of kind ``"tool"`` through review-core's ``review_flow``: ``fsm/review/request
 {id, callId, kind: tool, from: <stage>, target: <tool>, options: [Approve, Deny], shape: null,

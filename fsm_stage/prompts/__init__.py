@@ -248,7 +248,7 @@ def section_lists_targets_plainly(section: str) -> bool:
 
 
 def deep_merge(base: Any, overlay: Any) -> Any:
-    """Merge ``overlay`` over ``base`` (stage-switch spec §1.17; S103–S107).
+    """Merge ``overlay`` over ``base`` (docs/contracts.md; S103–S107).
 
     If either side is not a plain mapping (lists count as "not a mapping"), the result is
     ``overlay``. Otherwise it is a new ``dict``: a deep copy of ``base`` with each overlay key

@@ -1,4 +1,4 @@
-"""Review seam: put questions to a human (plan-mode spec §1.9, §4.2 S6; stage-switch §1.12).
+"""Review seam: put questions to a human (docs/contracts.md, S6).
 
 ``Option``, ``Question`` and ``Answer`` are the shapes; a ``ReviewChannel`` asks the questions
 (``await channel.ask(questions, agent, signal=None)``) and raises ``ReviewDismissed`` when the
@@ -186,7 +186,7 @@ Script = Callable[[Sequence[Question]], list[Answer]] | Gate
 
 
 class ScriptedReviewChannel:
-    """A ``ReviewChannel`` answering from a queue of scripted outcomes (S-spec §4.4).
+    """A ``ReviewChannel`` answering from a queue of scripted outcomes (docs/contracts.md).
 
     Queue outcomes with the builder methods (each returns ``self`` for chaining):
     ``approve()``, ``keep(feedback=None)``, ``custom(text, selected=())``, ``answers(*a)``,

@@ -1,4 +1,4 @@
-"""The controller side of a durable review (design B §4), shared by plan mode and the stage switch.
+"""The controller side of a durable review (docs/architecture.md), shared by plan mode and the stage switch.
 
 A reviewed tool call: ``existing(session, kind, call_id)`` finds the review of a resumed call;
 otherwise ``reserve(session, kind)`` refuses at once (``_ReviewBusy``) while a review of that kind is

@@ -1,4 +1,4 @@
-"""Plan mode's durable exit review (design B §3, §4): the approved exit lives in the log.
+"""Plan mode's durable exit review (docs/reviews.md): the approved exit lives in the log.
 
 ``review_exit(controller, agent, plan, channel, signal)`` runs one ``exit_plan_mode`` review
 through ``fsm_stage.reviews._flow`` (a resumed call reuses its logged review; one open

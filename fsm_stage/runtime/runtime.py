@@ -1,9 +1,9 @@
-"""``Runtime``: the per-composition registry of contributions (DESIGN.md §8).
+"""``Runtime``: the per-composition registry of contributions (docs/architecture.md).
 
 Controllers (plan mode, the stage switch) ``attach`` to a ``Runtime`` and contribute system
 sections, runtime-context entries, tools, commands, pre-step participants, projections,
 invariants and service handles. Every ``add_*`` returns an idempotent **disposer**; a
-controller's ``close()`` runs all of its disposers at once (plan-mode spec §1.13) through
+controller's ``close()`` runs all of its disposers at once (docs/contracts.md) through
 ``fsm_stage.runtime.controller.ControllerLifecycle``.
 
 Optional registries mirror optional composition in the harness: ``Runtime(commands=False)``
@@ -14,7 +14,7 @@ Step boundary
 -------------
 ``pre_step(agent, messages, *, aborted=False) -> messages`` is called by the host **after** its
 final accept/reject decision, once per accepted pre-step (initial and continuation alike), and
-never for rejected steps or same-step retries (§1.5, seam S4), so a participant's append is
+never for rejected steps or same-step retries (seam S4), so a participant's append is
 never followed by a rejection. Participants run in registration order; each receives and
 returns the full list of messages entering the step.
 
@@ -86,7 +86,7 @@ class ViewProjection(Protocol):
 
 
 class ProjectionRegistry:
-    """Keyed client projections (dsh-log-format §6): ``snapshot(session) -> {key: view}``."""
+    """Keyed client projections (docs/session-log.md): ``snapshot(session) -> {key: view}``."""
 
     def __init__(self) -> None:
         self._units: dict[str, ViewProjection] = {}
@@ -287,7 +287,7 @@ class Runtime:
 
     def session_lock(self, session_id: str) -> threading.RLock:
         """The per-session re-entrant lock every controller holds around fold → fire → append
-        (DESIGN.md §5): ``fsm_stage.driver._pending.session_lock(session_id)``, keyed by the
+        (docs/architecture.md): ``fsm_stage.driver._pending.session_lock(session_id)``, keyed by the
         session id like pending selections, hence shared by every ``Session`` wrapper of one
         log and by plan mode and the stage switch. A host that appends to a session from
         several threads outside the controllers should hold it too."""

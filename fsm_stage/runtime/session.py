@@ -1,6 +1,6 @@
-"""``Session``: one agent's session over an ``EventLog`` (DESIGN.md §8; plan-mode spec §4.2 S1).
+"""``Session``: one agent's session over an ``EventLog`` (docs/architecture.md; docs/contracts.md S1).
 
-The log is the truth (DESIGN.md invariant 1): ``Session`` holds no state of its own except
+The log is the truth (docs/architecture.md invariant 1): ``Session`` holds no state of its own except
 projection caches that a fold of the log rebuilds, so keep one ``Session`` per log for the
 agent's lifetime (a new wrapper refolds from the start once). ``read(projection)`` costs
 O(new events) (invariant 4): one cursor per projection object, advanced over the events
@@ -183,7 +183,7 @@ class Session:
 
     @property
     def is_turn_open(self) -> bool:
-        """True when the last ``turn/start``/``turn/end`` in the log is a ``turn/start`` (§1.4)."""
+        """True when the last ``turn/start``/``turn/end`` in the log is a ``turn/start``."""
         return self.read(TURN_FOLD).open
 
     @property
@@ -197,13 +197,13 @@ class Session:
         return self.read(TURN_FOLD).headers > 0
 
     def surface(self) -> tuple[int, ...]:
-        """Model-visible node seqs in order (append / replace ops folded, §3): a snapshot copy
+        """Model-visible node seqs in order (append / replace ops folded): a snapshot copy
         of the log's live ``surface.nodes`` (O(surface); ``log.surface`` reads it in place)."""
         return tuple(self._log.surface.nodes)
 
     @property
     def head_is_system(self) -> bool:
-        """True when surface node 0 is a ``system/message`` (the protected head, S-spec §1.13).
+        """True when surface node 0 is a ``system/message`` (the protected head, docs/contracts.md).
 
         O(1): read from the log's surface.
         """

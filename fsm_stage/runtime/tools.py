@@ -1,4 +1,4 @@
-"""Tool seam (plan-mode spec §4.2 S7; stage-switch spec §1.15; DESIGN.md §8).
+"""Tool seam (docs/contracts.md S7; docs/architecture.md).
 
 Shapes
 ------
@@ -11,7 +11,7 @@ Schema objects (plain dicts). Export: ``to_openai()`` →
 ``Tool`` protocol: ``spec`` and ``async execute(args, agent, signal) -> ToolOutput``; a tool
 fails by raising ``ToolFailure(message)``. ``dispatch_tool`` runs one call and, given a session,
 logs ``tool/call`` then ``tool/result`` DSH-style: a failure becomes an error result whose text is
-``"Error: " + message`` (the harness envelope, plan-mode spec §4.1).
+``"Error: " + message`` (the harness envelope, docs/contracts.md).
 """
 
 from __future__ import annotations

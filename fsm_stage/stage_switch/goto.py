@@ -1,4 +1,4 @@
-"""The ``goto_stage`` validation chain (spec §1.15 plus graph edges; S43–S68).
+"""The ``goto_stage`` validation chain (docs/contracts.md plus graph edges; S43–S68).
 
 ``run_goto_stage(controller, args, agent, signal)`` checks the arguments, the target, the
 graph edge and its guards, decides full or light (``requires_handoff``), writes the handoff
@@ -54,7 +54,7 @@ def _refusal_text(ctl: StageController, agent: Agent, session: Session, target: 
 
 
 def requires_handoff(ctl: StageController, session: Session) -> bool:
-    """Full (True) or light (False), decided now (§1.10, S63, S64, S68). Raises
+    """Full (True) or light (False), decided now (S63, S64, S68). Raises
     ``ToolFailure(errors.missing_token_meter)`` when a threshold is set without a meter."""
     threshold = ctl.config.min_handoff_tokens
     if threshold is None:
@@ -66,7 +66,7 @@ def requires_handoff(ctl: StageController, session: Session) -> bool:
 
 async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: Agent | None,
                      signal: AbortSignal | None = None) -> ToolOutput:
-    """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68).
+    """Execute ``goto_stage`` (validation chain plus graph edges; S43–S68).
 
     ``args`` are first checked against the tool's parameter schema
     (``goto_stage_argument_problem``: the seed's host validates input against the schema
@@ -183,7 +183,8 @@ def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outco
 
 
 async def _write_handoff(ctl: StageController, session: Session, target: str, handoff: str) -> str:
-    """Write the handoff document (§1.15 step 7); returns its absolute path.
+    """Write the handoff document (the seventh step of the goto_stage chain,
+    docs/contracts.md F); returns its absolute path.
 
     Fails with ``errors.no_fs`` without a store. A ``HandoffPathError`` (a path the store
     refuses) and any exception without an OS error code (a store's own message, e.g.

@@ -23,7 +23,7 @@ pending selection to the logged state, while a stage jump always names a stage).
 
 @attrs.frozen
 class PendingTransition:
-    """Payload of a pending stage selection (§1.9).
+    """Payload of a pending stage selection.
 
     ``kind``: ``"model"`` (an approved ``goto_stage``; applied through the machine's edge) or
     ``"user"`` (``/stage`` / ``set``; applied as a jump). ``handoff_path``: absolute path of the

@@ -37,7 +37,7 @@ def tick() -> int:
 
 
 def test_written_log_is_dsh_shaped(tmp_path: Path) -> None:
-    """§9.2: header with delegationDepth, contiguous seqs, integer time, ignorable fsm types,
+    """Header with delegationDepth, contiguous seqs, integer time, ignorable fsm types,
     replace written {op, start, end}, no other envelope keys."""
     path = tmp_path / "session.jsonl"
     with JsonlLog(path, header=HEADER, clock=tick, ignorable_types={"stage/change"}) as log:

@@ -1,4 +1,4 @@
-"""Surface fold (dsh-log-format §3) and the protected system head (stage-switch §1.13, S77, S80)."""
+"""Surface fold (docs/session-log.md) and the protected system head (docs/contracts.md, S77, S80)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_append_and_replace_by_positions() -> None:
 
 
 def test_boundaries_are_seqs_not_a_numeric_interval() -> None:
-    """After an earlier replace, start can be numerically greater than end (§3)."""
+    """After an earlier replace, start can be numerically greater than end."""
     events = [ev(0), ev(1), ev(2, op=Replace(0, 0), srcs=(0,)), ev(3, op=Replace(2, 1), srcs=(1, 2))]
     assert fold_surface(events) == [3]
 
@@ -59,7 +59,7 @@ def test_invalid_ops_are_refused(bad: Event, fragment: str) -> None:
 
 
 def test_readers_treat_source_seqs_as_informational() -> None:
-    """§1.4: a hand-trimmed fixture may cite seqs past its end; folding still works."""
+    """A hand-trimmed fixture may cite seqs past its end; folding still works."""
     s = Surface()
     s.extend([ev(0), ev(1, srcs=(9,)), ev(2, op=Replace(0, 1))])
     assert s.nodes == [2]
@@ -96,7 +96,7 @@ def test_S77_shadow_range_shapes() -> None:
 
 
 def test_corpus_surfaces_fold_including_replacements(dsh_dir: Path) -> None:
-    """All 172 logs fold; compaction-recovery's seq 21 replaces node 4 (§3 'In the fixtures')."""
+    """All 172 logs fold; compaction-recovery's seq 21 replaces node 4."""
     replaced = {}
     for p in sorted(dsh_dir.iterdir()):
         if not is_session_log(p):

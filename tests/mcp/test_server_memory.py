@@ -66,7 +66,7 @@ async def test_input_required_approve_changes_stage(tmp_path: Path) -> None:
     assert len(cb.asked) == 1 and "implement" in cb.asked[0].message
     assert stages(log) == ["implement"]
     assert [e["type"] for e in events(log) if e["type"].startswith("tool/")] == ["tool/call", "tool/result"]
-    if durable.reviews_api() is not None:  # the durable review events (design B §3)
+    if durable.reviews_api() is not None:  # the durable review events (docs/reviews.md)
         answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
         assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
         assert [e["data"]["applied"] for e in events(log) if e["type"] == "fsm/review/redeemed"] == [True]

@@ -1,5 +1,5 @@
 """Plan-mode API misuse: a missing config names the missing plan_mode
-(B5 still holds), set() with a non-bool, and /plan after close() (B-spec §1.13)."""
+(B5 still holds), set() with a non-bool, and /plan after close() (docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_set_refuses_a_non_bool(bad: Any) -> None:
 
 
 def test_plan_command_is_gone_after_close_B_1_13() -> None:
-    """B-spec §1.13: disposal removes the command, so `/plan` is no longer a command (None,
+    """docs/contracts.md: disposal removes the command, so `/plan` is no longer a command (None,
     nothing logged) — the same answer as a runtime that never had plan mode."""
     runtime = Runtime()
     controller = PlanModeController({"section": "Plan."})

@@ -1,4 +1,4 @@
-"""Prompt section, tool catalog and no execution gating (plan-mode spec §2.E, §2.F, B112)."""
+"""Prompt section, tool catalog and no execution gating (docs/contracts.md, B112)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Configuration (plan-mode spec §2.A)."""
+"""Configuration (docs/contracts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool and command seams (plan-mode spec §4.2 S7/S8; dsh-log-format §5)."""
+"""Tool and command seams (docs/contracts.md S7/S8; docs/session-log.md)."""
 
 from __future__ import annotations
 

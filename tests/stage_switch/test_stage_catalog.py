@@ -2,7 +2,7 @@
 
 fsm_stage keeps ONE source of wording per language (``templates/<lang>/stage_switch.yaml``,
 package data) instead of a JSON file plus an embedded copy; templates use ``<< name >>`` and
-undefined variables are errors (DESIGN.md §4.6). The tests pin those choices where the seed had
+undefined variables are errors (docs/architecture.md). The tests pin those choices where the seed had
 a fallback copy or left unknown ``{name}`` placeholders in place.
 """
 

@@ -1,4 +1,4 @@
-"""stage:policy context, eligibility predicates, named guards and variables (S31–S38; §1.7, §1.8)."""
+"""stage:policy context, eligibility predicates, named guards and variables (S31–S38)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ optional ``zstandard`` extra, multi-frame: an incomplete last frame counts as a 
 offsets refer to the decompressed text) and validates its header. Files that are not session
 logs (ACP JSON-RPC transcripts, ``stream-json`` envelopes, ``session.event`` notifications)
 get a one-line ``LogFormatError`` starting ``not a session log:``. ``scan_body`` applies the
-torn-tail rule (§8.3): a last line without a newline is dropped and reported; a bad line is
+torn-tail rule: a last line without a newline is dropped and reported; a bad line is
 dropped with everything after it when no later ``turn/end`` exists, else it is corruption.
 """
 

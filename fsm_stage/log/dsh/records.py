@@ -1,4 +1,4 @@
-"""Decoding DSH session-log records: the header line and body event records (§1.2–§1.3).
+"""Decoding DSH session-log records: the header line and body event records.
 
 ``parse_header`` validates a ``type: "session"`` line: ``version`` 0 or absent (a newer one
 is a ``LogFormatError`` unless ``allow_newer``), ``delegationDepth`` optional. A
@@ -6,7 +6,7 @@ is a ``LogFormatError`` unless ``allow_newer``), ``delegationDepth`` optional. A
 (``text-chunks``, ``reasoning-chunks``, ``tool-call-chunks``) expand into
 ``assistant/chunk`` events; absent ``seq``/``time`` are synthesised; replace ops read as
 ``{op, start, end}`` or ``{op, startSeq, endSeq}`` (``parse_surface_op``). Unknown types are
-kept and counted; ``strict=True`` refuses them without ``ignorable: true`` (§8.6), along with
+kept and counted; ``strict=True`` refuses them without ``ignorable: true``, along with
 unknown envelope keys, missing header fields and retired ones. ``ReadResult`` is what a
 reader returns.
 """
@@ -27,10 +27,10 @@ from fsm_stage.errors import LogFormatError, _LogLineDefect
 from fsm_stage.log.events import Event, Replace, SessionHeader, SurfaceOp
 
 PACKED_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
-"""Storage-only packed chunk row tags (dsh-log-format.md §1.3 b)."""
+"""Storage-only packed chunk row tags (docs/session-log.md)."""
 
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
-"""The seven keys a DSH event envelope may have (§1.3 a)."""
+"""The seven keys a DSH event envelope may have."""
 
 HEADER_KEYS = frozenset(
     {"type", "version", "id", "createdAt", "cwd", "delegationDepth", "parentSession", "seedLength", "origin"}
@@ -64,7 +64,7 @@ def _json_decode(s: str) -> Any:
 _UNPARSABLE = (ValueError, RecursionError)
 """What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and
 ``UnicodeDecodeError``) and ``RecursionError`` for nesting deeper than the parser's recursion
-limit: such a line is unparsable like any other (§8.3)."""
+limit: such a line is unparsable like any other."""
 
 
 @attrs.frozen
@@ -127,7 +127,7 @@ def parse_header(
     strict: bool = False,
     warnings: list[str] | None = None,
 ) -> SessionHeader:
-    """Validate a ``type: "session"`` header line (dsh-log-format.md §1.2, §8.1–2).
+    """Validate a ``type: "session"`` header line (docs/session-log.md).
 
     Raises ``LogFormatError``: newer version ("written by a newer harness"), non-string id,
     bad createdAt/delegationDepth types, or (``strict``) retired fields / missing fields.
@@ -212,7 +212,7 @@ class RecordDecoder:
         self.next_seq = next_seq
         self.strict = strict
         self.unknown: Counter[str] = Counter()
-        #: envelope keys outside DSH's seven (§1.3) met on event lines, and the first line
+        #: envelope keys outside DSH's seven met on event lines, and the first line
         #: of each: a reader keeps the event but warns (a bit flip in ``surfaceOp`` changes folds)
         self.unknown_keys: Counter[str] = Counter()
         self.unknown_key_lines: dict[str, int] = {}

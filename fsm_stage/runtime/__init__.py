@@ -64,7 +64,6 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         current_tool_call,
         dispatch_tool,
         execute_tool,
-        export_tools,
     )
 
 #: exported name -> the module (under this package) that defines it; ``__all__`` is its keys
@@ -104,7 +103,6 @@ _EXPORTS: dict[str, str] = {
     "current_tool_call": "tools",
     "dispatch_tool": "tools",
     "execute_tool": "tools",
-    "export_tools": "tools",
 }
 
 __all__ = [
@@ -136,7 +134,6 @@ __all__ = [
     "current_tool_call",
     "dispatch_tool",
     "execute_tool",
-    "export_tools",
     "message_text",
     "new_id",
     "notice",

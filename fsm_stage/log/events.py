@@ -9,7 +9,7 @@ optional ``source_event_seqs``. Event types fsm_stage invents carry ``ignorable=
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -208,6 +208,39 @@ class EventLog(Protocol):
     ) -> Event: ...
 
     def refresh(self) -> int: ...
+
+
+class LogBase:
+    """What every store shares: ``append`` is a one-event ``append_many``; length and iteration
+    read ``events``. A store subclasses it and implements ``events`` and ``append_many``."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        raise NotImplementedError
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+        expect_last_seq: int | None = None,
+    ) -> Event:
+        """Append one event (``append_many`` of one); returns it. Raises ``LogWriteError`` (the
+        log unchanged), ``AppendConflictError`` when ``expect_last_seq`` no longer holds."""
+        spec = NewEvent(type, data, surface_op, source_event_seqs, ignorable)
+        return self.append_many([spec], expect_last_seq=expect_last_seq)[0]
 
 
 Clock = Callable[[], int]

@@ -18,10 +18,9 @@ import json
 import os
 import threading
 from array import array
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import filelock
 
@@ -38,9 +37,9 @@ from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import (
     Clock,
     Event,
+    LogBase,
     NewEvent,
     SessionHeader,
-    SurfaceOp,
     check_header,
     check_last_seq,
     wall_clock_ms,
@@ -111,7 +110,7 @@ def writer_lock(path: str | os.PathLike[str], *, timeout: float = 0.0) -> filelo
     return lock
 
 
-class JsonlLog:
+class JsonlLog(LogBase):
     """A durable, single-writer ``EventLog`` on a JSONL file.
 
     ``JsonlLog(path, header=h)`` creates the file (header line) when it does not exist or is
@@ -340,27 +339,6 @@ class JsonlLog:
         """SHA-256 (hex, 16 chars) of the line holding event ``seq`` (checkpoint verification)."""
         start = self._line_offsets[seq]
         return _hash_line_at(self.path, start)
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-        expect_last_seq: int | None = None,
-    ) -> Event:
-        """Append one event durably (see class docs); returns it. Raises ``LogWriteError``
-        (``AppendConflictError`` as ``append_many``)."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
-                                expect_last_seq=expect_last_seq)[0]
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically: all events become durable in one write, or none do.

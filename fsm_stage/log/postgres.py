@@ -27,7 +27,7 @@ import attrs
 
 from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError, _SeqTakenSignal
 from fsm_stage.log.dsh import ReadResult, RecordDecoder, parse_header
-from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import Clock, Event, LogBase, NewEvent, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
 from fsm_stage.log.surface import Surface
@@ -166,7 +166,7 @@ def decode_rows(
     return out
 
 
-class PostgresLog:
+class PostgresLog(LogBase):
     """A shared, durable ``EventLog`` for one session in a PostgreSQL database.
 
     ``PostgresLog(conninfo, session, create=header)``: ``conninfo`` a libpq URL without
@@ -308,26 +308,6 @@ class PostgresLog:
     def last_seq(self) -> int:
         """The seq of the last event read (``-1`` for an empty log)."""
         return len(self._events) - 1
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-        expect_last_seq: int | None = None,
-    ) -> Event:
-        """Append one event (see ``append_many``); returns it."""
-        spec = NewEvent(type, data, surface_op, source_event_seqs, ignorable)
-        return self.append_many([spec], expect_last_seq=expect_last_seq)[0]
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically (one statement: all rows or none) after the session's end.

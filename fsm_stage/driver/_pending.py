@@ -13,8 +13,6 @@ workers share a session (a conditional batch; a lost race re-folds and decides a
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -27,6 +25,7 @@ from fsm_stage.log.projections import HeaderRelativeState as HeaderRelativeState
 from fsm_stage.log.projections import told as told
 from fsm_stage.runtime.messages import Message
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.session import session_lock as session_lock
 
 if TYPE_CHECKING:
     from fsm_stage.runtime.agent import Agent
@@ -36,30 +35,6 @@ T = TypeVar("T")
 Outcome = Literal["committed", "queued", "cancelled", "noop"]
 """What a selection did: appended now / pending until the next accepted pre-step / reverted a
 pending selection back to the logged state / nothing (already the target)."""
-
-
-_LOCKS: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
-def session_lock(session_id: str) -> threading.RLock:
-    """The process-wide re-entrant lock of the session ``session_id``: the **one** per-session
-    lock (docs/architecture.md "serialise per session") every controller holds.
-
-    Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
-    log) never both apply a transition from the same folded state. Keyed by the session
-    **id**, like the pending store, so wrappers of one log in one process and both plan mode
-    and the stage switch share it. Re-entrant, so a controller may call another locked method
-    of itself. The same id yields the same lock object while any caller still references it
-    (a weak-value map: the registry does not grow with every session a long-lived host has
-    seen). ``Runtime.session_lock(session_id)`` is the same lock.
-    """
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(session_id)
-        if lock is None:
-            lock = threading.RLock()
-            _LOCKS[session_id] = lock
-        return lock
 
 
 REDEEM_ATTEMPTS = 10

@@ -27,6 +27,7 @@ from fsm_stage.runtime.runtime import (
     EventCheck,
     PreStepFn,
     PreStepParticipant,
+    ToolGate,
     ViewProjection,
 )
 from fsm_stage.runtime.tools import Tool
@@ -83,6 +84,10 @@ class Registration:
     def pre_step(self, participant: PreStepParticipant | PreStepFn) -> None:
         """Register a pre-step participant."""
         self.add(self.runtime.add_pre_step(participant))
+
+    def tool_gate(self, gate: ToolGate) -> None:
+        """Register a gate every tool call passes before it runs (the tool policy)."""
+        self.add(self.runtime.add_tool_gate(gate))
 
     def service(self, name: str, service: object) -> None:
         """Publish a service handle under ``name``."""

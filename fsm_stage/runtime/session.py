@@ -9,6 +9,8 @@ appended since the last read. The ``Session`` class docstring lists its members.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -250,3 +252,27 @@ class Session:
             if ev.type == ASSISTANT_MESSAGE and not msg.get("content"):
                 continue
             out.append(dict(msg))
+
+
+_LOCKS: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def session_lock(session_id: str) -> threading.RLock:
+    """The process-wide re-entrant lock of the session ``session_id``: the **one** per-session
+    lock (docs/architecture.md "serialise per session") every controller holds.
+
+    Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
+    log) never both apply a transition from the same folded state. Keyed by the session
+    **id**, like the pending store, so wrappers of one log in one process and both plan mode
+    and the stage switch share it. Re-entrant, so a controller may call another locked method
+    of itself. The same id yields the same lock object while any caller still references it
+    (a weak-value map: the registry does not grow with every session a long-lived host has
+    seen). ``Runtime.session_lock(session_id)`` is the same lock.
+    """
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(session_id)
+        if lock is None:
+            lock = threading.RLock()
+            _LOCKS[session_id] = lock
+        return lock

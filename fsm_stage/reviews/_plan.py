@@ -10,12 +10,13 @@ exit, which survives a crash); ``redeem_specs`` the event that redeems it.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Protocol
 
 from fsm_stage.constants import APPROVE_LABEL, KEEP_PLANNING_LABEL, PLAN_REVIEW_ID
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.log.events import NewEvent
-from fsm_stage.reviews._channel import Answer, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.prompts import Catalog
+from fsm_stage.reviews._channel import Answer, Question, ReviewChannel, ReviewDismissed, evaluate
 from fsm_stage.reviews._flow import (
     Outcome,
     Ticket,
@@ -53,9 +54,22 @@ def _interpret(answers: list[Answer]) -> tuple[str, str | None, str | None]:
     return "keep", None, decision.feedback
 
 
-async def review_exit(ctl: Any, agent: Agent, plan: str, channel: ReviewChannel,
+class PlanReviewer(Protocol):
+    """What the exit review reads of plan mode: the question for a plan, whether the
+    controller was closed meanwhile, and its wording catalog."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def review_question(self, plan: str) -> Question: ...
+
+
+async def review_exit(ctl: PlanReviewer, agent: Agent, plan: str, channel: ReviewChannel,
                       signal: AbortSignal | None) -> Outcome:
-    """Review ``plan`` for ``ctl`` (a ``PlanModeController``); raises ``ToolFailure`` for a
+    """Review ``plan`` for ``ctl`` (plan mode, as a ``PlanReviewer``); raises ``ToolFailure`` for a
     refusal (another plan review open or approved; a resumed call whose plan changed), a
     dismissal (B85) or a channel failure (its own message, B86); ``ReviewPending`` and
     ``asyncio.CancelledError`` propagate (a cancellation is logged as a dismiss answer)."""

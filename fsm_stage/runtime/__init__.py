@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         Contributions,
         Controller,
         Runtime,
+        ToolGate,
     )
     from fsm_stage.runtime.session import (
         Session,
@@ -93,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "Contributions": "runtime",
     "Controller": "runtime",
     "Runtime": "runtime",
+    "ToolGate": "runtime",
     "Session": "session",
     "Tool": "tools",
     "ToolCall": "tools",
@@ -128,6 +130,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolFailure",
+    "ToolGate",
     "ToolOutput",
     "ToolResult",
     "ToolSpec",

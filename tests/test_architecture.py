@@ -135,3 +135,18 @@ def test_known_upward_imports_still_occur() -> None:
 def test_no_module_exceeds_the_size_limit(module: str, path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_MODULE_LINES, f"{module}: {lines} lines, limit {MAX_MODULE_LINES}"
+
+
+def test_open_session_is_the_only_place_the_library_composes_a_session() -> None:
+    """Controllers, agents and step drivers are built in ``driver/_host.py`` (``open_session``)
+    only (the reference ``Loop`` builds the driver of the agent it is given); see
+    docs/architecture.md."""
+    composing = {"StageController", "PlanModeController", "InboxAgent", "StagedSession"}
+    allowed = {PKG / "driver" / "_host.py", PKG / "driver" / "_loop.py"}
+    found = []
+    for _module, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in composing and (path not in allowed or (path.name == "_loop.py" and node.func.id != "StagedSession"))):
+                found.append(f"{path.relative_to(PKG)}:{node.lineno} {node.func.id}(...)")
+    assert found == []

@@ -134,7 +134,7 @@ class JsonlLog(LogBase):
     mismatch, corruption, no ``header=`` for a missing or an empty file — each named as such),
     ``LogWriteError`` (the OS refused to create or open the file; ``LockFileError``, also a
     ``UserError``, for the lock file — see ``writer_lock``). ``append`` raises
-    ``LogWriteError`` (including ``LogWriteError``) with the log unchanged — or, when its
+    ``LogWriteError`` with the log unchanged — or, when its
     rollback failed, unusable until reopened (module docs).
     """
 

@@ -178,7 +178,7 @@ class PostgresLog(LogBase):
 
     Raises ``UserError`` (unreachable server, missing psycopg), ``LogFormatError`` (no,
     older or newer schema), ``LogFormatError``. ``append``/``append_many`` raise
-    ``LogWriteError`` (``LogWriteError``, ``LogWriteError``, a database error) with the
+    ``LogWriteError`` (an invalid event, a surface op that cannot apply, a database error) with the
     log unchanged, ``AppendConflictError`` when ``expect_last_seq`` is not the session's last seq.
     """
 

@@ -3,7 +3,7 @@
 ``prepare_batch`` is the append path ``MemoryLog`` and ``JsonlLog`` share: it checks each
 event of a batch (``check_new_event``), builds its ``Event`` (contiguous seqs, one integer
 ``time``) and probes its surface ops (``Surface.probe``), all before anything is written, so a
-refused event (``LogWriteError`` / ``LogWriteError``) leaves the log unchanged. Rules:
+refused event (``LogWriteError``) leaves the log unchanged. Rules:
 
 * ``type`` matches ``EVENT_TYPE_RE`` (``domain/verb``); ``data`` passes
   ``json.dumps(allow_nan=False)`` unless ``check_json=False``;
@@ -48,7 +48,7 @@ def check_new_event(
 ) -> bool:
     """Validate one event about to be appended; returns whether it is written ignorable.
 
-    Raises ``LogWriteError`` (a ``LogWriteError``) naming the type and what is wrong.
+    Raises ``LogWriteError`` naming the type and what is wrong.
     """
     t = spec.type
     if not isinstance(t, str) or not EVENT_TYPE_RE.fullmatch(t):
@@ -95,7 +95,7 @@ def prepare_batch(
     in order against ``surface`` as the batch would evolve it (``Surface.probe``; the surface
     itself is not mutated — apply the returned events after the write succeeded).
 
-    Raises ``LogWriteError`` or ``LogWriteError`` (both ``LogWriteError``) for the first
+    Raises ``LogWriteError`` for the first
     refused event.
     """
     time = int(now)

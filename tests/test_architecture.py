@@ -147,6 +147,7 @@ def test_open_session_is_the_only_place_the_library_composes_a_session() -> None
     for _module, path in _modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id in composing and (path not in allowed or (path.name == "_loop.py" and node.func.id != "StagedSession"))):
+                    and node.func.id in composing
+                    and (path not in allowed or (path.name == "_loop.py" and node.func.id != "StagedSession"))):
                 found.append(f"{path.relative_to(PKG)}:{node.lineno} {node.func.id}(...)")
     assert found == []

@@ -62,6 +62,8 @@ _PENDING_STYLE_MERMAID: Final = "fill:#fff3bf,stroke:#f08c00,stroke-width:2px,st
 _CURRENT_DOT: Final = 'fillcolor="#fde2c8", color="#d9480f", penwidth=2'
 _PENDING_DOT: Final = 'color="#f08c00", fontcolor="#f08c00", penwidth=2'
 PENDING_LABEL: Final = "pending"
+#: Label of a transition an open review asks about (``fsm-stage draw --log``).
+REVIEW_LABEL: Final = "in review"
 #: Label of the marker drawn when the log says plan mode is active but the file has no plan box.
 PLAN_ACTIVE_LABEL: Final = "plan mode: active"
 
@@ -254,13 +256,16 @@ def to_mermaid(
     plan_active: bool | None = None,
     pending: tuple[str, str] | None = None,
     size: SizeHints | None = None,
+    reviewing: tuple[str, str] | None = None,
 ) -> str:
     """Mermaid ``stateDiagram-v2`` text for ``graph`` (and plan mode when given).
 
     ``title`` defaults to the graph name; ``current`` highlights that stage; ``expand_any``
     draws omitted targets edge by edge (True) or through the ``any other stage`` node (False);
     None: edge by edge up to ``EXPAND_ANY_MAX_STAGES`` stages. ``plan_active`` (from a log)
-    marks the current plan-mode state, ``pending`` a proposed transition and ``size`` adds a
+    marks the current plan-mode state, ``pending`` an approved transition applied at the next
+    step (its arrow labelled ``pending``, its target dashed), ``reviewing`` the transition an
+    open review asks about (labelled ``in review``, drawn the same way) and ``size`` adds a
     render-size comment (module docstring). Returns text ending in a newline. Raises
     ``UserError`` when both ``graph`` and ``plan_mode`` are None.
     """
@@ -284,20 +289,20 @@ def to_mermaid(
         if hub:
             lines.append(f'  state "{ANY_STAGE_LABEL}" as {_MERMAID_ANY_ID}')
         lines.append(f"  [*] --> {ids[graph.initial_stage]}")
-        pend = _known_pending(graph, pending)
-        pending_drawn = False
+        marks = _session_marks(graph, pending, reviewing)
+        undrawn = dict(marks)
         for source, target, guards in _arrows(graph, hub):
             dest = _MERMAID_ANY_ID if target is None else ids[target]
             label = _guard_label(guards)
-            if pend == (source, target):
-                label, pending_drawn = f"{label} ({PENDING_LABEL})".strip(), True
+            if target is not None and (source, target) in marks:
+                label = f"{label} ({undrawn.pop((source, target), marks[(source, target)])})".strip()
             label = _mermaid_text(label)
             lines.append(f"  {ids[source]} --> {dest}" + (f": {label}" if label else ""))
-        if pend is not None:
-            if not pending_drawn:
-                lines.append(f"  {ids[pend[0]]} --> {ids[pend[1]]}: {PENDING_LABEL}")
+        for (source, target), mark in undrawn.items():
+            lines.append(f"  {ids[source]} --> {ids[target]}: {mark}")
+        if marks:
             lines.append(f"  classDef pending {_PENDING_STYLE_MERMAID}")
-            lines.append(f"  class {ids[pend[1]]} pending")
+            lines.extend(f"  class {ids[target]} pending" for target in dict.fromkeys(t for _, t in marks))
         if hub:
             lines.append(f"  classDef anystage {_ANY_STYLE_MERMAID}")
             lines.append(f"  class {_MERMAID_ANY_ID} anystage")
@@ -322,11 +327,15 @@ def to_mermaid(
     return "\n".join(lines) + "\n"
 
 
-def _known_pending(graph: GraphConfig, pending: tuple[str, str] | None) -> tuple[str, str] | None:
-    """``pending`` when both ends are stages of ``graph`` (else nothing to draw)."""
-    if pending is None or graph.stage(pending[0]) is None or graph.stage(pending[1]) is None:
-        return None
-    return pending
+def _session_marks(graph: GraphConfig, pending: tuple[str, str] | None,
+                   reviewing: tuple[str, str] | None) -> dict[tuple[str, str], str]:
+    """``(source, target)`` -> label of the transitions a session marks (``pending``, ``in
+    review``), keeping those whose ends are both stages of ``graph`` (else nothing to draw)."""
+    out: dict[tuple[str, str], str] = {}
+    for edge, label in ((pending, PENDING_LABEL), (reviewing, REVIEW_LABEL)):
+        if edge is not None and graph.stage(edge[0]) is not None and graph.stage(edge[1]) is not None:
+            out[edge] = f"{out[edge]}, {label}" if edge in out else label
+    return out
 
 
 # --------------------------------------------------------------------------- DOT
@@ -348,13 +357,14 @@ def to_dot(
     plan_active: bool | None = None,
     pending: tuple[str, str] | None = None,
     size: SizeHints | None = None,
+    reviewing: tuple[str, str] | None = None,
 ) -> str:
     """Graphviz DOT text (a ``digraph``, left to right) for ``graph`` and optional plan mode.
 
     Node ids are the quoted stage names; a point node ``__start`` marks the initial stage;
     stage descriptions become tooltips; omitted targets as in :func:`to_mermaid` (the hub node
     is ``__any_other``, dashed); every labelled edge is its own statement with
-    ``decorate=true``. ``current``, ``plan_active``, ``pending`` and ``size`` as in
+    ``decorate=true``. ``current``, ``plan_active``, ``pending``, ``reviewing`` and ``size`` as in
     :func:`to_mermaid` (``size`` as graph attributes). Raises ``UserError`` when there is
     nothing to draw.
     """
@@ -382,30 +392,29 @@ def to_dot(
             style = 'style="rounded,dashed", fillcolor="#ffffff"'
             lines.append(f'  "{_DOT_ANY_ID}" [label={q(ANY_STAGE_LABEL)}, {style}];')
         lines.append(f'  "__start" -> {q(graph.initial_stage)};')
-        pend = _known_pending(graph, pending)
-        pending_drawn = False
+        marks = _session_marks(graph, pending, reviewing)
+        undrawn = dict(marks)
         for source, target, guards in _arrows(graph, hub):
             if target is None:
                 lines.append(f'  {q(source)} -> "{_DOT_ANY_ID}" [style=dashed];')
                 continue
             label = _guard_label(guards)
             extra = ""
-            if pend == (source, target):
-                label, extra, pending_drawn = f"{label} ({PENDING_LABEL})".strip(), f", {_PENDING_DOT}", True
+            if (source, target) in marks:
+                mark = undrawn.pop((source, target), marks[(source, target)])
+                label, extra = f"{label} ({mark})".strip(), f", {_PENDING_DOT}"
             suffix = f" [label={q(label)}, decorate=true{extra}]" if label else ""
             lines.append(f"  {q(source)} -> {q(target)}{suffix};")
-        if pend is not None and not pending_drawn:
-            lines.append(
-                f"  {q(pend[0])} -> {q(pend[1])} [label={q(PENDING_LABEL)}, decorate=true, "
-                f"style=dashed, {_PENDING_DOT}];"
-            )
+        for (source, target), mark in undrawn.items():
+            style = f"label={q(mark)}, decorate=true, style=dashed, {_PENDING_DOT}"
+            lines.append(f"  {q(source)} -> {q(target)} [{style}];")
     if plan_mode is not None:
         lines.append('  subgraph "cluster_plan_mode" {')
         lines.append(f'    label={q(PLAN_MODE_TITLE)}; style="rounded,dashed";')
         lines.append('    "plan_mode.__start" [shape=point, width=0.15, label=""];')
-        marks = {"default": plan_active is False, "plan": plan_active is True}
+        active = {"default": plan_active is False, "plan": plan_active is True}
         for state_name in ("default", "plan"):
-            mark = f", {_CURRENT_DOT}" if marks[state_name] else ""
+            mark = f", {_CURRENT_DOT}" if active[state_name] else ""
             label = _plan_label(plan_mode, graph, chr(10)) if state_name == "plan" else state_name
             lines.append(f'    "plan_mode.{state_name}" [label={_dot_string(label)}{mark}];')
         lines.append('    "plan_mode.__start" -> "plan_mode.default";')

@@ -23,19 +23,20 @@ def _escape(ch: str) -> str:
     return f"\\U{code:08x}"
 
 
-def visible(text: str) -> str:
+def visible(text: str, *, keep: str = "") -> str:
     """``text`` with control characters shown as escapes: ``"a\\x1bb"`` → ``'a\\\\x1bb'``.
 
     Escaped: Unicode categories Cc (C0/C1 controls, DEL; tab and newline included, so the
     result is one line), Cs (lone surrogates, which cannot be encoded to UTF-8), Cf
     bidirectional overrides and other format characters, Zl/Zp separators. A backslash is
-    left alone (the result is for reading, not for parsing back). Returns a new ``str``.
+    left alone (the result is for reading, not for parsing back). ``keep``: characters kept as
+    they are (``"\\n\\t"`` for a multi-line text such as a plan). Returns a new ``str``.
     """
     if text.isprintable():
         return text
     out = []
     for ch in text:
-        if ch in _SHOWN_AS_IS or ch.isprintable() or unicodedata.category(ch) in ("Zs",):
+        if ch in _SHOWN_AS_IS or ch in keep or ch.isprintable() or unicodedata.category(ch) in ("Zs",):
             out.append(ch)
         else:
             out.append(_escape(ch))

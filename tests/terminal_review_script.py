@@ -1,6 +1,6 @@
 """A tiny program using ``TerminalReviewChannel`` (driven by the terminal-review tests).
 
-``python terminal_review_script.py [plan|long|stage] [--abort-after SECONDS] [--ctrl-c-interrupts]``:
+``python terminal_review_script.py [plan|long|stage|wide|hostile] [--abort-after S] [--ctrl-c-interrupts]``:
 asks one review question, prints ``ANSWER <answers>`` and exits 0; a dismissal prints
 ``DISMISSED`` (exit 3); Ctrl-C prints ``INTERRUPTED (dismissed)`` (``ReviewInterrupted``) or
 ``INTERRUPTED`` (``KeyboardInterrupt``) and exits 130 (the program's own handler), as a CLI would.
@@ -33,6 +33,12 @@ PLAN = """# Add a --greeting flag
 * an *italic* note
 """
 LONG = PLAN + "".join(f"\n{i}. step number {i} of the very long plan" for i in range(1, 80))
+#: a table as wide as the terminal, styled: rendered once, every row stays one line
+WIDE = "# Wide\n\n| **step** | `file` | note |\n|---|---|---|\n" + "".join(
+    f"| step-{i} **bold** | `path/to/file_{i}.py` | a long note about the change, end-{i} |\n"
+    for i in range(3)) + "\n```text\n" + "x" * 74 + "\n```\n"
+#: what a hostile model could write: erase the previous line, move up, conceal, set the title
+HOSTILE = "# Plan\n\n1. harmless step\n2. rm -rf ~\x1b[1A\x1b[2K\x1b[8mconcealed\x1b[0m\x1b]0;owned\x07\n"
 
 
 def question(kind: str) -> Question:
@@ -43,7 +49,7 @@ def question(kind: str) -> Question:
                                  "handoff_path": "handoff/implement.md"})
     return Question("plan-review", "Plan review", "Approve this plan?",
                     (Option("Approve", "go"), Option("Keep planning", "stay")),
-                    detail=LONG if kind == "long" else PLAN,
+                    detail={"long": LONG, "wide": WIDE, "hostile": HOSTILE}.get(kind, PLAN),
                     intent={"kind": "plan-review", "approve": "Approve"})
 
 

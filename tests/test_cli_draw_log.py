@@ -14,7 +14,11 @@ from test_cli_inputs import _log
 
 from fsm_stage.cli import main, session_marks
 from fsm_stage.config import EdgeConfig, GraphConfig, PlanModeConfig, StageConfig
+from fsm_stage.constants import REVIEW_REQUEST, TOOL_CALL
 from fsm_stage.diagram import PLAN_ACTIVE_LABEL, SizeHints, size_notes, to_dot, to_mermaid
+from fsm_stage.log.events import NewEvent
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews._fold import stage_payload_sha256
 
 GRAPH = """\
 name: g
@@ -110,7 +114,36 @@ def test_pending_transition_is_drawn_on_its_arrow_or_as_its_own() -> None:
     assert '"a" -> "b" [label="[ready] (pending)", decorate=true, color="#f08c00"' in dot
     assert '"c" -> "a" [label="pending", decorate=true, style=dashed' in to_dot(BI, pending=("c", "a"))
     assert to_mermaid(BI, pending=("a", "nope")) == to_mermaid(BI)
-    assert session_marks.pending_transition([]) is None  # no durable record in the log format yet
+    assert session_marks.pending_transition([]) is None and session_marks.reviewed_transition([]) is None
+
+
+def _stage_review_log(path: Path) -> Path:
+    """A log whose stage review a -> b is open (asked, not answered)."""
+    log = JsonlLog(_log(path, "a"))
+    try:
+        log.append_many([
+            NewEvent(TOOL_CALL, {"callId": "c1", "name": "goto_stage", "arguments": '{"stage": "b"}'}),
+            NewEvent(REVIEW_REQUEST, {"id": "r1", "callId": "c1", "kind": "stage", "from": "a", "target": "b",
+                                      "options": ["Approve", "Keep current stage"], "shape": "light",
+                                      "handoffPath": None, "payloadSha256": stage_payload_sha256("b", None),
+                                      "turn": 1, "step": 1}, ignorable=True),
+        ])
+    finally:
+        log.close()
+    return path
+
+
+def test_log_marks_an_open_review_then_the_approved_pending_transition(tmp_path: Path) -> None:
+    graph, log = _graph(tmp_path), _stage_review_log(tmp_path / "s.jsonl")
+    code, out, err = _draw(str(graph), "--log", str(log))
+    assert code == 0, err
+    assert "s_a --> s_b: [ready] (in review)" in out and "class s_b pending" in out and "(pending)" not in out
+    code, dot, _ = _draw(str(graph), "--log", str(log), "--format", "dot")
+    assert '"a" -> "b" [label="[ready] (in review)", decorate=true, color="#f08c00"' in dot
+    assert CliRunner().invoke(main, ["review", str(log), "--approve", "r1"]).exit_code == 0
+    code, out, err = _draw(str(graph), "--log", str(log))
+    assert "s_a --> s_b: [ready] (pending)" in out and "in review" not in out, out
+    assert session_marks.session_marks(str(log)).pending == ("a", "b")
 
 
 def test_dot_gives_each_directed_edge_its_own_label() -> None:

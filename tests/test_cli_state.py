@@ -6,6 +6,7 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -351,3 +352,53 @@ def test_state_valid_plan_mode_records_give_no_warning(tmp_path: Path) -> None:
     code, out, err = invoke("--json", "--strict", str(log))
     assert code == 0, err
     assert json.loads(out)["warnings"] == []
+
+
+def test_ctrl_c_never_redraws_a_finished_bar() -> None:
+    from fsm_stage.cli import progress
+
+    fake = _Tty()
+    with pytest.raises(KeyboardInterrupt), progress.Progress(1000, file=fake) as p:
+        p.t0 -= progress.PROGRESS_AFTER_S + 1
+        p(230)
+        raise KeyboardInterrupt
+    drawn = fake.getvalue()
+    assert "23%" in drawn and "100%" not in drawn and drawn.endswith("\x1b[?25h\n")
+    fake = _Tty()
+    with progress.Progress(1000, file=fake) as p:  # a finished command still completes its bar
+        p.t0 -= progress.PROGRESS_AFTER_S + 1
+        p(230)
+    assert "100%" in fake.getvalue()
+
+
+def _bars(monkeypatch: pytest.MonkeyPatch, module: object) -> list[Any]:
+    from fsm_stage.cli import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
+    bars: list[progress.Progress] = []
+
+    def make(total: int, label: str = "reading log", **kw: object) -> progress.Progress:
+        bars.append(progress.Progress(total, label, file=_Tty()))
+        return bars[-1]
+
+    monkeypatch.setattr(module, "Progress", make)
+    return bars
+
+
+def test_review_and_scenario_show_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """On a 1M-event log these commands used to be silent for 25 s / over a minute."""
+    from fsm_stage.cli import review_cmds, sim_cmds
+
+    path = _stage_log(tmp_path / "p.jsonl", "beta")
+    bars = _bars(monkeypatch, review_cmds)
+    assert CliRunner().invoke(main, ["review", str(path)]).exit_code == 0
+    assert bars[0].shown == ["reading log", "folding reviews"]
+    recorded = tmp_path / "feature.jsonl"
+    made = CliRunner().invoke(main, ["simulate", "--example", "feature-work", "--log", str(recorded),
+                                     "--cwd", str(tmp_path / "cwd")])
+    assert made.exit_code == 0, made.output
+    bars = _bars(monkeypatch, sim_cmds)
+    result = CliRunner().invoke(main, ["scenario", str(recorded)])
+    assert result.exit_code == 0, result.output
+    assert bars[0].shown == ["reading log", "replaying", "writing scenario"]

@@ -75,3 +75,44 @@ def test_control_characters_in_names_are_escaped_in_errors(tmp_path: Path) -> No
         load_catalog("c", base_dir=tmp_path)
     shown = str(cat_err.value)
     assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
+
+
+@pytest.mark.parametrize("template", [
+    "<% macro sq(a, n) %><% if n > 0 %><< sq(a * a, n - 1) >><% else %><< a > 1 >><% endif %><% endmacro %>"
+    "<< sq(3, 40) >>",
+    "<% set n = 3 ** 2000 %><< (n * n) > 1 >>",
+    "<< 2 ** 4097 > 1 >>",
+    "<< 3 ** 2600 > 1 >>",
+    "<< (7 ** 1000) ** 1000 > 1 >>",
+])
+def test_integer_multiplication_and_power_are_bounded(template: str) -> None:
+    with pytest.raises(PromptTemplateError, match="integer of more than 4096 bits") as err:
+        render(template)
+    assert "\n" not in str(err.value)
+
+
+def test_small_integer_arithmetic_still_works() -> None:
+    assert render("<< 2 ** 4095 > 1 >> << 12 * 12 >> << 10 ** 100 * 10 ** 100 > 1 >> << 2 ** -2 >>") == (
+        "True 144 True 0.25")
+
+
+class _OwnStrOnly:
+    def __str__(self) -> str:
+        return "shown"
+
+
+@pytest.mark.parametrize("template", [
+    "<< '%r' % f >>", "<< '%s' % (f,) >>", "<< '%(a)r' % {'a': f} >>", "<< '{!r}'.format(f) >>",
+    "<< '{}'.format(f) >>", "<< '{x!r}'.format_map({'x': f}) >>", "<< '%s'|format(f) >>",
+    "<< f|string >>", "<< [f]|join >>", "<< ','.join([f]) >>", "<< '%r' % o >>", "<< [o] >>",
+    "<< '{!r}'.format(s) >>", "<< [s]|string >>",
+])
+def test_a_memory_address_never_reaches_the_text(template: str) -> None:
+    with pytest.raises(PromptTemplateError, match="cannot show") as err:
+        render(template, f=len, o=object(), s=_OwnStrOnly())
+    assert "0x" not in str(err.value)
+
+
+def test_formatting_safe_values_still_works() -> None:
+    assert render("<< '%r' % 'a' >> << '%s' % s >> << '{!r}'.format(1) >> << [1, 'b']|join(',') >>",
+                  s=_OwnStrOnly()) == "'a' shown 1 1,b"

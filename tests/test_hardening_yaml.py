@@ -142,3 +142,12 @@ def test_explicit_collection_tags_are_refused(parser: bool, value: str, tag: str
 def test_handoff_dir_naming_the_session_directory_is_refused_by_validate(value: str) -> None:
     (line,) = _problems(BASE + f"handoff_dir: {value}\n")
     assert line.startswith("g.yaml:10:14: handoff_dir:") and "names the session directory itself" in line
+
+
+def test_one_alias_to_a_huge_anchor_is_refused(parser: bool) -> None:
+    # the bomb is built under an extension key (not counted), then one alias outside it would
+    # expand all of it: the anchor's size must not be capped at exactly the limit
+    text = _bomb("x-b") + BASE.replace('section: "go << stage_targets >>"', 'section: "go"\ndescription: *h')
+    line, seconds = _load_in_child(text, parser)
+    assert "expand the document by more than 10,000 nodes" in line
+    assert float(seconds) < 5

@@ -105,7 +105,7 @@ _AJV_SCRIPT = r"""
 const Ajv2020 = require("ajv/dist/2020").default;
 const fs = require("fs");
 const [schemaPath, casesPath] = process.argv.slice(2);
-const ajv = new Ajv2020({allErrors: true});
+const ajv = new Ajv2020({allErrors: true, strict: true});  // every strict option, strictRequired too
 const validate = ajv.compile(JSON.parse(fs.readFileSync(schemaPath, "utf8")));
 const cases = JSON.parse(fs.readFileSync(casesPath, "utf8"));
 const out = {};
@@ -142,7 +142,8 @@ def test_ajv_compiles_the_schema_and_agrees_with_jsonschema(tmp_path: Path) -> N
     schema_file.write_text(json.dumps(json_schema()), encoding="utf-8")
     cli = base / "node_modules" / ".bin" / "ajv"
     if cli.exists():
-        done = subprocess.run([str(cli), "compile", "--spec=draft2020", "-s", str(schema_file)],
+        args = ["compile", "--spec=draft2020", "--strict=true", "-s", str(schema_file)]
+        done = subprocess.run([str(cli), *args],
                               capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
     cases = _yaml_cases()

@@ -47,7 +47,8 @@ class Tmux:
         exports = {"PYTHONPATH": str(ROOT), "TERM": "xterm-256color", **(env or {})}
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in exports.items())
         command = (f"{prefix} {shlex.quote(sys.executable)} {shlex.quote(str(SCRIPT))} "
-                   f"{' '.join(map(shlex.quote, args))}; echo EXIT=$?; sleep 60")
+                   f"{' '.join(map(shlex.quote, args))}; echo EXIT=$?; "
+                   "echo STTY=$(stty -a | tr ' ;' '\\n\\n' | grep -x -e echo -e -echo); sleep 60")
         self.tmux("-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", str(lines), command)
         self.wait_for("Choose an option", timeout=20) if "long" not in args else None
 
@@ -147,3 +148,33 @@ def test_no_color_gives_no_colour_codes(tmux: Tmux) -> None:
     tmux.socket += "c"
     tmux.start("plan")
     assert "\x1b[" in tmux.pane(escapes=True).split("Choose an option")[0]  # bold headings etc.
+
+
+def test_ctrl_c_in_the_pager_restores_the_terminal_and_ends_the_review(tmux: Tmux) -> None:
+    if shutil.which("less") is None:
+        pytest.skip("less is not installed")
+    tmux.start("long", lines=30, env={"PAGER": "less"})
+    tmux.wait_for("step number 1 of")
+    tmux.keys("C-c")
+    pane = tmux.wait_for("STTY=", timeout=5)
+    assert "INTERRUPTED (dismissed)" in pane and "EXIT=130" in pane, pane
+    assert "Traceback" not in pane and "KeyboardInterrupt" not in pane
+    assert "STTY=echo" in pane  # echo is back: the pager was not killed mid-screen
+
+
+def test_rendered_markdown_is_written_once_without_a_second_wrap(tmux: Tmux) -> None:
+    tmux.start("wide")
+    pane = tmux.pane()
+    for i in range(3):  # each table row, styled, on one line with its neighbours' cells
+        (row,) = [line for line in pane.splitlines() if f"step-{i}" in line]
+        assert f"path/to/file_{i}.py" in row and f"end-{i}" in row, pane
+    assert "x" * 74 in pane  # the code line is not cut in two
+    tmux.keys("1", "Enter")
+    assert "EXIT=0" in tmux.wait_for("EXIT=")
+
+
+def test_escape_sequences_in_a_plan_are_shown_not_obeyed(tmux: Tmux) -> None:
+    tmux.start("hostile")
+    pane = tmux.pane()
+    assert "2 rm -rf ~" in pane and "\\x1b[2K" in pane and "concealed" in pane, pane
+    assert "owned" in pane  # the title sequence is printed as text, not sent to the terminal

@@ -111,7 +111,8 @@ def check_events(
         if not stack:
             return
         top = stack[-1]
-        top.size = min(top.size + size, MAX_ALIAS_NODES + 1)
+        # capped where one alias to it (adding ``size - 1`` nodes) is already over the limit
+        top.size = min(top.size + size, MAX_ALIAS_NODES + 2)
         if top.is_map:
             if top.index == 0:
                 top.key = key_text if key_text is not None else "?"

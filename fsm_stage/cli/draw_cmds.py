@@ -144,13 +144,14 @@ def draw(
                         + (f" (its stages: {names})" if names else " (it has no stage graph)"))
     plan_active: bool | None = None
     pending: tuple[str, str] | None = None
+    reviewing: tuple[str, str] | None = None
     if log is not None:
         from fsm_stage.cli.session_marks import session_marks
 
         marks = session_marks(log)
         for warning in marks.warnings:
             click.echo(f"fsm-stage: warning: {warning}", err=True)  # it names the log
-        plan_active, pending = marks.plan_active, marks.pending
+        plan_active, pending, reviewing = marks.plan_active, marks.pending, marks.reviewing
         current = marks.stage if marks.stage is not None else (
             config.graph.initial_stage if config.graph is not None else None
         )
@@ -169,6 +170,7 @@ def draw(
         plan_active=plan_active,
         pending=pending,
         size=size,
+        reviewing=reviewing,
     )
     for warning in size_warnings(fmt, config.graph, text, expand_any=expand_any):
         click.echo(f"fsm-stage: warning: {warning}", err=True)

@@ -42,6 +42,7 @@ from fsm_stage.log.projections import (
 )
 from fsm_stage.log.surface import LogWriteError, Surface
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState
+from fsm_stage.text import visible
 
 #: Events folded between two progress updates.
 _FOLD_CHUNK = 1 << 16
@@ -416,6 +417,12 @@ def _dash(v: Any) -> str:
 
 
 def _human(path: str, r: dict[str, Any]) -> str:
+    """The state report as text; each line through ``visible`` (a log is any file: no logged
+    string — session id, cwd, stage, warnings — may carry an escape sequence to the terminal)."""
+    return "\n".join(visible(line) for line in _human_lines(path, r))
+
+
+def _human_lines(path: str, r: dict[str, Any]) -> list[str]:
     h = r["header"]
     lines = [
         f"log:          {path}",
@@ -483,7 +490,7 @@ def _human(path: str, r: dict[str, Any]) -> str:
     if r["warnings"]:
         lines.append("warnings:")
         lines.extend(f"  - {w}" for w in r["warnings"])
-    return "\n".join(lines)
+    return lines
 
 
 @click.command()
@@ -541,20 +548,16 @@ def state(
     if checkpoint_dir is not None and at is not None:
         raise click.UsageError("--at folds a prefix and cannot use --checkpoint-dir")
     name = display_name(log)
-    progress = Progress(0)
-    try:
-        with spooled(log) as path:
-            check_log_input(path, name)
-            if checkpoint_dir is not None:
-                report = checkpointed_report(
-                    path, checkpoint_dir, graph=graph, strict=strict, source=name, progress=progress
-                )
-            else:
-                report = streamed_report(path, at=at, graph=graph, strict=strict, source=name,
-                                         progress=progress)
-            report["warnings"] = shown_as(report["warnings"], path, log)  # <stdin>, not the spool
-    finally:
-        progress.close()
+    with Progress(0) as progress, spooled(log) as path:
+        check_log_input(path, name)
+        if checkpoint_dir is not None:
+            report = checkpointed_report(
+                path, checkpoint_dir, graph=graph, strict=strict, source=name, progress=progress
+            )
+        else:
+            report = streamed_report(path, at=at, graph=graph, strict=strict, source=name,
+                                     progress=progress)
+        report["warnings"] = shown_as(report["warnings"], path, log)  # <stdin>, not the spool
     if as_json:
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": name, **report},
                               ensure_ascii=False, indent=2))

@@ -4,8 +4,10 @@
 events folded); ``phase(label, total)`` finishes the current bar and starts the next phase,
 so the bar covers the whole command (``reading log`` then ``folding``) instead of reaching
 100% and going silent. Nothing is drawn unless the command has run for ``PROGRESS_AFTER_S``
-and the stream is a terminal: redirected stderr stays clean. Always ``close()`` it (a
-``finally`` block), which completes and removes the bar.
+and the stream is a terminal: redirected stderr stays clean. Use it as a context manager
+(``with Progress(0) as progress:``): a command that finishes completes the bar (100%); one
+that stops early (Ctrl-C, an error) leaves the bar where it stopped and only ends its line,
+so an interrupted read never shows a finished bar.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any, TextIO
 import click
 
 PROGRESS_AFTER_S = 0.5
+#: The escape click's bar writes when it finishes, to show the cursor it hid.
+_SHOW_CURSOR = "\033[?25h"
 
 
 class Progress:
@@ -68,3 +72,21 @@ class Progress:
             self.done = self.total
             self.bar.__exit__(None, None, None)
             self.bar = None
+
+    def abandon(self) -> None:
+        """End the current bar where it stands (never drawn at 100%): show the cursor again
+        (click hides it while drawing) and end the line. No-op when no bar was drawn."""
+        if self.bar is not None:
+            self.bar = None
+            self.file.write(_SHOW_CURSOR + "\n")
+            self.file.flush()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
+        """``close()`` on success, ``abandon()`` when the block raised (Ctrl-C included)."""
+        if exc_type is None:
+            self.close()
+        else:
+            self.abandon()

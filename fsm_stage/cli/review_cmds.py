@@ -1,7 +1,9 @@
 """``fsm-stage review`` and ``fsm-stage fork``: answer durable reviews and fork a log.
 
 ``review LOG`` lists the open reviews (id, kind, from → target, call id, options, payload
-hash, age, and the payload: the plan, or the handoff document); ``review LOG --approve ID
+hash, age, and the payload: the plan, the handoff document, or a tool call's arguments; every
+text passes through ``text.visible``, so a model-written escape sequence can never drive the
+reviewer's terminal); ``review LOG --approve ID
 [--option LABEL]``, ``--keep ID [--feedback TEXT]`` or ``--dismiss ID`` records an answer
 (``fsm_stage.reviews._answer.answer_review``, ``by: "cli"``). LOG is any ``open_log``
 location: a JSONL file (opened waiting up to 10 s for the writer lock, so racing processes
@@ -14,8 +16,11 @@ with ``format_version`` first (keys in docs/reviews.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,8 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.log_cmds import check_log_input
+from fsm_stage.cli.progress import Progress
+from fsm_stage.constants import TOOL_CALL
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import ReadResult, read_log
@@ -37,8 +44,12 @@ from fsm_stage.reviews._answer import (
     plan_text,
     read_handoff_document,
 )
+from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
 from fsm_stage.reviews._fold import ReviewRecord
+from fsm_stage.reviews._terminal import ReviewInterrupted, TerminalReviewChannel
+from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
+from fsm_stage.text import visible
 
 __all__ = ["COMMANDS", "fork", "review"]
 
@@ -50,17 +61,31 @@ def _check_location(location: str) -> str:
     return location
 
 
-def _read(location: str) -> ReadResult:
+def _read(location: str, progress: Progress) -> ReadResult:
     if is_postgres_location(location):
         from fsm_stage.log.postgres import read_postgres
 
         return read_postgres(location)
-    return read_log(Path(location))
+    path = Path(location)
+    progress.phase("reading log", path.stat().st_size)
+    return read_log(path, on_progress=progress)
+
+
+def _tool_arguments(session: Session, call_id: str) -> str | None:
+    """The exact ``arguments`` text of the logged ``tool/call`` ``call_id`` (what a tool
+    review's ``payloadSha256`` hashes), None when the call is not in the log."""
+    for ev in reversed(session.events):
+        if ev.type == TOOL_CALL and isinstance(ev.data, Mapping) and ev.data.get("callId") == call_id:
+            raw = ev.data.get("arguments")
+            return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    return None
 
 
 def _payload(session: Session, record: ReviewRecord) -> str | None:
     if record.kind == "plan":
         return plan_text(session, record.call_id)
+    if record.kind == "tool":
+        return _tool_arguments(session, record.call_id)
     if record.handoff_path is None:
         return None
     try:
@@ -83,17 +108,34 @@ def _listing(session: Session) -> list[dict[str, Any]]:
 
 
 def _human(rows: list[dict[str, Any]]) -> str:
+    """The listing as text; every logged string is shown through ``visible`` (one line each)."""
     if not rows:
         return "no open reviews"
     lines: list[str] = []
     for r in rows:
-        lines.append(f"{r['id']}  {r['kind']}: {r['from']} -> {r['target']}  (call {r['call_id']}, "
+        v = {k: visible(str(r[k])) for k in ("id", "kind", "from", "target", "call_id", "payload_sha256")}
+        lines.append(f"{v['id']}  {v['kind']}: {v['from']} -> {v['target']}  (call {v['call_id']}, "
                      f"since seq {r['since_seq']}"
                      + (f", {r['age_seconds']} s ago)" if r["age_seconds"] is not None else ")"))
-        lines.append(f"  options: {' | '.join(r['options'])}; sha256 {r['payload_sha256']}")
+        lines.append(f"  options: {' | '.join(visible(str(o)) for o in r['options'])}; "
+                     f"sha256 {v['payload_sha256']}")
+        if r["kind"] == "tool" and r["payload"] is not None:
+            lines.append("  arguments:")
         if r["payload"] is not None:
-            lines.extend("  > " + line for line in str(r["payload"]).splitlines())
+            lines.extend("  > " + visible(line) for line in str(r["payload"]).split("\n"))
     return "\n".join(lines)
+
+
+def _text_option(name: str, value: str | None) -> None:
+    """Refuse an option value that is not text (a lone surrogate: bytes that are not UTF-8 in
+    the command line), one line, before anything is written."""
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UserError(f"review: {name} is not UTF-8 text (character {err.start} is not); nothing was "
+                        "written") from None
 
 
 @click.command()
@@ -106,11 +148,17 @@ def _human(rows: list[dict[str, Any]]) -> str:
               help="With --keep: the reviewer's comments.")
 @click.option("--dismiss", "dismiss", metavar="ID", default=None, help="Dismiss review ID.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option("--list", "as_list", is_flag=True,
+              help="Only list the open reviews, also on a terminal (no questions).")
+@click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True,
+              help="Language of the interactive review.")
 def review(log: str, approve: str | None, option: str | None, keep: str | None, feedback: str | None,
-           dismiss: str | None, as_json: bool) -> None:
+           dismiss: str | None, as_json: bool, as_list: bool, language: str) -> None:
     """List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).
 
-    LOG is a session log file or a postgresql://…?session=ID location."""
+    On a terminal (standard input and output), without --json or --list, each open review is
+    asked interactively and the answer recorded. LOG is a session log file or a
+    postgresql://…?session=ID location."""
     shown = _check_location(log)
     given = (("approve", approve), ("keep", keep), ("dismiss", dismiss))
     actions = [(o, i) for o, i in given if i is not None]
@@ -120,9 +168,17 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         raise click.UsageError("--option goes with --approve")
     if feedback is not None and not keep:
         raise click.UsageError("--feedback goes with --keep")
+    for name, value in (("--approve", approve), ("--option", option), ("--keep", keep),
+                        ("--feedback", feedback), ("--dismiss", dismiss)):
+        _text_option(name, value)
     if not actions:
-        res = _read(log)
-        rows = _listing(Session(MemoryLog(res.header, res.events)))
+        with Progress(0) as progress:  # a bar on a terminal while a large log is read and folded
+            res = _read(log, progress)
+            progress.phase("folding reviews", 1)
+            rows = _listing(Session(MemoryLog(res.header, res.events)))
+        if rows and not (as_json or as_list) and _on_terminal():
+            _ask_each(log, rows, language)
+            return
         if as_json:
             click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "open": rows},
                                   ensure_ascii=False))
@@ -138,8 +194,54 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "answer": data},
                               ensure_ascii=False))
     else:
-        click.echo(f"review {answer.id}: {answer.outcome}"
-                   + (f" ({answer.option})" if answer.option else "") + f", logged at seq {answer.seq}")
+        chosen = f" ({answer.option})" if answer.option else ""
+        click.echo(visible(f"review {answer.id}: {answer.outcome}{chosen}, logged at seq {answer.seq}"))
+
+
+def _on_terminal() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _question(row: dict[str, Any], language: str) -> Question:
+    """The terminal question for one listed review (texts from the ``runtime`` catalog)."""
+    names = {"id": row["id"], "kind": row["kind"], "source": row["from"], "target": row["target"]}
+    payload = row["payload"]
+    if payload is not None and row["kind"] == "tool":
+        payload = f"```json\n{payload}\n```"
+    context = ({"from": row["from"], "to": row["target"], "handoff_path": row["handoff_path"]}
+               if row["kind"] == "stage" else None)
+    return Question(f"review-{row['id']}", wording.text("terminal.review_header", language, **names),
+                    wording.text("terminal.review_question", language, **names),
+                    tuple(Option(label, "") for label in row["options"]), detail=payload, context=context,
+                    intent={"kind": "cli-review", "approve": row["options"][0]} if row["options"] else None)
+
+
+def _ask_each(log: str, rows: list[dict[str, Any]], language: str) -> None:
+    """Ask every open review on the terminal and record each answer (``by: "cli"``). The end
+    of input leaves the rest open; Ctrl-C stops at once (exit 130); nothing unanswered is written."""
+    channel = TerminalReviewChannel(language=language)
+    for row in rows:
+        question = _question(row, language)
+        try:
+            (answer,) = asyncio.run(channel.ask([question], None))  # type: ignore[arg-type]
+        except ReviewInterrupted:
+            raise KeyboardInterrupt from None
+        except ReviewDismissed:
+            click.echo(wording.text("terminal.review_left_open", language, id=row["id"]))
+            return
+        options = list(row["options"])
+        label = answer.selected[0] if answer.selected else None
+        if label is not None and label in options[:-1]:
+            outcome, chosen, text = "approve", label, None
+        else:  # the keep option, or feedback typed with nothing selected (never consent, B80)
+            outcome, chosen, text = "keep", None, answer.custom
+        with open_location(log) as stored:
+            done = answer_review(stored, row["id"], outcome, feedback=text, option=chosen, by="cli")
+        chosen_text = f" ({done.option})" if done.option else ""
+        click.echo(visible(f"review {done.id}: {done.outcome}{chosen_text}, logged at seq {done.seq}"))
 
 
 def _same_log(a: str, b: str) -> bool:

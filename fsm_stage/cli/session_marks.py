@@ -3,8 +3,9 @@
 ``session_marks(arg)`` reads the log (``-``, pipes and FIFOs spooled, ``fsm_stage.cli.inputs``)
 with ``read_log``, or a ``postgresql://…?session=ID`` location with ``read_postgres``, and
 folds it with the same projections ``fsm-stage state`` uses: the current stage
-(``StageProjection``; None without a stage record), plan mode (``PlanView``) and the pending
-transition (``pending_transition``). Errors are the ``state`` command's one-liners.
+(``StageProjection``; None without a stage record), plan mode (``PlanView``), the approved
+pending transition and the one an open review asks about (the review fold, ``REVIEW_FOLD``).
+Errors are the ``state`` command's one-liners.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanView, StageProjection, fold
+from fsm_stage.reviews._fold import REVIEW_FOLD
 
 
 @dataclass(frozen=True)
 class SessionMarks:
     """The folded facts a diagram highlights: ``stage`` (None: no stage record), ``plan_active``
     and ``plan_pending`` (a plan-mode change requested, not yet applied), ``pending`` (a
-    proposed ``(source, target)`` transition awaiting review, or None) and the log's
+    approved ``(source, target)`` transition applied at the next step, or None),
+    ``reviewing`` (the transition an open review asks about, or None) and the log's
     ``warnings`` (torn tail, unknown event types; each names the log as messages do)."""
 
     stage: str | None
@@ -30,17 +33,21 @@ class SessionMarks:
     plan_pending: bool
     pending: tuple[str, str] | None
     warnings: tuple[str, ...] = ()
+    reviewing: tuple[str, str] | None = None
 
 
 def pending_transition(events: Sequence[Event]) -> tuple[str, str] | None:
-    """The proposed transition ``(source, target)`` still awaiting review in ``events``, or None.
+    """The approved, not yet applied stage transition ``(source, target)`` in ``events`` (the
+    review fold's pending stage review, as ``fsm-stage state`` shows it), or None."""
+    record = fold(REVIEW_FOLD, events).pending("stage")
+    return None if record is None else (record.from_, record.target)
 
-    Hook: the log format has no durable pending-transition record yet, so this is always
-    None. When one lands (a projection in ``fsm_stage.log.projections``), fold it here; the
-    diagrams already draw the result (``to_mermaid``/``to_dot`` ``pending=``).
-    """
-    del events
-    return None
+
+def reviewed_transition(events: Sequence[Event]) -> tuple[str, str] | None:
+    """The stage transition ``(source, target)`` an open review asks about (asked, not yet
+    answered), or None; at most one stage review is open at a time."""
+    asked = [r for r in fold(REVIEW_FOLD, events).open if r.kind == "stage"]
+    return (asked[-1].from_, asked[-1].target) if asked else None
 
 
 def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
@@ -71,4 +78,5 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
         plan_pending=bool(view["pending"]),
         pending=pending_transition(res.events),
         warnings=tuple(warnings),
+        reviewing=reviewed_transition(res.events),
     )

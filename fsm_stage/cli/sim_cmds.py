@@ -1,8 +1,11 @@
 """``fsm-stage simulate`` and ``fsm-stage scenario`` (the simulator's command line).
 
-``simulate SCENARIO... [--log OUT.jsonl [--force]] [--json] [--graph OVERRIDE] [--cwd DIR] [--full]``
-    runs scenario files and prints, per model request, what the model sees and the
-    prompt-cache effect; exits 1 when an ``expect:`` block fails (listing each failure).
+``simulate SCENARIO... [--example NAME]... [--log OUT.jsonl [--force]] [--json] [--graph OVERRIDE]
+[--cwd DIR] [--full]``
+    runs scenario files (``--example NAME``: a scenario shipped with the package, so a wheel
+    install runs ``fsm-stage simulate --example feature-work`` with no checkout) and prints, per
+    model request, what the model sees and the prompt-cache effect; exits 1 when an ``expect:``
+    block fails (listing each failure).
 ``scenario LOG [--graph GRAPH] [-o OUT.yaml] [--id ID]``
     prints (or writes) a scenario (YAML) replaying a recorded DSH session log.
 
@@ -22,20 +25,38 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.inputs import STDIN, display_name, read_text_arg, spooled
+from fsm_stage.cli.progress import Progress
 from fsm_stage.config import load_config, load_config_text
 from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
 from fsm_stage.errors import ScenarioError, UserError
 from fsm_stage.fileio import atomic_write, output_error, read_text_input
 from fsm_stage.handoff import session_segment
-from fsm_stage.log.dsh import read_log
+from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.projections import stage_from_event
 from fsm_stage.resources import data_dir
 from fsm_stage.scenario import Scenario, SessionSettings, dump_scenario, load_scenario_text, replay_events
 from fsm_stage.simulate import prepare, render_human, simulate
 
 
+def example_scenarios() -> dict[str, Path]:
+    """The scenarios shipped with the package: name (file stem) -> path, sorted by name."""
+    folder = data_dir("stage_graphs") / "scenarios"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def _example(name: str) -> Path:
+    shipped = example_scenarios()
+    if name not in shipped:
+        raise click.BadParameter(f"no shipped scenario {name!r}; choose one of: {', '.join(shipped)}",
+                                 param_hint="--example")
+    return shipped[name]
+
+
 @click.command("simulate")
-@click.argument("scenarios", nargs=-1, required=True, type=click.Path(allow_dash=True, path_type=Path))
+@click.argument("scenarios", nargs=-1, type=click.Path(allow_dash=True, path_type=Path))
+@click.option("--example", "examples", multiple=True, metavar="NAME",
+              help="Run a scenario shipped with the package, by name (repeatable), e.g. feature-work; "
+                   "an unknown name lists them.")
 @click.option("--log", "log_path", type=click.Path(),
               help="Also write the DSH-shaped session log (JSONL) here (parent folders are created), "
                    "or to postgresql://…?session=ID. "
@@ -49,16 +70,19 @@ from fsm_stage.simulate import prepare, render_human, simulate
               help="Session working directory (handoff documents land here); default: the "
                    "scenario's session.cwd, else a temporary directory.")
 @click.option("--full", is_flag=True, help="Print every text in full instead of one line each.")
-def simulate_cmd(scenarios: tuple[Path, ...], log_path: str | None, force: bool, as_json: bool,
-                 graph: Path | None, cwd: Path | None, full: bool) -> None:
+def simulate_cmd(scenarios: tuple[Path, ...], examples: tuple[str, ...], log_path: str | None, force: bool,
+                 as_json: bool, graph: Path | None, cwd: Path | None, full: bool) -> None:
     """Run SCENARIO (or several) and show what the model sees at every request.
 
     Per request: turn/step, stage, plan mode, system sections (order, name, tokens), runtime
     context entries, tools, the messages (kept from the previous request / new), and the
     prompt prefix reused from the previous request. Exits 1 when an expectation fails.
     Several scenarios run one after the other (a regression suite); all the scenario files are
-    parsed before any runs.
+    parsed before any runs. --example NAME runs a scenario shipped with the package.
     """
+    scenarios = (*scenarios, *(_example(name) for name in examples))
+    if not scenarios:
+        raise click.UsageError("give a SCENARIO file or --example NAME (e.g. --example feature-work)")
     if log_path is not None and len(scenarios) > 1:
         raise click.UsageError("--log takes one scenario")
     if sum(str(p) == STDIN for p in scenarios) > 1:
@@ -161,6 +185,12 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The installed ``fsm_stage`` package folder (a wheel ships its graphs under ``_data/``)."""
 
 
+def _read_with_progress(path: Path, progress: Progress) -> ReadResult:
+    """``read_log(path)`` with a ``reading log`` bar (bytes) on a terminal."""
+    progress.phase("reading log", path.stat().st_size)
+    return read_log(path, on_progress=progress)
+
+
 def _graph_reference(graph: Path, output: Path | None) -> str:
     """``graph:`` as the scenario writes it: relative to the output file's folder, else absolute
     (stdout may be saved anywhere). A graph inside the installed package (a wheel's shipped
@@ -203,46 +233,54 @@ def scenario_cmd(location: str, graph: Path | None, output: Path | None, session
         raise click.BadParameter("must be a non-empty session id", param_hint="--id")
     from fsm_stage.log.postgres import is_postgres_location, read_postgres, redact, split_location
 
-    log: Path | None = None
-    if is_postgres_location(location):  # LOG is postgresql://…?session=ID
-        res, shown, name = read_postgres(location), redact(location), f"session {split_location(location)[1]}"
-    elif location == STDIN:
-        with spooled(location) as seekable:  # copied to a temporary file first: the reader seeks
-            res = read_log(seekable)
-        shown = name = display_name(location)
-    else:
-        log = Path(location)
-        if log.is_dir():
-            raise UserError(f"{log}: cannot read session log: it is a directory")
-        if not log.exists():
-            raise UserError(f"{log}: cannot read session log: no such file")
-        with spooled(log) as seekable:  # a pipe or FIFO is spooled; a regular file is read in place
-            res = read_log(seekable)
-        shown, name = str(log), log.name
-    for warning in res.warnings:
-        click.echo(f"fsm-stage: warning: {warning}", err=True)
-    stages = {s for s in (stage_from_event(ev) for ev in res.events) if s is not None}
-    if graph is not None:
-        # missing, a folder, binary: the same one line as every other command's --graph
-        graph_text = read_text_input(graph, what="stage graph")
-        graph_file = graph.resolve()
-    else:
-        uses_goto = any(ev.type == TOOL_CALL and isinstance(ev.data, dict)
-                        and ev.data.get("name") == GOTO_STAGE for ev in res.events)
-        graph_file = _default_graph(stages, uses_goto)
-        click.echo(f"fsm-stage: note: replaying under the shipped {graph_file.name} (pass --graph to "
-                   "choose)", err=True)
-    config = load_config_text(graph_text, str(graph)) if graph is not None else load_config(graph_file)
-    replay = replay_events(res.events, config.graph)
-    if not replay.steps:
-        raise UserError(f"{shown}: no user prompts, commands or model answers to replay")
-    for warning in replay.warnings:
-        click.echo(f"fsm-stage: warning: {warning}", err=True)
-    sub, parent = res.header.is_subagent, res.header.parent_session
-    session = SessionSettings(id=session_id if session_id is not None else res.header.id, subagent=sub,
-                              parent=parent if sub and parent is not None and parent.strip() else None)
-    text = dump_scenario(_graph_reference(graph_file, output), session, replay.steps,
-                         description=f"Replay of {name}", system=replay.system)
+    with Progress(0) as progress:
+        log: Path | None = None
+        if is_postgres_location(location):  # LOG is postgresql://…?session=ID
+            res, shown = read_postgres(location), redact(location)
+            name = f"session {split_location(location)[1]}"
+        elif location == STDIN:
+            with spooled(location) as seekable:  # copied to a temporary file first: the reader seeks
+                res = _read_with_progress(seekable, progress)
+            shown = name = display_name(location)
+        else:
+            log = Path(location)
+            if log.is_dir():
+                raise UserError(f"{log}: cannot read session log: it is a directory")
+            if not log.exists():
+                raise UserError(f"{log}: cannot read session log: no such file")
+            with spooled(log) as seekable:  # a pipe or FIFO is spooled; a regular file is read in place
+                res = _read_with_progress(seekable, progress)
+            shown, name = str(log), log.name
+        progress.close()  # a finished bar before any warning line
+        for warning in res.warnings:
+            click.echo(f"fsm-stage: warning: {warning}", err=True)
+        stages = {s for s in (stage_from_event(ev) for ev in res.events) if s is not None}
+        if graph is not None:
+            # missing, a folder, binary: the same one line as every other command's --graph
+            graph_text = read_text_input(graph, what="stage graph")
+            graph_file = graph.resolve()
+        else:
+            uses_goto = any(ev.type == TOOL_CALL and isinstance(ev.data, dict)
+                            and ev.data.get("name") == GOTO_STAGE for ev in res.events)
+            graph_file = _default_graph(stages, uses_goto)
+            click.echo(f"fsm-stage: note: replaying under the shipped {graph_file.name} (pass --graph to "
+                       "choose)", err=True)
+        config = (load_config_text(graph_text, str(graph)) if graph is not None
+                  else load_config(graph_file))
+        progress.phase("replaying", len(res.events))
+        replay = replay_events(res.events, config.graph, on_progress=progress)
+        if not replay.steps:
+            raise UserError(f"{shown}: no user prompts, commands or model answers to replay")
+        progress.close()
+        for warning in replay.warnings:
+            click.echo(f"fsm-stage: warning: {warning}", err=True)
+        sub, parent = res.header.is_subagent, res.header.parent_session
+        session = SessionSettings(id=session_id if session_id is not None else res.header.id,
+                                  subagent=sub,
+                                  parent=parent if sub and parent is not None and parent.strip() else None)
+        progress.phase("writing scenario", 1)
+        text = dump_scenario(_graph_reference(graph_file, output), session, replay.steps,
+                             description=f"Replay of {name}", system=replay.system)
     if output is None:
         click.echo(text, nl=False)
         return

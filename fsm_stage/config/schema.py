@@ -231,7 +231,10 @@ def _native_file() -> dict[str, Any]:
     }
     # any graph key makes it a graph, which then needs its required keys
     graph["dependentRequired"] = {k: required for k in graph_keys}
-    graph["anyOf"] = [{"required": required}, {"required": [PLAN_MODE_KEY]}]
+    # each branch names the keys it requires under `properties` too (`true`: the root's own
+    # `properties` judge them), so ajv's strict mode (`strictRequired`) accepts the branch
+    graph["anyOf"] = [{"properties": dict.fromkeys(keys, True), "required": keys}
+                      for keys in (required, [PLAN_MODE_KEY])]
     return graph
 
 

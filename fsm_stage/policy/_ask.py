@@ -17,7 +17,8 @@ from typing import Any
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import ReviewPayloadChangedError, _ReviewBusy
 from fsm_stage.policy import _gate as gate
-from fsm_stage.policy._gate import Decision, PolicyState
+from fsm_stage.policy._gate import CATALOG, Decision, PolicyState
+from fsm_stage.prompts import load_catalog
 from fsm_stage.reviews import _flow as flow
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
@@ -44,6 +45,22 @@ def _interpret(question_id: str) -> flow.Interpret:
     return interpret
 
 
+def review_question(call: ToolCall, decision: Decision, state: PolicyState) -> Question:
+    """The ``tool-review-<call id>`` question a human answers: texts from the ``tool_policy``
+    catalog in the graph's language (``review.*``), the arguments as a JSON block, options
+    ``Approve`` / ``Deny`` (logged labels, never translated)."""
+    language = state.graph.language if state.graph is not None else "en"
+    catalog = load_catalog(CATALOG, language)
+    where = (catalog.text("review.where_plan_mode") if decision.scope == "plan mode"
+             else catalog.text("review.where_stage", stage=state.stage or ""))
+    return Question(f"tool-review-{call.id}", catalog.text("review.header"),
+                    catalog.text("review.question", tool=call.name, rule=decision.rule, where=where),
+                    (Option(APPROVE, catalog.text("review.approve_description")),
+                     Option(DENY, catalog.text("review.deny_description"))),
+                    detail=f"```json\n{call.arguments}\n```",
+                    intent={"kind": "tool-review", "approve": APPROVE})
+
+
 async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCall, decision: Decision,
                       state: PolicyState, *, turn: int | None, step: int | None,
                       signal: Any = None) -> Decision | None:
@@ -65,11 +82,7 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
             record = flow.open_request(session, ticket, call.id, "tool")
         except _ReviewBusy as busy:
             return Decision("deny", f"{decision.rule}: {busy.text}", decision.scope)
-    question = Question(f"tool-review-{call.id}", "Tool call",
-                        f'Run tool "{call.name}" ({decision.rule}) {_where(state, decision)}?',
-                        (Option(APPROVE, "Run the call."), Option(DENY, "Refuse it; the model is told.")),
-                        detail=f"```json\n{call.arguments}\n```",
-                        intent={"kind": "tool-review", "approve": APPROVE})
+    question = review_question(call, decision, state)
 
     async def ask() -> list[Answer]:
         if channel is None:
@@ -91,10 +104,6 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
     why = "dismissed" if outcome.answer.outcome == "dismiss" else "did not approve"
     return Decision("deny", f"{decision.rule}: the reviewer {why}" + (f" ({feedback})" if feedback else ""),
                     decision.scope)
-
-
-def _where(state: PolicyState, decision: Decision) -> str:
-    return "while plan mode is on" if decision.scope == "plan mode" else f'in stage "{state.stage}"'
 
 
 class PolicyGate:

@@ -62,7 +62,6 @@ LANGUAGES = ("en", "zh")
 #: Longest text a template may render, and longest string/list any operation may build
 #: (characters / items). Sections and catalog texts are a few hundred characters.
 MAX_RENDERED_CHARS = limits.MAX_RENDERED_CHARS
-_MAX_POWER_BITS = 4096
 _BASE_LANGUAGE = "en"
 
 
@@ -75,9 +74,6 @@ class _BoundedSandbox(jinja2.sandbox.SandboxedEnvironment):
     fsm_concat = staticmethod(limits.concat)
 
     def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        if (operator == "**" and isinstance(left, int) and isinstance(right, int)
-                and abs(left) > 1 and right * abs(left).bit_length() > _MAX_POWER_BITS):
-            raise jinja2.exceptions.SecurityError(f"{left} ** {right} exceeds {_MAX_POWER_BITS} bits")
         limits.check_binop(operator, left, right)
         return super().call_binop(context, operator, left, right)
 
@@ -97,9 +93,9 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``<% %>``, comments ``<# #>``, no autoescaping, ``keep_trailing_newline=True``, and
     ``trim_blocks`` / ``lstrip_blocks`` (a block tag alone on its line leaves no blank line).
     ``globals`` is empty: a template reads nothing but its variables.
-    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits; loops, calls,
-    filters, ``str`` methods, ``+``/``%``/``~`` and every output are bounded as described in
-    ``fsm_stage.prompts._limits``.
+    ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / ``MAX_INT_BITS`` (4096)
+    bits; loops, calls, filters, ``str`` methods, ``+``/``%``/``~`` and every output are
+    bounded as described in ``fsm_stage.prompts._limits``.
     """
     env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],

@@ -6,9 +6,11 @@ gigabytes before the rendered-length check. Every rendering runs under a ``Budge
 wall-clock time); every string-producing operation checks its *projected* size against
 ``MAX_RENDERED_CHARS`` before it allocates (``indent``/``center``/``wordwrap``/``join``/
 ``format``/``replace``/``batch``/``slice`` filters, ``str`` methods such as ``center`` or
-``replace``, ``*``/``+``/``%``/``~``), and a value shown in the output (``<< x >>``) must have
-a safe text form: a function, method, class or object whose only text is its memory address
-is refused. Every refusal is a ``jinja2.exceptions.SecurityError``; ``prompts`` turns it into
+``replace``, ``*``/``+``/``%``/``~``), integer ``*`` and ``**`` stay within ``MAX_INT_BITS``,
+and a value shown in the output (``<< x >>``), formatted (``%``, ``str.format``, ``%r``/``!r``)
+or given to a filter must have a safe text form: a function, method, class or object whose
+only text is its memory address is refused. Every refusal is a
+``jinja2.exceptions.SecurityError``; ``prompts`` turns it into
 its one-line ``PromptTemplateError``.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 import re
 import time
 import types
@@ -28,6 +31,7 @@ import jinja2.nodes
 from jinja2.exceptions import SecurityError
 
 __all__ = [
+    "MAX_INT_BITS",
     "MAX_RENDERED_CHARS",
     "MAX_RENDER_SECONDS",
     "MAX_RENDER_STEPS",
@@ -49,6 +53,9 @@ MAX_RENDERED_CHARS = 200_000
 MAX_RENDER_STEPS = 1_000_000
 #: Wall-clock seconds one rendering may take.
 MAX_RENDER_SECONDS = 5.0
+#: Largest integer (in bits) ``*`` and ``**`` may build: one multiplication of unbounded
+#: integers is a single C call that neither the step budget nor the clock can interrupt.
+MAX_INT_BITS = 4096
 _CHECK_CLOCK_EVERY = 1024
 LOOP_FILTER = "_fsm_bounded_loop"
 
@@ -97,8 +104,10 @@ def _refuse_size(what: str, size: int) -> None:
         raise SecurityError(f"{what} would build {size} characters, more than {MAX_RENDERED_CHARS}")
 
 
-def _unsafe_text(value: Any) -> str | None:
-    """Why ``value`` has no safe text form (None when it has one)."""
+def _unsafe_text(value: Any, *, as_repr: bool = False) -> str | None:
+    """Why ``value`` has no safe text form (None when it has one). ``as_repr``: the text is
+    its ``repr`` (an item of a shown container, ``%r``, ``!r``), so a default ``__repr__``
+    (the memory address) is refused even when ``__str__`` is the type's own."""
     if isinstance(value, jinja2.Undefined):
         return None
     if isinstance(value, types.ModuleType):
@@ -108,23 +117,25 @@ def _unsafe_text(value: Any) -> str | None:
                 or type(value).__name__)
         return f"{name!r} is a function, method or class, not a text"
     kind = type(value)
-    if kind.__str__ is object.__str__ and kind.__repr__ is object.__repr__:  # type: ignore[comparison-overlap]
+    if kind.__repr__ is object.__repr__ and (  # type: ignore[comparison-overlap]
+            as_repr or kind.__str__ is object.__str__):  # type: ignore[comparison-overlap]
         return f"a {kind.__name__} object has no text form"
     return None
 
 
-def text_size(value: Any, *, what: str, shown: bool = False) -> int:
+def text_size(value: Any, *, what: str, shown: bool = False, as_repr: bool = False) -> int:
     """Projected length of ``str(value)``, stopping once past ``MAX_RENDERED_CHARS``.
 
     Containers count their items (shared references are counted each time, as ``str`` would
     print them). ``shown=True`` also refuses values without a safe text form (see module
-    docstring). Raises ``SecurityError``.
+    docstring); items of containers are shown by their ``repr``, and so is ``value`` itself
+    with ``as_repr=True``. Raises ``SecurityError``.
     """
     total = 0
-    stack = [value]
+    stack = [(value, as_repr)]
     while stack:
-        item = stack.pop()
-        if shown and (reason := _unsafe_text(item)) is not None:
+        item, item_repr = stack.pop()
+        if shown and (reason := _unsafe_text(item, as_repr=item_repr)) is not None:
             raise SecurityError(f"{what}: cannot show {reason}")
         if isinstance(item, str | bytes | bytearray):
             total += len(item) + 2
@@ -133,11 +144,11 @@ def text_size(value: Any, *, what: str, shown: bool = False) -> int:
         elif isinstance(item, Mapping):
             total += 2 + 4 * len(item)
             for key, val in list(item.items())[: MAX_RENDERED_CHARS]:
-                stack.extend((key, val))
+                stack.extend(((key, True), (val, True)))
         elif isinstance(item, list | tuple | set | frozenset):
             total += 2 + 2 * len(item)
             if total <= MAX_RENDERED_CHARS:
-                stack.extend(item)
+                stack.extend((i, True) for i in item)
         else:
             total += 8
         if total > MAX_RENDERED_CHARS:
@@ -180,10 +191,17 @@ def _int_args(args: Iterable[Any]) -> Iterator[int]:
 
 
 _DIGITS = re.compile(r"\d+")
+_REPR_CONVERSION = re.compile(r"%[^a-zA-Z%]*[ra]|![ra]")
 
 
 def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
-    """Refuse a ``%``/``str.format`` whose widths or precisions could exceed the limit."""
+    """Refuse a ``%``/``str.format`` whose widths or precisions could exceed the limit, or
+    whose arguments have no safe text form (a function's text is its memory address; with a
+    ``%r`` / ``!r`` conversion anywhere in ``fmt``, every argument is checked as its ``repr``)."""
+    args = list(args)
+    as_repr = not isinstance(fmt, str) or _REPR_CONVERSION.search(fmt) is not None
+    for arg in args:
+        text_size(arg, what=what, shown=True, as_repr=as_repr)
     numbers = list(_int_args(args))
     if isinstance(fmt, str):
         numbers += [int(d) for d in _DIGITS.findall(fmt) if len(d) < 12] + [
@@ -217,7 +235,7 @@ def _check_str_method(obj: str, name: str, args: tuple[Any, ...], kwargs: Mappin
         _refuse_size(what, _replace_size(obj, *args[:3]))
     elif name == "join" and args:
         items = list(args[0])
-        size = sum(text_size(i, what=what) for i in items) + len(obj) * len(items)
+        size = sum(text_size(i, what=what, shown=True) for i in items) + len(obj) * len(items)
         _refuse_size(what, size)
     elif name in ("format", "format_map"):
         _check_format(obj, (*args, *kwargs.values()), what)
@@ -248,8 +266,32 @@ def check_call(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tu
     return args
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int_result(operator: str, left: Any, right: Any) -> None:
+    """Refuse an integer ``*`` / ``**`` whose result would exceed ``MAX_INT_BITS`` bits."""
+    if not (_is_int(left) and _is_int(right)) or abs(left) <= 1:
+        return
+    if operator == "*":
+        bits = 0 if abs(right) <= 1 else left.bit_length() + right.bit_length()
+    elif right <= 0:  # a negative power is a float: Python bounds it (OverflowError)
+        return
+    else:
+        bits = math.ceil(right * math.log2(abs(left)))
+    if bits > MAX_INT_BITS:
+        small = max(abs(left), abs(right)).bit_length() < 64
+        shown = f"{left} {operator} {right}" if small else f"'{operator}'"
+        raise SecurityError(f"{shown} would build an integer of more than {MAX_INT_BITS} bits")
+
+
 def check_binop(operator: str, left: Any, right: Any) -> None:
-    """Projected-size checks for ``*``, ``+`` and ``%`` (``**`` is checked in ``prompts``)."""
+    """Size checks before the sandbox applies a binary operator: integer ``*`` / ``**`` results
+    at most ``MAX_INT_BITS`` bits; projected lengths for ``*`` (repetition), ``+`` and ``%``
+    (formatting; arguments need a safe text form). Raises ``SecurityError``."""
+    if operator in ("*", "**"):
+        _check_int_result(operator, left, right)
     if operator == "*":
         for seq, times in ((left, right), (right, left)):
             if isinstance(seq, str | list | tuple) and isinstance(times, int) and not isinstance(times, bool):
@@ -257,7 +299,7 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
     elif operator == "+" and isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
         _refuse_size("'+'", len(left) + len(right))
     elif operator == "%" and isinstance(left, str):
-        _check_format(left, right if isinstance(right, tuple | Mapping) else (right,), "'%' formatting")
+        _check_format(left, right if isinstance(right, tuple) else (right,), "'%' formatting")
         text_size(right, what="'%' formatting")
 
 
@@ -267,8 +309,8 @@ def _guard(name: str, func: Callable[..., Any], check: Callable[..., None] | Non
         args = _materialised(args)
         values = [a for a in args if not isinstance(a, jinja2.runtime.Context | jinja2.nodes.EvalContext
                                                    | jinja2.Environment)]
-        for value in (*values, *kwargs.values()):
-            text_size(value, what=f"filter {name!r}")
+        for value in (*values, *kwargs.values()):  # a filter may print any input (``string``, ``join``)
+            text_size(value, what=f"filter {name!r}", shown=True)
         if check is not None and values:
             check(*values, **kwargs)
         result = func(*args, **kwargs)

@@ -16,6 +16,7 @@ import attrs
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL, STAGE_REVIEW_ID
 from fsm_stage.prompts import Catalog
 from fsm_stage.reviews._channel import Answer, Option, Question, evaluate
+from fsm_stage.runtime import wording
 
 __all__ = ["Consent", "Decline", "build_review_question", "evaluate_review", "stage_option_labels"]
 
@@ -43,16 +44,15 @@ def build_review_question(catalog: Catalog, stage: str, handoff: str | None, *,
                 catalog.text("review.approve_label"),
                 catalog.text(f"review.{'full' if full else 'light'}_approve_description"),
             ),
-            *((Option(APPROVE_KEEP_CONVERSATION_LABEL, KEEP_CONVERSATION_DESCRIPTION),) if full else ()),
+            *((Option(APPROVE_KEEP_CONVERSATION_LABEL,
+                      wording.text("stage_review.keep_conversation_description", catalog.language)),)
+              if full else ()),
             Option(catalog.text("review.keep_stage_label"), catalog.text("review.keep_stage_description")),
         ),
         detail=handoff,
         context=({"from": from_stage, "to": stage, "handoff_path": handoff_path}
                  if from_stage is not None else None),
     )
-
-
-KEEP_CONVERSATION_DESCRIPTION = "Switch stage but keep the conversation as it is (the handoff is not used)"
 
 
 def stage_option_labels(catalog: Catalog, full: bool) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ import shutil
 import signal as signals
 import stat
 import sys
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
@@ -30,6 +30,7 @@ import click
 from fsm_stage.errors import ReviewInterrupted as ReviewInterrupted
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.text import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -156,6 +157,41 @@ class _PipeLines:
             loop.remove_reader(fd)
 
 
+@contextlib.contextmanager
+def _terminal_modes_kept() -> Iterator[None]:
+    """Restore standard input's terminal modes (echo, canonical input) on the way out, whatever
+    a child such as the pager left behind; a no-op off a terminal."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except (ImportError, AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+@contextlib.contextmanager
+def _sigint_recorded(hits: list[int]) -> Iterator[None]:
+    """While inside, SIGINT appends to ``hits`` instead of interrupting this process (the
+    foreground child, e.g. the pager, gets its own SIGINT); the previous handler comes back after.
+    Off the main thread (no signal handlers there) nothing changes."""
+    try:
+        previous = signals.signal(signals.SIGINT, lambda signum, frame: hits.append(signum))
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signals.signal(signals.SIGINT, previous)
+
+
 async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
     """``await work``, unless ``signal`` fires first: then ``work`` is cancelled and
     ``ReviewDismissed`` raised. Cancelling the caller cancels ``work``."""
@@ -221,45 +257,65 @@ class TerminalReviewChannel:
 
     async def _show(self, q: Question) -> None:
         console = _console(sys.stdout)
-        console.print(q.header, style="bold", markup=False)
+        console.print(visible(q.header), style="bold", markup=False)
         context = q.context or {}
         if context.get("from") or context.get("to"):  # the stage review: which stage is left, for which
             move = f"{context.get('from') or '?'} → {context.get('to') or '?'}"
             path = context.get("handoff_path")
-            console.print(move + (f"   (handoff: {path})" if path else ""), markup=False)
-        console.print(q.question, markup=False)
+            console.print(visible(move + (f"   (handoff: {path})" if path else "")), markup=False)
+        console.print(visible(q.question), markup=False)
         if q.detail is not None:
-            body = render_markdown(q.detail, width=console.width, color=console.is_terminal)
+            # model-written text: no escape sequence of its own reaches the terminal
+            body = render_markdown(visible(q.detail, keep="\n\t"), width=console.width,
+                                   color=console.is_terminal)
             if not (self.pager and _interactive() and await self._page(body, len(q.options))):
-                console.print("")
-                console.print(body, markup=False, highlight=False)
-                console.print("")
+                # rendered and wrapped once already: written as is, never re-wrapped by rich
+                console.file.write("\n" + body + "\n\n")
+                console.file.flush()
         for i, opt in enumerate(q.options, 1):
             desc = f" — {opt.description}" if opt.description else ""
-            console.print(f"  {i}. {opt.label}{desc}", markup=False)
+            console.print(visible(f"  {i}. {opt.label}{desc}"), markup=False)
 
     async def _page(self, body: str, options: int) -> bool:
-        """Show ``body`` in the pager when it is taller than the screen; whether it did."""
+        """Show ``body`` in the pager when it is taller than the screen; whether it did.
+
+        Ctrl-C while the pager runs belongs to the pager (``less`` gets ``-K``: it quits, restoring
+        the terminal); this process waits for it, restores the terminal modes it saved (in case
+        the pager did not), then ends the review as a Ctrl-C at the prompt does."""
         if body.count("\n") + options + 6 <= shutil.get_terminal_size().lines:
             return False
         command = os.environ.get("PAGER") or "less"
-        env = {**os.environ, "LESS": os.environ.get("LESS", "-R")}
-        try:
-            proc = await asyncio.create_subprocess_shell(command, stdin=asyncio.subprocess.PIPE, env=env)
-        except OSError:
-            return False
-        try:
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(body.encode("utf-8") + b"\n")
-                await proc.stdin.drain()
-                proc.stdin.close()
-            await proc.wait()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
+        env = {**os.environ, "LESS": os.environ.get("LESS", "-R") + " -K"}
+        interrupted: list[int] = []
+        with _terminal_modes_kept(), _sigint_recorded(interrupted):
+            try:
+                proc = await asyncio.create_subprocess_shell(command, stdin=asyncio.subprocess.PIPE, env=env)
+            except OSError:
+                return False
+            try:
+                assert proc.stdin is not None
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    proc.stdin.write(body.encode("utf-8") + b"\n")
+                    await proc.stdin.drain()
+                    proc.stdin.close()
                 await proc.wait()
+            finally:
+                if proc.returncode is None:  # cancelled or aborted: let the pager restore the terminal
+                    proc.terminate()
+                    try:
+                        await asyncio.wait_for(asyncio.shield(proc.wait()), 2.0)
+                    except (TimeoutError, asyncio.CancelledError):
+                        proc.kill()
+                        await proc.wait()
+        if interrupted:
+            self._interrupted()
         return proc.returncode == 0
+
+    def _interrupted(self) -> None:
+        """End the review after Ctrl-C (see ``ctrl_c``)."""
+        if self.ctrl_c == "interrupt":  # as if the terminal had sent SIGINT: under
+            signals.raise_signal(signals.SIGINT)  # asyncio.run, the main task is cancelled
+        raise ReviewInterrupted("review interrupted at the terminal (Ctrl-C)")
 
     async def _line(self, message: str) -> str:
         """One line of input after ``message`` (without its newline)."""
@@ -270,9 +326,8 @@ class TerminalReviewChannel:
                 answer: str = await PromptSession[str]().prompt_async(f"{message}: ")
                 return answer
             except KeyboardInterrupt:
-                if self.ctrl_c == "interrupt":  # as if the terminal had sent SIGINT: under
-                    signals.raise_signal(signals.SIGINT)  # asyncio.run, the main task is cancelled
-                raise ReviewInterrupted("review interrupted at the terminal (Ctrl-C)") from None
+                self._interrupted()
+                raise  # not reached: _interrupted always raises
             except EOFError:
                 raise ReviewDismissed("review dismissed at the terminal") from None
         click.echo(f"{message}: ", nl=False)

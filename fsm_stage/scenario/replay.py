@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -65,6 +65,7 @@ from fsm_stage.stage_switch import NO_AGENT_MESSAGE
 
 # --- replay: a recorded session log -> scenario steps (``fsm-stage scenario LOG``) -----------------
 
+_PROGRESS_EVERY = 4096  # events between two ``on_progress`` calls
 _DISMISS_HINT = re.compile(r"dismiss|closed the [a-z ]*review", re.IGNORECASE)
 
 
@@ -456,9 +457,13 @@ def steps_from_events(events: Sequence[Event]) -> list[Step]:
     return _walk(events, _Replay()).steps
 
 
-def _walk(events: Sequence[Event], replay: _Replay) -> _Replay:
-    """Feed a log's events to ``replay``; returns it with ``steps`` complete."""
-    for ev in events:
+def _walk(events: Sequence[Event], replay: _Replay,
+          on_progress: Callable[[int], None] | None = None) -> _Replay:
+    """Feed a log's events to ``replay``; returns it with ``steps`` complete.
+    ``on_progress(events_done)`` every ``_PROGRESS_EVERY`` events."""
+    for n, ev in enumerate(events):
+        if on_progress is not None and n % _PROGRESS_EVERY == 0:
+            on_progress(n)
         data = ev.data if isinstance(ev.data, Mapping) else {}
         if ev.type == COMMAND_RUN:
             replay.command(data)
@@ -535,7 +540,8 @@ def _scrub(value: Any, count: list[int]) -> Any:
     return value
 
 
-def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> Replay:
+def replay_events(events: Sequence[Event], graph: GraphConfig | None = None, *,
+                  on_progress: Callable[[int], None] | None = None) -> Replay:
     """``steps_from_events`` plus what a faithful replay needs (``fsm-stage scenario``):
 
     * before each model step, ``expect: {next_request: {stage, plan_mode}}`` with the stage and
@@ -554,10 +560,12 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None) -> 
       ``host`` section (a warning when there is none or it changed during the session).
     * a lone surrogate in any recorded text (JSON can escape one; it cannot be encoded as UTF-8,
       so the scenario loader refuses it) is replaced with U+FFFD, with a warning.
+
+    ``on_progress(events_done)`` is called every few thousand events (a progress bar).
     """
     start = _Replay(graph, _Wording())
     start.stages_recorded = any(stage_from_event(ev) is not None for ev in events)
-    replay = _walk(events, start)
+    replay = _walk(events, start, on_progress)
     warnings: list[str] = []
     flags: dict[str, bool] = {}
     steps: list[Step] = []

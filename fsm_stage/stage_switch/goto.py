@@ -178,7 +178,8 @@ def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outco
     if handoff_path is not None:
         value["handoffPath"] = handoff_path
     dropped = shape == "light" and handoff is not None and bool(handoff.strip())
-    text = render_result(ctl.catalog, value, dropped_handoff=dropped)
+    saved = outcome.record.handoff_path if shape == "light" else None  # written for the review
+    text = render_result(ctl.catalog, value, dropped_handoff=dropped, unused_handoff_path=saved)
     return ToolOutput(value, text, presentation_meta(value))
 
 

@@ -115,13 +115,18 @@ def goto_stage_tool_spec(catalog: Catalog, stages: Sequence[str] = ()) -> ToolSp
     return with_stage_enum(spec, stages)
 
 
-def render_result(catalog: Catalog, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
+def render_result(catalog: Catalog, value: Mapping[str, Any], *, dropped_handoff: bool = False,
+                  unused_handoff_path: str | None = None) -> str:
     """Success text: ``tool_result.approved`` then ``tool_result.handoff_path`` for a full
     transition (S42); for a light transition that was given a non-blank handoff,
-    ``tool_result.handoff_dropped`` tells the model the document was not saved (S66)."""
+    ``tool_result.handoff_dropped`` tells the model the document was not saved (S66), or, when
+    it was saved for the review and the reviewer kept the conversation (``unused_handoff_path``),
+    ``tool_result.handoff_unused`` names where it is and that it is not used."""
     text = catalog.text("tool_result.approved", stage=value["stage"])
     if "handoffPath" in value:
         text += catalog.text("tool_result.handoff_path", path=value["handoffPath"])
+    elif unused_handoff_path is not None:
+        text += catalog.text("tool_result.handoff_unused", path=unused_handoff_path)
     elif dropped_handoff:
         text += catalog.text("tool_result.handoff_dropped")
     return text

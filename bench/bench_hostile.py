@@ -51,8 +51,11 @@ def run() -> dict[str, float]:
     out: dict[str, float] = {}
     for c_parser in (True, False):
         fast.USE_C_PARSER = c_parser
+        parser = "libyaml" if c_parser else "pure"
         for key in ("x-b", "description"):
-            out[f"alias_bomb_{key}_{'libyaml' if c_parser else 'pure'}"] = _timed_load(_bomb(key) + BASE)
+            out[f"alias_bomb_{key}_{parser}"] = _timed_load(_bomb(key) + BASE)
+        one_alias = BASE.replace('section: "go << stage_targets >>"', 'section: "go"\ndescription: *h')
+        out[f"alias_bomb_one_alias_{parser}"] = _timed_load(_bomb("x-b") + one_alias)
     fast.USE_C_PARSER = True
     texts = [p.read_text(encoding="utf-8")
              for p in sorted((Path(__file__).resolve().parents[1] / "stage_graphs").glob("*.yaml"))]

@@ -65,7 +65,7 @@ except ConfigError as err:
 """
 
 
-def _load_in_child(text: str, c_parser: bool) -> list[str]:
+def _load_in_child(text: str, c_parser: bool) -> str:
     """Load ``text`` in a child process (2 GB address space; 20 s is the hang guard, the time
     budget is bench/'s): its output line."""
     try:
@@ -148,6 +148,5 @@ def test_one_alias_to_a_huge_anchor_is_refused(parser: bool) -> None:
     # the bomb is built under an extension key (not counted), then one alias outside it would
     # expand all of it: the anchor's size must not be capped at exactly the limit
     text = _bomb("x-b") + BASE.replace('section: "go << stage_targets >>"', 'section: "go"\ndescription: *h')
-    line, seconds = _load_in_child(text, parser)
+    line = _load_in_child(text, parser)
     assert "expand the document by more than 10,000 nodes" in line
-    assert float(seconds) < 5

@@ -21,9 +21,16 @@ __version__ = "0.2.0"
 if TYPE_CHECKING:  # the static view of the lazy names below
     from fsm_stage import errors
     from fsm_stage.config import load_config
-    from fsm_stage.driver import Loop, Model, ModelReply, ScriptedModel, StagedSession, StepRequest
+    from fsm_stage.driver import (
+        Loop,
+        Model,
+        ModelReply,
+        ScriptedModel,
+        StagedSession,
+        StepRequest,
+        open_session,
+    )
     from fsm_stage.errors import FsmStageError, UserError
-    from fsm_stage.graph import compile_graph
     from fsm_stage.handoff import LocalHandoffStore
     from fsm_stage.log import EventLog, MemoryLog, SessionHeader, open_log
     from fsm_stage.plan_mode import PlanModeController
@@ -46,7 +53,6 @@ if TYPE_CHECKING:  # the static view of the lazy names below
 #: package is that submodule itself. ``__all__`` is ``__version__`` plus these keys.
 _EXPORTS: dict[str, str] = {
     "load_config": "config",
-    "compile_graph": "graph",
     "open_log": "log",
     "SessionHeader": "log",
     "EventLog": "log",
@@ -57,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "ToolSpec": "runtime",
     "ToolCall": "runtime",
     "ToolOutput": "runtime",
+    "open_session": "driver",
     "StagedSession": "driver",
     "StepRequest": "driver",
     "Loop": "driver",
@@ -111,12 +118,12 @@ __all__ = [
     "UserError",
     "__version__",
     "answer_review",
-    "compile_graph",
     "errors",
     "fork_log",
     "load_config",
     "open_log",
     "open_reviews",
+    "open_session",
 ]
 
 

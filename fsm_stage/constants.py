@@ -1,4 +1,4 @@
-"""Protocol constants kept verbatim from the DeepSeek Harness seeds (DESIGN.md §8).
+"""Protocol constants kept verbatim from the DeepSeek Harness seeds (docs/architecture.md).
 
 These strings are part of the wire/log format: changing any of them breaks interoperability
 with DSH session logs and with the seeds' tests. All other user-visible wording lives in the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-# --- session log event types (dsh-log-format.md §2) ---------------------------------------
+# --- session log event types (docs/session-log.md) ---------------------------------------
 SESSION_HEADER_TYPE: Final = "session"
 SESSION_FORMAT_VERSION: Final = 0
 USER_MESSAGE: Final = "user/message"
@@ -79,9 +79,9 @@ KNOWN_EVENT_TYPES: Final = frozenset(
         "web/deepseek-search-llm-request",
     ]
 )
-"""DSH HEAD's known event vocabulary (48 names, dsh-log-format.md §2.2/§8.6)."""
+"""DSH HEAD's known event vocabulary (48 names, docs/session-log.md)."""
 
-# --- plan mode (plan-mode-spec.md §1) -------------------------------------------------------
+# --- plan mode (docs/contracts.md) -------------------------------------------------------
 PLAN_MODE_EVENT: Final = "plan/mode"
 PLAN_POLICY_SECTION: Final = "plan:policy"
 PLAN_POLICY_ORDER: Final = 50
@@ -91,7 +91,7 @@ PLAN_COMMAND: Final = "plan"
 PLAN_SOURCE_PLUGIN: Final = "plan-mode"
 PLAN_PROJECTION_STATE_VERSION: Final = 2
 
-# --- stage switch (stage-switch-spec.md §1.3, §4.2) ----------------------------------------
+# --- stage switch (docs/contracts.md) ----------------------------------------
 STAGE_SOURCE_KIND: Final = "stage-switch"
 STAGE_SOURCE_KINDS: Final = frozenset({"stage-switch", "plugin:stage-switch"})
 NOTICE_FORM: Final = "notice"

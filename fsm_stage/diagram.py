@@ -9,7 +9,7 @@ two-state box. ``current``, ``pending=(source, target)`` and ``plan_active`` mar
 state. ``SizeHints`` become DOT ``dpi``/``size``, or a ``%%`` comment naming ``mmdc`` flags.
 
 ``render(dot_text, "svg" | "png")`` needs the ``graphviz`` package (extra
-``fsm_stage[diagrams]``) and the ``dot`` program; a missing piece raises :class:`DiagramError`.
+``fsm_stage[diagrams]``) and the ``dot`` program; a missing piece raises :class:`UserError`.
 ``size_warnings`` / ``size_notes`` flag diagrams too large for their renderer
 (``MERMAID_MAX_TEXT``, ``DOT_SLOW_ARROWS``, ``MERMAID_MAX_STAGES``, ``MERMAID_MAX_EDGES``).
 Rules and why: ``docs/diagram-decisions.md``."""
@@ -25,7 +25,7 @@ from typing import Final, Literal
 from fsm_stage.config import GraphConfig, PlanModeConfig
 from fsm_stage.config.models import model_label
 from fsm_stage.config.policy import tool_count_label
-from fsm_stage.errors import DiagramError as DiagramError
+from fsm_stage.errors import UserError as UserError
 
 __all__ = [
     "ANY_STAGE_LABEL",
@@ -36,9 +36,9 @@ __all__ = [
     "MERMAID_MAX_STAGES",
     "MERMAID_MAX_TEXT",
     "PLAN_ACTIVE_LABEL",
-    "DiagramError",
     "Format",
     "SizeHints",
+    "UserError",
     "arrow_count",
     "mermaid_ids",
     "render",
@@ -119,7 +119,7 @@ class SizeHints:
 
 def _check_something(graph: GraphConfig | None, plan_mode: PlanModeConfig | None) -> None:
     if graph is None and plan_mode is None:
-        raise DiagramError("nothing to draw: the file configures neither a stage graph nor plan mode")
+        raise UserError("nothing to draw: the file configures neither a stage graph nor plan mode")
 
 
 def _title(graph: GraphConfig | None, title: str | None) -> str:
@@ -271,7 +271,7 @@ def to_mermaid(
     step (its arrow labelled ``pending``, its target dashed), ``reviewing`` the transition an
     open review asks about (labelled ``in review``, drawn the same way) and ``size`` adds a
     render-size comment (module docstring). Returns text ending in a newline. Raises
-    ``DiagramError`` when both ``graph`` and ``plan_mode`` are None.
+    ``UserError`` when both ``graph`` and ``plan_mode`` are None.
     """
     _check_something(graph, plan_mode)
     lines = [
@@ -369,7 +369,7 @@ def to_dot(
     stage descriptions become tooltips; omitted targets as in :func:`to_mermaid` (the hub node
     is ``__any_other``, dashed); every labelled edge is its own statement with
     ``decorate=true``. ``current``, ``plan_active``, ``pending``, ``reviewing`` and ``size`` as in
-    :func:`to_mermaid` (``size`` as graph attributes). Raises ``DiagramError`` when there is
+    :func:`to_mermaid` (``size`` as graph attributes). Raises ``UserError`` when there is
     nothing to draw.
     """
     _check_something(graph, plan_mode)
@@ -437,19 +437,19 @@ def to_dot(
 def render(dot_text: str, fmt: Literal["svg", "png"]) -> bytes:
     """Render DOT text to SVG or PNG bytes with the Graphviz ``dot`` program.
 
-    Raises ``DiagramError`` with a one-line install hint when the ``graphviz`` Python package
+    Raises ``UserError`` with a one-line install hint when the ``graphviz`` Python package
     or the ``dot`` executable is missing, or when ``dot`` fails.
     """
     try:
         import graphviz
     except ImportError:
-        raise DiagramError(
+        raise UserError(
             f"rendering {fmt.upper()} needs the graphviz Python package: pip install 'fsm_stage[diagrams]'"
         ) from None
     try:
         data: bytes = graphviz.Source(dot_text).pipe(format=fmt, engine="dot")
     except graphviz.ExecutableNotFound:
-        raise DiagramError(
+        raise UserError(
             f"rendering {fmt.upper()} needs the Graphviz `dot` program on PATH "
             "(e.g. apt-get install graphviz, brew install graphviz); "
             "--format mermaid and --format dot work without it"
@@ -458,5 +458,5 @@ def render(dot_text: str, fmt: Literal["svg", "png"]) -> bytes:
         raw = err.stderr
         stderr = (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")).strip()
         first = stderr.splitlines()[0] if stderr else f"exit status {err.returncode}"
-        raise DiagramError(f"Graphviz `dot` failed: {first}") from None
+        raise UserError(f"Graphviz `dot` failed: {first}") from None
     return data

@@ -1,32 +1,86 @@
 """Every exception fsm_stage raises on purpose; catch ``UserError`` for every user mistake.
 
 ``UserError``: a mistake in what a user gave (the CLI prints one line, exit 1, no traceback).
-``LogWriteError``: an append that did not happen (the log is unchanged; caused by an ``OSError``,
-the CLI reports it in one line too). The rest are protocol signals or misuse. The tree::
+``LogWriteError``: an append that did not happen (the log is unchanged). ``ReviewError``: every
+review condition. The rest are misuse of the API, tools and models. The tree (builtin mix-ins
+in brackets)::
 
     FsmStageError
-    ├── UserError: ConfigError (InvalidConfigError, PlanModeConfigError, ScenarioError),
-    │   LogFormatError (DamagedLogError), LogLockedError, ReviewError (ReviewNotFoundError,
-    │   ReviewAlreadyAnsweredError, ReviewRefusedError, ReviewPayloadChangedError), GraphChangedError,
-    │   DiagramError,
-    │   SimulationError, PromptTemplateError, CatalogError, HandoffPathError, RecordShapeError,
-    │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError
-    ├── LogWriteError: AppendConflictError, InvalidEventError, SurfaceOpError, LockFileError
-    ├── reviews: ReviewSuspended, ReviewPending, ReviewBusy, ReviewDismissed (ReviewInterrupted),
-    │   ReviewUnavailableError
-    ├── misuse: ControllerClosedError (ProjectionUnavailableError), DriverStateError
-    │   (TurnSuspendedError), InvariantError, UnknownStageError
-    ├── tools and models: ToolFailure, ModelError
-    └── internal signals (never reach callers): LogLineDefect, NotPlainYaml, TypeProblem,
-        SeqTakenSignal
+    ├── UserError
+    │   ├── ConfigError
+    │   │   └── ScenarioError
+    │   ├── LogFormatError
+    │   ├── LogLockedError
+    │   ├── GraphChangedError
+    │   ├── InputFileError
+    │   ├── RecordShapeError [ValueError]
+    │   ├── HandoffPathError
+    │   ├── PromptTemplateError
+    │   └── SimulationError
+    ├── LogWriteError
+    │   ├── AppendConflictError
+    │   └── LockFileError [also UserError]
+    ├── ReviewError
+    │   ├── ReviewSuspended
+    │   ├── ReviewPending
+    │   ├── ReviewDismissed
+    │   ├── ReviewNotFoundError [also UserError]
+    │   ├── ReviewAlreadyAnsweredError [also UserError]
+    │   ├── ReviewRefusedError [also UserError]
+    │   └── ReviewPayloadChangedError [also UserError]
+    ├── ControllerClosedError [RuntimeError]
+    ├── DriverStateError [RuntimeError]
+    │   └── TurnSuspendedError
+    ├── InvariantError
+    ├── UnknownStageError [ValueError]
+    ├── ToolFailure
+    └── ModelError
+
+Private signals caught inside fsm_stage, never raised to callers: ``_LogLineDefect`` (log
+reader), ``_NotPlainYaml`` (YAML fast path), ``_TypeProblem`` (strict structuring),
+``_SeqTakenSignal`` (PostgreSQL store), ``_ReviewBusy`` (a review of that kind is open).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Final
 
+__all__ = [
+    "PROJECTION_UNAVAILABLE_MESSAGE",
+    "AppendConflictError",
+    "ConfigError",
+    "ControllerClosedError",
+    "DriverStateError",
+    "FsmStageError",
+    "GraphChangedError",
+    "HandoffPathError",
+    "InputFileError",
+    "InvariantError",
+    "LockFileError",
+    "LogFormatError",
+    "LogLockedError",
+    "LogWriteError",
+    "ModelError",
+    "PromptTemplateError",
+    "RecordShapeError",
+    "ReviewAlreadyAnsweredError",
+    "ReviewDismissed",
+    "ReviewError",
+    "ReviewNotFoundError",
+    "ReviewPayloadChangedError",
+    "ReviewPending",
+    "ReviewRefusedError",
+    "ReviewSuspended",
+    "ScenarioError",
+    "SimulationError",
+    "ToolFailure",
+    "TurnSuspendedError",
+    "UnknownStageError",
+    "UserError",
+]
+
 PROJECTION_UNAVAILABLE_MESSAGE: Final = "the stage projection is not registered (stage switch closed)"
-"""Message of ``ProjectionUnavailableError`` (S97)."""
+"""Message of ``ControllerClosedError`` (S97)."""
 
 
 class FsmStageError(Exception):
@@ -38,23 +92,32 @@ class UserError(FsmStageError):
 
 
 class ConfigError(UserError):
-    """A stage-graph file is invalid.
+    """A stage-graph file (or its ``plan_mode`` section, B1–B3, B5) is invalid.
 
-    ``problems`` holds every positioned problem of the file, each already formatted as
-    ``PATH:LINE:COLUMN: KEY: what is wrong and what is expected``.
+    ``problems`` holds every problem as one line, positioned ones formatted as
+    ``PATH:LINE:COLUMN: KEY: what is wrong and what is expected``; ``details`` the items given
+    (the loader's structured ``fsm_stage.config.Problem`` objects, or the strings). A single
+    string is one problem.
     """
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
+    def __init__(self, problems: str | Sequence[Any]) -> None:
+        items = [problems] if isinstance(problems, str) else list(problems)
+        self.details = tuple(items)
+        self.problems = [str(p) for p in items]
         super().__init__("\n".join(self.problems))
 
 
 class LogFormatError(UserError):
-    """A session log cannot be read (not a session log, newer version, corruption)."""
+    """A session log cannot be read or opened: not a session log, a newer version, corruption;
+    a damaged line with lines after it (opening it for writing would cut them: run
+    ``JsonlLog.repair(path)`` / ``fsm-stage repair LOG``); a database without the fsm_stage
+    schema, or an older or newer one (``fsm-stage db init`` / upgrade fsm_stage). One line."""
 
 
 class LogWriteError(FsmStageError):
-    """An append to a session log failed; the log was rolled back to its previous length."""
+    """An append to a session log failed or was refused before writing (an invalid event, a
+    surface op that cannot apply to the current surface); the log is unchanged (rolled back
+    to its previous length). One-line message."""
 
 
 class LogLockedError(UserError):
@@ -75,12 +138,19 @@ class AppendConflictError(LogWriteError):
                                     f"it ends at seq {actual}; re-read the log and retry")
 
 
-class ReviewSuspended(FsmStageError):
+class ReviewError(FsmStageError):
+    """The root of every review condition: a review that waits (``ReviewSuspended``,
+    ``ReviewPending``), was dismissed (``ReviewDismissed``), cannot be answered as asked (the
+    ``UserError``s below), or cannot be put to a human at all (bare ``ReviewError``: fsm_stage
+    never approves on the human's behalf)."""
+
+
+class ReviewSuspended(ReviewError):
     """Raised by a ``ReviewChannel.ask`` that will not answer now: the review stays open in the
     log and the host answers it later (``answer_review``), in this process or another."""
 
 
-class ReviewPending(FsmStageError):
+class ReviewPending(ReviewError):
     """A tool call whose review was suspended: the call stays open (no ``tool/result``) until
     the host answers review ``review_id`` and resumes the call.
 
@@ -95,25 +165,21 @@ class ReviewPending(FsmStageError):
         super().__init__(f"review {review_id} ({kind}) for tool call {call_id} awaits a human answer")
 
 
-class ReviewError(UserError):
-    """A review cannot be answered as asked (base of the review answer errors)."""
-
-
-class ReviewNotFoundError(ReviewError):
+class ReviewNotFoundError(ReviewError, UserError):
     """No review with that id in the session log."""
 
 
-class ReviewAlreadyAnsweredError(ReviewError):
+class ReviewAlreadyAnsweredError(ReviewError, UserError):
     """The review was answered already (by this or another process); nothing was applied twice."""
 
 
-class ReviewRefusedError(ReviewError):
+class ReviewRefusedError(ReviewError, UserError):
     """An answer the review's rules do not allow (a reviewer who is not an approver, the
     session's requester under ``not_requester``, a wrong token, an expired review, a second vote);
     nothing was written."""
 
 
-class ReviewPayloadChangedError(ReviewError):
+class ReviewPayloadChangedError(ReviewError, UserError):
     """What the reviewer would approve (plan text, or handoff document plus target) no longer
     hashes to the review request's ``payloadSha256``."""
 
@@ -123,30 +189,22 @@ class GraphChangedError(UserError):
     pass ``accept_graph_change=True`` to record the new one."""
 
 
-class InvalidEventError(LogWriteError):
-    """An event a writer refuses before writing (the log is unchanged). One-line message."""
 
 
-class SurfaceOpError(LogWriteError):
-    """A surface op that cannot apply to the current surface (append refused, log unchanged).
-
-    Raised by ``Surface.check``/``Surface.apply``; ``JsonlLog``/``MemoryLog`` raise it from
-    ``append`` before anything is written.
-    """
 
 
 class ControllerClosedError(FsmStageError, RuntimeError):
     """A closed controller (plan mode, the stage switch) was asked to attach, select or read.
 
     Both controllers raise it the same way after ``close()``: ``set`` (a selection would never
-    be flushed), ``attach`` and their state reads. The stage switch's reads raise its subclass
-    ``ProjectionUnavailableError`` (S97). A ``RuntimeError``, so ``except RuntimeError`` still
-    catches it. Message: one line naming the controller, e.g. ``"this plan-mode controller is
-    closed: build and attach a new one"``.
+    be flushed), ``attach`` and their state reads; the stage switch's reads say the stage
+    projection is unavailable rather than fall back to the initial stage (S97). A
+    ``RuntimeError``, so ``except RuntimeError`` still catches it. Message: one line naming the
+    controller, e.g. ``"this plan-mode controller is closed: build and attach a new one"``.
     """
 
-    def __init__(self, what: str) -> None:
-        super().__init__(f"this {what} is closed: build and attach a new one")
+    def __init__(self, what: str, message: str | None = None) -> None:
+        super().__init__(message or f"this {what} is closed: build and attach a new one")
 
 
 class InvariantError(FsmStageError):
@@ -154,8 +212,6 @@ class InvariantError(FsmStageError):
     boolean, B107). Raised at installation (existing logs), at ``track`` and on append."""
 
 
-class DiagramError(UserError):
-    """A diagram cannot be produced: nothing to draw, or a renderer piece is missing."""
 
 
 class SimulationError(UserError):
@@ -166,14 +222,13 @@ class SimulationError(UserError):
 
 
 class PromptTemplateError(UserError):
-    """A template does not compile, uses an undefined variable, or breaks the sandbox.
+    """A template does not compile, uses an undefined variable, or breaks the sandbox; or a
+    wording catalog file is missing, is not valid YAML, or does not have the expected shape.
 
     ``str(err)`` is one line naming where the template came from (``origin``) and what is wrong.
     """
 
 
-class CatalogError(UserError):
-    """A catalog file is missing, is not valid YAML, or does not have the expected shape."""
 
 
 class HandoffPathError(UserError):
@@ -201,19 +256,11 @@ class TurnSuspendedError(DriverStateError):
 
 
 class RecordShapeError(UserError, ValueError):
-    """What a host asked the step driver to record (a reply, a tool call, a tool result, a
-    ``turn/end`` reason) is malformed; the message names the field. Nothing was written."""
+    """What a host asked to record (a reply, a tool call, a tool result, a ``turn/end`` reason
+    to the step driver; a review outcome or option to ``answer_review``) is malformed; the
+    message names the field. Nothing was written."""
 
 
-class InvalidConfigError(ConfigError):
-    """``ConfigError`` raised by the loader; ``details`` holds the structured problems.
-
-    ``problems`` (inherited) are their one-line strings, in the same order.
-    """
-
-    def __init__(self, details: Sequence[Any]) -> None:
-        self.details = tuple(details)
-        super().__init__([str(p) for p in details])
 
 
 class InputFileError(UserError):
@@ -228,9 +275,6 @@ class UnknownStageError(FsmStageError, ValueError):
     """
 
 
-class DamagedLogError(LogFormatError):
-    """A log has a damaged line with lines after it: opening it for writing would cut them,
-    so it is refused until ``JsonlLog.repair(path)`` (``fsm-stage repair LOG``)."""
 
 
 class LockFileError(LogWriteError, UserError):
@@ -239,36 +283,24 @@ class LockFileError(LogWriteError, UserError):
     ``UserError`` for the CLI — never reported as another writer holding the lock."""
 
 
-class SchemaVersionError(UserError):
-    """The database has no fsm_stage schema, an older one (run ``fsm-stage db init``) or a newer
-    one than this fsm_stage understands (upgrade fsm_stage). One-line message."""
 
 
-class ReviewUnavailableError(FsmStageError):
-    """The client cannot put a question to a human; fsm_stage never approves on its behalf."""
-
-
-class UnknownSessionError(UserError):
-    """A tool call named a session handle the server was not started with."""
-
-
-class PlanModeConfigError(ConfigError):
-    """The plan-mode config is invalid (B1–B3, B5); ``str(err)`` is one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__([message])
 
 
 class ModelError(FsmStageError):
     """A failed model request; the loop may retry it within the same step."""
 
 
-class ReviewDismissed(FsmStageError):
-    """The user closed the review without deciding, to type a message instead (B85)."""
+class ReviewDismissed(ReviewError):
+    """The user closed the review without deciding, to type a message instead (B85).
 
+    ``interrupted`` is ``True`` when the user pressed Ctrl-C at the terminal review (still a
+    dismissal; a CLI may exit 130).
+    """
 
-class ReviewInterrupted(ReviewDismissed):
-    """The user pressed Ctrl-C at the terminal review (a dismissal; callers may exit 130)."""
+    def __init__(self, *args: object, interrupted: bool = False) -> None:
+        super().__init__(*args)
+        self.interrupted = interrupted
 
 
 class ToolFailure(FsmStageError):
@@ -288,21 +320,10 @@ class ScenarioError(ConfigError):
     loader's ``ProblemReport``); ``problems``: their one-line forms.
     """
 
-    def __init__(self, details: Sequence[Any]) -> None:
-        self.details = tuple(details)
-        super().__init__([str(p) for p in self.details])
 
 
-class ProjectionUnavailableError(ControllerClosedError):
-    """The stage projection is not available (the controller was closed): reads fail loudly
-    rather than falling back to the initial stage (S97). A ``ControllerClosedError``, the error
-    plan mode's reads raise after ``close()`` too."""
 
-    def __init__(self, message: str = PROJECTION_UNAVAILABLE_MESSAGE) -> None:
-        Exception.__init__(self, message)
-
-
-class ReviewBusy(FsmStageError):
+class _ReviewBusy(FsmStageError):
     """A review of this kind is open or approved-unredeemed; ``text`` is the tool failure."""
 
     def __init__(self, text: str) -> None:
@@ -310,21 +331,21 @@ class ReviewBusy(FsmStageError):
         self.text = text
 
 
-class LogLineDefect(FsmStageError):
+class _LogLineDefect(FsmStageError):
     """Internal signal of the log reader, never raised to callers: a bad line, a torn tail when no
     later ``turn/end`` exists, else corruption."""
 
 
-class NotPlainYaml(FsmStageError):
+class _NotPlainYaml(FsmStageError):
     """Internal signal of the YAML fast path, never raised to callers: the document uses something
     only the pure round-trip path handles (or reports)."""
 
 
-class TypeProblem(FsmStageError, TypeError):
+class _TypeProblem(FsmStageError, TypeError):
     """Internal signal of strict structuring (cattrs reports it positioned): a value of the wrong
     type; the message says what was expected."""
 
 
-class SeqTakenSignal(FsmStageError):
+class _SeqTakenSignal(FsmStageError):
     """Internal signal of the PostgreSQL store, never raised to callers: another writer took the
     seq a batch was built for (nothing was written)."""

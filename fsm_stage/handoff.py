@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 DEFAULT_HANDOFF_DIR = "handoff"
-"""``handoff_dir`` used when a graph does not set one (spec §1.2)."""
+"""``handoff_dir`` used when a graph does not set one (docs/contracts.md)."""
 
 MAX_SEGMENT_LENGTH = 128
 """Longest session segment (characters = bytes: a segment is ASCII); longer ones are shortened
@@ -60,7 +60,7 @@ _FALLBACK_SEGMENT = "session"
 
 
 def session_segment(session_id: str) -> str:
-    """The folder name a session's handoffs live in (spec §1.11, S69, S70, S72a–c).
+    """The folder name a session's handoffs live in (docs/contracts.md, S69, S70, S72a–c).
 
     An id made only of ``[A-Za-z0-9._-]``, other than ``""``, ``"."`` and ``".."`` and at most
     ``MAX_SEGMENT_LENGTH`` characters, is its own folder (``"abc-123"`` → ``"abc-123"``).
@@ -102,7 +102,7 @@ def _normalised_dir(handoff_dir: str) -> PurePosixPath:
 
 
 def handoff_relative_path(handoff_dir: str, session_id: str, stage: str) -> PurePosixPath:
-    """``<handoff_dir>/<segment(session_id)>/<stage>.md``, normalised (spec §1.11, S72d).
+    """``<handoff_dir>/<segment(session_id)>/<stage>.md``, normalised (docs/contracts.md, S72d).
 
     ``stage`` must be a valid stage name (``[a-z][a-z0-9_-]*``), which guarantees a safe file
     name; anything else raises ``HandoffPathError``. ``handoff_dir`` must be relative and stay
@@ -115,7 +115,7 @@ def handoff_relative_path(handoff_dir: str, session_id: str, stage: str) -> Pure
 
 @runtime_checkable
 class SandboxPolicyProvider(Protocol):
-    """Optional seam: the per-session sandbox policy a handoff write carries (spec §1.11, S71)."""
+    """Optional seam: the per-session sandbox policy a handoff write carries (docs/contracts.md, S71)."""
 
     def resolve(self, session: Any) -> Any:
         """The policy for ``session`` (opaque to fsm_stage; passed to ``HandoffStore.write``)."""
@@ -124,7 +124,7 @@ class SandboxPolicyProvider(Protocol):
 
 @runtime_checkable
 class HandoffStore(Protocol):
-    """Writes handoff documents inside a session cwd (DESIGN.md §8 "handoff file writer").
+    """Writes handoff documents inside a session cwd (docs/architecture.md "handoff file writer").
 
     A store may set a class attribute ``blocking = False`` when ``write`` does no I/O (like
     ``MemoryHandoffStore``); the stage switch then calls it directly instead of in a worker
@@ -170,7 +170,7 @@ class HandoffWrite:
 
 
 class MemoryHandoffStore:
-    """In-memory ``HandoffStore`` for tests (spec §4.4 "in-memory fs that records writes").
+    """In-memory ``HandoffStore`` for tests (docs/contracts.md "in-memory fs that records writes").
 
     ``writes`` lists every successful write in order; ``policies`` the policy of every write
     attempt; ``files`` maps absolute path → current text. Setting ``fail_with`` to an
@@ -227,7 +227,7 @@ class LocalHandoffStore:
     """``HandoffStore`` on the local filesystem, confined to the session cwd and atomic.
 
     ``default_root`` (absolute) is used for sessions whose header has no cwd; when it is None
-    such a write raises ``HandoffPathError`` rather than guessing the process cwd (spec §1.11:
+    such a write raises ``HandoffPathError`` rather than guessing the process cwd (docs/contracts.md:
     the workspace root is the *session* cwd). ``policy`` is accepted for the seam's sake; the
     confinement below is what a workspace-write sandbox policy asks for.
 

@@ -59,7 +59,7 @@ Tokenizer = Callable[[str], int]
 
 @runtime_checkable
 class TokenMeter(Protocol):
-    """Seam: price the model-visible surface of a session (spec §1.1, §4.3 ``TokenMeterPort``)."""
+    """Seam: price the model-visible surface of a session (docs/contracts.md, ``TokenMeterPort``)."""
 
     def surface_tokens(self, session: Any) -> int:
         """Non-negative integer token price of ``session``'s current surface."""

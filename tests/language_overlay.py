@@ -1,4 +1,4 @@
-"""File-level language overlay of the stage-switch wording (spec §1.17 ``apply-zh``).
+"""File-level language overlay of the stage-switch wording (docs/contracts.md ``apply-zh``).
 
 ``apply_language_overlay(root, language, name)`` deep-merges ``<root>/<language>/<name>.yaml``
 over ``<root>/en/<name>.yaml`` and rewrites the English file in place, keeping its layout.
@@ -23,7 +23,7 @@ __all__ = ["apply_language_overlay"]
 def apply_language_overlay(
     root: str | Path, language: str = "zh", name: str = CATALOG_NAME
 ) -> dict[str, Any] | None:
-    """File-level alternative to ``language: zh`` (spec §1.17 ``apply-zh``; S108–S113).
+    """File-level alternative to ``language: zh`` (docs/contracts.md ``apply-zh``; S108–S113).
 
     Deep-merges ``<root>/<language>/<name>.yaml`` over ``<root>/en/<name>.yaml`` and writes the
     result back to the English file atomically (temporary file + rename, so hard links to the

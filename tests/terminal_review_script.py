@@ -2,8 +2,9 @@
 
 ``python terminal_review_script.py [plan|long|stage|wide|hostile] [--abort-after S] [--ctrl-c-interrupts]``:
 asks one review question, prints ``ANSWER <answers>`` and exits 0; a dismissal prints
-``DISMISSED`` (exit 3); Ctrl-C prints ``INTERRUPTED (dismissed)`` (``ReviewInterrupted``) or
-``INTERRUPTED`` (``KeyboardInterrupt``) and exits 130 (the program's own handler), as a CLI would.
+``DISMISSED`` (exit 3); Ctrl-C prints ``INTERRUPTED (dismissed)`` (``ReviewDismissed`` with
+``interrupted``) or ``INTERRUPTED`` (``KeyboardInterrupt``) and exits 130 (the program's own
+handler), as a CLI would.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 from typing import cast
 
 from fsm_stage.reviews import Option, Question, ReviewDismissed
-from fsm_stage.reviews._terminal import ReviewInterrupted, TerminalReviewChannel
+from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 
@@ -67,10 +68,10 @@ if __name__ == "__main__":
     after = float(args[args.index("--abort-after") + 1]) if "--abort-after" in args else None
     try:
         asyncio.run(main(args[0] if args else "plan", after))
-    except ReviewInterrupted:
-        print("INTERRUPTED (dismissed)", flush=True)
-        sys.exit(130)
     except ReviewDismissed as exc:
+        if exc.interrupted:
+            print("INTERRUPTED (dismissed)", flush=True)
+            sys.exit(130)
         print("DISMISSED", exc, "THREADS", threading.active_count(), flush=True)
         sys.exit(3)
     except KeyboardInterrupt:

@@ -62,7 +62,7 @@ def test_plan_review_text_and_time_travel() -> None:
     assert "turn:         idle" in out
     assert "active=false, pending=false" in out
     assert "last header:  seq 291 (change): plan mode inactive" in out
-    # §10 line 2: after the /plan command/run the view is pending
+    # line 2: after the /plan command/run the view is pending
     code, out, _ = invoke("--json", "--at", "0", str(PLAN_REVIEW))
     r = json.loads(out)
     expected = {"active": False, "pending": True, "pending_exit": False}
@@ -328,7 +328,7 @@ def _plan_log(path: Path, *payloads: object) -> Path:
 def test_state_warns_about_invalid_plan_mode_records_and_strict_refuses_them(
     tmp_path: Path, checkpointed: bool
 ) -> None:
-    """B105–B108 (plan-mode-spec §2.L): a ``plan/mode`` without a boolean ``active`` is named
+    """B105–B108 (docs/contracts.md): a ``plan/mode`` without a boolean ``active`` is named
     in the warnings (the fold keeps the last valid record's value), and ``--strict`` refuses
     the log with a one-line error."""
     log = _plan_log(tmp_path / "p.jsonl", {"active": True}, {"active": "yes"}, {})

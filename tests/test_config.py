@@ -1,4 +1,4 @@
-"""Configuration behaviours: stage-switch spec §2.A (S1–S12) and plan-mode spec §2.A (B1–B5),
+"""Configuration behaviours: docs/contracts.md (S1–S12) and docs/contracts.md (B1–B5),
 plus fsm_stage's additions (edges and guards, both YAML forms, null handling, warnings,
 ``normalised``). Bad-file positions are covered file by file in ``test_config_bad_graphs.py``.
 """
@@ -18,17 +18,17 @@ from hypothesis import strategies as st
 from shared_data import SHARED_DIR
 
 from fsm_stage.config import (
+    ConfigError,
     ConfigFile,
     EdgeConfig,
     GraphConfig,
-    InvalidConfigError,
     PlanModeConfig,
     StageConfig,
     load_config,
     load_config_text,
     normalised,
 )
-from fsm_stage.errors import ConfigError, UserError
+from fsm_stage.errors import UserError
 from fsm_stage.resources import data_dir
 
 STAGE_GRAPHS = data_dir("stage_graphs")
@@ -38,7 +38,7 @@ SECTION = "When the current stage is complete, call goto_stage."
 
 
 def native(**overrides: Any) -> str:
-    """The spec fixture (§0.2) in native form as JSON (a YAML subset), with overrides."""
+    """The spec fixture in native form as JSON (a YAML subset), with overrides."""
     data: dict[str, Any] = {
         "stages": [
             {"name": n, "instruction": f"Instruction for the {n} stage."} for n in ("alpha", "beta", "gamma")
@@ -73,7 +73,7 @@ _ABSENT = object()
 
 
 def problems_of(text: str, **kw: Any) -> list[str]:
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         load_config_text(text, "g.yaml", **kw)
     return info.value.problems
 
@@ -87,7 +87,7 @@ def graph_of(text: str) -> GraphConfig:
 FORMS = pytest.mark.parametrize("form", [native, plugin], ids=["native", "plugin"])
 
 
-# --- stage-switch §2.A ----------------------------------------------------------------------
+# --- docs/contracts.md ----------------------------------------------------------------------
 
 
 @FORMS
@@ -219,7 +219,7 @@ def test_s12c_extra_stage_keys_are_errors_not_dropped() -> None:
 
 
 def test_s12d_every_problem_is_reported_in_file_order() -> None:
-    """S12d (deliberate change): the seed reports only the first failure in §1.2 order; fsm_stage
+    """S12d (deliberate change): the seed reports only the first failure in order; fsm_stage
     reports every problem of the file, one line each, sorted by position."""
     text = "zzz: 1\nstages:\n  - name: Bad\n    instruction: x\nsection: s\n"
     lines = problems_of(text)
@@ -260,7 +260,7 @@ def test_s12g_name_with_trailing_newline_rejected() -> None:
     assert "must match" in line
 
 
-# --- plan-mode §2.A ---------------------------------------------------------------------------
+# --- docs/contracts.md ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("config", [{}, {"section": 5}], ids=["missing", "number"])

@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fsm_stage.config import InvalidConfigError, load_config
+from fsm_stage.config import ConfigError, load_config
 
 BAD_GRAPH_DIR = Path(__file__).parent / "data" / "bad_graphs"
 
@@ -92,7 +92,7 @@ def test_bad_graph_collection_covers_every_mistake_kind() -> None:
 @pytest.mark.parametrize("bad", BAD_GRAPHS, ids=lambda g: g.id)
 def test_bad_graph_gives_exactly_the_announced_positioned_problems(bad: BadGraph) -> None:
     """The loader reports exactly the announced problems: PATH:LINE:COLUMN: KEY: message."""
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         load_config(bad.path, strict=bad.strict)
     got = info.value.details
     assert len(got) == len(bad.expected), info.value.problems

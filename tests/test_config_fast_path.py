@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import fsm_stage._yaml.fast as fast_module
 from fsm_stage._yaml import Loc, ProblemReport, node_pos, parse_yaml, to_plain
-from fsm_stage.config import ConfigFile, InvalidConfigError, load_config_text
+from fsm_stage.config import ConfigError, ConfigFile, load_config_text
 from fsm_stage.resources import data_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def _outcome(text: str, *, c_parser: bool, strict: bool = False) -> tuple[Any, .
     fast_module.USE_C_PARSER = c_parser
     try:
         loaded: ConfigFile = load_config_text(text, "graph.yaml", strict=strict)
-    except InvalidConfigError as err:
+    except ConfigError as err:
         return ("error", [attrs.astuple(p) for p in err.details])
     except Exception as err:  # a loader bug shows the same on both paths (compared, not hidden)
         return ("crash", type(err).__name__, str(err))

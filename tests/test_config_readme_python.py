@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from docs_text import doc_section
 
-from fsm_stage.config import InvalidConfigError
+from fsm_stage.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,13 +25,13 @@ def _run(code: str, where: str) -> None:
 
 def test_readme_config_python_blocks_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """The "From Python" block loads a shipped graph; the ``ProblemReport`` block defines its
-    own class and text and ends in the ``InvalidConfigError`` it says, with positioned lines."""
+    own class and text and ends in the ``ConfigError`` it says, with positioned lines."""
     monkeypatch.chdir(REPO)
     load_block, report_block = _blocks("config")
     _run(load_block, "README.md#config-1")
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         _run(report_block, "README.md#config-2")
-    claimed = [line.lstrip("# ").removeprefix("InvalidConfigError: ")
+    claimed = [line.lstrip("# ").removeprefix("ConfigError: ")
                for line in report_block.splitlines() if line.startswith("# ")]
     assert str(info.value).splitlines() == claimed
     assert "scenario.yaml:5:10: steps[2].id: duplicate call id" in claimed

@@ -1,20 +1,20 @@
 """The graph ``section`` template: only ``stage_current`` and
 ``stage_targets`` may be read, a section that fails when rendered with the graph's own stage
 names is a positioned problem at validate time, and the "renders empty" warning fires only when
-the section lists ``<< stage_targets >>`` plainly (stage-switch spec §1.8, S31–S34)."""
+the section lists ``<< stage_targets >>`` plainly (docs/contracts.md, S31–S34)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fsm_stage.config import InvalidConfigError, load_config_text
+from fsm_stage.config import ConfigError, load_config_text
 
 STAGES = "stages:\n  - {name: a, instruction: b}\n"
 
 
 def _problems(section_yaml: str, stages: str = STAGES, *, strict: bool = False) -> list[str]:
     text = f"section: {section_yaml}\n{stages}"
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         load_config_text(text, "g.yaml", strict=strict)
     lines = str(info.value).splitlines()
     assert lines, "an invalid config names its problems"

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from fsm_stage.config import (
     MAX_NAME_LENGTH,
     ConfigError,
-    InvalidConfigError,
     ProblemReport,
     StageConfig,
     load_config_text,
@@ -30,7 +29,7 @@ SECTION = "section: go\n"
 
 
 def _problems(text: str, **kw: Any) -> list[str]:
-    with pytest.raises(InvalidConfigError) as info:
+    with pytest.raises(ConfigError) as info:
         load_config_text(text, "g.yaml", **kw)
     return info.value.problems
 

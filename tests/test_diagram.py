@@ -24,7 +24,7 @@ from fsm_stage.diagram import (
     DOT_SLOW_ARROWS,
     EXPAND_ANY_MAX_STAGES,
     MERMAID_MAX_TEXT,
-    DiagramError,
+    UserError,
     arrow_count,
     mermaid_ids,
     render,
@@ -139,9 +139,9 @@ def test_mermaid_plan_mode_and_current_stage() -> None:
 
 
 def test_nothing_to_draw_is_a_user_error() -> None:
-    with pytest.raises(DiagramError):
+    with pytest.raises(UserError):
         to_mermaid(None)
-    with pytest.raises(DiagramError):
+    with pytest.raises(UserError):
         to_dot(None, None)
 
 
@@ -327,21 +327,21 @@ def test_dot_renders_svg_with_stage_names() -> None:
 
 @needs_dot
 def test_dot_failure_is_one_line_user_error() -> None:
-    with pytest.raises(DiagramError, match="dot` failed"):
+    with pytest.raises(UserError, match="dot` failed"):
         render("digraph {", "svg")
 
 
 @needs_graphviz_package
 def test_missing_dot_binary_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
-    with pytest.raises(DiagramError) as info:
+    with pytest.raises(UserError) as info:
         render(to_dot(AWKWARD), "svg")
     assert "`dot` program" in str(info.value) and "apt-get install graphviz" in str(info.value)
 
 
 def test_missing_graphviz_package_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "graphviz", None)
-    with pytest.raises(DiagramError, match=r"graphviz Python package: pip install 'fsm_stage\[diagrams\]'"):
+    with pytest.raises(UserError, match=r"graphviz Python package: pip install 'fsm_stage\[diagrams\]'"):
         render(to_dot(AWKWARD), "svg")
 
 

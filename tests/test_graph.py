@@ -1,5 +1,5 @@
 """Compiled stage graphs (fsm_stage.graph): one shared transitions machine, cursors, guards,
-durable-first commits, user jumps, plan mode and fingerprints (DESIGN.md §5)."""
+durable-first commits, user jumps, plan mode and fingerprints (docs/architecture.md)."""
 
 from __future__ import annotations
 

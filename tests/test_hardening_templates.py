@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fsm_stage.fileio import read_text_input
-from fsm_stage.prompts import CatalogError, PromptTemplateError, load_catalog, render
+from fsm_stage.prompts import PromptTemplateError, load_catalog, render
 
 BIG = "<% set s = 'x' * 100000 %>"
 
@@ -71,7 +71,7 @@ def test_control_characters_in_names_are_escaped_in_errors(tmp_path: Path) -> No
     assert "\x1b" not in str(err.value)
     (tmp_path / "en").mkdir()
     (tmp_path / "en" / "c.yaml").write_text('"bad\\a\\x1bkey": 1\n', encoding="utf-8")
-    with pytest.raises(CatalogError) as cat_err:
+    with pytest.raises(PromptTemplateError) as cat_err:
         load_catalog("c", base_dir=tmp_path)
     shown = str(cat_err.value)
     assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown

@@ -51,24 +51,23 @@ def _problems(text: str) -> list[str]:
 
 
 _CHILD = """
-import resource, sys, time
+import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 import fsm_stage._yaml.fast as fast
 from fsm_stage.config import load_config_text
 from fsm_stage.errors import ConfigError
 fast.USE_C_PARSER = sys.argv[1] == "1"
-t = time.monotonic()
 try:
     load_config_text(sys.stdin.read(), "g.yaml")
     print("ok")
 except ConfigError as err:
     print(err.problems[0])
-print(time.monotonic() - t)
 """
 
 
-def _load_in_child(text: str, c_parser: bool) -> list[str]:
-    """Load ``text`` in a child process (2 GB address space, 20 s): its two output lines."""
+def _load_in_child(text: str, c_parser: bool) -> str:
+    """Load ``text`` in a child process (2 GB address space; 20 s is the hang guard, the time
+    budget is bench/'s): its output line."""
     try:
         run = subprocess.run(
             [sys.executable, "-c", _CHILD, "1" if c_parser else "0"], input=text,
@@ -77,18 +76,16 @@ def _load_in_child(text: str, c_parser: bool) -> list[str]:
     except subprocess.TimeoutExpired:
         pytest.fail("loading a 700-byte alias bomb hung")
     assert run.returncode == 0, run.stderr[-300:]
-    return run.stdout.splitlines()
+    return run.stdout.strip()
 
 
 def test_an_alias_bomb_under_an_extension_key_does_not_hang(parser: bool) -> None:
-    result, seconds = _load_in_child(_bomb("x-b") + BASE, parser)
-    assert result == "ok" and float(seconds) < 5
+    assert _load_in_child(_bomb("x-b") + BASE, parser) == "ok"
 
 
 def test_an_alias_bomb_elsewhere_is_one_positioned_problem(parser: bool) -> None:
-    line, seconds = _load_in_child(_bomb("description") + BASE, parser)
+    line = _load_in_child(_bomb("description") + BASE, parser)
     assert line.startswith("g.yaml:") and "expand the document by more than 10,000 nodes" in line
-    assert float(seconds) < 5
 
 
 def test_small_aliases_still_work(parser: bool) -> None:
@@ -151,6 +148,5 @@ def test_one_alias_to_a_huge_anchor_is_refused(parser: bool) -> None:
     # the bomb is built under an extension key (not counted), then one alias outside it would
     # expand all of it: the anchor's size must not be capped at exactly the limit
     text = _bomb("x-b") + BASE.replace('section: "go << stage_targets >>"', 'section: "go"\ndescription: *h')
-    line, seconds = _load_in_child(text, parser)
+    line = _load_in_child(text, parser)
     assert "expand the document by more than 10,000 nodes" in line
-    assert float(seconds) < 5

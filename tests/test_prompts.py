@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from fsm_stage import prompts
 from fsm_stage.errors import UserError
 from fsm_stage.prompts import (
-    CatalogError,
     PromptTemplateError,
     deep_merge,
     environment,
@@ -177,7 +176,7 @@ def test_catalog_text_renders_dotted_keys() -> None:
 
 
 def test_catalog_keeps_leading_and_trailing_spaces() -> None:
-    """Leading/trailing spaces are load-bearing (stage-switch §3: handoffPath starts with a space,
+    """Leading/trailing spaces are load-bearing (docs/contracts.md: handoffPath starts with a space,
     userSwitchPrefix ends with one)."""
     cat = load_catalog("demo", base_dir=TEST_TEMPLATES)
     assert cat.text("tool_result.handoff_path", path="h/x.md").startswith(" Read")
@@ -238,13 +237,13 @@ def test_override_folder_is_merged_on_top(tmp_path: Path) -> None:
 
 def test_override_with_unknown_key_is_refused(tmp_path: Path) -> None:
     _write(tmp_path / "en" / "demo.yaml", "review:\n  headr: typo\n")
-    with pytest.raises(CatalogError, match=r"review\.headr: unknown catalog key"):
+    with pytest.raises(PromptTemplateError, match=r"review\.headr: unknown catalog key"):
         load_catalog("demo", override_dir=tmp_path, base_dir=TEST_TEMPLATES)
 
 
 def test_override_changing_shape_is_refused(tmp_path: Path) -> None:
     _write(tmp_path / "en" / "demo.yaml", "review: just text\n")
-    with pytest.raises(CatalogError, match="group"):
+    with pytest.raises(PromptTemplateError, match="group"):
         load_catalog("demo", override_dir=tmp_path, base_dir=TEST_TEMPLATES)
 
 
@@ -260,14 +259,14 @@ def test_override_changing_shape_is_refused(tmp_path: Path) -> None:
 )
 def test_bad_catalog_files_are_user_errors(tmp_path: Path, text: str, fragment: str) -> None:
     _write(tmp_path / "en" / "c.yaml", text)
-    with pytest.raises(CatalogError if "syntax" not in fragment else PromptTemplateError, match=fragment):
+    with pytest.raises(PromptTemplateError, match=fragment):
         load_catalog("c", base_dir=tmp_path)
 
 
 def test_missing_catalog_and_bad_language_are_user_errors(tmp_path: Path) -> None:
-    with pytest.raises(CatalogError, match="no English file"):
+    with pytest.raises(PromptTemplateError, match="no English file"):
         load_catalog("absent", base_dir=tmp_path)
-    with pytest.raises(CatalogError, match="language"):
+    with pytest.raises(PromptTemplateError, match="language"):
         load_catalog("demo", "fr", base_dir=TEST_TEMPLATES)
 
 

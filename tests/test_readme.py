@@ -81,7 +81,7 @@ def test_front_door_example_runs(capsys: pytest.CaptureFixture[str], monkeypatch
     (block,) = _python_blocks(doc_section("front-door"))
     monkeypatch.chdir(REPO)
     exec(compile(block, "README.md#front-door", "exec"), {"__name__": "readme_example"})
-    assert capsys.readouterr().out == "{'current': 'implement'}\n"
+    assert capsys.readouterr().out == "implement\n"
 
 
 LANDING: set[str] = set()
@@ -102,3 +102,18 @@ def test_readme_paragraphs_stay_short() -> None:
         if para.lstrip().startswith(("|", "- ", "<!--")):
             continue
         assert len(para.split()) <= 130, para[:80]
+
+
+def test_the_commands_the_readme_says_print_json_are_exactly_those_with_json() -> None:
+    """The README names the commands that take ``--json``; every other command has no such flag."""
+    import click
+
+    from fsm_stage.cli import main
+
+    text = README.read_text(encoding="utf-8")
+    sentence = text[text.index("Every command takes `-h`"):text.index("with `--json`")]
+    named = set(re.findall(r"`([a-z]+)`", sentence)) - {"h"}
+    ctx = click.Context(main)
+    with_json = {name for name in main.list_commands(ctx)
+                 if any("--json" in p.opts for p in main.get_command(ctx, name).params)}  # type: ignore[union-attr]
+    assert named == with_json

@@ -20,7 +20,7 @@ from ruamel.yaml import YAML
 from test_config_bad_graphs import BAD_GRAPHS, BadGraph
 
 from fsm_stage._yaml.core_schema import CoreResolver
-from fsm_stage.config import GraphConfig, InvalidConfigError, StageConfig, load_config, load_config_text
+from fsm_stage.config import ConfigError, GraphConfig, StageConfig, load_config, load_config_text
 from fsm_stage.resources import data_dir
 from fsm_stage.schema import SCHEMA_FILE_NAME, json_schema, schema_text
 
@@ -77,7 +77,7 @@ def test_bad_graphs_judged_alike_by_schema_and_loader(
     bad: BadGraph, validator: jsonschema.Draft202012Validator
 ) -> None:
     """Loader refuses every bad graph; the schema refuses exactly those it can judge."""
-    with pytest.raises(InvalidConfigError):
+    with pytest.raises(ConfigError):
         load_config(bad.path, strict=bad.strict)
     parsed, data = _yaml_data_or_none(bad)
     if not parsed or data is None:
@@ -117,7 +117,7 @@ def test_schema_name_pattern_rejects_a_trailing_newline_like_the_loader(
     """S12g: `explore\\n` is refused by both (the schema pattern is end-anchored without `$`)."""
     data = {"stages": [{"name": "explore\n", "instruction": "x"}], "section": "s"}
     assert list(validator.iter_errors(data))
-    with pytest.raises(InvalidConfigError):
+    with pytest.raises(ConfigError):
         load_config_text(json.dumps(data))
     data["stages"][0]["name"] = "explore"
     assert not list(validator.iter_errors(data))
@@ -148,7 +148,7 @@ def test_schema_and_loader_agree_on_handoff_dir(
     try:
         load_config_text(json.dumps(data))
         loaded = True
-    except InvalidConfigError:
+    except ConfigError:
         loaded = False
     assert loaded is valid
 
@@ -220,7 +220,7 @@ def _valid_graphs(draw: st.DrawFn) -> dict[str, Any]:
 def _loads(data: Any) -> bool:
     try:
         load_config_text(json.dumps(data), "g.yaml")
-    except InvalidConfigError:
+    except ConfigError:
         return False
     return True
 

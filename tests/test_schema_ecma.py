@@ -23,7 +23,7 @@ import regress
 from test_config_bad_graphs import BAD_GRAPHS
 from test_schema import _data
 
-from fsm_stage.config import InvalidConfigError, load_config_text
+from fsm_stage.config import ConfigError, load_config_text
 from fsm_stage.config.schema import NOT_BLANK, ecma_pattern
 from fsm_stage.resources import data_dir
 from fsm_stage.schema import json_schema
@@ -81,7 +81,7 @@ def test_blank_strings_judged_like_the_loader(text: str, loads: bool) -> None:
     try:
         load_config_text(json.dumps(data))
         loaded = True
-    except InvalidConfigError:
+    except ConfigError:
         loaded = False
     assert loaded is loads
     assert (not list(jsonschema.Draft202012Validator(json_schema()).iter_errors(data))) is loads

@@ -16,7 +16,6 @@ from fsm_stage._yaml.problems import Loc, NativePath, Problem, describe_value, j
 from fsm_stage._yaml.report import ProblemReport
 from fsm_stage._yaml.structure import (
     PLAIN_VOCABULARY,
-    TypeProblem,
     Vocabulary,
     fields_by_key,
     positioned_problems,
@@ -32,7 +31,6 @@ __all__ = [
     "Problem",
     "ProblemReport",
     "Renamer",
-    "TypeProblem",
     "Vocabulary",
     "c_parser",
     "describe_value",

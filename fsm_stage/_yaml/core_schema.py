@@ -16,7 +16,7 @@ from ruamel.yaml.resolver import VersionedResolver
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 _STR_TAG = "tag:yaml.org,2002:str"
-#: YAML 1.2.2 §10.3.2 (core schema) integer and float forms.
+#: YAML 1.2.2 (core schema) integer and float forms.
 _CORE_NUMBER = {
     _INT_TAG: re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"),
     _FLOAT_TAG: re.compile(

@@ -18,7 +18,7 @@ from typing import Any
 from fsm_stage._yaml.limits import MAX_DEPTH, MAX_DOCUMENT_CHARS
 from fsm_stage._yaml.parse import plain_scalar
 from fsm_stage._yaml.problems import Loc, NativePath
-from fsm_stage.errors import NotPlainYaml as NotPlainYaml
+from fsm_stage.errors import _NotPlainYaml
 
 #: Use ruamel's libyaml-based C parser when it is installed (``ruamel.yaml.clib``, which ships
 #: binary wheels, or ``ruamel.yaml.clibz``). Tests set this to False to check the pure-Python path alone.
@@ -117,7 +117,7 @@ def fast_parse(text: str, *, locate: bool = True) -> tuple[dict[str, Any], dict[
         return None
     try:
         return _EventComposer(parser.get_event, locate).document()
-    except Exception:  # NotPlainYaml, syntax errors, anything the C parser raises: pure path
+    except Exception:  # _NotPlainYaml, syntax errors, anything the C parser raises: pure path
         return None
     finally:
         parser.dispose()
@@ -125,7 +125,7 @@ def fast_parse(text: str, *, locate: bool = True) -> tuple[dict[str, Any], dict[
 
 class _EventComposer:
     """Builds the document mapping and its positions from parser events (see ``fast_parse``);
-    raises ``NotPlainYaml`` for anything the pure path must handle."""
+    raises ``_NotPlainYaml`` for anything the pure path must handle."""
 
     def __init__(self, get_event: Callable[[], Any], locate: bool) -> None:
         from ruamel.yaml import events
@@ -141,31 +141,31 @@ class _EventComposer:
     def document(self) -> tuple[dict[str, Any], dict[NativePath, Loc]]:
         ev, get_event = self.events, self.get_event
         if type(get_event()) is not ev.StreamStartEvent:
-            raise NotPlainYaml
+            raise _NotPlainYaml
         start = get_event()
         if type(start) is not ev.DocumentStartEvent or start.version is not None or start.tags is not None:
-            raise NotPlainYaml  # empty stream, or a %YAML / %TAG directive
+            raise _NotPlainYaml  # empty stream, or a %YAML / %TAG directive
         root = get_event()
         if type(root) is not ev.MappingStartEvent:
-            raise NotPlainYaml  # a plugin list, a scalar, an empty document
+            raise _NotPlainYaml  # a plugin list, a scalar, an empty document
         if self.locate:
             mark = root.start_mark
             pos = (mark.line + 1, mark.column + 1)
             self.locs[()] = Loc("", pos, pos)
         data = self.collection(root, (), "")
         if type(get_event()) is not ev.DocumentEndEvent or type(get_event()) is not ev.StreamEndEvent:
-            raise NotPlainYaml  # several documents: the pure path reports it
+            raise _NotPlainYaml  # several documents: the pure path reports it
         assert isinstance(data, dict)
         return data, self.locs
 
     def scalar(self, event: Any) -> object:
         """The plain value of a scalar event, resolved and constructed as the pure path does."""
         if event.anchor is not None or event.ctag is not None:
-            raise NotPlainYaml
+            raise _NotPlainYaml
         value: str = event.value
         if not event.implicit[0]:  # quoted or block scalar: a string
             if not value.isascii() and _has_surrogate(value):
-                raise NotPlainYaml  # the pure path joins pairs and reports lone ones, positioned
+                raise _NotPlainYaml  # the pure path joins pairs and reports lone ones, positioned
             return value
         tag = self.tags.get(value)
         if tag is None:
@@ -175,7 +175,7 @@ class _EventComposer:
         if tag == _NULL_TAG:
             return None
         if tag not in _FAST_SCALAR_TAGS:
-            raise NotPlainYaml  # timestamps, `<<` merge keys, `=` value keys, ...
+            raise _NotPlainYaml  # timestamps, `<<` merge keys, `=` value keys, ...
         from ruamel.yaml.nodes import ScalarNode
 
         if self.constructor is None:
@@ -189,10 +189,10 @@ class _EventComposer:
         """The plain value of a collection event, recording every child's position."""
         kind = type(event)
         if kind is self.events.AliasEvent or event.anchor is not None or event.ctag is not None:
-            raise NotPlainYaml
+            raise _NotPlainYaml
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise NotPlainYaml
+            raise _NotPlainYaml
         try:
             return self._collection(event, npath, display)
         finally:
@@ -210,10 +210,10 @@ class _EventComposer:
                 if type(key_event) is not ev.ScalarEvent:
                     if type(key_event) is ev.MappingEndEvent:
                         return out
-                    raise NotPlainYaml  # a collection or alias as key
+                    raise _NotPlainYaml  # a collection or alias as key
                 key = scalar(key_event)  # `<<` (merge) raises: its tag is not a fast one
                 if not isinstance(key, str) or key in out:
-                    raise NotPlainYaml  # null/boolean/number key, duplicate key: the pure path reports it
+                    raise _NotPlainYaml  # null/boolean/number key, duplicate key: the pure path reports it
                 value_event = get_event()
                 if not locate:
                     if type(value_event) is ev.ScalarEvent:
@@ -256,7 +256,7 @@ class _EventComposer:
                     items.append(scalar(item_event))
                 else:
                     items.append(self.collection(item_event, child, idisplay))
-        raise NotPlainYaml
+        raise _NotPlainYaml
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ class ProblemReport:
         report = ProblemReport.from_yaml(text, "scenario.yaml")   # syntax errors are problems
         obj, problems = positioned_problems(report, Scenario, converter=my_converter)
         report.error(("steps", 3, "id"), "duplicate call id")      # your own rules, positioned
-        if report.problems: raise InvalidConfigError(report.problems)
+        if report.problems: raise ConfigError(report.problems)
 
     Paths (``npath``) are tuples of mapping keys and list indexes into the document, e.g.
     ``("steps", 2, "name")``; they display as ``steps[2].name``. ``error`` points at the value

@@ -31,7 +31,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from fsm_stage._yaml.problems import NativePath, Problem, describe_value, join
 from fsm_stage._yaml.report import ProblemReport
-from fsm_stage.errors import TypeProblem as TypeProblem
+from fsm_stage.errors import _TypeProblem
 
 
 def attribute_name(field: attrs.Attribute[Any]) -> str:
@@ -71,19 +71,19 @@ PLAIN_VOCABULARY = Vocabulary()
 
 def _strict_str(value: object, _: object) -> str:
     if not isinstance(value, str):
-        raise TypeProblem(f"expected a string, got {describe_value(value)}")
+        raise _TypeProblem(f"expected a string, got {describe_value(value)}")
     return value
 
 
 def _strict_int(value: object, _: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeProblem(f"expected an integer, got {describe_value(value)}")
+        raise _TypeProblem(f"expected an integer, got {describe_value(value)}")
     return value
 
 
 def _strict_bool(value: object, _: object) -> bool:
     if not isinstance(value, bool):
-        raise TypeProblem(f"expected true or false, got {describe_value(value)}")
+        raise _TypeProblem(f"expected true or false, got {describe_value(value)}")
     return value
 
 
@@ -129,14 +129,14 @@ def strict_converter(
 
     def strict_float(value: object, _: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeProblem(f"expected {number}, got {describe_value(value)}")
+            raise _TypeProblem(f"expected {number}, got {describe_value(value)}")
         return value
 
     conv.register_structure_hook(float, strict_float)
 
     def mapping_hook(value: object, _: Any) -> dict[str, Any]:
         if not isinstance(value, Mapping):
-            raise TypeProblem(f"expected a mapping, got {describe_value(value)}")
+            raise _TypeProblem(f"expected a mapping, got {describe_value(value)}")
         return dict(value)
 
     conv.register_structure_hook_func(_is_str_mapping, mapping_hook)
@@ -145,7 +145,7 @@ def strict_converter(
         allowed = get_args(t)
         if value not in allowed or isinstance(value, bool):
             choices = " or ".join(json.dumps(a) for a in allowed)
-            raise TypeProblem(f"must be {choices}, got {describe_value(value)}")
+            raise _TypeProblem(f"must be {choices}, got {describe_value(value)}")
         return value
 
     conv.register_structure_hook_func(_is_literal, literal_hook)
@@ -155,7 +155,7 @@ def strict_converter(
 
         def hook(value: object, _: Any) -> object:
             if value is None:
-                raise TypeProblem("is null; give a value, or remove the key to use the default")
+                raise _TypeProblem("is null; give a value, or remove the key to use the default")
             return conv.structure(value, inner)
 
         return hook
@@ -167,7 +167,7 @@ def strict_converter(
 
         def hook(value: object, _: Any) -> tuple[object, ...]:
             if not isinstance(value, list):
-                raise TypeProblem(f"expected a list, got {describe_value(value)}")
+                raise _TypeProblem(f"expected a list, got {describe_value(value)}")
             out: list[object] = []
             errors: list[Exception] = []
             for i, item in enumerate(value):
@@ -196,9 +196,9 @@ def strict_converter(
             if cl in shorthand and isinstance(value, str):
                 return cl(**{shorthand[cl]: value})
             if value is None:
-                raise TypeProblem(f"is null; expected {words}")
+                raise _TypeProblem(f"is null; expected {words}")
             if not isinstance(value, Mapping):
-                raise TypeProblem(f"expected {words}, got {describe_value(value)}")
+                raise _TypeProblem(f"expected {words}, got {describe_value(value)}")
             return inner(value, cl)
 
         return hook
@@ -255,7 +255,7 @@ def walk_cattrs(
         for key in sorted(exc.extra_fields):
             report.error((*npath, key), unknown_key_message(key, known), at_key=True)
         return
-    if isinstance(exc, TypeProblem) or (plain and isinstance(exc, TypeError | ValueError) and str(exc)):
+    if isinstance(exc, _TypeProblem) or (plain and isinstance(exc, TypeError | ValueError) and str(exc)):
         report.error(npath, str(exc))
     else:
         report.error(npath, f"invalid value: {exc}")

@@ -21,7 +21,7 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.inputs import display_name, read_text_arg
-from fsm_stage.config import ConfigFile, InvalidConfigError, Problem, load_config_text
+from fsm_stage.config import ConfigError, ConfigFile, Problem, load_config_text
 from fsm_stage.fileio import InputFileError
 from fsm_stage.schema import schema_text
 from fsm_stage.text import visible
@@ -88,9 +88,12 @@ def validate(paths: tuple[str, ...], strict: bool, as_json: bool, tool_names: tu
             continue
         try:
             cfg = load_config_text(text, path, strict=strict, tools=catalog)
-        except InvalidConfigError as err:
+        except ConfigError as err:
+            positioned = [p for p in err.details if isinstance(p, Problem)]
+            if len(positioned) != len(err.details):
+                raise  # not a positioned problem of the file: the CLI's one-line error
             failed = True
-            problems.extend(err.details)
+            problems.extend(positioned)
             if not as_json:
                 for line in err.problems:
                     click.echo(line)

@@ -43,7 +43,7 @@ from fsm_stage.log.projections import (
     ToldProjection,
 )
 from fsm_stage.log.projections.spend import SPEND_FOLD
-from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.log.surface import LogWriteError, Surface
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
 from fsm_stage.text import visible
 
@@ -240,7 +240,7 @@ def _fold_all(
             "replace_generation": s.replace_generation,
             "head_is_system": s.head_is_system,
         }
-    except SurfaceOpError as err:
+    except LogWriteError as err:
         surface = None
         warnings.append(f"surface fold failed: {err}")
     progress.close()
@@ -341,7 +341,7 @@ def streamed_report(
                     if surface is not None:
                         try:
                             surface.apply(ev)
-                        except SurfaceOpError as err:
+                        except LogWriteError as err:
                             surface, surface_error = None, str(err)
                 if n % 4096 == 0:
                     bar(off)

@@ -46,7 +46,7 @@ from fsm_stage.reviews._answer import (
 )
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
 from fsm_stage.reviews._fold import ReviewRecord
-from fsm_stage.reviews._terminal import ReviewInterrupted, TerminalReviewChannel
+from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
 from fsm_stage.text import visible
@@ -227,9 +227,9 @@ def _ask_each(log: str, rows: list[dict[str, Any]], language: str) -> None:
         question = _question(row, language)
         try:
             (answer,) = asyncio.run(channel.ask([question], None))  # type: ignore[arg-type]
-        except ReviewInterrupted:
-            raise KeyboardInterrupt from None
-        except ReviewDismissed:
+        except ReviewDismissed as exc:
+            if exc.interrupted:
+                raise KeyboardInterrupt from None
             click.echo(wording.text("terminal.review_left_open", language, id=row["id"]))
             return
         options = list(row["options"])

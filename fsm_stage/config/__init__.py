@@ -2,7 +2,7 @@
 
 ``load_config(path)`` / ``load_config_text(text)`` read a native-form or plugin-list file
 into a ``ConfigFile`` (``graph``: ``GraphConfig``, ``plan_mode``: ``PlanModeConfig``,
-``warnings``) or raise ``InvalidConfigError`` with one ``PATH:LINE:COLUMN: KEY: message``
+``warnings``) or raise ``ConfigError`` with one ``PATH:LINE:COLUMN: KEY: message``
 line per problem; ``normalised`` is the plain dict the graph fingerprint hashes.
 
 ``model``       the frozen attrs classes and their ``FieldRule`` metadata.
@@ -15,7 +15,7 @@ line per problem; ``normalised`` is the plain dict the graph fingerprint hashes.
 """
 
 from fsm_stage._yaml import NativePath, Problem, ProblemReport, describe_value
-from fsm_stage.config.load import InvalidConfigError, load_config, load_config_text
+from fsm_stage.config.load import ConfigError, load_config, load_config_text
 from fsm_stage.config.model import (
     CONFIG_CLASSES,
     EXTENSION_PREFIX,
@@ -43,7 +43,6 @@ from fsm_stage.config.plugin import (
     plugin_name_pattern,
 )
 from fsm_stage.config.vocabulary import positioned_problems, strict_converter
-from fsm_stage.errors import ConfigError
 
 __all__ = [
     "CONFIG_CLASSES",
@@ -62,7 +61,6 @@ __all__ = [
     "EdgeConfig",
     "FieldRule",
     "GraphConfig",
-    "InvalidConfigError",
     "Language",
     "NativePath",
     "PlanModeConfig",

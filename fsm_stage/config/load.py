@@ -3,7 +3,7 @@
 A file is either the native form (one mapping: the graph keys in snake_case plus an optional
 ``plan_mode:`` mapping; top-level ``x-…`` keys are ignored) or the plugin-list form
 (``fsm_stage.config.plugin``). Every problem of a file is collected and raised as one
-``InvalidConfigError``, one line each: ``PATH:LINE:COLUMN: KEY: message`` (KEY ``(yaml)`` for
+``ConfigError``, one line each: ``PATH:LINE:COLUMN: KEY: message`` (KEY ``(yaml)`` for
 a syntax error, ``(file)`` for the file as a whole). Warnings (unreachable stages, a stage
 without targets under a section listing them) are returned in ``ConfigFile.warnings``;
 ``strict=True`` makes them errors. A plain native file takes the libyaml fast path and is
@@ -37,7 +37,7 @@ from fsm_stage.config.policy import check_policies
 from fsm_stage.config.review_rules import check_review_rules
 from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure
-from fsm_stage.errors import InvalidConfigError as InvalidConfigError
+from fsm_stage.errors import ConfigError as ConfigError
 from fsm_stage.fileio import InputFileError, read_text_input
 
 
@@ -50,7 +50,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
     sorted by position). ``strict`` turns warnings (unreachable stages) into errors. ``tools``
     is the host's tool catalog: tool names of ``tools`` policies it lacks are then errors
     (without it, names in no ``tool_groups`` entry are warnings; ``config.policy``).
-    Spec: stage-switch §1.2 (S1–S12), plan-mode §2.A (B1–B5), DESIGN.md §6.
+    Contracts: docs/contracts.md (S1–S12, B1–B5).
     """
     if not isinstance(text, str):
         raw = isinstance(text, bytes | bytearray)
@@ -97,7 +97,7 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
         report.errors.extend(attrs.evolve(w, severity="error") for w in report.warnings)
         report.warnings = []
     if report.errors:
-        raise InvalidConfigError(report.ordered(report.errors))
+        raise ConfigError(report.ordered(report.errors))
     warnings = report.ordered(report.warnings)
     return ConfigFile(
         path=path,
@@ -120,7 +120,7 @@ def load_config(path: str | Path, *, strict: bool = False, tools: Iterable[str] 
         text = read_text_input(path, what="stage graph")
     except InputFileError as err:
         message = str(err).removeprefix(f"{Path(path)}: ")
-        raise InvalidConfigError([Problem(shown, 1, 1, "(file)", message)]) from None
+        raise ConfigError([Problem(shown, 1, 1, "(file)", message)]) from None
     return load_config_text(text, shown, strict=strict, tools=tools)
 
 

@@ -25,7 +25,7 @@ from fsm_stage.constants import STAGE_NAME_RE
 
 Language = Literal["en", "zh"]
 
-#: Stage name grammar (stage-switch spec §1.2), matched with ``re.fullmatch``.
+#: Stage name grammar (docs/contracts.md), matched with ``re.fullmatch``.
 STAGE_NAME_PATTERN: str = STAGE_NAME_RE.pattern
 #: Guard (eligibility predicate) name grammar, matched with ``re.fullmatch``.
 GUARD_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
@@ -33,7 +33,7 @@ GUARD_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]*"
 #: ``<stage>.md`` (file systems refuse names over 255 bytes); guard names share the limit so
 #: messages and diagrams stay readable.
 MAX_NAME_LENGTH = 64
-#: Variables a graph ``section`` template may use (stage-switch spec §1.8).
+#: Variables a graph ``section`` template may use (docs/contracts.md).
 TEMPLATE_VARIABLES = frozenset({"stage_current", "stage_targets"})
 
 
@@ -71,7 +71,7 @@ def yaml_key(field: attrs.Attribute[Any]) -> str:
     return (rule.yaml_key if rule is not None else None) or field.name
 
 
-#: Handoff folders that could leave the session directory (DESIGN.md §4 invariant 6).
+#: Handoff folders that could leave the session directory (docs/architecture.md).
 _HANDOFF_DIR_FORBIDDEN: tuple[tuple[str, str], ...] = (
     (r"^(?:[/\\~]|[A-Za-z]:)", "is an absolute path; expected a folder relative to the session directory"),
     (r"(?:^|[/\\])\.\.(?:[/\\]|(?![\s\S]))", "leaves the session directory; `..` components are not allowed"),
@@ -121,7 +121,7 @@ _PLAN_MODEL = model_fields()
 
 @attrs.frozen
 class StageConfig:
-    """One stage of a graph (stage-switch spec §1.2)."""
+    """One stage of a graph (docs/contracts.md)."""
 
     name: str = attrs.field(
         metadata=_rule(
@@ -184,7 +184,7 @@ class PlanModeConfig:
 
 @attrs.frozen
 class GraphConfig:
-    """A validated stage graph (stage-switch spec §1.2 plus fsm_stage's edges)."""
+    """A validated stage graph (docs/contracts.md plus fsm_stage's edges)."""
 
     name: str = attrs.field(
         metadata=_rule(
@@ -263,7 +263,7 @@ class GraphConfig:
 
     @property
     def initial_stage(self) -> str:
-        """``initial`` when set, otherwise the first stage's name (S-spec §1.2 default)."""
+        """``initial`` when set, otherwise the first stage's name (docs/contracts.md)."""
         return self.initial if self.initial is not None else self.stages[0].name
 
     @functools.cached_property

@@ -110,7 +110,7 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
 
 
 def check_graph(data: Mapping[str, Any], report: GraphReport) -> None:
-    """Value and cross-reference rules of a graph (stage-switch spec §1.2, fsm_stage edges)."""
+    """Value and cross-reference rules of a graph (docs/contracts.md, fsm_stage edges)."""
     check_field_rules(data, GraphConfig, (), report)
     stages = data.get("stages")
     names: list[str] = []

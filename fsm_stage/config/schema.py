@@ -232,7 +232,7 @@ def _native_file() -> dict[str, Any]:
         "description": "Plan mode for sessions using this file.",
         "$ref": f"#/$defs/{_def_name(PlanModeConfig, 'native')}",
     }
-    graph["description"] = "Native form: a stage graph and/or plan-mode settings (DESIGN.md §6)."
+    graph["description"] = "Native form: a stage graph and/or plan-mode settings (docs/architecture.md)."
     graph["patternProperties"] = {
         f"^{EXTENSION_PREFIX}": {"description": "Ignored: a place for YAML anchors."}
     }

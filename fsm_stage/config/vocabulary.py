@@ -21,7 +21,6 @@ from fsm_stage._yaml import (
     NativePath,
     Problem,
     ProblemReport,
-    TypeProblem,
     Vocabulary,
     fields_by_key,
     walk_cattrs,
@@ -38,6 +37,7 @@ from fsm_stage.config.model import (
     StageConfig,
     yaml_key,
 )
+from fsm_stage.errors import _TypeProblem
 
 
 class GraphReport(ProblemReport):
@@ -105,7 +105,7 @@ def structure(value: object, cl: type[Any], npath: NativePath, report: ProblemRe
     try:
         return CONVERTER.structure(value, cl)
     except Exception as exc:
-        if isinstance(exc, BaseValidationError | ForbiddenExtraKeysError | TypeProblem):
+        if isinstance(exc, BaseValidationError | ForbiddenExtraKeysError | _TypeProblem):
             walk_cattrs(exc, cl, npath, report, GRAPH_VOCABULARY)
             return None
         raise

@@ -1,4 +1,5 @@
-"""The step driver: ``StagedSession`` (a host's own loop drives one step at a time), the
+"""The step driver: ``open_session`` (composes a session, returns its ``SessionHost``),
+``StagedSession`` (a host's own loop drives one step at a time), the
 reference ``Loop`` over a ``Model``, the open-step fold, dead-turn repair and the pending
 boundary flush. Every name below loads on first use.
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from fsm_stage._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the static view of the lazy names below
+    from fsm_stage.driver._host import Predicate, SessionHost, guard_names, open_session
     from fsm_stage.driver._loop import (
         Loop,
         Model,
@@ -44,6 +46,10 @@ if TYPE_CHECKING:  # the static view of the lazy names below
 
 #: exported name -> the module (under this package) that defines it; ``__all__`` is its keys
 _EXPORTS: dict[str, str] = {
+    "open_session": "_host",
+    "SessionHost": "_host",
+    "Predicate": "_host",
+    "guard_names": "_host",
     "StagedSession": "_step",
     "StepRequest": "_step",
     "SuspendedCall": "_step",
@@ -71,15 +77,19 @@ __all__ = [
     "ModelReply",
     "OpenTurnView",
     "PendingStore",
+    "Predicate",
     "ScriptedModel",
     "Selection",
+    "SessionHost",
     "StagedSession",
     "StepRequest",
     "SuspendedCall",
     "SuspendedStep",
     "TurnOutcome",
+    "guard_names",
     "is_turn_live",
     "live_turn",
+    "open_session",
     "open_turn_view",
     "repair_open_turn",
     "session_lock",

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from fsm_stage.constants import BUDGET_EVENT
-from fsm_stage.errors import AppendConflictError, ReviewBusy, ReviewDismissed
+from fsm_stage.errors import AppendConflictError, ReviewDismissed, _ReviewBusy
 from fsm_stage.log.events import NewEvent
 from fsm_stage.log.events import wall_clock_ms as now_ms
 from fsm_stage.log.projections.spend import SPEND_FOLD, SpendState
@@ -109,7 +109,7 @@ def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence
     try:
         record = open_request(session, ticket, f"budget:{rule.scope}:{since}", wording.text(
             "budget.review_label", rule.language))
-    except ReviewBusy as err:  # another review of this kind is open: stop, saying so
+    except _ReviewBusy as err:  # another review of this kind is open: stop, saying so
         return Gate(f"{reason}; {err}", language=rule.language)
     spend = _spend(session.read(SPEND_FOLD), rule)[0]
     session.append(BUDGET_EVENT, {**_stop_data(rule, hit, spend, now_ms()), "review": record.id},

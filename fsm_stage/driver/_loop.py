@@ -1,4 +1,4 @@
-"""Reference agent loop, ``Model`` protocol and ``ScriptedModel`` (DESIGN.md §8).
+"""Reference agent loop, ``Model`` protocol and ``ScriptedModel`` (docs/architecture.md).
 
 Drives whole sessions without any host: tests, the simulator and the README example use it.
 Each step is ``StagedSession``'s (``fsm_stage.driver``; docs/step-driver.md has the event order):

@@ -3,7 +3,7 @@
 ``open_turn_view(events)`` scans back to the last ``turn/start`` (O(turn length)) and returns an
 ``OpenTurnView``, or None when the log is idle. Per call of the turn, in the order the model
 asked for them: whether its ``tool/call`` was recorded (seq), whether a ``tool/result`` answers
-it, and the durable review (``fsm/review/request`` with that ``callId``, design-b §3) bound to
+it, and the durable review (``fsm/review/request`` with that ``callId``, docs/reviews.md) bound to
 it and whether that review was answered. A call is **suspended** when its ``tool/call`` is
 recorded, it has no result, and a review request names it: the host resumes it after the
 answer (``StagedSession.resume``); crash repair leaves it alone.
@@ -32,9 +32,9 @@ __all__ = ["REVIEW_ANSWER", "REVIEW_REQUEST", "CallState", "OpenTurnView", "answ
            "open_turn_view"]
 
 REVIEW_REQUEST = "fsm/review/request"
-"""Event type of a durable review request (design-b §3; ``data.id``, ``data.callId``)."""
+"""Event type of a durable review request (docs/reviews.md; ``data.id``, ``data.callId``)."""
 REVIEW_ANSWER = "fsm/review/answer"
-"""Event type of a review answer (design-b §3; ``data.id``, ``data.outcome``)."""
+"""Event type of a review answer (docs/reviews.md; ``data.id``, ``data.outcome``)."""
 
 
 def _data(ev: Event) -> Mapping[str, Any]:

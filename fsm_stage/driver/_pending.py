@@ -1,7 +1,7 @@
 """Pending selections, their flush at an accepted boundary, and the per-session lock.
 
-The mechanism plan mode and the stage switch share (plan-mode spec §1.6, §1.7, §4.2;
-stage-switch spec §1.6, §1.9, §1.13): a user's selection (``Selection``) waits in a
+The mechanism plan mode and the stage switch share (docs/contracts.md;
+docs/contracts.md): a user's selection (``Selection``) waits in a
 ``PendingStore`` until the next accepted pre-step, where ``PendingStore.flush`` appends it
 durably or keeps it for a retry; every controller holds ``session_lock`` around fold → fire
 → append. ``HeaderRelative`` and ``told`` ("what the model was last told") are re-exported
@@ -13,8 +13,6 @@ workers share a session (a conditional batch; a lost race re-folds and decides a
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -27,6 +25,7 @@ from fsm_stage.log.projections import HeaderRelativeState as HeaderRelativeState
 from fsm_stage.log.projections import told as told
 from fsm_stage.runtime.messages import Message
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.session import session_lock as session_lock
 
 if TYPE_CHECKING:
     from fsm_stage.runtime.agent import Agent
@@ -36,30 +35,6 @@ T = TypeVar("T")
 Outcome = Literal["committed", "queued", "cancelled", "noop"]
 """What a selection did: appended now / pending until the next accepted pre-step / reverted a
 pending selection back to the logged state / nothing (already the target)."""
-
-
-_LOCKS: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
-def session_lock(session_id: str) -> threading.RLock:
-    """The process-wide re-entrant lock of the session ``session_id``: the **one** per-session
-    lock (DESIGN.md §5 "serialise per session") every controller holds.
-
-    Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
-    log) never both apply a transition from the same folded state. Keyed by the session
-    **id**, like the pending store, so wrappers of one log in one process and both plan mode
-    and the stage switch share it. Re-entrant, so a controller may call another locked method
-    of itself. The same id yields the same lock object while any caller still references it
-    (a weak-value map: the registry does not grow with every session a long-lived host has
-    seen). ``Runtime.session_lock(session_id)`` is the same lock.
-    """
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(session_id)
-        if lock is None:
-            lock = threading.RLock()
-            _LOCKS[session_id] = lock
-        return lock
 
 
 REDEEM_ATTEMPTS = 10
@@ -114,7 +89,7 @@ class PendingStore(Generic[T]):
     """Per-session pending selections, at most one per session, in memory only.
 
     Keyed by the session **id**, so a host that re-wraps the same log in a new ``Session``
-    keeps its selection (S-spec §4.2 item 7). ``put`` overwrites; a record lives until it is
+    keeps its selection (docs/contracts.md, stage switch J). ``put`` overwrites; a record lives until it is
     flushed, cleared or the store is closed.
     """
 

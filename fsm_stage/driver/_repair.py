@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 INTERRUPTED = "interrupted"
-"""The ``turn/end`` reason kind crash repair writes (only crash repair writes it, §4)."""
+"""The ``turn/end`` reason kind crash repair writes (only crash repair writes it)."""
 OUTCOME_UNKNOWN = {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
 """``tool/result.data.error`` for a recorded ``tool/call`` without result (DSH's shape)."""
 NOT_STARTED = {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}

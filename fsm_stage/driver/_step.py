@@ -1,6 +1,6 @@
-"""``StagedSession``: the public step driver for a host's own agent loop (design-b §5).
+"""``StagedSession``: the public step driver for a host's own agent loop (docs/step-driver.md).
 
-It writes the DSH event order of a turn and its steps (dsh-log-format §4; plan-mode spec §1.5)
+It writes the DSH event order of a turn and its steps (docs/session-log.md; docs/contracts.md)
 so a host calls, per turn: ``start_turn`` → per step ``begin_step`` (claim inbox, assemble,
 accept, ``pre_step``, context snapshot, ``step/start``, user messages, ``request/header``) →
 ``record_reply`` → ``run_tool`` / ``record_tool_result`` per call → ``end_step`` → ``end_turn``.
@@ -546,7 +546,7 @@ class StagedSession:
 
 
 def _dismiss(review_id: str) -> NewEvent:
-    """The ``fsm/review/answer`` a cancellation writes for an open review (design-b §3)."""
+    """The ``fsm/review/answer`` a cancellation writes for an open review (docs/reviews.md)."""
     return NewEvent(REVIEW_ANSWER, {"id": review_id, "outcome": "dismiss", "option": None,
                                     "shape": None, "feedback": None, "by": "cancel"}, ignorable=True)
 

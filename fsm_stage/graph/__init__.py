@@ -1,4 +1,4 @@
-"""Compile stage graphs into shared, read-only ``transitions`` machines (DESIGN.md §5).
+"""Compile stage graphs into shared, read-only ``transitions`` machines (docs/architecture.md).
 
 One ``transitions.Machine`` per graph, cached by fingerprint, shared by every session; a
 session's stage lives on a ``StageCursor``. Stage graphs get a ``goto:<target>`` trigger per

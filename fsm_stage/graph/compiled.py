@@ -30,7 +30,7 @@ class CompiledGraph:
     (stage names in configured order).
 
     Instances are immutable after construction and safe to share across threads; serialise
-    fire/jump per session (one lock around fold -> fire -> append, DESIGN.md §5).
+    fire/jump per session (one lock around fold -> fire -> append, docs/architecture.md).
     """
 
     __slots__ = (

@@ -4,7 +4,7 @@
 without guards is always eligible); ``approved`` when ctx ``approval`` equals the
 destination. Both return exactly ``True`` or ``False``: a guard answering ``1`` or ``"yes"``
 counts as refused. ``_commit`` is the ``before`` callback: it calls ctx ``commit()`` after
-the guards passed and before the state changes (durable first, DESIGN.md invariant 2); if it
+the guards passed and before the state changes (durable first, docs/architecture.md invariant 2); if it
 raises, the cursor keeps its old state. ``commit`` must be passed explicitly (``None`` states
 there is nothing durable to write); leaving it out is a ``TypeError``.
 """

@@ -100,9 +100,9 @@ def graph_svg(dot_text: str) -> bytes | None:
     if shutil.which("dot") is None:
         return None
     from fsm_stage.diagram import render
-    from fsm_stage.errors import DiagramError
+    from fsm_stage.errors import UserError
 
     try:
         return render(dot_text, "svg")
-    except DiagramError:
+    except UserError:  # graphviz missing or dot failed
         return None

@@ -1,8 +1,8 @@
 """``StageHost``: what every framework adapter shares — one ``StagedSession`` step per model
 request of the framework, fsm_stage's tools run through the driver, host tools recorded.
 
-``StageHost.open(log, ...)`` composes a runtime (stage switch + plan mode from a stage graph, a
-suspending review channel) over any ``EventLog``; ``step(user_text)`` ends the previous step,
+``StageHost.open(log, ...)`` is ``open_session`` for an adapter (stage switch + plan mode from a
+stage graph, a suspending review channel) over any ``EventLog``; ``step(user_text)`` ends the previous step,
 starts a turn when none is open and returns the ``StepRequest``; ``reply`` records the model's
 answer (a reply without tool calls ends the turn); ``run_fsm_tool`` runs ``goto_stage`` /
 ``exit_plan_mode`` (``ReviewPending`` when a review suspends); ``resume_call`` settles a
@@ -17,23 +17,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fsm_stage.config import ConfigFile, GraphConfig, load_config
-from fsm_stage.driver._step import StagedSession, StepRequest
+from fsm_stage.config import ConfigFile, load_config
+from fsm_stage.driver._host import SessionHost, guard_names
+from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
-from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
 from fsm_stage.observe import span_attributes
-from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.resources import data_dir
 from fsm_stage.reviews._answer import answer_review
 from fsm_stage.reviews._channel import ReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.agent import Agent, InboxAgent
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult
-from fsm_stage.stage_switch import StageController
-from fsm_stage.tokens import HeuristicTokenMeter
 
 __all__ = ["FSM_TOOLS", "NOT_EXECUTED", "StageHost", "default_graph"]
 
@@ -52,60 +46,34 @@ def _text_of(result: ToolResult) -> str:
     return result.text
 
 
-class StageHost:
-    """A runtime, an agent and its ``StagedSession`` driver, shared by the framework adapters.
+class StageHost(SessionHost):
+    """The ``SessionHost`` of ``open_session`` plus the glue the framework adapters share.
 
     Build one with ``StageHost.open``; ``stage`` / ``plan`` are the controllers (None when not
     configured). See the module docstring for the calls.
     """
 
-    def __init__(self, runtime: Runtime, agent: InboxAgent, *, stage: StageController | None = None,
-                 plan: PlanModeController | None = None, config: Mapping[str, Any] | None = None) -> None:
-        self.runtime = runtime
-        self.agent = agent
-        self.stage = stage
-        self.plan = plan
-        self.driver = StagedSession(runtime, agent, config=config)
-        self.driver.repair()
-
     @classmethod
     def open(cls, log: EventLog, *, graph: ConfigFile | str | Path | None = None, plan_mode: bool = True,
              review: ReviewChannel | None = None, config: Mapping[str, Any] | None = None,
              eligible: bool = True, guards: Mapping[str, bool] | None = None) -> StageHost:
-        """Compose the stage switch (``graph``, default ``feature-work``) and plan mode (the
-        file's ``plan_mode`` section, when ``plan_mode``) over ``log``; ``graph`` is a loaded
-        ``ConfigFile`` or a YAML path. ``review`` defaults to
-        ``SuspendingReviewChannel`` (every review is answered through the framework); ``eligible`` shows the
-        stage guidance; ``guards`` maps the graph's guard predicate names to fixed values."""
+        """``open_session`` for an adapter: the stage switch (``graph``, default ``feature-work``)
+        and plan mode (the file's ``plan_mode`` section, else a one-line one, when
+        ``plan_mode``) over ``log``; ``graph`` is a loaded ``ConfigFile`` or a YAML path.
+        ``review`` defaults to ``SuspendingReviewChannel`` (every review is answered through the
+        framework); ``eligible`` shows the stage guidance; ``guards`` maps the graph's guard
+        predicate names to fixed values (a guard left out is closed)."""
         loaded = (default_graph() if graph is None else graph if isinstance(graph, ConfigFile)
                   else load_config(graph))
         if loaded.graph is None:
             raise ValueError("StageHost.open needs a file with a stage graph")
-        cfg: GraphConfig = loaded.graph
-        runtime = Runtime(review=review if review is not None else SuspendingReviewChannel())
-        stage = StageController(cfg, handoffs=LocalHandoffStore(), token_meter=HeuristicTokenMeter())
-        stage.attach(runtime)
-        stage.register_eligibility(lambda _agent: eligible)
-        for name, value in (guards or {}).items():
-            stage.register_eligibility(_fixed(value), name=name)
-        plan = None
-        if plan_mode:
-            plan = PlanModeController(loaded.plan_mode if loaded.plan_mode is not None
-                                      else {"section": "Plan first."}, language=cfg.language,
-                                      models=cfg.models, graph_review=cfg.review)
-            plan.attach(runtime)
-        return cls(runtime, InboxAgent(Session(log)), stage=stage, plan=plan, config=config)
+        given = dict.fromkeys(guard_names(loaded.graph), False) | dict(guards or {})
+        section = (loaded.plan_mode if loaded.plan_mode is not None else {"section": "Plan first."}
+                   ) if plan_mode else False
+        return cls.compose(loaded, log, review=review if review is not None else SuspendingReviewChannel(),
+                           plan_mode=section, guidance=eligible, eligibility=given, config=config)
 
     # --- reading ---------------------------------------------------------------------------------
-
-    @property
-    def session(self) -> Session:
-        """The agent's session (its log is the truth)."""
-        return self.agent.session
-
-    def current_stage(self) -> str | None:
-        """The stage folded from the log (None without a stage switch)."""
-        return None if self.stage is None else self.stage.current(self.session)
 
     def request_tags(self) -> dict[str, Any]:
         """``{fsm_stage.session.id, fsm_stage.stage, fsm_stage.plan_mode}`` now (the stage omitted
@@ -121,11 +89,6 @@ class StageHost:
             if item.call.id == call_id:
                 return item.review_id
         return None
-
-    def pending_reviews(self) -> list[tuple[ToolCall, str, bool]]:
-        """``(call, review_id, answered)`` for each suspended call of the open step."""
-        suspended = self.driver.suspended()
-        return [] if suspended is None else [(c.call, c.review_id, c.answered) for c in suspended.calls]
 
     # --- one step --------------------------------------------------------------------------------
 
@@ -289,10 +252,6 @@ class StageHost:
             return
         answer_review(self.session, review_id, "approve" if approve else "keep",
                               feedback=feedback, option=option, by=by)
-
-
-def _fixed(value: bool) -> Callable[[Agent], bool]:
-    return lambda _agent: value
 
 
 def _block_text(block: Mapping[str, Any]) -> str:

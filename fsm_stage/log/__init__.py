@@ -3,7 +3,7 @@
 Open a log with ``open_log(location)`` (a file path, ``memory:`` or a registered scheme) and
 read one without writing with ``read_location``. Every name below is importable from
 ``fsm_stage.log`` and loaded on first use (PEP 562), so ``import fsm_stage.log`` is cheap.
-Modules (DESIGN.md §4, dsh-log-format.md §9): ``events`` (``Event``, ``SessionHeader``, the
+Modules (docs/architecture.md, docs/session-log.md): ``events`` (``Event``, ``SessionHeader``, the
 ``EventLog`` protocol), ``memory`` (``MemoryLog``), ``jsonl`` (``JsonlLog``), ``locations``
 (``open_log``, the scheme table), ``postgres`` (``PostgresLog``; psycopg is imported only
 when a PostgreSQL log is opened), ``dsh`` (the DSH reader), ``surface`` (the model-visible
@@ -58,8 +58,8 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         standard_projections,
         told,
     )
-    from fsm_stage.log.surface import Surface, SurfaceOpError, fold_surface, shadow_range
-    from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
+    from fsm_stage.log.surface import LogWriteError, Surface, fold_surface, shadow_range
+    from fsm_stage.log.writer_checks import check_new_event
 
 
 _EXPORTS: dict[str, str] = {
@@ -108,10 +108,9 @@ _EXPORTS: dict[str, str] = {
     "standard_projections": "projections",
     "told": "projections",
     "Surface": "surface",
-    "SurfaceOpError": "surface",
+    "LogWriteError": "surface",
     "fold_surface": "surface",
     "shadow_range": "surface",
-    "InvalidEventError": "writer_checks",
     "check_new_event": "writer_checks",
 }
 """Public name -> the submodule of ``fsm_stage.log`` that defines it."""
@@ -122,10 +121,10 @@ __all__ = [
     "Event",
     "EventLog",
     "HeaderRelative",
-    "InvalidEventError",
     "JsonlLog",
     "LockFileError",
     "LogOpener",
+    "LogWriteError",
     "MemoryLog",
     "NewEvent",
     "OpenTurn",
@@ -141,7 +140,6 @@ __all__ = [
     "StoredLog",
     "Surface",
     "SurfaceOp",
-    "SurfaceOpError",
     "ToldProjection",
     "check_new_event",
     "checkpoint_log",

@@ -1,6 +1,6 @@
 """Events, the session header and the ``EventLog`` protocol every store implements.
 
-An event is one line of a DSH session log (dsh-log-format.md §1.3): ``type``, ``seq``
+An event is one line of a DSH session log (docs/session-log.md): ``type``, ``seq``
 (contiguous from 0), ``time`` (integer epoch ms, not necessarily monotonic), ``data`` (any
 JSON), and on the three surface types a ``surface_op`` (``"append"`` or ``Replace``) plus
 optional ``source_event_seqs``. Event types fsm_stage invents carry ``ignorable=True``.
@@ -9,7 +9,7 @@ optional ``source_event_seqs``. Event types fsm_stage invents carry ``ignorable=
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -33,7 +33,7 @@ SurfaceOp = Literal["append"] | Replace
 
 @attrs.frozen
 class Event:
-    """One logical session event (dsh-log-format.md §1.3)."""
+    """One logical session event (docs/session-log.md)."""
 
     type: str
     seq: int
@@ -92,7 +92,7 @@ _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 @attrs.frozen
 class SessionHeader:
-    """The session header line (dsh-log-format.md §1.2). ``extra`` keeps unmodelled keys.
+    """The session header line (docs/session-log.md). ``extra`` keeps unmodelled keys.
 
     Checked at construction as ``read_log(strict=True)`` checks a header line: ``id`` a
     non-empty str (``ValueError`` when empty), ``cwd``/``parent_session``/``origin`` a str or
@@ -112,7 +112,8 @@ class SessionHeader:
 
     @property
     def is_subagent(self) -> bool:
-        """True for delegated children: origin ``subagent`` or ``delegation_depth > 0`` (S-spec §1.14)."""
+        """True for delegated children: origin ``subagent`` or ``delegation_depth > 0``
+        (docs/contracts.md)."""
         return self.origin == "subagent" or self.delegation_depth > 0
 
     def to_json(self, *, absent_as_null: bool = False) -> dict[str, Any]:
@@ -168,11 +169,11 @@ class EventLog(Protocol):
     either commits the event durably and returns it, or raises ``LogWriteError`` and leaves
     the log exactly as it was; ``append_many`` does the same for a batch (all or nothing).
     ``surface`` is the live ``fsm_stage.log.surface.Surface`` the log validates surface ops
-    against and folds as it commits (DESIGN.md §8): readers (``Session``, ``tokens``) use it
+    against and folds as it commits (docs/architecture.md): readers (``Session``, ``tokens``) use it
     instead of folding a second copy. ``MemoryLog`` and ``JsonlLog`` implement all of it; a
     host adapter delegating to one of them gets it by delegation.
 
-    ``expect_last_seq`` (design B §2) makes an append conditional: written only when the log
+    ``expect_last_seq`` (docs/session-log.md) makes an append conditional: written only when the log
     still ends at that seq (``-1`` = empty), else ``AppendConflictError`` with nothing written.
     ``refresh()`` catches up with other writers' events and returns how many it read.
 
@@ -207,6 +208,39 @@ class EventLog(Protocol):
     ) -> Event: ...
 
     def refresh(self) -> int: ...
+
+
+class LogBase:
+    """What every store shares: ``append`` is a one-event ``append_many``; length and iteration
+    read ``events``. A store subclasses it and implements ``events`` and ``append_many``."""
+
+    @property
+    def events(self) -> Sequence[Event]:
+        raise NotImplementedError
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+        expect_last_seq: int | None = None,
+    ) -> Event:
+        """Append one event (``append_many`` of one); returns it. Raises ``LogWriteError`` (the
+        log unchanged), ``AppendConflictError`` when ``expect_last_seq`` no longer holds."""
+        spec = NewEvent(type, data, surface_op, source_event_seqs, ignorable)
+        return self.append_many([spec], expect_last_seq=expect_last_seq)[0]
 
 
 Clock = Callable[[], int]

@@ -1,4 +1,4 @@
-"""``JsonlLog``: an ``EventLog`` on a DSH-shaped JSONL file (dsh-log-format.md §9.2).
+"""``JsonlLog``: an ``EventLog`` on a DSH-shaped JSONL file (docs/session-log.md).
 
 A header line (``SessionHeader.to_json``) then one event per line, seqs contiguous from 0,
 integer ``time``, a replace written ``{"op":"replace","start":S,"end":E}``; fsm_stage-owned
@@ -18,10 +18,9 @@ import json
 import os
 import threading
 from array import array
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import filelock
 
@@ -30,28 +29,28 @@ try:
 except ImportError:  # pragma: no cover - Windows: the `<log>.lock` file lock alone
     fcntl = None  # type: ignore[assignment]
 
-from fsm_stage.errors import DamagedLogError as DamagedLogError
 from fsm_stage.errors import LockFileError as LockFileError
-from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
+from fsm_stage.errors import LogFormatError as LogFormatError
+from fsm_stage.errors import LogLockedError, LogWriteError
 from fsm_stage.fileio import atomic_write, output_error
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import (
     Clock,
     Event,
+    LogBase,
     NewEvent,
     SessionHeader,
-    SurfaceOp,
     check_header,
     check_last_seq,
     wall_clock_ms,
 )
-from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
 __all__ = [
-    "DamagedLogError",
     "JsonlLog",
     "LockFileError",
+    "LogFormatError",
     "NewEvent",
     "encode_line",
     "lock_path",
@@ -111,7 +110,7 @@ def writer_lock(path: str | os.PathLike[str], *, timeout: float = 0.0) -> filelo
     return lock
 
 
-class JsonlLog:
+class JsonlLog(LogBase):
     """A durable, single-writer ``EventLog`` on a JSONL file.
 
     ``JsonlLog(path, header=h)`` creates the file (header line) when it does not exist or is
@@ -123,19 +122,19 @@ class JsonlLog:
 
     **``allow_unknown_types`` defaults to False here but to True on ``MemoryLog``**: a type
     outside DSH's vocabulary must be appended ``ignorable=True`` (or be ``fsm/…`` or listed in
-    ``ignorable_types``), or ``append`` raises ``InvalidEventError`` — code tested only on a
+    ``ignorable_types``), or ``append`` raises ``LogWriteError`` — code tested only on a
     ``MemoryLog`` with made-up types fails here. Pass True only for reader tests (a strict
     reader will refuse the file).
     ``lock_timeout`` (seconds, default 0) waits that long for another writer's lock, so short
     writers (``fsm-stage review``) queue instead of failing.
-    ``protect_system_head`` enables the stage-switch §1.13 rule on appends. Missing parent
+    ``protect_system_head`` enables the protected-head rule on appends (docs/contracts.md). Missing parent
     directories are created (by the lock).
 
     Raises ``LogLockedError`` (another writer), ``LogFormatError`` (not a session log, id
     mismatch, corruption, no ``header=`` for a missing or an empty file — each named as such),
     ``LogWriteError`` (the OS refused to create or open the file; ``LockFileError``, also a
     ``UserError``, for the lock file — see ``writer_lock``). ``append`` raises
-    ``LogWriteError`` (including ``SurfaceOpError``) with the log unchanged — or, when its
+    ``LogWriteError`` with the log unchanged — or, when its
     rollback failed, unusable until reopened (module docs).
     """
 
@@ -210,7 +209,7 @@ class JsonlLog:
                     f"{self.path}: session id {res.header.id!r} does not match {header.id!r}"
                 )
             if res.torn_tail_offset is not None and res.lines_after_damage:
-                raise DamagedLogError(
+                raise LogFormatError(
                     f"{self.path}: line {res.damaged_line} is damaged ({res.damage}) and "
                     f"{res.lines_after_damage} line(s) follow it; refusing to write (it would "
                     f"cut them): run `fsm-stage repair {self.path}` (JsonlLog.repair) first"
@@ -230,7 +229,7 @@ class JsonlLog:
                 )
             try:
                 self.surface.extend(self._events)
-            except SurfaceOpError as err:
+            except LogWriteError as err:
                 raise LogFormatError(f"{self.path}: invalid surface op in the stored log: {err}") from None
         self._size = size
 
@@ -341,27 +340,6 @@ class JsonlLog:
         start = self._line_offsets[seq]
         return _hash_line_at(self.path, start)
 
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-        expect_last_seq: int | None = None,
-    ) -> Event:
-        """Append one event durably (see class docs); returns it. Raises ``LogWriteError``
-        (``AppendConflictError`` as ``append_many``)."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
-                                expect_last_seq=expect_last_seq)[0]
-
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically: all events become durable in one write, or none do.
 
@@ -375,7 +353,7 @@ class JsonlLog:
             return self._append_many(specs)
 
     def refresh(self) -> int:
-        """Catch up with other writers: the writer lock excludes them, so always 0 (design B §2)."""
+        """Catch up with other writers: the writer lock excludes them, so always 0 (docs/session-log.md)."""
         return 0
 
     def _append_many(self, specs: Sequence[NewEvent]) -> list[Event]:

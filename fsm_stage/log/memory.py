@@ -7,17 +7,16 @@ test simulate a refused append. Open one with ``MemoryLog(header)`` or ``open_lo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from types import TracebackType
-from typing import Any
 
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.events import (
     Clock,
     Event,
+    LogBase,
     NewEvent,
     SessionHeader,
-    SurfaceOp,
     check_header,
     check_last_seq,
     wall_clock_ms,
@@ -27,7 +26,7 @@ from fsm_stage.log.writer_checks import prepare_batch
 
 _NO_TYPES: frozenset[str] = frozenset()
 
-class MemoryLog:
+class MemoryLog(LogBase):
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
 
     Like ``JsonlLog`` it validates surface ops (``surface`` is the live ``Surface``; the
@@ -40,7 +39,7 @@ class MemoryLog:
     **One difference, on purpose: ``allow_unknown_types`` defaults to True here but to False
     on ``JsonlLog``.** An in-memory log is never read by a strict DSH reader, so unit tests
     and hosts may use made-up types freely; the same append of an unknown type without
-    ``ignorable=True`` raises ``InvalidEventError`` on a file. Pass
+    ``ignorable=True`` raises ``LogWriteError`` on a file. Pass
     ``allow_unknown_types=False`` to get the file rule in memory (recommended for an
     orchestrator's own tests).
     """
@@ -77,34 +76,13 @@ class MemoryLog:
     def events(self) -> Sequence[Event]:
         return self._events
 
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-        expect_last_seq: int | None = None,
-    ) -> Event:
-        """Append one event; raises ``LogWriteError`` (log unchanged) when ``fail_next`` is set
-        or the surface op cannot apply, ``AppendConflictError`` as ``append_many``."""
-        return self.append_many([NewEvent(type, data, surface_op, source_event_seqs, ignorable)],
-                                expect_last_seq=expect_last_seq)[0]
-
     def refresh(self) -> int:
-        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (design B §2)."""
+        """Catch up with other writers: a ``MemoryLog`` has none, so always 0 (docs/session-log.md)."""
         return 0
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
-        ``InvalidEventError`` for an event a strict reader would refuse. With
+        ``LogWriteError`` for an event a strict reader would refuse. With
         ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
         the batch is written only if the log still ends there, else ``AppendConflictError``."""
         check_last_seq(expect_last_seq, len(self._events))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm_stage.errors import SchemaVersionError as SchemaVersionError
+from fsm_stage.errors import LogFormatError as LogFormatError
 
 SCHEMA_VERSION = 1
 """The schema version this fsm_stage reads and writes."""
@@ -56,7 +56,7 @@ def schema_version(conn: Any) -> int | None:
 def migrate(conn: Any) -> tuple[int | None, int]:
     """Create or upgrade the schema to ``SCHEMA_VERSION``; returns ``(old, new)`` versions.
 
-    Runs in one transaction (all steps or none). Raises ``SchemaVersionError`` for a newer
+    Runs in one transaction (all steps or none). Raises ``LogFormatError`` for a newer
     schema. Concurrent ``migrate`` calls serialise on an advisory transaction lock.
     """
     with conn.transaction():
@@ -66,7 +66,7 @@ def migrate(conn: Any) -> tuple[int | None, int]:
         old = schema_version(conn)
         current = old or 0
         if current > SCHEMA_VERSION:
-            raise SchemaVersionError(_newer(current))
+            raise LogFormatError(_newer(current))
         for version in range(current + 1, SCHEMA_VERSION + 1):
             for sql in MIGRATIONS[version]:
                 conn.execute(sql)
@@ -76,17 +76,17 @@ def migrate(conn: Any) -> tuple[int | None, int]:
 
 
 def check_schema(conn: Any, where: str) -> None:
-    """Raise ``SchemaVersionError`` unless the database at ``where`` (for the message) has
+    """Raise ``LogFormatError`` unless the database at ``where`` (for the message) has
     exactly ``SCHEMA_VERSION``."""
     version = schema_version(conn)
     if version is None:
-        raise SchemaVersionError(
+        raise LogFormatError(
             f"{where}: no fsm_stage schema in this database; run `fsm-stage db init DSN`"
         )
     if version > SCHEMA_VERSION:
-        raise SchemaVersionError(f"{where}: {_newer(version)}")
+        raise LogFormatError(f"{where}: {_newer(version)}")
     if version < SCHEMA_VERSION:
-        raise SchemaVersionError(
+        raise LogFormatError(
             f"{where}: fsm_stage schema version {version} is older than {SCHEMA_VERSION}; "
             "run `fsm-stage db init DSN` to migrate it"
         )

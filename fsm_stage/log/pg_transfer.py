@@ -40,7 +40,7 @@ def import_jsonl(
 
     One transaction: all rows or none. Raises ``LogFormatError`` (not a session log, zstd, not
     UTF-8, corruption), ``UserError`` (the session exists and not ``replace``; id mismatch;
-    unreachable server), ``SchemaVersionError``.
+    unreachable server), ``LogFormatError``.
     """
     res = read_log_data(data, source=source)
     if res.compressed:
@@ -100,7 +100,7 @@ def export_jsonl(location: str) -> bytes:
     """The session at ``location`` (``postgresql://…?session=ID``) as DSH JSONL bytes.
 
     Raises ``LogFormatError`` (no such session, undecodable rows), ``UserError``,
-    ``SchemaVersionError``.
+    ``LogFormatError``.
     """
     conninfo, session = split_location(location)
     if session is None:

@@ -25,13 +25,12 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import attrs
 
-from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError
-from fsm_stage.errors import SeqTakenSignal as SeqTakenSignal
+from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError, _SeqTakenSignal
 from fsm_stage.log.dsh import ReadResult, RecordDecoder, parse_header
-from fsm_stage.log.events import Clock, Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import Clock, Event, LogBase, NewEvent, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
-from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
 __all__ = ["PostgresLog", "connect", "open_postgres_log", "split_location"]
@@ -167,7 +166,7 @@ def decode_rows(
     return out
 
 
-class PostgresLog:
+class PostgresLog(LogBase):
     """A shared, durable ``EventLog`` for one session in a PostgreSQL database.
 
     ``PostgresLog(conninfo, session, create=header)``: ``conninfo`` a libpq URL without
@@ -177,9 +176,9 @@ class PostgresLog:
     (``clock``, ``ignorable_types``, ``protect_system_head``, ``allow_unknown_types`` — False:
     what DSH's strict reader refuses is refused here too — and ``strict``).
 
-    Raises ``UserError`` (unreachable server, missing psycopg), ``SchemaVersionError`` (no,
+    Raises ``UserError`` (unreachable server, missing psycopg), ``LogFormatError`` (no,
     older or newer schema), ``LogFormatError``. ``append``/``append_many`` raise
-    ``LogWriteError`` (``InvalidEventError``, ``SurfaceOpError``, a database error) with the
+    ``LogWriteError`` (an invalid event, a surface op that cannot apply, a database error) with the
     log unchanged, ``AppendConflictError`` when ``expect_last_seq`` is not the session's last seq.
     """
 
@@ -257,7 +256,7 @@ class PostgresLog:
         evs = decode_rows(self._header_text, rows, next_seq=start, source=self.source, strict=self._strict)
         try:
             self.surface.extend(evs)
-        except SurfaceOpError as err:
+        except LogWriteError as err:
             raise LogFormatError(f"{self.source}: invalid surface op in the stored log: {err}") from None
         self._events.extend(evs)
         return len(evs)
@@ -310,26 +309,6 @@ class PostgresLog:
         """The seq of the last event read (``-1`` for an empty log)."""
         return len(self._events) - 1
 
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: SurfaceOp | None = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-        expect_last_seq: int | None = None,
-    ) -> Event:
-        """Append one event (see ``append_many``); returns it."""
-        spec = NewEvent(type, data, surface_op, source_event_seqs, ignorable)
-        return self.append_many([spec], expect_last_seq=expect_last_seq)[0]
-
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append a batch atomically (one statement: all rows or none) after the session's end.
 
@@ -350,7 +329,7 @@ class PostgresLog:
                 try:  # optimistic first (one round trip); after a lost race, queue on the row lock
                     evs = self._write(specs) if expect_last_seq is not None or not attempt else \
                         self._write_locked(specs)
-                except SeqTakenSignal:
+                except _SeqTakenSignal:
                     self._read_new()
                     if expect_last_seq is not None and expect_last_seq != self.last_seq:
                         raise AppendConflictError(expect_last_seq, self.last_seq) from None
@@ -377,13 +356,13 @@ class PostgresLog:
                 self._read_new()
                 return self._write(specs)
         except psycopg.errors.TransactionRollback:  # deadlock / serialization: nothing written
-            raise SeqTakenSignal from None
+            raise _SeqTakenSignal from None
         except psycopg.Error as err:
             why = (str(err).strip().splitlines() or ["database error"])[0]
             raise LogWriteError(f"{self.source}: append of {len(specs)} event(s) failed: {why}") from err
 
     def _write(self, specs: Sequence[NewEvent]) -> list[Event]:
-        """Check and insert the batch after the local end; ``SeqTakenSignal`` when that seq is taken."""
+        """Check and insert the batch after the local end; ``_SeqTakenSignal`` when that seq is taken."""
         evs = prepare_batch(
             specs,
             next_seq=len(self._events),
@@ -395,7 +374,7 @@ class PostgresLog:
         )
         lines = [encode_line(ev).decode("utf-8") for ev in evs]
         if not self._insert([ev.seq for ev in evs], lines):
-            raise SeqTakenSignal
+            raise _SeqTakenSignal
         return evs
 
     def _insert(self, seqs: list[int], lines: list[str]) -> bool:

@@ -1,7 +1,7 @@
 """The surface: the ordered list of model-visible node seqs, folded from ``surfaceOp``.
 
 ``Surface`` folds incrementally (``apply``; ``probe()`` checks a batch without changing it);
-``fold_surface(events)`` folds a whole log. Rules (DSH session-log format §3):
+``fold_surface(events)`` folds a whole log. Rules (DSH session-log format):
 
 * only ``SURFACE_TYPES`` may carry a ``surfaceOp`` or ``sourceEventSeqs``;
 * ``"append"`` pushes the event's seq;
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from fsm_stage.constants import SURFACE_EVENT_TYPES, SYSTEM_MESSAGE
-from fsm_stage.errors import SurfaceOpError as SurfaceOpError
+from fsm_stage.errors import LogWriteError as LogWriteError
 from fsm_stage.log.events import Event, Replace, SurfaceOp
 
 SURFACE_TYPES = SURFACE_EVENT_TYPES | {SYSTEM_MESSAGE}
@@ -29,11 +29,11 @@ SURFACE_TYPES = SURFACE_EVENT_TYPES | {SYSTEM_MESSAGE}
 _NO_NODES: dict[int, str] = {}
 
 class Surface:
-    """Incremental surface fold (dsh-log-format.md §3).
+    """Incremental surface fold (docs/session-log.md).
 
     ``nodes`` is the current list of node seqs (do not mutate it); ``replace_generation``
     counts replaces; ``head_is_system`` tells whether node 0 is a ``system/message``.
-    ``protect_system_head=True`` enables the stage-switch §1.13 head rule.
+    ``protect_system_head=True`` enables the protected-head rule (docs/contracts.md).
     """
 
     __slots__ = ("_types", "nodes", "protect_system_head", "replace_generation")
@@ -65,38 +65,38 @@ class Surface:
         *,
         validate_sources: bool = False,
     ) -> tuple[int, int] | None:
-        """Validate an op without applying it; raises ``SurfaceOpError`` with a one-line reason.
+        """Validate an op without applying it; raises ``LogWriteError`` with a one-line reason.
 
         Returns the list positions ``(start, end)`` a replace splices (so ``apply`` does not
         look them up again), None for other ops. O(1) for an append, O(surface) for a replace.
 
         ``validate_sources`` adds the writer-side ``sourceEventSeqs`` rules (entries are earlier
         seqs; a replace cites every shadowed node). Readers leave it off: DSH fixtures treat
-        ``sourceEventSeqs`` as informational (dsh-log-format §1.4, hand-trimmed fixtures).
+        ``sourceEventSeqs`` as informational (docs/session-log.md, hand-trimmed fixtures).
         """
         if op is None:
             if source_event_seqs is not None and type not in SURFACE_TYPES:
-                raise SurfaceOpError(f"seq {seq}: {type} may not carry sourceEventSeqs (not a surface type)")
+                raise LogWriteError(f"seq {seq}: {type} may not carry sourceEventSeqs (not a surface type)")
             return None
         if type not in SURFACE_TYPES:
-            raise SurfaceOpError(f"seq {seq}: {type} may not carry a surfaceOp (not a surface type)")
+            raise LogWriteError(f"seq {seq}: {type} may not carry a surfaceOp (not a surface type)")
         if validate_sources and source_event_seqs is not None:
             for s in source_event_seqs:
                 if not isinstance(s, int) or s < 0 or s >= seq:
-                    raise SurfaceOpError(f"seq {seq}: sourceEventSeqs entry {s!r} must be an earlier seq")
+                    raise LogWriteError(f"seq {seq}: sourceEventSeqs entry {s!r} must be an earlier seq")
         if op == "append":
             return None
         if not isinstance(op, Replace):
-            raise SurfaceOpError(f"seq {seq}: unknown surfaceOp {op!r}")
+            raise LogWriteError(f"seq {seq}: unknown surfaceOp {op!r}")
         si, ei = self._positions(seq, op)
         shadowed = self.nodes[si : ei + 1]
         if validate_sources and (source_event_seqs is None or not set(shadowed) <= set(source_event_seqs)):
-            raise SurfaceOpError(
+            raise LogWriteError(
                 f"seq {seq}: a replace must cite every shadowed node {shadowed} in sourceEventSeqs"
             )
         head_covered = self.protect_system_head and si == 0 and self.head_is_system
         if head_covered and not (type == SYSTEM_MESSAGE and ei == 0):
-            raise SurfaceOpError(
+            raise LogWriteError(
                 f"seq {seq}: replace over the protected system head (node {self.nodes[0]}) "
                 "is only allowed for a system/message replacing exactly that node"
             )
@@ -107,17 +107,17 @@ class Surface:
             si = self.nodes.index(op.start)
             ei = self.nodes.index(op.end)
         except ValueError:
-            raise SurfaceOpError(
+            raise LogWriteError(
                 f"seq {seq}: replace boundaries {op.start}..{op.end} are not both on the surface"
             ) from None
         if si > ei:
-            raise SurfaceOpError(
+            raise LogWriteError(
                 f"seq {seq}: replace start {op.start} comes after end {op.end} on the surface"
             )
         return si, ei
 
     def apply(self, event: Event, *, validate_sources: bool = False) -> None:
-        """Apply one event (no-op for events without a surface op); raises ``SurfaceOpError``.
+        """Apply one event (no-op for events without a surface op); raises ``LogWriteError``.
 
         ``validate_sources``: see ``check`` (on for new appends, off for logs being read).
         """
@@ -173,7 +173,7 @@ class SurfaceProbe:
         self._copy: Surface | None = None
 
     def check(self, ev: Event) -> None:
-        """Raise ``SurfaceOpError`` if ``ev`` cannot follow the events already checked."""
+        """Raise ``LogWriteError`` if ``ev`` cannot follow the events already checked."""
         if ev.surface_op is None and ev.source_event_seqs is None:
             return
         if self._copy is not None:
@@ -190,14 +190,14 @@ class SurfaceProbe:
 
 
 def fold_surface(events: Iterable[Event], *, protect_system_head: bool = False) -> list[int]:
-    """Node seqs of the surface after ``events`` (dsh-log-format.md §3); raises ``SurfaceOpError``."""
+    """Node seqs of the surface after ``events`` (docs/session-log.md); raises ``LogWriteError``."""
     s = Surface(protect_system_head=protect_system_head)
     s.extend(events)
     return s.nodes
 
 
 def shadow_range(nodes: Sequence[int], head_is_system: bool) -> list[int]:
-    """The nodes a full stage transition may shadow (stage-switch §1.13).
+    """The nodes a full stage transition may shadow (docs/contracts.md).
 
     Empty surface → ``[]``; protected system head → ``nodes[1:]``; otherwise every node.
     An empty result means the handoff notice is appended instead of replacing.

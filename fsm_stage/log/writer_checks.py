@@ -3,7 +3,7 @@
 ``prepare_batch`` is the append path ``MemoryLog`` and ``JsonlLog`` share: it checks each
 event of a batch (``check_new_event``), builds its ``Event`` (contiguous seqs, one integer
 ``time``) and probes its surface ops (``Surface.probe``), all before anything is written, so a
-refused event (``InvalidEventError`` / ``SurfaceOpError``) leaves the log unchanged. Rules:
+refused event (``LogWriteError``) leaves the log unchanged. Rules:
 
 * ``type`` matches ``EVENT_TYPE_RE`` (``domain/verb``); ``data`` passes
   ``json.dumps(allow_nan=False)`` unless ``check_json=False``;
@@ -21,7 +21,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from fsm_stage.constants import FSM_EVENT_PREFIX, KNOWN_EVENT_TYPES, SYSTEM_MESSAGE, USER_MESSAGE
-from fsm_stage.errors import InvalidEventError as InvalidEventError
+from fsm_stage.errors import LogWriteError as LogWriteError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.surface import Surface
 
@@ -48,31 +48,31 @@ def check_new_event(
 ) -> bool:
     """Validate one event about to be appended; returns whether it is written ignorable.
 
-    Raises ``InvalidEventError`` (a ``LogWriteError``) naming the type and what is wrong.
+    Raises ``LogWriteError`` naming the type and what is wrong.
     """
     t = spec.type
     if not isinstance(t, str) or not EVENT_TYPE_RE.fullmatch(t):
-        raise InvalidEventError(
+        raise LogWriteError(
             f"invalid event type {t!r}: expected `domain/verb` (e.g. `turn/start`, `fsm/note`)"
         )
     if check_json:
         try:
             json.dumps(spec.data, allow_nan=False)
         except (TypeError, ValueError) as err:
-            raise InvalidEventError(f"event {t!r} data is not JSON: {err}") from None
+            raise LogWriteError(f"event {t!r} data is not JSON: {err}") from None
     ignorable = is_ignorable(t, spec.ignorable, ignorable_types)
     if t not in KNOWN_EVENT_TYPES:
         if not ignorable and not allow_unknown:
-            raise InvalidEventError(
+            raise LogWriteError(
                 f"unknown event type {t!r} without ignorable: a strict DSH reader refuses it; "
                 "append it with ignorable=True (or list it in the log's ignorable_types)"
             )
         return ignorable
     data = spec.data
     if not isinstance(data, dict):
-        raise InvalidEventError(f"{t} data must be a JSON object, got {type(data).__name__}")
+        raise LogWriteError(f"{t} data must be a JSON object, got {type(data).__name__}")
     if t == USER_MESSAGE and "content" not in data:
-        raise InvalidEventError(f"{t} data needs `content` (the message parts), got keys {sorted(data)}")
+        raise LogWriteError(f"{t} data needs `content` (the message parts), got keys {sorted(data)}")
     return ignorable
 
 
@@ -95,7 +95,7 @@ def prepare_batch(
     in order against ``surface`` as the batch would evolve it (``Surface.probe``; the surface
     itself is not mutated — apply the returned events after the write succeeded).
 
-    Raises ``InvalidEventError`` or ``SurfaceOpError`` (both ``LogWriteError``) for the first
+    Raises ``LogWriteError`` for the first
     refused event.
     """
     time = int(now)

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from fsm_stage.errors import ReviewError as ReviewError
 from fsm_stage.errors import ReviewSuspended
-from fsm_stage.errors import ReviewUnavailableError as ReviewUnavailableError
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
 
 if TYPE_CHECKING:
     from fsm_stage.runtime.agent import Agent
 
-__all__ = ["Answered", "Elicit", "McpReviewChannel", "ReviewUnavailableError", "Suspend",
+__all__ = ["Answered", "Elicit", "McpReviewChannel", "ReviewError", "Suspend",
            "review_form", "review_message", "to_answers"]
 
 UNAVAILABLE = ("review unavailable: this MCP client cannot ask a human (it declared no elicitation "
@@ -119,7 +119,7 @@ class McpReviewChannel:
     """The per-session ``ReviewChannel`` of the MCP server (see the module docstring).
 
     ``asked`` holds the last question put to it, ``suspended`` is True once a ``Suspend`` round
-    raised ``ReviewSuspended``. Unarmed, ``ask`` raises ``ReviewUnavailableError``.
+    raised ``ReviewSuspended``. Unarmed, ``ask`` raises ``ReviewError``.
     """
 
     def __init__(self) -> None:
@@ -150,4 +150,4 @@ class McpReviewChannel:
         if isinstance(strategy, Elicit):
             action, content = await strategy.ask(review_message(question), review_form(question))
             return to_answers(question, action, content)
-        raise ReviewUnavailableError(UNAVAILABLE)
+        raise ReviewError(UNAVAILABLE)

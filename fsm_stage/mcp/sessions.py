@@ -4,9 +4,9 @@
 (``--log LOG`` is the ``default`` session; ``--log NAME=LOG`` adds session ``NAME``). A tool
 call names its session with the optional ``session`` argument; a client can never open a log
 by path, so a handle is only ever a key of this table (unknown handles are refused). Each
-``McpSession`` is a whole in-process composition: ``Session`` over the log, a ``Runtime``, the
-stage switch and plan mode controllers (when the graph file configures them) and an
-``InboxAgent``; calls to one session are serialised with an ``asyncio.Lock``.
+``McpSession`` holds the ``open_session`` host over its log (the stage switch and plan mode
+when the graph file configures them; no stage guidance, and every edge guard without an
+``--eligibility`` predicate closed); calls to one session are serialised with an ``asyncio.Lock``.
 """
 
 from __future__ import annotations
@@ -15,26 +15,20 @@ import asyncio
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
-from fsm_stage.errors import UnknownSessionError as UnknownSessionError
-from fsm_stage.errors import UserError
+from fsm_stage.driver import guard_names, open_session
+from fsm_stage.errors import UserError as UserError
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.mcp.meter import ClientTokenMeter
-from fsm_stage.plan_mode import PlanModeController
-from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.messages import new_id
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
-from fsm_stage.stage_switch import StageController
 from fsm_stage.stage_switch.eligibility import Predicate
 
-__all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "UnknownSessionError",
+__all__ = ["DEFAULT_SESSION", "HANDLE_RE", "McpSession", "SessionRegistry", "UserError",
            "parse_log_option"]
 
 DEFAULT_SESSION = "default"
@@ -72,24 +66,15 @@ class McpSession:
         self.log = log
         self.config = config
         self.cwd = cwd
-        self.session = Session(log)
-        self.runtime = Runtime()
-        self.stage: StageController | None = None
+        graph = config.graph
         self.meter = ClientTokenMeter()
-        self.plan: PlanModeController | None = None
-        if config.graph is not None:
-            self.stage = StageController(config.graph, handoffs=LocalHandoffStore(cwd),
-                                         token_meter=self.meter)
-            for name, predicate in (guards or {}).items():
-                self.stage.register_eligibility(predicate, name=name)
-            self.runtime.attach(self.stage)
-        if config.plan_mode is not None:
-            language = config.graph.language if config.graph is not None else "en"
-            self.plan = PlanModeController(config.plan_mode, language=language)
-            self.runtime.attach(self.plan)
-        self.agent = InboxAgent(self.session)
+        # A guard with no --eligibility predicate is closed, explicitly.
+        given = dict.fromkeys(guard_names(graph), False) | dict(guards or {}) if graph is not None else None
+        self.host = open_session(config, log, handoffs=LocalHandoffStore(cwd), token_meter=self.meter,
+                                 guidance=False, eligibility=given, repair=False)
+        self.session, self.runtime, self.agent = self.host.session, self.host.runtime, self.host.agent
+        self.stage, self.plan = self.host.stage, self.host.plan
         self.lock = asyncio.Lock()
-        self.runtime.track(self.session)
 
     def open_call(self, name: str, arguments: str) -> str | None:
         """The id of a logged ``tool/call`` of ``name`` with exactly these ``arguments`` that has
@@ -123,9 +108,7 @@ class McpSession:
 
     def close(self) -> None:
         """Close the log (releases a JSONL writer lock)."""
-        closer: Any = getattr(self.log, "close", None)
-        if callable(closer):
-            closer()
+        self.host.close()
 
 
 def _open(location: str, cwd: Path) -> EventLog:
@@ -164,12 +147,12 @@ class SessionRegistry:
         return tuple(self._sessions)
 
     def get(self, handle: object) -> McpSession:
-        """The session named ``handle`` (None: the default); raises ``UnknownSessionError``."""
+        """The session named ``handle`` (None: the default); raises ``UserError``."""
         if handle is None:
             return self._sessions[self.default]
         if not isinstance(handle, str) or handle not in self._sessions:
             known = ", ".join(self._sessions)
-            raise UnknownSessionError(f"unknown session {handle!r}; this server serves: {known}")
+            raise UserError(f"unknown session {handle!r}; this server serves: {known}")
         return self._sessions[handle]
 
     def __iter__(self) -> Iterator[McpSession]:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
     from fsm_stage.plan_mode._controller import (
         PLAN_PROJECTION_KEY,
         PLAN_SERVICE,
-        PlanModeConfigError,
+        ConfigError,
         PlanModeController,
         PlanStatus,
         fold_plan_mode,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
 _EXPORTS: dict[str, str] = {
     "PLAN_PROJECTION_KEY": "_controller",
     "PLAN_SERVICE": "_controller",
-    "PlanModeConfigError": "_controller",
+    "ConfigError": "_controller",
     "PlanModeController": "_controller",
     "PlanStatus": "_controller",
     "fold_plan_mode": "_controller",
@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "PLAN_PROJECTION_KEY",
     "PLAN_SERVICE",
-    "PlanModeConfigError",
+    "ConfigError",
     "PlanModeController",
     "PlanStatus",
     "fold_plan_mode",

@@ -8,7 +8,7 @@ Port of ``dsh-plan-mode`` (plan-mode spec B1–B114). ``PlanModeController(confi
 ``close()`` removes them all. ``set``, the flush and the exit's approval hold the shared
 per-session lock around fold → fire → append and never await inside it.
 
-``resolve_config`` validates a config (raises ``PlanModeConfigError``); ``plan_heading_ok`` /
+``resolve_config`` validates a config (raises ``ConfigError``); ``plan_heading_ok`` /
 ``plan_title`` read a plan's heading. The mechanism, the public API and the rules where plan
 mode differs from the seed are in ``docs/plan-mode-decisions.md``.
 """
@@ -47,7 +47,7 @@ from fsm_stage.driver._pending import (
     session_lock,
     told,
 )
-from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
+from fsm_stage.errors import ConfigError as ConfigError
 from fsm_stage.graph import (
     PLAN_DEFAULT,
     PLAN_ENTER,
@@ -62,6 +62,7 @@ from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, pl
 from fsm_stage.plan_mode._models import plan_model_source
 from fsm_stage.plan_mode._texts import _catalog, plan_heading_ok, plan_title, resolve_config
 from fsm_stage.plan_mode._tool import _ExitTool, _PlanCommand
+from fsm_stage.policy._ask import POLICY_GATE
 from fsm_stage.reviews._answer import answer_review, current_payload_sha256
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel, check_review_channel
 from fsm_stage.reviews._flow import redeemed_spec, state_of
@@ -79,7 +80,7 @@ from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 __all__ = [
     "PLAN_PROJECTION_KEY",
     "PLAN_SERVICE",
-    "PlanModeConfigError",
+    "ConfigError",
     "PlanModeController",
     "PlanStatus",
     "fold_plan_mode",
@@ -91,7 +92,7 @@ __all__ = [
 PLAN_SERVICE: Final = "plan_mode"
 """Name of the service handle ``attach`` publishes (``runtime.service("plan_mode")``)."""
 PLAN_PROJECTION_KEY: Final = "plan"
-"""Key of the ``{active, pending}`` projection unit (plan-mode spec §1.11)."""
+"""Key of the ``{active, pending}`` projection unit (docs/contracts.md)."""
 
 _PLAN_FOLD: Final = PlanModeFold()
 _TOLD: Final = HeaderRelative(_PLAN_FOLD)
@@ -103,7 +104,7 @@ _WHAT = "plan-mode controller"
 @attrs.frozen
 class PlanStatus:
     """``get`` result: the logged ``active`` state and the pending target (None when nothing is
-    pending; a pending target may equal ``active`` after a cancellation, §1.6)."""
+    pending; a pending target may equal ``active`` after a cancellation)."""
 
     active: bool
     pending: bool | None = None
@@ -120,7 +121,7 @@ class PlanModeController:
     """Plan mode for every agent of one runtime composition (see the module docstring).
 
     ``config``: mapping / ``PlanModeConfig`` / None, validated by ``resolve_config`` (raises
-    ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
+    ``ConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
     ``models``: the graph's model aliases, so a ``plan_mode`` ``model: <alias>`` resolves
     (``GraphConfig.models``); ``graph_review``: the graph's ``review`` rules, which the exit
@@ -174,6 +175,7 @@ class PlanModeController:
     def _contribute(self, reg: Registration) -> None:
         reg.invariant(self.check_event)
         reg.service(PLAN_SERVICE, self)
+        reg.tool_gate(POLICY_GATE)
         reg.pre_step(self.on_pre_step)
         reg.section(SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text))
         reg.tool(self.tool)
@@ -204,7 +206,7 @@ class PlanModeController:
         return session.read(_PLAN_FOLD)
 
     def effective(self, agent: Agent) -> bool:
-        """The pending target when a selection exists, otherwise the logged state (§1.3)."""
+        """The pending target when a selection exists, otherwise the logged state."""
         self.lifecycle.ensure_open()
         target = self._pending_target(agent.session)
         return target if target is not None else self.logged(agent.session)
@@ -281,7 +283,7 @@ class PlanModeController:
             raise RuntimeError(f"plan mode: {trigger} refused from {cursor.state}")
 
     def _narration(self, session: Session, target: bool) -> Message | None:
-        """The notice for ``target`` when the last header told the model otherwise (§1.7)."""
+        """The notice for ``target`` when the last header told the model otherwise."""
         was = told(session.read(_TOLD))
         if was is None or was == target:
             return None

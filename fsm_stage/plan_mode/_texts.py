@@ -11,7 +11,7 @@ from typing import Any, Final
 import attrs
 
 from fsm_stage.config import PlanModeConfig
-from fsm_stage.errors import PlanModeConfigError
+from fsm_stage.errors import ConfigError
 from fsm_stage.prompts import Catalog, load_catalog
 
 CONFIG_KEYS: Final = ("section",)
@@ -33,25 +33,25 @@ def resolve_config(
     empty section, B5, with ``config.missing``: what ``load_config(...).plan_mode`` is for a
     graph without a ``plan_mode`` key). Checks in order, first failure wins: ``section`` is a
     string (B1), it is not blank after trimming (B2), no other keys (B3, listed in insertion
-    order, comma-space joined). ``section`` is kept exactly as given (B4). Raises ``PlanModeConfigError``.
+    order, comma-space joined). ``section`` is kept exactly as given (B4). Raises ``ConfigError``.
     """
     cat = catalog if catalog is not None else _catalog()
     if raw is None:  # B5: fails like a blank section, saying that no config was given
-        raise PlanModeConfigError(cat.text("config.missing"))
+        raise ConfigError(cat.text("config.missing"))
     if isinstance(raw, PlanModeConfig):
         data: Mapping[str, Any] = {"section": raw.section}
     elif isinstance(raw, Mapping):
         data = raw
     else:
-        raise PlanModeConfigError(cat.text("config.not_string"))
+        raise ConfigError(cat.text("config.not_string"))
     section = data.get("section")
     if not isinstance(section, str):
-        raise PlanModeConfigError(cat.text("config.not_string"))
+        raise ConfigError(cat.text("config.not_string"))
     if not section.strip():
-        raise PlanModeConfigError(cat.text("config.blank"))
+        raise ConfigError(cat.text("config.blank"))
     unknown = [str(k) for k in data if k not in CONFIG_KEYS]
     if unknown:
-        raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
+        raise ConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
     if isinstance(raw, PlanModeConfig):  # a new object (B4) keeping the native form's other keys
         return attrs.evolve(raw, section=section)
     return PlanModeConfig(section=section)

@@ -1,4 +1,4 @@
-"""``ask`` rules of the tool policy: a call runs only after a human approves it (design-b §3).
+"""``ask`` rules of the tool policy: a call runs only after a human approves it (docs/reviews.md).
 
 A durable review of kind ``"tool"`` through review-core's ``review_flow``: ``fsm/review/request
 {id, callId, kind: tool, from: <stage>, target: <tool>, options: [Approve, Deny], shape: null,
@@ -18,16 +18,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from fsm_stage.config.review_rules import rules_json
-from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
+from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.errors import ReviewPayloadChangedError, _ReviewBusy
+from fsm_stage.policy import _gate as gate
 from fsm_stage.policy._gate import CATALOG, Decision, PolicyState
 from fsm_stage.prompts import load_catalog
 from fsm_stage.reviews import _flow as flow
 from fsm_stage.reviews._answer import current_payload_sha256
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.reviews._fold import ReviewRecord, tool_payload_sha256
+from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
+from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolCall
+from fsm_stage.runtime.tools import ToolCall, ToolResult, dispatch_tool, result_data, step_position
 
 TOOL_REVIEW_KIND = "tool"
 APPROVE = "Approve"
@@ -100,7 +104,7 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
                              digest, rules, call.arguments)
         try:
             record = flow.open_request(session, ticket, call.id, "tool")
-        except ReviewBusy as busy:
+        except _ReviewBusy as busy:
             return Decision("deny", f"{decision.rule}: {busy.text}", decision.scope)
     question = review_question(call, decision, state)
 
@@ -146,3 +150,55 @@ def _approved_unused(session: Session, record: ReviewRecord) -> bool:
     answer = state.answered.get(record.id)
     return answer is not None and answer.outcome == "approve" and record.id not in state.redeemed
 
+
+class PolicyGate:
+    """The tool policy as the runtime's ``ToolGate``: the stage's and plan mode's rules decide
+    each call on its complete arguments (``authorize``); a denied call runs nothing and gets
+    an error result; an ``ask`` call runs only after the review channel approves it
+    (``ReviewPending`` when the channel suspends). Both controllers register the one
+    ``POLICY_GATE``; the runtime asks it once."""
+
+    async def call(self, runtime: Runtime, agent: Agent | None, call: ToolCall, *, turn: int | None,
+                   step: int | None, signal: AbortSignal | None, log: bool) -> ToolResult | None:
+        """None: no rule stops ``call`` (dispatch it); else its refusal or, for an approved
+        ``ask`` call, the result of running it (``tool/call``, the review, ``tool/result``)."""
+        found = gate.authorize(runtime, agent, call)
+        if found is None or found[0].verdict == "allow":
+            return None
+        session = agent.session if (log and agent is not None) else None
+        if found[0].verdict != "ask" or agent is None:
+            return gate.refuse(session, call, *found, turn=turn, step=step)
+        call_seq = None
+        if session is not None:
+            call_seq = session.append(TOOL_CALL, {**step_position(turn, step), "callId": call.id,
+                                                  "name": call.name, "arguments": call.arguments}).seq
+        denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step, signal=signal)
+        if denied is not None:
+            return gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
+                               call_seq=call_seq)
+        result = await dispatch_tool(runtime.tools, call, agent, signal=signal)
+        if session is not None:
+            session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
+                           source_event_seqs=[call_seq] if call_seq is not None else None)
+        return result
+
+    async def authorize(self, runtime: Runtime, agent: Agent | None, call: ToolCall, *,
+                        turn: int | None, step: int | None, signal: AbortSignal | None,
+                        log: bool) -> ToolResult | None:
+        """None: run the host's call; else its refusal (an ``ask`` rule reviews it first)."""
+        found = gate.authorize(runtime, agent, call)
+        if found is None or found[0].verdict == "allow":
+            return None
+        decision, state = found
+        if decision.verdict == "ask" and agent is not None:
+            denied = await review_call(runtime.review, agent, call, decision, state, turn=turn, step=step,
+                                       signal=signal)
+            if denied is None:
+                return None
+            decision = denied
+        session = agent.session if (log and agent is not None) else None
+        return gate.refuse(session, call, decision, state, turn=turn, step=step)
+
+
+POLICY_GATE = PolicyGate()
+"""The one tool-policy gate the stage switch and plan mode register."""

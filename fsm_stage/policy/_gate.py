@@ -16,7 +16,7 @@ import fnmatch
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -33,6 +33,7 @@ from fsm_stage.log.events import NewEvent
 from fsm_stage.policy._paths import PathGlob, Workspace, call_paths, workspace
 from fsm_stage.prompts import load_catalog
 from fsm_stage.runtime.agent import Agent
+from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import (
     ERROR_PREFIX,
     ToolCall,
@@ -181,13 +182,19 @@ def plan_policy(plan: PlanModeConfig | None, graph: GraphConfig | None) -> ToolP
     return compile_policy(plan.tools, _groups(graph))
 
 
-class _StageService(Protocol):
+@runtime_checkable
+class StagePolicySource(Protocol):
+    """What the policy reads of the stage switch: its graph and the current stage."""
+
     config: GraphConfig
 
-    def current(self, session: Any) -> str: ...
+    def current(self, session: Session) -> str: ...
 
 
-class _PlanService(Protocol):
+@runtime_checkable
+class PlanPolicySource(Protocol):
+    """What the policy reads of plan mode: its config and whether it is in effect."""
+
     config: PlanModeConfig
 
     def effective(self, agent: Agent) -> bool: ...
@@ -269,20 +276,20 @@ def policy_state(services: _Services, agent: Agent | None) -> PolicyState | None
     """The policy in effect for ``agent`` on a runtime (None: no agent, or no policy anywhere)."""
     if agent is None:
         return None
-    stage_svc: Any = services.service("stage")
-    plan_svc: Any = services.service("plan_mode")
-    graph: GraphConfig | None = getattr(stage_svc, "config", None)
-    graph = graph if isinstance(graph, GraphConfig) else None
+    stage_svc = services.service("stage")
+    plan_svc = services.service("plan_mode")
+    stage_src = stage_svc if isinstance(stage_svc, StagePolicySource) else None
+    plan_src = plan_svc if isinstance(plan_svc, PlanPolicySource) else None
+    graph = stage_src.config if stage_src is not None and isinstance(stage_src.config, GraphConfig) else None
     stage = sp = pp = None
-    if graph is not None:
-        stage = stage_svc.current(agent.session)
+    if stage_src is not None and graph is not None:
+        stage = stage_src.current(agent.session)
         sp = stage_policy(graph, stage)
-    plan_cfg = getattr(plan_svc, "config", None)
-    if isinstance(plan_cfg, PlanModeConfig):
-        pp = plan_policy(plan_cfg, graph)
+    if plan_src is not None and isinstance(plan_src.config, PlanModeConfig):
+        pp = plan_policy(plan_src.config, graph)
     if sp is None and pp is None:
         return None
-    active = bool(plan_svc.effective(agent)) if pp is not None else False
+    active = bool(plan_src.effective(agent)) if plan_src is not None and pp is not None else False
     header = getattr(agent.session, "header", None)
     cwd = getattr(header, "cwd", None)
     return PolicyState(stage, active, sp, pp, graph, cwd if isinstance(cwd, str) else None)

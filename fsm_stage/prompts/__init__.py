@@ -11,7 +11,7 @@ a comment. The environment is sandboxed, has no globals, refuses undefined varia
 HTML escaping and is bounded in time and size (``fsm_stage.prompts._limits``); any failure is
 a one-line ``PromptTemplateError``. A catalog merges, when present, ``<base>/en``,
 ``<override_dir>/en``, ``<base>/<language>``, ``<override_dir>/<language>``; overlays may only
-override keys English defines, with the same shape (``CatalogError`` otherwise). Rules and why:
+override keys English defines, with the same shape (``PromptTemplateError`` otherwise). Rules and why:
 ``docs/prompts-decisions.md``."""
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 import fsm_stage.prompts._limits as limits
-from fsm_stage.errors import CatalogError as CatalogError
 from fsm_stage.errors import PromptTemplateError as PromptTemplateError
 from fsm_stage.resources import data_dir
 from fsm_stage.text import visible
@@ -46,7 +45,6 @@ __all__ = [
     "MAX_RENDERED_CHARS",
     "VARIABLE_DELIMITERS",
     "Catalog",
-    "CatalogError",
     "PromptTemplateError",
     "clear_caches",
     "deep_merge",
@@ -246,7 +244,7 @@ def section_lists_targets_plainly(section: str) -> bool:
 
 
 def deep_merge(base: Any, overlay: Any) -> Any:
-    """Merge ``overlay`` over ``base`` (stage-switch spec §1.17; S103–S107).
+    """Merge ``overlay`` over ``base`` (docs/contracts.md; S103–S107).
 
     If either side is not a plain mapping (lists count as "not a mapping"), the result is
     ``overlay``. Otherwise it is a new ``dict``: a deep copy of ``base`` with each overlay key
@@ -278,17 +276,17 @@ def _read_catalog_file(path: Path) -> dict[str, Any]:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"))
     except OSError as err:
-        raise CatalogError(f"{path}: cannot read catalog: {err.strerror or err}") from None
+        raise PromptTemplateError(f"{path}: cannot read catalog: {err.strerror or err}") from None
     except MarkedYAMLError as err:
         mark = err.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        raise CatalogError(f"{where}: invalid YAML: {err.problem or err}") from None
+        raise PromptTemplateError(f"{where}: invalid YAML: {err.problem or err}") from None
     except YAMLError as err:
-        raise CatalogError(f"{path}: invalid YAML: {err}") from None
+        raise PromptTemplateError(f"{path}: invalid YAML: {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise CatalogError(f"{path}: a catalog must be a mapping of keys to texts or groups")
+        raise PromptTemplateError(f"{path}: a catalog must be a mapping of keys to texts or groups")
     _check_shape(path, data)
     return data
 
@@ -297,12 +295,12 @@ def _check_shape(path: Path, tree: Mapping[Any, Any], prefix: str = "") -> None:
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
         if not isinstance(key, str) or not key or "." in key:
-            raise CatalogError(
+            raise PromptTemplateError(
                 f"{path}: {visible(dotted)}: a catalog key must be a non-empty string without '.'")
         if isinstance(value, Mapping):
             _check_shape(path, value, dotted + ".")
         elif not isinstance(value, str):
-            raise CatalogError(
+            raise PromptTemplateError(
                 f"{path}: {visible(dotted)}: must be a text (string), got {type(value).__name__}")
 
 
@@ -311,10 +309,11 @@ def _check_overlay(path: Path, base: Mapping[str, Any], overlay: Mapping[str, An
         dotted = f"{prefix}{key}"
         if key not in base:
             known = visible(", ".join(sorted(str(k) for k in base))) or "none"
-            raise CatalogError(f"{path}: {visible(dotted)}: unknown catalog key (known here: {known})")
+            raise PromptTemplateError(f"{path}: {visible(dotted)}: unknown catalog key (known here: {known})")
         if isinstance(base[key], Mapping) != isinstance(value, Mapping):
             expected = "a group of texts" if isinstance(base[key], Mapping) else "a text"
-            raise CatalogError(f"{path}: {visible(dotted)}: must be {expected}, as in the English catalog")
+            raise PromptTemplateError(
+                f"{path}: {visible(dotted)}: must be {expected}, as in the English catalog")
         if isinstance(value, Mapping):
             _check_overlay(path, base[key], value, dotted + ".")
 
@@ -423,12 +422,12 @@ def load_catalog(
     text is compiled at load time, so a syntax error is reported immediately. Results are cached
     and reloaded when a contributing file changes (mtime/size).
 
-    Raises ``CatalogError`` (a ``UserError``) for an unsupported language, a missing English
+    Raises ``PromptTemplateError`` (a ``UserError``) for an unsupported language, a missing English
     file, invalid YAML, non-text leaves, unknown override keys or a template syntax error.
     """
     if language not in LANGUAGES:
         choices = ", ".join(LANGUAGES)
-        raise CatalogError(f"catalog {name!r}: language must be one of {choices}, got {language!r}")
+        raise PromptTemplateError(f"catalog {name!r}: language must be one of {choices}, got {language!r}")
     base = Path(base_dir) if base_dir is not None else data_dir("templates")
     layers: list[Path] = [base / _BASE_LANGUAGE / f"{name}.yaml"]
     if override_dir is not None:
@@ -443,7 +442,7 @@ def load_catalog(
     if cached is not None:
         return cached
     if not layers[0].is_file():
-        raise CatalogError(f"{layers[0]}: catalog {name!r} has no English file")
+        raise PromptTemplateError(f"{layers[0]}: catalog {name!r} has no English file")
     merged: dict[str, Any] = _read_catalog_file(layers[0])
     used = [layers[0]]
     for path in layers[1:]:

@@ -35,8 +35,8 @@ from fsm_stage.constants import (
 from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import (
     AppendConflictError,
+    RecordShapeError,
     ReviewAlreadyAnsweredError,
-    ReviewError,
     ReviewNotFoundError,
     ReviewPayloadChangedError,
     ReviewRefusedError,
@@ -221,21 +221,21 @@ def _shape_of(record: ReviewRecord, option: str) -> str | None:
 
 def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = None,
                 option: str | None = None, by: str = "api") -> NewEvent:
-    """The ``fsm/review/answer`` event for ``record`` (validated; raises ``ReviewError``).
+    """The ``fsm/review/answer`` event for ``record`` (validated; raises ``RecordShapeError``).
 
     ``approve``: ``option`` defaults to the first option and must be one of the request's
     approve options (every option but the last, which is the keep label); its shape decides
     the flush. ``keep``: option = the keep label; ``feedback`` optional. ``dismiss``: no option.
     """
     if outcome not in REVIEW_OUTCOMES:
-        raise ReviewError(f"unknown review outcome {outcome!r}; use one of {', '.join(REVIEW_OUTCOMES)}")
+        raise RecordShapeError(f"unknown review outcome {outcome!r}; use one of {', '.join(REVIEW_OUTCOMES)}")
     approve_options = record.options[:-1] if len(record.options) > 1 else record.options
     shape: str | None = None
     if outcome == "approve":
         option = option if option is not None else (approve_options[0] if approve_options else "Approve")
         if approve_options and option not in approve_options:
-            raise ReviewError(f"review {record.id}: {option!r} is not an approve option "
-                              f"(options: {', '.join(approve_options)})")
+            raise RecordShapeError(f"review {record.id}: {option!r} is not an approve option "
+                                   f"(options: {', '.join(approve_options)})")
         shape = _shape_of(record, option)
         feedback = None
     elif outcome == "keep":
@@ -258,9 +258,9 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
     ``ReviewAlreadyAnsweredError`` (answered already, or lost a race: nothing written),
     ``ReviewRefusedError`` (the rules do not allow this answer, or the review expired: its
     expiry is then logged), ``ReviewPayloadChangedError`` (approve only: the plan text /
-    handoff document no longer hashes to ``payloadSha256``), ``ReviewError`` (a bad outcome or
-    option) and ``LogWriteError`` from the log. The tool call applies it when resumed
-    (``StagedSession.resume``); an approval is applied at the next accepted step.
+    handoff document no longer hashes to ``payloadSha256``), ``RecordShapeError`` (a bad
+    outcome or option) and ``LogWriteError`` from the log. The tool call applies it when
+    resumed (``StagedSession.resume``); an approval is applied at the next accepted step.
     """
     result = _answer(target, review_id, outcome, feedback=feedback, option=option, by=by,
                      reviewer=reviewer, reviewers=reviewers, vote=False)

@@ -1,7 +1,7 @@
-"""The controller side of a durable review (design B §4), shared by plan mode and the stage switch.
+"""The controller side of a durable review (docs/architecture.md), shared by plan mode and the stage switch.
 
 A reviewed tool call: ``existing(session, kind, call_id)`` finds the review of a resumed call;
-otherwise ``reserve(session, kind)`` refuses at once (``ReviewBusy``) while a review of that kind is
+otherwise ``reserve(session, kind)`` refuses at once (``_ReviewBusy``) while a review of that kind is
 open, approved-unredeemed or being opened by another call of this process, ``open_request``
 logs ``fsm/review/request`` (re-checking under the session lock, conditional append), and
 ``conduct`` asks the channel and logs the answer: ``ReviewSuspended`` → ``ReviewPending``;
@@ -33,8 +33,8 @@ from fsm_stage.errors import (
     ReviewPayloadChangedError,
     ReviewPending,
     ReviewSuspended,
+    _ReviewBusy,
 )
-from fsm_stage.errors import ReviewBusy as ReviewBusy
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
@@ -45,7 +45,6 @@ __all__ = [
     "BUSY_APPROVED",
     "BUSY_OPEN",
     "Outcome",
-    "ReviewBusy",
     "Ticket",
     "conduct",
     "existing",
@@ -208,20 +207,20 @@ def _heal(session: Session, kind: str) -> None:
 def _check_free(state: ReviewState, kind: str, label: str) -> None:
     rec = state.open_of(kind)
     if rec is not None:
-        raise ReviewBusy(BUSY_OPEN.format(kind=label, id=rec.id))
+        raise _ReviewBusy(BUSY_OPEN.format(kind=label, id=rec.id))
     rec = state.pending(kind)
     if rec is not None:
-        raise ReviewBusy(BUSY_APPROVED.format(kind=label, id=rec.id))
+        raise _ReviewBusy(BUSY_APPROVED.format(kind=label, id=rec.id))
 
 
 @contextmanager
 def reserve(session: Session, kind: str, label: str) -> Iterator[None]:
-    """Refuse (``ReviewBusy``) unless no review of ``kind`` is open, approved-unredeemed or being
+    """Refuse (``_ReviewBusy``) unless no review of ``kind`` is open, approved-unredeemed or being
     opened by another call in this process; hold that slot until the block exits."""
     key = (session.id, kind)
     with session_lock(session.id):
         if _INFLIGHT.get(key):
-            raise ReviewBusy(BUSY_OPEN.format(kind=label, id="being opened"))
+            raise _ReviewBusy(BUSY_OPEN.format(kind=label, id="being opened"))
         _heal(session, kind)
         _check_free(state_of(session), kind, label)
         _INFLIGHT[key] = 1

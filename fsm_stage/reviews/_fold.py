@@ -1,4 +1,4 @@
-"""The review fold: durable review requests, answers and redemptions (design B §3).
+"""The review fold: durable review requests, answers and redemptions (docs/reviews.md).
 
 ``ReviewFold`` folds ``fsm/review/request`` / ``answer`` / ``redeemed`` and ``fsm/graph`` into
 a ``ReviewState``: every request (``records``), its answer (``answered``), whether an approval

@@ -1,4 +1,4 @@
-"""Plan mode's durable exit review (design B §3, §4): the approved exit lives in the log.
+"""Plan mode's durable exit review (docs/reviews.md): the approved exit lives in the log.
 
 ``review_exit(controller, agent, plan, channel, signal)`` runs one ``exit_plan_mode`` review
 through ``fsm_stage.reviews._flow`` (a resumed call reuses its logged review; one open
@@ -10,16 +10,17 @@ exit, which survives a crash); ``redeem_specs`` the event that redeems it.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Protocol
 
-from fsm_stage.config.review_rules import merged_rules, rules_json
+from fsm_stage.config import PlanModeConfig
+from fsm_stage.config.review_rules import ReviewRulesConfig, merged_rules, rules_json
 from fsm_stage.constants import APPROVE_LABEL, KEEP_PLANNING_LABEL, PLAN_REVIEW_ID
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
+from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.log.events import NewEvent
-from fsm_stage.reviews._channel import Answer, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.prompts import Catalog
+from fsm_stage.reviews._channel import Answer, Question, ReviewChannel, ReviewDismissed, evaluate
 from fsm_stage.reviews._flow import (
     Outcome,
-    ReviewBusy,
     Ticket,
     conduct,
     existing,
@@ -55,9 +56,29 @@ def _interpret(answers: list[Answer]) -> tuple[str, str | None, str | None]:
     return "keep", None, decision.feedback
 
 
-async def review_exit(ctl: Any, agent: Agent, plan: str, channel: ReviewChannel,
+class PlanReviewer(Protocol):
+    """What the exit review reads of plan mode: the question for a plan, whether the
+    controller was closed meanwhile, its wording catalog, its section (``config``, whose
+    ``review`` rules win) and the graph's ``review`` rules (``graph_review``)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def config(self) -> PlanModeConfig: ...
+
+    @property
+    def graph_review(self) -> ReviewRulesConfig | None: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def review_question(self, plan: str) -> Question: ...
+
+
+async def review_exit(ctl: PlanReviewer, agent: Agent, plan: str, channel: ReviewChannel,
                       signal: AbortSignal | None) -> Outcome:
-    """Review ``plan`` for ``ctl`` (a ``PlanModeController``); raises ``ToolFailure`` for a
+    """Review ``plan`` for ``ctl`` (plan mode, as a ``PlanReviewer``); raises ``ToolFailure`` for a
     refusal (another plan review open or approved; a resumed call whose plan changed), a
     dismissal (B85) or a channel failure (its own message, B86); ``ReviewPending`` and
     ``asyncio.CancelledError`` propagate (a cancellation is logged as a dismiss answer)."""
@@ -73,7 +94,7 @@ async def review_exit(ctl: Any, agent: Agent, plan: str, channel: ReviewChannel,
                 rules = rules_json(merged_rules(ctl.graph_review, ctl.config.review))
                 ticket = Ticket("plan", "plan", "default", options, None, None, payload, rules, plan)
                 record = open_request(session, ticket, call_id, "plan")
-    except ReviewBusy as busy:
+    except _ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None

@@ -1,4 +1,4 @@
-"""The stage-review question and its consent rule (spec §1.12).
+"""The stage-review question and its consent rule (docs/contracts.md).
 
 ``build_review_question(catalog, stage, handoff)`` builds the single ``stage-review`` question
 (full shape with the handoff as detail, light shape without); ``evaluate_review(answers,
@@ -24,7 +24,7 @@ __all__ = ["Consent", "Decline", "build_review_question", "evaluate_review", "st
 @functools.lru_cache(maxsize=256)
 def build_review_question(catalog: Catalog, stage: str, handoff: str | None, *,
                           from_stage: str | None = None, handoff_path: str | None = None) -> Question:
-    """The single ``stage-review`` question (§1.12, S52, S53, S61, S64).
+    """The single ``stage-review`` question (S52, S53, S61, S64).
 
     Full shape (``handoff`` given): ``full_question`` with ``detail=handoff``; light shape
     (``handoff is None``): ``light_question`` with no detail. Options: approve (the default
@@ -77,7 +77,7 @@ class Decline:
 
 
 def evaluate_review(answers: Sequence[Answer], catalog: Catalog) -> Consent | Decline:
-    """Apply the consent rule (§1.12, S55, S58).
+    """Apply the consent rule (S55, S58).
 
     Consent only for exactly one ``stage-review`` answer whose ``selected`` is exactly the
     active language's approve label and which has no ``custom`` text (even ``""`` counts as

@@ -3,7 +3,7 @@
 Markdown is rendered by ``rich`` (tables, quotes, links with their URL, wrapping to the terminal
 width; ``NO_COLOR`` and non-terminal output give plain text); a plan taller than the screen opens
 in ``$PAGER`` (default ``less -R``) first. On a terminal the answer is read with
-``prompt_toolkit``'s async prompt: one Ctrl-C raises ``ReviewInterrupted`` (a ``ReviewDismissed``),
+``prompt_toolkit``'s async prompt: one Ctrl-C raises ``ReviewDismissed`` with ``interrupted=True``,
 with the terminal restored and no thread left behind. Piped input is read without a thread too
 (an event-loop reader on pipes, a plain read on files). The abort ``signal`` ends the prompt
 (``ReviewDismissed``); cancelling the task cancels the prompt. Free text that looks like consent
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 import click
 
-from fsm_stage.errors import ReviewInterrupted as ReviewInterrupted
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.text import visible
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 
     from fsm_stage.runtime.agent import Agent
 
-__all__ = ["ReviewInterrupted", "TerminalReviewChannel", "TerminalWording", "render_markdown"]
+__all__ = ["TerminalReviewChannel", "TerminalWording", "render_markdown"]
 
 T = TypeVar("T")
 _SLOT = "\x00"
@@ -227,7 +226,7 @@ class TerminalReviewChannel:
     intent's ``approve`` label, else the first — asks for optional feedback); other text is
     feedback with nothing selected (B80), except text that looks like consent or an option
     label, which asks "Select …? (y/N)" first. An empty line or a bad number asks again. End of
-    input raises ``ReviewDismissed``, Ctrl-C ``ReviewInterrupted``, the abort signal
+    input raises ``ReviewDismissed``, Ctrl-C ``ReviewDismissed`` with ``interrupted`` set, the abort signal
     ``ReviewDismissed``. ``ctrl_c="interrupt"`` also raises SIGINT, as Ctrl-C does outside the
     prompt: under ``asyncio.run`` the main task is cancelled and ``asyncio.run`` raises
     ``KeyboardInterrupt`` (for an orchestrator where Ctrl-C means quit, past the controllers
@@ -315,7 +314,7 @@ class TerminalReviewChannel:
         """End the review after Ctrl-C (see ``ctrl_c``)."""
         if self.ctrl_c == "interrupt":  # as if the terminal had sent SIGINT: under
             signals.raise_signal(signals.SIGINT)  # asyncio.run, the main task is cancelled
-        raise ReviewInterrupted("review interrupted at the terminal (Ctrl-C)")
+        raise ReviewDismissed("review interrupted at the terminal (Ctrl-C)", interrupted=True)
 
     async def _line(self, message: str) -> str:
         """One line of input after ``message`` (without its newline)."""

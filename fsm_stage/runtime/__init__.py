@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         Contributions,
         Controller,
         Runtime,
+        ToolGate,
     )
     from fsm_stage.runtime.session import (
         Session,
@@ -64,7 +65,6 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         current_tool_call,
         dispatch_tool,
         execute_tool,
-        export_tools,
     )
 
 #: exported name -> the module (under this package) that defines it; ``__all__`` is its keys
@@ -94,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "Contributions": "runtime",
     "Controller": "runtime",
     "Runtime": "runtime",
+    "ToolGate": "runtime",
     "Session": "session",
     "Tool": "tools",
     "ToolCall": "tools",
@@ -104,7 +105,6 @@ _EXPORTS: dict[str, str] = {
     "current_tool_call": "tools",
     "dispatch_tool": "tools",
     "execute_tool": "tools",
-    "export_tools": "tools",
 }
 
 __all__ = [
@@ -130,13 +130,13 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolFailure",
+    "ToolGate",
     "ToolOutput",
     "ToolResult",
     "ToolSpec",
     "current_tool_call",
     "dispatch_tool",
     "execute_tool",
-    "export_tools",
     "message_text",
     "new_id",
     "notice",

@@ -1,4 +1,4 @@
-"""``Agent``: a session plus an inbox (plan-mode spec §1.1, §4.2 S3; DESIGN.md §8).
+"""``Agent``: a session plus an inbox (docs/contracts.md, S3; docs/architecture.md).
 
 Two channels feed the next step boundary:
 
@@ -8,7 +8,7 @@ Two channels feed the next step boundary:
   at its next step boundary; an idle agent keeps it until a steer (or follow-up) wakes it.
 
 Whether a turn is open is read from the log (``session.is_turn_open``), never from a runtime
-status flag (§1.4): post-turn work still "runs" but no in-turn pre-step will come.
+status flag: post-turn work still "runs" but no in-turn pre-step will come.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Request assembly (plan-mode spec §1.5 step 3, §1.8; stage-switch spec §1.8; DESIGN.md §8).
+"""Request assembly (docs/contracts.md step 3;; docs/architecture.md).
 
 ``SystemSection(name, order, text)``: ``text(agent | None) -> str``; the system prompt is the
 non-empty section texts sorted by ``(order, registration)`` joined by a blank line (empty

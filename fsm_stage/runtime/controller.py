@@ -27,6 +27,7 @@ from fsm_stage.runtime.runtime import (
     EventCheck,
     PreStepFn,
     PreStepParticipant,
+    ToolGate,
     ViewProjection,
 )
 from fsm_stage.runtime.stage_models import ModelSource
@@ -88,6 +89,10 @@ class Registration:
     def model_source(self, source: ModelSource) -> None:
         """Register a per-request model choice and budget source."""
         self.add(self.runtime.add_model_source(source))
+
+    def tool_gate(self, gate: ToolGate) -> None:
+        """Register a gate every tool call passes before it runs (the tool policy)."""
+        self.add(self.runtime.add_tool_gate(gate))
 
     def service(self, name: str, service: object) -> None:
         """Publish a service handle under ``name``."""

@@ -1,4 +1,4 @@
-"""Message builders (plan-mode spec §1.2, §4.2 S12; stage-switch spec §1.3).
+"""Message builders (docs/contracts.md, S12).
 
 Messages are plain JSON dicts in the DSH shape, exactly as they are logged as the ``data`` of a
 ``user/message`` event::
@@ -71,7 +71,7 @@ def notice(
 ) -> Message:
     """A plugin notice: one text block; source ``{kind: plugin, plugin, form: notice, summary}``.
 
-    ``summary`` defaults to ``text`` (plan mode's notices use the text as their summary, §1.7).
+    ``summary`` defaults to ``text`` (plan mode's notices use the text as their summary).
     """
     return {
         "id": id_factory(),
@@ -85,7 +85,7 @@ def notice(
 def stage_notice(text: str, *, summary: str, id_factory: IdFactory = new_id) -> Message:
     """A stage-switch record message: source ``{kind: "stage-switch", form: "notice", summary}``.
 
-    ``summary`` must be ``Current stage: <name>`` or ``Stage switched to <name>`` (S-spec §1.3).
+    ``summary`` must be ``Current stage: <name>`` or ``Stage switched to <name>`` (docs/contracts.md).
     """
     return {
         "id": id_factory(),

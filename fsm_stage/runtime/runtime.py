@@ -1,9 +1,9 @@
-"""``Runtime``: the per-composition registry of contributions (DESIGN.md §8).
+"""``Runtime``: the per-composition registry of contributions (docs/architecture.md).
 
 Controllers (plan mode, the stage switch) ``attach`` to a ``Runtime`` and contribute system
 sections, runtime-context entries, tools, commands, pre-step participants, projections,
 invariants and service handles. Every ``add_*`` returns an idempotent **disposer**; a
-controller's ``close()`` runs all of its disposers at once (plan-mode spec §1.13) through
+controller's ``close()`` runs all of its disposers at once (docs/contracts.md) through
 ``fsm_stage.runtime.controller.ControllerLifecycle``.
 
 Optional registries mirror optional composition in the harness: ``Runtime(commands=False)``
@@ -14,7 +14,7 @@ Step boundary
 -------------
 ``pre_step(agent, messages, *, aborted=False) -> messages`` is called by the host **after** its
 final accept/reject decision, once per accepted pre-step (initial and continuation alike), and
-never for rejected steps or same-step retries (§1.5, seam S4), so a participant's append is
+never for rejected steps or same-step retries (seam S4), so a participant's append is
 never followed by a rejection. Participants run in registration order; each receives and
 returns the full list of messages entering the step.
 
@@ -27,15 +27,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
-from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 from fsm_stage.errors import InvariantError as InvariantError
 from fsm_stage.log.events import Event
 from fsm_stage.observe import boundary
-from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import (
@@ -48,7 +45,8 @@ from fsm_stage.runtime.assembly import (
 )
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
-from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.questions import ReviewChannel, check_review_channel
+from fsm_stage.runtime.session import Session, session_lock
 from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, BudgetRule, ModelChoice, ModelSource, merged_choice
 from fsm_stage.runtime.tools import (
     Tool,
@@ -56,12 +54,7 @@ from fsm_stage.runtime.tools import (
     ToolResult,
     ToolSpec,
     dispatch_tool,
-    result_data,
-    step_position,
 )
-
-if TYPE_CHECKING:  # the gate loads on the first call a stage or plan-mode controller could restrict
-    from fsm_stage.policy import _gate as policy
 
 T = TypeVar("T")
 
@@ -89,7 +82,7 @@ class ViewProjection(Protocol):
 
 
 class ProjectionRegistry:
-    """Keyed client projections (dsh-log-format §6): ``snapshot(session) -> {key: view}``."""
+    """Keyed client projections (docs/session-log.md): ``snapshot(session) -> {key: view}``."""
 
     def __init__(self) -> None:
         self._units: dict[str, ViewProjection] = {}
@@ -141,6 +134,23 @@ class Contributions:
 
 
 @runtime_checkable
+class ToolGate(Protocol):
+    """A contribution that decides whether a tool call runs (the tool policy is one); a
+    controller registers it through ``Registration.tool_gate``. Each method returns None when
+    the gate lets the call run, else the call's ``ToolResult``."""
+
+    async def call(self, runtime: Runtime, agent: Agent | None, call: ToolCall, *, turn: int | None,
+                   step: int | None, signal: AbortSignal | None, log: bool) -> ToolResult | None:
+        """Before ``call_tool`` dispatches ``call``: None to dispatch it, else its result (a
+        refusal, logged when ``log``; or the result of a call the gate ran after a review)."""
+
+    async def authorize(self, runtime: Runtime, agent: Agent | None, call: ToolCall, *,
+                        turn: int | None, step: int | None, signal: AbortSignal | None,
+                        log: bool) -> ToolResult | None:
+        """For a call the host runs itself: None to run it, else the refusal (logged when ``log``)."""
+
+
+@runtime_checkable
 class Controller(Protocol):
     """A behaviour attached to a ``Runtime`` (plan mode, the stage switch)."""
 
@@ -186,6 +196,7 @@ class Runtime:
         self._pre_steps: list[PreStepFn] = []
         self._assemble_hooks: list[AssembleHook] = []
         self._services: dict[str, object] = {}
+        self._gates: list[ToolGate] = []
         self._invariants: list[EventCheck] = []
         self._model_sources: list[ModelSource] = []
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
@@ -254,6 +265,11 @@ class Runtime:
         rules = (s.budget(agent) for s in sorted(self._model_sources, key=lambda s: s.order))
         return tuple(r for r in rules if r is not None)
 
+    def add_tool_gate(self, gate: ToolGate) -> Disposer:
+        """Register a ``ToolGate``; the same gate registered by several controllers is asked once."""
+        self._gates.append(gate)
+        return _remover(self._gates, gate)
+
     def add_service(self, name: str, service: object) -> Disposer:
         """Publish a service handle (e.g. ``"plan_mode"``); duplicates raise ``ValueError``."""
         if name in self._services:
@@ -305,7 +321,7 @@ class Runtime:
 
     def session_lock(self, session_id: str) -> threading.RLock:
         """The per-session re-entrant lock every controller holds around fold → fire → append
-        (DESIGN.md §5): ``fsm_stage.driver._pending.session_lock(session_id)``, keyed by the
+        (docs/architecture.md): ``fsm_stage.runtime.session.session_lock(session_id)``, keyed by the
         session id like pending selections, hence shared by every ``Session`` wrapper of one
         log and by plan mode and the stage switch. A host that appends to a session from
         several threads outside the controllers should hold it too."""
@@ -392,79 +408,39 @@ class Runtime:
         """Dispatch ``call`` to the registered tools; logs ``tool/call``/``tool/result`` on the
         agent's session when ``log`` and an agent is given. Like ``pre_step`` it does not
         require an open turn (the spec's tool tests call it outside one); ``turn``/``step`` are
-        written only when given. The tool policy (``fsm_stage.policy._gate``) is checked first,
-        on the complete arguments: a denied call runs nothing and gets an error result (logged
-        with ``fsm/tool/refused``); an ``ask`` call runs only after the review channel approves
-        it (``policy_ask``; ``ReviewPending`` when the channel suspends)."""
+        written only when given. The registered tool gates (the tool policy) are asked first, on
+        the complete arguments: a denied call runs nothing and gets an error result (logged with
+        ``fsm/tool/refused``); an ``ask`` call runs only after the review channel approves it
+        (``ReviewPending`` when the channel suspends)."""
         if agent is not None:
             self.track(agent.session)
         session = agent.session if (log and agent is not None) else None
-        found = self._policy(agent, call)
-        if found is not None and found[0].verdict == "ask" and agent is not None:
-            return await self._after_review(agent, call, found, turn=turn, step=step, signal=signal, log=log)
-        if found is not None and found[0].verdict != "allow":
-            from fsm_stage.policy import _gate
-
-            return _gate.refuse(session, call, *found, turn=turn, step=step)
+        for gate in self._unique_gates():
+            gated = await gate.call(self, agent, call, turn=turn, step=step, signal=signal, log=log)
+            if gated is not None:
+                return gated
         return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
                                    signal=signal)
 
-    def _policy(self, agent: Agent | None, call: ToolCall
-                ) -> tuple[policy.Decision, policy.PolicyState] | None:
-        """The tool policy's ``(decision, state)`` on ``call``; None (run it) without an agent or
-        without a stage or plan-mode controller attached — the gate, and with it the config and
-        template modules, then never load."""
-        if agent is None or (self.service("stage") is None and self.service("plan_mode") is None):
-            return None
-        from fsm_stage.policy import _gate
-
-        return _gate.authorize(self, agent, call)
-
-    async def _after_review(self, agent: Agent, call: ToolCall,
-                            found: tuple[policy.Decision, policy.PolicyState],
-                            *, turn: int | None, step: int | None, signal: AbortSignal | None,
-                            log: bool) -> ToolResult:
-        """An ``ask`` call: ``tool/call``, the durable tool review, then the tool or its refusal."""
-        from fsm_stage.policy import _gate
-        from fsm_stage.policy._ask import review_call
-
-        session = agent.session if log else None
-        call_seq = None
-        if session is not None:
-            call_seq = session.append(TOOL_CALL, {**step_position(turn, step), "callId": call.id,
-                                                  "name": call.name, "arguments": call.arguments}).seq
-        denied = await review_call(self.review, agent, call, *found, turn=turn, step=step, signal=signal)
-        if denied is not None:
-            return _gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
-                                 call_seq=call_seq)
-        result = await dispatch_tool(self._tools, call, agent, signal=signal)
-        if session is not None:
-            session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
-                           source_event_seqs=[call_seq] if call_seq is not None else None)
-        return result
+    def _unique_gates(self) -> list[ToolGate]:
+        seen: list[ToolGate] = []
+        for gate in self._gates:
+            if all(g is not gate for g in seen):
+                seen.append(gate)
+        return seen
 
     async def authorize(self, agent: Agent | None, call: ToolCall, *, turn: int | None = None,
                         step: int | None = None, signal: AbortSignal | None = None,
                         log: bool = True) -> ToolResult | None:
-        """The tool policy on a call the host runs itself: None — run it; else the refusal
-        (logged when ``log``: ``tool/call``, error ``tool/result``, ``fsm/tool/refused``). An
-        ``ask`` rule reviews the call first (``policy_ask``; ``ReviewPending`` when the channel
-        suspends: call ``authorize`` again with the same call once it is answered)."""
-        found = self._policy(agent, call)
-        if found is None or found[0].verdict == "allow":
-            return None
-        from fsm_stage.policy import _gate
-        from fsm_stage.policy._ask import review_call
-
-        decision, state = found
-        if decision.verdict == "ask" and agent is not None:
-            denied = await review_call(self.review, agent, call, decision, state, turn=turn, step=step,
-                                       signal=signal)
-            if denied is None:
-                return None
-            decision = denied
-        session = agent.session if (log and agent is not None) else None
-        return _gate.refuse(session, call, decision, state, turn=turn, step=step)
+        """The registered tool gates (the tool policy) on a call the host runs itself: None —
+        run it; else the refusal (logged when ``log``: ``tool/call``, error ``tool/result``,
+        ``fsm/tool/refused``). An ``ask`` rule reviews the call first (``ReviewPending`` when
+        the channel suspends: call ``authorize`` again with the same call once it is answered)."""
+        for gate in self._unique_gates():
+            refused = await gate.authorize(self, agent, call, turn=turn, step=step, signal=signal, log=log)
+            if refused is not None:
+                return refused
+        return None
 
     async def run_command(self, agent: Agent, line: str, images: Sequence[Block] = ()) -> CommandReply | None:
         """Run a ``/name rest`` line; None when there is no registry or no such command."""

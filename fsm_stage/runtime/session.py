@@ -1,6 +1,6 @@
-"""``Session``: one agent's session over an ``EventLog`` (DESIGN.md §8; plan-mode spec §4.2 S1).
+"""``Session``: one agent's session over an ``EventLog`` (docs/architecture.md; docs/contracts.md S1).
 
-The log is the truth (DESIGN.md invariant 1): ``Session`` holds no state of its own except
+The log is the truth (docs/architecture.md invariant 1): ``Session`` holds no state of its own except
 projection caches that a fold of the log rebuilds, so keep one ``Session`` per log for the
 agent's lifetime (a new wrapper refolds from the start once). ``read(projection)`` costs
 O(new events) (invariant 4): one cursor per projection object, advanced over the events
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import marshal
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -194,7 +196,7 @@ class Session:
 
     @property
     def is_turn_open(self) -> bool:
-        """True when the last ``turn/start``/``turn/end`` in the log is a ``turn/start`` (§1.4)."""
+        """True when the last ``turn/start``/``turn/end`` in the log is a ``turn/start``."""
         return self.read(TURN_FOLD).open
 
     @property
@@ -208,13 +210,13 @@ class Session:
         return self.read(TURN_FOLD).headers > 0
 
     def surface(self) -> tuple[int, ...]:
-        """Model-visible node seqs in order (append / replace ops folded, §3): a snapshot copy
+        """Model-visible node seqs in order (append / replace ops folded): a snapshot copy
         of the log's live ``surface.nodes`` (O(surface); ``log.surface`` reads it in place)."""
         return tuple(self._log.surface.nodes)
 
     @property
     def head_is_system(self) -> bool:
-        """True when surface node 0 is a ``system/message`` (the protected head, S-spec §1.13).
+        """True when surface node 0 is a ``system/message`` (the protected head, docs/contracts.md).
 
         O(1): read from the log's surface.
         """
@@ -278,3 +280,27 @@ def deep_copies(messages: Sequence[Any]) -> tuple[Any, ...]:
         return tuple(marshal.loads(marshal.dumps(items)))
     except (ValueError, TypeError):
         return tuple(copy.deepcopy(items))
+
+
+_LOCKS: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def session_lock(session_id: str) -> threading.RLock:
+    """The process-wide re-entrant lock of the session ``session_id``: the **one** per-session
+    lock (docs/architecture.md "serialise per session") every controller holds.
+
+    Hold it around fold → fire → append so two threads (or two ``Session`` wrappers of one
+    log) never both apply a transition from the same folded state. Keyed by the session
+    **id**, like the pending store, so wrappers of one log in one process and both plan mode
+    and the stage switch share it. Re-entrant, so a controller may call another locked method
+    of itself. The same id yields the same lock object while any caller still references it
+    (a weak-value map: the registry does not grow with every session a long-lived host has
+    seen). ``Runtime.session_lock(session_id)`` is the same lock.
+    """
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(session_id)
+        if lock is None:
+            lock = threading.RLock()
+            _LOCKS[session_id] = lock
+        return lock

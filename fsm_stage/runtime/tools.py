@@ -1,4 +1,4 @@
-"""Tool seam (plan-mode spec §4.2 S7; stage-switch spec §1.15; DESIGN.md §8).
+"""Tool seam (docs/contracts.md S7; docs/architecture.md).
 
 Shapes
 ------
@@ -11,7 +11,7 @@ Schema objects (plain dicts). Export: ``to_openai()`` →
 ``Tool`` protocol: ``spec`` and ``async execute(args, agent, signal) -> ToolOutput``; a tool
 fails by raising ``ToolFailure(message)``. ``dispatch_tool`` runs one call and, given a session,
 logs ``tool/call`` then ``tool/result`` DSH-style: a failure becomes an error result whose text is
-``"Error: " + message`` (the harness envelope, plan-mode spec §4.1).
+``"Error: " + message`` (the harness envelope, docs/contracts.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -268,17 +268,6 @@ def step_position(turn: int | None, step: int | None) -> dict[str, Any]:
     if step is not None:
         out["step"] = step
     return out
-
-
-def export_tools(specs: Sequence[ToolSpec], style: str = "openai") -> list[dict[str, Any]]:
-    """Export ``specs`` as ``"openai"``, ``"anthropic"`` or ``"dsh"`` (request/header) dicts."""
-    if style == "openai":
-        return [s.to_openai() for s in specs]
-    if style == "anthropic":
-        return [s.to_anthropic() for s in specs]
-    if style == "dsh":
-        return [s.to_json() for s in specs]
-    raise ValueError(f"unknown tool export style {style!r}; expected openai, anthropic or dsh")
 
 
 TOOL_CODE_DISPATCH = "tool/code-dispatch"

@@ -86,7 +86,7 @@ class Command:
     """``command: /NAME ARGS``: a slash command line as typed.
 
     ``name`` is the lowercase word after ``/``; ``args`` the raw rest of the line including the
-    separating whitespace (dsh-log-format §5), e.g. ``" Plan a change"``.
+    separating whitespace (docs/session-log.md), e.g. ``" Plan a change"``.
     """
 
     line: str

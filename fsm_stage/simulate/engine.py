@@ -17,6 +17,7 @@ from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import STEP_START
+from fsm_stage.driver._host import guard_names, open_session
 from fsm_stage.driver._loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.errors import ReviewSuspended, UserError
 from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
@@ -31,7 +32,6 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
 from fsm_stage.runtime.messages import Message, user_message
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ERROR_PREFIX, ToolFailure, ToolOutput, ToolResult, ToolSpec
 from fsm_stage.runtime.tools import ToolCall as LoopToolCall
 from fsm_stage.scenario import (
@@ -62,7 +62,6 @@ from fsm_stage.simulate.report import (
     tool_views,
 )
 from fsm_stage.simulate.result import Failure, Note, SimulationError
-from fsm_stage.stage_switch import StageController
 from fsm_stage.tokens import HeuristicTokenMeter
 
 GUIDANCE = "guidance"
@@ -167,31 +166,24 @@ class _Engine:
         self._system_assembly: Assembly | None = None
 
         self.log = log
-        self.session = Session(log)
         self.review = ScriptedReviewChannel(default=self._answer_review)
         self.runtime = _SimRuntime(self, review=self.review)
         self.runtime.add_assemble_hook(self._on_assemble)
         self.runtime.add_pre_step(self._on_pre_step)  # first participant: before any flush
         for sec in scenario.system:
             self.runtime.add_section(SystemSection(sec.name, sec.order, self._constant(sec.text)))
-        self.stage: StageController | None = None
-        self.plan: PlanModeController | None = None
-        graph = config.graph
         self.handoffs = _TrackedHandoffStore(cwd)
-        if graph is not None:
-            self.stage = StageController(graph, handoffs=self.handoffs, token_meter=meter)
-            self.runtime.attach(self.stage)
-            self.stage.register_eligibility(self._flag(GUIDANCE))
-            for name in sorted(_guard_names(config)):
-                self.stage.register_eligibility(self._flag(name), name=name)
-        if config.plan_mode is not None:
-            self.plan = _attach_plan_mode(self.runtime, config)
+        guards = guard_names(config.graph) if config.graph is not None else frozenset()
+        host = open_session(config, log, runtime=self.runtime, handoffs=self.handoffs, token_meter=meter,
+                            guidance=self._flag(GUIDANCE),
+                            eligibility={name: self._flag(name) for name in sorted(guards)}, repair=False)
+        self.stage, self.plan, self.agent = host.stage, host.plan, host.agent
+        self.session = host.session
         provided = set(self.runtime.tools)
         canned = sorted({c.tool for s in self.steps if isinstance(s, ModelStep) for c in s.calls
                          if c.result is not None and c.tool not in provided})
         for name in canned:
             self.runtime.add_tool(_CannedTool(self, name))
-        self.agent = InboxAgent(self.session)
         # The reference loop's scripted model, one script item per model step (each answers one
         # request) plus one more that reports a request no model step answers.
         answers = sum(isinstance(s, ModelStep) for s in self.steps) + 1
@@ -575,26 +567,8 @@ class _Engine:
 _PLAN_FOLD = PlanModeFold()
 
 
-def _attach_plan_mode(runtime: Runtime, config: ConfigFile) -> PlanModeController:
-    """Attach plan mode (``config.plan_mode``) in the graph's language; returns the controller."""
-    language = config.graph.language if config.graph is not None else "en"
-    controller = PlanModeController(config.plan_mode, language=language,
-                                    models=config.graph.models if config.graph is not None else None,
-                                    graph_review=config.graph.review if config.graph is not None else None)
-    runtime.attach(controller)
-    return controller
-
-
 def _plan_pending(plan: PlanModeController | None, agent: InboxAgent) -> bool | None:
     """The target of the pending plan-mode selection (None when nothing is pending)."""
     return plan.get(agent).pending if plan is not None else None
-
-
-def _guard_names(config: ConfigFile) -> frozenset[str]:
-    graph = config.graph
-    if graph is None:
-        return frozenset()
-    # Omitted ``targets`` mean unguarded edges to every other stage: only explicit edges carry guards.
-    return frozenset(g for st in graph.stages for edge in st.targets or () for g in edge.guards)
 
 

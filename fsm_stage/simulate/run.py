@@ -19,6 +19,7 @@ from pathlib import Path
 import filelock
 
 from fsm_stage.config import ConfigFile, load_config
+from fsm_stage.driver import guard_names
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import read_header
@@ -26,7 +27,7 @@ from fsm_stage.log.events import EventLog, MemoryLog, SessionHeader, wall_clock_
 from fsm_stage.log.jsonl import JsonlLog, writer_lock
 from fsm_stage.log.postgres import is_postgres_location, open_new_session
 from fsm_stage.scenario import EligibilityFlip, Expect, Scenario
-from fsm_stage.simulate.engine import GUIDANCE, _Engine, _guard_names
+from fsm_stage.simulate.engine import GUIDANCE, _Engine
 from fsm_stage.simulate.result import SimulationError, SimulationResult
 from fsm_stage.tokens import HeuristicTokenMeter
 
@@ -58,7 +59,7 @@ def prepare(scenario: Scenario, *, graph: str | Path | None = None) -> tuple[Pat
 
 def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> list[str]:
     stages = [st.name for st in config.graph.stages] if config.graph is not None else []
-    known_flags = _guard_names(config) | {GUIDANCE}
+    known_flags = (guard_names(config.graph) if config.graph is not None else frozenset()) | {GUIDANCE}
     out: list[str] = []
 
     def flags(values: Mapping[str, bool], where: str) -> None:

@@ -20,8 +20,8 @@ from fsm_stage.stage_switch.controller import StageController
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
 from fsm_stage.stage_switch.state import (
+    ControllerClosedError,
     PendingTransition,
-    ProjectionUnavailableError,
     SetOutcome,
     StageStatus,
 )
@@ -55,12 +55,12 @@ __all__ = [
     "PROJECTION_UNAVAILABLE_MESSAGE",
     "RELOADED_MESSAGE",
     "Consent",
+    "ControllerClosedError",
     "Decline",
     "Eligibility",
     "GotoStageTool",
     "PendingTransition",
     "Predicate",
-    "ProjectionUnavailableError",
     "SetOutcome",
     "StageCommand",
     "StageController",

@@ -1,4 +1,4 @@
-"""The ``/stage`` command (spec §1.16).
+"""The ``/stage`` command (docs/contracts.md).
 
 Bare ``/stage`` shows the current stage and the configured stages; ``/stage <name> [message]``
 is a user jump to any configured stage (``StageController.set``), with the trailing text
@@ -27,7 +27,7 @@ _WS = re.compile(r"\s+")
 
 
 def handle_stage_command(ctl: StageController, agent: Agent, raw_input: str) -> CommandReply:
-    """``/stage [stage [message]]`` (§1.16, S82–S91, S93d)."""
+    """``/stage [stage [message]]`` (S82–S91, S93d)."""
     text = raw_input.strip()
     session = agent.session
     if not text:

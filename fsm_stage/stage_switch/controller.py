@@ -31,6 +31,7 @@ from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
 from fsm_stage.log.surface import shadow_range
+from fsm_stage.policy._ask import POLICY_GATE
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
 from fsm_stage.reviews._answer import answer_review, current_payload_sha256
 from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
@@ -48,8 +49,8 @@ from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
 from fsm_stage.stage_switch.models import stage_model_source
 from fsm_stage.stage_switch.state import (
+    ControllerClosedError,
     PendingTransition,
-    ProjectionUnavailableError,
     SetOutcome,
     StageStatus,
 )
@@ -176,6 +177,7 @@ class StageController:
         reg.pre_step(self.on_pre_step)
         reg.model_source(stage_model_source(self))
         reg.service("stage", self)
+        reg.tool_gate(POLICY_GATE)
         if self.config.min_handoff_tokens is not None and self.token_meter is None:
             # Construction and attach never fail for this (spec); say it once, now, instead
             # of only failing every threshold-deciding goto_stage later.
@@ -188,7 +190,7 @@ class StageController:
     def close(self) -> None:
         """Unregister everything, forget predicates and pending transitions, and mark the
         controller closed: open reviews then fail with ``RELOADED_MESSAGE`` and projection
-        reads raise ``ProjectionUnavailableError`` (§1.18, S38, S60, S96). Idempotent."""
+        reads raise ``ControllerClosedError`` (S38, S60, S96). Idempotent."""
         if self.lifecycle.close():
             self.eligibility.clear()
             self.pending.clear_all()
@@ -198,7 +200,7 @@ class StageController:
     # --- reads --------------------------------------------------------------------------------
 
     def session_lock(self, session: Session) -> threading.RLock:
-        """The per-session lock held around fold → fire → append (DESIGN.md §5 concurrency), so
+        """The per-session lock held around fold → fire → append (docs/architecture.md concurrency), so
         a host driving one session from several threads never interleaves two stage writes.
         It is ``fsm_stage.driver._pending.session_lock(session.id)``: keyed by the session id
         like the pending selections, so every ``Session`` wrapper of one log and plan mode
@@ -207,7 +209,7 @@ class StageController:
 
     def _state(self, session: Session) -> StageState:
         if self.closed:
-            raise ProjectionUnavailableError(PROJECTION_UNAVAILABLE_MESSAGE)
+            raise ControllerClosedError("stage switch", PROJECTION_UNAVAILABLE_MESSAGE)
         return session.read(self.projection)
 
     def projection_state(self, session: Session) -> StageState | None:
@@ -215,8 +217,8 @@ class StageController:
         return None if self.closed else session.read(self.projection)
 
     def current(self, session: Session) -> str:
-        """The current stage: the last logged record, else ``initial`` (§1.5). Raises
-        ``ProjectionUnavailableError`` after ``close()`` (S97)."""
+        """The current stage: the last logged record, else ``initial``. Raises
+        ``ControllerClosedError`` after ``close()`` (S97)."""
         stage: str | None = self._state(session).stage
         return stage if stage is not None else self.graph.initial
 
@@ -232,7 +234,7 @@ class StageController:
     def get(self, agent: Agent) -> StageStatus:
         """``StageStatus(current, pending)`` for ``agent``'s session — the same reading style as
         ``PlanModeController.get(agent)``; ``current(session)`` and ``pending_stage(session)``
-        are the two parts. Raises ``ProjectionUnavailableError`` after ``close()``."""
+        are the two parts. Raises ``ControllerClosedError`` after ``close()``."""
         session = agent.session
         return StageStatus(self.current(session), self.pending_stage(session))
 
@@ -246,13 +248,13 @@ class StageController:
         return approved_transition(session, record) if record is not None else None
 
     def sorted_stages(self) -> str:
-        """Configured names sorted alphabetically, ``", "``-joined (diagnostics, §1.8)."""
+        """Configured names sorted alphabetically, ``", "``-joined (diagnostics)."""
         return ", ".join(sorted(self.config.stage_names))
 
     # --- eligibility --------------------------------------------------------------------------
 
     def register_eligibility(self, predicate: Predicate, *, name: str | None = None) -> Disposer:
-        """Register a synchronous ``(agent) -> bool`` predicate; returns its disposer (§1.7).
+        """Register a synchronous ``(agent) -> bool`` predicate; returns its disposer.
 
         Unnamed: gates the ``stage:policy`` guidance (any true → shown; S31–S33, S37f: the same
         callable is stored once). Named: a guard graph edges reference by ``name``; a name holds
@@ -263,7 +265,7 @@ class StageController:
 
     def is_eligible(self, agent: Agent) -> bool:
         """True when any unnamed predicate returns true (registration order, stops at the
-        first true); False with none (§1.7)."""
+        first true); False with none."""
         return self.eligibility.is_eligible(agent)
 
     def guards_hold(self, agent: Agent | None, names: Sequence[str]) -> bool:
@@ -300,7 +302,7 @@ class StageController:
 
     def policy_text(self, agent: Agent | None) -> str:
         """Text of ``stage:policy``: ``""`` without an agent or while no unnamed predicate holds;
-        otherwise ``section`` rendered with the variables (§1.8, S31–S34)."""
+        otherwise ``section`` rendered with the variables (S31–S34)."""
         if agent is None or self.closed or not self.is_eligible(agent):
             return ""
         variables = self.variables(agent)
@@ -326,7 +328,7 @@ class StageController:
 
     def stage_prompt(self, stage: str, *, narrate: bool) -> Message:
         """The stage-prompt record message (``Current stage: <stage>`` summary), with the
-        user-switch prefix when ``narrate`` (§1.3, §1.6)."""
+        user-switch prefix when ``narrate``."""
         text = stage_body(self.config, stage)
         if narrate:
             text = self.catalog.text("notice.user_switch_prefix", stage=stage) + text
@@ -334,7 +336,7 @@ class StageController:
 
     def handoff_notice(self, stage: str, path: str) -> Message:
         """The handoff notice record (``Stage switched to <stage>`` summary): the archive wording,
-        a blank line, then the stage body; never narrated (§1.3, S77)."""
+        a blank line, then the stage body; never narrated (S77)."""
         text = self.catalog.text("notice.handoff_replaced", stage=stage, path=path) + "\n\n" + stage_body(
             self.config, stage)
         return stage_notice(text, summary=f"{STAGE_SWITCHED_PREFIX}{stage}", id_factory=self.id_factory)
@@ -362,11 +364,11 @@ class StageController:
             commit()
 
     def set(self, agent: Agent, stage: str) -> SetOutcome:
-        """Switch ``agent``'s session to ``stage`` as the user (no validation; §1.16, S88, S89).
+        """Switch ``agent``'s session to ``stage`` as the user (no validation;, S88, S89).
 
         ``stage == current`` → ``"noop"`` (a pending transition is neither consulted nor
         cancelled, S93b). During an open turn → pending (narrated at flush time), ``"queued"``.
-        Otherwise the stage prompt (narrated per §1.6) is appended now and any pending
+        Otherwise the stage prompt (narrated per) is appended now and any pending
         transition is discarded after the append succeeded (Appendix B1) → ``"committed"``.
         A failed append raises and changes nothing. Raises ``ControllerClosedError`` (a
         ``RuntimeError``) after ``close()``, as ``PlanModeController.set`` does. The name is not
@@ -391,14 +393,14 @@ class StageController:
             return "committed"
 
     def handle_stage_command(self, agent: Agent, raw_input: str) -> CommandReply:
-        """``/stage [stage [message]]`` (§1.16, S82–S91, S93d); see ``command.handle_stage_command``."""
+        """``/stage [stage [message]]`` (S82–S91, S93d); see ``command.handle_stage_command``."""
         return handle_stage_command(self, agent, raw_input)
 
     # --- goto_stage -----------------------------------------------------------------------------
 
     def tool_spec(self) -> ToolSpec:
         """The ``goto_stage`` schema: ``stage`` (required), ``handoff`` (optional), in that
-        order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39)."""
+        order; output ``{approved: true, stage, handoffPath?}`` (S39)."""
         return goto_stage_tool_spec(self.catalog, self.config.stage_names)
 
     def render_result(self, value: Mapping[str, Any], *, dropped_handoff: bool = False) -> str:
@@ -417,13 +419,13 @@ class StageController:
         return present_result(self.catalog, args, result)
 
     def requires_handoff(self, session: Session) -> bool:
-        """Full (True) or light (False), decided now (§1.10, S63, S64, S68). Raises
+        """Full (True) or light (False), decided now (S63, S64, S68). Raises
         ``ToolFailure(errors.missing_token_meter)`` when a threshold is set without a meter."""
         return requires_handoff(self, session)
 
     async def goto_stage(self, args: Mapping[str, Any], agent: Agent | None,
                          signal: AbortSignal | None = None) -> ToolOutput:
-        """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68; see
+        """Execute ``goto_stage`` (validation chain plus graph edges; S43–S68; see
         ``fsm_stage.stage_switch.goto.run_goto_stage``).
 
         Returns ``ToolOutput(value, text, meta)`` on approval (the transition is then pending);
@@ -442,7 +444,7 @@ class StageController:
     # --- boundary -----------------------------------------------------------------------------
 
     def on_pre_step(self, agent: Agent, messages: list[Message], aborted: bool) -> list[Message]:
-        """Accepted pre-step (§1.13, §1.14): flush a pending transition, else inject the initial
+        """Accepted pre-step: flush a pending transition, else inject the initial
         stage prompt once for a top-level session. An aborted step changes nothing (S30a)."""
         if aborted or self.closed:
             return list(messages)

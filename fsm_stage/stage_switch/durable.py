@@ -5,7 +5,7 @@ fingerprint record, and the batches that apply a transition together with its re
 transition; it survives a crash). ``graph_specs(ctl, session)`` returns the ``fsm/graph``
 event to write with the controller's next write (or raises ``GraphChangedError``).
 ``redeem_specs(ctl, session, applied, reason)`` returns the ``fsm/review/redeemed`` event(s)
-for the pending approval, appended in the same batch as the transition (design B §3).
+for the pending approval, appended in the same batch as the transition (docs/reviews.md).
 """
 
 from __future__ import annotations

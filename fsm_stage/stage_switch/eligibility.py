@@ -1,4 +1,4 @@
-"""Eligibility predicates and named guards of the stage switch (spec §1.7).
+"""Eligibility predicates and named guards of the stage switch (docs/contracts.md).
 
 An ``Eligibility`` holds two kinds of synchronous ``(agent) -> bool`` predicates: *unnamed*
 ones gate the ``stage:policy`` guidance (shown while any is true, S31–S33), *named* ones are
@@ -34,7 +34,7 @@ class Eligibility:
         self._guards: dict[str, Predicate] = {}
 
     def register(self, predicate: Predicate, *, name: str | None = None) -> Disposer:
-        """Register ``predicate``; returns its disposer (§1.7).
+        """Register ``predicate``; returns its disposer.
 
         Unnamed: gates the guidance (S31–S33; the same callable is stored once, S37f). Named: a
         guard graph edges reference by ``name``; a name holds one predicate (another callable
@@ -74,7 +74,7 @@ class Eligibility:
 
     def is_eligible(self, agent: Agent) -> bool:
         """True when any unnamed predicate returns true (registration order, stops at the
-        first true); False with none (§1.7)."""
+        first true); False with none."""
         return any(self._holds(p, agent, "predicate") for p in list(self._predicates))
 
     def guards_hold(self, agent: Agent | None, names: Sequence[str]) -> bool:

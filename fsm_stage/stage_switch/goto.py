@@ -1,4 +1,4 @@
-"""The ``goto_stage`` validation chain (spec §1.15 plus graph edges; S43–S68).
+"""The ``goto_stage`` validation chain (docs/contracts.md plus graph edges; S43–S68).
 
 ``run_goto_stage(controller, args, agent, signal)`` checks the arguments, the target, the
 graph edge and its guards, decides full or light (``requires_handoff``), writes the handoff
@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fsm_stage.config.review_rules import merged_rules, rules_json
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
+from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
-from fsm_stage.reviews._flow import Outcome, ReviewBusy, Ticket, conduct, existing, open_request, reserve
+from fsm_stage.reviews._flow import Outcome, Ticket, conduct, existing, open_request, reserve
 from fsm_stage.reviews._fold import stage_payload_sha256
 from fsm_stage.reviews._stage import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.runtime.abort import AbortSignal
@@ -55,7 +55,7 @@ def _refusal_text(ctl: StageController, agent: Agent, session: Session, target: 
 
 
 def requires_handoff(ctl: StageController, session: Session) -> bool:
-    """Full (True) or light (False), decided now (§1.10, S63, S64, S68). Raises
+    """Full (True) or light (False), decided now (S63, S64, S68). Raises
     ``ToolFailure(errors.missing_token_meter)`` when a threshold is set without a meter."""
     threshold = ctl.config.min_handoff_tokens
     if threshold is None:
@@ -67,7 +67,7 @@ def requires_handoff(ctl: StageController, session: Session) -> bool:
 
 async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: Agent | None,
                      signal: AbortSignal | None = None) -> ToolOutput:
-    """Execute ``goto_stage`` (validation chain §1.15 plus graph edges; S43–S68).
+    """Execute ``goto_stage`` (validation chain plus graph edges; S43–S68).
 
     ``args`` are first checked against the tool's parameter schema
     (``goto_stage_argument_problem``: the seed's host validates input against the schema
@@ -116,7 +116,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
                 ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
                                 handoff_path, payload, _rules(ctl, from_stage, target), handoff_text)
                 record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
-    except ReviewBusy as busy:
+    except _ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
     except ReviewPayloadChangedError as exc:
         raise ToolFailure(str(exc)) from None
@@ -187,7 +187,8 @@ def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outco
 
 
 async def _write_handoff(ctl: StageController, session: Session, target: str, handoff: str) -> str:
-    """Write the handoff document (§1.15 step 7); returns its absolute path.
+    """Write the handoff document (the seventh step of the goto_stage chain,
+    docs/contracts.md F); returns its absolute path.
 
     Fails with ``errors.no_fs`` without a store. A ``HandoffPathError`` (a path the store
     refuses) and any exception without an OS error code (a store's own message, e.g.

@@ -2,7 +2,7 @@
 
 ``PendingTransition`` is the payload of a pending stage selection, ``StageStatus`` what
 ``StageController.get`` returns, ``SetOutcome`` what ``StageController.set`` returns, and
-``ProjectionUnavailableError`` what every read raises after ``close()`` (S97).
+``ControllerClosedError`` what every read raises after ``close()`` (S97).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Literal
 
 import attrs
 
-from fsm_stage.errors import ProjectionUnavailableError as ProjectionUnavailableError
+from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 
-__all__ = ["PendingTransition", "ProjectionUnavailableError", "SetOutcome", "StageStatus"]
+__all__ = ["ControllerClosedError", "PendingTransition", "SetOutcome", "StageStatus"]
 
 SetOutcome = Literal["noop", "queued", "committed"]
 """What ``StageController.set`` did: the stage switch's subset of
@@ -23,7 +23,7 @@ pending selection to the logged state, while a stage jump always names a stage).
 
 @attrs.frozen
 class PendingTransition:
-    """Payload of a pending stage selection (§1.9).
+    """Payload of a pending stage selection.
 
     ``kind``: ``"model"`` (an approved ``goto_stage``; applied through the machine's edge) or
     ``"user"`` (``/stage`` / ``set``; applied as a jump). ``handoff_path``: absolute path of the

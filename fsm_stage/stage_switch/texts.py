@@ -47,7 +47,7 @@ FLUSH_FAILURE_MESSAGE: Final = "stage switch: applying the pending transition to
 """Error-level log line of a failed boundary flush (S80)."""
 
 COMMAND_HINT: Final = "[stage|message]"
-"""Input hint of ``/stage`` (spec §3.1 item 10)."""
+"""Input hint of ``/stage`` (docs/contracts.md)."""
 
 def check_stage_name(stage: object) -> str:
     """Return ``stage`` when it is a ``str`` fully matching ``constants.STAGE_NAME_RE``
@@ -62,7 +62,7 @@ def check_stage_name(stage: object) -> str:
 
 
 def stage_body(config: GraphConfig, stage: str) -> str:
-    """``Current stage: <stage>`` plus ``\\n<instruction>`` when ``stage`` is configured (§1.3, S89),
+    """``Current stage: <stage>`` plus ``\\n<instruction>`` when ``stage`` is configured (S89),
     plus ``\\nTools in this stage: …`` when it has a tool policy (``fsm_stage.policy``)."""
     body = f"{CURRENT_STAGE_PREFIX}{stage}"
     configured = config.stage(stage)
@@ -72,7 +72,7 @@ def stage_body(config: GraphConfig, stage: str) -> str:
 
 
 def should_narrate(stage_at_last_header: str | None, initial: str, target: str) -> bool:
-    """Whether a user jump to ``target`` is narrated (§1.6, S92).
+    """Whether a user jump to ``target`` is narrated (S92).
 
     The model was last told ``stage_at_last_header`` (``initial`` when no header was logged or
     the header came before any record); narrate only when that differs from ``target``.

@@ -1,4 +1,4 @@
-"""The ``goto_stage`` tool: its schema, argument check, result text and UI cards (spec §1.15).
+"""The ``goto_stage`` tool: its schema, argument check, result text and UI cards (docs/contracts.md).
 
 ``GOTO_STAGE_PARAMETERS`` is the single source of the parameter schema; ``goto_stage_tool_spec``
 publishes it and ``goto_stage_argument_problem`` checks a call against it before the spec's
@@ -35,14 +35,14 @@ __all__ = [
 
 def presentation_meta(value: Mapping[str, Any]) -> dict[str, bool] | None:
     """The durable marker of a successful call: ``{"fullTransition": True}`` when the value
-    holds ``handoffPath``, else ``None`` (JSON null) (§1.15, S67)."""
+    holds ``handoffPath``, else ``None`` (JSON null) (S67)."""
     return {"fullTransition": True} if "handoffPath" in value else None
 
 
 GOTO_STAGE_PARAMETERS: Final = (("stage", True), ("handoff", False))
 """``goto_stage``'s parameters in schema order, each ``(name, required)``; all are strings. The
 published JSON Schema (``StageController.tool_spec``) and ``goto_stage_argument_problem`` are
-both built from this (§1.15, S39)."""
+both built from this (S39)."""
 
 
 def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
@@ -83,7 +83,7 @@ def goto_stage_argument_problem(args: object, catalog: Catalog) -> str | None:
 
 def goto_stage_tool_spec(catalog: Catalog, stages: Sequence[str] = ()) -> ToolSpec:
     """The ``goto_stage`` schema: ``stage`` (required), ``handoff`` (optional), in that
-    order; output ``{approved: true, stage, handoffPath?}`` (§1.15, S39). Given ``stages``,
+    order; output ``{approved: true, stage, handoffPath?}`` (S39). Given ``stages``,
     ``stage`` carries ``enum: [sorted stage names]`` (fixed per graph: cache-safe)."""
     text = catalog.text
     spec = ToolSpec(

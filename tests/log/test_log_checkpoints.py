@@ -1,4 +1,4 @@
-"""Checkpoints: a cold read seeks to the tail when the checkpoint matches, refolds otherwise (§6.3, B103)."""
+"""Checkpoints: a cold read seeks to the tail when the checkpoint matches, refolds otherwise (B103)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_mismatch_refolds_from_the_start(
     tmp_path: Path, damage: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """B103: a checkpoint from another state version, identity or log content is discarded and
-    the log is refolded from the start (dsh-log-format §6.3–§6.4)."""
+    the log is refolded from the start (docs/session-log.md)."""
     path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
     make_log(path, 20)
     cold_fold(path, standard_projections(), store=store)

@@ -18,7 +18,6 @@ from fsm_stage.errors import LogFormatError, LogLockedError, LogWriteError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import MemoryLog, Replace, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog, NewEvent
-from fsm_stage.log.surface import SurfaceOpError
 
 USER_EMPTY = "user/message"
 EMPTY = {"content": []}  # the smallest user/message data a writer accepts
@@ -38,7 +37,7 @@ def tick() -> int:
 
 
 def test_written_log_is_dsh_shaped(tmp_path: Path) -> None:
-    """§9.2: header with delegationDepth, contiguous seqs, integer time, ignorable fsm types,
+    """Header with delegationDepth, contiguous seqs, integer time, ignorable fsm types,
     replace written {op, start, end}, no other envelope keys."""
     path = tmp_path / "session.jsonl"
     with JsonlLog(path, header=HEADER, clock=tick, ignorable_types={"stage/change"}) as log:
@@ -275,7 +274,7 @@ def test_non_json_data_and_refused_surface_op_change_nothing(tmp_path: Path) -> 
             log.append("fsm/x", {"bad": object()})
         with pytest.raises(LogWriteError, match="not JSON"):
             log.append("fsm/x", {"nan": float("nan")})
-        with pytest.raises(SurfaceOpError):
+        with pytest.raises(LogWriteError):
             log.append("user/message", {"content": []}, surface_op=Replace(0, 0), source_event_seqs=[0])
         assert path.read_bytes() == before and len(log) == 0
 
@@ -285,7 +284,7 @@ def test_append_many_is_all_or_nothing(tmp_path: Path) -> None:
     with JsonlLog(path, header=HEADER) as log:
         log.append("user/message", {"content": []}, surface_op="append")
         before = path.read_bytes()
-        with pytest.raises(SurfaceOpError):
+        with pytest.raises(LogWriteError):
             log.append_many([NewEvent("fsm/a", {}), NewEvent(USER_EMPTY, EMPTY, Replace(5, 5), [5])])
         assert path.read_bytes() == before and len(log) == 1
         evs = log.append_many([NewEvent("fsm/a", {}), NewEvent(USER_EMPTY, EMPTY, Replace(0, 0), [0])])
@@ -332,7 +331,7 @@ def test_memory_log_matches_jsonl_rules() -> None:
     log = MemoryLog(HEADER, clock=lambda: 5)
     assert log.append("fsm/x", {}).ignorable
     log.append("user/message", {"content": []}, surface_op="append")
-    with pytest.raises(SurfaceOpError):
+    with pytest.raises(LogWriteError):
         log.append_many([NewEvent("fsm/y", {}), NewEvent(USER_EMPTY, {"content": []}, Replace(9, 9), [9])])
     assert len(log) == 2
     log.fail_next = OSError("disk")

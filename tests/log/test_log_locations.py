@@ -23,7 +23,7 @@ from fsm_stage.log import (
     register_log_scheme,
     unregister_log_scheme,
 )
-from fsm_stage.log.writer_checks import InvalidEventError
+from fsm_stage.log.writer_checks import LogWriteError
 
 HEADER = SessionHeader("loc-test", created_at=1)
 
@@ -85,7 +85,7 @@ def test_options_reach_the_store(tmp_path: Path) -> None:
         assert log.append("x/y", {}).time == 42
         assert log.events[0].ignorable
     mem = open_log("memory:", create=HEADER, allow_unknown_types=False, strict=True)
-    with pytest.raises(InvalidEventError):
+    with pytest.raises(LogWriteError):
         mem.append("made/up", {})
 
 

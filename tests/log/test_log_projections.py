@@ -1,5 +1,5 @@
-"""Projections and folds: plan mode (plan-mode-spec §2.B, §2.K, §2.L), stage records and the
-stage projection (stage-switch-spec section B, §1.5), open turn, told state, cursors."""
+"""Projections and folds: plan mode (docs/contracts.md), stage records and the
+stage projection (stage-switch-spec section B), open turn, told state, cursors."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def build(*items: tuple[str, Any]) -> list[Event]:
     return log.events
 
 
-# --- plan mode fold (§2.B) -----------------------------------------------------------------------
+# --- plan mode fold -----------------------------------------------------------------------
 
 
 def test_B6_empty_log_folds_inactive() -> None:
@@ -104,7 +104,7 @@ def test_B8_fold_honours_the_prefix_end() -> None:
     assert fold(PlanModeFold(), evs, 1) is True
 
 
-# --- plan projection unit (§2.K) -----------------------------------------------------------------
+# --- plan projection unit -----------------------------------------------------------------
 
 
 def views(*items: tuple[str, Any]) -> list[dict[str, bool]]:
@@ -200,7 +200,7 @@ def test_B104_direct_plan_mode_without_command_never_shows_pending() -> None:
     ]
 
 
-# --- plan-mode invariant (§2.L) -----------------------------------------------------------------
+# --- plan-mode invariant -----------------------------------------------------------------
 
 
 def test_B105_B106_boolean_plan_mode_accepted_inside_or_outside_turns() -> None:
@@ -223,7 +223,7 @@ def test_B108_unrelated_events_are_ignored_by_the_invariant() -> None:
     assert plan_mode_problem(build(("tools/changed", {"active": 42}))[0]) is None
 
 
-# --- §10 verification table (plan-review), after every line ------------------------------------
+# --- verification table (plan-review), after every line ------------------------------------
 
 # (line, expected unit state after, expected view after); lines 5–22 and 26–39 are "unchanged".
 TABLE: dict[int, tuple[tuple[bool, bool | None, tuple[str, bool] | None], dict[str, bool]]] = {
@@ -251,7 +251,7 @@ def plan_review_lines() -> list[list[Event]]:
 
 @pytest.mark.parametrize("line", sorted(TABLE))
 def test_plan_review_table_after_every_line(line: int, plan_review_lines: list[list[Event]]) -> None:
-    """dsh-log-format §10: unit state and view after each line; foldPlanMode equals active (B97, B103)."""
+    """docs/session-log.md: unit state and view after each line; foldPlanMode equals active (B97, B103)."""
     assert len(plan_review_lines) == 39
     events = [e for evs in plan_review_lines[:line] for e in evs]
     p = PlanView()
@@ -266,7 +266,7 @@ def test_plan_review_table_after_every_line(line: int, plan_review_lines: list[l
 
 
 def test_plan_review_told_state_follows_request_headers(plan_review_lines: list[list[Event]]) -> None:
-    """The `change` header at seq 291 is the first one after plan/mode{false} (§10 line 26–39)."""
+    """The `change` header at seq 291 is the first one after plan/mode{false}."""
     events = [e for evs in plan_review_lines for e in evs]
     told = ToldProjection()
     first_header = next(e.seq for e in events if e.type == "request/header")
@@ -410,11 +410,11 @@ def test_S23_host_and_client_share_one_contract() -> None:
     assert host == client == ["alpha", "beta"]
 
 
-# --- stage projection (§1.5) --------------------------------------------------------------------
+# --- stage projection --------------------------------------------------------------------
 
 
 def test_stage_projection_fields_follow_section_1_5() -> None:
-    """S13–S19 fields plus §1.5: header snapshot, open turn, sticky prompt, system head."""
+    """S13–S19 fields plus: header snapshot, open turn, sticky prompt, system head."""
     p = StageProjection()
     log = Log()
     log.add("system/message", {"content": [{"type": "text", "text": "sys"}]}, surface_op="append")
@@ -491,7 +491,7 @@ class CountingPlan(PlanView):
 
 
 def test_cursor_read_costs_only_new_events() -> None:
-    """DESIGN §4.4: reads are O(new events) — counted in apply calls, not timed."""
+    """DESIGN: reads are O(new events) — counted in apply calls, not timed."""
     log = MemoryLog(SessionHeader(id="s"), clock=lambda: 0)
     for i in range(500):
         log.append("step/start", {"turn": 1, "step": i})

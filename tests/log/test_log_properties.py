@@ -144,7 +144,7 @@ def test_cut_at_every_byte_of_the_last_record_loses_no_committed_event(specs: li
 def test_arbitrary_body_lines_never_raise_anything_but_log_format_error(
     lines: list[bytes], newline: bool
 ) -> None:
-    """DESIGN §4.6: damaged input gives a one-line LogFormatError or a reported torn tail, never a crash."""
+    """DESIGN: damaged input gives a one-line LogFormatError or a reported torn tail, never a crash."""
     from fsm_stage.errors import LogFormatError
 
     body = b"\n".join(line.replace(b"\n", b" ") for line in lines) + (b"\n" if newline else b"")

@@ -1,4 +1,4 @@
-"""The DSH reader (dsh-log-format.md §1, §8, §9.1): the real corpus and every tolerance rule."""
+"""The DSH reader (docs/session-log.md): the real corpus and every tolerance rule."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_every_corpus_file_reads_or_is_refused_in_one_line(name: str, dsh_dir: P
 
 
 def test_corpus_counts_match_the_census(dsh_dir: Path) -> None:
-    """172 session logs, 108 others; 12,474 assistant/chunk events once packed rows expand (§2.2)."""
+    """172 session logs, 108 others; 12,474 assistant/chunk events once packed rows expand."""
     logs = [p for p in sorted(dsh_dir.iterdir()) if is_session_log(p)]
     assert len(logs) == 172
     chunks = sum(sum(e.type == "assistant/chunk" for e in read_log(p).events) for p in logs)
@@ -49,7 +49,7 @@ def test_corpus_counts_match_the_census(dsh_dir: Path) -> None:
 
 
 def test_packed_rows_expand_so_later_seqs_resolve(dsh_dir: Path) -> None:
-    """plan-review: 39 lines decode to 343 events; the first assistant/message cites 8–284 (§1.4)."""
+    """plan-review: 39 lines decode to 343 events; the first assistant/message cites 8–284."""
     res = read_log(dsh_dir / PLAN_REVIEW)
     assert len(res.events) == 343
     first_msg = next(e for e in res.events if e.type == "assistant/message")
@@ -61,7 +61,7 @@ def test_packed_rows_expand_so_later_seqs_resolve(dsh_dir: Path) -> None:
 
 
 def test_explicit_seqs_are_kept_and_resolve(dsh_dir: Path) -> None:
-    """Logs with explicit seqs: session/title.messageSeqs resolve to user messages (§1.4)."""
+    """Logs with explicit seqs: session/title.messageSeqs resolve to user messages."""
     checked = 0
     for p in sorted(dsh_dir.iterdir()):
         if not is_session_log(p):
@@ -79,7 +79,7 @@ def test_explicit_seqs_are_kept_and_resolve(dsh_dir: Path) -> None:
     "name", [n for n in dsh_files() if "stream-json" in n or "notifications" in n][:13] or ["<no corpus>"]
 )
 def test_live_envelope_streams_unwrap(name: str, dsh_dir: Path) -> None:
-    """Both live envelope forms (session_event.event, session.event params.event) unwrap (§9.1)."""
+    """Both live envelope forms (session_event.event, session.event params.event) unwrap."""
     res = read_stream(dsh_dir / name)
     assert res.events and [e.seq for e in res.events] == list(range(len(res.events)))
     assert res.events[0].type in {"agent/inbox/spliced", "turn/start", "approval/policy", "user/message"}
@@ -284,7 +284,7 @@ def test_bad_line_after_last_turn_end_is_torn(tmp_path: Path) -> None:
 
 
 def test_damage_before_a_later_turn_end_is_corruption(tmp_path: Path) -> None:
-    """§8.3: the same defect at or before a later turn/end is corruption."""
+    """The same defect at or before a later turn/end is corruption."""
     path = tmp_path / "c.jsonl"
     path.write_bytes(json.dumps(HDR).encode() + b"\n{oops\n" + b'{"type":"turn/end","data":{}}\n')
     with pytest.raises(LogFormatError, match="corrupt session log"):
@@ -377,7 +377,7 @@ def _deep(depth: int) -> bytes:
 
 def test_json_nested_too_deep_as_last_line_is_a_torn_tail(tmp_path: Path) -> None:
     """A line whose nesting exceeds the JSON parser's recursion limit is an unparsable line like
-    any other (§8.3): the last one is a torn tail, never a RecursionError."""
+    any other: the last one is a torn tail, never a RecursionError."""
     path = write(tmp_path / "d.jsonl", HDR, {"type": "turn/end", "data": {}}, raw_tail=_deep(100_000))
     res = read_log(path)
     assert len(res.events) == 1 and res.torn_tail_offset is not None

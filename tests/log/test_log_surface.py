@@ -1,4 +1,4 @@
-"""Surface fold (dsh-log-format §3) and the protected system head (stage-switch §1.13, S77, S80)."""
+"""Surface fold (docs/session-log.md) and the protected system head (docs/contracts.md, S77, S80)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from log_helpers import is_session_log
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader, SurfaceOp
-from fsm_stage.log.surface import Surface, SurfaceOpError, fold_surface, shadow_range
+from fsm_stage.log.surface import Surface, fold_surface, shadow_range
 
 
 def ev(
@@ -34,7 +34,7 @@ def test_append_and_replace_by_positions() -> None:
 
 
 def test_boundaries_are_seqs_not_a_numeric_interval() -> None:
-    """After an earlier replace, start can be numerically greater than end (§3)."""
+    """After an earlier replace, start can be numerically greater than end."""
     events = [ev(0), ev(1), ev(2, op=Replace(0, 0), srcs=(0,)), ev(3, op=Replace(2, 1), srcs=(1, 2))]
     assert fold_surface(events) == [3]
 
@@ -53,13 +53,13 @@ def test_boundaries_are_seqs_not_a_numeric_interval() -> None:
 def test_invalid_ops_are_refused(bad: Event, fragment: str) -> None:
     s = Surface()
     s.extend([ev(0), ev(1)])
-    with pytest.raises(SurfaceOpError, match=fragment):
+    with pytest.raises(LogWriteError, match=fragment):
         s.apply(bad, validate_sources=True)
     assert s.nodes == [0, 1]
 
 
 def test_readers_treat_source_seqs_as_informational() -> None:
-    """§1.4: a hand-trimmed fixture may cite seqs past its end; folding still works."""
+    """A hand-trimmed fixture may cite seqs past its end; folding still works."""
     s = Surface()
     s.extend([ev(0), ev(1, srcs=(9,)), ev(2, op=Replace(0, 1))])
     assert s.nodes == [2]
@@ -70,9 +70,9 @@ def test_protected_system_head_refuses_covering_replace() -> None:
     log = MemoryLog(SessionHeader(id="s"), clock=lambda: 0)
     log.append("system/message", {}, surface_op="append")
     log.append("user/message", {"content": []}, surface_op="append")
-    with pytest.raises(SurfaceOpError, match="protected system head"):
+    with pytest.raises(LogWriteError, match="protected system head"):
         log.append("user/message", {"content": []}, surface_op=Replace(0, 1), source_event_seqs=[0, 1])
-    assert len(log) == 2 and isinstance(SurfaceOpError("x"), LogWriteError)
+    assert len(log) == 2 and isinstance(LogWriteError("x"), LogWriteError)
     # a system/message over exactly the head is allowed
     log.append("system/message", {}, surface_op=Replace(0, 0), source_event_seqs=[0])
     assert log.surface.nodes == [2, 1] and log.surface.head_is_system
@@ -96,7 +96,7 @@ def test_S77_shadow_range_shapes() -> None:
 
 
 def test_corpus_surfaces_fold_including_replacements(dsh_dir: Path) -> None:
-    """All 172 logs fold; compaction-recovery's seq 21 replaces node 4 (§3 'In the fixtures')."""
+    """All 172 logs fold; compaction-recovery's seq 21 replaces node 4."""
     replaced = {}
     for p in sorted(dsh_dir.iterdir()):
         if not is_session_log(p):
@@ -184,7 +184,7 @@ def test_batch_copies_only_from_its_second_op(monkeypatch: pytest.MonkeyPatch) -
     )
     assert spy.copies == 1 and log.surface.nodes[-2:] == [53, 54]
     before = list(log.surface.nodes)
-    with pytest.raises(SurfaceOpError):
+    with pytest.raises(LogWriteError):
         log.append_many(
             [
                 NewEvent("user/message", {"content": []}, Replace(0, 0), [0]),

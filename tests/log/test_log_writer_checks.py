@@ -28,7 +28,7 @@ from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Clock, MemoryLog, NewEvent, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import plan_mode_problem
-from fsm_stage.log.writer_checks import InvalidEventError, check_new_event
+from fsm_stage.log.writer_checks import check_new_event
 
 HEADER = SessionHeader(id="s", created_at=1, cwd="/w")
 
@@ -99,7 +99,7 @@ def test_check_new_event_returns_whether_the_event_is_written_ignorable() -> Non
     assert check_new_event(NewEvent("turn/start", {"turn": 1})) is False
     assert check_new_event(NewEvent("fsm/x", None)) is True
     assert check_new_event(NewEvent("a/b", {}), ignorable_types=frozenset({"a/b"})) is True
-    with pytest.raises(InvalidEventError):
+    with pytest.raises(LogWriteError):
         check_new_event(NewEvent("a/b", {}))
 
 
@@ -170,7 +170,7 @@ def test_allow_unknown_types_defaults_differ_by_store_and_say_so(tmp_path: Path)
     assert MemoryLog(SessionHeader(id="s")).append("agent/custom", {}).ignorable is False
     with (
         JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s")) as log,
-        pytest.raises(InvalidEventError, match="unknown event type"),
+        pytest.raises(LogWriteError, match="unknown event type"),
     ):
         log.append("agent/custom", {})
     for cls, other in ((MemoryLog, "JsonlLog"), (JsonlLog, "MemoryLog")):

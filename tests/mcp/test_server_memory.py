@@ -13,7 +13,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_helpers import GRAPH, approve, events, resource_text, stages, text_of
 
 from fsm_stage.config import load_config
-from fsm_stage.mcp import durable
 from fsm_stage.mcp.server import StageServer, build_server
 from fsm_stage.mcp.sessions import SessionRegistry
 
@@ -67,10 +66,9 @@ async def test_input_required_approve_changes_stage(tmp_path: Path) -> None:
     assert len(cb.asked) == 1 and "implement" in cb.asked[0].message
     assert stages(log) == ["implement"]
     assert [e["type"] for e in events(log) if e["type"].startswith("tool/")] == ["tool/call", "tool/result"]
-    if durable.reviews_api() is not None:  # the durable review events (design B §3)
-        answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
-        assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
-        assert [e["data"]["applied"] for e in events(log) if e["type"] == "fsm/review/redeemed"] == [True]
+    answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
+    assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
+    assert [e["data"]["applied"] for e in events(log) if e["type"] == "fsm/review/redeemed"] == [True]
 
 
 async def test_keep_with_feedback_and_cancel(tmp_path: Path) -> None:
@@ -151,9 +149,8 @@ async def test_legacy_client_uses_elicitation(tmp_path: Path) -> None:
         r = await c.call_tool("goto_stage", {"stage": "implement"})
     assert not r.is_error and len(cb.asked) == 1
     assert stages(log) == ["implement"]
-    if durable.reviews_api() is not None:
-        answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
-        assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
+    answers = [e["data"] for e in events(log) if e["type"] == "fsm/review/answer"]
+    assert [(a["outcome"], a["by"]) for a in answers] == [("approve", "mcp")]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

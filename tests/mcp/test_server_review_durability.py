@@ -15,7 +15,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_helpers import GRAPH, events
 
 from fsm_stage.config import load_config
-from fsm_stage.mcp import durable
 from fsm_stage.mcp.review import review_form
 from fsm_stage.mcp.server import StageServer, build_server
 from fsm_stage.mcp.sessions import SessionRegistry
@@ -61,9 +60,8 @@ async def test_a_disconnect_during_the_review_is_a_dismissal_by_mcp(tmp_path: Pa
         r = await c.call_tool("goto_stage", {"stage": "implement"})
     assert r.is_error and "Connection closed" not in r.content[0].text
     evs = events(log)
-    if durable.reviews_api() is not None:
-        answers = [e["data"] for e in evs if e["type"] == "fsm/review/answer"]
-        assert [(a["outcome"], a["by"]) for a in answers] == [("dismiss", "mcp")]
+    answers = [e["data"] for e in evs if e["type"] == "fsm/review/answer"]
+    assert [(a["outcome"], a["by"]) for a in answers] == [("dismiss", "mcp")]
     results = [e for e in evs if e["type"] == "tool/result"]
     assert len(results) == 1 and "Connection closed" not in str(results[0]["data"])
 

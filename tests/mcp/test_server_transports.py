@@ -17,8 +17,6 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import ROOT, approve, env, events, server_argv, stages, start_http, text_of
 
-from fsm_stage.mcp import durable
-
 pytestmark = pytest.mark.anyio
 TOOLS = ["exit_plan_mode", "get_stage", "goto_stage"]
 
@@ -45,8 +43,7 @@ async def test_stdio_transition_and_restart_mid_review(tmp_path: Path) -> None:
         assert [r["kind"] for r in status["openReviews"]] == ["stage"]
     # the server process is gone; the review is open in the log
     assert [e["type"] for e in events(log) if e["type"].startswith("tool/")] == ["tool/call"]
-    if durable.reviews_api() is not None:
-        assert [e["type"] for e in events(log)].count("fsm/review/request") == 1
+    assert [e["type"] for e in events(log)].count("fsm/review/request") == 1
     assert (tmp_path / "s.jsonl.mcp-key").stat().st_mode & 0o077 == 0
     answer: dict[str, types.InputResponse] = {
         "review": types.ElicitResult(action="accept", content={"decision": "Approve"})}

@@ -1,4 +1,4 @@
-"""Prompt section, tool catalog and no execution gating (plan-mode spec §2.E, §2.F, B112)."""
+"""Prompt section, tool catalog and no execution gating (docs/contracts.md, B112)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.tools import ToolCall, ToolSpec, export_tools
+from fsm_stage.runtime.tools import ToolCall, ToolSpec
 
 
 def _with_tools(h: Harness, *names: str) -> dict[str, FakeTool]:
@@ -75,7 +75,7 @@ def test_exit_tool_publishes_its_output_schema_B40() -> None:
     spec = Harness().runtime.tools[EXIT_PLAN_MODE].spec
     assert spec.output == {"type": "object", "properties": {"approved": {"type": "boolean", "const": True}},
                            "required": ["approved"], "additionalProperties": False}
-    (exported,) = [t for t in export_tools([spec], "dsh")]
+    exported = spec.to_json()
     assert exported["output"]["properties"]["approved"]["const"] is True
 
 
@@ -86,9 +86,10 @@ def test_wire_tools_and_bindings_both_include_exit_tool_in_plan_mode_B41() -> No
     _with_tools(h, "read", "run_code", "write")
     a = h.runtime.assemble(h.agent)
     assert a.tool_names == (EXIT_PLAN_MODE, "read", "run_code", "write")
-    for style, key in (("openai", lambda t: t["function"]["name"]), ("anthropic", lambda t: t["name"]),
-                       ("dsh", lambda t: t["name"])):
-        assert EXIT_PLAN_MODE in [key(t) for t in export_tools(a.tools, style)]
+    for export, key in ((ToolSpec.to_openai, lambda t: t["function"]["name"]),
+                        (ToolSpec.to_anthropic, lambda t: t["name"]),
+                        (ToolSpec.to_json, lambda t: t["name"])):
+        assert EXIT_PLAN_MODE in [key(export(t)) for t in a.tools]
 
 
 def test_exported_tool_metadata_byte_identical_across_modes_B42() -> None:
@@ -98,7 +99,7 @@ def test_exported_tool_metadata_byte_identical_across_modes_B42() -> None:
     _with_tools(h, "read")
 
     def dump(rt: Runtime) -> str:
-        return json.dumps(export_tools(rt.assemble(h.agent).tools, "dsh"), sort_keys=True)
+        return json.dumps([t.to_json() for t in rt.assemble(h.agent).tools], sort_keys=True)
 
     default = dump(h.runtime)
     h.plan.set(h.agent, True)

@@ -1,4 +1,4 @@
-"""Boundary flush and narration (plan-mode spec §2.D, B22–B35)."""
+"""Boundary flush and narration (docs/contracts.md, B22–B35)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``/plan`` command (plan-mode spec §2.G, B48–B63)."""
+"""The ``/plan`` command (docs/contracts.md, B48–B63)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Configuration (plan-mode spec §2.A)."""
+"""Configuration (docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from plan_helpers import CAT
 
 from fsm_stage.config import PlanModeConfig
 from fsm_stage.errors import ConfigError, UserError
-from fsm_stage.plan_mode import PlanModeConfigError, PlanModeController, resolve_config
+from fsm_stage.plan_mode import PlanModeController, resolve_config
 
 
 @pytest.mark.parametrize("raw", [{}, {"section": 5}, {"section": None}, {"section": ["x"]}])
 def test_section_must_be_a_string_B1(raw: dict[str, object]) -> None:
     """B1: a missing or non-string section fails with CFG_NOT_STRING (a one-line UserError)."""
-    with pytest.raises(PlanModeConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         resolve_config(raw)
     assert str(err.value) == CAT.text("config.not_string")
     assert isinstance(err.value, ConfigError) and isinstance(err.value, UserError)
@@ -23,20 +23,20 @@ def test_section_must_be_a_string_B1(raw: dict[str, object]) -> None:
 @pytest.mark.parametrize("section", ["", "   ", "\n\t "])
 def test_section_must_not_be_blank_B2(section: str) -> None:
     """B2: a blank section fails with CFG_BLANK."""
-    with pytest.raises(PlanModeConfigError, match="must not be empty"):
+    with pytest.raises(ConfigError, match="must not be empty"):
         resolve_config({"section": section})
 
 
 def test_unknown_keys_listed_in_order_and_checked_last_B3() -> None:
     """B3: unknown keys are listed in insertion order, comma-space joined; type and blank
     checks come first."""
-    with pytest.raises(PlanModeConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         resolve_config({"tools": [], "section": "x", "modes": 1})
     assert str(err.value) == CAT.text("config.unknown_keys", keys="tools, modes")
-    with pytest.raises(PlanModeConfigError) as err2:
+    with pytest.raises(ConfigError) as err2:
         resolve_config({"tools": [], "section": 5})
     assert str(err2.value) == CAT.text("config.not_string")
-    with pytest.raises(PlanModeConfigError, match="must not be empty"):
+    with pytest.raises(ConfigError, match="must not be empty"):
         resolve_config({"tools": [], "section": "  "})
 
 
@@ -55,9 +55,9 @@ def test_valid_config_is_a_new_untrimmed_object_B4() -> None:
 def test_missing_config_fails_like_blank_B5() -> None:
     """B5: a controller without config fails at construction like an empty section; no other
     knobs (mode names, tool filters, sandbox, approval policy) are accepted."""
-    with pytest.raises(PlanModeConfigError, match="must not be empty"):
+    with pytest.raises(ConfigError, match="must not be empty"):
         PlanModeController()
-    with pytest.raises(PlanModeConfigError, match="unknown key"):
+    with pytest.raises(ConfigError, match="unknown key"):
         PlanModeController({"section": "x", "approval_policy": "never"})
 
 

@@ -1,4 +1,4 @@
-"""The port's decisions on the reference quirks Q1–Q9 (plan-mode spec §2.N; plan_mode docstring).
+"""The port's decisions on the reference quirks Q1–Q9 (docs/contracts.md; plan_mode docstring).
 
 Q1 is tested in test_plan_exit_tool (heading levels), Q2 in test_plan_command (entry wording),
 Q7/Q8 in test_plan_boundary (B31, B34), Q9 in test_plan_set (B20).

@@ -1,4 +1,4 @@
-"""The ``exit_plan_mode`` tool and presentation helpers (plan-mode spec §2.H, §2.I, B64–B92)."""
+"""The ``exit_plan_mode`` tool and presentation helpers (docs/contracts.md, B64–B92)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fold (plan-mode spec §2.B) and fork/spawn inheritance (B113)."""
+"""Fold (docs/contracts.md) and fork/spawn inheritance (B113)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Disposal (§2.J), the ``plan`` projection (§2.K), the invariant (§2.L) and B114."""
+"""Disposal, the ``plan`` projection, the invariant and B114."""
 
 from __future__ import annotations
 

@@ -23,14 +23,10 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
-from fsm_stage.driver import Loop, ModelReply, ScriptedModel
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel, open_session
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
-from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.reviews import ScriptedReviewChannel
-from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
 
 MARKERS = (COMMAND_RUN, COMMAND_DONE, PLAN_MODE_EVENT, STEP_START, STEP_END, TURN_START, TURN_END)
 
@@ -59,10 +55,9 @@ def test_recorded_plan_review_session_positions_B24_B56_B62_B76() -> None:
     recorded_plan = json.loads(call.data["arguments"])["plan"]
 
     review = ScriptedReviewChannel().approve()
-    runtime = Runtime(review=review)
-    PlanModeController({"section": SECTION}).attach(runtime)
-    session = Session(MemoryLog(SessionHeader("replay")))
-    agent = InboxAgent(session)
+    host = open_session(None, MemoryLog(SessionHeader("replay")), review=review,
+                        plan_mode={"section": SECTION})
+    runtime, agent, session = host.runtime, host.agent, host.session
     model = ScriptedModel([ModelReply.call(EXIT_PLAN_MODE, {"plan": recorded_plan}), ModelReply.say("DONE")])
     loop = Loop(runtime, agent, model)
 

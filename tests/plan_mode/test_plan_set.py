@@ -1,4 +1,4 @@
-"""``get`` / ``set`` (plan-mode spec §2.C, B9–B21)."""
+"""``get`` / ``set`` (docs/contracts.md, B9–B21)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from fsm_stage.config import ConfigFile, load_config_text
+from fsm_stage.driver import open_session
 from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch import StageController
 
@@ -64,16 +64,13 @@ def wired(
     """A runtime with the stage switch, plan mode and the recording host tools attached."""
     cfg = config(text)
     assert cfg.graph is not None and cfg.plan_mode is not None
-    rt = Runtime(review=review)
-    stage = StageController(cfg.graph)
-    plan = PlanModeController(cfg.plan_mode)
-    rt.attach(stage)
-    rt.attach(plan)
+    host = open_session(cfg, MemoryLog(SessionHeader("policy-test")), review=review, guidance=False,
+                        repair=False)
+    assert host.stage is not None and host.plan is not None
     tools = {n: Recording(n) for n in HOST_TOOLS}
     for tool in tools.values():
-        rt.add_tool(tool)
-    agent = InboxAgent(Session(MemoryLog(SessionHeader("policy-test"))))
-    return rt, agent, stage, plan, tools
+        host.runtime.add_tool(tool)
+    return host.runtime, host.agent, host.stage, host.plan, tools
 
 
 def run(coro: Any) -> Any:

@@ -11,9 +11,9 @@ import pytest
 from fsm_stage.errors import AppendConflictError, LogFormatError
 from fsm_stage.log import open_log
 from fsm_stage.log.events import NewEvent, Replace, SessionHeader
-from fsm_stage.log.pg_schema import SCHEMA_VERSION, SchemaVersionError, migrate
+from fsm_stage.log.pg_schema import SCHEMA_VERSION, migrate
 from fsm_stage.log.postgres import PostgresLog, connect, split_location
-from fsm_stage.log.surface import SurfaceOpError
+from fsm_stage.log.surface import LogWriteError
 
 MSG = {"content": [{"type": "text", "text": "x"}]}
 
@@ -43,20 +43,20 @@ def test_create_open_and_id_rules(pg_url: Callable[..., str]) -> None:
 def test_schema_missing_older_and_newer_are_refused(fresh_db: Callable[[], str]) -> None:
     dsn = fresh_db()
     url = dsn + "&session=s"
-    with pytest.raises(SchemaVersionError, match=r"no fsm_stage schema.*fsm-stage db init"):
+    with pytest.raises(LogFormatError, match=r"no fsm_stage schema.*fsm-stage db init"):
         open_log(url, create=SessionHeader("s"))
     with connect(dsn) as conn:
         assert migrate(conn) == (None, SCHEMA_VERSION)
         assert migrate(conn) == (SCHEMA_VERSION, SCHEMA_VERSION)
         conn.execute("UPDATE fsm_schema SET version = %s", (SCHEMA_VERSION + 1,))
-        with pytest.raises(SchemaVersionError, match="newer than this fsm_stage understands"):
+        with pytest.raises(LogFormatError, match="newer than this fsm_stage understands"):
             migrate(conn)
-    with pytest.raises(SchemaVersionError, match="upgrade fsm_stage") as err:
+    with pytest.raises(LogFormatError, match="upgrade fsm_stage") as err:
         open_log(url, create=SessionHeader("s"))
     assert "\n" not in str(err.value)
     with connect(dsn) as conn:
         conn.execute("UPDATE fsm_schema SET version = 0")
-    with pytest.raises(SchemaVersionError, match="older"):
+    with pytest.raises(LogFormatError, match="older"):
         open_log(url, create=SessionHeader("s"))
 
 
@@ -68,7 +68,7 @@ def test_a_stale_plain_append_catches_up_and_rechecks(pg_url: Callable[..., str]
     b.refresh()
     replace_0 = NewEvent("user/message", MSG, Replace(0, 0), (0,))
     a.append_many([replace_0])  # node 0 is gone now; b has not seen it
-    with pytest.raises(SurfaceOpError):  # valid for b's old view, refused after catching up
+    with pytest.raises(LogWriteError):  # valid for b's old view, refused after catching up
         b.append_many([replace_0])
     assert len(b) == 2 and b.events[1].surface_op == Replace(0, 0)
     ev = b.append("fsm/note", {"by": "b"})

@@ -22,17 +22,11 @@ from fsm_stage.constants import (
     TOOL_RESULT,
     TURN_START,
 )
+from fsm_stage.driver import open_session
 from fsm_stage.errors import ReviewPending
-from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
-from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.reviews import REVIEW_FOLD, ReviewChannel, ReviewState
-from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult, tool_result_message
-from fsm_stage.stage_switch import StageController
-from fsm_stage.tokens import HeuristicTokenMeter
 
 T = TypeVar("T")
 
@@ -56,16 +50,12 @@ class Rig:
 
     def __init__(self, log: EventLog, review: ReviewChannel | None, *, accept_graph_change: bool = False,
                  graph_config: GraphConfig | None = None) -> None:
-        self.runtime = Runtime(review=review)
-        self.stage = StageController(graph_config or graph(), handoffs=LocalHandoffStore(),
-                                     token_meter=HeuristicTokenMeter(),
-                                     accept_graph_change=accept_graph_change)
-        self.plan = PlanModeController({"section": "Plan first."})
-        self.runtime.attach(self.stage)
-        self.runtime.attach(self.plan)
+        self.host = open_session(graph_config or graph(), log, review=review,
+                                 plan_mode={"section": "Plan first."}, guidance=False, repair=False,
+                                 accept_graph_change=accept_graph_change)
+        self.runtime, self.agent, self.session = self.host.runtime, self.host.agent, self.host.session
+        self.stage, self.plan = self.host.stage, self.host.plan
         self.log = log
-        self.session = Session(log)
-        self.agent = InboxAgent(self.session)
 
     def close(self) -> None:
         """Close the log (what a process exit does to a ``JsonlLog``: its file lock is released)."""

@@ -15,8 +15,8 @@ from rig import Rig, run
 
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL
 from fsm_stage.errors import (
+    RecordShapeError,
     ReviewAlreadyAnsweredError,
-    ReviewError,
     ReviewNotFoundError,
     ReviewPayloadChangedError,
     ReviewPending,
@@ -97,7 +97,7 @@ def test_answer_errors_are_typed_one_liners(tmp_path: Path) -> None:
     rig, rid = _suspend_goto(tmp_path)
     with pytest.raises(ReviewNotFoundError):
         answer_review(rig.session, "rv_nope", "approve")
-    with pytest.raises(ReviewError, match="not an approve option"):
+    with pytest.raises(RecordShapeError, match="not an approve option"):
         answer_review(rig.session, rid, "approve", option="Keep current stage")
     (record,) = open_reviews(rig.session)
     Path(record.handoff_path or "").write_text("# edited behind the reviewer's back")

@@ -1,7 +1,7 @@
 """A fake reviewed tool for the step-driver tests (plain module; no __init__ here).
 
 ``Reviewed`` behaves like a suspending review channel behind ``goto_stage``: the first call
-appends ``fsm/review/request`` (design-b §3) bound to the call id and raises ``ReviewPending``;
+appends ``fsm/review/request`` (docs/reviews.md) bound to the call id and raises ``ReviewPending``;
 re-run (resume) it reads the logged ``fsm/review/answer`` and settles, or raises again.
 """
 
@@ -18,7 +18,7 @@ REQUEST, ANSWER = "fsm/review/request", "fsm/review/answer"
 
 
 def answer(session: Any, review_id: str, outcome: str = "approve") -> None:
-    """Append a review answer the way ``answer_review`` would (design-b §3)."""
+    """Append a review answer the way ``answer_review`` would (docs/reviews.md)."""
     session.append(ANSWER, {"id": review_id, "outcome": outcome, "option": None, "shape": None,
                             "feedback": None, "by": "api"}, ignorable=True)
 

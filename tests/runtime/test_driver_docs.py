@@ -18,9 +18,18 @@ def test_the_documented_host_loop_runs() -> None:
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str([
-        "turn/start", "step/start", "user/message", "request/header", "assistant/message",
-        "tool/call", "tool/result", "step/end", "step/start", "assistant/message", "step/end",
-        "turn/end"])
+        "turn/start", "step/start", "user/message", "user/message", "user/message", "request/header",
+        "assistant/message", "tool/call", "tool/result", "step/end", "step/start", "assistant/message",
+        "step/end", "turn/end"])
+
+
+def test_the_documented_host_loop_is_at_most_20_lines_of_glue() -> None:
+    """The glue of a host's own loop: ``main()``'s body, composition through ``open_session``."""
+    text = (ROOT / "docs" / "step-driver.md").read_text(encoding="utf-8")
+    example = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "asyncio.run(main())" in b)
+    body = example.split("async def main() -> SessionHost:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert "open_session(" in body[0]
+    assert 10 < len(body) <= 20, body
 
 
 def test_the_contract_table_names_every_public_driver_method() -> None:
@@ -45,7 +54,7 @@ def test_the_host_loop_imports_only_from_package_faces() -> None:
     deep = [m for m in re.findall(r"^from (fsm_stage\.[\w.]+) import", example, re.M) if m.count(".") > 1]
     assert deep == []
     assert "from fsm_stage import " in example and "user_message" in example
-    assert "[*req.tools, WEATHER]" in example  # the host's own tool spec reaches the model
+    assert "[*req.tools, READ_FILE]" in example  # the host's own tool spec reaches the model
 
 
 def test_user_message_is_exported_from_the_runtime() -> None:

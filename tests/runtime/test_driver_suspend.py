@@ -1,5 +1,5 @@
 """Suspension, resume (same and new process-like session), crash repair and cancellation of
-tool calls whose durable review waits for a human (design-b §3, §5; issue 11 items 2 and 5)."""
+tool calls whose durable review waits for a human (docs/reviews.md,; issue 11 items 2 and 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reference loop writes DSH-shaped logs that fsm_stage.log reads back (dsh-log-format §4)."""
+"""The reference loop writes DSH-shaped logs that fsm_stage.log reads back (docs/session-log.md)."""
 
 from __future__ import annotations
 

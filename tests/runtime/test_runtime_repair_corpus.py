@@ -1,4 +1,4 @@
-"""Crash repair matches DSH's own output (dsh-log-format §8 item 8): the recorded
+"""Crash repair matches DSH's own output (docs/session-log.md item 8): the recorded
 `…tool-outcome-unknown__session.expected.jsonl` shows the closers DSH wrote for a turn that
 died after `tool/call`; `closers()` over the events before them writes the same rows."""
 

@@ -1,4 +1,4 @@
-"""Session and agent seams (DESIGN.md §8; plan-mode spec §1.1, §1.4, §4.2 S1/S3)."""
+"""Session and agent seams (docs/architecture.md; docs/contracts.md, S1/S3)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_projection_reads_cost_only_new_events() -> None:
 
 
 def test_open_turn_and_turn_numbers_from_the_log() -> None:
-    """Open/idle comes from the last turn/start|turn/end (plan-mode spec §1.4)."""
+    """Open/idle comes from the last turn/start|turn/end (docs/contracts.md)."""
     s = Session(MemoryLog(SessionHeader("s")))
     assert not s.is_turn_open and s.last_turn == 0
     s.append(TURN_START, {"turn": 3})

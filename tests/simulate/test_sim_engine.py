@@ -20,7 +20,7 @@ def _turn_ends(result: SimulationResult) -> list[str]:
 
 def test_steps_between_model_steps_run_after_the_tools_and_before_the_next_request(tmp_path: Path) -> None:
     """A mid-turn /stage is queued (the turn is open) and flushed at the next accepted pre-step,
-    narrated because the model was last told another stage (S-spec §1.6, §1.16)."""
+    narrated because the model was last told another stage (docs/contracts.md)."""
     result = run_text(f"""graph: {FW}
 steps:
   - user: go

@@ -58,7 +58,7 @@ def _skeleton(events: list[Any]) -> list[tuple[Any, ...]]:
 
 def test_plan_review_replay_puts_plan_mode_events_where_they_were_recorded(
         plan_review_log: Path, tmp_path: Path) -> None:
-    """dsh-log-format §10 / plan-mode spec §1.14: replaying the recorded session yields
+    """docs/session-log.md / docs/contracts.md: replaying the recorded session yields
     ``plan/mode {true}`` between the ``/plan`` command's run and done, and ``plan/mode {false}``
     between step 1's end and step 2's start, exactly as recorded."""
     runner = CliRunner()
@@ -78,7 +78,7 @@ def test_plan_review_replay_puts_plan_mode_events_where_they_were_recorded(
 
 
 def test_replay_steps_from_the_plan_review_log(plan_review_log: Path) -> None:
-    """The scenario keeps the command as typed (args verbatim, §5), skips the text it steered,
+    """The scenario keeps the command as typed (args verbatim), skips the text it steered,
     keeps each model answer and turns the approved exit into ``review: approve``."""
     steps = steps_from_events(read_log(plan_review_log).events)
     assert [type(s) for s in steps] == [Command, ModelStep, ModelStep]

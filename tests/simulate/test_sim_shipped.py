@@ -1,5 +1,5 @@
 """The shipped scenarios (``stage_graphs/scenarios``) pass their own ``expect:`` blocks, and the
-simulator's prefix report confirms the cache-safety claims of DESIGN.md invariant 3 on them."""
+simulator's prefix report confirms the cache-safety claims of docs/architecture.md invariant 3 on them."""
 
 from __future__ import annotations
 

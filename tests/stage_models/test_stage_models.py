@@ -13,7 +13,7 @@ import pytest
 from fsm_stage import ModelReply, SessionHeader, load_config, open_log
 from fsm_stage.config import load_config_text
 from fsm_stage.driver import Loop, ScriptedModel, StagedSession
-from fsm_stage.errors import InvalidConfigError
+from fsm_stage.errors import ConfigError
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log import MemoryLog
 from fsm_stage.log.projections.spend import SPEND_FOLD
@@ -111,7 +111,7 @@ def test_shipped_example_graph_validates() -> None:
 def test_bad_model_keys_are_positioned_errors(snippet: str, message: str) -> None:
     text = ("name: g\nsection: s\nmodels: {thinker: 'openai:o3'}\nstages:\n"
             f"  - name: a\n    instruction: A.\n    {snippet}\n  - name: b\n    instruction: B.\n")
-    with pytest.raises(InvalidConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         load_config_text(text, "g.yaml")
     lines = str(err.value).splitlines()
     assert any(line.startswith("g.yaml:7:") and message in line for line in lines), lines
@@ -120,7 +120,7 @@ def test_bad_model_keys_are_positioned_errors(snippet: str, message: str) -> Non
 def test_bad_alias_and_oversized_settings() -> None:
     text = ("name: g\nsection: s\nmodels: {thinker: o3}\nstages:\n  - name: a\n    instruction: A.\n"
             f"    model_settings: {{blob: '{'x' * 9000}'}}\n")
-    with pytest.raises(InvalidConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         load_config_text(text, "g.yaml")
     text_err = str(err.value)
     assert "g.yaml:3:" in text_err and "models.thinker: must be a provider-qualified model name" in text_err

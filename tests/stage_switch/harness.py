@@ -1,4 +1,4 @@
-"""Test doubles and the boundary driver for the stage-switch suite (stage-switch spec §0.2, §4.4).
+"""Test doubles and the boundary driver for the stage-switch suite (docs/contracts.md).
 
 ``Harness`` composes a ``Runtime``, a ``StageController`` over the alpha/beta/gamma fixture
 graph, an in-memory session (``MemoryLog``, protected system head on), an ``InboxAgent``, a
@@ -50,7 +50,7 @@ Targets = Mapping[str, Sequence[str | EdgeConfig]]
 
 
 def instruction(name: str) -> str:
-    """The fixture's generated instruction (spec §0.2)."""
+    """The fixture's generated instruction (docs/contracts.md)."""
     return f"Instruction for the {name} stage."
 
 
@@ -203,7 +203,7 @@ class Harness:
     def user(self, text: str) -> Event:
         return self.session.append_message(user_message(text))
 
-    # -- the boundary driver (spec §0.2) ------------------------------------------------------
+    # -- the boundary driver (docs/contracts.md) ------------------------------------------------------
 
     def boundary(
         self, *, step_start: bool = False, aborted: bool = False, probe: str = PROBE

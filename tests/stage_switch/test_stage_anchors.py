@@ -1,4 +1,4 @@
-"""Peer systems' bugs (shared/notes/anchors.md §2) turned into stage-switch regression tests."""
+"""Peer systems' bugs (shared/notes/anchors.md) turned into stage-switch regression tests."""
 
 from __future__ import annotations
 

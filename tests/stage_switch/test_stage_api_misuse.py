@@ -78,7 +78,7 @@ def test_guard_refusal_agrees_in_number() -> None:
 
 
 def test_stage_command_after_close_is_an_error_reply() -> None:
-    """After close() the /stage command is unregistered (S-spec §1.18 lifecycle): the runtime
+    """After close() the /stage command is unregistered (docs/contracts.md lifecycle): the runtime
     reports it as not a command (None) and writes nothing, like a runtime that never had it."""
     h = Harness()
     h.controller.close()

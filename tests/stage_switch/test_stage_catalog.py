@@ -2,7 +2,7 @@
 
 fsm_stage keeps ONE source of wording per language (``templates/<lang>/stage_switch.yaml``,
 package data) instead of a JSON file plus an embedded copy; templates use ``<< name >>`` and
-undefined variables are errors (DESIGN.md §4.6). The tests pin those choices where the seed had
+undefined variables are errors (docs/architecture.md). The tests pin those choices where the seed had
 a fallback copy or left unknown ``{name}`` placeholders in place.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from language_overlay import apply_language_overlay
 from ruamel.yaml import YAML
 
-from fsm_stage.prompts import CatalogError, PromptTemplateError, deep_merge, load_catalog
+from fsm_stage.prompts import PromptTemplateError, deep_merge, load_catalog
 from fsm_stage.resources import data_dir
 from fsm_stage.stage_switch import CATALOG_NAME
 
@@ -192,7 +192,7 @@ def test_rendering_rules_S116(tree: Path, tmp_path_factory: pytest.TempPathFacto
     assert en.text("errors.already_current", stage="<< stages >>") == literal  # (b)
     assert "a\\b $1" in en.text("errors.already_current", stage="a\\b $1")  # (c)
     empty = tmp_path_factory.mktemp("empty")
-    with pytest.raises(CatalogError, match="no English file"):
+    with pytest.raises(PromptTemplateError, match="no English file"):
         load_catalog(CATALOG_NAME, base_dir=empty)  # (d)
     override = tmp_path_factory.mktemp("override")
     (override / "en").mkdir()

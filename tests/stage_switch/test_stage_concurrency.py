@@ -1,4 +1,4 @@
-"""One per-session lock for both controllers (DESIGN.md §5 "serialise per session").
+"""One per-session lock for both controllers (docs/architecture.md "serialise per session").
 
 The lock is keyed by the session id, like the pending selections, so two ``Session`` wrappers
 of one log share it, and plan mode and the stage switch share it too.

@@ -1,7 +1,7 @@
 """Stage-switch configuration through the loader, in the seed's plugin-list form (S1–S12).
 
-fsm_stage reports *every* positioned problem of a file (DESIGN.md §4.6) where the seed stops at
-the first; and unknown keys inside a stage entry are errors (DESIGN.md §6) where the seed
+fsm_stage reports *every* positioned problem of a file (docs/architecture.md) where the seed stops at
+the first; and unknown keys inside a stage entry are errors (docs/architecture.md) where the seed
 silently dropped them. The tests pin those documented differences next to the spec's rules.
 """
 

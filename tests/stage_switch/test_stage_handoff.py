@@ -1,6 +1,6 @@
 """Handoff paths and writes: session segments, confinement to the cwd, symlinks, atomicity.
 
-Spec: stage-switch §1.11 (S69–S72), and path attacks.
+Spec: docs/contracts.md (S69–S72), and path attacks.
 """
 
 from __future__ import annotations

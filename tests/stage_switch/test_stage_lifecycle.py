@@ -15,7 +15,7 @@ from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
-from fsm_stage.stage_switch import ProjectionUnavailableError, StageController
+from fsm_stage.stage_switch import ControllerClosedError, StageController
 
 from .harness import Harness, make_config, run
 
@@ -96,7 +96,7 @@ def test_current_raises_without_projection_S97() -> None:
     """S97: reads fail loudly instead of answering the initial stage."""
     h = Harness()
     h.controller.close()
-    with pytest.raises(ProjectionUnavailableError):
+    with pytest.raises(ControllerClosedError):
         h.controller.current(h.session)
 
 

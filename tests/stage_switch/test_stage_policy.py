@@ -1,4 +1,4 @@
-"""stage:policy context, eligibility predicates, named guards and variables (S31–S38; §1.7, §1.8)."""
+"""stage:policy context, eligibility predicates, named guards and variables (S31–S38)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fsm_stage.constants import STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER
 from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, snapshot_if_changed
-from fsm_stage.stage_switch import PREDICATE_TYPE_MESSAGE, ProjectionUnavailableError
+from fsm_stage.stage_switch import PREDICATE_TYPE_MESSAGE, ControllerClosedError
 
 from .harness import SECTION, Harness, make_config, run
 
@@ -210,6 +210,6 @@ def test_reads_fail_loudly_after_close_S97() -> None:
     """S97: with the projection gone, current() raises instead of answering the initial stage."""
     h = Harness()
     h.controller.close()
-    with pytest.raises(ProjectionUnavailableError, match="not registered"):
+    with pytest.raises(ControllerClosedError, match="not registered"):
         h.controller.current(h.session)
     assert h.controller.projection_state(h.session) is None

@@ -1,4 +1,4 @@
-"""Initial stage prompt and stage-prompt messages (S24–S30, S88, S89; spec §1.3, §1.14)."""
+"""Initial stage prompt and stage-prompt messages (S24–S30, S88, S89; docs/contracts.md)."""
 
 from __future__ import annotations
 

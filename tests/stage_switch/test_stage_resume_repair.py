@@ -1,4 +1,4 @@
-"""Crash repair on resume (dsh-log-format §4, §8 item 8): a log that ends inside an open turn
+"""Crash repair on resume (docs/session-log.md, item 8): a log that ends inside an open turn
 (the writer died mid-turn) is closed the way DSH does before any new turn starts — a synthetic
 error ``tool/result`` per unanswered tool call, ``step/end`` for the open step, then
 ``turn/end {reason: {kind: interrupted}}``. Stage and plan mode are unchanged."""

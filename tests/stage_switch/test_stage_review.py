@@ -1,4 +1,4 @@
-"""The review exchange and the consent rule (S52–S62; spec §1.12), plus review-answer attacks."""
+"""The review exchange and the consent rule (S52–S62; docs/contracts.md), plus review-answer attacks."""
 
 from __future__ import annotations
 
@@ -281,7 +281,7 @@ def test_tool_never_claims_a_switch_that_does_not_happen() -> None:
 
 
 def test_review_carries_the_calls_cancel_signal_S52() -> None:
-    """S52 / §1.12: the review is addressed to the calling agent with the tool call's signal."""
+    """S52 /: the review is addressed to the calling agent with the tool call's signal."""
     from fsm_stage.runtime.abort import AbortSignal
 
     h = Harness()

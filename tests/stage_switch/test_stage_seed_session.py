@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fsm_stage.config import GraphConfig, load_config
 from fsm_stage.constants import TOOL_RESULT, USER_MESSAGE
-from fsm_stage.driver import Loop, ModelReply, ScriptedModel
-from fsm_stage.handoff import LocalHandoffStore, session_segment
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel, open_session
+from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
@@ -19,13 +19,10 @@ from fsm_stage.log.projections import fold_stage
 from fsm_stage.prompts import load_catalog
 from fsm_stage.resources import data_dir
 from fsm_stage.reviews import ScriptedReviewChannel
-from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Request
 from fsm_stage.runtime.messages import message_text
-from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.stage_switch import StageController, stage_body
-from fsm_stage.tokens import HeuristicTokenMeter
 
 from .harness import run
 
@@ -74,9 +71,6 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
     assert (graph.initial_stage, graph.min_handoff_tokens, graph.handoff_dir) == ("explore", 4000, "handoff")
     catalog = load_catalog("stage_switch")
     review = ScriptedReviewChannel().approve().approve()
-    runtime = Runtime(review=review)
-    controller = StageController(graph, handoffs=LocalHandoffStore(), token_meter=HeuristicTokenMeter())
-    runtime.attach(controller)
     log_path = tmp_path / "session.jsonl"
     model = ScriptedModel([
         ModelReply.call("goto_stage", {"stage": "implement", "handoff": HANDOFF}, text=EXPLORATION),
@@ -84,9 +78,10 @@ def test_seed_graph_full_then_light_session(tmp_path: Path) -> None:
         ModelReply.say("Verified: the dry-run test passes."),
     ])
     with JsonlLog(log_path, header=SessionHeader(id="feature/dry run", cwd=str(tmp_path))) as log:
-        session = Session(log)
-        agent = InboxAgent(session)
-        loop = Loop(runtime, agent, model)
+        host = open_session(graph, log, review=review, guidance=False)
+        session, controller = host.session, host.stage
+        assert controller is not None
+        loop = Loop(host.runtime, host.agent, model)
         outcomes = run(loop.prompt("Add a --dry-run flag to the exporter."))
         assert [o.reason for o in outcomes] == ["completed"]
         assert outcomes[0].steps == 3
@@ -145,11 +140,7 @@ def test_feature_work_graph_guards_the_verify_edge(tmp_path: Path) -> None:
     assert graph is not None
     catalog = load_catalog("stage_switch")
     review = ScriptedReviewChannel().approve()
-    runtime = Runtime(review=review)
-    controller = StageController(graph, handoffs=LocalHandoffStore(), token_meter=HeuristicTokenMeter())
-    runtime.attach(controller)
     written = {"tests": False}
-    controller.register_eligibility(lambda _agent: written["tests"], name="tests_written")
 
     def write_tests(_request: Request) -> ModelReply:
         written["tests"] = True
@@ -161,8 +152,10 @@ def test_feature_work_graph_guards_the_verify_edge(tmp_path: Path) -> None:
         ModelReply.say("Verifying."),
     ])
     with JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(id="s1", cwd=str(tmp_path))) as log:
-        session = Session(log)
-        agent = InboxAgent(session)
+        host = open_session(graph, log, review=review, guidance=False,
+                            eligibility={"tests_written": lambda _agent: written["tests"]})
+        runtime, agent, session, controller = host.runtime, host.agent, host.session, host.stage
+        assert controller is not None
         reply = run(runtime.run_command(agent, "/stage implement"))
         assert reply is not None and reply.kind == "success"
         loop = Loop(runtime, agent, model)

@@ -316,7 +316,7 @@ GUARDED: Targets = {"alpha": [EdgeConfig("beta", ("tests_green",))], "beta": ["a
 def test_flush_fires_the_edge_with_the_real_guards_when_they_still_hold(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """DESIGN §5: the flush fires the machine's edge with the live eligibility (the
+    """DESIGN: the flush fires the machine's edge with the live eligibility (the
     guard is consulted again at flush time); while it holds, no jump and no warning."""
     import logging
 

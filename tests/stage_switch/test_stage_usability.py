@@ -126,7 +126,7 @@ def test_real_enametoolong_on_the_local_store_is_catalogued(tmp_path: Path) -> N
 
 def test_store_errors_without_an_os_code_pass_through_unchanged_S49() -> None:
     """S49 stays: a store's own message (no OS error code) is the tool failure, unchanged; a
-    ``HandoffPathError`` too (§1.15 step 7)."""
+    ``HandoffPathError`` too."""
     h = Harness()
     h.handoffs.fail_with = OSError("disk full")
     assert h.goto("beta", H).text == "Error: disk full"
@@ -196,7 +196,7 @@ def test_section_that_handles_no_targets_is_rendered_as_written() -> None:
 
 
 def test_single_stage_graph_guidance_S32_S36() -> None:
-    """A single-stage graph: ``stage_targets`` is ``''`` (§1.8) and a listing section becomes the
+    """A single-stage graph: ``stage_targets`` is ``''`` and a listing section becomes the
     terminal line; a section without the variable is the section (S32)."""
     h = Harness(make_config(["solo"], section=LISTING))
     h.controller.register_eligibility(lambda _a: True)

@@ -1,6 +1,6 @@
 """Reader for DeepSeek Harness (DSH) session logs: real on-disk logs and DSH's test fixtures.
 
-Follows dsh-log-format.md §9.1. Modules, bottom up: ``records`` (header validation,
+Follows docs/session-log.md. Modules, bottom up: ``records`` (header validation,
 ``RecordDecoder``, ``ReadResult``), ``opening`` (plain/zstd files, foreign files, the
 torn-tail rule, ``open_session_log``), ``reader`` (``read_log``, ``iter_events``) and
 ``streams`` (``read_streams``/``read_stream`` for live envelope streams). This package

@@ -5,7 +5,7 @@ optional ``zstandard`` extra, multi-frame: an incomplete last frame counts as a 
 offsets refer to the decompressed text) and validates its header. Files that are not session
 logs (ACP JSON-RPC transcripts, ``stream-json`` envelopes, ``session.event`` notifications)
 get a one-line ``LogFormatError`` starting ``not a session log:``. ``scan_body`` applies the
-torn-tail rule (§8.3): a last line without a newline is dropped and reported; a bad line is
+torn-tail rule: a last line without a newline is dropped and reported; a bad line is
 dropped with everything after it when no later ``turn/end`` exists, else it is corruption.
 """
 
@@ -22,8 +22,8 @@ from typing import IO, Any
 import attrs
 
 from fsm_stage.constants import SESSION_HEADER_TYPE, TURN_END
-from fsm_stage.errors import LogFormatError
-from fsm_stage.log.dsh.records import _UNPARSABLE, LogLineDefect, RecordDecoder, _json_decode, parse_header
+from fsm_stage.errors import LogFormatError, _LogLineDefect
+from fsm_stage.log.dsh.records import _UNPARSABLE, RecordDecoder, _json_decode, parse_header
 from fsm_stage.log.events import Event, SessionHeader
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -188,9 +188,9 @@ def scan_body(
             try:
                 rec = _json_decode(raw.decode("utf-8"))
             except _UNPARSABLE:
-                raise LogLineDefect(f"line {scan.line_no} is not valid JSON") from None
+                raise _LogLineDefect(f"line {scan.line_no} is not valid JSON") from None
             evs = decoder.decode(rec, scan.line_no)
-        except LogLineDefect as defect:
+        except _LogLineDefect as defect:
             later_end, rest = _rest_after_defect(lines)
             if later_end:
                 raise LogFormatError(

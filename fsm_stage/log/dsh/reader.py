@@ -1,6 +1,6 @@
 """Reading DSH session logs into memory (``read_log``) or as a stream (``iter_events``).
 
-Both follow dsh-log-format.md §9.1 (header and records: ``records``; zstd, foreign files and
+Both follow docs/session-log.md (header and records: ``records``; zstd, foreign files and
 torn tails: ``opening``). ``ReadResult.torn_tail_offset`` is the byte offset just past the
 last good line (where a writer may truncate); legacy shapes (pre-identity messages,
 ``turn/start.trigger``) are kept verbatim. ``iter_events`` streams ``(line_offset, event)``

@@ -1,4 +1,4 @@
-"""Decoding DSH session-log records: the header line and body event records (§1.2–§1.3).
+"""Decoding DSH session-log records: the header line and body event records.
 
 ``parse_header`` validates a ``type: "session"`` line: ``version`` 0 or absent (a newer one
 is a ``LogFormatError`` unless ``allow_newer``), ``delegationDepth`` optional. A
@@ -6,7 +6,7 @@ is a ``LogFormatError`` unless ``allow_newer``), ``delegationDepth`` optional. A
 (``text-chunks``, ``reasoning-chunks``, ``tool-call-chunks``) expand into
 ``assistant/chunk`` events; absent ``seq``/``time`` are synthesised; replace ops read as
 ``{op, start, end}`` or ``{op, startSeq, endSeq}`` (``parse_surface_op``). Unknown types are
-kept and counted; ``strict=True`` refuses them without ``ignorable: true`` (§8.6), along with
+kept and counted; ``strict=True`` refuses them without ``ignorable: true``, along with
 unknown envelope keys, missing header fields and retired ones. ``ReadResult`` is what a
 reader returns.
 """
@@ -23,15 +23,14 @@ from typing import Any
 import attrs
 
 from fsm_stage.constants import KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, SESSION_HEADER_TYPE
-from fsm_stage.errors import LogFormatError
-from fsm_stage.errors import LogLineDefect as LogLineDefect
+from fsm_stage.errors import LogFormatError, _LogLineDefect
 from fsm_stage.log.events import Event, Replace, SessionHeader, SurfaceOp
 
 PACKED_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
-"""Storage-only packed chunk row tags (dsh-log-format.md §1.3 b)."""
+"""Storage-only packed chunk row tags (docs/session-log.md)."""
 
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
-"""The seven keys a DSH event envelope may have (§1.3 a)."""
+"""The seven keys a DSH event envelope may have."""
 
 HEADER_KEYS = frozenset(
     {"type", "version", "id", "createdAt", "cwd", "delegationDepth", "parentSession", "seedLength", "origin"}
@@ -65,7 +64,7 @@ def _json_decode(s: str) -> Any:
 _UNPARSABLE = (ValueError, RecursionError)
 """What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and
 ``UnicodeDecodeError``) and ``RecursionError`` for nesting deeper than the parser's recursion
-limit: such a line is unparsable like any other (§8.3)."""
+limit: such a line is unparsable like any other."""
 
 
 @attrs.frozen
@@ -128,7 +127,7 @@ def parse_header(
     strict: bool = False,
     warnings: list[str] | None = None,
 ) -> SessionHeader:
-    """Validate a ``type: "session"`` header line (dsh-log-format.md §1.2, §8.1–2).
+    """Validate a ``type: "session"`` header line (docs/session-log.md).
 
     Raises ``LogFormatError``: newer version ("written by a newer harness"), non-string id,
     bad createdAt/delegationDepth types, or (``strict``) retired fields / missing fields.
@@ -203,7 +202,7 @@ def unknown_keys_warning(source: str, decoder: RecordDecoder) -> str:
 class RecordDecoder:
     """Decodes body records into ``Event``s, keeping the running seq (``next_seq``).
 
-    ``decode(rec, line_no)`` returns the events of one storage record; raises ``LogLineDefect``
+    ``decode(rec, line_no)`` returns the events of one storage record; raises ``_LogLineDefect``
     (torn-or-corrupt, decided by the caller) or ``LogFormatError`` (always fatal: malformed
     packed row, strict-mode vocabulary violation).
     """
@@ -213,7 +212,7 @@ class RecordDecoder:
         self.next_seq = next_seq
         self.strict = strict
         self.unknown: Counter[str] = Counter()
-        #: envelope keys outside DSH's seven (§1.3) met on event lines, and the first line
+        #: envelope keys outside DSH's seven met on event lines, and the first line
         #: of each: a reader keeps the event but warns (a bit flip in ``surfaceOp`` changes folds)
         self.unknown_keys: Counter[str] = Counter()
         self.unknown_key_lines: dict[str, int] = {}
@@ -222,33 +221,33 @@ class RecordDecoder:
         # Hot path (every line of every log): exact ``type(...) is`` checks (which also
         # exclude bools from ints) and one dict lookup per field.
         if type(rec) is not dict:
-            raise LogLineDefect(f"line {line_no} is not a JSON object")
+            raise _LogLineDefect(f"line {line_no} is not a JSON object")
         get = rec.get
         t = get("type")
         if type(t) is not str:
-            raise LogLineDefect(f"line {line_no} has no string type")
+            raise _LogLineDefect(f"line {line_no} has no string type")
         if t in PACKED_ROW_TYPES:
             return self._packed(t, rec, line_no)
         if t == SESSION_HEADER_TYPE:
-            raise LogLineDefect(f"line {line_no} is a second session header")
+            raise _LogLineDefect(f"line {line_no} is a second session header")
         expected = self.next_seq
         seq = get("seq", expected)
         if seq != expected or type(seq) is not int:
-            raise LogLineDefect(f"line {line_no} has seq {seq!r} where {expected} was expected")
+            raise _LogLineDefect(f"line {line_no} has seq {seq!r} where {expected} was expected")
         tm = get("time", 0)
         if type(tm) is not int:
-            raise LogLineDefect(f"line {line_no} has non-integer time {tm!r}")
+            raise _LogLineDefect(f"line {line_no} has non-integer time {tm!r}")
         op: SurfaceOp | None = None
         raw_op = get("surfaceOp")
         if raw_op is not None:
             try:
                 op = parse_surface_op(raw_op)
             except ValueError as err:
-                raise LogLineDefect(f"line {line_no}: {err}") from None
+                raise _LogLineDefect(f"line {line_no}: {err}") from None
         srcs = get("sourceEventSeqs")
         if srcs is not None:
             if type(srcs) is not list or not all(type(s) is int for s in srcs):
-                raise LogLineDefect(f"line {line_no}: sourceEventSeqs must be a list of integers")
+                raise _LogLineDefect(f"line {line_no}: sourceEventSeqs must be a list of integers")
             srcs = tuple(srcs)
         ignorable = get("ignorable") is True
         if not ignorable and t not in KNOWN_EVENT_TYPES:
@@ -285,7 +284,7 @@ class RecordDecoder:
         if seq0 is None:
             seq0 = self.next_seq
         elif not _is_int(seq0) or seq0 != self.next_seq:
-            raise LogLineDefect(f"line {line_no} has seq0 {seq0!r} where {self.next_seq} was expected")
+            raise _LogLineDefect(f"line {line_no} has seq0 {seq0!r} where {self.next_seq} was expected")
         t0 = rec.get("time0", 0)
         members = d.get("args") if t == "tool-call-chunks" else d.get("texts")
         dt = d.get("dt")

@@ -1,7 +1,7 @@
 """Reading live envelope streams: headless ``stream-json`` and JSON-RPC notifications.
 
 ``read_streams(path)`` unwraps each session event (``session_event.event`` or
-``session.event`` ``params.event``, §9.1), routes it by ``sessionId`` and running seq, and
+``session.event`` ``params.event``), routes it by ``sessionId`` and running seq, and
 returns one ``ReadResult`` per session in the stream; ``read_stream`` returns the first.
 """
 
@@ -13,8 +13,8 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from fsm_stage.errors import LogFormatError
-from fsm_stage.log.dsh.records import _UNPARSABLE, LogLineDefect, ReadResult, RecordDecoder
+from fsm_stage.errors import LogFormatError, _LogLineDefect
+from fsm_stage.log.dsh.records import _UNPARSABLE, ReadResult, RecordDecoder
 from fsm_stage.log.events import Event, SessionHeader
 
 
@@ -34,7 +34,7 @@ def unwrap_envelope(rec: Any) -> Any | None:
 def read_streams(path: str | os.PathLike[str], *, strict: bool = False) -> list[ReadResult]:
     """Read a live envelope stream (headless ``stream-json`` or JSON-RPC notifications).
 
-    Unwraps each event (§9.1) and skips other lines (``session.status``, results). A stream
+    Unwraps each event and skips other lines (``session.status``, results). A stream
     may interleave several sessions (a parent and its in-process subagents); events are routed
     by ``sessionId`` and, within one id, to the session whose running seq they continue (a
     ``seq`` of 0 that continues none starts a new session). Returns one ``ReadResult`` per
@@ -80,7 +80,7 @@ def read_streams(path: str | os.PathLike[str], *, strict: bool = False) -> list[
                     streams.append(target)
                 try:
                     evs = target[1].decode(ev, line_no)
-                except LogLineDefect as defect:
+                except _LogLineDefect as defect:
                     raise LogFormatError(f"{source}: {defect}") from None
                 target[2].extend(evs)
                 target[3].extend([offset] * len(evs))

@@ -1,4 +1,4 @@
-"""Projections: pure, incremental folds of the session log (DESIGN.md §4, dsh-log-format.md §6).
+"""Projections: pure, incremental folds of the session log (docs/architecture.md, docs/session-log.md).
 
 Modules: ``core`` (the ``Projection`` protocol, ``fold``, ``ProjectionCursor``,
 ``HeaderRelative``/``told``), ``plan`` (``PlanModeFold``, ``PlanView``,

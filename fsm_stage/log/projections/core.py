@@ -1,4 +1,4 @@
-"""The projection protocol, folding, cursors and the header-relative wrapper (§6.1).
+"""The projection protocol, folding, cursors and the header-relative wrapper.
 
 A ``Projection`` is a pure reducer: ``init()`` is the state of an empty log,
 ``apply(state, event)`` returns the next state and returns **the same object** when the event
@@ -28,7 +28,7 @@ S = TypeVar("S")
 
 @runtime_checkable
 class Projection(Protocol[S]):
-    """A pure incremental fold of the log (dsh-log-format.md §6.1).
+    """A pure incremental fold of the log (docs/session-log.md).
 
     ``key`` names the unit (checkpoint rows are keyed by it); ``STATE_VERSION`` is a
     non-negative int. ``apply`` must return the same object for irrelevant events and must
@@ -137,7 +137,7 @@ def _data(event: Event) -> Mapping[str, Any]:
 
 
 class Fold(Protocol[S]):
-    """A pure incremental fold (dsh-log-format §6): ``init()``, ``apply(state, event)`` — the
+    """A pure incremental fold (docs/session-log.md): ``init()``, ``apply(state, event)`` — the
     part of a ``Projection`` that folding needs (``Session.read`` and ``HeaderRelative``
     accept any). ``apply`` returns the same object when the event is irrelevant."""
 
@@ -157,7 +157,7 @@ class HeaderRelativeState(Generic[S]):
 
 class HeaderRelative(Generic[S]):
     """Projection wrapper remembering ``inner``'s state at the last ``request/header``
-    ("what the model was last told", plan-mode-spec §1.7, stage-switch-spec §1.6).
+    ("what the model was last told", docs/contracts.md).
 
     The header event is applied to ``inner`` first, so the remembered state includes it.
     Returns the same state object for events that change neither part. The single

@@ -1,7 +1,7 @@
 """``ToldProjection``: what the last ``request/header`` told the model.
 
-Plan mode and stage folded up to and including the last header (plan-mode-spec §1.7,
-stage-switch-spec §1.6), through the one ``HeaderRelative`` mechanism. Also
+Plan mode and stage folded up to and including the last header (docs/contracts.md), through
+the one ``HeaderRelative`` mechanism. Also
 ``standard_projections()``: one instance of every built-in projection.
 """
 
@@ -63,7 +63,7 @@ _TOLD = HeaderRelative(_ToldFacts())
 
 
 class ToldProjection:
-    """What the model was last told (plan-mode-spec §1.7 narration ``told``; stage-switch §1.6).
+    """What the model was last told (docs/contracts.md narration ``told``).
 
     ``HeaderRelative`` over ``PlanModeFold`` + ``StageFold`` — the folds plan mode and the
     stage controller judge "told" with. View: None before the first header, else

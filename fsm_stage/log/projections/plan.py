@@ -1,4 +1,4 @@
-"""Plan-mode folds (plan-mode-spec §1.3, §2.K; dsh-log-format §6.5/§10).
+"""Plan-mode folds (docs/contracts.md, docs/session-log.md).
 
 * ``PlanModeFold`` — the logged plan mode: last valid ``plan/mode`` wins, else False;
   ``fold_plan_mode(events, end=None)``.
@@ -27,7 +27,7 @@ from fsm_stage.log.projections.core import _data
 
 
 class PlanModeFold:
-    """Logged plan mode (plan-mode-spec §1.3, B6–B8): the last ``plan/mode.active`` (a bool), else False.
+    """Logged plan mode (docs/contracts.md, B6–B8): the last ``plan/mode.active`` (a bool), else False.
 
     A ``plan/mode`` whose ``active`` is not a bool (an invariant violation, B107) is ignored.
     """
@@ -57,7 +57,7 @@ class PlanModeFold:
 
 
 def fold_plan_mode(events: Sequence[Event], end: int | None = None) -> bool:
-    """``fold(log, end)`` of plan-mode-spec §1.3: the last ``plan/mode`` in ``events[0:end]`` wins (B6–B8)."""
+    """``fold(log, end)`` of docs/contracts.md: the last ``plan/mode`` in ``events[0:end]`` wins (B6–B8)."""
     stop = len(events) if end is None else max(0, min(end, len(events)))
     for i in range(stop - 1, -1, -1):
         ev = events[i]
@@ -69,7 +69,7 @@ def fold_plan_mode(events: Sequence[Event], end: int | None = None) -> bool:
 
 
 def plan_mode_problem(event: Event) -> str | None:
-    """The plan-mode invariant (plan-mode-spec §2.L, B105–B108): a ``plan/mode`` must carry a
+    """The plan-mode invariant (docs/contracts.md, B105–B108): a ``plan/mode`` must carry a
     boolean ``active``. Returns a one-line problem for a bad ``plan/mode`` (the offending value
     as JSON, ``undefined`` when missing), else None (other types are ignored)."""
     if event.type != PLAN_MODE_EVENT:
@@ -151,7 +151,7 @@ class RunningSelection:
 
 @attrs.frozen
 class PlanState:
-    """The ``plan`` unit state ``{active, wanted, running}`` (plan-mode-spec §1.11)."""
+    """The ``plan`` unit state ``{active, wanted, running}`` (docs/contracts.md)."""
 
     active: bool = False
     wanted: bool | None = None
@@ -162,7 +162,7 @@ _PLAN_INIT = PlanState()
 
 
 class PlanView:
-    """The ``plan`` projection unit (plan-mode-spec §2.K rules R0–R5, dsh-log-format §6.5).
+    """The ``plan`` projection unit (docs/contracts.md rules R0–R5, docs/session-log.md).
 
     View: ``{"active": bool, "pending": bool}`` where the target is ``running.wanted`` if a
     command is running, else ``wanted``; pending = target is not None and != active. A

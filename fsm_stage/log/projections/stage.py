@@ -1,4 +1,4 @@
-"""Stage folds (stage-switch-spec §1.3–§1.5).
+"""Stage folds (docs/contracts.md).
 
 Stage records: ``stage_from_event``, ``fold_stage(events, end=None)`` (the host fold),
 ``fold_stage_records(entries)`` (the client fold). ``StageFold`` is the last record's stage;
@@ -30,7 +30,7 @@ from fsm_stage.log.projections.core import HeaderRelative, HeaderRelativeState, 
 
 _CURRENT_STAGE_MARK = CURRENT_STAGE_PREFIX.rstrip()
 """Text every stage-entry message contains (``constants.CURRENT_STAGE_PREFIX`` without its
-trailing space); the has-stage-prompt check scans for it (§1.3)."""
+trailing space); the has-stage-prompt check scans for it."""
 
 
 def _event_fields(event: Event | Mapping[str, Any]) -> tuple[str | None, Any, Any, Any]:
@@ -53,7 +53,7 @@ def _stage_summary(event: Event | Mapping[str, Any]) -> str | None:
 
 
 def stage_from_event(event: Event | Mapping[str, Any]) -> str | None:
-    """The stage a record names, or None (stage-switch-spec §1.4, S13–S19).
+    """The stage a record names, or None (docs/contracts.md, S13–S19).
 
     A record is a ``user/message`` whose ``source.kind`` is ``stage-switch`` or
     ``plugin:stage-switch``, ``source.form == "notice"`` and whose ``source.summary``
@@ -68,7 +68,7 @@ def stage_from_event(event: Event | Mapping[str, Any]) -> str | None:
 
 
 def fold_stage(events: Sequence[Event | Mapping[str, Any]], end: int | None = None) -> str | None:
-    """The host fold (stage-switch-spec §1.4): the last record's stage in ``events[0:end]``, else None."""
+    """The host fold (docs/contracts.md): the last record's stage in ``events[0:end]``, else None."""
     stop = len(events) if end is None else max(0, min(end, len(events)))
     for i in range(stop - 1, -1, -1):
         stage = stage_from_event(events[i])
@@ -91,7 +91,7 @@ class StageRecord:
 
 
 def fold_stage_records(entries: Iterable[Mapping[str, Any]]) -> list[StageRecord]:
-    """The client fold (stage-switch-spec §1.4, S20–S22).
+    """The client fold (docs/contracts.md, S20–S22).
 
     ``entries`` are ``{"type": "event", "event": <Event or event dict>}`` or transient entries
     (``{"type": "transient", …}``, skipped). Returns one ``StageRecord`` per record, in order.
@@ -131,7 +131,7 @@ def message_text(data: Any) -> str:
 
 
 def is_stage_prompt(event: Event) -> bool:
-    """``hasStagePrompt`` test (§1.5): stage-source ``user/message`` (form not checked) whose
+    """``hasStagePrompt`` test: stage-source ``user/message`` (form not checked) whose
     text contains ``Current stage:``."""
     if event.type != USER_MESSAGE:
         return False
@@ -143,7 +143,7 @@ def is_stage_prompt(event: Event) -> bool:
 
 
 class StageFold:
-    """The last stage record's stage (``stage_from_event``), None before any (§1.4).
+    """The last stage record's stage (``stage_from_event``), None before any.
 
     Returns the same object for events that name no new stage. The inner fold of
     ``StageProjection``'s ``HeaderRelative`` and of ``ToldProjection``.
@@ -164,7 +164,7 @@ _STAGE_AT_HEADER: HeaderRelative[str | None] = HeaderRelative(StageFold())
 
 @attrs.frozen
 class StageState:
-    """Stage projection state (stage-switch-spec §1.5).
+    """Stage projection state (docs/contracts.md).
 
     ``at`` is ``HeaderRelative(StageFold())``'s state; ``stage`` and ``stage_at_last_header``
     read it (the stage now, and as the last ``request/header`` told the model).
@@ -191,7 +191,7 @@ _STAGE_INIT = StageState()
 
 
 class StageProjection:
-    """Incremental stage fold (stage-switch-spec §1.5, S13–S23).
+    """Incremental stage fold (docs/contracts.md, S13–S23).
 
     * ``stage`` / ``stage_at_last_header``: ``HeaderRelative(StageFold())`` — the last
       record's stage, and its value at each ``request/header``;

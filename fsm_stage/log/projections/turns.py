@@ -1,4 +1,4 @@
-"""``OpenTurn``: idle vs open turn (plan-mode-spec §1.4).
+"""``OpenTurn``: idle vs open turn (docs/contracts.md).
 
 The last ``turn/start``/``turn/end`` decides; the state also keeps the last turn number and
 the ``request/header`` count. The runtime's ``Session`` reads this same fold
@@ -39,7 +39,7 @@ _TURN_IDLE = TurnState()
 
 
 class OpenTurn:
-    """Idle vs open turn from the log (plan-mode-spec §1.4, dsh-log-format §4).
+    """Idle vs open turn from the log (docs/contracts.md, docs/session-log.md).
 
     A ``turn/start`` opens a turn numbered ``data.turn``, or ``last_turn + 1`` when it
     carries no integer number (hand-trimmed logs); ``last_turn`` keeps the highest number.

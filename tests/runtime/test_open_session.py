@@ -1,0 +1,72 @@
+"""``open_session``: the one composition of a session (runtime, stage switch, plan mode, agent,
+driver), the guard check and plan mode's language."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fsm_stage import MemoryLog, ScriptedReviewChannel, SessionHeader, ToolCall, open_session
+from fsm_stage.config import load_config_text
+from fsm_stage.errors import ConfigError
+from fsm_stage.integrations._host import StageHost
+from fsm_stage.resources import data_dir
+
+FEATURE_WORK = (data_dir("stage_graphs") / "feature-work.yaml").read_text(encoding="utf-8")
+
+
+def _log() -> MemoryLog:
+    return MemoryLog(SessionHeader("s"))
+
+
+def test_a_guard_without_a_predicate_is_a_one_line_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        open_session(load_config_text(FEATURE_WORK), _log())
+    assert str(err.value).count("\n") == 0 and "tests_written" in str(err.value)
+
+
+def test_registered_guards_decide_the_edges() -> None:
+    config = load_config_text(FEATURE_WORK)
+    closed = open_session(config, _log(), eligibility={"tests_written": False})
+    opened = open_session(config, _log(), eligibility={"tests_written": lambda _agent: True})
+    assert closed.current_stage() == opened.current_stage() == "explore"
+    assert closed.stage is not None and opened.stage is not None
+    assert closed.stage.guards_hold(closed.agent, ("tests_written",)) is False
+    assert opened.stage.guards_hold(opened.agent, ("tests_written",)) is True
+
+
+def test_the_host_holds_the_composition() -> None:
+    host = open_session(load_config_text(FEATURE_WORK), _log(), eligibility={"tests_written": False})
+    assert host.controllers == (host.stage, host.plan)
+    assert {"goto_stage", "exit_plan_mode"} <= set(host.runtime.tools)
+    assert host.driver.session is host.session is host.agent.session
+    assert host.pending_reviews() == []
+    host.close()
+    assert "goto_stage" not in host.runtime.tools  # the controllers are detached
+
+
+def test_plan_mode_false_and_no_graph() -> None:
+    host = open_session(load_config_text(FEATURE_WORK), _log(), plan_mode=False,
+                        eligibility={"tests_written": False})
+    assert host.plan is None and host.stage is not None
+    bare = open_session(None, _log())
+    assert bare.controllers == () and bare.current_stage() is None
+    with pytest.raises(ConfigError):
+        open_session(None, _log(), eligibility={"x": True})
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_plan_mode_speaks_the_graphs_language_in_the_adapters(language: str) -> None:
+    """An adapter's plan review is asked in the graph's language (it used to be English always)."""
+    config = load_config_text(FEATURE_WORK.replace("language: en ", f"language: {language} ", 1))
+    channel = ScriptedReviewChannel().approve()
+    host = StageHost.open(_log(), graph=config, review=channel)
+    assert host.plan is not None
+    host.plan.set(host.agent, True)
+    host.step("Plan the feature.")
+    call = ToolCall.of("exit_plan_mode", {"plan": "# Plan\n\n1. Do it."}, id="c1")
+    host.reply("", [call])
+    asyncio.run(host.run_fsm_tool(call))
+    (question,) = channel.requests[0].questions
+    assert question.header == ("计划评审" if language == "zh" else "Plan review")

@@ -284,7 +284,7 @@ class StagedSession:
         if told is not None:
             session.append_many([told])
         # the request goes to the model of the stage (and plan mode) after the boundary; the
-        # system text stays the one assembled before it (plan-mode spec §1.5)
+        # system text stays the one assembled before it (docs/step-driver.md)
         assembly = attrs.evolve(assembly, model=runtime.model_choice(agent))
         request = runtime.build_request(agent, assembly, copy=False)
         config = dict(self.config)

@@ -11,29 +11,25 @@ import pytest
 from policy_helpers import Recording, run
 from policy_rules import PLAN_GRAPHS, ROWS, approving, config, verdict_in, workspace_at
 
+from fsm_stage import open_session
 from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig
 from fsm_stage.driver import StagedSession
 from fsm_stage.log.events import MemoryLog, SessionHeader
-from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.policy._gate import ToolPolicy
 from fsm_stage.policy._paths import Workspace, call_paths, normalise, path_like, workspace
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
-from fsm_stage.stage_switch import StageController
 
 
 def _wired(graph: str, cwd: str) -> tuple[Runtime, InboxAgent, Recording]:
     cfg = config(graph)
     assert cfg.graph is not None
-    rt = Runtime(review=approving())
-    rt.attach(StageController(cfg.graph))
-    agent = InboxAgent(Session(MemoryLog(SessionHeader("rules", cwd=cwd))))
-    if cfg.plan_mode is not None:
-        plan = PlanModeController(cfg.plan_mode)
-        rt.attach(plan)
-        plan.set(agent, graph in PLAN_GRAPHS)
+    host = open_session(cfg, MemoryLog(SessionHeader("rules", cwd=cwd)), review=approving(), guidance=False,
+                        repair=False)
+    rt, agent = host.runtime, host.agent
+    if host.plan is not None:
+        host.plan.set(agent, graph in PLAN_GRAPHS)
     tool = Recording("write_file")
     rt.add_tool(tool)
     return rt, agent, tool

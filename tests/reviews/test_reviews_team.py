@@ -182,23 +182,19 @@ stages:
 def team_session(tmp_path: Path, *, requester: str | None = "bob", clock: Any = None) -> Any:
     import asyncio
 
+    from fsm_stage import open_session
     from fsm_stage.driver import Loop, ModelReply, ScriptedModel
-    from fsm_stage.handoff import LocalHandoffStore
     from fsm_stage.log import MemoryLog
     from fsm_stage.log.events import SessionHeader
     from fsm_stage.reviews import SuspendingReviewChannel
-    from fsm_stage.runtime import InboxAgent, Runtime, Session
-    from fsm_stage.stage_switch import StageController
 
     cfg = load_config_text(TEAM_GRAPH)
     assert cfg.graph is not None
-    runtime = Runtime(review=SuspendingReviewChannel())
-    stage = StageController(cfg.graph, handoffs=LocalHandoffStore())
-    stage.attach(runtime)
     extra = {"requester": requester} if requester else {}
     options = {"clock": clock} if clock is not None else {}
     log = MemoryLog(SessionHeader("team-1", cwd=str(tmp_path), extra=extra), **options)
-    agent = InboxAgent(Session(log))
+    host = open_session(cfg.graph, log, review=SuspendingReviewChannel(), guidance=False, repair=False)
+    runtime, stage, agent = host.runtime, host.stage, host.agent
     model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "# Handoff\nGo."}),
                            ModelReply.say("implementing")])
     loop = Loop(runtime, agent, model)

@@ -14,16 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fsm_stage import open_session
 from fsm_stage.config import load_config_text
 from fsm_stage.constants import STEP_START, TOOL_CALL, TURN_START
 from fsm_stage.log.events import EventLog
-from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.reviews import ReviewChannel
-from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolResult, ToolSpec
-from fsm_stage.stage_switch import StageController
 
 GRAPH = """\
 name: tool-reviews
@@ -71,14 +67,11 @@ class ToolRig:
     def __init__(self, log: EventLog, review: ReviewChannel | None, counter: Path) -> None:
         cfg = load_config_text(GRAPH, "tool-reviews.yaml")
         assert cfg.graph is not None and cfg.plan_mode is not None
-        self.runtime = Runtime(review=review)
-        self.stage = StageController(cfg.graph)
-        self.plan = PlanModeController(cfg.plan_mode)
-        self.runtime.attach(self.stage)
-        self.runtime.attach(self.plan)
+        host = open_session(cfg, log, review=review, guidance=False, repair=False)
+        assert host.stage is not None and host.plan is not None
+        self.runtime, self.stage, self.plan = host.runtime, host.stage, host.plan
         self.runtime.add_tool(CountingTool(counter))
-        self.session = Session(log)
-        self.agent = InboxAgent(self.session)
+        self.session, self.agent = host.session, host.agent
 
     def to_verify(self) -> None:
         """The user's ``/stage verify`` while idle, then a turn and a step."""

@@ -10,19 +10,16 @@ from typing import Any
 
 import pytest
 
-from fsm_stage import ModelReply, SessionHeader, load_config, open_log
+from fsm_stage import ModelReply, SessionHeader, load_config, open_log, open_session
 from fsm_stage.config import load_config_text
 from fsm_stage.driver import Loop, ScriptedModel, StagedSession
 from fsm_stage.errors import ConfigError
-from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log import MemoryLog
 from fsm_stage.log.projections.spend import SPEND_FOLD
-from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.reviews import ScriptedReviewChannel, answer_review, open_reviews
-from fsm_stage.runtime import InboxAgent, Runtime, Session
+from fsm_stage.runtime import InboxAgent, Runtime
 from fsm_stage.runtime.stage_models import DEFAULT_CHOICE
 from fsm_stage.stage_switch import StageController
-from fsm_stage.tokens import HeuristicTokenMeter
 
 GRAPH = """
 name: models
@@ -61,13 +58,11 @@ def compose(tmp_path: Path, text: str, *, log: Any = None, review: Any = None,
             plan: bool = False) -> tuple[Runtime, InboxAgent, StageController]:
     cfg = load_config_text(text)
     assert cfg.graph is not None
-    runtime = Runtime(review=review if review is not None else ScriptedReviewChannel().approve())
-    stage = StageController(cfg.graph, handoffs=LocalHandoffStore(), token_meter=HeuristicTokenMeter())
-    stage.attach(runtime)
-    if plan:
-        PlanModeController(cfg.plan_mode, models=cfg.graph.models).attach(runtime)
     log = log if log is not None else MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
-    return runtime, InboxAgent(Session(log)), stage
+    host = open_session(cfg, log, review=review if review is not None else ScriptedReviewChannel().approve(),
+                        plan_mode=plan, guidance=False, repair=False)
+    assert host.stage is not None
+    return host.runtime, host.agent, host.stage
 
 
 def to_build() -> ModelReply:

@@ -1,4 +1,4 @@
-"""Data flows one way: config → graph, log → runtime → controllers → driver → adapters / MCP / CLI.
+"""Data flows one way: config → graph, log → runtime → controllers → driver → adapters / MCP / inbox / CLI.
 
 Each module may import only from its own layer or the layers below it. The check reads the
 package's import statements (``ast``), so a new upward import fails here with its file and line;

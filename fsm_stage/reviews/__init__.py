@@ -1,7 +1,8 @@
 """Reviews: the channels a host answers through (scripted, suspending, terminal), the
 questions they carry, the review fold over the log, the durable review flow, the per-kind
 request shapes (plan exit, stage switch) and the offline tools ``answer_review`` /
-``open_reviews`` / ``fork_log``. Every name below loads on first use.
+``vote_review`` / ``open_reviews`` / ``fork_log``, with the team rules' ``Reviewers``. Every
+name below loads on first use.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         fork_log,
         open_reviews,
         review_state,
+        vote_review,
     )
     from fsm_stage.reviews._channel import (
         Answer,
@@ -42,6 +44,11 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         build_review_question,
         evaluate_review,
     )
+    from fsm_stage.reviews._team import (
+        Reviewers,
+        VoteResult,
+        load_reviewers,
+    )
     from fsm_stage.reviews._terminal import (
         TerminalReviewChannel,
     )
@@ -63,6 +70,10 @@ _EXPORTS: dict[str, str] = {
     "fork_log": "_answer",
     "open_reviews": "_answer",
     "review_state": "_answer",
+    "vote_review": "_answer",
+    "Reviewers": "_team",
+    "VoteResult": "_team",
+    "load_reviewers": "_team",
     "REVIEW_FOLD": "_fold",
     "ReviewAnswer": "_fold",
     "ReviewFold": "_fold",
@@ -89,16 +100,20 @@ __all__ = [
     "ReviewFold",
     "ReviewRecord",
     "ReviewState",
+    "Reviewers",
     "ScriptedReviewChannel",
     "SuspendingReviewChannel",
     "TerminalReviewChannel",
+    "VoteResult",
     "answer_review",
     "build_review_question",
     "evaluate",
     "evaluate_review",
     "fork_log",
+    "load_reviewers",
     "open_reviews",
     "review_state",
+    "vote_review",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

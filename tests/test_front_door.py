@@ -143,3 +143,16 @@ def test_errors_are_few_with_one_root_per_area_and_private_signals() -> None:
     assert private and not set(private) & set(errors.__all__)
     for path in (Path(fsm_stage.__file__).parent).rglob("__init__.py"):
         assert not any(f'"{n}"' in path.read_text(encoding="utf-8") for n in private), path
+
+
+def test_a_review_answer_the_user_got_wrong_is_a_user_error_and_ctrl_c_is_a_dismissal() -> None:
+    """Answer mistakes (unknown, answered, refused by the team rules, payload changed) print as
+    one-line ``UserError``s; Ctrl-C at the terminal review is a ``ReviewDismissed`` flagged
+    ``interrupted`` (a plain dismissal is not)."""
+    errors = fsm_stage.errors
+    for cls in (errors.ReviewNotFoundError, errors.ReviewAlreadyAnsweredError, errors.ReviewRefusedError,
+                errors.ReviewPayloadChangedError):
+        assert issubclass(cls, errors.ReviewError) and issubclass(cls, errors.UserError), cls
+    assert errors.ReviewDismissed("ctrl-c", interrupted=True).interrupted
+    plain = errors.ReviewDismissed()
+    assert not plain.interrupted and str(plain) == ""

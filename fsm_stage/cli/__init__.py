@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "export": "db_cmds",
     "import": "db_cmds",
     "review": "review_cmds", "fork": "review_cmds",
+    "worker": "fleet_cmds", "sessions": "fleet_cmds", "send": "fleet_cmds", "answer": "fleet_cmds",
 }
 
 #: command name -> its short help (the docstring's first sentence), so ``fsm-stage --help``
@@ -64,6 +65,10 @@ COMMAND_HELP: dict[str, str] = {
     "repair": "Make LOG writable again after a damaged line, losing no intact line.",
     "review": "List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).",
     "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
+    "worker": "Run a fleet worker: drive the store's sessions as DBOS workflows until stopped.",
+    "sessions": "List the sessions of STORE (folder or postgresql:// URL) and their state.",
+    "send": "Record TEXT as a durable input of SESSION in STORE and wake its workflow.",
+    "answer": "Answer REVIEW of SESSION in STORE and wake the session's workflow.",
 }
 
 

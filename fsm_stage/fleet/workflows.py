@@ -182,7 +182,9 @@ class FleetClient:
     def client(self) -> DBOSClient:
         """The DBOS client (connected on first use)."""
         if self._client is None:
-            self._client = DBOSClient(system_database_url=self.store.dbos_url)
+            client = DBOSClient(system_database_url=self.store.dbos_url)
+            client._sys_db.run_migrations()  # a store no worker has opened yet (idempotent)
+            self._client = client
         return self._client
 
     def close(self) -> None:

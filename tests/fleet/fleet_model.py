@@ -7,11 +7,32 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 from typing import Any
 
 from fsm_stage import ModelReply
-from fsm_stage.fleet import host_tool
+from fsm_stage.fleet import FencedLog, host_tool
+
+_CRASH = float(os.environ.get("FLEET_CRASH", "0") or 0)
+"""Chaos (worker processes of the chaos test): the probability of dying (``os._exit``) right
+after an append, inside a model call, or after a host tool's effect before its result."""
+
+
+def _maybe_crash() -> None:
+    if _CRASH and random.random() < _CRASH:
+        os._exit(137)
+
+
+if _CRASH:
+    _real_append_many = FencedLog.append_many
+
+    def _crashing_append_many(self: FencedLog, *args: Any, **kwargs: Any) -> Any:
+        out = _real_append_many(self, *args, **kwargs)
+        _maybe_crash()  # between two appends
+        return out
+
+    FencedLog.append_many = _crashing_append_many  # type: ignore[method-assign]
 
 
 def _text(message: Any) -> str:
@@ -29,6 +50,7 @@ class FleetModel:
     name = "fleet-model"
 
     async def complete(self, request: Any, *, signal: Any) -> ModelReply:
+        _maybe_crash()
         msgs = request.messages
         stages = re.findall(r"Current stage: (\w+)", request.system + "".join(_text(m) for m in msgs))
         current = stages[-1] if stages else "plan"
@@ -61,6 +83,9 @@ def apply(args: Any, key: str) -> str:
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"key": key, "task": args.get("task")}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    _maybe_crash()  # the effect happened, its result is not logged yet
     return f"applied {args.get('task')}"
 
 

@@ -7,8 +7,9 @@ The order, each decided from the log alone (a fold after every turn):
    mode of the graph, suspending reviews, the host tools) over the fenced log;
 3. loop: an open turn nobody runs → crash repair (``turn/end {kind: interrupted}``); a suspended
    turn whose reviews are all answered → ``Loop.resume``; one still unanswered → return
-   ``waiting-review``; a turn that ended ``interrupted`` → one continuation turn (the model sees
-   the repaired history, ``TOOL_OUTCOME_UNKNOWN`` results included) — after
+   ``waiting-review``; a turn that ended ``interrupted`` after it started work (a user message
+   or a model reply is in it) → one continuation turn (the model sees the repaired history,
+   ``TOOL_OUTCOME_UNKNOWN`` results included; a turn cut before any work is simply gone) — after
    ``MAX_INTERRUPTED`` in a row the run fails; a pending durable input → apply the earliest one
    (a message becomes the turn's ``user/message`` with the input's id, so it is consumed
    exactly once; ``/stage`` / ``/plan`` run as commands) and run the turn; else return
@@ -159,7 +160,7 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
             await loop.resume()
             turns += 1
             continue
-        if view.last_turn_end == "interrupted":
+        if view.unfinished:
             if view.interrupted >= MAX_INTERRUPTED:
                 return _fail(fenced, epoch, turns, f"{view.interrupted} turns in a row were interrupted")
             await loop.run_turn()

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import attrs
 
-from fsm_stage.constants import TURN_END, TURN_START, USER_MESSAGE
+from fsm_stage.constants import ASSISTANT_MESSAGE, TURN_END, TURN_START, USER_MESSAGE
 from fsm_stage.log.events import Event
 
 __all__ = [
@@ -67,14 +67,16 @@ class FleetView:
     """What the fleet reads from one log: ``epoch`` (highest claim, 0 if none), ``pending``
     inputs in log order, ``runs`` (``fsm/fleet/end`` count), ``last_turn_end`` (the reason kind
     of the last ``turn/end``, None when none), ``interrupted`` (how many turns in a row ended
-    ``interrupted`` at the log's end), ``turn_open``, ``ended`` (the last run's end state when
-    nothing followed it)."""
+    ``interrupted`` at the log's end), ``unfinished`` (those turns had started work — a user
+    message or a model reply — so a continuation turn is owed), ``turn_open``, ``ended`` (the
+    last run's end state when nothing followed it)."""
 
     epoch: int
     pending: tuple[Input, ...]
     runs: int
     last_turn_end: str | None
     interrupted: int
+    unfinished: bool
     turn_open: bool
     ended: str | None
 
@@ -90,7 +92,7 @@ def fold(events: Sequence[Event]) -> FleetView:
     consumed: set[str] = set()
     applying: dict[str, int] = {}
     last_end: str | None = None
-    turn_open = False
+    turn_open = worked = unfinished = False
     ended: str | None = None
     for ev in events:
         data = _data(ev)
@@ -119,15 +121,20 @@ def fold(events: Sequence[Event]) -> FleetView:
             del applying[cid]
         if kind == USER_MESSAGE and isinstance(data.get("id"), str):
             consumed.add(data["id"])
+            source = data.get("source")
+            worked = worked or (isinstance(source, Mapping) and source.get("kind") == "user")
+        elif kind == ASSISTANT_MESSAGE:
+            worked = True
         elif kind == TURN_START:
-            turn_open = True
+            turn_open, worked = True, False
         elif kind == TURN_END:
             turn_open = False
             reason = data.get("reason")
             last_end = reason.get("kind") if isinstance(reason, Mapping) else None
             interrupted = interrupted + 1 if last_end == "interrupted" else 0
+            unfinished = (unfinished or worked) if last_end == "interrupted" else False
     pending = tuple(i for i in inputs.values() if i.id not in consumed)
-    return FleetView(epoch, pending, runs, last_end, interrupted, turn_open, ended)
+    return FleetView(epoch, pending, runs, last_end, interrupted, unfinished, turn_open, ended)
 
 
 def _input(data: Mapping[str, Any], seq: int) -> Input | None:
@@ -153,6 +160,6 @@ def session_state(events: Sequence[Event]) -> tuple[str, str | None]:
         return "running", None
     if view.ended is not None:
         return view.ended, None
-    if view.pending or view.last_turn_end == "interrupted":
+    if view.pending or view.unfinished:
         return "queued", None
     return "needs-input", None

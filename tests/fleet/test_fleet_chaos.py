@@ -157,7 +157,7 @@ def _check_logs(store: Any, ids: list[str], tmp: Path) -> None:
 
 
 def test_chaos_on_the_embedded_default(tmp_path: Path) -> None:
-    _scenario(str(tmp_path / "sessions"), tmp_path, sessions=8, workers=2, kills=2, crash=0.02)
+    _scenario(str(tmp_path / "sessions"), tmp_path, sessions=8, workers=2, kills=2, crash=0.01)
 
 
 def test_chaos_on_postgresql(tmp_path: Path) -> None:
@@ -174,9 +174,9 @@ def test_chaos_on_postgresql(tmp_path: Path) -> None:
             migrate(conn)
 
         def restart() -> None:
-            cluster._run(str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-m", "fast", "-w",
-                         "restart")
+            cluster._run(str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-l",
+                         str(cluster.folder / "server.log"), "-m", "fast", "-w", "restart")
 
-        _scenario(cluster.dsn, tmp_path, sessions=30, workers=3, kills=3, crash=0.02, restart=restart)
+        _scenario(cluster.dsn, tmp_path, sessions=30, workers=3, kills=3, crash=0.003, restart=restart, budget=float(os.environ.get("FLEET_CHAOS_BUDGET", "150")))
     finally:
         cluster.stop()

@@ -145,7 +145,10 @@ def test_a_dispatched_host_call_cut_short_is_outcome_unknown_with_a_stable_key(t
     assert session_state(crashed.events)[0] == "complete"
 
 
-def test_a_crash_after_any_append_ends_as_the_uninterrupted_run() -> None:
+def test_a_crash_after_any_append_ends_as_the_uninterrupted_run(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    effects = tmp_path / "effects.jsonl"
+    monkeypatch.setenv("FLEET_EFFECTS", str(effects))
     log = _log()
     record_input(log, "message", "task: 5", input_id="in-5")
     _run_to_end(log)
@@ -156,6 +159,8 @@ def test_a_crash_after_any_append_ends_as_the_uninterrupted_run() -> None:
         crashed = _copy(log.events, cut)
         _run_to_end(crashed)
         assert _summary(crashed) == want, f"crash after event {cut - 1}"
+    tasks = {json.loads(line)["task"] for line in effects.read_text().splitlines()}
+    assert tasks == {"5"}  # no turn ran without its task (a turn cut before any work is not continued)
 
 
 def test_session_ids_are_checked() -> None:

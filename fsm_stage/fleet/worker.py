@@ -14,7 +14,9 @@ at once) and, every ``HEARTBEAT`` seconds:
   writing the log. Enqueueing by workflow id is idempotent, so sweeps of many workers agree.
 
 A worker that is merely slow and taken over cannot corrupt a log: its appends are fenced
-(``fence``), the newer claim wins.
+(``fence``), the newer claim wins. A worker whose DBOS meets its database gone in the middle of
+a workflow operation exits with ``EX_TEMPFAIL`` (75) at once (crash-only: DBOS would otherwise
+record the workflow as failed); run workers under a supervisor that restarts them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ __all__ = ["HEARTBEAT", "SWEEP", "Heartbeats", "run_worker"]
 
 HEARTBEAT: Final = 1.0
 """Seconds between a worker's heartbeats and takeover checks."""
+EX_TEMPFAIL: Final = 75
+"""Exit status of a worker whose DBOS lost its database mid-workflow (restart it)."""
 SWEEP: Final = 5.0
 """Seconds between sweeps for sessions with work but no running workflow."""
 _TABLE = ("CREATE TABLE IF NOT EXISTS fsm_fleet_workers (executor text PRIMARY KEY, "
@@ -124,6 +128,8 @@ async def run_worker(app: workflows.FleetApp, *, sessions: int = 64, dead_after:
         last_sweep = 0.0
         stop = stop or asyncio.Event()
         while not stop.is_set():
+            if app.lost is not None:
+                os._exit(EX_TEMPFAIL)  # crash-only: the pending workflows go to live workers
             with contextlib.suppress(Exception):  # a database restart: the next beat retries
                 await asyncio.to_thread(_tend, beats, app.worker, dead_after)
             if time.monotonic() - last_sweep >= SWEEP:

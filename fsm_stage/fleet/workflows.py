@@ -74,7 +74,8 @@ class FleetApp:
     """What this process's workflows drive with: the ``store``, the stage ``graph``, a
     ``model_factory()`` (called once per drive) and ``tools_factory()`` (host tools), the
     ``worker`` name written in claims, ``slots`` (drives at once in this process), ``poll``
-    (seconds a waiting workflow re-reads the log without a wake-up)."""
+    (seconds a waiting workflow re-reads the log without a wake-up); ``lost`` is set when a
+    workflow met an exception from DBOS (the worker then exits)."""
 
     store: Store
     graph: ConfigFile
@@ -84,6 +85,7 @@ class FleetApp:
     slots: int = 4
     poll: float = 30.0
     on_drive: Callable[[str, dict[str, Any]], None] | None = None
+    lost: BaseException | None = None
     _semaphore: asyncio.Semaphore | None = None
 
     def semaphore(self) -> asyncio.Semaphore:
@@ -149,7 +151,22 @@ async def _fail_step(session_id: str, message: str) -> None:
 
 @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=10_000)
 async def session_workflow(session_id: str) -> dict[str, Any]:
-    """Run one session run: drive, wait on the wait point's topic, repeat until it ends."""
+    """Run one session run: drive, wait on the wait point's topic, repeat until it ends.
+
+    An exception out of DBOS itself (its database went away mid-operation, or another executor
+    runs this workflow after a takeover) is never let through, since DBOS would record the run
+    as failed: ``FleetApp.lost`` is set and this instance waits forever, and the worker exits
+    (``EX_TEMPFAIL``) so the workflow, still pending, is recovered by a live worker."""
+    try:
+        return await _session(session_id)
+    except Exception as err:
+        app = _app()
+        app.lost = err
+        await asyncio.Event().wait()
+        raise  # pragma: no cover - never reached
+
+
+async def _session(session_id: str) -> dict[str, Any]:
     errors = 0
     while True:
         result = await _drive_step(session_id)

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "fsm_stage.simulate": 9,
     "fsm_stage.integrations": 9,
     "fsm_stage.mcp": 9,
+    "fsm_stage.fleet": 9,
     "fsm_stage.cli": 10,
     "fsm_stage.__main__": 11,
     "fsm_stage": 11,

@@ -54,7 +54,8 @@ def _load(spec: str, what: str) -> Any:
 @click.option("--graph", "graph_path", required=True, type=click.Path(dir_okay=False),
               help="The stage-graph YAML the sessions run under.")
 @click.option("--store", required=True, help="Session folder or postgresql:// URL.")
-@click.option("--model", "model_spec", required=True, help="module:function returning a Model (called per drive).")
+@click.option("--model", "model_spec", required=True,
+              help="module:function returning a Model (called once per drive).")
 @click.option("--tools", "tools_spec", default=None, help="module:function returning the host tools.")
 @click.option("--slots", default=4, show_default=True, type=click.IntRange(1, 1024),
               help="Sessions driven at once by this worker.")

@@ -121,7 +121,8 @@ def _postgres(store: Store, wanted: frozenset[str] | None) -> list[SessionInfo]:
             conn.execute(sql)
         stale = conn.execute(
             "SELECT s.session FROM fsm_sessions s LEFT JOIN fsm_fleet_state f ON f.session = s.session "
-            "WHERE f.session IS NULL OR f.seq IS DISTINCT FROM (SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session)"
+            "WHERE f.session IS NULL OR f.seq IS DISTINCT FROM "
+            "(SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session)"
         ).fetchall()
         for (sid,) in stale:
             if not SESSION_ID.fullmatch(str(sid)):
@@ -130,7 +131,8 @@ def _postgres(store: Store, wanted: frozenset[str] | None) -> list[SessionInfo]:
                 events = read_postgres(store.location_of(str(sid))).events
                 info = _info(str(sid), events)
                 conn.execute(
-                    "INSERT INTO fsm_fleet_state (session, seq, state, review, runs) VALUES (%s, %s, %s, %s, %s) "
+                    "INSERT INTO fsm_fleet_state (session, seq, state, review, runs) "
+                    "VALUES (%s, %s, %s, %s, %s) "
                     "ON CONFLICT (session) DO UPDATE SET seq = excluded.seq, state = excluded.state, "
                     "review = excluded.review, runs = excluded.runs",
                     (sid, events[-1].seq if events else None, info.state, info.review_id, info.runs))

@@ -49,7 +49,8 @@ class HostTool:
         """The tool's spec."""
         return self._spec
 
-    async def execute(self, args: Mapping[str, Any], agent: Any, signal: AbortSignal | None = None) -> ToolOutput:
+    async def execute(self, args: Mapping[str, Any], agent: Any,
+                      signal: AbortSignal | None = None) -> ToolOutput:
         """Run the function with the call's idempotency key."""
         call = current_tool_call()
         if call is None or agent is None:
@@ -67,7 +68,7 @@ def host_tool(name: str | None = None, *, description: str = "",
     ``name`` (default: the function's name)."""
 
     def wrap(fn: HostFn) -> HostTool:
-        return HostTool(name or getattr(fn, "__name__", "tool"), fn, description=description or
+        return HostTool(name or str(getattr(fn, "__name__", "tool")), fn, description=description or
                         (inspect.getdoc(fn) or ""), parameters=parameters)
 
     return wrap

@@ -120,7 +120,8 @@ async def run_worker(app: workflows.FleetApp, *, sessions: int = 64, dead_after:
     DBOS(config=config)
     DBOS.launch()
     try:
-        await DBOS.register_queue_async(workflows.QUEUE, worker_concurrency=sessions, polling_interval_sec=0.2)
+        await DBOS.register_queue_async(workflows.QUEUE, worker_concurrency=sessions,
+                                        polling_interval_sec=0.2)
         beats = Heartbeats(url)
         client = workflows.FleetClient(store)
         if on_ready is not None:

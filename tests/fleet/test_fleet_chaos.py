@@ -43,7 +43,8 @@ class Fleet:
             self.spawn()
 
     def spawn(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]),
+        path = os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])
+        env = {**os.environ, "PYTHONPATH": path,
                "FLEET_EFFECTS": str(self.tmp / "effects.jsonl"), "FLEET_CRASH": str(self.crash)}
         self.started += 1
         err = open(self.tmp / f"worker-{self.started}.err", "wb")  # noqa: SIM115 - the child owns it
@@ -177,6 +178,7 @@ def test_chaos_on_postgresql(tmp_path: Path) -> None:
             cluster._run(str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-l",
                          str(cluster.folder / "server.log"), "-m", "fast", "-w", "restart")
 
-        _scenario(cluster.dsn, tmp_path, sessions=30, workers=3, kills=3, crash=0.003, restart=restart, budget=float(os.environ.get("FLEET_CHAOS_BUDGET", "150")))
+        _scenario(cluster.dsn, tmp_path, sessions=30, workers=3, kills=3, crash=0.003, restart=restart,
+                  budget=float(os.environ.get("FLEET_CHAOS_BUDGET", "150")))
     finally:
         cluster.stop()

@@ -49,8 +49,8 @@ def _run_to_end(log: Any, effects: list[str] | None = None, limit: int = 20) -> 
 def _copy(events: Any, upto: int) -> MemoryLog:
     log = _log()
     for ev in events[:upto]:
-        log.append_many([NewEvent(ev.type, ev.data, ev.surface_op,
-                                  list(ev.source_event_seqs) if ev.source_event_seqs else None, ev.ignorable)])
+        seqs = list(ev.source_event_seqs) if ev.source_event_seqs else None
+        log.append_many([NewEvent(ev.type, ev.data, ev.surface_op, seqs, ev.ignorable)])
     return log
 
 
@@ -60,7 +60,8 @@ def _summary(log: Any) -> dict[str, Any]:
     from fsm_stage.runtime.reviews import review_state
 
     events = log.events
-    users = [e.data["id"] for e in events if e.type == USER_MESSAGE and e.data.get("source", {}).get("kind") == "user"]
+    users = [e.data["id"] for e in events
+             if e.type == USER_MESSAGE and e.data.get("source", {}).get("kind") == "user"]
     calls = [e.data["callId"] for e in events if e.type == TOOL_CALL]
     results = [e.data["message"]["source"]["callId"] for e in events if e.type == TOOL_RESULT]
     state = review_state(log)
@@ -123,8 +124,8 @@ def test_a_driver_that_lost_its_claim_cannot_write() -> None:
         FencedLog(log, "unclaimed").append("fsm/note", {})
 
 
-def test_a_dispatched_host_call_cut_short_is_outcome_unknown_with_a_stable_key(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dispatched_host_call_cut_short_is_outcome_unknown(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     effects = tmp_path / "effects.jsonl"
     monkeypatch.setenv("FLEET_EFFECTS", str(effects))
     log = _log()
@@ -136,7 +137,8 @@ def test_a_dispatched_host_call_cut_short_is_outcome_unknown_with_a_stable_key(t
     _run_to_end(crashed)
     unknown = [e for e in crashed.events if e.type == TOOL_RESULT and e.data.get("error", {}).get("code")
                == "TOOL_OUTCOME_UNKNOWN"]
-    assert len(unknown) == 1 and unknown[0].data["message"]["source"]["callId"] == events[call_seq].data["callId"]
+    assert len(unknown) == 1
+    assert unknown[0].data["message"]["source"]["callId"] == events[call_seq].data["callId"]
     assert not [e for e in crashed.events if e.type == TOOL_RESULT
                 and e.data.get("error", {}).get("code") == "TOOL_NOT_STARTED"]
     keys = [json.loads(line)["key"] for line in effects.read_text().splitlines()]

@@ -199,7 +199,9 @@ class FleetClient:
     def client(self) -> DBOSClient:
         """The DBOS client (connected on first use)."""
         if self._client is None:
-            client = DBOSClient(system_database_url=self.store.dbos_url)
+            # on PostgreSQL the workers wait on LISTEN/NOTIFY (DBOS's default): send with it too
+            client = DBOSClient(system_database_url=self.store.dbos_url,
+                                use_listen_notify=self.store.kind == "postgres")
             client._sys_db.run_migrations()  # a store no worker has opened yet (idempotent)
             self._client = client
         return self._client
@@ -244,8 +246,17 @@ class FleetClient:
             item = record_input(log, kind, text, input_id=input_id)
             run = fold(log.events).runs
         wid = self.start(session_id, run)
-        self.client.send(wid, {"input": item.id}, INPUT_TOPIC, idempotency_key=f"input:{item.id}")
+        self._wake(wid, {"input": item.id}, INPUT_TOPIC, f"input:{item.id}")
         return item.id
+
+    def _wake(self, wid: str, message: dict[str, str], topic: str, key: str) -> None:
+        """``send`` the wake-up, then push its notification now: a client has no notifier
+        thread, and without the push a PostgreSQL waiter would only see it at its poll."""
+        client = self.client
+        client.send(wid, message, topic, idempotency_key=key)
+        flush = getattr(client._sys_db, "_flush_notifications", None)
+        if callable(flush) and getattr(client._sys_db, "use_listen_notify", False):
+            flush()
 
     def answer(self, session_id: str, review_id: str, outcome: str, *, feedback: str | None = None,
                option: str | None = None, by: str = "api") -> None:
@@ -255,4 +266,4 @@ class FleetClient:
             record_answer(log, review_id, outcome, feedback=feedback, option=option, by=by)
             run = fold(log.events).runs
         wid = self.start(session_id, run)
-        self.client.send(wid, {"review": review_id}, review_topic(review_id), idempotency_key=review_id)
+        self._wake(wid, {"review": review_id}, review_topic(review_id), review_id)

@@ -14,14 +14,15 @@ import re
 import sys
 import tempfile
 
-from fsm_stage import ModelReply, data_dir, load_config
+from fsm_stage import ModelReply, load_config
 from fsm_stage.log.events import SessionHeader
+from fsm_stage.resources import data_dir
 
 
 class Model:  # the model function: a stand-in for an LLM that reads the stage it is in
     provider, name = "example", "fleet-example"
 
-    async def complete(self, request, *, signal):  # noqa: ANN001, ANN201
+    async def complete(self, request, *, signal):
         text = request.system + str(request.messages)
         stage = (re.findall(r"Current stage: (\w+)", text) or ["explore"])[-1]
         if stage == "explore":

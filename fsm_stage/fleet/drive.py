@@ -29,12 +29,11 @@ from typing import Any
 import attrs
 
 from fsm_stage.config import ConfigFile, load_config
+from fsm_stage.driver import Loop, Model
 from fsm_stage.errors import FleetError
 from fsm_stage.fleet.fence import FencedLog
 from fsm_stage.fleet.records import APPLY, END, fold, session_state
-from fsm_stage.runtime.loop import Loop, Model
-from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.tools import Tool
+from fsm_stage.runtime import Tool, user_message
 
 __all__ = ["MAX_INTERRUPTED", "WAIT_POINTS", "DriveResult", "drive"]
 

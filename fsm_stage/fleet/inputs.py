@@ -50,7 +50,7 @@ def record_answer(log: Any, review_id: str, outcome: str, *, feedback: str | Non
                   option: str | None = None, by: str = "api") -> None:
     """Log a human's answer to the open review ``review_id`` (``answer_review``). Raises the
     ``ReviewError``s (not found, answered already, payload changed)."""
-    from fsm_stage.runtime.reviews import answer_review
+    from fsm_stage.reviews import answer_review
 
     answer_review(log, review_id, outcome, feedback=feedback, option=option, by=by)
 

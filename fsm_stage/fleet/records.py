@@ -147,7 +147,7 @@ def _input(data: Mapping[str, Any], seq: int) -> Input | None:
 def session_state(events: Sequence[Event]) -> tuple[str, str | None]:
     """``(state, review_id)`` of a session log (``STATES``; ``review_id`` for
     ``waiting-review``, the first unanswered review of the suspended step). Pure, O(events)."""
-    from fsm_stage.runtime.openstep import open_turn_view
+    from fsm_stage.driver import open_turn_view
 
     view = fold(events)
     if view.turn_open:

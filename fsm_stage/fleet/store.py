@@ -80,7 +80,7 @@ class Store:
     def location_of(self, session_id: str) -> str:
         """The ``open_log`` location of ``session_id``."""
         if self.kind == "postgres":
-            from fsm_stage.runtime.reviews import pg_location
+            from fsm_stage.reviews._answer import pg_location
 
             return pg_location(self.conninfo, check_session_id(session_id))
         return str(self.path(session_id))

@@ -15,8 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fsm_stage.errors import ToolFailure
-from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.tools import ToolOutput, ToolSpec, current_tool_call
+from fsm_stage.runtime import AbortSignal, ToolOutput, ToolSpec, current_tool_call
 
 __all__ = ["HostFn", "HostTool", "host_tool", "idempotency_key"]
 

@@ -24,14 +24,14 @@ import attrs
 from dbos import DBOS, DBOSClient, EnqueueOptions
 
 from fsm_stage.config import ConfigFile
+from fsm_stage.driver import Model
 from fsm_stage.errors import ClaimLostError, FleetError, LogLockedError
 from fsm_stage.fleet.drive import drive
 from fsm_stage.fleet.inputs import record_answer, record_input
 from fsm_stage.fleet.records import END, fold
 from fsm_stage.fleet.store import Store
 from fsm_stage.log.events import SessionHeader
-from fsm_stage.runtime.loop import Model
-from fsm_stage.runtime.tools import Tool
+from fsm_stage.runtime import Tool
 
 __all__ = [
     "APP_VERSION",

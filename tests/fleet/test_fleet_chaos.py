@@ -167,9 +167,9 @@ def test_chaos_on_the_embedded_default(tmp_path: Path) -> None:
 
 def test_chaos_on_postgresql(tmp_path: Path) -> None:
     from pg_fixture import require_server
+    from pg_testing import TempCluster, unavailable_reason
 
     from fsm_stage.log.pg_schema import migrate
-    from fsm_stage.log.pg_testing import TempCluster, unavailable_reason
     from fsm_stage.log.postgres import connect
 
     require_server(unavailable_reason())

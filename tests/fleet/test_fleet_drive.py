@@ -57,7 +57,7 @@ def _copy(events: Any, upto: int) -> MemoryLog:
 def _summary(log: Any) -> dict[str, Any]:
     """What must not depend on crashes: the end state, the user messages (each input once),
     the approved reviews (each applied once), and one result per dispatched call."""
-    from fsm_stage.runtime.reviews import review_state
+    from fsm_stage.reviews import review_state
 
     events = log.events
     users = [e.data["id"] for e in events

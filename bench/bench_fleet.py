@@ -37,8 +37,8 @@ def run(store: str, workers: int, sessions: int, tag: str) -> tuple[float, float
 
     path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
-    argv = [sys.executable, "-m", "fsm_stage", "worker", "--graph", str(TESTS / "fleet-graph.yaml"), "--store", store,
-            "--model", "fleet_model:model", "--tools", "fleet_model:tools", "--slots", "4"]
+    argv = [sys.executable, "-m", "fsm_stage", "worker", "--graph", str(TESTS / "fleet-graph.yaml"),
+            "--store", store, "--model", "fleet_model:model", "--tools", "fleet_model:tools", "--slots", "4"]
     procs = [subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL) for _ in range(workers)]
     ids = [f"bench-{tag}-{i:03d}" for i in range(sessions)]
     try:

@@ -7,8 +7,9 @@ at once) and, every ``HEARTBEAT`` seconds:
 * writes its heartbeat row (``fsm_fleet_workers``, in the DBOS database);
 * takes over an executor silent for ``dead_after`` seconds: deletes its row (conditionally,
   so one worker wins) and asks DBOS to recover that executor's pending workflows, which
-  re-enqueues them for any worker — so a dead worker's sessions resume within about
-  ``dead_after + HEARTBEAT + queue polling`` seconds (``docs/fleet.md``);
+  re-enqueues them for any worker (an executor holding pending workflows that never wrote a
+  row, killed before its first beat, is taken over after ``dead_after`` seconds too) — so a
+  dead worker's sessions resume within about ``dead_after + HEARTBEAT + queue polling`` seconds (``docs/fleet.md``);
 * every ``SWEEP`` seconds, starts the workflow of any session whose log shows work (a queued
   input, an answered review, a crashed turn) — the wake-up of a sender that died after
   writing the log. Enqueueing by workflow id is idempotent, so sweeps of many workers agree.
@@ -88,6 +89,10 @@ class Heartbeats:
                          (time.time() - older_than,)).fetchall()
         return [(str(r[0]), float(r[1])) for r in rows]
 
+    def known(self) -> set[str]:
+        """Every executor with a row (alive, or dead and not taken over yet)."""
+        return {str(r[0]) for r in self._run("SELECT executor FROM fsm_fleet_workers", ()).fetchall()}
+
     def take(self, executor: str, seen: float) -> bool:
         """Remove ``executor``'s row if it is still the one read; True for the one taker."""
         cur = self._run("DELETE FROM fsm_fleet_workers WHERE executor = %s AND seen = %s", (executor, seen))
@@ -107,16 +112,18 @@ def executor_name() -> str:
 
 
 async def run_worker(app: workflows.FleetApp, *, sessions: int = 64, dead_after: float = 5.0,
+                     pool: int = 6,
                      stop: asyncio.Event | None = None, on_ready: Callable[[], None] | None = None) -> None:
     """Run a worker until ``stop`` is set (or forever): see the module docstring. ``app.worker``
-    is used as the DBOS executor id. Raises what DBOS raises on launch (an unreachable
-    database)."""
+    is used as the DBOS executor id; ``pool`` is its DBOS connection pool size (the worker
+    also opens one connection per drive in progress, one for heartbeats, one for its sweep).
+    Raises what DBOS raises on launch (an unreachable database)."""
     store = app.store
     workflows.configure(app)
     url = store.dbos_url
     config: Any = {"name": "fsm-stage-fleet", "system_database_url": url, "executor_id": app.worker,
                    "application_version": workflows.APP_VERSION, "log_level": "WARNING",
-                   "notification_listener_polling_interval_sec": 0.1}
+                   "notification_listener_polling_interval_sec": 0.1, "sys_db_pool_size": pool}
     DBOS(config=config)
     DBOS.launch()
     try:
@@ -127,12 +134,13 @@ async def run_worker(app: workflows.FleetApp, *, sessions: int = 64, dead_after:
         if on_ready is not None:
             on_ready()
         last_sweep = 0.0
+        unseen: dict[str, float] = {}
         stop = stop or asyncio.Event()
         while not stop.is_set():
             if app.lost is not None:
                 os._exit(EX_TEMPFAIL)  # crash-only: the pending workflows go to live workers
             with contextlib.suppress(Exception):  # a database restart: the next beat retries
-                await asyncio.to_thread(_tend, beats, app.worker, dead_after)
+                await asyncio.to_thread(_tend, beats, app.worker, dead_after, unseen)
             if time.monotonic() - last_sweep >= SWEEP:
                 last_sweep = time.monotonic()
                 with contextlib.suppress(Exception):
@@ -145,11 +153,26 @@ async def run_worker(app: workflows.FleetApp, *, sessions: int = 64, dead_after:
         DBOS.destroy()
 
 
-def _tend(beats: Heartbeats, me: str, dead_after: float) -> None:
+def _tend(beats: Heartbeats, me: str, dead_after: float, unseen: dict[str, float]) -> None:
+    """Beat, then take over silent executors: those whose row is stale, and those holding
+    pending workflows without ever having written a row (killed before their first beat)
+    once they have stayed so for ``dead_after`` seconds (``unseen``: when first noticed)."""
     beats.beat(me)
     for executor, seen in beats.dead(dead_after):
         if executor != me and beats.take(executor, seen):
             DBOS._recover_pending_workflows([executor])
+    now = time.monotonic()
+    known = beats.known()
+    pending = DBOS.list_workflows(status="PENDING", load_input=False, load_output=False,
+                                  app_version=workflows.APP_VERSION)
+    holders = {w.executor_id for w in pending}
+    for executor in sorted(e for e in holders if e and e != me and e not in known):
+        first = unseen.setdefault(executor, now)
+        if now - first >= dead_after:
+            unseen.pop(executor, None)
+            DBOS._recover_pending_workflows([executor])
+    for executor in [e for e in unseen if e not in holders or e in known]:
+        unseen.pop(executor, None)
 
 
 def sweep(client: workflows.FleetClient) -> int:

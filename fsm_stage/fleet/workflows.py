@@ -56,7 +56,9 @@ SENDER_LOCK_TIMEOUT: Final = 30.0
 """Seconds a sender waits for a JSONL log a driver has open (a drive holds it until its next
 wait point)."""
 MAX_ERRORS: Final = 8
-"""Drive attempts in a row that raise (a database restart, a locked file) before a run fails."""
+"""Drive attempts in a row that raise (a database restart, a locked file) before a run fails;
+the failure is logged first (``fsm/fleet/end``), and while the log cannot take it the run
+keeps trying (back-off up to 10 s)."""
 
 
 def review_topic(review_id: str) -> str:
@@ -138,15 +140,19 @@ async def _drive_step(session_id: str) -> dict[str, Any]:
 
 
 @DBOS.step(name="fsm_stage.fleet.fail")
-async def _fail_step(session_id: str, message: str) -> None:
-    """Record ``fsm/fleet/end {state: failed}`` (best effort: the log may be what fails)."""
+async def _fail_step(session_id: str, message: str) -> bool:
+    """Record ``fsm/fleet/end {state: failed}``; False when the log could not be written (the
+    run then goes on trying: the log, not DBOS, says a run ended)."""
     app = _app()
-    with contextlib.suppress(Exception):
+    try:
         log = await asyncio.to_thread(app.store.open, session_id)
         try:
             log.append(END, {"state": "failed", "message": message[:500]})
         finally:
             log.close()
+    except Exception:
+        return False
+    return True
 
 
 @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=10_000)
@@ -175,10 +181,9 @@ async def _session(session_id: str) -> dict[str, Any]:
             return result
         if state in ("busy", "error"):
             errors += 1
-            if errors >= MAX_ERRORS:
-                await _fail_step(session_id, str(result.get("message")))
+            if errors >= MAX_ERRORS and await _fail_step(session_id, str(result.get("message"))):
                 return {"state": "failed", "message": result.get("message")}
-            await DBOS.sleep_async(min(0.2 * 2 ** errors, 10.0))
+            await DBOS.sleep_async(min(0.2 * 2 ** min(errors, 10), 10.0))
             continue
         errors = 0
         review = result.get("review_id")
@@ -200,7 +205,7 @@ class FleetClient:
         """The DBOS client (connected on first use)."""
         if self._client is None:
             # on PostgreSQL the workers wait on LISTEN/NOTIFY (DBOS's default): send with it too
-            client = DBOSClient(system_database_url=self.store.dbos_url,
+            client = DBOSClient(system_database_url=self.store.dbos_url, system_database_pool_size=2,
                                 use_listen_notify=self.store.kind == "postgres")
             client._sys_db.run_migrations()  # a store no worker has opened yet (idempotent)
             self._client = client

@@ -133,7 +133,12 @@ def _scenario(store: str, tmp: Path, *, sessions: int, workers: int, kills: int,
                     break
                 time.sleep(0.3)
             missing = sorted(set(ids) - done)
-            assert not missing, f"sessions not complete after {budget}s: {missing} " + _tails(tmp)
+            if missing:
+                states = {i.id: (i.state, i.events) for i in list_sessions(store) if i.id in missing}
+                prefixes = [f"fsm-stage:{m}:" for m in missing]
+                workflows = [(w.workflow_id, w.status, w.executor_id) for w in client.client.list_workflows(
+                    workflow_id_prefix=prefixes, load_input=False, load_output=False)]
+                raise AssertionError(f"not complete after {budget}s: {states} {workflows} " + _tails(tmp))
     finally:
         fleet.stop()
     _check_logs(Store(store), ids, tmp)

@@ -66,9 +66,10 @@ class Input:
 class FleetView:
     """What the fleet reads from one log: ``epoch`` (highest claim, 0 if none), ``pending``
     inputs in log order, ``runs`` (``fsm/fleet/end`` count), ``last_turn_end`` (the reason kind
-    of the last ``turn/end``, None when none), ``interrupted`` (how many turns in a row ended
-    ``interrupted`` at the log's end), ``unfinished`` (those turns had started work — a user
-    message or a model reply — so a continuation turn is owed), ``turn_open``, ``ended`` (the
+    of the last ``turn/end``, None when none; a turn ``aborted`` because its driver's task was
+    ``cancelled`` counts as ``interrupted``: no user aborts a fleet turn), ``interrupted`` (how
+    many turns in a row ended ``interrupted`` at the log's end), ``unfinished`` (those turns
+    had started work — a user message or a model reply — so a continuation turn is owed), ``turn_open``, ``ended`` (the
     last run's end state when nothing followed it)."""
 
     epoch: int
@@ -131,6 +132,9 @@ def fold(events: Sequence[Event]) -> FleetView:
             turn_open = False
             reason = data.get("reason")
             last_end = reason.get("kind") if isinstance(reason, Mapping) else None
+            cause = reason.get("reason") if isinstance(reason, Mapping) else None
+            if last_end == "aborted" and isinstance(cause, Mapping) and cause.get("kind") == "cancelled":
+                last_end = "interrupted"  # the driver's task was cancelled (DBOS shutdown, takeover)
             interrupted = interrupted + 1 if last_end == "interrupted" else 0
             unfinished = (unfinished or worked) if last_end == "interrupted" else False
     pending = tuple(i for i in inputs.values() if i.id not in consumed)

@@ -9,7 +9,8 @@ at once) and, every ``HEARTBEAT`` seconds:
   so one worker wins) and asks DBOS to recover that executor's pending workflows, which
   re-enqueues them for any worker (an executor holding pending workflows that never wrote a
   row, killed before its first beat, is taken over after ``dead_after`` seconds too) — so a
-  dead worker's sessions resume within about ``dead_after + HEARTBEAT + queue polling`` seconds (``docs/fleet.md``);
+  dead worker's sessions resume within about ``dead_after + HEARTBEAT + queue polling``
+  seconds (``docs/fleet.md``);
 * every ``SWEEP`` seconds, starts the workflow of any session whose log shows work (a queued
   input, an answered review, a crashed turn) — the wake-up of a sender that died after
   writing the log. Enqueueing by workflow id is idempotent, so sweeps of many workers agree.

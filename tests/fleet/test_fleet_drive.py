@@ -194,3 +194,18 @@ def test_listing_a_folder_uses_its_checkpoint(tmp_path: Path, monkeypatch: pytes
     assert reads == []  # nothing changed: the checkpoint answered
     with pytest.raises(FleetError):
         list_sessions(tmp_path, states=["sleeping"])
+
+
+def test_a_turn_cancelled_under_its_driver_is_continued_like_a_crashed_one() -> None:
+    log = _log()
+    record_input(log, "message", "task: 3", input_id="in-3")
+    FencedLog(log, "w").claim()
+    log.append("turn/start", {"turn": 1})
+    log.append("step/start", {"turn": 1, "step": 1})
+    text = [{"type": "text", "text": "task: 3"}]
+    log.append("user/message", {"id": "in-3", "role": "user", "content": text, "source": {"kind": "user"}},
+               surface_op="append")
+    log.append("step/end", {"turn": 1, "step": 1})
+    log.append("turn/end", {"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "cancelled"}}})
+    assert session_state(log.events) == ("queued", None)
+    assert _run_to_end(log).state == "complete"

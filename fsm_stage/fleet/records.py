@@ -69,7 +69,8 @@ class FleetView:
     of the last ``turn/end``, None when none; a turn ``aborted`` because its driver's task was
     ``cancelled`` counts as ``interrupted``: no user aborts a fleet turn), ``interrupted`` (how
     many turns in a row ended ``interrupted`` at the log's end), ``unfinished`` (those turns
-    had started work — a user message or a model reply — so a continuation turn is owed), ``turn_open``, ``ended`` (the
+    had started work — a user message or a model reply — so a continuation turn is owed),
+    ``turn_open``, ``ended`` (the
     last run's end state when nothing followed it)."""
 
     epoch: int

@@ -10,8 +10,8 @@ the CLI reports it in one line too). The rest are protocol signals or misuse. Th
     │   ReviewAlreadyAnsweredError, ReviewRefusedError, ReviewPayloadChangedError), GraphChangedError,
     │   DiagramError,
     │   SimulationError, PromptTemplateError, CatalogError, HandoffPathError, RecordShapeError,
-    │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError
-    ├── LogWriteError: AppendConflictError, InvalidEventError, SurfaceOpError, LockFileError
+    │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError, FleetError
+    ├── LogWriteError: AppendConflictError, ClaimLostError, InvalidEventError, SurfaceOpError, LockFileError
     ├── reviews: ReviewSuspended, ReviewPending, ReviewBusy, ReviewDismissed (ReviewInterrupted),
     │   ReviewUnavailableError
     ├── misuse: ControllerClosedError (ProjectionUnavailableError), DriverStateError
@@ -323,6 +323,17 @@ class NotPlainYaml(FsmStageError):
 class TypeProblem(FsmStageError, TypeError):
     """Internal signal of strict structuring (cattrs reports it positioned): a value of the wrong
     type; the message says what was expected."""
+
+
+class ClaimLostError(LogWriteError):
+    """A fleet driver's append was refused because another driver claimed the session since
+    (a ``fsm/fleet/claim`` with a higher epoch is in the log), or because this driver never
+    claimed it. Nothing was written; the driver must stop (the newer claim drives)."""
+
+
+class FleetError(UserError):
+    """A fleet request that cannot be served as given: an invalid session id, a store location
+    that is neither a folder nor a PostgreSQL URL, an input for a session that does not exist."""
 
 
 class SeqTakenSignal(FsmStageError):

@@ -19,6 +19,7 @@ in brackets)::
     │   └── SimulationError
     ├── LogWriteError
     │   ├── AppendConflictError
+    │   ├── ClaimLostError
     │   └── LockFileError [also UserError]
     ├── ReviewError
     │   ├── ReviewSuspended
@@ -48,6 +49,7 @@ from typing import Any, Final
 __all__ = [
     "PROJECTION_UNAVAILABLE_MESSAGE",
     "AppendConflictError",
+    "ClaimLostError",
     "ConfigError",
     "ControllerClosedError",
     "DriverStateError",
@@ -344,6 +346,12 @@ class _NotPlainYaml(FsmStageError):
 class _TypeProblem(FsmStageError, TypeError):
     """Internal signal of strict structuring (cattrs reports it positioned): a value of the wrong
     type; the message says what was expected."""
+
+
+class ClaimLostError(LogWriteError):
+    """A fleet driver's append was refused because another driver claimed the session since
+    (a ``fsm/fleet/claim`` with a higher epoch is in the log), or because this driver never
+    claimed it. Nothing was written; the driver must stop (the newer claim drives)."""
 
 
 class _SeqTakenSignal(FsmStageError):

@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     "fsm_stage.integrations": 13,
     "fsm_stage.mcp": 13,
     "fsm_stage.inbox": 13,
+    "fsm_stage.fleet": 13,
     "fsm_stage.cli": 14,
     "fsm_stage.__main__": 15,
     "fsm_stage": 15,

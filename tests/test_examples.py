@@ -104,3 +104,21 @@ def test_killed_after_an_approval_and_resumed_gives_the_uninterrupted_log(exampl
     resumed = _run(example, killed, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert _shape(killed) == _shape(whole)
+
+
+def test_fleet_example_runs_a_one_machine_worker_offline(tmp_path: Path) -> None:
+    _require("dbos")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "fleet_feature_work.py"), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("session demo: needs-input")
+    from fsm_stage.fleet.listing import list_sessions
+    from fsm_stage.log.dsh import read_log
+
+    (info,) = list_sessions(tmp_path)
+    assert info.id == "demo" and info.state == "needs-input"
+    events = read_log(tmp_path / "demo.jsonl").events
+    assert [e.data["id"] for e in events if e.type == "user/message"
+            and e.data.get("source", {}).get("kind") == "user"] == ["task-1"]
+    assert [e.type for e in events].count("fsm/review/redeemed") == 1

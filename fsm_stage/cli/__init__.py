@@ -47,6 +47,7 @@ COMMAND_MODULES: dict[str, str] = {
     "review": "review_cmds", "fork": "review_cmds",
     "trace": "trace_cmds",
     "inbox": "inbox_cmds",
+    "worker": "fleet_cmds", "sessions": "fleet_cmds", "send": "fleet_cmds", "answer": "fleet_cmds",
 }
 
 #: command name -> its short help (the docstring's first sentence), so ``fsm-stage --help``
@@ -68,6 +69,10 @@ COMMAND_HELP: dict[str, str] = {
     "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
     "trace": "Rebuild the session LOG as one trace (turns, steps, tool calls, reviews, transitions).",
     "inbox": "The review inbox: a web page listing every open review of a folder of session logs.",
+    "worker": "Run a fleet worker: drive the store's sessions as DBOS workflows until stopped.",
+    "sessions": "List the sessions of STORE (folder or postgresql:// URL) and their state.",
+    "send": "Record TEXT as a durable input of SESSION in STORE and wake its workflow.",
+    "answer": "Answer REVIEW of SESSION in STORE and wake the session's workflow.",
 }
 
 

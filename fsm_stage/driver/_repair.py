@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,6 +52,7 @@ NOT_STARTED = {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
 """``tool/result.data.error`` for a requested call whose ``tool/call`` was never recorded."""
 
 _LIVE: dict[str, int] = {}
+_HOLDERS: dict[str, weakref.WeakSet[Any]] = {}
 _LIVE_GUARD = threading.Lock()
 
 
@@ -71,10 +73,30 @@ def live_turn(session_id: str) -> Iterator[None]:
                 _LIVE[session_id] = n
 
 
-def is_turn_live(session_id: str) -> bool:
-    """True while a loop of this process runs a turn of ``session_id`` (see ``live_turn``)."""
+def hold_live(session_id: str, holder: Any) -> None:
+    """Mark the open turn of ``session_id`` as run by ``holder`` (a step driver between
+    ``start_turn`` and ``end_turn``) until ``release_live`` or until ``holder`` is garbage
+    collected: a driver dropped mid-turn (its host abandoned after an exception or a
+    suspension) does not keep the turn marked live for the rest of the process."""
     with _LIVE_GUARD:
-        return session_id in _LIVE
+        _HOLDERS.setdefault(session_id, weakref.WeakSet()).add(holder)
+
+
+def release_live(session_id: str, holder: Any) -> None:
+    """Drop ``holder``'s mark on ``session_id`` (see ``hold_live``); a no-op when it holds none."""
+    with _LIVE_GUARD:
+        holders = _HOLDERS.get(session_id)
+        if holders is not None:
+            holders.discard(holder)
+            if not holders:
+                del _HOLDERS[session_id]
+
+
+def is_turn_live(session_id: str) -> bool:
+    """True while a loop of this process runs a turn of ``session_id`` (see ``live_turn``) or
+    a live step driver holds it (see ``hold_live``)."""
+    with _LIVE_GUARD:
+        return session_id in _LIVE or bool(_HOLDERS.get(session_id))
 
 
 def closers(events: Sequence[Event], *, language: str = "en") -> list[NewEvent]:

@@ -34,7 +34,7 @@ from fsm_stage.constants import (
 )
 from fsm_stage.driver import _budget
 from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
-from fsm_stage.driver._repair import is_turn_live, live_turn, repair_open_turn
+from fsm_stage.driver._repair import hold_live, is_turn_live, release_live, repair_open_turn
 from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep
 from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
 from fsm_stage.log.events import Event, NewEvent
@@ -131,7 +131,7 @@ class StagedSession:
         self.accept = accept
         self._last_header: dict[str, Any] | None = None
         self._signal: AbortSignal | None = None
-        self._live: contextlib.ExitStack | None = None
+        self._live = False
         self._running: dict[str, asyncio.Task[Any]] = {}
         self.budget: _budget.Gate = _budget.Gate()
         runtime.track(agent.session)
@@ -198,14 +198,14 @@ class StagedSession:
         return repair_open_turn(self.session)
 
     def _hold_live(self) -> None:
-        if self._live is None:
-            self._live = contextlib.ExitStack()
-            self._live.enter_context(live_turn(self.session.id))
+        if not self._live:
+            hold_live(self.session.id, self)
+            self._live = True
 
     def _release(self, *, signal: bool) -> None:
-        if self._live is not None:
-            self._live.close()
-            self._live = None
+        if self._live:
+            release_live(self.session.id, self)
+            self._live = False
         if signal:
             self._signal = None
 

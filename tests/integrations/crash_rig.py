@@ -29,7 +29,8 @@ def open_host(path: Path, *, plan: bool, approve_all: bool = True) -> StageHost:
     or every review is answered through the framework."""
     channel = ScriptedReviewChannel(default=lambda qs: [Answer(q.id, ("Approve",)) for q in qs]
                                     ) if approve_all else None
-    host = StageHost.open(JsonlLog(path, header=SessionHeader("s1", cwd=str(path.parent))),
+    header = SessionHeader(f"crash-{path.parent.name}", cwd=str(path.parent))
+    host = StageHost.open(JsonlLog(path, header=header),
                           review=channel, guards={"tests_written": True})
     host.runtime.add_section(SystemSection("host", 10, lambda _agent: HOST_SECTION))
     if plan and host.plan is not None:

@@ -151,3 +151,23 @@ def test_command_repairs_before_running(tmp_path: Path) -> None:
         assert not agent.session.is_turn_open
         assert fold_plan_mode(agent.session.events) is False
 
+
+
+def test_a_driver_dropped_mid_turn_leaves_no_live_mark(tmp_path: Path) -> None:
+    """A `StagedSession` marks its open turn live from `start_turn`; a driver its host dropped
+    mid-turn (an exception, a suspension nobody resumes) holds that mark only while it exists,
+    so a later host of the same session in this process still repairs the dead turn."""
+    import gc
+
+    from fsm_stage.driver import StagedSession, is_turn_live
+    path = tmp_path / "d.jsonl"
+    with JsonlLog(path, header=SessionHeader("dropped")) as log:
+        driver = StagedSession(_compose(), InboxAgent(Session(log)))
+        driver.start_turn()
+        assert is_turn_live("dropped") and driver.repair() == []  # its own turn is not a crash
+        del driver
+        gc.collect()
+        assert not is_turn_live("dropped")
+    with JsonlLog(path) as log:
+        written = repair_open_turn(Session(log))
+        assert [e.type for e in written] == [TURN_END]

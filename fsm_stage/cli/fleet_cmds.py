@@ -1,0 +1,159 @@
+"""``fsm-stage worker``, ``sessions``, ``send`` and ``answer``: a fleet from the command line.
+
+``worker --graph G --store STORE --model module:function [--tools module:function]`` runs a
+fleet worker (``fsm_stage.fleet.worker``) until Ctrl-C / SIGTERM; ``sessions STORE [--json]
+[--state S]`` lists the sessions and their state; ``send STORE SESSION TEXT [--stage |
+--plan] [--new]`` records a durable input and wakes the session; ``answer STORE SESSION
+REVIEW --approve | --keep | --dismiss`` records a review answer and wakes it. STORE is a folder
+(JSONL logs, SQLite DBOS database) or a ``postgresql://`` URL. ``worker``, ``send`` and
+``answer`` need the ``[fleet]`` extra (``dbos``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fsm_stage.errors import UserError
+
+INSTALL_HINT = "the fleet needs DBOS: pip install 'fsm_stage[fleet]'"
+
+
+def _dbos() -> None:
+    try:
+        importlib.import_module("dbos")
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+
+
+def _load(spec: str, what: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UserError(f"{what} {spec!r}: write module:function")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would: the current folder's modules
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise UserError(f"{what} {spec!r}: cannot import {module_name}: {err}") from None
+    target = getattr(module, attr, None)
+    if not callable(target):
+        raise UserError(f"{what} {spec!r}: {module_name} has no callable {attr!r}")
+    return target
+
+
+@click.command("worker")
+@click.option("--graph", "graph_path", required=True, type=click.Path(dir_okay=False),
+              help="The stage-graph YAML the sessions run under.")
+@click.option("--store", required=True, help="Session folder or postgresql:// URL.")
+@click.option("--model", "model_spec", required=True,
+              help="module:function returning a Model (called once per drive).")
+@click.option("--tools", "tools_spec", default=None, help="module:function returning the host tools.")
+@click.option("--slots", default=4, show_default=True, type=click.IntRange(1, 1024),
+              help="Sessions driven at once by this worker.")
+@click.option("--sessions", default=64, show_default=True, type=click.IntRange(1, 100000),
+              help="Session workflows this worker holds (waiting ones included).")
+@click.option("--dead-after", default=5.0, show_default=True, type=click.FloatRange(1.0, 3600.0),
+              help="Seconds of silence after which a worker's sessions are taken over.")
+@click.option("--poll", default=30.0, show_default=True, type=click.FloatRange(0.1, 86400.0),
+              help="Seconds a waiting session re-reads its log without a wake-up.")
+def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None, slots: int, sessions: int,
+           dead_after: float, poll: float) -> None:
+    """Run a fleet worker: drive the store's sessions as DBOS workflows until stopped."""
+    _dbos()
+    from fsm_stage.config import load_config
+    from fsm_stage.fleet import Store
+    from fsm_stage.fleet.worker import executor_name, run_worker
+    from fsm_stage.fleet.workflows import FleetApp
+
+    config = load_config(graph_path)
+    if config.graph is None:
+        raise UserError(f"{graph_path}: not a stage graph (no `stages:`)")
+    app = FleetApp(Store(store), config, _load(model_spec, "--model"),
+                   _load(tools_spec, "--tools") if tools_spec else tuple, worker=executor_name(),
+                   slots=slots, poll=poll)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker(app, sessions=sessions, dead_after=dead_after, stop=stop,
+                         on_ready=lambda: click.echo(f"fsm-stage worker {app.worker}: serving "
+                                                     f"{app.store.shown}", err=True))
+
+    asyncio.run(main())
+
+
+@click.command("sessions")
+@click.argument("store")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
+@click.option("--state", "states", multiple=True, help="Only sessions in this state (repeatable).")
+def sessions(store: str, as_json: bool, states: tuple[str, ...]) -> None:
+    """List the sessions of STORE (folder or postgresql:// URL) and their state."""
+    from fsm_stage.cli import JSON_FORMAT_VERSION
+    from fsm_stage.fleet.listing import list_sessions
+
+    infos = list_sessions(store, states=states or None)
+    if as_json:
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION,
+                               "sessions": [i.to_json() for i in infos]}, indent=2))
+        return
+    for info in infos:
+        extra = f"  review {info.review_id}" if info.review_id else ""
+        click.echo(f"{info.id}\t{info.state}\t{info.events} events{extra}")
+
+
+@click.command("send")
+@click.argument("store")
+@click.argument("session")
+@click.argument("text")
+@click.option("--stage", "kind", flag_value="stage", help="TEXT is a /stage argument.")
+@click.option("--plan", "kind", flag_value="plan", help="TEXT is a /plan argument.")
+@click.option("--new", "new", is_flag=True, help="Start SESSION when it does not exist.")
+@click.option("--id", "input_id", default=None, help="The input's id (its idempotency key).")
+def send(store: str, session: str, text: str, kind: str | None, new: bool, input_id: str | None) -> None:
+    """Record TEXT as a durable input of SESSION in STORE and wake its workflow."""
+    _dbos()
+    from fsm_stage.fleet import Store, check_session_id
+    from fsm_stage.fleet.workflows import FleetClient
+    from fsm_stage.log.events import SessionHeader
+
+    check_session_id(session)
+    header = SessionHeader(session, cwd=str(Path.cwd())) if new else None
+    with FleetClient(Store(store)) as client:
+        iid = client.send_input(session, kind or "message", text, input_id=input_id, create=header)
+    click.echo(iid)
+
+
+@click.command("answer")
+@click.argument("store")
+@click.argument("session")
+@click.argument("review")
+@click.option("--approve", "outcome", flag_value="approve")
+@click.option("--keep", "outcome", flag_value="keep")
+@click.option("--dismiss", "outcome", flag_value="dismiss")
+@click.option("--feedback", default=None, help="Feedback text with --keep.")
+def answer(store: str, session: str, review: str, outcome: str | None, feedback: str | None) -> None:
+    """Answer REVIEW of SESSION in STORE and wake the session's workflow."""
+    if outcome is None:
+        raise UserError("answer: give one of --approve, --keep, --dismiss")
+    _dbos()
+    from fsm_stage.fleet import Store, check_session_id
+    from fsm_stage.fleet.workflows import FleetClient
+
+    check_session_id(session)
+    with FleetClient(Store(store)) as client:
+        client.answer(session, review, outcome, feedback=feedback, by="cli")
+    click.echo(f"{review}: {outcome}")
+
+
+COMMANDS = (worker, sessions, send, answer)

@@ -1,0 +1,189 @@
+"""``drive``: take one session to its next wait point with the reference loop.
+
+The order, each decided from the log alone (a fold after every turn):
+
+1. read the wait point without writing: nothing to do → return it (no claim is written);
+2. claim the session (``fence.FencedLog.claim``), compose the runtime (stage switch and plan
+   mode of the graph, suspending reviews, the host tools) over the fenced log;
+3. loop: an open turn nobody runs → crash repair (``turn/end {kind: interrupted}``); a suspended
+   turn whose reviews are all answered → ``Loop.resume``; one still unanswered → return
+   ``waiting-review``; a turn that ended ``interrupted`` after it started work (a user message
+   or a model reply is in it) → one continuation turn (the model sees the repaired history,
+   ``TOOL_OUTCOME_UNKNOWN`` results included; a turn cut before any work is simply gone) — after
+   ``MAX_INTERRUPTED`` in a row the run fails; a pending durable input → apply the earliest one
+   (a message becomes the turn's ``user/message`` with the input's id, so it is consumed
+   exactly once; ``/stage`` / ``/plan`` run as commands) and run the turn; else return
+   ``needs-input``, or ``complete`` when the current stage has no outgoing transition.
+
+One input per turn, taken at turn boundaries only, so the log a run leaves does not depend on
+when inputs arrived relative to the driver.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fsm_stage.config import ConfigFile, load_config
+from fsm_stage.driver import Loop, Model
+from fsm_stage.errors import UserError
+from fsm_stage.fleet.fence import FencedLog
+from fsm_stage.fleet.records import APPLY, END, fold, session_state
+from fsm_stage.runtime import Tool, user_message
+
+__all__ = ["MAX_INTERRUPTED", "WAIT_POINTS", "DriveResult", "drive"]
+
+WAIT_POINTS = ("needs-input", "waiting-review", "complete", "failed")
+"""Where ``drive`` stops."""
+MAX_INTERRUPTED = 3
+"""Turns in a row ending ``interrupted`` (crashes) before the run is declared ``failed``."""
+
+
+@attrs.frozen
+class DriveResult:
+    """Where ``drive`` stopped: ``state`` (``WAIT_POINTS``), ``review_id`` for
+    ``waiting-review``, ``turns`` run by this call, ``epoch`` of its claim (0 when it wrote
+    nothing), ``message`` for ``failed``."""
+
+    state: str
+    review_id: str | None = None
+    turns: int = 0
+    epoch: int = 0
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the DBOS workflow's step output)."""
+        return attrs.asdict(self)
+
+
+def _graph(graph: ConfigFile | str | Path) -> ConfigFile:
+    loaded = graph if isinstance(graph, ConfigFile) else load_config(graph)
+    if loaded.graph is None:
+        raise UserError("drive needs a stage-graph file (a `stages:` list)")
+    return loaded
+
+
+def _final_stages(config: ConfigFile) -> frozenset[str]:
+    graph = config.graph
+    assert graph is not None
+    return frozenset(s.name for s in graph.stages if not graph.edges_from(s.name))
+
+
+def _read_only(log: Any, final: frozenset[str], config: ConfigFile,
+               guards: Mapping[str, bool] | None) -> DriveResult | None:
+    """The wait point when there is nothing to write, else None (an idle session in a final
+    stage without its ``fsm/fleet/end`` record is written by ``_run``)."""
+    state, review = session_state(log.events)
+    if state == "waiting-review":
+        return DriveResult(state, review)
+    if state in ("complete", "failed"):
+        return DriveResult(state)
+    if state == "needs-input":
+        probe = _host(log, config, guards, None)  # idle: composing it writes nothing
+        try:
+            return None if probe.current_stage() in final else DriveResult(state)
+        finally:
+            _close(probe)
+    return None
+
+
+def _host(log: Any, config: ConfigFile, guards: Mapping[str, bool] | None,
+          model: Model | None) -> Any:
+    from fsm_stage.integrations._host import StageHost
+
+    return StageHost.open(log, graph=config, plan_mode=config.plan_mode is not None, guards=guards,
+                          config=None if model is None else {"provider": model.provider,
+                                                             "model": model.name})
+
+
+def _close(host: Any) -> None:
+    for controller in (host.stage, host.plan):
+        if controller is not None:
+            controller.close()
+
+
+async def drive(log: Any, *, graph: ConfigFile | str | Path, model: Model,
+                tools: Iterable[Tool] = (), worker: str = "local", max_turns: int = 32,
+                guards: Mapping[str, bool] | None = None) -> DriveResult:
+    """Drive the session of ``log`` (an open ``EventLog``) to its next wait point (module
+    docstring) with ``model`` and the host ``tools`` under the stage ``graph`` (a loaded
+    ``ConfigFile`` or a YAML path; plan mode from its ``plan_mode`` section). ``worker`` names
+    the driver in its claim; ``max_turns`` bounds the turns of one call (then it returns the
+    state reached, ``needs-input`` or a later one, and the next call goes on); ``guards`` fixes
+    the graph's guard predicates. Returns a ``DriveResult``.
+
+    Raises ``ClaimLostError`` when another driver claimed the session meanwhile (this one wrote
+    nothing after that), ``UserError`` for a file without a stage graph, and what the log, the
+    model (beyond the loop's retries, which end the turn ``error``) or a tool bug raises; the
+    turn is then closed (``Loop``) or left for crash repair."""
+    config = _graph(graph)
+    final = _final_stages(config)
+    fenced = FencedLog(log, worker)
+    fenced.refresh()
+    early = _read_only(log, final, config, guards)
+    if early is not None:
+        return early
+    epoch = fenced.claim()
+    host = _host(fenced, config, guards, model)
+    try:
+        for tool in tools:
+            host.runtime.add_tool(tool)
+        return await _run(host, fenced, model, final, epoch, max_turns)
+    finally:
+        _close(host)
+
+
+async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str], epoch: int,
+               max_turns: int) -> DriveResult:
+    loop = Loop(host.runtime, host.agent, model)
+    session = host.agent.session
+    turns = 0
+    while True:
+        fenced.refresh()
+        if turns >= max_turns:
+            state, review = session_state(session.events)
+            return DriveResult(state if state in WAIT_POINTS else "needs-input", review, turns, epoch)
+        view = fold(session.events)
+        if session.is_turn_open:
+            suspended = loop.driver.suspended()
+            if suspended is None:
+                loop.repair()
+                continue
+            waiting = [c.review_id for c in suspended.calls if not c.answered]
+            if waiting:
+                return DriveResult("waiting-review", waiting[0], turns, epoch)
+            await loop.resume()
+            turns += 1
+            continue
+        if view.unfinished:
+            if view.interrupted >= MAX_INTERRUPTED:
+                return _fail(fenced, epoch, turns, f"{view.interrupted} turns in a row were interrupted")
+            await loop.run_turn()
+            turns += 1
+            continue
+        if view.pending:
+            item = view.pending[0]
+            if item.kind == "message":
+                loop.agent.steer(user_message(item.text, id_factory=functools.partial(str, item.id)))
+                await loop.run_turn()
+            else:
+                fenced.append(APPLY, {"id": item.id})
+                await loop.runtime.run_command(loop.agent, f"/{item.kind} {item.text}".rstrip())
+                fenced.append(APPLY, {"id": item.id, "done": True})
+                if loop.agent.wants_turn:
+                    await loop.run_turn()
+            turns += 1
+            continue
+        if host.current_stage() in final:
+            fenced.append(END, {"state": "complete"})
+            return DriveResult("complete", None, turns, epoch)
+        return DriveResult("needs-input", None, turns, epoch)
+
+
+def _fail(fenced: FencedLog, epoch: int, turns: int, message: str) -> DriveResult:
+    fenced.append(END, {"state": "failed", "message": message})
+    return DriveResult("failed", None, turns, epoch, message)

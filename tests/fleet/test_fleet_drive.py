@@ -1,0 +1,211 @@
+"""``fsm_stage.fleet.drive`` in one process: wait points, fencing, durable inputs, host tools
+honest about at-least-once, and a crash after every single append of a whole run (the log cut
+there, driven again) ending as the uninterrupted run does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm_stage import MemoryLog, SessionHeader
+from fsm_stage.constants import TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from fsm_stage.errors import ClaimLostError, UserError
+from fsm_stage.fleet import FencedLog, Store, check_session_id, drive, session_state
+from fsm_stage.fleet.inputs import record_answer, record_input
+from fsm_stage.fleet.records import CLAIM, END, fold
+from fsm_stage.log.events import NewEvent
+
+HERE = Path(__file__).resolve().parent
+GRAPH = HERE / "fleet-graph.yaml"
+sys.path.insert(0, str(HERE))
+import fleet_model  # noqa: E402
+
+
+def _log(sid: str = "s1") -> MemoryLog:
+    return MemoryLog(SessionHeader(sid, cwd="/tmp"))
+
+
+def _drive(log: Any) -> Any:
+    return asyncio.run(drive(log, graph=GRAPH, model=fleet_model.model(), tools=fleet_model.tools()))
+
+
+def _run_to_end(log: Any, effects: list[str] | None = None, limit: int = 20) -> Any:
+    """Drive, approving every review, until the session stops at something else."""
+    result = _drive(log)
+    for _ in range(limit):
+        if result.state != "waiting-review":
+            return result
+        record_answer(log, result.review_id, "approve")
+        result = _drive(log)
+    raise AssertionError("the session never settled")
+
+
+def _copy(events: Any, upto: int) -> MemoryLog:
+    log = _log()
+    for ev in events[:upto]:
+        seqs = list(ev.source_event_seqs) if ev.source_event_seqs else None
+        log.append_many([NewEvent(ev.type, ev.data, ev.surface_op, seqs, ev.ignorable)])
+    return log
+
+
+def _summary(log: Any) -> dict[str, Any]:
+    """What must not depend on crashes: the end state, the user messages (each input once),
+    the approved reviews (each applied once), and one result per dispatched call."""
+    from fsm_stage.reviews import review_state
+
+    events = log.events
+    users = [e.data["id"] for e in events
+             if e.type == USER_MESSAGE and e.data.get("source", {}).get("kind") == "user"]
+    calls = [e.data["callId"] for e in events if e.type == TOOL_CALL]
+    results = [e.data["message"]["source"]["callId"] for e in events if e.type == TOOL_RESULT]
+    state = review_state(log)
+    redeemed = sorted(state.redeemed)
+    assert len(results) == len(set(results)), "a tool call has two results"
+    assert len(calls) == len(set(calls)) and set(calls) <= set(results), "a dispatched call has no result"
+    entered = [m.group(1) for e in events if e.type == USER_MESSAGE
+               for m in [re.match(r"Current stage: (\w+)", e.data["content"][0].get("text", ""))] if m]
+    return {"state": session_state(events)[0], "users": users, "redeemed": len(redeemed),
+            "entered": entered, "final": [e.data for e in events if e.type == END]}
+
+
+def test_idle_session_needs_input_and_nothing_is_written() -> None:
+    log = _log()
+    result = _drive(log)
+    assert result.state == "needs-input" and result.epoch == 0
+    assert len(log.events) == 0
+
+
+def test_a_message_runs_to_its_reviews_then_completes() -> None:
+    log = _log()
+    record_input(log, "message", "task: 7", input_id="in-1")
+    first = _drive(log)
+    assert first.state == "waiting-review" and first.review_id
+    assert _drive(log).state == "waiting-review"  # unanswered: nothing written
+    assert [e.type for e in log.events].count(CLAIM) == 1
+    done = _run_to_end(log)
+    assert done.state == "complete"
+    assert session_state(log.events) == ("complete", None)
+    users = [e for e in log.events if e.type == USER_MESSAGE and e.data.get("id") == "in-1"]
+    assert len(users) == 1 and users[0].data["content"][0]["text"] == "task: 7"
+
+
+def test_an_input_is_recorded_once_per_id() -> None:
+    log = _log()
+    a = record_input(log, "message", "task: 1", input_id="x")
+    b = record_input(log, "message", "task: 1", input_id="x")
+    assert a == b and len(log.events) == 1
+    assert [i.id for i in fold(log.events).pending] == ["x"]
+    with pytest.raises(UserError):
+        record_input(log, "shout", "hi")
+    with pytest.raises(UserError):
+        record_input(log, "message", "a\x00b")
+
+
+def test_a_driver_that_lost_its_claim_cannot_write() -> None:
+    log = _log()
+    old, new = FencedLog(log, "old"), FencedLog(log, "new")
+    assert old.claim() == 1
+    old.append("fsm/note", {"n": 1})
+    assert new.claim() == 2
+    before = len(log.events)
+    with pytest.raises(ClaimLostError):
+        old.append("fsm/note", {"n": 2})
+    assert len(log.events) == before
+    new.append("fsm/note", {"n": 3})  # the newer claim goes on, after anyone's inputs too
+    record_input(log, "message", "hello")
+    new.append("fsm/note", {"n": 4})
+    with pytest.raises(ClaimLostError):
+        FencedLog(log, "unclaimed").append("fsm/note", {})
+
+
+def test_a_dispatched_host_call_cut_short_is_outcome_unknown(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    effects = tmp_path / "effects.jsonl"
+    monkeypatch.setenv("FLEET_EFFECTS", str(effects))
+    log = _log()
+    record_input(log, "message", "task: 9", input_id="in-9")
+    _run_to_end(log)
+    events = log.events
+    call_seq = next(e.seq for e in events if e.type == TOOL_CALL and e.data["name"] == "apply")
+    crashed = _copy(events, call_seq + 1)  # the tool ran, its result was never written
+    _run_to_end(crashed)
+    unknown = [e for e in crashed.events if e.type == TOOL_RESULT and e.data.get("error", {}).get("code")
+               == "TOOL_OUTCOME_UNKNOWN"]
+    assert len(unknown) == 1
+    assert unknown[0].data["message"]["source"]["callId"] == events[call_seq].data["callId"]
+    assert not [e for e in crashed.events if e.type == TOOL_RESULT
+                and e.data.get("error", {}).get("code") == "TOOL_NOT_STARTED"]
+    keys = [json.loads(line)["key"] for line in effects.read_text().splitlines()]
+    assert keys[0] == f"s1/{events[call_seq].data['callId']}"
+    assert all(k.startswith("s1/") for k in keys)
+    assert session_state(crashed.events)[0] == "complete"
+
+
+def test_a_crash_after_any_append_ends_as_the_uninterrupted_run(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    effects = tmp_path / "effects.jsonl"
+    monkeypatch.setenv("FLEET_EFFECTS", str(effects))
+    log = _log()
+    record_input(log, "message", "task: 5", input_id="in-5")
+    _run_to_end(log)
+    want = _summary(log)
+    assert want["state"] == "complete" and want["users"] == ["in-5"] and want["redeemed"] == 2
+    assert want["entered"] == ["plan", "build", "done"]  # each approved transition once
+    for cut in range(1, len(log.events)):
+        crashed = _copy(log.events, cut)
+        _run_to_end(crashed)
+        assert _summary(crashed) == want, f"crash after event {cut - 1}"
+    tasks = {json.loads(line)["task"] for line in effects.read_text().splitlines()}
+    assert tasks == {"5"}  # no turn ran without its task (a turn cut before any work is not continued)
+
+
+def test_session_ids_are_checked() -> None:
+    assert check_session_id("a-b.c_1") == "a-b.c_1"
+    for bad in ("", ".hidden", "a/b", "x" * 129, "nul\x00", 7):
+        with pytest.raises(UserError):
+            check_session_id(bad)
+
+
+def test_listing_a_folder_uses_its_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsm_stage.fleet.listing import list_sessions
+    from fsm_stage.log import locations
+
+    store = Store(tmp_path)
+    for sid, text in (("a", "task: 1"), ("b", None)):
+        log = store.open(sid, create=SessionHeader(sid, cwd=str(tmp_path)))
+        if text:
+            record_input(log, "message", text)
+            asyncio.run(drive(log, graph=GRAPH, model=fleet_model.model(), tools=fleet_model.tools()))
+        log.close()
+    infos = {i.id: i for i in list_sessions(tmp_path)}
+    assert infos["a"].state == "waiting-review" and infos["a"].review_id
+    assert infos["b"].state == "needs-input"
+    assert [i.id for i in list_sessions(tmp_path, states=["waiting-review"])] == ["a"]
+    reads: list[object] = []
+    real = locations.read_location
+    monkeypatch.setattr(locations, "read_location", lambda *a, **k: reads.append(a) or real(*a, **k))
+    assert [i.to_json() for i in list_sessions(tmp_path)] == [i.to_json() for i in infos.values()]
+    assert reads == []  # nothing changed: the checkpoint answered
+    with pytest.raises(UserError):
+        list_sessions(tmp_path, states=["sleeping"])
+
+
+def test_a_turn_cancelled_under_its_driver_is_continued_like_a_crashed_one() -> None:
+    log = _log()
+    record_input(log, "message", "task: 3", input_id="in-3")
+    FencedLog(log, "w").claim()
+    log.append("turn/start", {"turn": 1})
+    log.append("step/start", {"turn": 1, "step": 1})
+    text = [{"type": "text", "text": "task: 3"}]
+    log.append("user/message", {"id": "in-3", "role": "user", "content": text, "source": {"kind": "user"}},
+               surface_op="append")
+    log.append("step/end", {"turn": 1, "step": 1})
+    log.append("turn/end", {"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "cancelled"}}})
+    assert session_state(log.events) == ("queued", None)
+    assert _run_to_end(log).state == "complete"

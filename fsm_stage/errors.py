@@ -8,7 +8,6 @@ in brackets)::
     FsmStageError
     ├── UserError
     │   ├── ConfigError
-    │   │   └── ScenarioError
     │   ├── LogFormatError
     │   ├── LogLockedError
     │   ├── GraphChangedError
@@ -73,7 +72,6 @@ __all__ = [
     "ReviewPending",
     "ReviewRefusedError",
     "ReviewSuspended",
-    "ScenarioError",
     "SimulationError",
     "ToolFailure",
     "TurnSuspendedError",
@@ -94,7 +92,8 @@ class UserError(FsmStageError):
 
 
 class ConfigError(UserError):
-    """A stage-graph file (or its ``plan_mode`` section, B1–B3, B5) is invalid.
+    """A stage-graph file (or its ``plan_mode`` section, B1–B3, B5) or a simulator scenario
+    file is invalid.
 
     ``problems`` holds every problem as one line, positioned ones formatted as
     ``PATH:LINE:COLUMN: KEY: what is wrong and what is expected``; ``details`` the items given
@@ -312,17 +311,6 @@ class ToolFailure(FsmStageError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-class ScenarioError(ConfigError):
-    """A scenario file is invalid (a ``ConfigError``, so the CLI prints it like a stage-graph
-    file's problems: one bare ``PATH:LINE:COLUMN: KEY: message`` line each, exit 1).
-
-    ``details``: the positioned problems (``fsm_stage.config.Problem``, from the config
-    loader's ``ProblemReport``); ``problems``: their one-line forms.
-    """
-
-
 
 
 class _ReviewBusy(FsmStageError):

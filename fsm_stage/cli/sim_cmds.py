@@ -28,7 +28,7 @@ from fsm_stage.cli.inputs import STDIN, display_name, read_text_arg, spooled
 from fsm_stage.cli.progress import Progress
 from fsm_stage.config import load_config, load_config_text
 from fsm_stage.constants import GOTO_STAGE, TOOL_CALL
-from fsm_stage.errors import ScenarioError, UserError
+from fsm_stage.errors import ConfigError, UserError
 from fsm_stage.fileio import atomic_write, output_error, read_text_input
 from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import ReadResult, read_log
@@ -99,7 +99,7 @@ def simulate_cmd(scenarios: tuple[Path, ...], examples: tuple[str, ...], log_pat
         except UserError as err:
             problems.append(err)
     if len(problems) == 1:
-        raise problems[0]  # a ScenarioError prints as bare PATH:LINE:COLUMN lines, like a graph's
+        raise problems[0]  # a ConfigError prints as bare PATH:LINE:COLUMN lines, like a graph's
     if problems:
         raise UserError("\n".join(str(p) for p in problems))
     failed = 0
@@ -140,7 +140,7 @@ def _load_scenario(arg: Path) -> Scenario:
     text, name = read_text_arg(arg, what="scenario"), display_name(arg)
     try:
         return load_scenario_text(text, name)
-    except ScenarioError:
+    except ConfigError:
         if _is_stage_graph(text, name):  # one line, not one "unknown key" per graph key
             raise UserError(
                 f"{name}: this is a stage graph, not a scenario (a scenario names its graph with "

@@ -1,7 +1,7 @@
 """Scenario files: a scripted session that ``fsm-stage simulate`` runs through the reference loop.
 
 ``model`` holds the attrs file model (``Scenario`` and its step kinds), ``load`` the positioned
-loader (``load_scenario``, ``load_scenario_text``; raises ``ScenarioError``), ``dump`` the YAML
+loader (``load_scenario``, ``load_scenario_text``; raises ``ConfigError``), ``dump`` the YAML
 writer (``dump_scenario``) and ``replay`` the scenario recovered from a recorded session log
 (``replay_events``, ``steps_from_events``). The file format is documented in the README
 ("Simulate"); import every public name from here.
@@ -27,7 +27,6 @@ from fsm_stage.scenario.model import (
     Review,
     ReviewKind,
     Scenario,
-    ScenarioError,
     SessionSettings,
     Step,
     SystemText,
@@ -63,7 +62,6 @@ __all__ = [
     "Review",
     "ReviewKind",
     "Scenario",
-    "ScenarioError",
     "SessionSettings",
     "Step",
     "SystemText",

@@ -1,6 +1,6 @@
 """The scenario loader: YAML text to a ``Scenario``, every problem positioned.
 
-``load_scenario(path)`` / ``load_scenario_text(text, path)`` raise ``ScenarioError`` listing
+``load_scenario(path)`` / ``load_scenario_text(text, path)`` raise ``ConfigError`` listing
 every problem as one line ``PATH:LINE:COLUMN: KEY: what is wrong``; nothing runs for a bad file.
 Top keys: ``description``, ``graph`` (relative to the file), ``session`` (``id``, ``cwd``:
 omitted = a fresh temporary folder, ``""`` = the file's folder, ``subagent``, ``parent``),
@@ -35,6 +35,7 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     STAGE_NAME_RE,
 )
+from fsm_stage.errors import ConfigError
 from fsm_stage.fileio import read_text_input
 from fsm_stage.runtime.commands import parse_command
 from fsm_stage.scenario.model import (
@@ -51,7 +52,6 @@ from fsm_stage.scenario.model import (
     Resume,
     Review,
     Scenario,
-    ScenarioError,
     SessionSettings,
     Step,
     SystemText,
@@ -353,20 +353,20 @@ def _check_encodable(problems: _Loader, value: Any, path: _Path) -> None:
 def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     """Parse scenario YAML ``text`` (``path`` names the file in errors and anchors ``graph``/``cwd``).
 
-    Returns a ``Scenario``; raises ``ScenarioError`` with every positioned problem. Graph
+    Returns a ``Scenario``; raises ``ConfigError`` with every positioned problem. Graph
     existence is checked here (the graph itself is validated by ``load_config`` when run).
     """
     report = ProblemReport.from_yaml(text, path)
     if report.problems:  # a YAML syntax error or a tag: nothing else is checked
-        raise ScenarioError(report.problems)
+        raise ConfigError(report.problems)
     plain = report.data
     problems = _Loader(report)
     if not isinstance(plain, dict):
         problems.add((), "a scenario is a mapping with keys graph, session, eligible, steps")
-        raise ScenarioError(report.problems)
+        raise ConfigError(report.problems)
     _check_encodable(problems, plain, ())
     if report.problems:  # nothing else is checked: every message would have to quote such text
-        raise ScenarioError(report.problems)
+        raise ConfigError(report.problems)
     for k in plain:
         if k not in _TOP_KEYS:
             problems.add((k,), f"unknown key (expected {', '.join(_TOP_KEYS)})", at_key=True)
@@ -411,7 +411,7 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
             if st is not None:
                 steps.append(st)
     if report.problems:
-        raise ScenarioError(report.problems)
+        raise ConfigError(report.problems)
     assert session is not None and eligible is not None
     return Scenario(path=path, graph=graph_path, session=session, eligible=eligible,
                     steps=tuple(steps), description=description if isinstance(description, str) else "",
@@ -422,7 +422,7 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and parse the scenario file at ``path`` (see ``load_scenario_text``).
 
     Raises ``InputFileError`` (a ``UserError``, one line) when the file cannot be read (missing, a
-    folder, binary, not UTF-8) and ``ScenarioError`` when it is invalid.
+    folder, binary, not UTF-8) and ``ConfigError`` when it is invalid.
     """
     p = Path(path)
     text = read_text_input(p, what="scenario")

@@ -3,9 +3,10 @@
 Frozen attrs classes, one per step kind (``UserPrompt``, ``Command``, ``ModelStep`` with its
 ``ToolCall`` entries and their ``Review``, ``EligibilityFlip``, ``EndTurn``, ``AnswerReview`` /
 ``Resume`` (a suspended review answered later), ``Expect`` with its
-``NextRequest`` / ``PrefixExpect``), the ``Step`` union, ``SessionSettings``, ``SystemText``
-and ``ScenarioError``. ``UNSET`` marks an ``Expect`` field that is not checked (``None`` is a
-value: "nothing"). Build them with ``fsm_stage.scenario.load_scenario``.
+``NextRequest`` / ``PrefixExpect``), the ``Step`` union, ``SessionSettings`` and
+``SystemText`` (an invalid file raises ``fsm_stage.errors.ConfigError``). ``UNSET`` marks an
+``Expect`` field that is not checked (``None`` is a value: "nothing"). Build them with
+``fsm_stage.scenario.load_scenario``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE
-from fsm_stage.errors import ScenarioError as ScenarioError
 from fsm_stage.runtime.commands import parse_command
 
 REVIEWED_TOOLS: frozenset[str] = frozenset({EXIT_PLAN_MODE, GOTO_STAGE})

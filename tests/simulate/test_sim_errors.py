@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 from sim_helpers import SCENARIOS, graph_ref, invoke, run_text
 
-from fsm_stage.scenario import ScenarioError, load_scenario_text
+from fsm_stage.errors import ConfigError
+from fsm_stage.scenario import load_scenario_text
 from fsm_stage.simulate import render_human
 
 FW = graph_ref("feature-work.yaml")
 
 
 def _problems(text: str) -> list[str]:
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, "s.yaml")
     return [str(p).split(": ", 1)[1] for p in info.value.details]
 
@@ -212,5 +213,5 @@ def test_null_values_are_spelled_as_yaml(tmp_path: Path) -> None:
     assert _problems(head + "steps: [{command: null}]\n") == [
         "steps[0].command: expected a slash command like '/plan' or '/stage verify', got null"]
     (tmp_path / "gdir").mkdir()
-    with pytest.raises(ScenarioError, match="is a folder; expected a stage-graph file"):
+    with pytest.raises(ConfigError, match="is a folder; expected a stage-graph file"):
         load_scenario_text("graph: gdir\nsteps: [{user: hi}, {model: ok}]\n", str(tmp_path / "s.yaml"))

@@ -11,7 +11,8 @@ import pytest
 from ruamel.yaml import YAML
 from sim_helpers import GRAPHS, invoke
 
-from fsm_stage.scenario import ModelStep, ScenarioError, load_scenario, load_scenario_text
+from fsm_stage.errors import ConfigError
+from fsm_stage.scenario import ModelStep, load_scenario, load_scenario_text
 from fsm_stage.simulate import MessageView, simulate
 from fsm_stage.tokens import HeuristicTokenMeter
 
@@ -43,7 +44,7 @@ def test_lone_surrogate_in_scenario_text_is_a_positioned_problem(tmp_path: Path)
     _write(tmp_path, "g.yaml", FULL_GRAPH)
     text = ('graph: g.yaml\nsteps:\n  - user: "ok \\ud800 zalgo"\n'
             '  - model: {calls: [{tool: mine, args: {"k\\udfff": v}, result: "r"}]}\n')
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, str(tmp_path / "s.yaml"))
     lines = info.value.problems
     assert len(lines) == 2, lines
@@ -182,12 +183,12 @@ def test_subagent_parent_session_is_configurable(tmp_path: Path) -> None:
 def test_session_parent_needs_a_subagent_and_a_name(tmp_path: Path) -> None:
     _write(tmp_path, "g.yaml", FULL_GRAPH)
     text = "graph: g.yaml\nsession: {parent: lead}\nsteps: [{user: hi}, {model: ok}]\n"
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, str(tmp_path / "s.yaml"))
     assert [p.split(": ", 1)[1] for p in info.value.problems] == [
         "session.parent: only a subagent session (subagent: true) has a parent session"]
     text = "graph: g.yaml\nsession: {subagent: true, parent: ' '}\nsteps: [{user: hi}, {model: ok}]\n"
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, str(tmp_path / "s.yaml"))
     assert [p.split(": ", 1)[1] for p in info.value.problems] == [
         "session.parent: must be a non-empty string"]

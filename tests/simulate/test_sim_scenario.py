@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sim_helpers import graph_ref
 
+from fsm_stage.errors import ConfigError
 from fsm_stage.scenario import (
     UNSET,
     Command,
@@ -17,7 +18,6 @@ from fsm_stage.scenario import (
     NextRequest,
     PrefixExpect,
     Review,
-    ScenarioError,
     SessionSettings,
     SystemText,
     ToolCall,
@@ -126,7 +126,7 @@ G = graph_ref("feature-work.yaml")
 ])
 def test_mistakes_are_one_line_positioned_errors(text: str, expected: str, tmp_path: Path) -> None:
     path = tmp_path / "F"
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, str(path))
     lines = info.value.problems
     assert len(lines) == 1, lines
@@ -136,7 +136,7 @@ def test_mistakes_are_one_line_positioned_errors(text: str, expected: str, tmp_p
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = f"graph: {G}\nsession: {{x: 1}}\nsteps:\n  - user: ''\n  - bogus: 1\n"
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, str(tmp_path / "F"))
     assert [p.key for p in info.value.details] == ["session.x", "steps[0].user", "steps[1].bogus"]
     # unknown keys / step kinds point at the key, wrong values at the value (as in graph files)

@@ -11,7 +11,7 @@ from sim_helpers import graph_ref, invoke, run_text
 
 from fsm_stage.errors import ConfigError
 from fsm_stage.handoff import MAX_SEGMENT_LENGTH, session_segment
-from fsm_stage.scenario import ModelStep, ScenarioError, load_scenario_text
+from fsm_stage.scenario import ModelStep, load_scenario_text
 
 FW = graph_ref("feature-work.yaml")
 # no min_handoff_tokens: every model transition is full, so it writes a handoff document
@@ -23,7 +23,7 @@ section: "Stage << stage_current >>; next: << stage_targets >>."
 
 
 def _problems(text: str) -> list[str]:
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(text, "s.yaml")
     return info.value.problems
 
@@ -44,7 +44,7 @@ def test_a_bad_scenario_prints_bare_positioned_lines_like_a_bad_graph(tmp_path: 
 
 
 def test_scenario_error_is_a_config_error_with_structured_details() -> None:
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(f"graph: {FW}\nsteps: [{{bogus: 1}}]\n", "s.yaml")
     err = info.value
     assert isinstance(err, ConfigError)

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from sim_helpers import graph_ref, invoke, run_text
 
+from fsm_stage.errors import ConfigError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.scenario import (
     AnswerReview,
     ModelStep,
     Resume,
     Review,
-    ScenarioError,
     SessionSettings,
     ToolCall,
     dump_scenario,
@@ -222,7 +222,7 @@ def test_dump_then_load_round_trips_answer_and_resume_steps() -> None:
 
 
 def _problems(steps: str) -> list[str]:
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ConfigError) as info:
         load_scenario_text(f"graph: {FW}\nsteps:\n{steps}", "s.yaml")
     return [str(p) for p in info.value.details]
 

@@ -39,7 +39,7 @@ from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, RenderedSection, Request, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
-from fsm_stage.runtime.openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
+from fsm_stage.runtime.openstep import REVIEW_ANSWER, CallState, OpenTurnFold, OpenTurnView
 from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
@@ -188,6 +188,7 @@ class StagedSession:
         self._signal: AbortSignal | None = None
         self._live: contextlib.ExitStack | None = None
         self._running: dict[str, asyncio.Task[Any]] = {}
+        self._fold = OpenTurnFold()
         runtime.track(agent.session)
 
     # --- reading -------------------------------------------------------------------------------
@@ -205,42 +206,50 @@ class StagedSession:
         return self._signal
 
     def view(self) -> OpenTurnView | None:
-        """The fold of the log's open turn (``openstep.OpenTurnView``), None when idle."""
-        return open_turn_view(self.session.events)
+        """The fold of the log's open turn (``openstep.OpenTurnView``), None when idle. Folded
+        incrementally: only the events appended since the last read are folded."""
+        return self._turn().view()
 
-    def _open(self, doing: str) -> OpenTurnView:
-        view = self.view()
-        if view is None:
+    def _turn(self) -> OpenTurnFold:
+        """The open-turn fold, caught up with the log (check ``.open``)."""
+        self._fold.sync(self.session.events)
+        return self._fold
+
+    def _open(self, doing: str) -> OpenTurnFold:
+        fold = self._turn()
+        if not fold.open:
             raise DriverStateError(f"{doing}: no turn is open; call start_turn() first")
-        return view
+        return fold
 
-    def _open_step(self, doing: str) -> OpenTurnView:
-        view = self._open(doing)
-        if view.open_step is None:
+    def _open_step(self, doing: str) -> OpenTurnFold:
+        fold = self._open(doing)
+        if fold.open_step is None:
             raise DriverStateError(f"{doing}: no step is open; call begin_step() first")
-        return view
+        return fold
 
     def suspended(self) -> SuspendedStep | None:
         """The open step's suspended calls (recorded ``tool/call``, no ``tool/result``, a logged
         ``fsm/review/request`` with that ``callId``) and its not-dispatched calls; None when
         nothing is suspended."""
-        view = self.view()
-        if view is None or not view.suspended:
+        fold = self._turn()
+        suspended = fold.suspended() if fold.open else ()
+        if not suspended:
             return None
         return SuspendedStep(
-            view.turn, view.open_step[1] if view.open_step else None,
-            tuple(SuspendedCall(c.call, c.review_id or "", c.review_answered) for c in view.suspended),
-            tuple(c.call for c in view.step_calls if c.call_seq is None and not c.answered))
+            fold.turn, fold.open_step[1] if fold.open_step else None,
+            tuple(SuspendedCall(c.call, c.review_id or "", c.review_answered) for c in suspended),
+            tuple(c.call for c in fold.step_calls() if c.call_seq is None and not c.answered))
 
     def unsettled(self) -> tuple[ToolCall, ...]:
         """Calls of the open step's reply without a ``tool/result`` yet, in order."""
-        view = self.view()
-        return () if view is None else tuple(c.call for c in view.step_calls if c.unsettled)
+        fold = self._turn()
+        return tuple(c.call for c in fold.step_calls() if c.unsettled) if fold.open else ()
 
-    def _raise_if_suspended(self, view: OpenTurnView) -> None:
-        if view.suspended:
-            raise TurnSuspendedError(view.turn, [c.review_id or "" for c in view.suspended],
-                                     [c.call.id for c in view.suspended])
+    def _raise_if_suspended(self, fold: OpenTurnFold) -> None:
+        suspended = fold.suspended()
+        if suspended:
+            raise TurnSuspendedError(fold.turn, [c.review_id or "" for c in suspended],
+                                     [c.call.id for c in suspended])
 
     # --- turn ----------------------------------------------------------------------------------
 
@@ -267,8 +276,8 @@ class StagedSession:
         """Append ``turn/start {turn}`` (numbers continue from the log); returns the turn number.
         Raises ``TurnSuspendedError`` when the open turn is suspended, ``DriverStateError``
         when another turn is open (``repair()`` first after a crash)."""
-        view = self.view()
-        if view is not None:
+        view = self._turn()
+        if view.open:
             self._raise_if_suspended(view)
             raise DriverStateError(f"start_turn: turn {view.turn} is still open; end it (end_turn / "
                                    "cancel) or, after a crash, call repair()")
@@ -296,7 +305,7 @@ class StagedSession:
         return event
 
     @staticmethod
-    def _turn_data(view: OpenTurnView) -> dict[str, Any]:
+    def _turn_data(view: OpenTurnFold | OpenTurnView) -> dict[str, Any]:
         return {"turn": view.turn} if view.turn is not None else {}
 
     # --- step ----------------------------------------------------------------------------------
@@ -376,8 +385,8 @@ class StagedSession:
         if view.replied:
             raise DriverStateError(f"record_reply: step {view.open_step[1] if view.open_step else ''} "
                                    "already has its reply (one assistant/message per step)")
-        used = {c.call.id for c in view.calls} & set(ids)
-        _shape(not used, f"record_reply: tool call id(s) {sorted(used)} were used earlier in this turn; "
+        used = sorted(i for i in ids if view.call(i) is not None)
+        _shape(not used, f"record_reply: tool call id(s) {used} were used earlier in this turn; "
                          "every tool call of a turn needs its own id")
         content: list[dict[str, Any]] = []
         if reasoning:
@@ -396,8 +405,10 @@ class StagedSession:
             data["usage"] = usage_data
         return self.session.append(ASSISTANT_MESSAGE, data, surface_op="append")
 
-    def _call_state(self, view: OpenTurnView, call: ToolCall, doing: str) -> CallState:
-        state = next((c for c in view.step_calls if c.call.id == call.id), None)
+    def _call_state(self, view: OpenTurnFold, call: ToolCall, doing: str) -> CallState:
+        state = view.call(call.id)
+        if state is not None and (state.turn, state.step) != view.open_step:
+            state = None
         if state is None or not view.replied:
             raise DriverStateError(f"{doing}: tool call {call.id!r} is not in this step's reply; "
                                    "record_reply(...) with it first")
@@ -443,8 +454,8 @@ class StagedSession:
         return result
 
     def _abort_running(self, call: ToolCall) -> None:
-        view = self.view()
-        state = view.call(call.id) if view is not None else None
+        fold = self._turn()
+        state = fold.call(call.id) if fold.open else None
         if state is not None and state.call_seq is not None and not state.answered:
             batch = [_dismiss(state.review_id)] if state.review_id and not state.review_answered else []
             with contextlib.suppress(Exception):
@@ -495,12 +506,13 @@ class StagedSession:
         suspended, ``DriverStateError`` with no open step or a call of the reply without result."""
         view = self._open_step("end_step")
         self._raise_if_suspended(view)
-        missing = [c.call.id for c in view.step_calls if c.unsettled]
+        step_calls = view.step_calls()
+        missing = [c.call.id for c in step_calls if c.unsettled]
         if missing:
             raise DriverStateError(f"end_step: tool call(s) {', '.join(missing)} have no result; "
                                    "run_tool / record_tool_result them, or cancel()")
         self.session.append(STEP_END, step_position(*view.open_step))  # type: ignore[misc]
-        return bool(view.step_calls) or self.agent.wants_turn
+        return bool(step_calls) or self.agent.wants_turn
 
     # --- suspension and cancellation -------------------------------------------------------------
 

@@ -9,8 +9,9 @@ the CLI reports it in one line too). The rest are protocol signals or misuse. Th
     │   LogFormatError (DamagedLogError), LogLockedError, ReviewError (ReviewNotFoundError,
     │   ReviewAlreadyAnsweredError, ReviewPayloadChangedError), GraphChangedError, DiagramError,
     │   SimulationError, PromptTemplateError, CatalogError, HandoffPathError, RecordShapeError,
-    │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError
-    ├── LogWriteError: AppendConflictError, InvalidEventError, SurfaceOpError, LockFileError
+    │   InputFileError, SchemaVersionError, UnknownSessionError, LockFileError, DatabaseError
+    ├── LogWriteError: AppendConflictError, InvalidEventError, SurfaceOpError, LockFileError,
+    │   DatabaseError (DatabaseUnavailableError: transient, retry later)
     ├── reviews: ReviewSuspended, ReviewPending, ReviewBusy, ReviewDismissed (ReviewInterrupted),
     │   ReviewUnavailableError
     ├── misuse: ControllerClosedError (ProjectionUnavailableError), DriverStateError
@@ -235,6 +236,23 @@ class LockFileError(LogWriteError, UserError):
 class SchemaVersionError(UserError):
     """The database has no fsm_stage schema, an older one (run ``fsm-stage db init``) or a newer
     one than this fsm_stage understands (upgrade fsm_stage). One-line message."""
+
+
+class DatabaseError(LogWriteError, UserError):
+    """A PostgreSQL store operation failed in the database (a statement the server refused, a
+    half-made schema): one line naming the store (password redacted) and the server's reason.
+    A ``LogWriteError`` for append callers, a ``UserError`` for the CLI (exit 1). ``transient``
+    is False: the same call fails the same way until someone changes something."""
+
+    transient = False
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """The PostgreSQL server cannot be reached, or dropped the connection during the call (a
+    restart, a network fault). ``transient`` is True: retry later (the CLI exits 75,
+    ``EX_TEMPFAIL``). An append that fails so may have committed: the next call shows it."""
+
+    transient = True
 
 
 class ReviewUnavailableError(FsmStageError):

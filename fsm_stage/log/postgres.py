@@ -395,22 +395,36 @@ class PostgresLog:
         (after a ``refresh``, so ``events`` shows the winner's events). Without it a lost race
         is retried on the caught-up log, writer checks included: the retry holds the session
         row's lock for its one transaction (catch up, check, insert), so contending writers
-        queue instead of racing again. Raises ``LogWriteError`` (``DatabaseUnavailableError``
-        when the connection broke: the batch may have committed; the next call shows it).
+        queue instead of racing again. A connection dropped during the write (a server restart)
+        is healed once: on a new connection the batch is looked up (committed: done) or written
+        again. Raises ``LogWriteError`` (``DatabaseUnavailableError`` when the server stays
+        unreachable: the batch may have committed; the next call shows it).
         """
         with self._mutex:
             if self._closed:
                 raise LogWriteError(f"{self.source}: log is closed")
             if not specs:
                 return []
+            sent: list[tuple[list[int], list[str]]] = []  # the rows of each write attempt
+            healed = False
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 if expect_last_seq is not None and expect_last_seq != self.last_seq:
                     raise AppendConflictError(expect_last_seq, self.last_seq)
                 try:  # optimistic first (one round trip); after a lost race, queue on the row lock
                     locked = expect_last_seq is None and attempt > 0
                     evs = self._call(f"append of {len(specs)} event(s)",
-                                     (lambda conn: self._write_locked(conn, specs)) if locked else
-                                     (lambda conn: self._write(conn, specs)), retry=False)
+                                     (lambda conn: self._write_locked(conn, specs, sent)) if locked else
+                                     (lambda conn: self._write(conn, specs, sent)), retry=False)
+                except DatabaseUnavailableError:
+                    if healed or not sent:
+                        raise
+                    healed = True  # one dropped connection (a server restart): did the batch land?
+                    seqs, lines = sent[-1]
+                    if self._landed(seqs, lines):
+                        self.refresh()
+                        return list(self._events[seqs[0]:seqs[0] + len(seqs)])
+                    self.refresh()
+                    continue  # not written: write again on the new connection
                 except SeqTakenSignal:
                     self.refresh()
                     if expect_last_seq is not None and expect_last_seq != self.last_seq:
@@ -422,7 +436,16 @@ class PostgresLog:
                 return evs
             raise LogWriteError(f"{self.source}: append lost {MAX_APPEND_ATTEMPTS} races in a row; giving up")
 
-    def _write_locked(self, conn: Any, specs: Sequence[NewEvent]) -> list[Event]:
+    def _landed(self, seqs: list[int], lines: list[str]) -> bool:
+        """Whether the rows of an unconfirmed write are stored exactly as sent (read again on a
+        new connection): then it committed before the connection broke."""
+        rows = self._call("checking an unconfirmed append", lambda conn: conn.execute(
+            "SELECT line FROM fsm_events WHERE session = %s AND seq = ANY(%s) ORDER BY seq",
+            (self.session, seqs)).fetchall(), retry=True)
+        return [r[0] for r in rows] == lines
+
+    def _write_locked(self, conn: Any, specs: Sequence[NewEvent],
+                      sent: list[tuple[list[int], list[str]]]) -> list[Event]:
         """A plain append: lock the session row for this one transaction (writers queue there
         instead of racing), catch up, run the writer checks on the real end, insert.
 
@@ -435,12 +458,14 @@ class PostgresLog:
                 conn.execute("SELECT 1 FROM fsm_sessions WHERE session = %s FOR NO KEY UPDATE",
                              (self.session,))
                 self._read_new(conn)
-                return self._write(conn, specs)
+                return self._write(conn, specs, sent)
         except psycopg.errors.TransactionRollback:  # deadlock / serialization: nothing written
             raise SeqTakenSignal from None
 
-    def _write(self, conn: Any, specs: Sequence[NewEvent]) -> list[Event]:
-        """Check and insert the batch after the local end; ``SeqTakenSignal`` when that seq is taken."""
+    def _write(self, conn: Any, specs: Sequence[NewEvent],
+               sent: list[tuple[list[int], list[str]]]) -> list[Event]:
+        """Check and insert the batch after the local end (its rows noted in ``sent`` first);
+        ``SeqTakenSignal`` when that seq is taken."""
         evs = prepare_batch(
             specs,
             next_seq=len(self._events),
@@ -451,7 +476,8 @@ class PostgresLog:
             check_json=False,  # encode_line refuses non-JSON data the same way
         )
         lines = [encode_line(ev).decode("utf-8") for ev in evs]
-        if not self._insert(conn, [ev.seq for ev in evs], lines):
+        sent.append(([ev.seq for ev in evs], lines))
+        if not self._insert(conn, sent[-1][0], lines):
             raise SeqTakenSignal
         return evs
 

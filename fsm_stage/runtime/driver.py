@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
+import inspect
 import json
 import marshal
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -75,6 +77,21 @@ TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 """The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
 
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _writes(fn: F) -> F:
+    """Run a ``StagedSession`` method inside ``_writing`` (sync or async)."""
+    if inspect.iscoroutinefunction(fn):
+        async def run_async(self: StagedSession, *args: Any, **kwargs: Any) -> Any:
+            with self._writing():
+                return await fn(self, *args, **kwargs)
+        return cast(F, functools.wraps(fn)(run_async))
+
+    def run(self: StagedSession, *args: Any, **kwargs: Any) -> Any:
+        with self._writing():
+            return fn(self, *args, **kwargs)
+    return cast(F, functools.wraps(fn)(run))
 
 
 def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -189,6 +206,7 @@ class StagedSession:
         self._live: contextlib.ExitStack | None = None
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._fold = OpenTurnFold()
+        self._dropped = False  # the live-turn mark was released by an exception mid-turn
         runtime.track(agent.session)
 
     # --- reading -------------------------------------------------------------------------------
@@ -255,7 +273,10 @@ class StagedSession:
 
     def repair(self) -> list[Event]:
         """Crash repair (``runtime.repair``): close a dead open turn (not one a loop of this
-        process runs, not a suspended one); returns the events written (``[]`` if none)."""
+        process runs, not a suspended one); returns the events written (``[]`` if none). Reads
+        what other writers appended first (``Session.refresh``), so it decides on the log's
+        real end."""
+        self.session.refresh()
         if not self.session.is_turn_open or is_turn_live(self.session.id):
             return []
         return repair_open_turn(self.session)
@@ -264,6 +285,26 @@ class StagedSession:
         if self._live is None:
             self._live = contextlib.ExitStack()
             self._live.enter_context(live_turn(self.session.id))
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around a call that writes the open turn: release this process's live-turn mark
+        when anything but a caller's misuse (``DriverStateError``, ``RecordShapeError``: nothing
+        written) or a suspension escapes (a dead database, a failing tool host, a cancelled
+        task): the turn is then no longer run by a live loop, so ``repair()`` may close it. The
+        next writing call on the open turn takes the mark again."""
+        if self._dropped and self.session.is_turn_open:
+            self._hold_live()
+        self._dropped = False
+        try:
+            yield
+        except (DriverStateError, RecordShapeError, ReviewPending):
+            raise
+        except BaseException:
+            if self._live is not None:
+                self._release(signal=False)
+                self._dropped = True
+            raise
 
     def _release(self, *, signal: bool) -> None:
         if self._live is not None:
@@ -287,6 +328,7 @@ class StagedSession:
         self._hold_live()
         return turn
 
+    @_writes
     def end_turn(self, reason: str = "completed", *, message: str | None = None,
                  cause: str | None = None) -> Event:
         """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}``; ``error`` →
@@ -310,6 +352,7 @@ class StagedSession:
 
     # --- step ----------------------------------------------------------------------------------
 
+    @_writes
     def begin_step(self, *, copy_messages: bool = True) -> StepRequest | None:
         """Open the next step and return what to send (see the module docstring for the order).
         ``copy_messages=False`` hands the history's own messages, read-only by contract (the reference
@@ -358,6 +401,7 @@ class StagedSession:
         self._last_header = header
         return reason
 
+    @_writes
     def record_reply(self, text: str = "", tool_calls: Sequence[ToolCall] = (), *,
                      reasoning: str | None = None, usage: Mapping[str, Any] | None = None,
                      source: Mapping[str, Any] | None = None) -> Event:
@@ -419,6 +463,7 @@ class StagedSession:
             raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
         return state
 
+    @_writes
     async def run_tool(self, call: ToolCall) -> ToolResult:
         """Run ``call`` (one of the reply's calls) through the runtime's tools, logging
         ``tool/call`` then ``tool/result`` (unknown tools become error results). Raises
@@ -461,6 +506,7 @@ class StagedSession:
             with contextlib.suppress(Exception):
                 self.session.append_many([*batch, *_abort_result(state, dispatched=True)])
 
+    @_writes
     async def authorize(self, call: ToolCall) -> ToolResult | None:
         """The tool policy's verdict on a host tool call of the reply, before the host runs it
         (``docs/tool-policy.md``): None — run it, then ``record_tool_result``; a ``ToolResult`` —
@@ -475,6 +521,7 @@ class StagedSession:
         return await self.runtime.authorize(self.agent, call, turn=state.turn, step=state.step,
                                             signal=self.signal)
 
+    @_writes
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
                            meta: Any = None) -> ToolResult:
         """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch
@@ -500,6 +547,7 @@ class StagedSession:
         ])
         return result
 
+    @_writes
     def end_step(self) -> bool:
         """Append ``step/end``; returns True when the host should run another step (the reply
         called tools, or a steered message waits). Raises ``TurnSuspendedError`` while a call is
@@ -516,6 +564,7 @@ class StagedSession:
 
     # --- suspension and cancellation -------------------------------------------------------------
 
+    @_writes
     async def resume(self) -> list[ToolResult]:
         """Settle a suspended step: re-run each suspended call through its tool (which reads its
         logged review answer) and write its ``tool/result`` (the ``tool/call`` is not logged
@@ -537,6 +586,7 @@ class StagedSession:
                 results.append(await self._run(state.call, state.turn, state.step, log_call=True))
         return results
 
+    @_writes
     def close_turn(self, reason: str = "aborted", *, message: str | None = None,
                    cause: str | None = None) -> list[Event]:
         """Close the open turn in one batch, whatever its state: ``fsm/review/answer {outcome:

@@ -65,7 +65,8 @@ def test_a_server_restart_heals_reads_appends_and_a_waiting_listener(own_cluster
     reader.close()
 
 
-def test_a_stopped_server_is_a_transient_one_line_error_and_the_log_heals_after(own_cluster: TempCluster) -> None:
+def test_a_stopped_server_is_a_transient_one_line_error_and_the_log_heals_after(
+        own_cluster: TempCluster) -> None:
     url = own_cluster.url("down")
     log = open_log(url, create=_header("down"))
     own_cluster.stop_server()
@@ -172,6 +173,27 @@ def test_db_init_refuses_a_foreign_table_in_one_line_and_changes_nothing(fresh_d
     assert code == 1 and "table fsm_events exists but is not fsm_stage's" in err
     assert err.count("\n") == 1 and "Traceback" not in err
     with connect(dsn) as conn:
-        assert conn.execute("SELECT to_regclass('fsm_sessions'), to_regclass('fsm_schema')").fetchone() == (None, None)
+        row = conn.execute("SELECT to_regclass('fsm_sessions'), to_regclass('fsm_schema')").fetchone()
+        assert row == (None, None)
     with connect(dsn) as conn, pytest.raises(SchemaVersionError):
         migrate(conn)
+
+
+def test_repair_decides_on_the_stores_end_not_a_stale_view(pg_url: Callable[..., str]) -> None:
+    from fsm_stage.runtime.agent import InboxAgent
+    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+
+    url = pg_url("repair")
+    sid = split_location(url)[1]
+    assert sid is not None
+    mine = open_log(url, create=_header(sid))
+    driver = StagedSession(Runtime(), InboxAgent(Session(mine)))
+    crashed = open_log(url)  # another worker opens a turn, then dies
+    crashed.append("turn/start", {"turn": 1})
+    crashed.close()
+    assert not driver.session.is_turn_open  # this worker's view is stale
+    closed = driver.repair()
+    assert [e.type for e in closed] == ["turn/end"] and closed[0].data["reason"] == {"kind": "interrupted"}
+    mine.close()

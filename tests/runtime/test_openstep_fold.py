@@ -77,8 +77,8 @@ def oracle(events: Sequence[Event]) -> Any:
                 reviews[d["callId"]] = d["id"]
         elif ev.type == "fsm/review/answer" and isinstance(d.get("id"), str):
             review_answers.add(d["id"])
-    calls = tuple((*a, recorded.get(cid), cid in answered, reviews.get(cid), reviews.get(cid) in review_answers)
-                  for cid, a in asked.items())
+    calls = tuple((*a, recorded.get(cid), cid in answered, reviews.get(cid),
+                   reviews.get(cid) in review_answers) for cid, a in asked.items())
     return (turn, start, open_step, last_step, replied, calls,
             tuple(r for r in order if r not in review_answers))
 
@@ -165,7 +165,7 @@ def test_a_log_that_is_not_the_one_grown_is_refolded() -> None:
     cut = events[:3]
     assert fold.sync(cut) and fold.call("a") is None and fold.open_step is not None
     # another list of the same length whose last event differs
-    other = list(events[:-1]) + [events[1]]
+    other = [*events[:-1], events[1]]
     fold.sync(other)
     assert as_tuple(fold.view()) == oracle(other)
     # an idle log

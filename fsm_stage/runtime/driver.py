@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import copy
 import functools
+import hashlib
 import inspect
 import json
 import marshal
@@ -42,7 +43,7 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, RenderedSection, Request, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
 from fsm_stage.runtime.openstep import REVIEW_ANSWER, CallState, OpenTurnFold, OpenTurnView
-from fsm_stage.runtime.repair import is_turn_live, live_turn, repair_open_turn
+from fsm_stage.runtime.repair import is_turn_live, mark_live, repair_open_turn, unmark_live
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import (
@@ -92,6 +93,24 @@ def _writes(fn: F) -> F:
         with self._writing():
             return fn(self, *args, **kwargs)
     return cast(F, functools.wraps(fn)(run))
+
+
+_SHARED: dict[str, Any] = {}
+_SHARED_MAX = 256
+
+
+def _shared_json(text: str) -> Any:
+    """The value of the JSON ``text``, one object per distinct text (tool specs, system texts,
+    configs) for the whole process, so 10,000 sessions with the same tools hold one copy of
+    them in their logged headers. Logged event data is never mutated; at most ``_SHARED_MAX``
+    values are kept (the oldest dropped)."""
+    hit = _SHARED.get(text)
+    if hit is not None:
+        return hit
+    if len(_SHARED) >= _SHARED_MAX:
+        _SHARED.pop(next(iter(_SHARED)))
+    value = _SHARED[text] = json.loads(text)
+    return value
 
 
 def deep_copies(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -201,9 +220,9 @@ class StagedSession:
         self.agent = agent
         self.config: dict[str, Any] = dict(config or {})
         self.accept = accept
-        self._last_header: dict[str, Any] | None = None
+        self._last_header: bytes | None = None  # digest of the last logged request header
         self._signal: AbortSignal | None = None
-        self._live: contextlib.ExitStack | None = None
+        self._live: str | None = None  # the session id this driver marked live (``mark_live``)
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._fold = OpenTurnFold()
         self._dropped = False  # the live-turn mark was released by an exception mid-turn
@@ -283,8 +302,8 @@ class StagedSession:
 
     def _hold_live(self) -> None:
         if self._live is None:
-            self._live = contextlib.ExitStack()
-            self._live.enter_context(live_turn(self.session.id))
+            mark_live(self.session.id)
+            self._live = self.session.id
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -308,7 +327,7 @@ class StagedSession:
 
     def _release(self, *, signal: bool) -> None:
         if self._live is not None:
-            self._live.close()
+            unmark_live(self._live)
             self._live = None
         if signal:
             self._signal = None
@@ -391,14 +410,20 @@ class StagedSession:
         return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason)
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
+        """Log ``request/header`` when the header differs from the last one logged (kept as a
+        digest of its canonical JSON, not a copy); the logged tool list and system text are
+        shared with every other session that logs identical ones (``_shared_json``)."""
+        text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
         if self._last_header is None:
             reason = "resume" if self.session.has_request_header else "initial"
-        elif header != self._last_header:
+        elif digest != self._last_header:
             reason = "change"
         else:
             return None
-        self.session.append(REQUEST_HEADER, {"header": json.loads(json.dumps(header)), "reason": reason})
-        self._last_header = header
+        data = {key: _shared_json(json.dumps(header[key])) for key in ("config", "system", "tools")}
+        self.session.append(REQUEST_HEADER, {"header": data, "reason": reason})
+        self._last_header = digest
         return reason
 
     @_writes

@@ -164,16 +164,12 @@ class OpenTurnFold:
         self.open_step: tuple[Any, Any] | None = None
         self.last_step = 0
         self.replied = False
-        self._calls: list[CallState] = []
-        self._base: list[tuple[ToolCall, Any, Any]] = []
-        self._index: dict[str, int] = {}
-        self._by_step: dict[Any, list[int]] = {}
-        self._recorded: dict[str, int] = {}
-        self._answered: set[str] = set()
-        self._review_of: dict[str, str] = {}  # call id → review id
-        self._calls_of: dict[str, list[str]] = {}  # review id → call ids bound to it
-        self._review_order: dict[str, None] = {}
-        self._review_answers: set[str] = set()
+        self._t = _EMPTY_TURN  # the turn's calls and reviews; its own _TurnCalls from the first one
+
+    def _mine(self) -> _TurnCalls:
+        if self._t is _EMPTY_TURN:
+            self._t = _TurnCalls()
+        return self._t
 
     def sync(self, events: Sequence[Event]) -> bool:
         """Fold what ``events`` gained since the last call; True when a turn is open."""
@@ -227,8 +223,8 @@ class OpenTurnFold:
                                        str(block.get("arguments", "{}"))), where)
         elif t == TOOL_CALL and isinstance(data.get("callId"), str):
             call_id = str(data["callId"])
-            self._recorded[call_id] = ev.seq
-            if call_id in self._index:
+            self._mine().recorded[call_id] = ev.seq
+            if call_id in self._t.index:
                 self._refresh(call_id)
             else:
                 self._ask(ToolCall(call_id, str(data.get("name", "")), str(data.get("arguments", "{}"))),
@@ -236,62 +232,90 @@ class OpenTurnFold:
         elif t == TOOL_RESULT:
             answered_id = answered_call_id(ev)
             if answered_id is not None:
-                self._answered.add(answered_id)
+                self._mine().answered.add(answered_id)
                 self._refresh(answered_id)
         elif t == REVIEW_REQUEST and isinstance(data.get("id"), str):
             review_id = str(data["id"])
-            self._review_order[review_id] = None
+            self._mine().review_order[review_id] = None
             if isinstance(data.get("callId"), str):
                 call_id = str(data["callId"])
-                self._review_of[call_id] = review_id
-                self._calls_of.setdefault(review_id, []).append(call_id)
+                self._mine().review_of[call_id] = review_id
+                self._mine().calls_of.setdefault(review_id, []).append(call_id)
                 self._refresh(call_id)
         elif t == REVIEW_ANSWER and isinstance(data.get("id"), str):
             review_id = str(data["id"])
-            self._review_answers.add(review_id)
-            for call_id in self._calls_of.get(review_id, ()):
+            self._mine().review_answers.add(review_id)
+            for call_id in self._t.calls_of.get(review_id, ()):
                 self._refresh(call_id)
 
     def _ask(self, call: ToolCall, where: tuple[Any, Any]) -> None:
-        if call.id in self._index:
+        t = self._mine()
+        if call.id in t.index:
             return
-        self._index[call.id] = len(self._calls)
-        self._base.append((call, *where))
-        self._by_step.setdefault(_where_key(where), []).append(len(self._calls))
-        self._calls.append(self._state(call.id))
+        t.index[call.id] = len(t.calls)
+        t.base.append((call, *where))
+        t.by_step.setdefault(_where_key(where), []).append(len(t.calls))
+        t.calls.append(self._state(call.id))
 
     def _state(self, call_id: str) -> CallState:
-        call, turn, step = self._base[self._index[call_id]]
-        review_id = self._review_of.get(call_id)
-        return CallState(call, turn, step, self._recorded.get(call_id), call_id in self._answered,
-                         review_id, review_id in self._review_answers)
+        t = self._t
+        call, turn, step = t.base[t.index[call_id]]
+        review_id = t.review_of.get(call_id)
+        return CallState(call, turn, step, t.recorded.get(call_id), call_id in t.answered,
+                         review_id, review_id in t.review_answers)
 
     def _refresh(self, call_id: str) -> None:
-        i = self._index.get(call_id)
+        i = self._t.index.get(call_id)
         if i is not None:
-            self._calls[i] = self._state(call_id)
+            self._t.calls[i] = self._state(call_id)
 
     # -- queries (valid after ``sync`` returned True) ---------------------------------------------
     def call(self, call_id: str) -> CallState | None:
         """The state of call ``call_id`` of the turn, or None (O(1))."""
-        i = self._index.get(call_id)
-        return None if i is None else self._calls[i]
+        i = self._t.index.get(call_id)
+        return None if i is None else self._t.calls[i]
 
     def step_calls(self) -> tuple[CallState, ...]:
         """The calls asked for in the open step (empty when no step is open)."""
         if self.open_step is None:
             return ()
-        return tuple(self._calls[i] for i in self._by_step.get(_where_key(self.open_step), ()))
+        t = self._t
+        return tuple(t.calls[i] for i in t.by_step.get(_where_key(self.open_step), ()))
 
     def suspended(self) -> tuple[CallState, ...]:
         """The suspended calls, in asking order (O(calls bound to a review))."""
-        bound = sorted(self._index[c] for c in self._review_of if c in self._index)
-        return tuple(s for s in (self._calls[i] for i in bound) if s.suspended)
+        t = self._t
+        bound = sorted(t.index[c] for c in t.review_of if c in t.index)
+        return tuple(s for s in (t.calls[i] for i in bound) if s.suspended)
 
     def view(self) -> OpenTurnView | None:
         """The ``OpenTurnView`` of the folded turn, None when no turn is open."""
         if not self.open:
             return None
-        open_reviews = tuple(r for r in self._review_order if r not in self._review_answers)
+        t = self._t
+        open_reviews = tuple(r for r in t.review_order if r not in t.review_answers)
         return OpenTurnView(self.turn, self.start_seq, self.open_step, self.last_step,
-                            tuple(self._calls), open_reviews, self.replied)
+                            tuple(t.calls), open_reviews, self.replied)
+
+
+class _TurnCalls:
+    """The calls and reviews of one open turn (``OpenTurnFold``'s indexes)."""
+
+    __slots__ = ("answered", "base", "by_step", "calls", "calls_of", "index", "recorded",
+                 "review_answers", "review_of", "review_order")
+
+    def __init__(self) -> None:
+        self.calls: list[CallState] = []
+        self.base: list[tuple[ToolCall, Any, Any]] = []
+        self.index: dict[str, int] = {}
+        self.by_step: dict[Any, list[int]] = {}
+        self.recorded: dict[str, int] = {}
+        self.answered: set[str] = set()
+        self.review_of: dict[str, str] = {}  # call id → review id
+        self.calls_of: dict[str, list[str]] = {}  # review id → call ids bound to it
+        self.review_order: dict[str, None] = {}
+        self.review_answers: set[str] = set()
+
+
+_EMPTY_TURN = _TurnCalls()
+"""The shared indexes of a turn without calls or reviews (never written: ``_mine`` copies)."""

@@ -1,6 +1,6 @@
 """PostgreSQL store: a durable step and multi-worker throughput.
 
-On one throwaway cluster (``fsm_stage.log.pg_testing.TempCluster``, fsync on, Unix socket):
+On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Unix socket):
 
 * **durable step**: ``PostgresLog.append`` of one ~1 KB event, then a second handle's
   ``refresh()`` reads it back — vs LangGraph's ``PostgresSaver.put`` of a checkpoint with the
@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, REPO / "tests"):  # the package, and pg_testing (a test helper outside the wheel)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from pg_testing import TempCluster, unavailable_reason  # noqa: E402
 
 from fsm_stage.log.events import SessionHeader  # noqa: E402
-from fsm_stage.log.pg_testing import TempCluster, unavailable_reason  # noqa: E402
 
 PAYLOAD = {"text": "x" * 1000, "stage": "implement"}
 

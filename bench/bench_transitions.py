@@ -412,8 +412,8 @@ def make_reviewed(n_stages: int = STAGES, *, full: bool = True, log_tool: bool =
 
     from fsm_stage.handoff import LocalHandoffStore, MemoryHandoffStore
     from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import Answer, ScriptedReviewChannel
     from fsm_stage.runtime.agent import InboxAgent
-    from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
     from fsm_stage.runtime.runtime import Runtime
     from fsm_stage.runtime.session import Session
     from fsm_stage.runtime.tools import ToolCall

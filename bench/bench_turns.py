@@ -62,9 +62,9 @@ def _runtime() -> Any:
 
 
 def _driver(rt: Any, sid: str) -> Any:
+    from fsm_stage.driver import StagedSession
     from fsm_stage.log.events import MemoryLog, SessionHeader
     from fsm_stage.runtime.agent import InboxAgent
-    from fsm_stage.runtime.driver import StagedSession
     from fsm_stage.runtime.session import Session
 
     return StagedSession(rt, InboxAgent(Session(MemoryLog(SessionHeader(sid)))),

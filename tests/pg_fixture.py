@@ -12,8 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
-from fsm_stage.log.pg_testing import TempCluster, unavailable_reason
+from pg_testing import TempCluster, unavailable_reason
 
 
 def require_server(reason: str | None) -> None:

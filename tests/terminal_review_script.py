@@ -13,10 +13,10 @@ import sys
 import threading
 from typing import cast
 
+from fsm_stage.reviews import Option, Question, ReviewDismissed
+from fsm_stage.reviews._terminal import ReviewInterrupted, TerminalReviewChannel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.review import Option, Question, ReviewDismissed
-from fsm_stage.runtime.terminal import ReviewInterrupted, TerminalReviewChannel
 
 NO_AGENT = cast(Agent, None)  # the terminal channel never reads the asking agent
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import fsm_stage.config.rules as rules
-from fsm_stage import load_config_text
+from fsm_stage.config import load_config_text
 
 
 def _all_to_all(n: int) -> str:

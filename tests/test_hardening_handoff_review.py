@@ -17,7 +17,7 @@ from fsm_stage.handoff import (
     handoff_relative_path,
     session_segment,
 )
-from fsm_stage.runtime.review import Answer, Option, Question, ReviewDismissed, TerminalReviewChannel
+from fsm_stage.reviews import Answer, Option, Question, ReviewDismissed, TerminalReviewChannel
 from fsm_stage.text import visible
 
 

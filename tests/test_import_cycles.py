@@ -122,3 +122,16 @@ def test_type_checking_and_function_imports_are_ignored() -> None:
     )
     names = [a.name for node in _module_level_imports(tree) for a in node.names]
     assert names == ["x", "w"]
+
+
+FRONT_DOORS = ["fsm_stage", "fsm_stage.runtime", "fsm_stage.driver", "fsm_stage.reviews", "fsm_stage.policy",
+               "fsm_stage.plan_mode", "fsm_stage.log"]
+
+
+def test_front_doors_import_only_the_lazy_helper() -> None:
+    """The package faces load their names on first use (PEP 562), so importing one runs none of
+    its rooms' modules and cannot close a cycle between rooms."""
+    graph, modules = _graph(), _modules()
+    for face in FRONT_DOORS:
+        assert modules[face].name == "__init__.py", face
+        assert graph[face] <= {"fsm_stage", "fsm_stage._lazy"}, f"{face} imports {sorted(graph[face])}"

@@ -1,4 +1,4 @@
-"""README.md is a map: its Python example runs and imports only from ``fsm_stage``, its links
+"""README.md is a map: its Python example runs and imports only from package faces, its links
 resolve, no paragraph runs long, and its API list is exactly the package's exported names.
 
 ``FSM_STAGE_REGEN_DOCS=1 python -m pytest tests/test_readme.py`` rewrites the API list.
@@ -19,11 +19,9 @@ import fsm_stage
 
 README = REPO / "README.md"
 GROUP_TITLES = {
-    "config": "Stage graphs", "graph": "Compiled graphs", "stage_switch": "Controllers",
-    "plan_mode": "Controllers", "runtime": "Runtime and step driver", "log": "Session log and stores",
-    "handoff": "Handoff, tokens, resources", "tokens": "Handoff, tokens, resources",
-    "resources": "Handoff, tokens, resources", "scenario": "Simulator", "simulate": "Simulator",
-    "runtime.review": "Reviews", "runtime.reviews": "Reviews", "errors": "Errors (`fsm_stage.errors`)",
+    "config": "Stage graphs", "graph": "Stage graphs", "stage_switch": "Controllers",
+    "plan_mode": "Controllers", "runtime": "Runtime", "driver": "Step driver", "log": "Session log",
+    "handoff": "Session log", "reviews": "Reviews", "errors": "Errors",
 }
 
 
@@ -40,7 +38,10 @@ def api_list() -> str:
         groups[title].append(name)
     order = list(dict.fromkeys(GROUP_TITLES.values()))
     titles = sorted(groups, key=lambda t: (order.index(t) if t in order else len(order), t))
-    lines = ["Every name is importable as `from fsm_stage import NAME`:", ""]
+    lines = ["The top level (`from fsm_stage import NAME`) holds the names a host needs first; the",
+             "rest are exported from their packages (`fsm_stage.runtime`, `.driver`, `.reviews`, `.policy`,",
+             "`.plan_mode`, `.stage_switch`, `.log`, `.graph`, `.config`, `.errors`; tools in `.simulate`,",
+             "`.scenario`, `.integrations`, `.mcp`):", ""]
     for title in titles:
         names = ", ".join(f"`{n}`" for n in sorted(groups[title], key=str.lower))
         lines.append(f"- **{title}**: {names}")
@@ -59,15 +60,21 @@ def test_readme_api_list_is_the_exported_names() -> None:
     assert current == expected, "run FSM_STAGE_REGEN_DOCS=1 python -m pytest tests/test_readme.py"
 
 
-def test_readme_python_imports_only_from_the_front_door() -> None:
+def _is_face(module: str) -> bool:
+    """``fsm_stage`` or one of its packages, never an implementation module."""
+    return module == "fsm_stage" or (module.count(".") == 1 and module.startswith("fsm_stage.")
+                                     and not module.split(".")[1].startswith("_"))
+
+
+def test_readme_python_imports_only_from_package_faces() -> None:
     blocks = _python_blocks(README.read_text(encoding="utf-8"))
     assert blocks, "the README has a Python example"
     for block in blocks:
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fsm_stage"):
-                assert node.module == "fsm_stage", node.module
+                assert _is_face(node.module), node.module
             if isinstance(node, ast.Import):
-                assert not any(a.name.startswith("fsm_stage.") for a in node.names)
+                assert all(_is_face(a.name) for a in node.names if a.name.startswith("fsm_stage"))
 
 
 def test_front_door_example_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

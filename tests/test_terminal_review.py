@@ -16,11 +16,11 @@ from typing import cast
 import click
 import pytest
 
-from fsm_stage.runtime import review as review_module
+from fsm_stage.reviews import Answer, Option, Question, ReviewDismissed
+from fsm_stage.reviews import _channel as review_module
+from fsm_stage.reviews._terminal import TerminalReviewChannel, TerminalWording, render_markdown
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.review import Answer, Option, Question, ReviewDismissed
-from fsm_stage.runtime.terminal import TerminalReviewChannel, TerminalWording, render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("terminal_review_script.py")

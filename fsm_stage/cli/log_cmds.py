@@ -40,8 +40,8 @@ from fsm_stage.log.projections import (
     StageState,
     ToldProjection,
 )
-from fsm_stage.log.reviews import REVIEW_FOLD, ReviewState
 from fsm_stage.log.surface import Surface, SurfaceOpError
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState
 
 #: Events folded between two progress updates.
 _FOLD_CHUNK = 1 << 16
@@ -194,11 +194,11 @@ def _assemble(
 
 
 def _tool_policy(cfg: Any, stage: str | None, plan_active: bool) -> str | None:
-    """The tool policy in effect (``runtime.policy.PolicyState.describe``); None without
+    """The tool policy in effect (``fsm_stage.policy.PolicyState.describe``); None without
     ``--graph`` or when nothing is restricted."""
     if cfg is None or cfg.graph is None or stage is None:
         return None
-    from fsm_stage.runtime.policy import PolicyState, plan_policy, stage_policy
+    from fsm_stage.policy._gate import PolicyState, plan_policy, stage_policy
 
     state = PolicyState(stage, plan_active, stage_policy(cfg.graph, stage),
                         plan_policy(cfg.plan_mode, cfg.graph), cfg.graph)

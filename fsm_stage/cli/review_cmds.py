@@ -3,7 +3,7 @@
 ``review LOG`` lists the open reviews (id, kind, from → target, call id, options, payload
 hash, age, and the payload: the plan, or the handoff document); ``review LOG --approve ID
 [--option LABEL]``, ``--keep ID [--feedback TEXT]`` or ``--dismiss ID`` records an answer
-(``fsm_stage.runtime.reviews.answer_review``, ``by: "cli"``). LOG is any ``open_log``
+(``fsm_stage.reviews._answer.answer_review``, ``by: "cli"``). LOG is any ``open_log``
 location: a JSONL file (opened waiting up to 10 s for the writer lock, so racing processes
 queue) or ``postgresql://…?session=ID`` (the answer is a conditional append; a loser
 re-folds); either way exactly one answer wins, and a lost race, an unknown id or a changed
@@ -28,8 +28,7 @@ from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.log.postgres import is_postgres_location, redact, split_location
-from fsm_stage.log.reviews import ReviewRecord
-from fsm_stage.runtime.reviews import (
+from fsm_stage.reviews._answer import (
     answer_review,
     fork_log,
     open_location,
@@ -38,6 +37,7 @@ from fsm_stage.runtime.reviews import (
     plan_text,
     read_handoff_document,
 )
+from fsm_stage.reviews._fold import ReviewRecord
 from fsm_stage.runtime.session import Session
 
 __all__ = ["COMMANDS", "fork", "review"]

@@ -5,7 +5,7 @@ and for ``plan_mode``. A rule is a tool name, a glob (``read_*``), a ``@group`` 
 mapping ``{tool, paths, path_args}`` restricting a path-taking tool to path globs. Omitted
 ``tools``: everything runs. ``check_policies`` validates the plain data (positioned problems;
 tool names unknown to a given host catalog are errors, without one names in no group are
-warnings); ``tool_count_label`` is the diagrams' count. The gate is ``runtime.policy``. Native
+warnings); ``tool_count_label`` is the diagrams' count. The gate is ``fsm_stage.policy``. Native
 form only (the plugin-list form stays the seeds' DeepSeek Harness shape).
 """
 

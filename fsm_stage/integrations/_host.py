@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from fsm_stage.config import ConfigFile, GraphConfig, load_config
+from fsm_stage.driver._step import StagedSession, StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.resources import data_dir
+from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._channel import ReviewChannel, SuspendingReviewChannel
 from fsm_stage.runtime.agent import Agent, InboxAgent
-from fsm_stage.runtime.driver import StagedSession, StepRequest
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.review import ReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult

@@ -28,11 +28,11 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
+from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations.convert import to_openai_chat
 from fsm_stage.integrations.toolspecs import to_openai
-from fsm_stage.runtime.driver import StepRequest
 from fsm_stage.runtime.tools import ToolCall
 
 __all__ = ["StageHost", "StageState", "stage_graph", "stage_tool_node", "to_langchain_messages"]

@@ -37,10 +37,10 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
+from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations.convert import to_openai_chat
-from fsm_stage.runtime.driver import StepRequest
 from fsm_stage.runtime.tools import ToolCall
 
 __all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]

@@ -1,4 +1,4 @@
-"""Tool-spec exports: re-exports ``fsm_stage.runtime.toolspecs`` and adds
+"""Tool-spec exports: re-exports ``fsm_stage.integrations._toolspecs`` and adds
 ``goto_stage_spec_for``, the ``goto_stage`` spec with ``stage`` as an ``enum`` of a graph's
 stages (it needs the stage switch's catalog, a layer above the runtime)."""
 
@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fsm_stage.runtime.tools import ToolSpec
-from fsm_stage.runtime.toolspecs import (
+from fsm_stage.integrations._toolspecs import (
     OpenAIApi,
     Target,
     export_specs,
@@ -19,6 +18,7 @@ from fsm_stage.runtime.toolspecs import (
     to_openai,
     with_stage_enum,
 )
+from fsm_stage.runtime.tools import ToolSpec
 
 if TYPE_CHECKING:
     from fsm_stage.config.model import GraphConfig

@@ -1,6 +1,6 @@
 """The MCP server's seam to durable reviews (design B §3/§4), kept small on purpose.
 
-With the durable-review API present (``fsm_stage.runtime.reviews``: ``open_reviews``,
+With the durable-review API present (``fsm_stage.reviews._answer``: ``open_reviews``,
 ``answer_review``), an ``input_required`` answer is recorded with ``answer_review(..., by="mcp")``
 before the suspended call is resumed, and ``get_stage`` lists the open ``fsm/review/request``s.
 Without it (older trees), the answer reaches the controller through the review channel and the
@@ -20,9 +20,9 @@ __all__ = ["open_reviews", "record_answer", "reviews_api"]
 
 
 def reviews_api() -> Any | None:
-    """``fsm_stage.runtime.reviews`` when the durable-review API is installed, else None."""
+    """``fsm_stage.reviews._answer`` when the durable-review API is installed, else None."""
     try:
-        module = importlib.import_module("fsm_stage.runtime.reviews")
+        module = importlib.import_module("fsm_stage.reviews._answer")
     except ImportError:
         return None
     return module if hasattr(module, "answer_review") and hasattr(module, "open_reviews") else None

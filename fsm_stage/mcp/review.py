@@ -22,8 +22,8 @@ import attrs
 
 from fsm_stage.errors import ReviewSuspended
 from fsm_stage.errors import ReviewUnavailableError as ReviewUnavailableError
+from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.review import Answer, Question, ReviewDismissed
 
 if TYPE_CHECKING:
     from fsm_stage.runtime.agent import Agent

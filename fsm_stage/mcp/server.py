@@ -27,6 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, TOOL_CALL, TOOL_RESULT
 from fsm_stage.diagram import to_mermaid
 from fsm_stage.errors import ReviewDismissed, ReviewPayloadChangedError, ReviewPending, UserError
+from fsm_stage.integrations._toolspecs import to_mcp
 from fsm_stage.mcp import durable
 from fsm_stage.mcp.review import (
     UNAVAILABLE,
@@ -39,7 +40,6 @@ from fsm_stage.mcp.review import (
 )
 from fsm_stage.mcp.sessions import McpSession, SessionRegistry
 from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
-from fsm_stage.runtime.toolspecs import to_mcp
 
 __all__ = ["GET_STAGE", "SERVER_NAME", "StageServer", "build_server"]
 

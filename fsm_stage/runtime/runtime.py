@@ -30,10 +30,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import ControllerClosedError as ControllerClosedError
 from fsm_stage.errors import InvariantError as InvariantError
 from fsm_stage.log.events import Event
-from fsm_stage.runtime import policy
+from fsm_stage.policy import _gate as policy
+from fsm_stage.policy._ask import review_call
+from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import (
@@ -46,9 +49,6 @@ from fsm_stage.runtime.assembly import (
 )
 from fsm_stage.runtime.commands import Command, CommandRegistry, CommandReply, Disposer
 from fsm_stage.runtime.messages import Block, Message
-from fsm_stage.runtime.pending import session_lock
-from fsm_stage.runtime.policy_ask import review_call
-from fsm_stage.runtime.review import ReviewChannel, check_review_channel
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import (
     Tool,
@@ -287,7 +287,7 @@ class Runtime:
 
     def session_lock(self, session_id: str) -> threading.RLock:
         """The per-session re-entrant lock every controller holds around fold → fire → append
-        (DESIGN.md §5): ``fsm_stage.runtime.pending.session_lock(session_id)``, keyed by the
+        (DESIGN.md §5): ``fsm_stage.driver._pending.session_lock(session_id)``, keyed by the
         session id like pending selections, hence shared by every ``Session`` wrapper of one
         log and by plan mode and the stage switch. A host that appends to a session from
         several threads outside the controllers should hold it too."""
@@ -369,7 +369,7 @@ class Runtime:
         """Dispatch ``call`` to the registered tools; logs ``tool/call``/``tool/result`` on the
         agent's session when ``log`` and an agent is given. Like ``pre_step`` it does not
         require an open turn (the spec's tool tests call it outside one); ``turn``/``step`` are
-        written only when given. The tool policy (``fsm_stage.runtime.policy``) is checked first,
+        written only when given. The tool policy (``fsm_stage.policy._gate``) is checked first,
         on the complete arguments: a denied call runs nothing and gets an error result (logged
         with ``fsm/tool/refused``); an ``ask`` call runs only after the review channel approves
         it (``policy_ask``; ``ReviewPending`` when the channel suspends)."""

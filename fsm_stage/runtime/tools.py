@@ -77,23 +77,23 @@ class ToolSpec:
         self, *, strict: bool = False, api: Literal["chat", "responses"] = "chat"
     ) -> dict[str, Any]:
         """OpenAI function tool: Chat ``{"type": "function", "function": {...}}`` or the flat
-        Responses form; ``strict`` gives strict mode (see ``fsm_stage.runtime.toolspecs``)."""
-        from fsm_stage.runtime.toolspecs import to_openai
+        Responses form; ``strict`` gives strict mode (see ``fsm_stage.integrations._toolspecs``)."""
+        from fsm_stage.integrations._toolspecs import to_openai
         return to_openai(self, strict=strict, api=api)
 
     def to_anthropic(self) -> dict[str, Any]:
         """Anthropic tool shape ``{"name", "description", "input_schema"}``."""
-        from fsm_stage.runtime.toolspecs import to_anthropic
+        from fsm_stage.integrations._toolspecs import to_anthropic
         return to_anthropic(self)
 
     def to_mcp(self) -> dict[str, Any]:
         """MCP ``Tool`` shape ``{"name", "description", "inputSchema", "outputSchema"?}``."""
-        from fsm_stage.runtime.toolspecs import to_mcp
+        from fsm_stage.integrations._toolspecs import to_mcp
         return to_mcp(self)
 
     def to_gemini(self) -> dict[str, Any]:
         """google-genai ``FunctionDeclaration`` shape (``parameters_json_schema`` …)."""
-        from fsm_stage.runtime.toolspecs import to_gemini
+        from fsm_stage.integrations._toolspecs import to_gemini
         return to_gemini(self)
 
 

@@ -140,7 +140,7 @@ AnswerOutcome = Literal["approve", "keep", "dismiss"]
 @attrs.frozen
 class AnswerReview:
     """``answer: {call, outcome, option, feedback}``: a human answers a suspended review later
-    (``fsm_stage.runtime.reviews.answer_review``, as ``fsm-stage review`` does).
+    (``fsm_stage.reviews._answer.answer_review``, as ``fsm-stage review`` does).
 
     ``call``: the call id whose review is answered, or ``last`` (the latest open review);
     ``outcome``: ``approve`` / ``keep`` / ``dismiss``; ``option``: the approve option's label

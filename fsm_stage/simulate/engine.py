@@ -17,19 +17,19 @@ from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import STEP_START
+from fsm_stage.driver._loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.errors import ReviewSuspended, UserError
 from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.events import EventLog
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.policy._gate import policy_state
+from fsm_stage.reviews._answer import answer_review, open_reviews
+from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed, ScriptedReviewChannel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.runtime.messages import Message, user_message
-from fsm_stage.runtime.policy import policy_state
-from fsm_stage.runtime.review import Answer, Question, ReviewDismissed, ScriptedReviewChannel
-from fsm_stage.runtime.reviews import answer_review, open_reviews
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ERROR_PREFIX, ToolFailure, ToolOutput, ToolResult, ToolSpec

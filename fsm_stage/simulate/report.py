@@ -93,7 +93,7 @@ class RequestRecord:
     logged stage when the request was sent (None without a stage graph); ``plan_mode`` the
     logged plan mode; ``tokens`` the estimated total (system + tools + messages); ``seq`` the
     log seq of the request's ``step/start`` (to find it in the ``--log`` output); ``policy`` the
-    tool policy in effect (``runtime.policy.PolicyState.describe``; None: none). ``messages``
+    tool policy in effect (``fsm_stage.policy.PolicyState.describe``; None: none). ``messages``
     is a tuple or, in a run's records, a ``MessageHistory`` (a prefix view of the history the
     records share; equal to the tuple of the same views).
     """

@@ -7,19 +7,18 @@ Port of DeepSeek Harness's ``dsh-stage-switch`` (stage-switch spec S1…S116). B
 
 Modules: ``controller`` (``StageController``: state, user jumps, boundary flush), ``goto`` (the
 ``goto_stage`` validation chain), ``tool`` (its schema, argument check and cards), ``command``
-(``/stage``), ``eligibility`` (predicates and named guards), ``review`` (the review question and
-consent rule), ``overlay`` (file-level language overlay), ``state`` (values and the closed-read
-error), ``texts`` (fixed texts, stage body). The rules where fsm_stage differs from the seed are
+(``/stage``), ``eligibility`` (predicates and named guards), ``state`` (values and the closed-read
+error), ``texts`` (fixed texts, stage body); the review question and consent rule live in
+``fsm_stage.reviews``. The rules where fsm_stage differs from the seed are
 tabled in ``docs/stage-switch-decisions.md``.
 """
 
 from fsm_stage.prompts import section_lists_targets_plainly
+from fsm_stage.reviews._stage import Consent, Decline, build_review_question, evaluate_review
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.controller import StageController
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
 from fsm_stage.stage_switch.goto import requires_handoff, run_goto_stage
-from fsm_stage.stage_switch.overlay import apply_language_overlay
-from fsm_stage.stage_switch.review import Consent, Decline, build_review_question, evaluate_review
 from fsm_stage.stage_switch.state import (
     PendingTransition,
     ProjectionUnavailableError,
@@ -66,7 +65,6 @@ __all__ = [
     "StageCommand",
     "StageController",
     "StageStatus",
-    "apply_language_overlay",
     "build_review_question",
     "check_stage_name",
     "evaluate_review",

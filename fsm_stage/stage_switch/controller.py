@@ -23,22 +23,22 @@ from fsm_stage.constants import (
     STAGE_SWITCHED_PREFIX,
     USER_MESSAGE,
 )
+from fsm_stage.driver._pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, redeem_once, session_lock
 from fsm_stage.graph import CompiledGraph, Refusal, StageCursor, compile_graph, goto
 from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
-from fsm_stage.log.reviews import ReviewAnswer, ReviewRecord
 from fsm_stage.log.surface import shadow_range
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
+from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
+from fsm_stage.reviews._flow import redeemed_spec, state_of
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, stage_notice
-from fsm_stage.runtime.pending import FLUSH_RETRY_ERRORS, PendingStore, Selection, redeem_once, session_lock
-from fsm_stage.runtime.review import ReviewChannel, check_review_channel
-from fsm_stage.runtime.review_flow import redeemed_spec, state_of
-from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs
@@ -194,7 +194,7 @@ class StageController:
     def session_lock(self, session: Session) -> threading.RLock:
         """The per-session lock held around fold → fire → append (DESIGN.md §5 concurrency), so
         a host driving one session from several threads never interleaves two stage writes.
-        It is ``fsm_stage.runtime.pending.session_lock(session.id)``: keyed by the session id
+        It is ``fsm_stage.driver._pending.session_lock(session.id)``: keyed by the session id
         like the pending selections, so every ``Session`` wrapper of one log and plan mode
         share it."""
         return session_lock(session.id)
@@ -430,7 +430,7 @@ class StageController:
                       option: str | None = None, by: str = "api") -> ReviewAnswer:
         """Record a human's answer to the open stage review ``review_id`` (``approve`` with an
         optional ``option`` label choosing the shape, ``keep`` with ``feedback``, ``dismiss``);
-        see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        see ``fsm_stage.reviews._answer.answer_review`` for the errors raised."""
         return answer_review(session, review_id, outcome, feedback=feedback, option=option, by=by)
 
     # --- boundary -----------------------------------------------------------------------------

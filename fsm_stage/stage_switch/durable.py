@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from fsm_stage.constants import GRAPH_EVENT
 from fsm_stage.errors import GraphChangedError
 from fsm_stage.log.events import NewEvent
-from fsm_stage.log.reviews import ReviewRecord
-from fsm_stage.runtime.review_flow import redeemed_spec, state_of
+from fsm_stage.reviews._flow import redeemed_spec, state_of
+from fsm_stage.reviews._fold import ReviewRecord
 from fsm_stage.stage_switch.state import PendingTransition
 
 if TYPE_CHECKING:

@@ -20,21 +20,13 @@ from typing import TYPE_CHECKING, Any
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, handoff_relative_path
-from fsm_stage.log.reviews import stage_payload_sha256
+from fsm_stage.reviews._channel import Answer, ReviewDismissed
+from fsm_stage.reviews._flow import Outcome, ReviewBusy, Ticket, conduct, existing, open_request, reserve
+from fsm_stage.reviews._fold import stage_payload_sha256
+from fsm_stage.reviews._stage import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.review import Answer, ReviewDismissed
-from fsm_stage.runtime.review_flow import (
-    Outcome,
-    ReviewBusy,
-    Ticket,
-    conduct,
-    existing,
-    open_request,
-    reserve,
-)
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_tool_call
 from fsm_stage.stage_switch.durable import graph_specs
-from fsm_stage.stage_switch.review import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.stage_switch.texts import NO_AGENT_MESSAGE, RELOADED_MESSAGE
 from fsm_stage.stage_switch.tool import goto_stage_argument_problem, presentation_meta, render_result
 

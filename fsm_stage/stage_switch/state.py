@@ -17,7 +17,7 @@ __all__ = ["PendingTransition", "ProjectionUnavailableError", "SetOutcome", "Sta
 
 SetOutcome = Literal["noop", "queued", "committed"]
 """What ``StageController.set`` did: the stage switch's subset of
-``fsm_stage.runtime.pending.Outcome`` (plan mode adds ``"cancelled"``: its toggle can revert a
+``fsm_stage.driver._pending.Outcome`` (plan mode adds ``"cancelled"``: its toggle can revert a
 pending selection to the logged state, while a stage jump always names a stage)."""
 
 

@@ -13,7 +13,7 @@ from typing import Final
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import CURRENT_STAGE_PREFIX, STAGE_NAME_RE
 from fsm_stage.errors import PROJECTION_UNAVAILABLE_MESSAGE as PROJECTION_UNAVAILABLE_MESSAGE
-from fsm_stage.runtime.policy import policy_summary
+from fsm_stage.policy._gate import policy_summary
 
 __all__ = [
     "CATALOG_NAME",
@@ -63,7 +63,7 @@ def check_stage_name(stage: object) -> str:
 
 def stage_body(config: GraphConfig, stage: str) -> str:
     """``Current stage: <stage>`` plus ``\\n<instruction>`` when ``stage`` is configured (§1.3, S89),
-    plus ``\\nTools in this stage: …`` when it has a tool policy (``runtime.policy``)."""
+    plus ``\\nTools in this stage: …`` when it has a tool policy (``fsm_stage.policy``)."""
     body = f"{CURRENT_STAGE_PREFIX}{stage}"
     configured = config.stage(stage)
     tools = policy_summary(config, stage)  # the stage's tool policy, in the notice

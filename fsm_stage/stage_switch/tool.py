@@ -111,7 +111,7 @@ def goto_stage_tool_spec(catalog: Catalog, stages: Sequence[str] = ()) -> ToolSp
     )
     if not stages:
         return spec
-    from fsm_stage.runtime.toolspecs import with_stage_enum
+    from fsm_stage.integrations._toolspecs import with_stage_enum
     return with_stage_enum(spec, stages)
 
 

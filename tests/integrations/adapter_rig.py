@@ -10,8 +10,8 @@ from typing import Any
 
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.log.events import MemoryLog, SessionHeader
+from fsm_stage.reviews import Answer, ReviewChannel, ScriptedReviewChannel
 from fsm_stage.runtime.assembly import SystemSection
-from fsm_stage.runtime.review import Answer, ReviewChannel, ScriptedReviewChannel
 
 HOST_SECTION = "You are a careful coding agent."
 PLAN = "# Plan\n1. add --greeting\n2. test it"

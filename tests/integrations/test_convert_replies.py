@@ -8,6 +8,7 @@ from typing import Any
 
 from sdk_check import sdk
 
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.integrations import (
     Reply,
     reply_from_anthropic,
@@ -19,7 +20,6 @@ from fsm_stage.integrations import (
 )
 from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolSpec

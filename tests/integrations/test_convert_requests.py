@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sdk_check import check_typed, sdk
 
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.integrations import (
     data_url,
     goto_stage_spec_for,
@@ -22,7 +23,6 @@ from fsm_stage.integrations import (
 from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Request, SystemSection
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import notice
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session

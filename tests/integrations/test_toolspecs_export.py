@@ -23,9 +23,9 @@ from fsm_stage.integrations import (
     to_openai,
     with_stage_enum,
 )
+from fsm_stage.integrations._toolspecs import OpenAIApi, Target
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.tools import ToolSpec
-from fsm_stage.runtime.toolspecs import OpenAIApi, Target
 from fsm_stage.stage_switch import StageController
 
 REPO = Path(__file__).resolve().parents[2]

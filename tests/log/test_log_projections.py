@@ -669,8 +669,8 @@ def test_told_and_stage_at_last_header_are_the_controllers_header_relative(
     a real plan-review log plus stage records, ``ToldProjection`` (the CLI's ``lastHeader``)
     agrees with ``told(HeaderRelative(PlanModeFold()))`` (plan mode) and with
     ``StageProjection.stage_at_last_header`` (the stage controller)."""
+    from fsm_stage.driver import _pending as pending
     from fsm_stage.log.projections import HeaderRelative, told
-    from fsm_stage.runtime import pending
 
     assert pending.HeaderRelative is HeaderRelative and pending.told is told
     log = Log()

@@ -13,8 +13,8 @@ from fsm_stage.constants import PLAN_MODE_EVENT, REQUEST_HEADER, TURN_END, TURN_
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.prompts import load_catalog
+from fsm_stage.reviews import ReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec

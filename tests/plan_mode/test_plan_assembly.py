@@ -7,9 +7,9 @@ import json
 from plan_helpers import CAT, PLAN, SECTION, FakeTool, Harness, run
 
 from fsm_stage.constants import EXIT_PLAN_MODE, PLAN_MODE_EVENT, PLAN_POLICY_ORDER, PLAN_POLICY_SECTION
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.assembly import SystemSection
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
-from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.tools import ToolCall, ToolSpec, export_tools
 

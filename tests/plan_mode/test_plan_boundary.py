@@ -8,9 +8,9 @@ import pytest
 from plan_helpers import CAT, PLAN, SECTION, Harness, notice_text, run
 
 from fsm_stage.constants import EXIT_PLAN_MODE, PLAN_MODE_EVENT, REQUEST_HEADER, STEP_END, STEP_START
-from fsm_stage.runtime.loop import Loop, ModelError, ModelReply, ScriptedModel
+from fsm_stage.driver._loop import Loop, ModelError, ModelReply, ScriptedModel
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.review import ScriptedReviewChannel
 
 PROBE = user_message("boundary probe")
 

@@ -12,8 +12,8 @@ import pytest
 from plan_helpers import CAT, PLAN, SECTION, Harness, notice_text, run
 
 from fsm_stage.constants import PLAN_MODE_EVENT
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
-from fsm_stage.runtime.review import ScriptedReviewChannel
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.tools import ToolFailure
 
 

@@ -19,9 +19,9 @@ from fsm_stage.constants import (
 )
 from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.plan_mode import PlanModeController, plan_heading_ok
+from fsm_stage.reviews import Answer, Question, ScriptedReviewChannel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent, InboxAgent
-from fsm_stage.runtime.review import Answer, Question, ScriptedReviewChannel
 from fsm_stage.runtime.runtime import ControllerClosedError
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolFailure, ToolOutput, ToolSpec, dispatch_nested
@@ -181,7 +181,7 @@ def test_intent_names_an_offered_option_B75() -> None:
     same with or without the intent."""
     q = Harness().plan.review_question(PLAN)
     assert q.intent is not None and q.intent["approve"] in q.labels
-    from fsm_stage.runtime.review import evaluate
+    from fsm_stage.reviews import evaluate
     answers = [Answer(PLAN_REVIEW_ID, (APPROVE_LABEL,))]
     assert evaluate(answers, q.id, APPROVE_LABEL).approved is True
 

@@ -23,7 +23,7 @@ from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import PlanView
 from fsm_stage.plan_mode import PLAN_PROJECTION_KEY, PLAN_SERVICE, PlanModeController
-from fsm_stage.runtime.review import ScriptedReviewChannel
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import InvariantError, Runtime
 from fsm_stage.runtime.session import Session
 

@@ -23,12 +23,12 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
-from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 

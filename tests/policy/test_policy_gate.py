@@ -10,9 +10,9 @@ import pytest
 from policy_helpers import jump, run, wired
 
 from fsm_stage.config.policy import ToolPolicyConfig, ToolRuleConfig
-from fsm_stage.runtime.driver import StagedSession
+from fsm_stage.driver import StagedSession
+from fsm_stage.policy._gate import TOOL_REFUSED, ToolPolicy, glob_regex
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.policy import TOOL_REFUSED, ToolPolicy, glob_regex
 from fsm_stage.runtime.tools import ToolCall
 
 
@@ -157,7 +157,7 @@ def test_the_stage_notice_names_the_stage_tools() -> None:
 
 
 def _scripted() -> Any:
-    from fsm_stage.runtime.review import ScriptedReviewChannel
+    from fsm_stage.reviews import ScriptedReviewChannel
 
     return ScriptedReviewChannel(keep_label="Deny")
 
@@ -204,7 +204,7 @@ def test_ask_without_a_review_channel_is_refused() -> None:
 
 def test_a_suspended_tool_review_resumes_from_the_logged_answer() -> None:
     from fsm_stage.errors import ReviewPending, ReviewSuspended
-    from fsm_stage.runtime.review import Answer
+    from fsm_stage.reviews import Answer
 
     def suspend(_q: Any) -> list[Answer]:
         raise ReviewSuspended()
@@ -235,7 +235,7 @@ def test_a_suspended_tool_review_resumes_from_the_logged_answer() -> None:
 def test_a_tool_review_answered_keep_refuses_on_resume() -> None:
     from fsm_stage import answer_review
     from fsm_stage.errors import ReviewPending, ReviewSuspended
-    from fsm_stage.runtime.review import Answer
+    from fsm_stage.reviews import Answer
 
     def suspend(_q: Any) -> list[Answer]:
         raise ReviewSuspended()
@@ -289,7 +289,7 @@ def test_no_policy_means_everything_runs() -> None:
 def test_notice_wording_for_open_and_empty_policies() -> None:
     from policy_helpers import config
 
-    from fsm_stage.runtime.policy import policy_summary
+    from fsm_stage.policy import policy_summary
 
     text = ("name: g\nsection: S.\nstages:\n  - {name: a, instruction: A., tools: {}}\n"
             "  - {name: b, instruction: B., tools: {allow: []}}\n"

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from pg_fixture import new_session_id, pg_cluster  # noqa: F401  (pg_cluster: a fixture)
-
-from fsm_stage.log.pg_testing import TempCluster
+from pg_testing import TempCluster
 
 
 @pytest.fixture

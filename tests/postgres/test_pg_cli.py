@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pg_testing import TempCluster
 from shared_data import DSH_SESSIONS
 
 from fsm_stage.cli import main
 from fsm_stage.log import read_log
 from fsm_stage.log.events import NewEvent, Replace, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.log.pg_testing import TempCluster
 
 REPO = Path(__file__).resolve().parents[2]
 FEATURE_WORK = REPO / "stage_graphs" / "scenarios" / "feature-work.yaml"

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from click.testing import CliRunner
 from pg_fixture import require_server
+from pg_testing import TempCluster, unavailable_reason
 
 from fsm_stage.cli import EX_TEMPFAIL, main
 from fsm_stage.errors import DatabaseUnavailableError, SchemaVersionError, UserError
@@ -19,7 +20,6 @@ from fsm_stage.log import open_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.pg_connect import MAX_SESSION_ID, connect, connection_pool, redact, split_location
 from fsm_stage.log.pg_schema import migrate
-from fsm_stage.log.pg_testing import TempCluster, unavailable_reason
 from fsm_stage.log.postgres import PostgresLog
 
 
@@ -180,8 +180,8 @@ def test_db_init_refuses_a_foreign_table_in_one_line_and_changes_nothing(fresh_d
 
 
 def test_repair_decides_on_the_stores_end_not_a_stale_view(pg_url: Callable[..., str]) -> None:
+    from fsm_stage.driver import StagedSession
     from fsm_stage.runtime.agent import InboxAgent
-    from fsm_stage.runtime.driver import StagedSession
     from fsm_stage.runtime.runtime import Runtime
     from fsm_stage.runtime.session import Session
 

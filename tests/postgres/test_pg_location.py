@@ -88,7 +88,7 @@ def test_no_server_skips_outside_ci_and_fails_in_ci(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_cluster_helper_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fsm_stage.log import pg_testing
+    import pg_testing
 
     monkeypatch.setattr(pg_testing, "server_bin_dir", lambda: None)
     assert "apt-get install postgresql" in (pg_testing.unavailable_reason() or "")

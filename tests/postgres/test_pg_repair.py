@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fsm_stage.constants import TOOL_RESULT, TURN_END, TURN_START
+from fsm_stage.driver import repair_open_turn
 from fsm_stage.log import open_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.postgres import split_location
-from fsm_stage.runtime.repair import repair_open_turn
 from fsm_stage.runtime.session import Session
 
 

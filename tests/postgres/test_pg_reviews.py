@@ -23,8 +23,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.log import PostgresLog, open_log
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.postgres import split_location
-from fsm_stage.runtime.review import SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review, open_reviews
+from fsm_stage.reviews import SuspendingReviewChannel, answer_review, open_reviews
 
 REPO = Path(__file__).resolve().parents[2]
 RIG_DIR = REPO / "tests" / "reviews"
@@ -39,7 +38,7 @@ ANSWER_WORKER = """
 import sys
 from fsm_stage.errors import ReviewAlreadyAnsweredError
 from fsm_stage.log import open_log
-from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.reviews import answer_review
 url, rid = sys.argv[1], sys.argv[2]
 with open_log(url) as log:
     print("ready", flush=True)
@@ -55,7 +54,7 @@ with open_log(url) as log:
 STEP_WORKER = """
 import sys
 from fsm_stage.log import open_log
-from fsm_stage.runtime.review import SuspendingReviewChannel
+from fsm_stage.reviews import SuspendingReviewChannel
 from rig import Rig
 url = sys.argv[1]
 with open_log(url) as log:

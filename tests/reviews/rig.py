@@ -25,10 +25,9 @@ from fsm_stage.constants import (
 from fsm_stage.errors import ReviewPending
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog
-from fsm_stage.log.reviews import REVIEW_FOLD, ReviewState
 from fsm_stage.plan_mode import PlanModeController
+from fsm_stage.reviews import REVIEW_FOLD, ReviewChannel, ReviewState
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.review import ReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult, tool_result_message
@@ -133,7 +132,7 @@ def _full(log: Any, kill_after: int) -> int:
     import signal
 
     from fsm_stage.constants import STEP_END, TURN_END
-    from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+    from fsm_stage.reviews import Answer, ScriptedReviewChannel
 
     appended = [0]
     original = log.append_many
@@ -165,7 +164,7 @@ def _main(argv: list[str]) -> int:
     (see ``_full``)."""
     from fsm_stage.log.events import SessionHeader
     from fsm_stage.log.jsonl import JsonlLog
-    from fsm_stage.runtime.review import SuspendingReviewChannel
+    from fsm_stage.reviews import SuspendingReviewChannel
 
     mode, path, cwd = argv[0], argv[1], argv[2]
     log = JsonlLog(path, header=SessionHeader(id="s-1", cwd=cwd), lock_timeout=10.0)

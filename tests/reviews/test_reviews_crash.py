@@ -14,7 +14,7 @@ from rig import Rig, run
 
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+from fsm_stage.reviews import Answer, ScriptedReviewChannel
 
 ROOT = Path(__file__).resolve().parents[2]
 RIG = Path(__file__).resolve().parent / "rig.py"

@@ -15,8 +15,7 @@ from fsm_stage.constants import TURN_END
 from fsm_stage.errors import GraphChangedError, ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review, fork_log
+from fsm_stage.reviews import Answer, ScriptedReviewChannel, SuspendingReviewChannel, answer_review, fork_log
 
 GRAPH = """\
 name: reviewed

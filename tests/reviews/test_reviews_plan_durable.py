@@ -10,7 +10,7 @@ from rig import Rig, run
 from fsm_stage.constants import TURN_END
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.runtime.review import ScriptedReviewChannel
+from fsm_stage.reviews import ScriptedReviewChannel
 
 
 def test_an_approved_exit_survives_the_process_and_is_applied_once(tmp_path: Path) -> None:

@@ -18,8 +18,7 @@ from fsm_stage.errors import ReviewAlreadyAnsweredError, ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review
+from fsm_stage.reviews import Answer, ScriptedReviewChannel, SuspendingReviewChannel, answer_review
 from fsm_stage.runtime.tools import ToolResult
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from rig import Rig
 from fsm_stage.cli import main
 from fsm_stage.config import load_config_text
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.runtime.review import ScriptedReviewChannel
+from fsm_stage.reviews import ScriptedReviewChannel
 
 GRAPH = """\
 name: reviewed

@@ -9,7 +9,7 @@ from rig import Rig, run
 
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.review import Answer, ScriptedReviewChannel
+from fsm_stage.reviews import Answer, ScriptedReviewChannel
 
 
 def _approving() -> ScriptedReviewChannel:
@@ -73,8 +73,7 @@ def test_a_forged_handoff_path_is_never_read_outside_the_session(tmp_path: Path)
     from fsm_stage.cli import main
     from fsm_stage.errors import ReviewPayloadChangedError
     from fsm_stage.log.jsonl import JsonlLog
-    from fsm_stage.runtime.review import SuspendingReviewChannel
-    from fsm_stage.runtime.reviews import answer_review
+    from fsm_stage.reviews import SuspendingReviewChannel, answer_review
 
     cwd = tmp_path / "work"
     cwd.mkdir()

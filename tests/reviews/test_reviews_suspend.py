@@ -24,8 +24,7 @@ from fsm_stage.errors import (
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.runtime.review import ScriptedReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.reviews import answer_review, open_reviews
+from fsm_stage.reviews import ScriptedReviewChannel, SuspendingReviewChannel, answer_review, open_reviews
 
 ROOT = Path(__file__).resolve().parents[2]
 RIG = Path(__file__).resolve().parent / "rig.py"

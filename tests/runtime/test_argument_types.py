@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from fsm_stage.config import load_config, load_config_text
+from fsm_stage.driver import ModelReply
 from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.loop import ModelReply
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall

@@ -10,14 +10,10 @@ import pytest
 from driver_helpers import unanswered_calls
 from runtime_helpers import Echo, new_agent, run
 
+from fsm_stage.driver._step import DriverStateError, RecordShapeError, StagedSession
 from fsm_stage.errors import UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.runtime.assembly import ContextEntry, SystemSection
-from fsm_stage.runtime.driver import (
-    DriverStateError,
-    RecordShapeError,
-    StagedSession,
-)
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.tools import ToolCall

@@ -24,7 +24,7 @@ def test_the_documented_host_loop_runs() -> None:
 
 
 def test_the_contract_table_names_every_public_driver_method() -> None:
-    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.driver import StagedSession
 
     text = (ROOT / "docs" / "step-driver.md").read_text(encoding="utf-8")
     public = [n for n in vars(StagedSession) if not n.startswith("_")]
@@ -34,22 +34,22 @@ def test_the_contract_table_names_every_public_driver_method() -> None:
 
 def test_the_driver_is_exported_at_the_top() -> None:
     import fsm_stage
-    from fsm_stage.runtime.driver import StagedSession
+    from fsm_stage.driver import StagedSession
 
     assert fsm_stage.StagedSession is StagedSession
 
 
-def test_the_host_loop_imports_only_from_the_top_level_package() -> None:
+def test_the_host_loop_imports_only_from_package_faces() -> None:
     text = (ROOT / "docs" / "step-driver.md").read_text(encoding="utf-8")
     example = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "asyncio.run(main())" in b)
-    deep = re.findall(r"^from (fsm_stage\.[\w.]+) import", example, re.M)
+    deep = [m for m in re.findall(r"^from (fsm_stage\.[\w.]+) import", example, re.M) if m.count(".") > 1]
     assert deep == []
-    assert "from fsm_stage import (" in example and "user_message" in example
+    assert "from fsm_stage import " in example and "user_message" in example
     assert "[*req.tools, WEATHER]" in example  # the host's own tool spec reaches the model
 
 
-def test_user_message_is_exported_at_the_top() -> None:
-    import fsm_stage
+def test_user_message_is_exported_from_the_runtime() -> None:
+    import fsm_stage.runtime
     from fsm_stage.runtime.messages import user_message
 
-    assert fsm_stage.user_message is user_message and "user_message" in fsm_stage.__all__
+    assert fsm_stage.runtime.user_message is user_message and "user_message" in fsm_stage.runtime.__all__

@@ -7,8 +7,8 @@ import json
 
 from runtime_helpers import Echo, new_agent
 
+from fsm_stage.driver import StagedSession
 from fsm_stage.runtime.assembly import SystemSection
-from fsm_stage.runtime.driver import StagedSession
 from fsm_stage.runtime.runtime import Runtime
 
 

@@ -9,9 +9,8 @@ import asyncio
 import pytest
 from runtime_helpers import Echo, new_agent
 
+from fsm_stage.driver import StagedSession, is_turn_live
 from fsm_stage.errors import DriverStateError, LogWriteError, RecordShapeError
-from fsm_stage.runtime.driver import StagedSession
-from fsm_stage.runtime.repair import is_turn_live
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.tools import ToolCall
 

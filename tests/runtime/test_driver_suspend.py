@@ -11,14 +11,14 @@ import pytest
 from driver_helpers import Blocking, Reviewed, answer, unanswered_calls
 from runtime_helpers import Echo, run
 
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
+from fsm_stage.driver._repair import closers, is_suspended, repair_open_turn
+from fsm_stage.driver._step import DriverStateError, StagedSession, TurnSuspendedError
 from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.driver import DriverStateError, StagedSession, TurnSuspendedError
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.repair import closers, is_suspended, repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolSpec, current_tool_call

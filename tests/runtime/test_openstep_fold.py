@@ -13,11 +13,11 @@ from driver_helpers import Reviewed, answer
 from runtime_helpers import Echo, new_agent
 from shared_data import DSH_SESSIONS
 
+from fsm_stage.driver import StagedSession
+from fsm_stage.driver._openstep import OpenTurnFold, answered_call_id, open_turn_view
 from fsm_stage.errors import DriverStateError, LogFormatError, ReviewPending
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
-from fsm_stage.runtime.driver import StagedSession
-from fsm_stage.runtime.openstep import OpenTurnFold, answered_call_id, open_turn_view
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.tools import ToolCall
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from fsm_stage.constants import TOOL_RESULT, TURN_END, TURN_START
+from fsm_stage.driver import repair_open_turn
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
-from fsm_stage.runtime.repair import repair_open_turn
 from fsm_stage.runtime.session import Session
 
 _CALL = {"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{}"}

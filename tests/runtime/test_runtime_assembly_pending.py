@@ -9,15 +9,15 @@ import pytest
 from runtime_helpers import new_agent, run
 
 from fsm_stage.constants import REQUEST_HEADER, STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
+from fsm_stage.driver._pending import HeaderRelative, PendingStore, Selection, told
 from fsm_stage.errors import LogWriteError
 from fsm_stage.handoff import HandoffPathError
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, ContextEntry, SystemSection, snapshot_if_changed
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import Message, notice
-from fsm_stage.runtime.pending import HeaderRelative, PendingStore, Selection, told
 from fsm_stage.runtime.runtime import Runtime
 
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from runtime_helpers import Echo, run
 
+from fsm_stage.driver._loop import Loop, ModelError, ModelReply, ScriptedModel
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import MemoryLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import OpenTurn, fold
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SystemSection
-from fsm_stage.runtime.loop import Loop, ModelError, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import notice, user_message
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session

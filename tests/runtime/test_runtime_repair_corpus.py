@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from shared_data import DSH_SESSIONS
 
+from fsm_stage.driver._repair import closers
 from fsm_stage.log.events import Event
-from fsm_stage.runtime.repair import closers
 
 FIXTURE = DSH_SESSIONS / ("examples__headless-agent__tests__semantic-checkpoint-snapshots"
                           "__tool-outcome-unknown__session.expected.jsonl")

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from runtime_helpers import new_agent, run
 
-from fsm_stage.runtime.review import (
+from fsm_stage.reviews._channel import (
     Answer,
     Option,
     Question,

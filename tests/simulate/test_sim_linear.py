@@ -92,8 +92,10 @@ def _dir(tmp_path: Path, name: str) -> Path:
 def test_the_simulator_reads_the_history_without_copying_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A deep copy of the whole history per request made long runs quadratic in time; the
     simulator only reads the messages, so its loop asks the driver for no copies."""
-    import fsm_stage.runtime.driver as driver_module
-    from fsm_stage import data_dir, load_scenario_text, simulate_scenario
+    import fsm_stage.driver._step as driver_module
+    from fsm_stage.resources import data_dir
+    from fsm_stage.scenario import load_scenario_text
+    from fsm_stage.simulate import simulate_scenario
 
     copies: list[int] = []
     real = driver_module.deep_copies

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from sim_helpers import GRAPHS, SCENARIOS, graph_ref, invoke
 
+from fsm_stage.driver import ModelReply
 from fsm_stage.errors import LogLockedError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog, lock_path
 from fsm_stage.runtime.assembly import Request
-from fsm_stage.runtime.loop import ModelReply
 from fsm_stage.scenario import load_scenario
 from fsm_stage.simulate import SimulationError, simulate
 

@@ -29,10 +29,10 @@ from fsm_stage.handoff import HandoffStore, MemoryHandoffStore, SandboxPolicyPro
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.log.projections import fold_stage
 from fsm_stage.prompts import Catalog
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.commands import CommandRegistry
 from fsm_stage.runtime.messages import Message, message_text, user_message
-from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from language_overlay import apply_language_overlay
 from ruamel.yaml import YAML
 
 from fsm_stage.prompts import CatalogError, PromptTemplateError, deep_merge, load_catalog
 from fsm_stage.resources import data_dir
-from fsm_stage.stage_switch import CATALOG_NAME, apply_language_overlay
+from fsm_stage.stage_switch import CATALOG_NAME
 
 REVIEW_KEYS = [
     "approve_label", "full_approve_description", "full_question", "header", "keep_stage_description",

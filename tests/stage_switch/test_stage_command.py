@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fsm_stage.constants import USER_MESSAGE
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.errors import LogWriteError
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 
 from .harness import PROBE, Harness, body, make_config, run
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from fsm_stage.driver import session_lock
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
 
 from .harness import Harness

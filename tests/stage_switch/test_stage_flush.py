@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fsm_stage.driver import Selection
 from fsm_stage.errors import LogWriteError
 from fsm_stage.log.events import Event, NewEvent, Replace
-from fsm_stage.runtime.pending import Selection
 from fsm_stage.stage_switch import FLUSH_FAILURE_MESSAGE, PendingTransition
 
 from .harness import PROBE, Harness, body, make_config

@@ -11,8 +11,8 @@ from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import fold_stage
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.stage_switch import ProjectionUnavailableError, StageController

@@ -8,9 +8,9 @@ import pytest
 
 from fsm_stage.config import EdgeConfig
 from fsm_stage.constants import STAGE_POLICY_CONTEXT, STAGE_POLICY_ORDER
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, snapshot_if_changed
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.stage_switch import PREDICATE_TYPE_MESSAGE, ProjectionUnavailableError
 
 from .harness import SECTION, Harness, make_config, run

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.log.events import Event
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 
 from .harness import PROBE, Harness, body, run
 

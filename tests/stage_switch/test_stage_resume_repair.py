@@ -13,14 +13,13 @@ from click.testing import CliRunner
 
 from fsm_stage.cli import main as cli_main
 from fsm_stage.constants import STEP_END, TOOL_RESULT, TURN_END, TURN_START
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel, repair_open_turn
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import OpenTurn, fold, fold_plan_mode, fold_stage
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.runtime.agent import InboxAgent
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
-from fsm_stage.runtime.repair import repair_open_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.stage_switch import StageController

@@ -10,7 +10,7 @@ import pytest
 
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL, STAGE_REVIEW_ID
 from fsm_stage.prompts import load_catalog
-from fsm_stage.runtime.review import Answer, Question
+from fsm_stage.reviews import Answer, Question
 from fsm_stage.stage_switch import RELOADED_MESSAGE, Consent, Decline, build_review_question, evaluate_review
 
 from .harness import Harness, make_config, run

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fsm_stage.config import GraphConfig, load_config
 from fsm_stage.constants import TOOL_RESULT, USER_MESSAGE
+from fsm_stage.driver import Loop, ModelReply, ScriptedModel
 from fsm_stage.handoff import LocalHandoffStore, session_segment
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
@@ -17,11 +18,10 @@ from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import fold_stage
 from fsm_stage.prompts import load_catalog
 from fsm_stage.resources import data_dir
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Request
-from fsm_stage.runtime.loop import Loop, ModelReply, ScriptedModel
 from fsm_stage.runtime.messages import message_text
-from fsm_stage.runtime.review import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.stage_switch import StageController, stage_body

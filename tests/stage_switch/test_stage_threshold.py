@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from fsm_stage.handoff import LocalHandoffStore, session_segment
-from fsm_stage.runtime.review import ScriptedReviewChannel
+from fsm_stage.reviews import ScriptedReviewChannel
 from fsm_stage.runtime.runtime import Runtime
 
 from .harness import Harness, RecordingSandbox, make_config

@@ -162,7 +162,7 @@ class HeaderRelative(Generic[S]):
     The header event is applied to ``inner`` first, so the remembered state includes it.
     Returns the same state object for events that change neither part. The single
     implementation behind plan mode's told state, ``StageProjection.stage_at_last_header`` and
-    ``ToldProjection``; ``fsm_stage.runtime.pending`` re-exports it.
+    ``ToldProjection``; ``fsm_stage.driver._pending`` re-exports it.
     """
 
     def __init__(self, inner: Fold[S], header_type: str = REQUEST_HEADER) -> None:

@@ -6,7 +6,7 @@ user dismissed the dialog; ``evaluate(answers, question_id, approve_label)`` is 
 rule plan mode and the stage switch share. Shipped channels: ``ScriptedReviewChannel`` (tests:
 approve, keep, custom, dismiss, raise, block until released), ``SuspendingReviewChannel``
 (durable reviews answered later) and ``TerminalReviewChannel`` (interactive;
-``fsm_stage.runtime.terminal``, re-exported here).
+``fsm_stage.reviews._terminal``, re-exported here).
 """
 
 from __future__ import annotations
@@ -265,15 +265,15 @@ class ScriptedReviewChannel:
         return script(qs)
 
 
-# --- interactive terminal channel: lives in fsm_stage.runtime.terminal ----------------------------
+# --- interactive terminal channel: lives in fsm_stage.reviews._terminal ----------------------------
 
 _TERMINAL_NAMES = ("TerminalReviewChannel", "TerminalWording", "render_markdown")
 
 
 def __getattr__(name: str) -> Any:
-    """Re-exports of ``fsm_stage.runtime.terminal`` (imported on first use: it needs rich)."""
+    """Re-exports of ``fsm_stage.reviews._terminal`` (imported on first use: it needs rich)."""
     if name in _TERMINAL_NAMES:
-        from fsm_stage.runtime import terminal
+        from fsm_stage.reviews import _terminal as terminal
 
         return getattr(terminal, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Reference agent loop, ``Model`` protocol and ``ScriptedModel`` (DESIGN.md §8).
 
 Drives whole sessions without any host: tests, the simulator and the README example use it.
-Each step is ``StagedSession``'s (``runtime.driver``; docs/step-driver.md has the event order):
+Each step is ``StagedSession``'s (``fsm_stage.driver``; docs/step-driver.md has the event order):
 crash repair first (``Loop.repair``), ``turn/start``, then per step ``begin_step`` (inbox,
 assembly, ``accept`` — a rejection ends the turn ``blocked`` —, pre-step, snapshot,
 ``step/start``, messages, ``request/header``), the model call with **same-step retries** on
@@ -25,6 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from fsm_stage.driver._repair import is_turn_live, live_turn
+from fsm_stage.driver._step import AcceptFn, DriverStateError, StagedSession
 from fsm_stage.errors import ModelError as ModelError
 from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import Event
@@ -32,9 +34,7 @@ from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Request
 from fsm_stage.runtime.commands import CommandReply
-from fsm_stage.runtime.driver import AcceptFn, DriverStateError, StagedSession
 from fsm_stage.runtime.messages import Block, user_message
-from fsm_stage.runtime.repair import is_turn_live, live_turn
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.tools import ToolCall
 
@@ -184,7 +184,7 @@ class Loop:
         self.driver.signal.abort(reason)
 
     def repair(self) -> list[Event]:
-        """Crash repair (``fsm_stage.runtime.repair``): when the session's log ends inside a
+        """Crash repair (``fsm_stage.driver._repair``): when the session's log ends inside a
         turn that no loop of this process is running, close it as DSH does (error
         ``tool/result`` per unanswered call, ``step/end``, ``turn/end {kind: interrupted}``)
         and return the events written; ``[]`` when idle, when the open turn is live (e.g.

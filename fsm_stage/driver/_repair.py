@@ -23,12 +23,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fsm_stage.constants import STEP_END, TOOL_RESULT, TURN_END
+from fsm_stage.driver._openstep import open_turn_view
+from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import AppendConflictError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.messages import Message
-from fsm_stage.runtime.openstep import open_turn_view
-from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import step_position, tool_result_message
 

@@ -36,14 +36,14 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
+from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnFold, OpenTurnView
+from fsm_stage.driver._repair import is_turn_live, mark_live, repair_open_turn, unmark_live
 from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, RenderedSection, Request, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
-from fsm_stage.runtime.openstep import REVIEW_ANSWER, CallState, OpenTurnFold, OpenTurnView
-from fsm_stage.runtime.repair import is_turn_live, mark_live, repair_open_turn, unmark_live
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import (
@@ -291,7 +291,7 @@ class StagedSession:
     # --- turn ----------------------------------------------------------------------------------
 
     def repair(self) -> list[Event]:
-        """Crash repair (``runtime.repair``): close a dead open turn (not one a loop of this
+        """Crash repair (``fsm_stage.driver``): close a dead open turn (not one a loop of this
         process runs, not a suspended one); returns the events written (``[]`` if none). Reads
         what other writers appended first (``Session.refresh``), so it decides on the log's
         real end."""

@@ -16,14 +16,13 @@ mode differs from the seed are in ``docs/plan-mode-decisions.md``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
-import fsm_stage.plan_mode_reviews as plan_flow
+import fsm_stage.reviews._plan as plan_flow
 from fsm_stage.config import PlanModeConfig
 from fsm_stage.constants import (
     APPROVE_LABEL,
@@ -35,6 +34,16 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
+)
+from fsm_stage.driver._pending import (
+    FLUSH_RETRY_ERRORS,
+    HeaderRelative,
+    Outcome,
+    PendingStore,
+    Selection,
+    redeem_once,
+    session_lock,
+    told,
 )
 from fsm_stage.errors import PlanModeConfigError as PlanModeConfigError
 from fsm_stage.graph import (
@@ -48,27 +57,18 @@ from fsm_stage.graph import (
 )
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, plan_mode_problem
-from fsm_stage.log.reviews import ReviewAnswer, ReviewRecord
-from fsm_stage.prompts import Catalog, load_catalog
+from fsm_stage.plan_mode._texts import _catalog, plan_heading_ok, plan_title, resolve_config
+from fsm_stage.plan_mode._tool import _ExitTool, _PlanCommand
+from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._channel import Option, Question, ReviewChannel, check_review_channel
+from fsm_stage.reviews._flow import redeemed_spec
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.assembly import SystemSection
 from fsm_stage.runtime.commands import CommandReply, CommandSpec
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
-from fsm_stage.runtime.pending import (
-    FLUSH_RETRY_ERRORS,
-    HeaderRelative,
-    Outcome,
-    PendingStore,
-    Selection,
-    redeem_once,
-    session_lock,
-    told,
-)
-from fsm_stage.runtime.review import Option, Question, ReviewChannel, check_review_channel
-from fsm_stage.runtime.review_flow import redeemed_spec
-from fsm_stage.runtime.reviews import answer_review
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
@@ -89,70 +89,12 @@ PLAN_SERVICE: Final = "plan_mode"
 """Name of the service handle ``attach`` publishes (``runtime.service("plan_mode")``)."""
 PLAN_PROJECTION_KEY: Final = "plan"
 """Key of the ``{active, pending}`` projection unit (plan-mode spec §1.11)."""
-CONFIG_KEYS: Final = ("section",)
 
 _PLAN_FOLD: Final = PlanModeFold()
 _TOLD: Final = HeaderRelative(_PLAN_FOLD)
-_HEADING_RE: Final = re.compile(r"#{1,6}\s+\S")
-_TITLE_RE: Final = re.compile(r"#{1,6}\s+(.*)")
-_TRIM_RE: Final = re.compile(r"^[\s\ufeff]+|[\s\ufeff]+$")  # JS String.prototype.trim
 
 _log = logging.getLogger(__name__)
 _WHAT = "plan-mode controller"
-
-
-def _catalog(language: str = "en", override_dir: Path | str | None = None) -> Catalog:
-    return load_catalog("plan_mode", language, override_dir)
-
-
-def resolve_config(
-    raw: Mapping[str, Any] | PlanModeConfig | None, *, catalog: Catalog | None = None
-) -> PlanModeConfig:
-    """Validate a plan-mode config and return a **new** ``PlanModeConfig`` (B1–B5).
-
-    ``raw`` is a mapping (``{"section": str}``), a ``PlanModeConfig`` or None (refused like an
-    empty section, B5, with ``config.missing``: what ``load_config(...).plan_mode`` is for a
-    graph without a ``plan_mode`` key). Checks in order, first failure wins: ``section`` is a
-    string (B1), it is not blank after trimming (B2), no other keys (B3, listed in insertion
-    order, comma-space joined). ``section`` is kept exactly as given (B4). Raises ``PlanModeConfigError``.
-    """
-    cat = catalog if catalog is not None else _catalog()
-    if raw is None:  # B5: fails like a blank section, saying that no config was given
-        raise PlanModeConfigError(cat.text("config.missing"))
-    if isinstance(raw, PlanModeConfig):
-        data: Mapping[str, Any] = {"section": raw.section}
-    elif isinstance(raw, Mapping):
-        data = raw
-    else:
-        raise PlanModeConfigError(cat.text("config.not_string"))
-    section = data.get("section")
-    if not isinstance(section, str):
-        raise PlanModeConfigError(cat.text("config.not_string"))
-    if not section.strip():
-        raise PlanModeConfigError(cat.text("config.blank"))
-    unknown = [str(k) for k in data if k not in CONFIG_KEYS]
-    if unknown:
-        raise PlanModeConfigError(cat.text("config.unknown_keys", keys=", ".join(unknown)))
-    return PlanModeConfig(section=section, tools=raw.tools if isinstance(raw, PlanModeConfig) else None)
-
-
-def plan_heading_ok(plan: object) -> bool:
-    """Whether ``plan`` is a string that, trimmed, starts with a 1–6 level markdown heading
-    followed by whitespace and text (B69, B70). Any level 1–6 is accepted, not only ``# ``:
-    a model writing ``## Plan`` follows the tool's instructions."""
-    return isinstance(plan, str) and _HEADING_RE.match(_TRIM_RE.sub("", plan)) is not None
-
-
-def plan_title(plan: str) -> str | None:
-    """The first line (split on ``\\n``) that is a heading of level 1–6 followed by whitespace
-    and text; its text with trailing whitespace removed (B91). None when no line matches."""
-    for line in plan.split("\n"):
-        m = _TITLE_RE.match(line)
-        if m is not None:
-            title = m.group(1).rstrip()
-            if title:
-                return title
-    return None
 
 
 @attrs.frozen
@@ -171,30 +113,6 @@ class PlanStatus:
         return out
 
 
-class _ExitTool:
-    """The ``exit_plan_mode`` tool object registered with the runtime."""
-
-    def __init__(self, controller: PlanModeController) -> None:
-        self._controller = controller
-        self.spec = controller.tool_spec()
-
-    async def execute(
-        self, args: Mapping[str, Any], agent: Agent | None, signal: AbortSignal | None = None
-    ) -> ToolOutput:
-        return await self._controller.exit_plan_mode(args, agent, signal)
-
-
-class _PlanCommand:
-    """The ``/plan`` command object registered with the runtime."""
-
-    def __init__(self, controller: PlanModeController) -> None:
-        self._controller = controller
-        self.spec = controller.command_spec()
-
-    def handle(self, agent: Agent, raw_input: str, images: Sequence[Block]) -> CommandReply:
-        return self._controller.handle_command(agent, raw_input, images)
-
-
 class PlanModeController:
     """Plan mode for every agent of one runtime composition (see the module docstring).
 
@@ -202,7 +120,7 @@ class PlanModeController:
     ``PlanModeConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
     User selections made during an open turn are held in memory per session (B114); an
-    approved exit is read from the log (``plan_mode_reviews``).
+    approved exit is read from the log (``fsm_stage.reviews``).
     """
 
     def __init__(
@@ -465,7 +383,7 @@ class PlanModeController:
         ``ToolFailure``): agent present (B67) → logged state active (B68) → plan heading (B69) →
         review channel (B71) → review (dismissal B85, other failures verbatim B72/B73/B86/B87)
         → not closed meanwhile (B88) → consent (B76, B78–B84). The review is durable
-        (``plan_mode_reviews``): its request and answer are logged, the approved, unredeemed
+        (``fsm_stage.reviews``): its request and answer are logged, the approved, unredeemed
         exit is the pending exit (applied at the next accepted pre-step, B76, with its
         redemption in one batch), one plan review may be open at a time, a resumed call (same
         call id) reuses its logged answer, and ``ReviewPending`` propagates for a suspending
@@ -503,7 +421,7 @@ class PlanModeController:
     def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
                       by: str = "api") -> ReviewAnswer:
         """Record a human's answer to the open plan review ``review_id`` (``approve`` / ``keep``
-        / ``dismiss``); see ``fsm_stage.runtime.reviews.answer_review`` for the errors raised."""
+        / ``dismiss``); see ``fsm_stage.reviews._answer.answer_review`` for the errors raised."""
         return answer_review(session, review_id, outcome, feedback=feedback, by=by)
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -102,7 +102,7 @@ class Selection(Generic[T]):
     ``narrate`` is True for user selections, False for reviewed tool exits (their tool result
     is the narration, B28). ``payload`` carries extras such as the stage switch's handoff path.
     Selections live in memory only (B114); an approved review lives in the log instead
-    (``fsm_stage.log.reviews``, docs/reviews.md) and survives a crash.
+    (``fsm_stage.reviews._fold``, docs/reviews.md) and survives a crash.
     """
 
     target: T

@@ -28,8 +28,8 @@ import attrs
 import click
 
 from fsm_stage.errors import ReviewInterrupted as ReviewInterrupted
+from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.review import Answer, Question, ReviewDismissed
 
 if TYPE_CHECKING:
     from rich.console import Console

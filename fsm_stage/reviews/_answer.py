@@ -32,6 +32,7 @@ from fsm_stage.constants import (
     SESSION_END_SEED,
     TOOL_CALL,
 )
+from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import (
     AppendConflictError,
     ReviewAlreadyAnsweredError,
@@ -44,7 +45,7 @@ from fsm_stage.log.events import EventLog, NewEvent, SessionHeader, wall_clock_m
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
-from fsm_stage.log.reviews import (
+from fsm_stage.reviews._fold import (
     REVIEW_FOLD,
     ReviewAnswer,
     ReviewRecord,
@@ -52,7 +53,6 @@ from fsm_stage.log.reviews import (
     plan_payload_sha256,
     stage_payload_sha256,
 )
-from fsm_stage.runtime.pending import session_lock
 from fsm_stage.runtime.session import Session
 
 __all__ = ["LOCK_TIMEOUT", "answer_review", "answer_spec", "current_payload_sha256", "fork_log",

@@ -1,7 +1,7 @@
 """Plan mode's durable exit review (design B §3, §4): the approved exit lives in the log.
 
 ``review_exit(controller, agent, plan, channel, signal)`` runs one ``exit_plan_mode`` review
-through ``fsm_stage.runtime.review_flow`` (a resumed call reuses its logged review; one open
+through ``fsm_stage.reviews._flow`` (a resumed call reuses its logged review; one open
 plan review per session; ``ReviewPending`` for a suspending channel) and returns the settled
 ``Outcome``. ``approved_exit(session)`` is the approved, unredeemed plan review (the pending
 exit, which survives a crash); ``redeem_specs`` the event that redeems it.
@@ -15,11 +15,8 @@ from typing import Any
 from fsm_stage.constants import APPROVE_LABEL, KEEP_PLANNING_LABEL, PLAN_REVIEW_ID
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending
 from fsm_stage.log.events import NewEvent
-from fsm_stage.log.reviews import ReviewRecord, plan_payload_sha256
-from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.review import Answer, ReviewChannel, ReviewDismissed, evaluate
-from fsm_stage.runtime.review_flow import (
+from fsm_stage.reviews._channel import Answer, ReviewChannel, ReviewDismissed, evaluate
+from fsm_stage.reviews._flow import (
     Outcome,
     ReviewBusy,
     Ticket,
@@ -30,6 +27,9 @@ from fsm_stage.runtime.review_flow import (
     reserve,
     state_of,
 )
+from fsm_stage.reviews._fold import ReviewRecord, plan_payload_sha256
+from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolFailure, current_tool_call
 

@@ -8,7 +8,7 @@ language, override_dir)`` returns a merged ``Catalog``.
 
 Syntax: ``<< name >>`` inserts a variable, ``<% if x %>…<% endif %>`` is a block, ``<# … #>``
 a comment. The environment is sandboxed, has no globals, refuses undefined variables, does no
-HTML escaping and is bounded in time and size (``fsm_stage._template_limits``); any failure is
+HTML escaping and is bounded in time and size (``fsm_stage.prompts._limits``); any failure is
 a one-line ``PromptTemplateError``. A catalog merges, when present, ``<base>/en``,
 ``<override_dir>/en``, ``<base>/<language>``, ``<override_dir>/<language>``; overlays may only
 override keys English defines, with the same shape (``CatalogError`` otherwise). Rules and why:
@@ -33,7 +33,7 @@ import jinja2.sandbox
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-import fsm_stage._template_limits as limits
+import fsm_stage.prompts._limits as limits
 from fsm_stage.errors import CatalogError as CatalogError
 from fsm_stage.errors import PromptTemplateError as PromptTemplateError
 from fsm_stage.resources import data_dir
@@ -69,7 +69,7 @@ _BASE_LANGUAGE = "en"
 
 
 class _BoundedSandbox(jinja2.sandbox.SandboxedEnvironment):
-    """Sandbox bounded in time and size (``fsm_stage._template_limits``): counted loops and
+    """Sandbox bounded in time and size (``fsm_stage.prompts._limits``): counted loops and
     calls, projected-size checks on ``*``/``**``/``+``/``%``/``~``, filters and ``str`` methods."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
@@ -101,7 +101,7 @@ def environment() -> jinja2.sandbox.SandboxedEnvironment:
     ``globals`` is empty: a template reads nothing but its variables.
     ``*`` / ``**`` refuse results beyond ``MAX_RENDERED_CHARS`` items / 4096 bits; loops, calls,
     filters, ``str`` methods, ``+``/``%``/``~`` and every output are bounded as described in
-    ``fsm_stage._template_limits``.
+    ``fsm_stage.prompts._limits``.
     """
     env = _BoundedSandbox(
         variable_start_string=VARIABLE_DELIMITERS[0],

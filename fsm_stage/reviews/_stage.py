@@ -15,7 +15,7 @@ import attrs
 
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL, STAGE_REVIEW_ID
 from fsm_stage.prompts import Catalog
-from fsm_stage.runtime.review import Answer, Option, Question, evaluate
+from fsm_stage.reviews._channel import Answer, Option, Question, evaluate
 
 __all__ = ["Consent", "Decline", "build_review_question", "evaluate_review", "stage_option_labels"]
 

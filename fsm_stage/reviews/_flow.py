@@ -21,14 +21,14 @@ from typing import Final
 import attrs
 
 from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TOOL_RESULT, TURN_START
+from fsm_stage.driver._openstep import answered_call_id
+from fsm_stage.driver._pending import session_lock
 from fsm_stage.errors import AppendConflictError, ReviewPayloadChangedError, ReviewPending, ReviewSuspended
 from fsm_stage.errors import ReviewBusy as ReviewBusy
 from fsm_stage.log.events import Event, NewEvent
-from fsm_stage.log.reviews import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState
-from fsm_stage.runtime.openstep import answered_call_id
-from fsm_stage.runtime.pending import session_lock
-from fsm_stage.runtime.review import Answer, ReviewDismissed
-from fsm_stage.runtime.reviews import answer_spec
+from fsm_stage.reviews._answer import answer_spec
+from fsm_stage.reviews._channel import Answer, ReviewDismissed
+from fsm_stage.reviews._fold import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState
 from fsm_stage.runtime.session import Session
 
 __all__ = [

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from fsm_stage.errors import ReviewBusy, ReviewPayloadChangedError
-from fsm_stage.runtime import review_flow as flow
+from fsm_stage.policy._gate import Decision, PolicyState
+from fsm_stage.reviews import _flow as flow
+from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.policy import Decision, PolicyState
-from fsm_stage.runtime.review import Answer, Option, Question, ReviewChannel, ReviewDismissed
 from fsm_stage.runtime.tools import ToolCall
 
 TOOL_REVIEW_KIND = "tool"

@@ -175,12 +175,15 @@ def simulate_scaling(small: int, repeat: int) -> dict[str, Any]:
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     """Rows 6-8 (see the module docs); ``quick``/``smoke`` shrink the sizes."""
     events = 5_000 if smoke else 200_000 if quick else 1_000_000
-    return {
+    out: dict[str, Any] = {
         "state": state_process(events, 1 if smoke else 3),
         "startup": startup(2 if smoke else 7 if quick else 15),
         "simulate": simulate_scaling(10 if smoke else 50 if quick else 200,
                                      1 if smoke else 3 if quick else 2),
     }
+    if not smoke and not quick:
+        out["simulate_large"] = simulate_scaling(800, 1)
+    return out
 
 
 if __name__ == "__main__":

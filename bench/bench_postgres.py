@@ -6,7 +6,9 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   ``refresh()`` reads it back — vs LangGraph's ``PostgresSaver.put`` of a checkpoint with the
   same payload, then ``get_tuple`` of it (the "durable step" of a LangGraph graph);
 * **throughput**: 1, 4 and 8 worker processes appending to *one* session through
-  ``open_log(url)`` (every lost race refreshes and retries): events/s for all workers together.
+  ``open_log(url)`` (every lost race refreshes and retries): events/s for all workers together;
+  and 1, 2, 4 and 8 workers each appending to a session of its own (row 14: the 2-worker
+  speed-up).
 
 ``run(quick=False, smoke=False) -> dict`` (medians in seconds); ``python bench/bench_postgres.py``
 prints it as JSON. Needs the server binaries and the ``postgres`` OS user (else ``run`` raises
@@ -21,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -92,16 +95,22 @@ def _langgraph_step(cluster: TempCluster, steps: int) -> list[float] | str:
     return times
 
 
-def _throughput(cluster: TempCluster, workers: int, per_worker: int) -> dict[str, float]:
+def _throughput(cluster: TempCluster, workers: int, per_worker: int, *,
+                distinct: bool = False) -> dict[str, Any]:
+    """Events/s of ``workers`` processes appending to one session (or each to its own:
+    ``distinct``)."""
     from fsm_stage.log import open_log
 
-    session = f"bench-tp-{workers}"
-    url = cluster.url(session)
-    open_log(url, create=SessionHeader(session)).close()
+    kind = "distinct" if distinct else "one"
+    tag = uuid.uuid4().hex[:8]
+    sessions = [f"bench-tp-{kind}-{workers}-{w}-{tag}" if distinct else f"bench-tp-{workers}-{tag}"
+                for w in range(workers)]
+    for session in sorted(set(sessions)):
+        open_log(cluster.url(session), create=SessionHeader(session)).close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    argv = [sys.executable, "-c", WORKER, url]
-    procs = [subprocess.Popen([*argv, str(w), str(per_worker)], env=env, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for w in range(workers)]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, cluster.url(sessions[w]), str(w),
+                               str(per_worker)], env=env, text=True, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE) for w in range(workers)]
     for p in procs:  # every worker connected before the clock starts
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     t0 = time.perf_counter()
@@ -114,10 +123,13 @@ def _throughput(cluster: TempCluster, workers: int, per_worker: int) -> dict[str
         if p.returncode != 0 or out.strip() != "done":
             raise RuntimeError(f"a bench worker failed ({p.returncode})")
     elapsed = time.perf_counter() - t0
-    with open_log(url) as log:
-        total = len(log)
+    total = 0
+    for session in sorted(set(sessions)):
+        with open_log(cluster.url(session)) as log:
+            total += len(log)
     assert total == workers * per_worker
-    return {"workers": workers, "events": total, "seconds": elapsed, "events_per_s": total / elapsed}
+    return {"workers": workers, "sessions": kind, "events": total, "seconds": elapsed,
+            "events_per_s": total / elapsed}
 
 
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
@@ -136,10 +148,13 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         ours = _durable_step(cluster, steps)
         theirs = _langgraph_step(cluster, steps)
         tp = [_throughput(cluster, w, per_worker) for w in (1, 4, 8)]
+        distinct = [_throughput(cluster, w, per_worker, distinct=True) for w in (1, 2, 4, 8)]
     out: dict[str, Any] = {
         "steps": steps,
         "fsm_step_median_s": statistics.median(ours),
         "throughput": tp,
+        "distinct": distinct,
+        "distinct_scaling_2": distinct[1]["events_per_s"] / distinct[0]["events_per_s"],
     }
     if isinstance(theirs, str):
         out["langgraph_error"] = theirs

@@ -6,7 +6,7 @@ Usage::
     python bench/run.py --quick    # smaller sizes, under a minute
     python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
 
-Thirteen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
+Seventeen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
 are the point). The targets:
 
@@ -28,6 +28,10 @@ are the point). The targets:
 12. session length  a reviewed transition after 10,000 vs after 100 earlier ones (``bench_reviews``)
 13. observe     ``Session.append`` with the observability hook vs a no-op hook, logging quiet and
                 no tracer provider (``bench_observe``)
+14. long turn   a step's cost after 2,000 vs 100 calls in one turn (``bench_turns``)
+15. mid-turn    bytes per live session with an open turn; RSS of 10,000 (``bench_turns``)
+16. import      the host import vs ``python -c pass`` (``bench_turns``)
+17. PG workers  distinct-session appends, 2 workers vs 1 (``bench_postgres``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -161,7 +165,7 @@ def _compile_ring_only(mod: Any) -> dict[str, Any]:
 
 
 MODULES = ("bench_log", "bench_transitions", "bench_memory", "bench_compile", "bench_cli", "bench_postgres",
-           "bench_reviews", "bench_observe")
+           "bench_reviews", "bench_observe", "bench_turns")
 
 
 def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | None, str | None, float]:
@@ -245,7 +249,7 @@ def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
               "one reviewed transition (goto_stage → Approve via scripted review → boundary flush; "
               "full shape, a distinct handoff per call, in-memory log and handoff store) vs one raw "
               "`transitions` trigger with one condition + one in-memory append",
-              target="≤ 5x raw")
+              target="≤ 10x raw")
     if r is None:
         row.details.append(f"bench_transitions: {err}")
         return row
@@ -258,7 +262,7 @@ def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
     row.baseline = _us(raw)
     if "reviewed_s" in r:
         ratio = r.get("reviewed_ratio", r["reviewed_s"] / raw)
-        row.ours, row.ratio, row.status = _us(r["reviewed_s"]), f"{ratio:.1f}x", _status(ratio <= 5.0)
+        row.ours, row.ratio, row.status = _us(r["reviewed_s"]), f"{ratio:.1f}x", _status(ratio <= 10.0)
     else:
         row.ours = "missing"
         row.details.append(f"reviewed transition not measured: {r['missing'].get('reviewed')}")
@@ -382,23 +386,24 @@ def rows_log(r: dict[str, Any] | None, err: str | None) -> list[Row]:
 def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | None) -> list[Row]:
     """Row 5 from ``bench_compile.run``; baseline: a bare ``transitions.Machine`` for the same ring."""
     row = Row(5, "compile", "load + validate + compile of a generated 1,000-stage / 5,000-edge graph vs "
-              "constructing a bare `transitions.Machine` for the same ring", target="≤ 100 ms")
+              "constructing a bare `transitions.Machine` for the same ring", target="≤ 2.5x bare Machine")
     if r is None:
         row.details.append(f"bench_compile: {err}")
         return [row]
     total = r["total_s"]
     row.ours = _ms(total)
-    row.status = _status(total <= 0.1)
     inter = r.get("interleaved")
     if isinstance(inter, dict):
         row.baseline = _ms(inter["machine_s"])
         row.ratio = f"{inter['ratio']:,.1f}x"
+        row.status = _status(inter["ratio"] <= 2.5)
         row.details.append(f"baseline interleaved with ours in the same process, {inter['repeat']} rounds: "
                            f"load + validate + compile {_ms(inter['total_s'])}, bare `transitions.Machine` "
                            f"{_ms(inter['machine_s'])}, median same-round ratio {inter['ratio']:.2f}x")
     elif machine_s is not None:
         row.baseline = _ms(machine_s)
         row.ratio = f"{total / machine_s:,.1f}x"
+        row.status = _status(total / machine_s <= 2.5)
     row.details.append(f"{r['stages']:,} stages / {r['edges']:,} edges ({r['yaml_bytes'] / 1024:,.0f} KB "
                        f"YAML), median of {r['repeat']}: load + validate {_ms(r['load_s'])}, compile "
                        f"{_ms(r['compile_s'])}, compile again (cache hit) {_ms(r['cached_s'])}")
@@ -485,19 +490,25 @@ def row_state(r: dict[str, Any] | None, err: str | None) -> Row:
 
 
 def row_simulate(r: dict[str, Any] | None, err: str | None) -> Row:
-    """Row 8 from ``bench_cli.run``: ``simulate`` scaling."""
-    row = Row(8, "simulate scaling", "`simulate` of a 4n-turn vs an n-turn scenario (200 / 800 in the full "
-              "run; one prompt + one answer per turn, no transition, nothing archived): time and peak "
-              "memory ratios",
-              target="time ratio ≤ 5; memory linear (ratio ≤ 5)")
+    """Row 8 from ``bench_cli.run``: ``simulate`` scaling (n → 4n, and 4n → 16n in the full run)."""
+    row = Row(8, "simulate scaling", "`simulate` of a 4n-turn vs an n-turn scenario (200 → 800 and 800 → "
+              "3,200 in the full run; one prompt + one answer per turn, no transition, nothing archived): "
+              "time and peak memory ratios",
+              target="time ratio ≤ 4.5 at each size; memory linear (ratio ≤ 5)")
     if r is None or "simulate" not in r:
         row.details.append(f"bench_cli: {err}")
         return row
-    x = r["simulate"]
-    row.ours = f"{x['large_s']:.2f} s, {_mb(x['large_peak_b'])} ({x['large_turns']} turns)"
-    row.baseline = f"{x['small_s']:.2f} s, {_mb(x['small_peak_b'])} ({x['small_turns']} turns)"
-    row.ratio = f"{x['time_ratio']:.1f}x time, {x['memory_ratio']:.1f}x memory"
-    row.status = _status(x["time_ratio"] <= 5.0 and x["memory_ratio"] <= 5.0)
+    runs = [r["simulate"], *([r["simulate_large"]] if isinstance(r.get("simulate_large"), dict) else [])]
+    x, last = runs[0], runs[-1]
+    row.ours = f"{last['large_s']:.2f} s, {_mb(last['large_peak_b'])} ({last['large_turns']} turns)"
+    row.baseline = f"{last['small_s']:.2f} s, {_mb(last['small_peak_b'])} ({last['small_turns']} turns)"
+    row.ratio = ", ".join(f"{y['small_turns']}→{y['large_turns']}: {y['time_ratio']:.1f}x time, "
+                          f"{y['memory_ratio']:.1f}x memory" for y in runs)
+    row.status = _status(all(y["time_ratio"] <= 4.5 and y["memory_ratio"] <= 5.0 for y in runs))
+    for y in runs:
+        row.details.append(f"{y['small_turns']} turns {y['small_s']:.2f} s, {y['large_turns']} turns "
+                           f"{y['large_s']:.2f} s: {y['time_ratio']:.2f}x time, {y['memory_ratio']:.2f}x "
+                           f"memory (tracemalloc peaks {_mb(y['small_peak_b'])} / {_mb(y['large_peak_b'])})")
     row.details.append(f"4x the turns: linear is ~4x, quadratic ~16x; times are medians of {x['repeat']} "
                        "interleaved runs, memory the tracemalloc peak of one run each")
     return row
@@ -576,6 +587,7 @@ def row_session_length(r: dict[str, Any] | None, err: str | None) -> Row:
     row.status = _status(0.8 <= r["length_ratio"] <= 1.2)
     row.details.append(f"after {r['long']:,} vs {r['short']:,} transitions ({r['events_long']:,} events), "
                        f"windows of {r['window']}, medians of the per-round ratios")
+    return row
 
 
 def row_observe(r: dict[str, Any] | None, err: str | None) -> Row:
@@ -594,6 +606,69 @@ def row_observe(r: dict[str, Any] | None, err: str | None) -> Row:
     else:
         row.details.append(f"OpenTelemetry side: {r.get('proxy')}")
     row.details.append(f"{r['n']:,} appends per side, {r['rounds']} interleaved rounds; medians")
+    return row
+
+
+def rows_turns(r: dict[str, Any] | None, err: str | None) -> list[Row]:
+    """Rows 14-16 from ``bench_turns.run``."""
+    long = Row(14, "long turn", "cost of one step with one `run_tool` after many calls already in the "
+               "same turn (2,000 in the full run) vs after 100 (begin_step → record_reply → run_tool → "
+               "end_step, in-memory log)", target="≤ 1.2x (independent of the calls in the turn)")
+    mid = Row(15, "mid-turn session", "bytes per live session once a turn is open (`start_turn` + "
+              "`begin_step` logged its `request/header`: a ~2 KB system text and 8 tool specs), "
+              "distinct ids, in-memory log; RSS of a process holding 10,000 of them",
+              target="≤ 4 KB/session; 10,000 sessions ≤ 80 MiB RSS")
+    imp = Row(16, "host import", "fresh `python -c \"from fsm_stage import Runtime, StageController, "
+              "StagedSession, load_config, open_log\"` vs `python -c pass`, wall time",
+              target="≤ 120 ms")
+    if r is None:
+        for row in (long, mid, imp):
+            row.details.append(f"bench_turns: {err}")
+        return [long, mid, imp]
+    x = r["long_turn"]
+    long.ours = f"{_us(x['late_s'])} per step after {x['late_calls']:,} calls"
+    long.baseline = f"{_us(x['early_s'])} after {x['early_calls']:,}"
+    long.ratio = f"{x['ratio']:.2f}x"
+    long.status = _status(x["ratio"] <= 1.2)
+    long.details.append(f"means over {x['sample']} steps at each point of one turn; the open turn is "
+                        "folded incrementally (`OpenTurnFold`), so a step no longer re-reads the turn")
+    m = r["midturn"]
+    mid.ours = _bytes(m["midturn_b"])
+    ok = m["midturn_b"] <= 4096
+    rss = r.get("midturn_rss")
+    if isinstance(rss, dict):
+        mid.baseline = f"{_mb(rss['rss_b'])} RSS with {rss['sessions']:,} sessions"
+        mid.ratio = f"{_mb(rss['added_b'])} added over an empty process"
+        ok = ok and (rss["sessions"] < 10_000 or rss["rss_b"] <= 80 * 2**20)
+        mid.details.append(f"peak RSS (`ru_maxrss`) of a fresh process with {rss['sessions']:,} mid-turn "
+                           f"sessions {_mb(rss['rss_b'])}, with none {_mb(rss['empty_rss_b'])}")
+    mid.status = _status(ok)
+    mid.details.append(f"tracemalloc live bytes over {m['sessions']:,} sessions, per session; the runtime "
+                       "(tools, sections) is shared and excluded, everything per session included")
+    h = r["host_import"]
+    imp.ours, imp.baseline = _ms(h["import_s"]), _ms(h["pass_s"])
+    imp.ratio = f"{h['ratio']:.1f}x"
+    imp.status = _status(h["import_s"] <= 0.120)
+    imp.details.append(f"medians of {h['repeat']} interleaved fresh processes")
+    return [long, mid, imp]
+
+
+def row_pg_scaling(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 17 from ``bench_postgres.run``: distinct-session appends, 1 → 2 workers."""
+    row = Row(17, "PostgreSQL workers", "events/s of 2 worker processes each appending to its own session "
+              "vs 1 worker (fsync on; 4 and 8 workers as measured)", target="≥ 1.8x from 1 to 2 workers")
+    if r is None or "distinct" not in r:
+        row.details.append(f"bench_postgres: {err.splitlines()[0] if err else err}")
+        if err and "smoke" in err:
+            row.status = SKIPPED
+        return row
+    d = {x["workers"]: x for x in r["distinct"]}
+    row.ours, row.baseline = f"{d[2]['events_per_s']:,.0f} ev/s (2)", f"{d[1]['events_per_s']:,.0f} ev/s (1)"
+    row.ratio = f"{r['distinct_scaling_2']:.2f}x"
+    row.status = _status(r["distinct_scaling_2"] >= 1.8)
+    row.details.append("distinct sessions: " + ", ".join(
+        f"{w} worker(s) {x['events_per_s']:,.0f} ev/s ({x['events_per_s'] / d[1]['events_per_s']:.2f}x)"
+        for w, x in sorted(d.items())))
     return row
 
 
@@ -750,6 +825,8 @@ def main(argv: list[str] | None = None) -> int:
         row_review_fold(*results["bench_reviews"]),
         row_session_length(*results["bench_reviews"]),
         row_observe(*results["bench_observe"]),
+        *rows_turns(*results["bench_turns"]),
+        row_pg_scaling(*results["bench_postgres"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

@@ -19,7 +19,8 @@ in brackets)::
     ├── LogWriteError
     │   ├── AppendConflictError
     │   ├── ClaimLostError
-    │   └── LockFileError [also UserError]
+    │   ├── LockFileError [also UserError]
+    │   └── DatabaseError [also UserError]
     ├── ReviewError
     │   ├── ReviewSuspended
     │   ├── ReviewPending
@@ -31,7 +32,6 @@ in brackets)::
     ├── ControllerClosedError [RuntimeError]
     ├── DriverStateError [RuntimeError]
     │   └── TurnSuspendedError
-    ├── InvariantError
     ├── UnknownStageError [ValueError]
     ├── ToolFailure
     └── ModelError
@@ -51,12 +51,12 @@ __all__ = [
     "ClaimLostError",
     "ConfigError",
     "ControllerClosedError",
+    "DatabaseError",
     "DriverStateError",
     "FsmStageError",
     "GraphChangedError",
     "HandoffPathError",
     "InputFileError",
-    "InvariantError",
     "LockFileError",
     "LogFormatError",
     "LogLockedError",
@@ -208,13 +208,6 @@ class ControllerClosedError(FsmStageError, RuntimeError):
         super().__init__(message or f"this {what} is closed: build and attach a new one")
 
 
-class InvariantError(FsmStageError):
-    """An event violates an installed invariant (e.g. a ``plan/mode`` whose ``active`` is not a
-    boolean, B107). Raised at installation (existing logs), at ``track`` and on append."""
-
-
-
-
 class SimulationError(UserError):
     """The scenario cannot be run as written (e.g. a model step with no turn to answer in).
 
@@ -258,7 +251,9 @@ class TurnSuspendedError(DriverStateError):
 
 class RecordShapeError(UserError, ValueError):
     """What a host asked to record (a reply, a tool call, a tool result, a ``turn/end`` reason
-    to the step driver; a review outcome or option to ``answer_review``) is malformed; the
+    to the step driver; a review outcome or option to ``answer_review``) is malformed, or an
+    event violates an installed invariant (e.g. a ``plan/mode`` whose ``active`` is not a
+    boolean, B107: raised at installation for existing logs, at ``track`` and on append); the
     message names the field. Nothing was written."""
 
 
@@ -286,6 +281,19 @@ class LockFileError(LogWriteError, UserError):
 
 
 
+class DatabaseError(LogWriteError, UserError):
+    """A PostgreSQL store operation failed: one line naming the store (password redacted) and
+    the server's reason. A ``LogWriteError`` for append callers, a ``UserError`` for the CLI.
+
+    ``transient`` (bool): True when the server cannot be reached or dropped the connection
+    during the call (a restart, a network fault): retry later (the CLI exits 75,
+    ``EX_TEMPFAIL``; an append that failed so may have committed, the next call shows it).
+    False when the server refused the statement or the schema is half-made: the same call
+    fails the same way until someone changes something (the CLI exits 1)."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class ModelError(FsmStageError):

@@ -73,6 +73,7 @@ class TempCluster:
         self.folder = folder
         self.bindir = bindir
         self.data = folder / "data"
+        self.opts = ""
 
     @property
     def dsn(self) -> str:
@@ -100,6 +101,7 @@ class TempCluster:
             opts = f"-k {folder} -c listen_addresses='' -p {PG_PORT} -c max_connections=60"
             if not fsync:
                 opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            self.opts = opts
             self._run(str(bindir / "pg_ctl"), "-D", str(self.data), "-l", str(folder / "server.log"),
                       "-o", opts, "-w", "-t", "60", "start")
         except BaseException:
@@ -116,6 +118,20 @@ class TempCluster:
             log = self.folder / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.strip()} {tail}")
+
+    def stop_server(self) -> None:
+        """Stop the server (fast shutdown: open connections are cut), keeping its data."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def start_server(self) -> None:
+        """Start the server again after ``stop_server`` (same data, socket and options)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"),
+                  "-o", self.opts, "-w", "-t", "60", "start")
+
+    def restart(self) -> None:
+        """Restart the server (fast): every open connection is cut, the data stays."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"),
+                  "-m", "fast", "-w", "-t", "60", "restart")
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove the folder; idempotent."""

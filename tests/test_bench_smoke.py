@@ -35,14 +35,14 @@ def test_smoke_run_prints_every_row_and_writes_results(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [r.split("|")[1].strip() for r in rows] == [str(n) for n in range(1, 14)]
+    assert [r.split("|")[1].strip() for r in rows] == [str(n) for n in range(1, 18)]
     for r in rows:  # every row states a target and an outcome
         cells = [c.strip() for c in r.strip("|").split("|")]
         assert cells[6], r
         assert cells[7] in {"pass", "MISS", "missing", "skipped"}, r
     # the PostgreSQL row says why it did not run in smoke mode
     assert "skipped in --smoke" in proc.stdout
-    for n in range(1, 14):  # every target is printed with its status
+    for n in range(1, 18):  # every target is printed with its status
         assert f"target {n} " in proc.stderr
     text = out.read_text(encoding="utf-8")
     for key in ("CPU", "cores", "Python", "transitions", "date (UTC)"):
@@ -62,9 +62,9 @@ def test_missing_bench_module_is_reported_not_raised(run_mod: ModuleType) -> Non
 def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
     """The pass/miss logic compares the measured ratio with the stated target."""
     base = {"raw_s": 10e-6, "psm_s": 100e-6, "stages": 100, "n": 10, "repeat": 1, "missing": {}}
-    assert run_mod.row_transitions({**base, "reviewed_s": 49e-6}, None).status == "pass"
-    slow = run_mod.row_transitions({**base, "reviewed_s": 55e-6}, None)
-    assert (slow.status, slow.ratio) == ("MISS", "5.5x")
+    assert run_mod.row_transitions({**base, "reviewed_s": 99e-6}, None).status == "pass"
+    slow = run_mod.row_transitions({**base, "reviewed_s": 105e-6}, None)
+    assert (slow.status, slow.ratio) == ("MISS", "10.5x")
     absent = run_mod.row_transitions({**base, "missing": {"reviewed": "not landed"}}, None)
     assert absent.status == "missing"
 
@@ -74,6 +74,23 @@ def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
     # decided on the whole live session, not on the cursor
     assert run_mod.row_memory({**mem, "cursor_b": 40.0, "live_session_b": 900.0}, None).status == "pass"
     assert run_mod.row_memory({**mem, "cursor_b": 40.0, "live_session_b": 1500.0}, None).status == "MISS"
+
+    turns = {"long_turn": {"early_calls": 100, "late_calls": 2000, "sample": 10, "early_s": 1e-3,
+                           "late_s": 1.15e-3, "ratio": 1.15},
+             "midturn": {"sessions": 10, "midturn_b": 3900.0},
+             "host_import": {"import_s": 0.1, "pass_s": 0.02, "ratio": 5.0, "repeat": 1},
+             "midturn_rss": {"sessions": 10_000, "rss_b": 90 * 2**20, "empty_rss_b": 40 * 2**20,
+                             "added_b": 50 * 2**20}}
+    long, mid, imp = run_mod.rows_turns(turns, None)
+    assert (long.status, mid.status, imp.status) == ("pass", "MISS", "pass")  # 90 MiB > 80 MiB
+    turns["long_turn"] = {**turns["long_turn"], "late_s": 1.3e-3, "ratio": 1.3}
+    turns["midturn_rss"] = {**turns["midturn_rss"], "rss_b": 70 * 2**20}
+    long, mid, _ = run_mod.rows_turns(turns, None)
+    assert (long.status, mid.status) == ("MISS", "pass")
+    scaling = {"distinct": [{"workers": 1, "events_per_s": 100.0}, {"workers": 2, "events_per_s": 170.0}],
+               "distinct_scaling_2": 1.7}
+    assert run_mod.row_pg_scaling(scaling, None).status == "MISS"
+    assert run_mod.row_pg_scaling({**scaling, "distinct_scaling_2": 1.85}, None).status == "pass"
 
 
 def test_profile_covers_the_reviewed_transition(run_mod: ModuleType) -> None:

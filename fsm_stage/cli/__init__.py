@@ -9,9 +9,11 @@ Every command follows one convention: exit 0 on success; exit 1 for invalid inpu
 stderr without a traceback (a ``ConfigError`` as its positioned lines
 ``PATH:LINE:COLUMN: KEY: message``, any other ``UserError`` — and a ``LogWriteError`` caused
 by the OS, e.g. a full disk — as ``fsm-stage: <message>``; control characters escaped); exit
-2 only for click usage errors; exit 130 on Ctrl-C. ``-h`` is ``--help``; an input argument ``-``
-is standard input (``fsm_stage.cli.inputs``); JSON output starts with ``"format_version":
-JSON_FORMAT_VERSION``. docs/cli.md describes every command, flag and JSON key."""
+2 only for click usage errors; exit 75 (``EX_TEMPFAIL``) for a transient failure, e.g. the
+PostgreSQL server unreachable or restarting (a ``DatabaseError`` with ``transient`` set: retry
+later); exit 130 on Ctrl-C. ``-h`` is ``--help``; an input argument ``-`` is standard input
+(``fsm_stage.cli.inputs``); JSON output starts with ``"format_version": JSON_FORMAT_VERSION``.
+docs/cli.md describes every command, flag and JSON key."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from fsm_stage.text import visible
 
 #: ``format_version`` of every JSON object the commands print; bumped on incompatible changes.
 JSON_FORMAT_VERSION = 1
+#: Exit status of a transient failure (the database is unreachable: retry later), sysexits' EX_TEMPFAIL.
+EX_TEMPFAIL = 75
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
@@ -132,7 +136,7 @@ class _LazyGroup(click.Group):
             sys.exit(1)
         except UserError as err:
             _print_error(str(err))
-            sys.exit(1)
+            sys.exit(EX_TEMPFAIL if getattr(err, "transient", False) else 1)
         except LogWriteError as err:
             if not _caused_by_os(err):
                 raise  # e.g. an event that is not JSON: a bug, keep its traceback

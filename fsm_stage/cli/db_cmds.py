@@ -37,13 +37,20 @@ def db() -> None:
 @click.argument("dsn")
 def db_init(dsn: str) -> None:
     """Create or migrate the fsm_stage schema in the database at DSN (postgresql://…)."""
+    from fsm_stage.errors import LogFormatError
+    from fsm_stage.log.pg_connect import connect, db_error, psycopg_module, redact, split_location
     from fsm_stage.log.pg_schema import migrate
-    from fsm_stage.log.postgres import connect, redact, split_location
 
     conninfo, _ = split_location(_pg_location(dsn, "DSN"))
-    with connect(conninfo) as conn:
-        old, new = migrate(conn)
     where = redact(conninfo)
+    psycopg = psycopg_module()
+    with connect(conninfo) as conn:
+        try:
+            old, new = migrate(conn)
+        except LogFormatError as err:
+            raise LogFormatError(f"{where}: {err}") from None
+        except psycopg.Error as err:
+            raise db_error(where, "db init", err, conn) from None
     if old is None:
         click.echo(f"{where}: created the fsm_stage schema (version {new})")
     elif old == new:

@@ -28,8 +28,8 @@ from fsm_stage.constants import (
 from fsm_stage.log.events import Event
 from fsm_stage.runtime.tools import ToolCall
 
-__all__ = ["REVIEW_ANSWER", "REVIEW_REQUEST", "CallState", "OpenTurnView", "answered_call_id",
-           "open_turn_view"]
+__all__ = ["REVIEW_ANSWER", "REVIEW_REQUEST", "CallState", "OpenTurnFold", "OpenTurnView",
+           "answered_call_id", "open_turn_view"]
 
 REVIEW_REQUEST = "fsm/review/request"
 """Event type of a durable review request (docs/reviews.md; ``data.id``, ``data.callId``)."""
@@ -127,64 +127,195 @@ class OpenTurnView:
 def open_turn_view(events: Sequence[Event]) -> OpenTurnView | None:
     """Fold the trailing open turn of ``events`` (None when the last turn is closed or there
     is none). Pure; tolerant of legacy/partial shapes (missing fields are skipped)."""
-    start = None
-    for i in range(len(events) - 1, -1, -1):
-        t = events[i].type
-        if t == TURN_END:
-            return None
+    fold = OpenTurnFold()
+    fold.sync(events)
+    return fold.view()
+
+
+def _where_key(where: tuple[Any, Any]) -> Any:
+    """A dict key equal for equal ``(turn, step)`` pairs (log data may hold unhashable values)."""
+    try:
+        hash(where)
+    except TypeError:
+        return ("unhashable", repr(where))
+    return where
+
+
+class OpenTurnFold:
+    """The trailing open turn of one log, folded incrementally (``open_turn_view`` folds once).
+
+    ``sync(events)`` folds only the events appended since the previous ``sync`` (O(new
+    events)); it refolds from the turn's start when ``events`` is another sequence, shorter, or
+    no longer ends the way it did (a rolled-back batch). Per-call lookups (``call``,
+    ``step_calls``, ``suspended``) cost O(1) / O(open step) / O(reviewed calls), independent of
+    the number of calls already in the turn; ``view()`` builds the ``OpenTurnView``."""
+
+    def __init__(self) -> None:
+        self._events: Sequence[Event] | None = None
+        self._n = 0
+        self._last: Event | None = None
+        self._reset(None, -1)
+        self.open = False
+
+    def _reset(self, turn: int | None, start: int) -> None:
+        self.open = True
+        self.turn = turn
+        self.start_seq = start
+        self.open_step: tuple[Any, Any] | None = None
+        self.last_step = 0
+        self.replied = False
+        self._t = _EMPTY_TURN  # the turn's calls and reviews; its own _TurnCalls from the first one
+
+    def _mine(self) -> _TurnCalls:
+        if self._t is _EMPTY_TURN:
+            self._t = _TurnCalls()
+        return self._t
+
+    def sync(self, events: Sequence[Event]) -> bool:
+        """Fold what ``events`` gained since the last call; True when a turn is open."""
+        n = len(events)
+        if (events is self._events and n >= self._n
+                and (self._n == 0 or events[self._n - 1] is self._last)):
+            start = self._n
+        else:
+            start = self._turn_start(events)
+            self.open = False
+        for i in range(start, n):
+            self._fold(events[i], i)
+        self._events, self._n = events, n
+        self._last = events[n - 1] if n else None
+        return self.open
+
+    @staticmethod
+    def _turn_start(events: Sequence[Event]) -> int:
+        for i in range(len(events) - 1, -1, -1):
+            if events[i].type in (TURN_END, TURN_START):
+                return i
+        return len(events)
+
+    def _fold(self, ev: Event, i: int) -> None:
+        t = ev.type
         if t == TURN_START:
-            start = i
-            break
-    if start is None:
-        return None
-    raw_turn = _data(events[start]).get("turn")
-    turn: int | None = raw_turn if _int(raw_turn) else None
-    open_step: tuple[Any, Any] | None = None
-    last_step = 0
-    asked: dict[str, tuple[ToolCall, Any, Any]] = {}
-    recorded: dict[str, int] = {}
-    answered: set[str] = set()
-    reviews: dict[str, str] = {}  # call id → review id
-    review_order: list[str] = []
-    review_answers: set[str] = set()
-    replied = False
-    for ev in events[start + 1:]:
+            raw_turn = _data(ev).get("turn")
+            self._reset(raw_turn if _int(raw_turn) else None, i)
+            return
+        if t == TURN_END:
+            self.open = False
+            return
+        if not self.open:
+            return
         data = _data(ev)
-        where = (data.get("turn", turn), data.get("step"))
-        if ev.type == STEP_START:
-            open_step = where
-            replied = False
+        if t == STEP_START:
+            self.open_step = (data.get("turn", self.turn), data.get("step"))
+            self.replied = False
             if _int(data.get("step")):
-                last_step = max(last_step, int(data["step"]))
-        elif ev.type == STEP_END:
-            open_step = None
-        elif ev.type == ASSISTANT_MESSAGE:
-            replied = replied or open_step is not None
+                self.last_step = max(self.last_step, int(data["step"]))
+        elif t == STEP_END:
+            self.open_step = None
+        elif t == ASSISTANT_MESSAGE:
+            where = (data.get("turn", self.turn), data.get("step"))
+            self.replied = self.replied or self.open_step is not None
             msg = data.get("message")
             for block in (msg.get("content") or ()) if isinstance(msg, Mapping) else ():
                 if (isinstance(block, Mapping) and block.get("type") == "tool-call"
                         and isinstance(block.get("id"), str)):
-                    call = ToolCall(block["id"], str(block.get("name", "")),
-                                    str(block.get("arguments", "{}")))
-                    asked.setdefault(call.id, (call, *where))
-        elif ev.type == TOOL_CALL and isinstance(data.get("callId"), str):
+                    self._ask(ToolCall(block["id"], str(block.get("name", "")),
+                                       str(block.get("arguments", "{}"))), where)
+        elif t == TOOL_CALL and isinstance(data.get("callId"), str):
             call_id = str(data["callId"])
-            recorded[call_id] = ev.seq
-            asked.setdefault(call_id, (ToolCall(call_id, str(data.get("name", "")),
-                                                str(data.get("arguments", "{}"))), *where))
-        elif ev.type == TOOL_RESULT:
+            self._mine().recorded[call_id] = ev.seq
+            if call_id in self._t.index:
+                self._refresh(call_id)
+            else:
+                self._ask(ToolCall(call_id, str(data.get("name", "")), str(data.get("arguments", "{}"))),
+                          (data.get("turn", self.turn), data.get("step")))
+        elif t == TOOL_RESULT:
             answered_id = answered_call_id(ev)
             if answered_id is not None:
-                answered.add(answered_id)
-        elif ev.type == REVIEW_REQUEST and isinstance(data.get("id"), str):
-            review_order.append(str(data["id"]))
+                self._mine().answered.add(answered_id)
+                self._refresh(answered_id)
+        elif t == REVIEW_REQUEST and isinstance(data.get("id"), str):
+            review_id = str(data["id"])
+            self._mine().review_order[review_id] = None
             if isinstance(data.get("callId"), str):
-                reviews[str(data["callId"])] = str(data["id"])
-        elif ev.type == REVIEW_ANSWER and isinstance(data.get("id"), str):
-            review_answers.add(str(data["id"]))
-    calls = tuple(
-        CallState(call, call_turn, call_step, recorded.get(call_id), call_id in answered,
-                  reviews.get(call_id), reviews.get(call_id) in review_answers)
-        for call_id, (call, call_turn, call_step) in asked.items())
-    open_reviews = tuple(r for r in review_order if r not in review_answers)
-    return OpenTurnView(turn, start, open_step, last_step, calls, open_reviews, replied)
+                call_id = str(data["callId"])
+                self._mine().review_of[call_id] = review_id
+                self._mine().calls_of.setdefault(review_id, []).append(call_id)
+                self._refresh(call_id)
+        elif t == REVIEW_ANSWER and isinstance(data.get("id"), str):
+            review_id = str(data["id"])
+            self._mine().review_answers.add(review_id)
+            for call_id in self._t.calls_of.get(review_id, ()):
+                self._refresh(call_id)
+
+    def _ask(self, call: ToolCall, where: tuple[Any, Any]) -> None:
+        t = self._mine()
+        if call.id in t.index:
+            return
+        t.index[call.id] = len(t.calls)
+        t.base.append((call, *where))
+        t.by_step.setdefault(_where_key(where), []).append(len(t.calls))
+        t.calls.append(self._state(call.id))
+
+    def _state(self, call_id: str) -> CallState:
+        t = self._t
+        call, turn, step = t.base[t.index[call_id]]
+        review_id = t.review_of.get(call_id)
+        return CallState(call, turn, step, t.recorded.get(call_id), call_id in t.answered,
+                         review_id, review_id in t.review_answers)
+
+    def _refresh(self, call_id: str) -> None:
+        i = self._t.index.get(call_id)
+        if i is not None:
+            self._t.calls[i] = self._state(call_id)
+
+    # -- queries (valid after ``sync`` returned True) ---------------------------------------------
+    def call(self, call_id: str) -> CallState | None:
+        """The state of call ``call_id`` of the turn, or None (O(1))."""
+        i = self._t.index.get(call_id)
+        return None if i is None else self._t.calls[i]
+
+    def step_calls(self) -> tuple[CallState, ...]:
+        """The calls asked for in the open step (empty when no step is open)."""
+        if self.open_step is None:
+            return ()
+        t = self._t
+        return tuple(t.calls[i] for i in t.by_step.get(_where_key(self.open_step), ()))
+
+    def suspended(self) -> tuple[CallState, ...]:
+        """The suspended calls, in asking order (O(calls bound to a review))."""
+        t = self._t
+        bound = sorted(t.index[c] for c in t.review_of if c in t.index)
+        return tuple(s for s in (t.calls[i] for i in bound) if s.suspended)
+
+    def view(self) -> OpenTurnView | None:
+        """The ``OpenTurnView`` of the folded turn, None when no turn is open."""
+        if not self.open:
+            return None
+        t = self._t
+        open_reviews = tuple(r for r in t.review_order if r not in t.review_answers)
+        return OpenTurnView(self.turn, self.start_seq, self.open_step, self.last_step,
+                            tuple(t.calls), open_reviews, self.replied)
+
+
+class _TurnCalls:
+    """The calls and reviews of one open turn (``OpenTurnFold``'s indexes)."""
+
+    __slots__ = ("answered", "base", "by_step", "calls", "calls_of", "index", "recorded",
+                 "review_answers", "review_of", "review_order")
+
+    def __init__(self) -> None:
+        self.calls: list[CallState] = []
+        self.base: list[tuple[ToolCall, Any, Any]] = []
+        self.index: dict[str, int] = {}
+        self.by_step: dict[Any, list[int]] = {}
+        self.recorded: dict[str, int] = {}
+        self.answered: set[str] = set()
+        self.review_of: dict[str, str] = {}  # call id → review id
+        self.calls_of: dict[str, list[str]] = {}  # review id → call ids bound to it
+        self.review_order: dict[str, None] = {}
+        self.review_answers: set[str] = set()
+
+
+_EMPTY_TURN = _TurnCalls()
+"""The shared indexes of a turn without calls or reviews (never written: ``_mine`` copies)."""

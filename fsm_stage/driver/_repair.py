@@ -56,21 +56,31 @@ _HOLDERS: dict[str, weakref.WeakSet[Any]] = {}
 _LIVE_GUARD = threading.Lock()
 
 
+def _mark_live(session_id: str) -> None:
+    """Count one more live runner of ``session_id``'s open turn (``_unmark_live`` undoes it)."""
+    with _LIVE_GUARD:
+        _LIVE[session_id] = _LIVE.get(session_id, 0) + 1
+
+
+def _unmark_live(session_id: str) -> None:
+    """Undo one ``_mark_live``."""
+    with _LIVE_GUARD:
+        n = _LIVE.get(session_id, 1) - 1
+        if n <= 0:
+            _LIVE.pop(session_id, None)
+        else:
+            _LIVE[session_id] = n
+
+
 @contextlib.contextmanager
 def live_turn(session_id: str) -> Iterator[None]:
     """Mark the open turn of ``session_id`` as run by a live loop of this process while the
     block runs (re-entrant, counted). ``Loop.run_turn`` wraps every turn in it."""
-    with _LIVE_GUARD:
-        _LIVE[session_id] = _LIVE.get(session_id, 0) + 1
+    _mark_live(session_id)
     try:
         yield
     finally:
-        with _LIVE_GUARD:
-            n = _LIVE.get(session_id, 1) - 1
-            if n <= 0:
-                _LIVE.pop(session_id, None)
-            else:
-                _LIVE[session_id] = n
+        _unmark_live(session_id)
 
 
 def hold_live(session_id: str, holder: Any) -> None:

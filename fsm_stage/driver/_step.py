@@ -16,9 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
+import hashlib
+import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -33,7 +36,7 @@ from fsm_stage.constants import (
     TURN_START,
 )
 from fsm_stage.driver import _budget
-from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnView, open_turn_view
+from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnFold, OpenTurnView
 from fsm_stage.driver._repair import hold_live, is_turn_live, release_live, repair_open_turn
 from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep
 from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
@@ -77,6 +80,39 @@ TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
 
 _MAX_BUDGET_RETRIES = 3  # a redeemed budget review changes the stage or the budget once
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _writes(fn: F) -> F:
+    """Run a ``StagedSession`` method inside ``_writing`` (sync or async)."""
+    if inspect.iscoroutinefunction(fn):
+        async def run_async(self: StagedSession, *args: Any, **kwargs: Any) -> Any:
+            with self._writing():
+                return await fn(self, *args, **kwargs)
+        return cast(F, functools.wraps(fn)(run_async))
+
+    def run(self: StagedSession, *args: Any, **kwargs: Any) -> Any:
+        with self._writing():
+            return fn(self, *args, **kwargs)
+    return cast(F, functools.wraps(fn)(run))
+
+
+_SHARED: dict[str, Any] = {}
+_SHARED_MAX = 256
+
+
+def _shared_json(text: str) -> Any:
+    """The value of the JSON ``text``, one object per distinct text (tool specs, system texts,
+    configs) for the whole process, so 10,000 sessions with the same tools hold one copy of
+    them in their logged headers. Logged event data is never mutated; at most ``_SHARED_MAX``
+    values are kept (the oldest dropped)."""
+    hit = _SHARED.get(text)
+    if hit is not None:
+        return hit
+    if len(_SHARED) >= _SHARED_MAX:
+        _SHARED.pop(next(iter(_SHARED)))
+    value = _SHARED[text] = json.loads(text)
+    return value
 
 
 def _shape(cond: bool, what: str) -> None:
@@ -129,11 +165,13 @@ class StagedSession:
         self.agent = agent
         self.config: dict[str, Any] = dict(config or {})
         self.accept = accept
-        self._last_header: dict[str, Any] | None = None
+        self._last_header: bytes | None = None  # digest of the last logged request header
         self._signal: AbortSignal | None = None
         self._live = False
         self._running: dict[str, asyncio.Task[Any]] = {}
         self.budget: _budget.Gate = _budget.Gate()
+        self._fold = OpenTurnFold()
+        self._dropped = False  # the live-turn mark was released by an exception mid-turn
         runtime.track(agent.session)
 
     # --- reading -------------------------------------------------------------------------------
@@ -151,48 +189,59 @@ class StagedSession:
         return self._signal
 
     def view(self) -> OpenTurnView | None:
-        """The fold of the log's open turn (``openstep.OpenTurnView``), None when idle."""
-        return open_turn_view(self.session.events)
+        """The fold of the log's open turn (``openstep.OpenTurnView``), None when idle. Folded
+        incrementally: only the events appended since the last read are folded."""
+        return self._turn().view()
 
-    def _open(self, doing: str) -> OpenTurnView:
-        view = self.view()
-        if view is None:
+    def _turn(self) -> OpenTurnFold:
+        """The open-turn fold, caught up with the log (check ``.open``)."""
+        self._fold.sync(self.session.events)
+        return self._fold
+
+    def _open(self, doing: str) -> OpenTurnFold:
+        fold = self._turn()
+        if not fold.open:
             raise DriverStateError(f"{doing}: no turn is open; call start_turn() first")
-        return view
+        return fold
 
-    def _open_step(self, doing: str) -> OpenTurnView:
-        view = self._open(doing)
-        if view.open_step is None:
+    def _open_step(self, doing: str) -> OpenTurnFold:
+        fold = self._open(doing)
+        if fold.open_step is None:
             raise DriverStateError(f"{doing}: no step is open; call begin_step() first")
-        return view
+        return fold
 
     def suspended(self) -> SuspendedStep | None:
         """The open step's suspended calls (recorded ``tool/call``, no ``tool/result``, a logged
         ``fsm/review/request`` with that ``callId``) and its not-dispatched calls; None when
         nothing is suspended."""
-        view = self.view()
-        if view is None or not view.suspended:
+        fold = self._turn()
+        suspended = fold.suspended() if fold.open else ()
+        if not suspended:
             return None
         return SuspendedStep(
-            view.turn, view.open_step[1] if view.open_step else None,
-            tuple(SuspendedCall(c.call, c.review_id or "", c.review_answered) for c in view.suspended),
-            tuple(c.call for c in view.step_calls if c.call_seq is None and not c.answered))
+            fold.turn, fold.open_step[1] if fold.open_step else None,
+            tuple(SuspendedCall(c.call, c.review_id or "", c.review_answered) for c in suspended),
+            tuple(c.call for c in fold.step_calls() if c.call_seq is None and not c.answered))
 
     def unsettled(self) -> tuple[ToolCall, ...]:
         """Calls of the open step's reply without a ``tool/result`` yet, in order."""
-        view = self.view()
-        return () if view is None else tuple(c.call for c in view.step_calls if c.unsettled)
+        fold = self._turn()
+        return tuple(c.call for c in fold.step_calls() if c.unsettled) if fold.open else ()
 
-    def _raise_if_suspended(self, view: OpenTurnView) -> None:
-        if view.suspended:
-            raise TurnSuspendedError(view.turn, [c.review_id or "" for c in view.suspended],
-                                     [c.call.id for c in view.suspended])
+    def _raise_if_suspended(self, fold: OpenTurnFold) -> None:
+        suspended = fold.suspended()
+        if suspended:
+            raise TurnSuspendedError(fold.turn, [c.review_id or "" for c in suspended],
+                                     [c.call.id for c in suspended])
 
     # --- turn ----------------------------------------------------------------------------------
 
     def repair(self) -> list[Event]:
         """Crash repair (``fsm_stage.driver``): close a dead open turn (not one a loop of this
-        process runs, not a suspended one); returns the events written (``[]`` if none)."""
+        process runs, not a suspended one); returns the events written (``[]`` if none). Reads
+        what other writers appended first (``Session.refresh``), so it decides on the log's
+        real end."""
+        self.session.refresh()
         if not self.session.is_turn_open or is_turn_live(self.session.id):
             return []
         return repair_open_turn(self.session)
@@ -201,6 +250,26 @@ class StagedSession:
         if not self._live:
             hold_live(self.session.id, self)
             self._live = True
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around a call that writes the open turn: release this driver's live-turn mark
+        when anything but a caller's misuse (``DriverStateError``, ``RecordShapeError``: nothing
+        written) or a suspension escapes (a dead database, a failing tool host, a cancelled
+        task): the turn is then no longer run by a live loop, so ``repair()`` may close it. The
+        next writing call on the open turn takes the mark again."""
+        if self._dropped and self.session.is_turn_open:
+            self._hold_live()
+        self._dropped = False
+        try:
+            yield
+        except (DriverStateError, RecordShapeError, ReviewPending):
+            raise
+        except BaseException:
+            if self._live:
+                self._release(signal=False)
+                self._dropped = True
+            raise
 
     def _release(self, *, signal: bool) -> None:
         if self._live:
@@ -213,8 +282,8 @@ class StagedSession:
         """Append ``turn/start {turn}`` (numbers continue from the log); returns the turn number.
         Raises ``TurnSuspendedError`` when the open turn is suspended, ``DriverStateError``
         when another turn is open (``repair()`` first after a crash)."""
-        view = self.view()
-        if view is not None:
+        view = self._turn()
+        if view.open:
             self._raise_if_suspended(view)
             raise DriverStateError(f"start_turn: turn {view.turn} is still open; end it (end_turn / "
                                    "cancel) or, after a crash, call repair()")
@@ -224,6 +293,7 @@ class StagedSession:
         self._hold_live()
         return turn
 
+    @_writes
     def end_turn(self, reason: str = "completed", *, message: str | None = None,
                  cause: str | None = None) -> Event:
         """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}`` (``blocked`` with a
@@ -243,11 +313,12 @@ class StagedSession:
         return event
 
     @staticmethod
-    def _turn_data(view: OpenTurnView) -> dict[str, Any]:
+    def _turn_data(view: OpenTurnFold | OpenTurnView) -> dict[str, Any]:
         return {"turn": view.turn} if view.turn is not None else {}
 
     # --- step ----------------------------------------------------------------------------------
 
+    @_writes
     def begin_step(self, *, copy_messages: bool = True) -> StepRequest | None:
         """Open the next step and return what to send (see the module docstring for the order).
         ``copy_messages=False`` hands the history's own messages, read-only by contract (the reference
@@ -317,16 +388,23 @@ class StagedSession:
         return False
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
+        """Log ``request/header`` when the header differs from the last one logged (kept as a
+        digest of its canonical JSON, not a copy); the logged tool list and system text are
+        shared with every other session that logs identical ones (``_shared_json``)."""
+        text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
         if self._last_header is None:
             reason = "resume" if self.session.has_request_header else "initial"
-        elif header != self._last_header:
+        elif digest != self._last_header:
             reason = "change"
         else:
             return None
-        self.session.append(REQUEST_HEADER, {"header": json.loads(json.dumps(header)), "reason": reason})
-        self._last_header = header
+        data = {key: _shared_json(json.dumps(header[key])) for key in ("config", "system", "tools")}
+        self.session.append(REQUEST_HEADER, {"header": data, "reason": reason})
+        self._last_header = digest
         return reason
 
+    @_writes
     def record_reply(self, text: str = "", tool_calls: Sequence[ToolCall] = (), *,
                      reasoning: str | None = None, usage: Mapping[str, Any] | None = None,
                      source: Mapping[str, Any] | None = None) -> Event:
@@ -354,8 +432,8 @@ class StagedSession:
         if view.replied:
             raise DriverStateError(f"record_reply: step {view.open_step[1] if view.open_step else ''} "
                                    "already has its reply (one assistant/message per step)")
-        used = {c.call.id for c in view.calls} & set(ids)
-        _shape(not used, f"record_reply: tool call id(s) {sorted(used)} were used earlier in this turn; "
+        used = sorted(i for i in ids if view.call(i) is not None)
+        _shape(not used, f"record_reply: tool call id(s) {used} were used earlier in this turn; "
                          "every tool call of a turn needs its own id")
         content: list[dict[str, Any]] = []
         if reasoning:
@@ -374,8 +452,10 @@ class StagedSession:
             data["usage"] = usage_data
         return self.session.append(ASSISTANT_MESSAGE, data, surface_op="append")
 
-    def _call_state(self, view: OpenTurnView, call: ToolCall, doing: str) -> CallState:
-        state = next((c for c in view.step_calls if c.call.id == call.id), None)
+    def _call_state(self, view: OpenTurnFold, call: ToolCall, doing: str) -> CallState:
+        state = view.call(call.id)
+        if state is not None and (state.turn, state.step) != view.open_step:
+            state = None
         if state is None or not view.replied:
             raise DriverStateError(f"{doing}: tool call {call.id!r} is not in this step's reply; "
                                    "record_reply(...) with it first")
@@ -386,6 +466,7 @@ class StagedSession:
             raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
         return state
 
+    @_writes
     async def run_tool(self, call: ToolCall) -> ToolResult:
         """Run ``call`` (one of the reply's calls) through the runtime's tools, logging
         ``tool/call`` then ``tool/result`` (unknown tools become error results). Raises
@@ -421,13 +502,14 @@ class StagedSession:
         return result
 
     def _abort_running(self, call: ToolCall) -> None:
-        view = self.view()
-        state = view.call(call.id) if view is not None else None
+        fold = self._turn()
+        state = fold.call(call.id) if fold.open else None
         if state is not None and state.call_seq is not None and not state.answered:
             batch = [_dismiss(state.review_id)] if state.review_id and not state.review_answered else []
             with contextlib.suppress(Exception):
                 self.session.append_many([*batch, *_abort_result(state, dispatched=True)])
 
+    @_writes
     async def authorize(self, call: ToolCall) -> ToolResult | None:
         """The tool policy's verdict on a host tool call of the reply, before the host runs it
         (``docs/tool-policy.md``): None — run it, then ``record_tool_result``; a ``ToolResult`` —
@@ -442,6 +524,7 @@ class StagedSession:
         return await self.runtime.authorize(self.agent, call, turn=state.turn, step=state.step,
                                             signal=self.signal)
 
+    @_writes
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
                            meta: Any = None) -> ToolResult:
         """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch
@@ -467,21 +550,24 @@ class StagedSession:
         ])
         return result
 
+    @_writes
     def end_step(self) -> bool:
         """Append ``step/end``; returns True when the host should run another step (the reply
         called tools, or a steered message waits). Raises ``TurnSuspendedError`` while a call is
         suspended, ``DriverStateError`` with no open step or a call of the reply without result."""
         view = self._open_step("end_step")
         self._raise_if_suspended(view)
-        missing = [c.call.id for c in view.step_calls if c.unsettled]
+        step_calls = view.step_calls()
+        missing = [c.call.id for c in step_calls if c.unsettled]
         if missing:
             raise DriverStateError(f"end_step: tool call(s) {', '.join(missing)} have no result; "
                                    "run_tool / record_tool_result them, or cancel()")
         self.session.append(STEP_END, step_position(*view.open_step))  # type: ignore[misc]
-        return bool(view.step_calls) or self.agent.wants_turn
+        return bool(step_calls) or self.agent.wants_turn
 
     # --- suspension and cancellation -------------------------------------------------------------
 
+    @_writes
     async def resume(self) -> list[ToolResult]:
         """Settle a suspended step: re-run each suspended call through its tool (which reads its
         logged review answer) and write its ``tool/result`` (the ``tool/call`` is not logged
@@ -503,6 +589,7 @@ class StagedSession:
                 results.append(await self._run(state.call, state.turn, state.step, log_call=True))
         return results
 
+    @_writes
     def close_turn(self, reason: str = "aborted", *, message: str | None = None,
                    cause: str | None = None) -> list[Event]:
         """Close the open turn in one batch, whatever its state: ``fsm/review/answer {outcome:

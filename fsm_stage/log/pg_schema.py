@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm_stage.errors import LogFormatError as LogFormatError
+from fsm_stage.errors import LogFormatError
 
 SCHEMA_VERSION = 1
 """The schema version this fsm_stage reads and writes."""
@@ -28,11 +28,11 @@ _MIGRATION_LOCK = 0x66736D5F  # "fsm_": pg_advisory_xact_lock key held while mig
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
-        """CREATE TABLE fsm_sessions (
+        """CREATE TABLE IF NOT EXISTS fsm_sessions (
                session text PRIMARY KEY,
                header text NOT NULL,
                created timestamptz NOT NULL DEFAULT now())""",
-        """CREATE TABLE fsm_events (
+        """CREATE TABLE IF NOT EXISTS fsm_events (
                session text NOT NULL REFERENCES fsm_sessions (session) ON DELETE CASCADE,
                seq bigint NOT NULL CHECK (seq >= 0),
                n integer NOT NULL DEFAULT 1 CHECK (n >= 1),
@@ -41,6 +41,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 """version -> the SQL statements that bring the schema from ``version - 1`` to ``version``."""
+
+TABLES: dict[str, dict[str, str]] = {
+    "fsm_sessions": {"session": "text", "header": "text", "created": "timestamp with time zone"},
+    "fsm_events": {"session": "text", "seq": "bigint", "n": "integer", "line": "text"},
+}
+"""The columns (name -> ``information_schema`` data type) of each table at ``SCHEMA_VERSION``."""
 
 
 def schema_version(conn: Any) -> int | None:
@@ -56,8 +62,11 @@ def schema_version(conn: Any) -> int | None:
 def migrate(conn: Any) -> tuple[int | None, int]:
     """Create or upgrade the schema to ``SCHEMA_VERSION``; returns ``(old, new)`` versions.
 
-    Runs in one transaction (all steps or none). Raises ``LogFormatError`` for a newer
-    schema. Concurrent ``migrate`` calls serialise on an advisory transaction lock.
+    Runs in one transaction (all steps or none). A half-made schema (tables left without a
+    version row, e.g. by an interrupted manual set-up) is completed when its tables have
+    fsm_stage's columns. Raises ``LogFormatError`` for a newer schema or a table of the same
+    name that is not fsm_stage's (nothing changed). Concurrent ``migrate`` calls serialise on
+    an advisory transaction lock.
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -70,9 +79,24 @@ def migrate(conn: Any) -> tuple[int | None, int]:
         for version in range(current + 1, SCHEMA_VERSION + 1):
             for sql in MIGRATIONS[version]:
                 conn.execute(sql)
+        check_tables(conn)
         conn.execute("INSERT INTO fsm_schema (id, version) VALUES (1, %s) "
                      "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version", (SCHEMA_VERSION,))
     return old, SCHEMA_VERSION
+
+
+def check_tables(conn: Any) -> None:
+    """Raise ``LogFormatError`` (one line) unless every table of ``TABLES`` has exactly
+    its columns and types."""
+    for table, want in TABLES.items():
+        rows = conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                            "WHERE table_schema = current_schema() AND table_name = %s", (table,)).fetchall()
+        have = {str(name): str(kind) for name, kind in rows}
+        if have != want:
+            diff = sorted(set(have.items()) ^ set(want.items()))
+            raise LogFormatError(
+                f"table {table} exists but is not fsm_stage's (columns differ: "
+                f"{', '.join(f'{n} {k}' for n, k in diff)}); drop or rename it, or use another database")
 
 
 def check_schema(conn: Any, where: str) -> None:

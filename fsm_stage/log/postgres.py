@@ -18,73 +18,51 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Collection, Iterator, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
 from types import TracebackType
-from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Any, TypeVar
 
 import attrs
 
-from fsm_stage.errors import AppendConflictError, LogFormatError, LogWriteError, UserError, _SeqTakenSignal
+from fsm_stage.errors import (
+    AppendConflictError,
+    DatabaseError,
+    LogFormatError,
+    LogWriteError,
+    UserError,
+    _SeqTakenSignal,
+)
 from fsm_stage.log.dsh import ReadResult, RecordDecoder, parse_header
 from fsm_stage.log.events import Clock, Event, LogBase, NewEvent, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
+from fsm_stage.log.pg_connect import (
+    INSTALL_HINT,
+    SCHEMES,
+    check_session_id,
+    connect,
+    db_error,
+    first_line,
+    is_disconnect,
+    psycopg_module,
+    redact,
+    split_location,
+)
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
-__all__ = ["PostgresLog", "connect", "open_postgres_log", "split_location"]
+__all__ = ["INSTALL_HINT", "SCHEMES", "PostgresLog", "connect", "open_postgres_log", "redact",
+           "split_location"]
 
-SCHEMES = ("postgresql", "postgres")
 MAX_APPEND_ATTEMPTS = 10_000
 """Plain appends retry after a lost race at most this often (each loss means another writer
 made progress, so this bounds only pathological contention)."""
+RECONNECT_PAUSE = (0.05, 1.0)
+"""``wait_for_events`` retries a lost server after this pause, doubling up to the second value."""
 
-INSTALL_HINT = "PostgreSQL logs need psycopg: pip install 'fsm_stage[postgres]'"
-
-
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
-    return psycopg
-
-
-def split_location(location: str) -> tuple[str, str | None]:
-    """``(conninfo, session)``: the libpq URL without its ``session`` query parameter, and that
-    parameter (None when absent). Raises ``UserError`` for a non-PostgreSQL URL or an empty or
-    repeated ``session``."""
-    parts = urlsplit(location)
-    if parts.scheme.lower() not in SCHEMES:
-        raise UserError(f"{redact(location)}: not a PostgreSQL URL (postgresql://USER@HOST:PORT/DB?session=ID)")
-    base, _, rest = location.partition("?")
-    query, hash_, fragment = rest.partition("#")
-    kept, sessions = [], []
-    for item in query.split("&") if query else []:
-        key, _, value = item.partition("=")
-        if unquote(key) == "session":
-            sessions.append(unquote(value))
-        else:
-            kept.append(item)  # passed to libpq exactly as written
-    if len(sessions) > 1:
-        raise UserError(f"{redact(location)}: `session` given {len(sessions)} times")
-    if sessions and not sessions[0]:
-        raise UserError(f"{redact(location)}: empty `session` (write ?session=ID)")
-    conninfo = base + ("?" + "&".join(kept) if kept else "") + hash_ + fragment
-    return conninfo, (sessions[0] if sessions else None)
-
-
-def redact(location: str) -> str:
-    """``location`` with any password replaced by ``***`` (for messages)."""
-    try:
-        parts = urlsplit(location)
-    except ValueError:
-        return "<postgresql location>"
-    if parts.password is None:
-        return location
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+_psycopg = psycopg_module
+T = TypeVar("T")
 
 
 _CREATE_HINT = " (pass create= to start one)"
@@ -103,18 +81,6 @@ def reading() -> Iterator[None]:
         if not text.endswith(_CREATE_HINT):
             raise
         raise LogFormatError(text[: -len(_CREATE_HINT)] + _READ_HINT) from None
-
-
-def connect(conninfo: str, *, autocommit: bool = True) -> Any:
-    """A psycopg connection to ``conninfo`` (a libpq URL or keyword string). Raises
-    ``UserError`` (one line: where and why) when the server cannot be reached."""
-    psycopg = _psycopg()
-    try:
-        return psycopg.connect(conninfo, autocommit=autocommit)
-    except psycopg.Error as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        why = lines[0] if lines else "connection failed"  # libpq's first line names host/socket
-        raise UserError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {why}") from None
 
 
 def header_line(header: SessionHeader) -> str:
@@ -170,16 +136,22 @@ class PostgresLog(LogBase):
     """A shared, durable ``EventLog`` for one session in a PostgreSQL database.
 
     ``PostgresLog(conninfo, session, create=header)``: ``conninfo`` a libpq URL without
-    ``session``; ``create`` the header to start the session with when the database does not
-    have it (else ``LogFormatError`` "no such session log"); an existing session is read whole
-    and a ``create`` with another id is a ``LogFormatError``. Options as ``JsonlLog``
-    (``clock``, ``ignorable_types``, ``protect_system_head``, ``allow_unknown_types`` — False:
-    what DSH's strict reader refuses is refused here too — and ``strict``).
+    ``session``; ``session`` a valid id (``pg_connect.check_session_id``: at most 200
+    characters, no control character); ``create`` the header to start the session with when the
+    database does not have it (else ``LogFormatError`` "no such session log"); an existing
+    session is read whole and a ``create`` with another id is a ``LogFormatError``. ``pool``: a
+    ``psycopg_pool.ConnectionPool`` (``pg_connect.connection_pool``) to borrow a connection from
+    per call instead of holding one. Options as ``JsonlLog`` (``clock``, ``ignorable_types``,
+    ``protect_system_head``, ``allow_unknown_types`` — False: what DSH's strict reader refuses
+    is refused here too — and ``strict``).
 
-    Raises ``UserError`` (unreachable server, missing psycopg), ``LogFormatError`` (no,
-    older or newer schema), ``LogFormatError``. ``append``/``append_many`` raise
-    ``LogWriteError`` (an invalid event, a surface op that cannot apply, a database error) with the
-    log unchanged, ``AppendConflictError`` when ``expect_last_seq`` is not the session's last seq.
+    Every database failure is a one-line ``DatabaseError`` (``transient`` set when the server
+    is unreachable or dropped the connection: retry later); reads (``refresh``,
+    ``export_bytes``) reconnect and retry once after a dropped connection. Raises ``UserError``
+    (a bad session id, missing psycopg), ``LogFormatError`` (not a session log; no, older or
+    newer schema). ``append``/``append_many`` raise ``LogWriteError`` (an invalid event, a
+    surface op that cannot apply, a ``DatabaseError``) with the log unchanged,
+    ``AppendConflictError`` when ``expect_last_seq`` is not the session's last seq.
     """
 
     def __init__(
@@ -193,17 +165,20 @@ class PostgresLog(LogBase):
         protect_system_head: bool = True,
         allow_unknown_types: bool = False,
         strict: bool = False,
+        pool: Any = None,
     ) -> None:
         self.conninfo = conninfo
-        self.session = session
+        self.session = check_session_id(session, redact(conninfo))
         self.source = f"{redact(conninfo)} session {session!r}"
         self._clock = clock
         self._ignorable_types = frozenset(ignorable_types)
         self._allow_unknown_types = allow_unknown_types
         self._strict = strict
+        self._pool = pool
         self._mutex = threading.RLock()
         self._listen_mutex = threading.Lock()  # one waiter at a time on the LISTEN connection
         self._listen: Any = None
+        self._closed = False
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
         self._events: list[Event] = []
@@ -211,16 +186,75 @@ class PostgresLog(LogBase):
             raise LogFormatError(
                 f"{self.source}: session id {session!r} does not match the header's {create.id!r}"
             )
-        self._conn = connect(conninfo)
+        self._conn: Any = None
         try:
-            check_schema(self._conn, redact(conninfo))
-            self._open(create)
+            self._call("opening the session", lambda conn: self._open(conn, create), retry=True)
         except BaseException:
-            self._conn.close()
+            self._drop_conn()
             raise
 
-    def _open(self, create: SessionHeader | None) -> None:
-        conn = self._conn
+    # -- connections ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _borrow(self) -> Iterator[Any]:
+        """A connection for one call: the pool's, or this log's own (reconnected, schema checked
+        and caught up when the server dropped it)."""
+        if self._closed:
+            raise LogWriteError(f"{self.source}: log is closed")
+        if self._pool is not None:
+            psycopg = _psycopg()
+            try:
+                conn = self._pool.getconn()
+            except psycopg.Error as err:
+                raise db_error(self.source, "getting a pooled connection", err) from None
+            except Exception as err:  # the pool's own timeout (PoolTimeout) and closed-pool errors
+                why = first_line(err)
+                raise DatabaseError(f"{self.source}: no pooled connection: {why}", transient=True) from None
+            try:
+                yield conn
+            finally:
+                self._pool.putconn(conn)  # a broken connection is replaced, an open transaction rolled back
+            return
+        if self._conn is None or self._conn.closed:
+            fresh = self._conn is not None
+            self._drop_conn()
+            self._conn = connect(self.conninfo)
+            if fresh:  # a dropped connection: the schema may have changed, a batch may have landed
+                check_schema(self._conn, redact(self.conninfo))
+                if hasattr(self, "_header_text"):
+                    self._read_new(self._conn)
+        yield self._conn
+
+    def _drop_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _call(self, doing: str, fn: Callable[[Any], T], *, retry: bool) -> T:
+        """``fn(conn)`` on a borrowed connection; a psycopg error becomes a ``DatabaseError``.
+        ``retry`` (idempotent reads only): once more on a new connection after a dropped one."""
+        psycopg = _psycopg()
+        for attempt in (0, 1):
+            conn = None
+            try:
+                with self._borrow() as conn:
+                    return fn(conn)
+            except psycopg.Error as err:
+                if retry and attempt == 0 and is_disconnect(err, conn):
+                    self._drop_conn()
+                    continue
+                raise db_error(self.source, doing, err, conn) from None
+            except DatabaseError as err:
+                if not err.transient:
+                    raise
+                if retry and attempt == 0:
+                    self._drop_conn()
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _open(self, conn: Any, create: SessionHeader | None) -> None:
+        check_schema(conn, redact(self.conninfo))
         if create is not None:
             conn.execute("INSERT INTO fsm_sessions (session, header) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                          (self.session, header_line(create)))
@@ -237,20 +271,15 @@ class PostgresLog(LogBase):
         self._header = parse_header(rec, source=self.source, strict=self._strict, warnings=self.warnings)
         if self._header.id != self.session:
             raise LogFormatError(f"{self.source}: stored header has id {self._header.id!r}")
-        self._read_new()
+        self._read_new(conn)
 
     # -- reading ---------------------------------------------------------------------------
-    def _read_new(self) -> int:
+    def _read_new(self, conn: Any) -> int:
         start = len(self._events)
-        psycopg = _psycopg()
-        try:
-            rows = self._conn.execute(
-                "SELECT seq, n, line FROM fsm_events WHERE session = %s AND seq >= %s ORDER BY seq",
-                (self.session, start),
-            ).fetchall()
-        except psycopg.Error as err:
-            why = (str(err).strip().splitlines() or ["database error"])[0]
-            raise LogWriteError(f"{self.source}: cannot read new events: {why}") from err
+        rows = conn.execute(
+            "SELECT seq, n, line FROM fsm_events WHERE session = %s AND seq >= %s ORDER BY seq",
+            (self.session, start),
+        ).fetchall()
         if not rows and start > 0:
             return 0
         evs = decode_rows(self._header_text, rows, next_seq=start, source=self.source, strict=self._strict)
@@ -263,37 +292,70 @@ class PostgresLog(LogBase):
 
     def refresh(self) -> int:
         """Read the events other writers appended since this log last read; returns how many.
-        Cost: one indexed query for the rows after the local end. Raises ``LogFormatError``."""
+        Cost: one indexed query for the rows after the local end (retried once on a new
+        connection after a dropped one). Raises ``LogFormatError``, ``DatabaseError``."""
         with self._mutex:
-            self._check_open()
-            return self._read_new()
+            return self._call("reading new events", self._read_new, retry=True)
 
     def wait_for_events(self, timeout: float) -> int:
         """Wait up to ``timeout`` seconds for another writer's append to this session (``LISTEN``
         on a second connection), then catch up; returns how many new events were read (0 when
-        the time ran out). Appends from other threads are not blocked while it waits."""
-        import time
-
+        the time ran out). Appends from other threads are not blocked while it waits. A lost
+        connection heals: the listener reconnects (pausing while the server is down), listens
+        again and catches up; a transient ``DatabaseError`` only when the time runs out while the
+        server is unreachable."""
+        psycopg = _psycopg()
         deadline = time.monotonic() + max(0.0, timeout)
+        pause = RECONNECT_PAUSE[0]
         with self._listen_mutex:
-            with self._mutex:
-                self._check_open()
-                if self._listen is None:
-                    self._listen = connect(self.conninfo)
-                    self._listen.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                listen = self._listen
             while True:
-                n = self.refresh()  # after LISTEN: an append from now on is either read or notified
+                try:
+                    listen = self._listener()
+                    n = self.refresh()  # after LISTEN: an append from now on is either read or notified
+                except DatabaseError as err:
+                    if not err.transient:
+                        raise
+                    self._drop_listener()
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise
+                    time.sleep(min(pause, remaining))
+                    pause = min(pause * 2, RECONNECT_PAUSE[1])
+                    continue
                 remaining = deadline - time.monotonic()
                 if n or remaining <= 0:
                     return n
-                woke = False
-                for note in listen.notifies(timeout=remaining):
-                    if note.payload == self.session:
-                        woke = True
-                        break
+                try:
+                    woke = any(note.payload == self.session for note in _until_first(
+                        listen.notifies(timeout=remaining), self.session))
+                except psycopg.Error as err:
+                    self._drop_listener()
+                    if not is_disconnect(err, listen):
+                        raise db_error(self.source, "waiting for events", err, listen) from None
+                    continue  # heal: reconnect, LISTEN again, catch up
                 if not woke:
                     return self.refresh()
+
+    def _listener(self) -> Any:
+        with self._mutex:
+            if self._closed:
+                raise LogWriteError(f"{self.source}: log is closed")
+            if self._listen is None or self._listen.closed:
+                self._drop_listener()
+                conn = connect(self.conninfo)
+                try:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                except _psycopg().Error as err:
+                    conn.close()
+                    raise db_error(self.source, "listening for events", err, conn) from None
+                self._listen = conn
+            return self._listen
+
+    def _drop_listener(self) -> None:
+        conn, self._listen = self._listen, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     # -- EventLog ----------------------------------------------------------------------------
     @property
@@ -317,20 +379,38 @@ class PostgresLog(LogBase):
         (after a ``refresh``, so ``events`` shows the winner's events). Without it a lost race
         is retried on the caught-up log, writer checks included: the retry holds the session
         row's lock for its one transaction (catch up, check, insert), so contending writers
-        queue instead of racing again. Raises ``LogWriteError``.
+        queue instead of racing again. A connection dropped during the write (a server restart)
+        is healed once: on a new connection the batch is looked up (committed: done) or written
+        again. Raises ``LogWriteError`` (``DatabaseError`` with ``transient`` set when the server stays
+        unreachable: the batch may have committed; the next call shows it).
         """
         with self._mutex:
-            self._check_open()
+            if self._closed:
+                raise LogWriteError(f"{self.source}: log is closed")
             if not specs:
                 return []
+            sent: list[tuple[list[int], list[str]]] = []  # the rows of each write attempt
+            healed = False
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 if expect_last_seq is not None and expect_last_seq != self.last_seq:
                     raise AppendConflictError(expect_last_seq, self.last_seq)
                 try:  # optimistic first (one round trip); after a lost race, queue on the row lock
-                    evs = self._write(specs) if expect_last_seq is not None or not attempt else \
-                        self._write_locked(specs)
+                    locked = expect_last_seq is None and attempt > 0
+                    evs = self._call(f"append of {len(specs)} event(s)",
+                                     (lambda conn: self._write_locked(conn, specs, sent)) if locked else
+                                     (lambda conn: self._write(conn, specs, sent)), retry=False)
+                except DatabaseError as err:
+                    if not err.transient or healed or not sent:
+                        raise
+                    healed = True  # one dropped connection (a server restart): did the batch land?
+                    seqs, lines = sent[-1]
+                    if self._landed(seqs, lines):
+                        self.refresh()
+                        return list(self._events[seqs[0]:seqs[0] + len(seqs)])
+                    self.refresh()
+                    continue  # not written: write again on the new connection
                 except _SeqTakenSignal:
-                    self._read_new()
+                    self.refresh()
                     if expect_last_seq is not None and expect_last_seq != self.last_seq:
                         raise AppendConflictError(expect_last_seq, self.last_seq) from None
                     continue  # plain: retry at the real end; conditional: rolled back, end unchanged
@@ -340,7 +420,16 @@ class PostgresLog(LogBase):
                 return evs
             raise LogWriteError(f"{self.source}: append lost {MAX_APPEND_ATTEMPTS} races in a row; giving up")
 
-    def _write_locked(self, specs: Sequence[NewEvent]) -> list[Event]:
+    def _landed(self, seqs: list[int], lines: list[str]) -> bool:
+        """Whether the rows of an unconfirmed write are stored exactly as sent (read again on a
+        new connection): then it committed before the connection broke."""
+        rows = self._call("checking an unconfirmed append", lambda conn: conn.execute(
+            "SELECT line FROM fsm_events WHERE session = %s AND seq = ANY(%s) ORDER BY seq",
+            (self.session, seqs)).fetchall(), retry=True)
+        return [r[0] for r in rows] == lines
+
+    def _write_locked(self, conn: Any, specs: Sequence[NewEvent],
+                      sent: list[tuple[list[int], list[str]]]) -> list[Event]:
         """A plain append: lock the session row for this one transaction (writers queue there
         instead of racing), catch up, run the writer checks on the real end, insert.
 
@@ -349,20 +438,18 @@ class PostgresLog(LogBase):
         its uncommitted seq would deadlock."""
         psycopg = _psycopg()
         try:
-            with self._conn.transaction():
-                self._conn.execute(
-                    "SELECT 1 FROM fsm_sessions WHERE session = %s FOR NO KEY UPDATE", (self.session,)
-                )
-                self._read_new()
-                return self._write(specs)
+            with conn.transaction():
+                conn.execute("SELECT 1 FROM fsm_sessions WHERE session = %s FOR NO KEY UPDATE",
+                             (self.session,))
+                self._read_new(conn)
+                return self._write(conn, specs, sent)
         except psycopg.errors.TransactionRollback:  # deadlock / serialization: nothing written
             raise _SeqTakenSignal from None
-        except psycopg.Error as err:
-            why = (str(err).strip().splitlines() or ["database error"])[0]
-            raise LogWriteError(f"{self.source}: append of {len(specs)} event(s) failed: {why}") from err
 
-    def _write(self, specs: Sequence[NewEvent]) -> list[Event]:
-        """Check and insert the batch after the local end; ``_SeqTakenSignal`` when that seq is taken."""
+    def _write(self, conn: Any, specs: Sequence[NewEvent],
+               sent: list[tuple[list[int], list[str]]]) -> list[Event]:
+        """Check and insert the batch after the local end (its rows noted in ``sent`` first);
+        ``_SeqTakenSignal`` when that seq is taken."""
         evs = prepare_batch(
             specs,
             next_seq=len(self._events),
@@ -373,15 +460,16 @@ class PostgresLog(LogBase):
             check_json=False,  # encode_line refuses non-JSON data the same way
         )
         lines = [encode_line(ev).decode("utf-8") for ev in evs]
-        if not self._insert([ev.seq for ev in evs], lines):
+        sent.append(([ev.seq for ev in evs], lines))
+        if not self._insert(conn, sent[-1][0], lines):
             raise _SeqTakenSignal
         return evs
 
-    def _insert(self, seqs: list[int], lines: list[str]) -> bool:
+    def _insert(self, conn: Any, seqs: list[int], lines: list[str]) -> bool:
         """Insert the rows and notify in one statement; False when a row's seq is taken."""
         psycopg = _psycopg()
         try:
-            self._conn.execute(
+            conn.execute(
                 "WITH ins AS (INSERT INTO fsm_events (session, seq, n, line) "
                 "SELECT %s, s, 1, l FROM unnest(%s::bigint[], %s::text[]) AS t(s, l)) "
                 "SELECT pg_notify(%s, %s)",
@@ -392,51 +480,35 @@ class PostgresLog(LogBase):
         except psycopg.errors.ForeignKeyViolation:
             raise LogWriteError(f"{self.source}: the session was deleted from the database") from None
         except psycopg.OperationalError as err:
-            if not self._conn.closed:
-                raise LogWriteError(f"{self.source}: append of {len(lines)} event(s) failed: {err}") from err
-            why = (str(err).strip().splitlines() or ["connection lost"])[0]
-            raise LogWriteError(
-                f"{self.source}: append of {len(lines)} event(s) failed: {why}; if the server "
-                "committed it before the connection broke, the next call (which reconnects) shows it"
-            ) from err
-        except psycopg.Error as err:
-            why = (str(err).strip().splitlines() or ["database error"])[0]
-            raise LogWriteError(f"{self.source}: append of {len(lines)} event(s) failed: {why}") from err
+            if not is_disconnect(err, conn):
+                raise
+            raise DatabaseError(
+                f"{self.source}: append of {len(lines)} event(s) failed: {redact(first_line(err))}; if "
+                "the server committed it before the connection broke, the next call (which reconnects) "
+                "shows it", transient=True) from None
         return True
 
     # -- export ------------------------------------------------------------------------------
     def export_bytes(self) -> bytes:
         """The session as DSH JSONL bytes (header line + every stored line, as stored)."""
         with self._mutex:
-            self._check_open()
-            rows = self._conn.execute(
+            rows = self._call("export", lambda conn: conn.execute(
                 "SELECT line FROM fsm_events WHERE session = %s ORDER BY seq", (self.session,)
-            ).fetchall()
+            ).fetchall(), retry=True)
         return (self._header_text + "".join(r[0] for r in rows)).encode("utf-8")
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        """Refuse a closed log; replace a connection the server dropped (then catch up, so a
-        batch whose commit was never confirmed shows up in ``events`` if it did commit)."""
-        if self._conn is None:
-            raise LogWriteError(f"{self.source}: log is closed")
-        if self._conn.closed:
-            self._conn = connect(self.conninfo)
-            check_schema(self._conn, redact(self.conninfo))
-            self._read_new()
-
     @property
     def closed(self) -> bool:
         """True after ``close()``."""
-        return self._conn is None
+        return self._closed
 
     def close(self) -> None:
-        """Close the database connections (idempotent)."""
+        """Close this log's database connections (idempotent; a pool stays open: its owner closes it)."""
         with self._mutex:
-            for conn in (self._conn, self._listen):
-                if conn is not None:
-                    conn.close()
-            self._conn = self._listen = None
+            self._closed = True
+            self._drop_conn()
+            self._drop_listener()
 
     def __enter__(self) -> PostgresLog:
         return self
@@ -448,6 +520,14 @@ class PostgresLog(LogBase):
 
     def __repr__(self) -> str:
         return f"PostgresLog({self.source!r}, events={len(self._events)})"
+
+
+def _until_first(notes: Iterator[Any], session: str) -> Iterator[Any]:
+    """The notifications of ``notes`` up to and including the first for ``session``."""
+    for note in notes:
+        yield note
+        if note.payload == session:
+            return
 
 
 def open_postgres_log(location: str, *, create: SessionHeader | None = None, **options: Any) -> PostgresLog:

@@ -164,7 +164,7 @@ class PlanModeController:
 
     def attach(self, runtime: Runtime) -> None:
         """Register everything with ``runtime``: the invariant (scans tracked logs first and
-        raises ``InvariantError`` on a bad ``plan/mode``, B109), the service handle, the pre-step
+        raises ``RecordShapeError`` on a bad ``plan/mode``, B109), the service handle, the pre-step
         participant, the ``plan:policy`` section, the ``exit_plan_mode`` tool, ``/plan`` when the
         runtime has commands (B48) and the ``plan`` projection when it has projections (B95).
         Nothing stays registered if any step fails. Raises ``RuntimeError`` when already attached

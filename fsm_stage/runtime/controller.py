@@ -45,7 +45,7 @@ class Registration:
 
     ``command`` and ``projection`` are skipped (returning False) when the runtime has no such
     registry (B48, B95); the other methods raise what the runtime's ``add_*`` raises (e.g.
-    ``ValueError`` for a duplicate tool or service name, ``InvariantError`` for a tracked log
+    ``ValueError`` for a duplicate tool or service name, ``RecordShapeError`` for a tracked log
     that already breaks an invariant)."""
 
     def __init__(self, runtime: Runtime) -> None:

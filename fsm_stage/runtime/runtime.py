@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from fsm_stage.errors import ControllerClosedError as ControllerClosedError
-from fsm_stage.errors import InvariantError as InvariantError
+from fsm_stage.errors import RecordShapeError
 from fsm_stage.log.events import Event
 from fsm_stage.observe import boundary
 from fsm_stage.runtime.abort import AbortSignal
@@ -295,7 +295,7 @@ class Runtime:
 
     def add_invariant(self, check: EventCheck) -> Disposer:
         """Install an event invariant: every tracked session's log is scanned now (raises
-        ``InvariantError`` and installs nothing on the first violation, B109), later tracked
+        ``RecordShapeError`` and installs nothing on the first violation, B109), later tracked
         sessions are scanned when tracked, and every later append is validated before it is
         committed (B111)."""
         for session in list(self._sessions):
@@ -305,7 +305,7 @@ class Runtime:
 
     def track(self, session: Session) -> None:
         """Make ``session`` subject to the installed invariants: scanned in full the first time
-        (raises ``InvariantError``), then every append is validated. Idempotent; sessions are
+        (raises ``RecordShapeError``), then every append is validated. Idempotent; sessions are
         held weakly. ``pre_step``, ``call_tool``, ``run_command`` and the ``Loop`` track the
         sessions they see."""
         if session in self._sessions:
@@ -455,4 +455,4 @@ def _scan(events: Iterable[Event], checks: Sequence[EventCheck]) -> None:
         for check in checks:
             problem = check(ev)
             if problem is not None:
-                raise InvariantError(problem)
+                raise RecordShapeError(problem)

@@ -18,13 +18,14 @@ from fsm_stage.constants import (
     PLAN_PROJECTION_STATE_VERSION,
     TURN_START,
 )
+from fsm_stage.errors import RecordShapeError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.events import Event, MemoryLog, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import PlanView
 from fsm_stage.plan_mode import PLAN_PROJECTION_KEY, PLAN_SERVICE, PlanModeController
 from fsm_stage.reviews import ScriptedReviewChannel
-from fsm_stage.runtime.runtime import InvariantError, Runtime
+from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 
 # --- disposal ------------------------------------------------------------------------------------
@@ -244,7 +245,7 @@ def test_non_boolean_state_rejected_B107(data: dict[str, Any], shown: str) -> No
     refused and the log unchanged."""
     h = Harness()
     n = len(h.log)
-    with pytest.raises(InvariantError) as err:
+    with pytest.raises(RecordShapeError) as err:
         h.session.append(PLAN_MODE_EVENT, data)
     assert "boolean" in str(err.value) and str(err.value).endswith(shown)
     assert len(h.log) == n
@@ -265,7 +266,7 @@ def test_late_installation_rejects_invalid_existing_state_B109() -> None:
     session = Session(log)  # tracked weakly: the agent holds it in real use
     runtime.track(session)
     ctl = PlanModeController({"section": "x"})
-    with pytest.raises(InvariantError, match="boolean"):
+    with pytest.raises(RecordShapeError, match="boolean"):
         ctl.attach(runtime)
     assert runtime.service(PLAN_SERVICE) is None and runtime.tools == {}
     assert runtime.commands is not None and runtime.commands.specs == []
@@ -294,12 +295,12 @@ def test_sessions_after_installation_scanned_and_appends_validated_B111() -> Non
     PlanModeController({"section": "x"}).attach(runtime)
     bad = MemoryLog(SessionHeader("bad"))
     bad.append(PLAN_MODE_EVENT, {"active": 1})
-    with pytest.raises(InvariantError):
+    with pytest.raises(RecordShapeError):
         runtime.track(Session(bad))
     good = Session(MemoryLog(SessionHeader("good")))
     runtime.track(good)
     good.append(PLAN_MODE_EVENT, {"active": False})
-    with pytest.raises(InvariantError):
+    with pytest.raises(RecordShapeError):
         good.append(PLAN_MODE_EVENT, {"active": None})
     assert len(good) == 1
 

@@ -133,17 +133,18 @@ def test_head_is_system_tracks_surface_node_zero() -> None:
 def test_runtime_tracks_sessions_it_sees_and_validates_appends() -> None:
     """pre_step / call_tool / run_command track the agent's session: installed invariants then
     validate every append (and the existing log once)."""
-    from fsm_stage.runtime.runtime import InvariantError, Runtime
+    from fsm_stage.errors import RecordShapeError
+    from fsm_stage.runtime.runtime import Runtime
 
     rt = Runtime()
     rt.add_invariant(lambda ev: "no x/bad" if ev.type == "x/bad" else None)
     agent = new_agent()
     agent.session.append("x/bad", {})  # not yet tracked
-    with pytest.raises(InvariantError):
+    with pytest.raises(RecordShapeError):
         rt.pre_step(agent, [])
     other = new_agent("s2")
     rt.pre_step(other, [])
-    with pytest.raises(InvariantError):
+    with pytest.raises(RecordShapeError):
         other.session.append("x/bad", {})
     assert len(other.session) == 0
 

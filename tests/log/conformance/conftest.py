@@ -89,13 +89,20 @@ class Store:
             with monkeypatch.context() as m:
                 m.setattr(jsonl, "_write_all_at", half_then_fail)
                 yield
-        else:
-            from fsm_stage.log.postgres import connect
+        else:  # the connection dies and the server stays unreachable (a single drop heals)
+            import fsm_stage.log.postgres as postgres
+            from fsm_stage.errors import DatabaseError
 
-            with connect(self.cluster.dsn) as admin:
+            with postgres.connect(self.cluster.dsn) as admin:
                 pid = log._conn.info.backend_pid
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            yield
+
+            def unreachable(conninfo: str, **_: Any) -> Any:
+                raise DatabaseError(f"{conninfo}: cannot connect to PostgreSQL: refused", transient=True)
+
+            with monkeypatch.context() as m:
+                m.setattr(postgres, "connect", unreachable)
+                yield
 
     def close_all(self) -> None:
         for log in self.opened:

@@ -1,0 +1,184 @@
+"""Rows 11-13: a long turn, a live session mid-turn, and the host import.
+
+* **long turn** (row 11): one step after another inside ONE turn, each step one tool call run
+  through ``StagedSession.run_tool`` (begin_step → record_reply → run_tool → end_step) on an
+  in-memory log; the cost of the steps after ``late`` calls already in the turn vs after
+  ``early`` calls. Independent of the turn's length is a ratio near 1 (the open turn used to
+  be re-folded per call: quadratic).
+* **mid-turn session** (row 12): bytes per live session once a turn is open (``start_turn`` +
+  ``begin_step`` logged its ``request/header``) with a realistic header: a ~2 KB system text and
+  8 tool specs shared by every session (the same runtime), distinct session ids, ``MemoryLog``.
+  ``tracemalloc`` live bytes over ``sessions`` sessions, per session; the RSS of a fresh process
+  holding 10,000 of them (full run) is given beside it.
+* **host import** (row 13): wall time of a fresh ``python -c "from fsm_stage import Runtime,
+  StageController, StagedSession, load_config, open_log"`` vs ``python -c pass``.
+
+``run(quick=False, smoke=False) -> dict``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+HOST_IMPORT = "from fsm_stage import Runtime, StageController, StagedSession, load_config, open_log"
+SYSTEM_TEXT = ("You are a careful software engineer working in stages. " * 40)[:2000]
+
+
+def _tools() -> list[Any]:
+    from fsm_stage.runtime.tools import ToolOutput, ToolSpec
+
+    class Tool:
+        def __init__(self, i: int) -> None:
+            props = {f"arg{k}": {"type": "string", "description": f"Argument {k} of tool {i}, explained."}
+                     for k in range(6)}
+            self.spec = ToolSpec(f"tool_{i}", f"Tool number {i}: does one thing well. " * 3,
+                                 {"type": "object", "properties": props, "required": ["arg0"]})
+
+        async def execute(self, args: Any, agent: Any, signal: Any = None) -> Any:
+            return ToolOutput(None, "ok")
+
+    return [Tool(i) for i in range(8)]
+
+
+def _runtime() -> Any:
+    from fsm_stage.runtime.assembly import SystemSection
+    from fsm_stage.runtime.runtime import Runtime
+
+    rt = Runtime()
+    for tool in _tools():
+        rt.add_tool(tool)
+    rt.add_section(SystemSection("intro", 10, lambda a: SYSTEM_TEXT))
+    return rt
+
+
+def _driver(rt: Any, sid: str) -> Any:
+    from fsm_stage.driver import StagedSession
+    from fsm_stage.log.events import MemoryLog, SessionHeader
+    from fsm_stage.runtime.agent import InboxAgent
+    from fsm_stage.runtime.session import Session
+
+    return StagedSession(rt, InboxAgent(Session(MemoryLog(SessionHeader(sid)))),
+                         config={"provider": "p", "model": "m"})
+
+
+def long_turn(early: int, late: int, sample: int) -> dict[str, Any]:
+    """Seconds per step (one ``run_tool`` each) after ``early`` and after ``late`` calls in one turn."""
+    from fsm_stage.runtime.tools import ToolCall
+
+    driver = _driver(_runtime(), "long-turn")
+    loop = asyncio.new_event_loop()
+    driver.start_turn()
+    marks: dict[int, float] = {}
+    k = 0
+    for checkpoint in (early, late):
+        while k < checkpoint + sample:
+            if k == checkpoint:
+                t0 = time.perf_counter()
+            driver.begin_step(copy_messages=False)
+            call = ToolCall.of("tool_0", {"arg0": str(k)}, id=f"c{k}")
+            driver.record_reply("", [call])
+            loop.run_until_complete(driver.run_tool(call))
+            driver.end_step()
+            k += 1
+        marks[checkpoint] = (time.perf_counter() - t0) / sample
+    loop.close()
+    return {"early_calls": early, "late_calls": late, "sample": sample, "early_s": marks[early],
+            "late_s": marks[late], "ratio": marks[late] / marks[early]}
+
+
+def midturn_bytes(sessions: int) -> dict[str, Any]:
+    """tracemalloc bytes per live session mid-turn (see the module docs)."""
+    import tracemalloc
+
+    rt = _runtime()
+    warm = _driver(rt, "warm")
+    warm.start_turn()
+    warm.begin_step(copy_messages=False)
+    keep: list[Any] = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(sessions):
+            d = _driver(rt, f"session-{i:06d}")
+            d.start_turn()
+            d.begin_step(copy_messages=False)
+            keep.append(d)
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    per = (after - before - keep.__sizeof__()) / sessions
+    idle = _driver(rt, "idle")
+    return {"sessions": sessions, "midturn_b": per, "header_events": sum(
+        1 for e in keep[0].session.events if e.type == "request/header"), "idle_example": repr(idle)[:0]}
+
+
+RSS_CHILD = """
+import sys, resource
+sys.path.insert(0, sys.argv[2])
+import bench_turns
+rt = bench_turns._runtime()
+keep = []
+for i in range(int(sys.argv[1])):
+    d = bench_turns._driver(rt, f"session-{i:06d}")
+    d.start_turn()
+    d.begin_step(copy_messages=False)
+    keep.append(d)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def midturn_rss(sessions: int) -> dict[str, Any]:
+    """Peak RSS of a fresh process holding ``sessions`` mid-turn sessions vs one holding none."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    here = str(Path(__file__).resolve().parent)
+    out = {}
+    for n in (0, sessions):
+        proc = subprocess.run([sys.executable, "-c", RSS_CHILD, str(n), here], env=env, capture_output=True,
+                              text=True, check=True)
+        out[n] = int(proc.stdout.strip().splitlines()[-1])
+    return {"sessions": sessions, "rss_b": out[sessions], "empty_rss_b": out[0],
+            "added_b": out[sessions] - out[0]}
+
+
+def host_import(repeat: int) -> dict[str, Any]:
+    """Wall time of the host import in fresh processes vs ``python -c pass`` (interleaved medians)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    ours, bare = [], []
+    for _ in range(repeat):
+        for code, into in ((HOST_IMPORT, ours), ("pass", bare)):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+            into.append(time.perf_counter() - t0)
+    return {"import_s": statistics.median(ours), "pass_s": statistics.median(bare), "repeat": repeat,
+            "ratio": statistics.median(ours) / statistics.median(bare)}
+
+
+def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """Rows 11-13 (see the module docs); ``quick``/``smoke`` shrink the sizes."""
+    early, late, sample = (20, 100, 10) if smoke else (100, 500, 50) if quick else (100, 2000, 100)
+    out: dict[str, Any] = {
+        "long_turn": long_turn(early, late, sample),
+        "midturn": midturn_bytes(50 if smoke else 500 if quick else 2000),
+        "host_import": host_import(2 if smoke else 7 if quick else 15),
+    }
+    if not smoke:
+        out["midturn_rss"] = midturn_rss(2000 if quick else 10_000)
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv), indent=2))

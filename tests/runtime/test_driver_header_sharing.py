@@ -1,0 +1,44 @@
+"""The step driver's request header: logged once per change (decided on a digest, not a kept
+copy), and identical tool lists / system texts are one shared object across sessions."""
+
+from __future__ import annotations
+
+import json
+
+from runtime_helpers import Echo, new_agent
+
+from fsm_stage.driver import StagedSession
+from fsm_stage.runtime.assembly import SystemSection
+from fsm_stage.runtime.runtime import Runtime
+
+
+def _headers(driver: StagedSession) -> list[dict]:  # type: ignore[type-arg]
+    return [e.data for e in driver.session.events if e.type == "request/header"]
+
+
+def test_identical_headers_are_shared_and_a_change_is_logged_once() -> None:
+    text = {"system": "You are staged."}
+    rt = Runtime()
+    rt.add_tool(Echo())
+    rt.add_section(SystemSection("intro", 10, lambda a: text["system"]))
+    a = StagedSession(rt, new_agent("h-a"), config={"provider": "p", "model": "m"})
+    b = StagedSession(rt, new_agent("h-b"), config={"provider": "p", "model": "m"})
+    for d in (a, b):
+        d.start_turn()
+        d.begin_step()
+    (ha,), (hb,) = _headers(a), _headers(b)
+    assert ha == hb and ha["reason"] == "initial"
+    assert ha["header"]["tools"] is hb["header"]["tools"] and ha["header"]["system"] is hb["header"]["system"]
+    assert [t["name"] for t in ha["header"]["tools"]] == ["echo"]
+    a.record_reply("x")
+    a.end_step()
+    assert a.begin_step() is not None and len(_headers(a)) == 1  # unchanged: not logged again
+    a.record_reply("y")
+    a.end_step()
+    text["system"] = "Now in another stage."
+    request = a.begin_step()
+    assert request is not None and request.header_reason == "change"
+    assert [h["reason"] for h in _headers(a)] == ["initial", "change"]
+    assert _headers(a)[1]["header"]["system"] == "Now in another stage."
+    # the logged data is plain JSON, equal to a round trip of what was sent
+    assert json.loads(json.dumps(_headers(a)[1])) == _headers(a)[1]

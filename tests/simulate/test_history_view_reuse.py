@@ -1,0 +1,48 @@
+"""The simulator's per-request message views: a request that starts with the very messages of
+the previous one only prices the new ones, and a request whose earlier messages changed (equal
+length or longer) still gets views of what it really holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fsm_stage.simulate.engine import _MARK_FIELDS, _Engine
+from fsm_stage.simulate.history import SharedHistory
+from fsm_stage.tokens import HeuristicTokenMeter
+
+
+def _engine() -> Any:
+    engine = _Engine.__new__(_Engine)
+    engine.meter = HeuristicTokenMeter()
+    engine._views, engine._history, engine._seen = {}, SharedHistory(), []
+    engine._marks = [[] for _ in _MARK_FIELDS]
+    return engine
+
+
+def _msg(i: int, text: str) -> dict[str, Any]:
+    return {"id": f"m{i}", "role": "user", "content": [{"type": "text", "text": text}],
+            "source": {"kind": "user"}}
+
+
+def _fresh(messages: list[dict[str, Any]]) -> tuple[Any, ...]:
+    return tuple(_engine()._history_view(messages))
+
+
+def test_grown_requests_reuse_views_and_a_changed_middle_is_seen() -> None:
+    engine = _engine()
+    m = [_msg(i, f"message {i}") for i in range(4)]
+    first = engine._history_view(m[:2])
+    second = engine._history_view(m[:3])  # the same objects, grown
+    assert tuple(second) == _fresh(m[:3]) and tuple(second)[:2] == tuple(first)
+    assert engine._seen == m[:3]
+    changed = [m[0], _msg(1, "rewritten by a transition, much longer than before"), m[2], m[3]]
+    third = engine._history_view(changed)
+    assert tuple(third) == _fresh(changed)
+    assert tuple(third)[1] != tuple(second)[1]
+    assert tuple(second) == _fresh(m[:3])  # the earlier record's views never change
+    # equal copies (a host deep-copying) still match the history without new views
+    copies = [dict(x) for x in changed]
+    assert tuple(engine._history_view(copies)) == tuple(third)
+    shorter = engine._history_view(changed[:2])
+    assert tuple(shorter) == _fresh(changed[:2])
+    assert tuple(engine._history_view([*changed, _msg(9, "next")])) == _fresh([*changed, _msg(9, "next")])

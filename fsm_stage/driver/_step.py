@@ -35,8 +35,9 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
-from fsm_stage.driver import _budget
-from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState, OpenTurnFold, OpenTurnView
+from fsm_stage.driver import _budget, _records
+from fsm_stage.driver._openstep import CallState, OpenTurnFold, OpenTurnView
+from fsm_stage.driver._records import ABORTED, ABORTED_BEFORE_DISPATCH, TURN_END_KINDS, dismiss, shape
 from fsm_stage.driver._repair import hold_live, is_turn_live, release_live, repair_open_turn
 from fsm_stage.driver._request import StepRequest, SuspendedCall, SuspendedStep
 from fsm_stage.errors import DriverStateError, RecordShapeError, ReviewPending, TurnSuspendedError
@@ -69,15 +70,6 @@ __all__ = [
     "TurnSuspendedError",
 ]
 
-ABORTED = {"name": "AbortError", "code": "ABORTED"}
-"""``tool/result.data.error`` of a call cancelled while running or suspended (DSH's shape)."""
-ABORTED_BEFORE_DISPATCH = {"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"}
-"""``tool/result.data.error`` of a requested call the cancellation kept from running."""
-_ABORTED_TEXT = "Error: tool call aborted"  # DSH's texts verbatim (cancel-tool-calls recording)
-_NOT_DISPATCHED_TEXT = "Error: tool call aborted before dispatch"
-TURN_END_KINDS = ("completed", "aborted", "error", "blocked")
-"""The ``turn/end`` reason kinds a host may write (``interrupted`` is crash repair's)."""
-
 _MAX_BUDGET_RETRIES = 3  # a redeemed budget review changes the stage or the budget once
 AcceptFn = Callable[[InboxAgent, list[Message]], bool]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -95,57 +87,6 @@ def _writes(fn: F) -> F:
         with self._writing():
             return fn(self, *args, **kwargs)
     return cast(F, functools.wraps(fn)(run))
-
-
-_SHARED: dict[str, Any] = {}
-_SHARED_MAX = 256
-
-
-def _shared_json(text: str) -> Any:
-    """The value of the JSON ``text``, one object per distinct text (tool specs, system texts,
-    configs) for the whole process, so 10,000 sessions with the same tools hold one copy of
-    them in their logged headers. Logged event data is never mutated; at most ``_SHARED_MAX``
-    values are kept (the oldest dropped)."""
-    hit = _SHARED.get(text)
-    if hit is not None:
-        return hit
-    if len(_SHARED) >= _SHARED_MAX:
-        _SHARED.pop(next(iter(_SHARED)))
-    value = _SHARED[text] = json.loads(text)
-    return value
-
-
-def _shape(cond: bool, what: str) -> None:
-    if not cond:
-        raise RecordShapeError(what)
-
-
-def _utf8(text: str, what: str) -> None:
-    """Refuse text the log cannot hold: a lone surrogate has no UTF-8 encoding."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise RecordShapeError(f"{what} holds a lone surrogate (U+{ord(text[err.start]):04X}) at "
-                               f"index {err.start}: it cannot be written as UTF-8") from None
-
-
-def _json_value(value: Any, what: str) -> Any:
-    try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise RecordShapeError(f"{what} must be JSON-serialisable: {exc}") from None
-
-
-def _check_call(call: Any, where: str) -> ToolCall:
-    _shape(isinstance(call, ToolCall), f"{where}: expected a ToolCall, got {type(call).__name__}")
-    _shape(isinstance(call.id, str) and bool(call.id), f"{where}: the call id must be a non-empty string")
-    _shape(isinstance(call.name, str) and bool(call.name),
-           f"{where} {call.id!r}: the tool name must be a non-empty string")
-    _shape(isinstance(call.arguments, str),
-           f"{where} {call.id!r}: arguments must be the JSON text (str), got {type(call.arguments).__name__}")
-    for part, value in (("id", call.id), ("name", call.name), ("arguments", call.arguments)):
-        _utf8(value, f"{where} {part}")
-    return call  # type: ignore[no-any-return]
 
 
 class StagedSession:
@@ -301,14 +242,14 @@ class StagedSession:
         ``{kind, error: {message}}``; ``aborted`` → ``{kind, reason: {kind: cause or "user"}}``.
         Raises ``RecordShapeError`` for another ``reason``, ``DriverStateError`` with no open turn
         or an open step (``end_step`` or ``cancel`` first)."""
-        _shape(reason in TURN_END_KINDS, f"end_turn: reason must be one of {', '.join(TURN_END_KINDS)}, "
+        shape(reason in TURN_END_KINDS, f"end_turn: reason must be one of {', '.join(TURN_END_KINDS)}, "
                f"got {reason!r}")
         view = self._open("end_turn")
         if view.open_step is not None:
             raise DriverStateError(f"end_turn: step {view.open_step[1]} is open; call end_step() "
                                    "(or cancel() to abort the turn) first")
         event = self.session.append(TURN_END, {**self._turn_data(view),
-                                               "reason": _reason(reason, message, cause)})
+                                               "reason": _records.reason(reason, message, cause)})
         self._release(signal=True)
         return event
 
@@ -399,7 +340,7 @@ class StagedSession:
             reason = "change"
         else:
             return None
-        data = {key: _shared_json(json.dumps(header[key])) for key in ("config", "system", "tools")}
+        data = {key: _records.shared_json(json.dumps(header[key])) for key in ("config", "system", "tools")}
         self.session.append(REQUEST_HEADER, {"header": data, "reason": reason})
         self._last_header = digest
         return reason
@@ -414,26 +355,26 @@ class StagedSession:
         not a ``ToolCall`` with a non-empty id and name and str JSON arguments, duplicate call
         ids, a non-mapping or non-JSON usage; ``DriverStateError`` with no open step or when
         the step already has its reply. Nothing is written on error."""
-        _shape(isinstance(text, str), f"record_reply: text must be a str, got {type(text).__name__}")
-        _utf8(text, "record_reply: text")
-        _shape(reasoning is None or isinstance(reasoning, str),
+        shape(isinstance(text, str), f"record_reply: text must be a str, got {type(text).__name__}")
+        _records.utf8(text, "record_reply: text")
+        shape(reasoning is None or isinstance(reasoning, str),
                "record_reply: reasoning must be a str or None")
-        _shape(isinstance(tool_calls, Sequence) and not isinstance(tool_calls, str | bytes),
+        shape(isinstance(tool_calls, Sequence) and not isinstance(tool_calls, str | bytes),
                "record_reply: tool_calls must be a sequence of ToolCall")
-        calls = [_check_call(c, "record_reply: tool call") for c in tool_calls]
+        calls = [_records.check_call(c, "record_reply: tool call") for c in tool_calls]
         ids = [c.id for c in calls]
-        _shape(len(set(ids)) == len(ids), f"record_reply: duplicate tool call ids in {ids}")
-        _shape(usage is None or isinstance(usage, Mapping),
+        shape(len(set(ids)) == len(ids), f"record_reply: duplicate tool call ids in {ids}")
+        shape(usage is None or isinstance(usage, Mapping),
                "record_reply: usage must be a mapping or None")
-        _shape(source is None or isinstance(source, Mapping),
+        shape(source is None or isinstance(source, Mapping),
                "record_reply: source must be a mapping or None")
-        usage_data = None if usage is None else _json_value(dict(usage), "record_reply: usage")
+        usage_data = None if usage is None else _records.json_value(dict(usage), "record_reply: usage")
         view = self._open_step("record_reply")
         if view.replied:
             raise DriverStateError(f"record_reply: step {view.open_step[1] if view.open_step else ''} "
                                    "already has its reply (one assistant/message per step)")
         used = sorted(i for i in ids if view.call(i) is not None)
-        _shape(not used, f"record_reply: tool call id(s) {used} were used earlier in this turn; "
+        shape(not used, f"record_reply: tool call id(s) {used} were used earlier in this turn; "
                          "every tool call of a turn needs its own id")
         content: list[dict[str, Any]] = []
         if reasoning:
@@ -446,7 +387,7 @@ class StagedSession:
         src = dict(source) if source is not None else {"kind": "model", "provider": self.config.get(
             "provider"), "model": self.config.get("model")}
         message: Message = {"role": "assistant", "content": content,
-                            "source": _json_value(src, "record_reply: source"), "id": new_id()}
+                            "source": _records.json_value(src, "record_reply: source"), "id": new_id()}
         data: dict[str, Any] = {**step_position(*view.open_step), "message": message}  # type: ignore[misc]
         if usage_data is not None:
             data["usage"] = usage_data
@@ -475,7 +416,7 @@ class StagedSession:
         (after a ``dismiss`` answer for its review if the tool left it open) and re-raises.
         ``DriverStateError`` / ``RecordShapeError`` for a call not in the reply, already run, or
         differing from the reply."""
-        _check_call(call, "run_tool")
+        _records.check_call(call, "run_tool")
         view = self._open_step("run_tool")
         state = self._call_state(view, call, "run_tool")
         return await self._run(call, state.turn, state.step, log_call=True)
@@ -505,9 +446,9 @@ class StagedSession:
         fold = self._turn()
         state = fold.call(call.id) if fold.open else None
         if state is not None and state.call_seq is not None and not state.answered:
-            batch = [_dismiss(state.review_id)] if state.review_id and not state.review_answered else []
+            batch = [dismiss(state.review_id)] if state.review_id and not state.review_answered else []
             with contextlib.suppress(Exception):
-                self.session.append_many([*batch, *_abort_result(state, dispatched=True)])
+                self.session.append_many([*batch, *_records.abort_result(state, dispatched=True)])
 
     @_writes
     async def authorize(self, call: ToolCall) -> ToolResult | None:
@@ -518,7 +459,7 @@ class StagedSession:
         rule puts the call to the review channel first; ``ReviewPending`` when it suspends
         (call ``authorize`` again once the review is answered). Raises as ``record_tool_result``
         for a call not in the reply or already run."""
-        _check_call(call, "authorize")
+        _records.check_call(call, "authorize")
         view = self._open_step("authorize")
         state = self._call_state(view, call, "authorize")
         return await self.runtime.authorize(self.agent, call, turn=state.turn, step=state.step,
@@ -531,11 +472,11 @@ class StagedSession:
         (``meta`` written for successes when not None). Raises ``RecordShapeError`` for a
         non-str ``text``, non-bool ``is_error``, non-JSON ``meta``; ``DriverStateError`` as
         ``run_tool``."""
-        _check_call(call, "record_tool_result")
-        _shape(isinstance(text, str), f"record_tool_result: text must be a str, got {type(text).__name__}")
-        _utf8(text, "record_tool_result: text")
-        _shape(isinstance(is_error, bool), "record_tool_result: is_error must be a bool")
-        meta_data = None if meta is None else _json_value(meta, "record_tool_result: meta")
+        _records.check_call(call, "record_tool_result")
+        shape(isinstance(text, str), f"record_tool_result: text must be a str, got {type(text).__name__}")
+        _records.utf8(text, "record_tool_result: text")
+        shape(isinstance(is_error, bool), "record_tool_result: is_error must be a bool")
+        meta_data = None if meta is None else _records.json_value(meta, "record_tool_result: meta")
         view = self._open_step("record_tool_result")
         state = self._call_state(view, call, "record_tool_result")
         message = tool_result_message(call, text, is_error)
@@ -598,21 +539,21 @@ class StagedSession:
         else ``tool/call`` + ``Error: tool call aborted before dispatch``), ``step/end`` when a
         step is open, ``turn/end`` (``reason`` as ``end_turn``). Returns the events (``[]``
         when no turn is open)."""
-        _shape(reason in TURN_END_KINDS, f"close_turn: reason must be one of {', '.join(TURN_END_KINDS)}")
+        shape(reason in TURN_END_KINDS, f"close_turn: reason must be one of {', '.join(TURN_END_KINDS)}")
         view = self.view()
         if view is None:
             self._release(signal=True)
             return []
-        batch: list[NewEvent] = [_dismiss(rid) for rid in view.open_reviews]
+        batch: list[NewEvent] = [dismiss(rid) for rid in view.open_reviews]
         start = len(self.session)
         for state in view.calls:
             if state.unsettled:
-                batch.extend(_abort_result(state, dispatched=state.call_seq is not None,
+                batch.extend(_records.abort_result(state, dispatched=state.call_seq is not None,
                                            at=start + len(batch)))
         if view.open_step is not None:
             batch.append(NewEvent(STEP_END, step_position(*view.open_step)))
         batch.append(NewEvent(TURN_END, {**self._turn_data(view),
-                                         "reason": _reason(reason, message, cause)}))
+                                         "reason": _records.reason(reason, message, cause)}))
         events = self.session.append_many(batch)
         self._release(signal=True)
         return events
@@ -630,37 +571,3 @@ class StagedSession:
             with contextlib.suppress(BaseException):
                 await task
         return self.close_turn("aborted", cause=reason)
-
-
-def _dismiss(review_id: str) -> NewEvent:
-    """The ``fsm/review/answer`` a cancellation writes for an open review (docs/reviews.md)."""
-    return NewEvent(REVIEW_ANSWER, {"id": review_id, "outcome": "dismiss", "option": None,
-                                    "shape": None, "feedback": None, "by": "cancel"}, ignorable=True)
-
-
-def _abort_result(state: CallState, *, dispatched: bool, at: int | None = None) -> list[NewEvent]:
-    """Closers of one unsettled call: its aborted ``tool/result`` (after a ``tool/call`` when it
-    was never dispatched; ``at`` is then the seq that ``tool/call`` gets)."""
-    where = step_position(state.turn, state.step)
-    out: list[NewEvent] = []
-    if dispatched:
-        call_seq = state.call_seq
-        text, error = _ABORTED_TEXT, ABORTED
-    else:
-        call_seq = at
-        out.append(NewEvent(TOOL_CALL, {**where, "callId": state.call.id, "name": state.call.name,
-                                        "arguments": state.call.arguments}))
-        text, error = _NOT_DISPATCHED_TEXT, ABORTED_BEFORE_DISPATCH
-    data = {**where, "message": tool_result_message(state.call, text, True), "error": dict(error)}
-    out.append(NewEvent(TOOL_RESULT, data, "append", [call_seq] if call_seq is not None else None))
-    return out
-
-
-def _reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]:
-    if kind == "error":
-        return {"kind": "error", "error": {"message": message or "error"}}
-    if kind == "aborted":
-        return {"kind": "aborted", "reason": {"kind": cause or "user"}}
-    if kind == "blocked" and message:
-        return {"kind": "blocked", "message": message}
-    return {"kind": kind}

@@ -65,8 +65,10 @@ def _load(spec: str, what: str) -> Any:
               help="Seconds of silence after which a worker's sessions are taken over.")
 @click.option("--poll", default=30.0, show_default=True, type=click.FloatRange(0.1, 86400.0),
               help="Seconds a waiting session re-reads its log without a wake-up.")
+@click.option("--max-interrupted", default=3, show_default=True, type=click.IntRange(1, 1000),
+              help="Turns in a row ending interrupted (worker crashes) before a run is failed.")
 def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None, slots: int, sessions: int,
-           dead_after: float, poll: float) -> None:
+           dead_after: float, poll: float, max_interrupted: int) -> None:
     """Run a fleet worker: drive the store's sessions as DBOS workflows until stopped."""
     _dbos()
     from fsm_stage.config import load_config
@@ -79,7 +81,7 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
         raise UserError(f"{graph_path}: not a stage graph (no `stages:`)")
     app = FleetApp(Store(store), config, _load(model_spec, "--model"),
                    _load(tools_spec, "--tools") if tools_spec else tuple, worker=executor_name(),
-                   slots=slots, poll=poll)
+                   slots=slots, poll=poll, max_interrupted=max_interrupted)
 
     async def main() -> None:
         stop = asyncio.Event()

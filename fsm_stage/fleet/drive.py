@@ -10,9 +10,10 @@ The order, each decided from the log alone (a fold after every turn):
    ``waiting-review``; a turn that ended ``interrupted`` after it started work (a user message
    or a model reply is in it) → one continuation turn (the model sees the repaired history,
    ``TOOL_OUTCOME_UNKNOWN`` results included; a turn cut before any work is simply gone) — after
-   ``MAX_INTERRUPTED`` in a row the run fails; a pending durable input → apply the earliest one
-   (a message becomes the turn's ``user/message`` with the input's id, so it is consumed
-   exactly once; ``/stage`` / ``/plan`` run as commands) and run the turn; else return
+   ``max_interrupted`` (default ``MAX_INTERRUPTED``) in a row the run fails; a pending durable
+   input → apply the earliest one (a message becomes the turn's ``user/message`` with the
+   input's id, so it is consumed exactly once; ``/stage`` / ``/plan`` run as commands) and run
+   the turn; else return
    ``needs-input``, or ``complete`` when the current stage has no outgoing transition.
 
 One input per turn, taken at turn boundaries only, so the log a run leaves does not depend on
@@ -108,18 +109,24 @@ def _close(host: Any) -> None:
 
 async def drive(log: Any, *, graph: ConfigFile | str | Path, model: Model,
                 tools: Iterable[Tool] = (), worker: str = "local", max_turns: int = 32,
-                guards: Mapping[str, bool] | None = None) -> DriveResult:
+                guards: Mapping[str, bool] | None = None,
+                max_interrupted: int = MAX_INTERRUPTED) -> DriveResult:
     """Drive the session of ``log`` (an open ``EventLog``) to its next wait point (module
     docstring) with ``model`` and the host ``tools`` under the stage ``graph`` (a loaded
     ``ConfigFile`` or a YAML path; plan mode from its ``plan_mode`` section). ``worker`` names
     the driver in its claim; ``max_turns`` bounds the turns of one call (then it returns the
     state reached, ``needs-input`` or a later one, and the next call goes on); ``guards`` fixes
-    the graph's guard predicates. Returns a ``DriveResult``.
+    the graph's guard predicates; ``max_interrupted`` (>= 1) is how many turns in a row may end
+``interrupted`` (worker crashes) before the run is declared ``failed``. Returns a
+``DriveResult``.
 
     Raises ``ClaimLostError`` when another driver claimed the session meanwhile (this one wrote
-    nothing after that), ``UserError`` for a file without a stage graph, and what the log, the
+    nothing after that), ``UserError`` for a file without a stage graph or a ``max_interrupted``
+    below 1, and what the log, the
     model (beyond the loop's retries, which end the turn ``error``) or a tool bug raises; the
     turn is then closed (``Loop``) or left for crash repair."""
+    if not isinstance(max_interrupted, int) or max_interrupted < 1:
+        raise UserError(f"max_interrupted must be an int >= 1, got {max_interrupted!r}")
     config = _graph(graph)
     final = _final_stages(config)
     fenced = FencedLog(log, worker)
@@ -132,13 +139,13 @@ async def drive(log: Any, *, graph: ConfigFile | str | Path, model: Model,
     try:
         for tool in tools:
             host.runtime.add_tool(tool)
-        return await _run(host, fenced, model, final, epoch, max_turns)
+        return await _run(host, fenced, model, final, epoch, max_turns, max_interrupted)
     finally:
         _close(host)
 
 
 async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str], epoch: int,
-               max_turns: int) -> DriveResult:
+               max_turns: int, max_interrupted: int) -> DriveResult:
     loop = Loop(host.runtime, host.agent, model)
     session = host.agent.session
     turns = 0
@@ -160,7 +167,7 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
             turns += 1
             continue
         if view.unfinished:
-            if view.interrupted >= MAX_INTERRUPTED:
+            if view.interrupted >= max_interrupted:
                 return _fail(fenced, epoch, turns, f"{view.interrupted} turns in a row were interrupted")
             await loop.run_turn()
             turns += 1

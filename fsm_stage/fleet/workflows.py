@@ -26,7 +26,7 @@ from dbos import DBOS, DBOSClient, EnqueueOptions
 from fsm_stage.config import ConfigFile
 from fsm_stage.driver import Model
 from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
-from fsm_stage.fleet.drive import drive
+from fsm_stage.fleet.drive import MAX_INTERRUPTED, drive
 from fsm_stage.fleet.inputs import record_answer, record_input
 from fsm_stage.fleet.records import END, fold
 from fsm_stage.fleet.store import Store
@@ -76,7 +76,8 @@ class FleetApp:
     """What this process's workflows drive with: the ``store``, the stage ``graph``, a
     ``model_factory()`` (called once per drive) and ``tools_factory()`` (host tools), the
     ``worker`` name written in claims, ``slots`` (drives at once in this process), ``poll``
-    (seconds a waiting workflow re-reads the log without a wake-up); ``lost`` is set when a
+    (seconds a waiting workflow re-reads the log without a wake-up), ``max_interrupted``
+    (crashed turns in a row before a run fails, ``drive``); ``lost`` is set when a
     workflow met an exception from DBOS (the worker then exits)."""
 
     store: Store
@@ -86,6 +87,7 @@ class FleetApp:
     worker: str = "local"
     slots: int = 4
     poll: float = 30.0
+    max_interrupted: int = MAX_INTERRUPTED
     on_drive: Callable[[str, dict[str, Any]], None] | None = None
     lost: BaseException | None = None
     _semaphore: asyncio.Semaphore | None = None
@@ -126,7 +128,8 @@ async def _drive_step(session_id: str) -> dict[str, Any]:
             return {"state": "error", "message": str(err) or type(err).__name__}
         try:
             result = (await drive(log, graph=app.graph, model=app.model_factory(),
-                                  tools=app.tools_factory(), worker=app.worker)).to_json()
+                                  tools=app.tools_factory(), worker=app.worker,
+                                  max_interrupted=app.max_interrupted)).to_json()
         except ClaimLostError as err:
             result = {"state": "claim-lost", "message": str(err)}
         except Exception as err:

@@ -55,7 +55,8 @@ class Fleet:
         self.procs.append(subprocess.Popen(
             [sys.executable, "-m", "fsm_stage", "worker", "--graph", str(GRAPH), "--store", self.store,
              "--model", "fleet_model:model", "--tools", "fleet_model:tools", "--dead-after", "2",
-             "--poll", "2", "--slots", "4"], env=env, stdout=subprocess.DEVNULL, stderr=err))
+             "--poll", "2", "--slots", "4",
+             "--max-interrupted", "12"], env=env, stdout=subprocess.DEVNULL, stderr=err))
 
     def supervise(self) -> int:
         """Replace dead workers; returns how many died since the last call."""

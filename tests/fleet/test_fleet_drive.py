@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fsm_stage import MemoryLog, SessionHeader
-from fsm_stage.constants import TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from fsm_stage.constants import STEP_END, TOOL_CALL, TOOL_RESULT, TURN_END, USER_MESSAGE
 from fsm_stage.errors import ClaimLostError, UserError
 from fsm_stage.fleet import FencedLog, Store, check_session_id, drive, session_state
 from fsm_stage.fleet.inputs import record_answer, record_input
@@ -209,3 +209,43 @@ def test_a_turn_cancelled_under_its_driver_is_continued_like_a_crashed_one() -> 
     log.append("turn/end", {"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "cancelled"}}})
     assert session_state(log.events) == ("queued", None)
     assert _run_to_end(log).state == "complete"
+
+
+class _WorkerDied(BaseException):
+    """Raised inside a model call; the log is then cut back to what a worker SIGKILLed there
+    leaves (the loop's own ``step/end`` + ``turn/end {kind: error}`` dropped)."""
+
+
+class _DyingModel(fleet_model.FleetModel):
+    async def complete(self, request: Any, *, signal: Any) -> Any:
+        raise _WorkerDied
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4])
+def test_a_run_fails_after_max_interrupted_crashed_turns_in_a_row(limit: int) -> None:
+    """A turn that kills every worker driving it is repaired as ``interrupted`` and driven
+    again until ``max_interrupted`` turns in a row ended so; then the run ends ``failed``,
+    saying why, and stays failed."""
+    log = _log()
+    record_input(log, "message", "task: 5", input_id="in-5")
+    crashes = 0
+    while True:
+        try:
+            result = asyncio.run(drive(log, graph=GRAPH, model=_DyingModel(), max_interrupted=limit))
+        except _WorkerDied:
+            crashes += 1
+            assert [e.type for e in log.events[-2:]] == [STEP_END, TURN_END]
+            log = _copy(log.events, len(log.events) - 2)
+            continue
+        break
+    assert crashes == limit
+    assert result.state == "failed" and result.message == f"{limit} turns in a row were interrupted"
+    assert session_state(log.events)[0] == "failed"
+    assert [e.data["reason"]["kind"] for e in log.events if e.type == TURN_END] == ["interrupted"] * limit
+
+
+def test_the_worker_cli_default_is_the_library_default() -> None:
+    from fsm_stage.cli.fleet_cmds import worker
+    from fsm_stage.fleet.drive import MAX_INTERRUPTED
+    option = next(p for p in worker.params if p.name == "max_interrupted")
+    assert option.default == MAX_INTERRUPTED

@@ -62,7 +62,7 @@ from fsm_stage.log.projections import PlanModeFold, PlanView, fold_plan_mode, pl
 from fsm_stage.plan_mode._models import plan_model_source
 from fsm_stage.plan_mode._texts import _catalog, plan_heading_ok, plan_title, resolve_config
 from fsm_stage.plan_mode._tool import _ExitTool, _PlanCommand
-from fsm_stage.policy._ask import POLICY_GATE
+from fsm_stage.policy._ask import PolicyGate
 from fsm_stage.reviews._answer import answer_review, current_payload_sha256
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel, check_review_channel
 from fsm_stage.reviews._flow import redeemed_spec, state_of
@@ -175,7 +175,7 @@ class PlanModeController:
     def _contribute(self, reg: Registration) -> None:
         reg.invariant(self.check_event)
         reg.service(PLAN_SERVICE, self)
-        reg.tool_gate(POLICY_GATE)
+        reg.tool_gate(PolicyGate(self))
         reg.pre_step(self.on_pre_step)
         reg.section(SystemSection(PLAN_POLICY_SECTION, PLAN_POLICY_ORDER, self.section_text))
         reg.tool(self.tool)

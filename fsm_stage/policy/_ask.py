@@ -155,13 +155,25 @@ class PolicyGate:
     """The tool policy as the runtime's ``ToolGate``: the stage's and plan mode's rules decide
     each call on its complete arguments (``authorize``); a denied call runs nothing and gets
     an error result; an ``ask`` call runs only after the review channel approves it
-    (``ReviewPending`` when the channel suspends). Both controllers register the one
-    ``POLICY_GATE``; the runtime asks it once."""
+    (``ReviewPending`` when the channel suspends).
+
+    The stage switch and plan mode each register one, carrying their ``policy_source`` (a
+    ``StagePolicySource`` / ``PlanPolicySource``): the policy reads both sources from the
+    runtime's gates, and only the first ``PolicyGate`` registered decides, so a call is
+    judged once by the combined rules."""
+
+    def __init__(self, policy_source: gate.StagePolicySource | gate.PlanPolicySource) -> None:
+        self.policy_source = policy_source
+
+    def _leads(self, runtime: Runtime) -> bool:
+        return next((g for g in runtime.tool_gates if isinstance(g, PolicyGate)), None) is self
 
     async def call(self, runtime: Runtime, agent: Agent | None, call: ToolCall, *, turn: int | None,
                    step: int | None, signal: AbortSignal | None, log: bool) -> ToolResult | None:
         """None: no rule stops ``call`` (dispatch it); else its refusal or, for an approved
         ``ask`` call, the result of running it (``tool/call``, the review, ``tool/result``)."""
+        if not self._leads(runtime):
+            return None
         found = gate.authorize(runtime, agent, call)
         if found is None or found[0].verdict == "allow":
             return None
@@ -186,6 +198,8 @@ class PolicyGate:
                         turn: int | None, step: int | None, signal: AbortSignal | None,
                         log: bool) -> ToolResult | None:
         """None: run the host's call; else its refusal (an ``ask`` rule reviews it first)."""
+        if not self._leads(runtime):
+            return None
         found = gate.authorize(runtime, agent, call)
         if found is None or found[0].verdict == "allow":
             return None
@@ -199,6 +213,3 @@ class PolicyGate:
         session = agent.session if (log and agent is not None) else None
         return gate.refuse(session, call, decision, state, turn=turn, step=step)
 
-
-POLICY_GATE = PolicyGate()
-"""The one tool-policy gate the stage switch and plan mode register."""

@@ -200,8 +200,17 @@ class PlanPolicySource(Protocol):
     def effective(self, agent: Agent) -> bool: ...
 
 
-class _Services(Protocol):
-    def service(self, name: str) -> object | None: ...
+@runtime_checkable
+class PolicySourceGate(Protocol):
+    """A tool gate that carries one controller's part of the policy (``policy._ask.PolicyGate``):
+    the stage switch and plan mode each register one with their runtime."""
+
+    policy_source: StagePolicySource | PlanPolicySource
+
+
+class _Gated(Protocol):
+    @property
+    def tool_gates(self) -> Sequence[object]: ...
 
 
 @attrs.frozen
@@ -272,14 +281,26 @@ class PolicyState:
         return tuple(out)
 
 
-def policy_state(services: _Services, agent: Agent | None) -> PolicyState | None:
-    """The policy in effect for ``agent`` on a runtime (None: no agent, or no policy anywhere)."""
+def policy_sources(runtime: _Gated) -> tuple[StagePolicySource | None, PlanPolicySource | None]:
+    """The stage switch's and plan mode's policy sources among ``runtime``'s tool gates (the
+    first of each kind; None when that controller is not attached)."""
+    stage_src: StagePolicySource | None = None
+    plan_src: PlanPolicySource | None = None
+    for g in runtime.tool_gates:
+        src = g.policy_source if isinstance(g, PolicySourceGate) else None
+        if stage_src is None and isinstance(src, StagePolicySource):
+            stage_src = src
+        elif plan_src is None and isinstance(src, PlanPolicySource):
+            plan_src = src
+    return stage_src, plan_src
+
+
+def policy_state(runtime: _Gated, agent: Agent | None) -> PolicyState | None:
+    """The policy in effect for ``agent`` on ``runtime`` (None: no agent, or no policy
+    anywhere), from the policy sources its controllers registered (``policy_sources``)."""
     if agent is None:
         return None
-    stage_svc = services.service("stage")
-    plan_svc = services.service("plan_mode")
-    stage_src = stage_svc if isinstance(stage_svc, StagePolicySource) else None
-    plan_src = plan_svc if isinstance(plan_svc, PlanPolicySource) else None
+    stage_src, plan_src = policy_sources(runtime)
     graph = stage_src.config if stage_src is not None and isinstance(stage_src.config, GraphConfig) else None
     stage = sp = pp = None
     if stage_src is not None and graph is not None:
@@ -296,10 +317,10 @@ def policy_state(services: _Services, agent: Agent | None) -> PolicyState | None
 
 
 def authorize(
-    services: _Services, agent: Agent | None, call: ToolCall
+    runtime: _Gated, agent: Agent | None, call: ToolCall
 ) -> tuple[Decision, PolicyState] | None:
     """The policy decision for ``call`` (None when no policy applies: run it)."""
-    state = policy_state(services, agent)
+    state = policy_state(runtime, agent)
     if state is None:
         return None
     return state.decide(call), state

@@ -422,6 +422,11 @@ class Runtime:
         return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
                                    signal=signal)
 
+    @property
+    def tool_gates(self) -> tuple[ToolGate, ...]:
+        """The registered tool gates in registration order, each once."""
+        return tuple(self._unique_gates())
+
     def _unique_gates(self) -> list[ToolGate]:
         seen: list[ToolGate] = []
         for gate in self._gates:

@@ -31,7 +31,7 @@ from fsm_stage.handoff import HandoffStore, SandboxPolicyProvider
 from fsm_stage.log.events import NewEvent, Replace, SurfaceOp
 from fsm_stage.log.projections import StageProjection, StageState
 from fsm_stage.log.surface import shadow_range
-from fsm_stage.policy._ask import POLICY_GATE
+from fsm_stage.policy._ask import PolicyGate
 from fsm_stage.prompts import Catalog, load_catalog, render, section_lists_targets_plainly
 from fsm_stage.reviews._answer import answer_review, current_payload_sha256
 from fsm_stage.reviews._channel import ReviewChannel, check_review_channel
@@ -177,7 +177,7 @@ class StageController:
         reg.pre_step(self.on_pre_step)
         reg.model_source(stage_model_source(self))
         reg.service("stage", self)
-        reg.tool_gate(POLICY_GATE)
+        reg.tool_gate(PolicyGate(self))
         if self.config.min_handoff_tokens is not None and self.token_meter is None:
             # Construction and attach never fail for this (spec); say it once, now, instead
             # of only failing every threshold-deciding goto_stage later.

@@ -309,3 +309,27 @@ def test_notice_wording_for_open_and_empty_policies() -> None:
                                           "(other tools are refused).")
     assert policy_summary(graph, "c") == ("Tools in this stage: every tool; ask first (a human reviews the "
                                           "call): shell.")
+
+
+def test_each_controller_brings_its_part_of_the_policy_through_its_own_gate() -> None:
+    """The stage switch and plan mode each register a typed ``PolicyGate`` carrying their
+    policy source; closing one leaves the other's rules in force, judged once."""
+    from fsm_stage.policy._ask import PolicyGate
+    from fsm_stage.policy._gate import policy_sources
+
+    rt, agent, stage, plan, tools = wired()
+    gates = [g for g in rt.tool_gates if isinstance(g, PolicyGate)]
+    assert [g.policy_source for g in gates] == [stage, plan]
+    assert policy_sources(rt) == (stage, plan)
+    jump(rt, agent, "implement")
+    stage.close()
+    assert policy_sources(rt) == (None, plan)
+    assert not run(rt.call_tool(agent, call("apply_patch", patch="x"))).is_error  # no stage rules left
+    assert plan.set(agent, True) == "committed"
+    refused = run(rt.call_tool(agent, call("apply_patch", patch="y"), turn=1, step=1))
+    assert refused.is_error and "while plan mode is on" in refused.text
+    assert [e.type for e in agent.session.events].count(TOOL_REFUSED) == 1
+    plan.close()
+    assert policy_sources(rt) == (None, None)
+    assert not run(rt.call_tool(agent, call("apply_patch", patch="z"))).is_error
+    assert [c["patch"] for c in tools["apply_patch"].calls] == ["x", "z"]

@@ -7,8 +7,9 @@ The order, each decided from the log alone (a fold after every turn):
    mode of the graph, suspending reviews, the host tools) over the fenced log;
 3. loop: an open turn nobody runs → crash repair (``turn/end {kind: interrupted}``); a suspended
    turn whose reviews are all answered → ``Loop.resume``; one still unanswered → return
-   ``waiting-review``; a turn that ended ``interrupted`` after it started work (a user message
-   or a model reply is in it) → one continuation turn (the model sees the repaired history,
+   ``waiting-review``; a turn that ended ``interrupted`` (a crash) or ``error`` (an exception
+   escaped it) after it started work (a user message or a model reply is in it) → one
+   continuation turn (the model sees the repaired history,
    ``TOOL_OUTCOME_UNKNOWN`` results included; a turn cut before any work is simply gone) — after
    ``max_interrupted`` (default ``MAX_INTERRUPTED``) in a row the run fails; a pending durable
    input → apply the earliest one (a message becomes the turn's ``user/message`` with the
@@ -168,7 +169,8 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
             continue
         if view.unfinished:
             if view.interrupted >= max_interrupted:
-                return _fail(fenced, epoch, turns, f"{view.interrupted} turns in a row were interrupted")
+                return _fail(fenced, epoch, turns,
+                             f"{view.interrupted} turns in a row were interrupted or failed")
             await loop.run_turn()
             turns += 1
             continue

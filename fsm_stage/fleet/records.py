@@ -68,10 +68,11 @@ class FleetView:
     inputs in log order, ``runs`` (``fsm/fleet/end`` count), ``last_turn_end`` (the reason kind
     of the last ``turn/end``, None when none; a turn ``aborted`` because its driver's task was
     ``cancelled`` counts as ``interrupted``: no user aborts a fleet turn), ``interrupted`` (how
-    many turns in a row ended ``interrupted`` at the log's end), ``unfinished`` (those turns
-    had started work — a user message or a model reply — so a continuation turn is owed),
-    ``turn_open``, ``ended`` (the
-    last run's end state when nothing followed it)."""
+    many turns in a row ended ``interrupted`` — a crash — or ``error`` — an exception escaped
+    the turn, e.g. the database went away mid-step, or the model kept failing — at the log's
+    end), ``unfinished`` (those turns had started work — a user message or a model reply — so
+    a continuation turn is owed), ``turn_open``, ``ended`` (the last run's end state when
+    nothing followed it)."""
 
     epoch: int
     pending: tuple[Input, ...]
@@ -136,8 +137,9 @@ def fold(events: Sequence[Event]) -> FleetView:
             cause = reason.get("reason") if isinstance(reason, Mapping) else None
             if last_end == "aborted" and isinstance(cause, Mapping) and cause.get("kind") == "cancelled":
                 last_end = "interrupted"  # the driver's task was cancelled (DBOS shutdown, takeover)
-            interrupted = interrupted + 1 if last_end == "interrupted" else 0
-            unfinished = (unfinished or worked) if last_end == "interrupted" else False
+            broken = last_end in ("interrupted", "error")  # a crash, or an exception ended it
+            interrupted = interrupted + 1 if broken else 0
+            unfinished = (unfinished or worked) if broken else False
     pending = tuple(i for i in inputs.values() if i.id not in consumed)
     return FleetView(epoch, pending, runs, last_end, interrupted, unfinished, turn_open, ended)
 

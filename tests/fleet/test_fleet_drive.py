@@ -239,7 +239,7 @@ def test_a_run_fails_after_max_interrupted_crashed_turns_in_a_row(limit: int) ->
             continue
         break
     assert crashes == limit
-    assert result.state == "failed" and result.message == f"{limit} turns in a row were interrupted"
+    assert result.state == "failed" and result.message == f"{limit} turns in a row were interrupted or failed"
     assert session_state(log.events)[0] == "failed"
     assert [e.data["reason"]["kind"] for e in log.events if e.type == TURN_END] == ["interrupted"] * limit
 
@@ -249,3 +249,38 @@ def test_the_worker_cli_default_is_the_library_default() -> None:
     from fsm_stage.fleet.drive import MAX_INTERRUPTED
     option = next(p for p in worker.params if p.name == "max_interrupted")
     assert option.default == MAX_INTERRUPTED
+
+
+class _FlakyModel(fleet_model.FleetModel):
+    """Fails its first ``fails`` requests the way a dropped database or API connection does."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+
+    async def complete(self, request: Any, *, signal: Any) -> Any:
+        if self.fails:
+            self.fails -= 1
+            raise ConnectionError("the server closed the connection")
+        return await super().complete(request, signal=signal)
+
+
+def test_a_turn_an_exception_ended_is_continued_not_left_waiting_for_input() -> None:
+    """An exception escaping a turn after it started work ends it ``error`` (the loop never
+    leaves a turn open); the next drive owes it a continuation, as after a crash, instead of
+    reporting ``needs-input`` with the user's task half done."""
+    log = _log()
+    record_input(log, "message", "task: 5", input_id="in-5")
+    model = _FlakyModel(1)
+    with pytest.raises(ConnectionError):
+        asyncio.run(drive(log, graph=GRAPH, model=model, tools=fleet_model.tools()))
+    assert [e.data["reason"]["kind"] for e in log.events if e.type == TURN_END] == ["error"]
+    assert session_state(log.events)[0] == "queued"
+    result = asyncio.run(drive(log, graph=GRAPH, model=model, tools=fleet_model.tools()))
+    assert result.state == "waiting-review"
+    for _ in range(4):
+        if result.state != "waiting-review":
+            break
+        record_answer(log, result.review_id, "approve")
+        result = asyncio.run(drive(log, graph=GRAPH, model=model, tools=fleet_model.tools()))
+    assert result.state == "complete"
+    assert _summary(log)["users"] == ["in-5"] and _summary(log)["entered"] == ["plan", "build", "done"]

@@ -180,11 +180,13 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
     if not items:
         click.echo("no open reviews")
         return
+    click.echo("session\treview\tkind\tfrom → target\tage\tdeadline in")
     for item in items:
         row = review_json(item, now)
-        deadline = "" if item.deadline_ms is None else f"  deadline in {(item.deadline_ms - now) // 1000}s"
-        click.echo(visible(f"{row['session']}\t{row['id']}\t{row['kind']}\t{row['from']} → {row['target']}"
-                           f"\t{row['age_seconds']}s{deadline}"))
+        deadline = "-" if item.deadline_ms is None else f"{(item.deadline_ms - now) // 1000}s"
+        cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
+                 f"{row['age_seconds']}s", deadline)
+        click.echo("\t".join(visible(str(c)) for c in cells))
 
 
 def _reviewer(name: str | None, reviewers_file: Path | None, token_file: Path | None) -> tuple[Any, Any]:
@@ -233,7 +235,10 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     reviewer, reviewers = _reviewer(as_name, reviewers_file, token_file)
     store = SessionStore(location)
     items = _queue(location, kinds, stages, older_than, deadline_within, store)
-    if not yes:
+    if not items and not as_json:
+        click.echo("no open reviews match")
+        return
+    if not yes and items:
         raise UserError(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of them "
                         "(fsm-stage inbox list shows them)")
     waker = store.on_answer = _waker(location)
@@ -250,8 +255,6 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     else:
         for d in done:
             click.echo(d.message, err=not d.ok)
-        if not done:
-            click.echo("no open reviews match")
     if any(not d.ok for d in done):
         sys.exit(1)
 

@@ -44,7 +44,7 @@ def fleet_dbos_url(store: Store) -> str | None:
         return None if named.lower() in _OFF else named
     workflows = sys.modules.get("fsm_stage.fleet.workflows")
     app = getattr(workflows, "_APP", None) if workflows is not None else None
-    if app is not None and os.path.abspath(app.store.location) == os.path.abspath(store.location):
+    if app is not None and app.store.kind == store.kind and _same(app.store, store):
         return str(app.store.dbos_url)
     if store.kind == "jsonl":
         path = store.fleet_dir / "dbos.sqlite"
@@ -57,6 +57,12 @@ def fleet_dbos_url(store: Store) -> str | None:
     except Exception:
         return None
     return store.conninfo if row is not None else None
+
+
+def _same(a: Store, b: Store) -> bool:
+    if a.folder is not None and b.folder is not None:
+        return a.folder.resolve() == b.folder.resolve()
+    return a.conninfo == b.conninfo
 
 
 class Waker:

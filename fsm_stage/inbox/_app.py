@@ -29,7 +29,7 @@ from starlette.templating import Jinja2Templates
 
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL
-from fsm_stage.errors import UserError
+from fsm_stage.errors import DatabaseError, UserError
 from fsm_stage.inbox import _render
 from fsm_stage.inbox._auth import Reviewers, load_reviewers
 from fsm_stage.inbox._security import SECURITY_HEADERS, csrf_ok, csrf_token
@@ -123,7 +123,10 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
             if inbox.trusted_header is not None:
                 return PlainTextResponse("401: the authenticating proxy sent no reviewer", status_code=401)
             return RedirectResponse("/login", status_code=303)
-        return await handler(request, name)
+        try:
+            return await handler(request, name)
+        except DatabaseError as err:  # a PostgreSQL store down or refusing: one line, no traceback
+            return PlainTextResponse(f"503: the session store cannot be read: {err}"[:500], status_code=503)
 
     return run
 

@@ -71,6 +71,19 @@ def test_no_fleet_no_waker_and_the_env_can_turn_it_off(tmp_path: Path,
     assert waker is not None and waker.dbos_url.endswith("dbos.sqlite")
     monkeypatch.setenv(ENV, "off")
     assert fleet_waker(tmp_path) is None
+    monkeypatch.delenv(ENV)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert fleet_waker(other) is None
+    # a process that runs the fleet's workflows on that store (configure) wakes through its database
+    from fsm_stage.config import load_config
+    from fsm_stage.fleet import workflows
+
+    graph = load_config(HERE / "fleet-graph.yaml")
+    app = workflows.FleetApp(Store(other), graph, lambda: None)  # type: ignore[arg-type,return-value]
+    monkeypatch.setattr(workflows, "_APP", app)
+    here = fleet_waker(other)
+    assert here is not None and here.dbos_url == app.store.dbos_url
     monkeypatch.setenv(ENV, "sqlite:///elsewhere.sqlite")
     named = fleet_waker(tmp_path)
     assert named is not None and named.dbos_url == "sqlite:///elsewhere.sqlite"

@@ -187,3 +187,21 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     assert kept.status_code == 200
     (answer,) = _answers(logs / "p1.jsonl")
     assert (answer["outcome"], answer["by"]) == ("keep", "inbox:bob")
+
+
+def test_an_unreachable_postgresql_store_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    url = f"postgresql://nobody@/nodb?host={tmp_path / 'no-server'}&port=1"
+    out = CliRunner().invoke(main, ["inbox", "list", url])
+    assert out.exit_code in (1, 75) and out.stderr.count("\n") == 1 and "Traceback" not in out.output
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    app = create_app(url, reviewers_file=write_reviewers(tmp_path / "r.yaml"), secret_key="k" * 40)
+    client = TestClient(app)
+    page = client.get("/login")  # the store is not read until a page needs it
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    queue = client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
+    assert queue.status_code == 503 and "cannot be read" in queue.text and "Traceback" not in queue.text

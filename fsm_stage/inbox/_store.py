@@ -181,16 +181,17 @@ class SessionStore:
         if "/" in key or "\\" in key or key.startswith(".") or not key.endswith(".jsonl"):
             return None
         path = self.root / key
-        try:
-            st = path.stat()
-        except OSError:
-            return None
-        stamp = (st.st_size, st.st_mtime_ns)
+        if stamp is None:
+            try:
+                st = path.stat()
+            except OSError:
+                return None
+            stamp = (st.st_size, st.st_mtime_ns)
         hit, cached = self._cached(key, stamp)
         if hit:
             return cached
         view: SessionView | None = None
-        if st.st_size <= MAX_LOG_BYTES:
+        if stamp[0] <= MAX_LOG_BYTES:
             try:
                 res = read_log(path)
             except (OSError, ValueError, UserError):

@@ -72,7 +72,7 @@ COMMAND_HELP: dict[str, str] = {
     "review": "List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).",
     "fork": "Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).",
     "trace": "Rebuild the session LOG as one trace (turns, steps, tool calls, reviews, transitions).",
-    "inbox": "The review inbox: a web page listing every open review of a folder of session logs.",
+    "inbox": "The review inbox: every open review of a store's sessions (a web page, a list, bulk approval).",
     "worker": "Run a fleet worker: drive the store's sessions as DBOS workflows until stopped.",
     "sessions": "List the sessions of STORE (folder or postgresql:// URL) and their state.",
     "send": "Record TEXT as a durable input of SESSION in STORE and wake its workflow.",

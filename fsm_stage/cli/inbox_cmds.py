@@ -1,18 +1,26 @@
-"""``fsm-stage inbox serve LOCATION``: the review inbox web page (extra ``fsm_stage[inbox]``).
+"""``fsm-stage inbox``: one queue of every open review across the sessions of a store.
 
-Starlette, uvicorn and jinja2 are imported inside the command only. Authentication is always
-on: ``--reviewers FILE`` (hashed tokens), ``--trusted-header NAME`` (an authenticating reverse
+``inbox serve LOCATION`` is the review inbox web page (extra ``fsm_stage[inbox]``; Starlette,
+uvicorn and jinja2 are imported inside the command only). Authentication is always on:
+``--reviewers FILE`` (hashed tokens), ``--trusted-header NAME`` (an authenticating reverse
 proxy), or, on a loopback host with neither, a one-time token for the local user printed at
 start. A non-loopback ``--host`` without ``--reviewers`` or ``--trusted-header`` is refused.
+``inbox list LOCATION`` prints the queue (table or ``--json``); ``inbox approve-all LOCATION
+--yes`` approves each review the filters select, one at a time through the same checks as a
+single answer. LOCATION is a folder of JSONL session logs or a ``postgresql://`` URL; when a
+fleet runs there (``fsm_stage.fleet.wake``), every answer also wakes its session.
 """
 
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import secrets
 import socket
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,9 +30,23 @@ from fsm_stage.errors import UserError
 SECRET_ENV = "FSM_STAGE_INBOX_SECRET"
 
 
+#: Environment variable holding the reviewer's token for ``approve-all --as NAME``.
+TOKEN_ENV = "FSM_STAGE_REVIEWER_TOKEN"
+
+
 @click.group("inbox")
 def inbox_cmd() -> None:
-    """The review inbox: a web page listing every open review of a folder of session logs."""
+    """The review inbox: every open review of a store's sessions (a web page, a list, bulk approval)."""
+
+
+def _waker(location: str) -> Any:
+    """The fleet's wake-up hook for LOCATION (None without a fleet there)."""
+    from fsm_stage.fleet.wake import fleet_waker
+
+    try:
+        return fleet_waker(location)
+    except UserError:
+        return None  # not a fleet store: the inbox reports the location itself
 
 
 @inbox_cmd.command("serve")
@@ -69,9 +91,10 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
         graph = load_config(graph_path).graph
         if graph is None:
             raise UserError(f"{graph_path}: no stage graph to draw")
+    waker = _waker(location)
     app = create_app(location, reviewers_file=reviewers_file, reviewers=reviewers,
                      secret_key=os.environ.get(SECRET_ENV) or None, trusted_header=trusted_header,
-                     graph=graph, https_only=secure_cookie)
+                     graph=graph, https_only=secure_cookie, on_answer=waker)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -92,8 +115,148 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
         server.run(sockets=[sock])
     finally:
         sock.close()
+        if waker is not None:
+            waker.close()
     # uvicorn returns after SIGINT / SIGTERM (it handles them itself): leave as Ctrl-C does
     raise KeyboardInterrupt
+
+
+def _filters(func: Any) -> Any:
+    """The queue filters shared by ``list`` and ``approve-all``."""
+    for option in reversed((
+        click.option("--kind", "kinds", multiple=True,
+                     help="Only reviews of this kind (stage, plan, tool, budget; repeatable)."),
+        click.option("--stage", "stages", multiple=True,
+                     help="Only reviews from or to this stage (repeatable)."),
+        click.option("--older-than", default=None,
+                     help="Only reviews asked at least this long ago (90s, 15m, 2h, 1d)."),
+        click.option("--deadline-within", default=None,
+                     help="Only reviews whose deadline is at most this far away, or past (90s, 2h)."),
+        click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table."),
+    )):
+        func = option(func)
+    return func
+
+
+def _seconds(value: str | None, flag: str) -> float | None:
+    from fsm_stage.config.review_rules import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as err:
+        raise UserError(f"{flag}: {err}") from None
+
+
+def _queue(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
+           deadline_within: str | None, store: Any = None) -> list[Any]:
+    from fsm_stage.inbox.queue import open_reviews
+
+    return open_reviews(store if store is not None else location, kinds=kinds, stages=stages,
+                        older_than=_seconds(older_than, "--older-than"),
+                        deadline_within=_seconds(deadline_within, "--deadline-within"))
+
+
+@inbox_cmd.command("list")
+@click.argument("location")
+@_filters
+def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
+             deadline_within: str | None, as_json: bool) -> None:
+    """List the open reviews of every session in LOCATION (a folder or a postgresql:// URL), oldest first."""
+    from fsm_stage.cli import JSON_FORMAT_VERSION
+    from fsm_stage.inbox._store import SessionStore
+    from fsm_stage.inbox.queue import review_json
+    from fsm_stage.log.events import wall_clock_ms
+    from fsm_stage.text import visible
+
+    store = SessionStore(location)
+    items = _queue(location, kinds, stages, older_than, deadline_within, store)
+    now = wall_clock_ms()
+    if as_json:
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "location": store.shown,
+                               "open": [review_json(i, now) for i in items]}, indent=2, ensure_ascii=False))
+        return
+    if not items:
+        click.echo("no open reviews")
+        return
+    click.echo("session\treview\tkind\tfrom → target\tage\tdeadline in")
+    for item in items:
+        row = review_json(item, now)
+        deadline = "-" if item.deadline_ms is None else f"{(item.deadline_ms - now) // 1000}s"
+        cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
+                 f"{row['age_seconds']}s", deadline)
+        click.echo("\t".join(visible(str(c)) for c in cells))
+
+
+def _reviewer(name: str | None, reviewers_file: Path | None, token_file: Path | None) -> tuple[Any, Any]:
+    """``(reviewer name, Reviewers)`` for ``--as NAME``: authenticated against the reviewers file
+    with the token of ``--token-file`` or ``$FSM_STAGE_REVIEWER_TOKEN`` (one-line refusals)."""
+    from fsm_stage.reviews._team import load_reviewers
+
+    if name is None:
+        if reviewers_file is not None or token_file is not None:
+            raise UserError("--reviewers / --token-file need --as NAME")
+        return None, None
+    if reviewers_file is None:
+        raise UserError("--as NAME needs --reviewers FILE to check the reviewer's token")
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"{token_file}: cannot read the token: {err}") from None
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        if not token:
+            raise UserError(f"--as {name}: give the token with --token-file FILE or ${TOKEN_ENV}")
+    reviewers = load_reviewers(reviewers_file)
+    return reviewers.authenticate(name, token).name, reviewers
+
+
+@inbox_cmd.command("approve-all")
+@click.argument("location")
+@_filters
+@click.option("--as", "as_name", default=None, help="Answer as this reviewer (checked against --reviewers).")
+@click.option("--reviewers", "reviewers_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Reviewers file (YAML: reviewers: {name: {token_sha256, groups}}).")
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
+              help=f"File holding the reviewer's token (default: ${TOKEN_ENV}).")
+@click.option("--yes", is_flag=True, help="Approve them (without it, nothing is written).")
+def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
+                    deadline_within: str | None, as_json: bool, as_name: str | None,
+                    reviewers_file: Path | None, token_file: Path | None, yes: bool) -> None:
+    """Approve each open review of LOCATION that the filters select, one at a time: each through
+    the same checks as a single answer (its own document digest, its rules, racing answers); a
+    refused one is reported and the rest go on. Exit 1 when any was refused or failed."""
+    from fsm_stage.cli import JSON_FORMAT_VERSION
+    from fsm_stage.inbox._store import SessionStore
+    from fsm_stage.inbox.queue import answer_one
+
+    reviewer, reviewers = _reviewer(as_name, reviewers_file, token_file)
+    store = SessionStore(location)
+    items = _queue(location, kinds, stages, older_than, deadline_within, store)
+    if not items and not as_json:
+        click.echo("no open reviews match")
+        return
+    if not yes and items:
+        raise UserError(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of them "
+                        "(fsm-stage inbox list shows them)")
+    waker = store.on_answer = _waker(location)
+    by = f"cli:{reviewer}" if reviewer is not None else "cli"
+    try:
+        done = [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
+                for item in items]
+    finally:
+        if waker is not None:
+            waker.close()
+    if as_json:
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "location": store.shown,
+                               "results": [d.to_json() for d in done]}, indent=2, ensure_ascii=False))
+    else:
+        for d in done:
+            click.echo(d.message, err=not d.ok)
+    if any(not d.ok for d in done):
+        sys.exit(1)
 
 
 COMMANDS = (inbox_cmd,)

@@ -197,10 +197,13 @@ async def _session(session_id: str) -> dict[str, Any]:
 class FleetClient:
     """Talks to a fleet from any process (``DBOSClient``, no launch): ``send_input`` and
     ``answer`` record in the log first, then start the run's workflow and wake it; ``start``
-    makes sure a session with work has its workflow. ``close()`` when done."""
+    makes sure a session with work has its workflow; ``wake_answered`` wakes a session whose
+    review was answered by another channel. ``dbos_url`` overrides ``store.dbos_url`` (the
+    DBOS system database). ``close()`` when done."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, dbos_url: str | None = None) -> None:
         self.store = store
+        self.dbos_url = dbos_url
         self._client: DBOSClient | None = None
 
     @property
@@ -208,8 +211,9 @@ class FleetClient:
         """The DBOS client (connected on first use)."""
         if self._client is None:
             # on PostgreSQL the workers wait on LISTEN/NOTIFY (DBOS's default): send with it too
-            client = DBOSClient(system_database_url=self.store.dbos_url, system_database_pool_size=2,
-                                use_listen_notify=self.store.kind == "postgres")
+            url = self.dbos_url or self.store.dbos_url
+            client = DBOSClient(system_database_url=url, system_database_pool_size=2,
+                                use_listen_notify=not url.startswith("sqlite:"))
             client._sys_db.run_migrations()  # a store no worker has opened yet (idempotent)
             self._client = client
         return self._client
@@ -273,5 +277,20 @@ class FleetClient:
         with self._open(session_id) as log:
             record_answer(log, review_id, outcome, feedback=feedback, option=option, by=by)
             run = fold(log.events).runs
+        self.wake_answered(session_id, review_id, run)
+
+    def wake_answered(self, session_id: str, review_id: str, run: int | None = None) -> str:
+        """Start ``session_id``'s run workflow (idempotent) and wake it on review
+        ``review_id``'s topic, the review id as idempotency key (the answer is in the log
+        already: ``fsm-stage inbox``, another process). ``run`` defaults to the log's (read
+        without the writer lock). Returns the workflow id."""
+        if run is None:
+            from fsm_stage.log.locations import read_location
+            from fsm_stage.log.postgres import read_postgres
+
+            where = self.store.location_of(session_id)
+            read = read_postgres if self.store.kind == "postgres" else read_location
+            run = fold(read(where).events).runs
         wid = self.start(session_id, run)
         self._wake(wid, {"review": review_id}, review_topic(review_id), review_id)
+        return wid

@@ -4,8 +4,9 @@ Pages: ``/`` the queue of every open review (filters ``kind``, ``stage``; ``sort
 approve / keep), ``/review/{log}/{id}`` one review (its document rendered inert, the stage
 graph, the session's recent timeline, the answer options), ``/session/{log}`` the audit trail.
 ``/api/version`` is what ``static/inbox.js`` polls to reload the queue when reviews arrive or
-close. Every answer goes through ``SessionStore.answer`` (``answer_review``) with ``by:
-"inbox:<reviewer>"``, one review at a time, after the review's logged rules allow the reviewer.
+close. Every answer goes through ``SessionStore.answer`` (``vote_review`` as the logged-in
+reviewer) with ``by: "inbox:<reviewer>"``, one review at a time, so the review's logged rules
+(approvers, quorum, not_requester, deadline) decide.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from starlette.templating import Jinja2Templates
 
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import APPROVE_KEEP_CONVERSATION_LABEL
-from fsm_stage.errors import FsmStageError, UserError
+from fsm_stage.errors import DatabaseError, UserError
 from fsm_stage.inbox import _render
-from fsm_stage.inbox._auth import Reviewers, load_reviewers, refusal
+from fsm_stage.inbox._auth import Reviewers, load_reviewers
 from fsm_stage.inbox._security import SECURITY_HEADERS, csrf_ok, csrf_token
-from fsm_stage.inbox._store import OpenReview, SessionStore, SessionView
+from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore, SessionView
+from fsm_stage.inbox.queue import answer_item
+from fsm_stage.reviews._team import Reviewers as TeamReviewers
 
 __all__ = ["create_app"]
 
@@ -82,19 +85,16 @@ class _Inbox:
     # -- answers -----------------------------------------------------------------------------
     def answer_one(self, reviewer: str, item: OpenReview, outcome: str, option: str | None,
                    feedback: str | None) -> tuple[str, str]:
-        """Answer one review; returns ``(kind, one-line message)`` with kind ok/refused/error."""
-        what = f"{item.key} {item.record.id} ({item.record.from_} → {item.record.target})"
-        why = refusal(item.rules, reviewer, self.groups(reviewer))
-        if why is not None:
-            return "refused", f"refused: {_render.one_line(what)}: {why}"
-        if item.deadline_ms is not None and _now_ms() > item.deadline_ms:
-            return "refused", f"refused: {_render.one_line(what)}: its deadline has passed"
-        try:
-            self.store.answer(item.key, item.record.id, outcome, feedback=feedback, option=option,
-                              by=f"inbox:{reviewer}")
-        except FsmStageError as err:
-            return "error", _render.one_line(f"{what}: {err}", 400)
-        return "ok", f"{outcome}: {_render.one_line(what)}"
+        """Answer one review as ``reviewer`` through ``vote_review`` (the review's logged rules:
+        approvers, quorum, not_requester, deadline); returns ``(kind, one-line message)`` with
+        kind ok/refused/error."""
+        return answer_item(self.store, item, outcome, reviewer=reviewer, by=f"inbox:{reviewer}",
+                           groups=self.groups(reviewer), reviewers=self.team(), option=option,
+                           feedback=feedback)
+
+    def team(self) -> TeamReviewers | None:
+        """The reviewers file as the review rules read it (``@group`` approvers)."""
+        return TeamReviewers(self.reviewers.by_name) if self.reviewers is not None else None
 
     def find(self, key: str, review_id: str) -> tuple[SessionView, OpenReview | None] | None:
         view = self.store.load(key)
@@ -123,7 +123,10 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
             if inbox.trusted_header is not None:
                 return PlainTextResponse("401: the authenticating proxy sent no reviewer", status_code=401)
             return RedirectResponse("/login", status_code=303)
-        return await handler(request, name)
+        try:
+            return await handler(request, name)
+        except DatabaseError as err:  # a PostgreSQL store down or refusing: one line, no traceback
+            return PlainTextResponse(f"503: the session store cannot be read: {err}"[:500], status_code=503)
 
     return run
 
@@ -131,22 +134,24 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
 def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.PathLike[str] | None = None,
                reviewers: Reviewers | None = None, secret_key: str | None = None,
                trusted_header: str | None = None, graph: GraphConfig | None = None,
-               https_only: bool = False) -> Starlette:
-    """The inbox ASGI app over the JSONL session folder ``location``.
+               https_only: bool = False, on_answer: OnAnswer | None = None) -> Starlette:
+    """The inbox ASGI app over the sessions at ``location`` (a JSONL folder or a
+    ``postgresql://`` database URL).
 
     Authentication is required: ``reviewers_file`` (or a loaded ``reviewers``) lets reviewers
     log in with a token checked against its sha256; ``trusted_header`` (e.g.
     ``"X-Forwarded-User"``) takes the reviewer's name from an authenticating reverse proxy
     instead. ``secret_key`` signs the session cookie (default: random per start, so a restart
     logs everyone out); ``https_only`` marks the cookie Secure. ``graph`` draws the stage graph
-    on review pages. Raises ``UserError`` (one line) for a missing folder, a bad reviewers
-    file or no authentication configured.
+    on review pages. ``on_answer(session_id, review_id)`` runs after each logged answer (the
+    fleet's wake-up: ``fsm_stage.fleet.wake.fleet_waker``). Raises ``UserError`` (one line) for
+    a missing folder, a bad location, a bad reviewers file or no authentication configured.
     """
     if reviewers is None and reviewers_file is not None:
         reviewers = load_reviewers(Path(reviewers_file))
     if reviewers is None and not trusted_header:
         raise UserError("inbox: authentication required: give a reviewers file or a trusted proxy header")
-    inbox = _Inbox(SessionStore(location), reviewers, trusted_header, graph)
+    inbox = _Inbox(SessionStore(location, on_answer=on_answer), reviewers, trusted_header, graph)
     from fsm_stage.inbox import _pages
 
     routes = [

@@ -48,10 +48,12 @@ def load_reviewers(path: str | Path) -> Reviewers:
     return Reviewers(_team.load_reviewers(path).by_name)
 
 
-def refusal(rules: Mapping[str, Any] | None, reviewer: str, groups: tuple[str, ...]) -> str | None:
+def refusal(rules: Mapping[str, Any] | None, reviewer: str | None, groups: tuple[str, ...]) -> str | None:
     """Why a review's logged ``rules`` do not let ``reviewer`` (member of ``groups``) answer it,
     as one line, or None. No rules or no ``approvers``: anyone may. Rules that are not a
-    mapping, or approvers that are not a list of names, refuse everyone (fail closed)."""
+    mapping, or approvers that are not a list of names, refuse everyone (fail closed).
+    ``reviewer`` None (nobody named): only that readability check (``vote_review`` then
+    refuses rules that need a name)."""
     if rules is None:
         return None
     if not isinstance(rules, Mapping) or rules.get("invalid"):
@@ -61,6 +63,8 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, groups: tuple[str, .
         return None
     if not isinstance(approvers, list) or not all(isinstance(a, str) for a in approvers):
         return "this review's approvers cannot be read; nobody may answer it here"
+    if reviewer is None:
+        return None
     if reviewer in approvers or any(a.startswith("@") and a[1:] in groups for a in approvers):
         return None
     return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)})"

@@ -1,31 +1,40 @@
 """What the inbox reads: every session of a store, its open reviews, its stage history.
 
 ``SessionStore(location)`` lists the session logs of a JSONL folder (``*.jsonl``, one session
-per file, read without the writer lock) and keeps each file's fold until the file changes
-(size or mtime), so a queue page over 1,000 sessions re-reads only the logs that moved.
-``answer(...)`` records an answer through ``fsm_stage.reviews.answer_review`` on the session's
-own log, the call the CLI and MCP hosts use, so every review rule and race check applies.
+per file, read without the writer lock) or of a PostgreSQL database (``postgresql://…``: every
+session of ``fsm_sessions``, keyed by its id) and keeps each log's fold until it changes (a
+file's size or mtime; a session's last seq), so a queue page over 1,000 sessions re-reads only
+the logs that moved. ``answer(...)`` records an answer through ``fsm_stage.reviews.vote_review``
+(``answer_review`` when no reviewer is named) on the session's own log, the call the CLI and MCP
+hosts use, so every review rule (approvers, quorum, not_requester, deadline) and race check
+applies; ``on_answer(session_id, review_id)``, when given, runs after each logged answer (the
+fleet's wake-up, ``fsm_stage.fleet.wake``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from fsm_stage.constants import REVIEW_REQUEST
-from fsm_stage.errors import UserError
+from fsm_stage.errors import FsmStageError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import fold
 from fsm_stage.log.projections.stage import stage_from_event
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewAnswer, ReviewRecord, ReviewState
+from fsm_stage.reviews._team import Reviewers, VoteResult
 
-__all__ = ["OpenReview", "SessionStore", "SessionView"]
+__all__ = ["OnAnswer", "OpenReview", "SessionStore", "SessionView"]
+
+#: ``on_answer(session_id, review_id)``: called after an answer is logged; returns a one-line
+#: warning (the answer stands) or None.
+OnAnswer = Callable[[str, str], "str | None"]
 
 #: Largest session log the inbox folds (bytes); a bigger one is listed as unreadable.
 MAX_LOG_BYTES = 256 * 1024 * 1024
@@ -47,11 +56,12 @@ class OpenReview:
 
 @attrs.frozen
 class SessionView:
-    """A folded session log: ``key`` (file name), ``header``, ``events``, the review ``state``,
+    """A folded session log: ``key`` (file name; a PostgreSQL session's id), ``path`` (None on
+    PostgreSQL), ``header``, ``events``, the review ``state``,
     the current ``stage`` (None without a stage record) and read ``warnings``."""
 
     key: str
-    path: Path
+    path: Path | None
     header: SessionHeader
     events: tuple[Event, ...]
     state: ReviewState
@@ -99,63 +109,129 @@ def deadline_of(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
 
 
 class SessionStore:
-    """The session logs of a JSONL folder ``location`` (see module docstring).
+    """The session logs at ``location``: a JSONL folder or a ``postgresql://`` database (see the
+    module docstring). ``on_answer`` runs after every logged answer.
 
-    Raises ``UserError`` (one line) for a location that is not a readable folder.
+    Raises ``UserError`` (one line) for a location that is not a readable folder, a PostgreSQL
+    URL naming one session (``?session=``) or another scheme.
     """
 
-    def __init__(self, location: str | os.PathLike[str]) -> None:
-        loc = str(location)
-        if "://" in loc:
-            raise UserError(f"inbox: {loc.split('://')[0]}:// locations are not supported yet; "
-                            "serve a folder of JSONL session logs")
+    def __init__(self, location: str | os.PathLike[str], *, on_answer: OnAnswer | None = None) -> None:
+        from fsm_stage.log.postgres import is_postgres_location, redact, split_location
+
+        loc = os.fspath(location)
+        self.on_answer = on_answer
+        self.conninfo: str | None = None
         self.root = Path(loc)
-        if not self.root.is_dir():
+        self.shown = loc
+        if is_postgres_location(loc):
+            conninfo, session = split_location(loc)
+            if session is not None:
+                raise UserError(f"inbox: {redact(loc)} names one session; give the database URL "
+                                "without ?session=")
+            self.conninfo, self.shown = conninfo, redact(loc)
+        elif "://" in loc:
+            raise UserError(f"inbox: {loc.split('://')[0]}:// locations are not supported; "
+                            "give a folder of JSONL session logs or a postgresql:// URL")
+        elif not self.root.is_dir():
             raise UserError(f"inbox: {self.root} is not a folder of session logs")
-        self._cache: dict[str, tuple[tuple[int, int], SessionView | None]] = {}
+        self._cache: dict[str, tuple[Any, SessionView | None]] = {}
         self._lock = threading.Lock()
 
-    def _paths(self) -> list[Path]:
-        return sorted(p for p in self.root.glob("*.jsonl") if p.is_file())
+    @property
+    def postgres(self) -> bool:
+        """Whether the sessions live in PostgreSQL."""
+        return self.conninfo is not None
+
+    def _stamps(self) -> dict[str, Any]:
+        """Session key -> what tells that its log changed (size and mtime; the last seq)."""
+        if self.conninfo is None:
+            out: dict[str, Any] = {}
+            for p in sorted(self.root.glob("*.jsonl")):
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                if p.is_file():
+                    out[p.name] = (st.st_size, st.st_mtime_ns)
+            return out
+        from fsm_stage.log.postgres import connect
+
+        with connect(self.conninfo) as conn:
+            rows = conn.execute(
+                "SELECT s.session, (SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session) "
+                "FROM fsm_sessions s ORDER BY s.session").fetchall()
+        return {str(r[0]): r[1] for r in rows if _pg_key_ok(str(r[0]))}
 
     def sessions(self) -> list[SessionView]:
-        """Every readable session log, by file name (unreadable ones are left out)."""
+        """Every readable session log, by key (unreadable ones are left out). Raises
+        ``DatabaseError`` when PostgreSQL cannot be reached."""
         out = []
-        for path in self._paths():
-            view = self.load(path.name)
+        for key, stamp in self._stamps().items():
+            view = self.load(key, stamp=stamp)
             if view is not None:
                 out.append(view)
         return out
 
-    def load(self, key: str) -> SessionView | None:
-        """The folded log ``key`` (a file name in the folder), None when missing or unreadable."""
+    def load(self, key: str, *, stamp: Any = None) -> SessionView | None:
+        """The folded log ``key`` (a file name in the folder; a PostgreSQL session id), None when
+        missing or unreadable. ``stamp`` (from a listing) saves looking it up again."""
+        if self.conninfo is not None:
+            return self._load_pg(key, stamp)
         if "/" in key or "\\" in key or key.startswith(".") or not key.endswith(".jsonl"):
             return None
         path = self.root / key
-        try:
-            st = path.stat()
-        except OSError:
-            return None
-        stamp = (st.st_size, st.st_mtime_ns)
-        with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
+        if stamp is None:
+            try:
+                st = path.stat()
+            except OSError:
+                return None
+            stamp = (st.st_size, st.st_mtime_ns)
+        hit, cached = self._cached(key, stamp)
+        if hit:
+            return cached
         view: SessionView | None = None
-        if st.st_size <= MAX_LOG_BYTES:
+        if stamp[0] <= MAX_LOG_BYTES:
             try:
                 res = read_log(path)
             except (OSError, ValueError, UserError):
                 view = None
             else:
-                events = tuple(res.events)
-                stage = None
-                for ev in reversed(events):
-                    stage = stage_from_event(ev)
-                    if stage is not None:
-                        break
-                view = SessionView(key, path, res.header, events, fold(REVIEW_FOLD, events), stage,
-                                   tuple(res.warnings))
+                view = _view(key, path, res.header, tuple(res.events), tuple(res.warnings))
+        with self._lock:
+            self._cache[key] = (stamp, view)
+        return view
+
+    def _cached(self, key: str, stamp: Any) -> tuple[bool, SessionView | None]:
+        """``(hit, view)``: whether ``key``'s cached fold is for ``stamp``, and that fold."""
+        with self._lock:
+            cached = self._cache.get(key)
+        return (True, cached[1]) if cached is not None and cached[0] == stamp else (False, None)
+
+    def _load_pg(self, key: str, stamp: Any) -> SessionView | None:
+        from fsm_stage.log.postgres import connect, read_postgres
+        from fsm_stage.reviews._answer import pg_location
+
+        assert self.conninfo is not None
+        if not _pg_key_ok(key):
+            return None
+        if stamp is None:
+            with connect(self.conninfo) as conn:
+                row = conn.execute("SELECT (SELECT max(seq) FROM fsm_events WHERE session = %s) "
+                                   "FROM fsm_sessions WHERE session = %s", (key, key)).fetchone()
+            if row is None:
+                return None
+            stamp = row[0]
+        hit, cached = self._cached(key, stamp)
+        if hit:
+            return cached
+        view: SessionView | None = None
+        try:
+            res = read_postgres(pg_location(self.conninfo, key))
+        except (FsmStageError, ValueError):
+            view = None
+        else:
+            view = _view(key, None, res.header, tuple(res.events), tuple(res.warnings))
         with self._lock:
             self._cache[key] = (stamp, view)
         return view
@@ -171,18 +247,55 @@ class SessionStore:
         ids = "\n".join(f"{r.key}\t{r.record.id}\t{r.record.seq}" for r in self.open_reviews())
         return hashlib.sha256(ids.encode()).hexdigest()[:16]
 
+    def session_id(self, key: str) -> str:
+        """The fleet session id of ``key``: a file's name without ``.jsonl``; a PostgreSQL id."""
+        return key if self.conninfo is not None else key.removesuffix(".jsonl")
+
     def answer(self, key: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
-               by: str) -> ReviewAnswer:
-        """Record an answer on session ``key``'s log through ``answer_review`` (raises what it
-        raises: ``ReviewError`` and its subclasses, ``LogWriteError``; ``UserError`` for an
-        unknown session)."""
-        from fsm_stage.reviews._answer import answer_review, open_location
+               by: str, reviewer: str | None = None,
+               reviewers: Reviewers | None = None) -> tuple[VoteResult, str | None]:
+        """Record an answer on session ``key``'s log: ``vote_review`` as ``reviewer`` (the
+        authenticated person; ``reviewers`` resolves ``@group`` approvers), or ``answer_review``
+        without one, so the review's logged rules decide. Returns the ``VoteResult`` (its
+        ``answer`` None while a quorum is not reached) and ``on_answer``'s warning (None when
+        it is fine or not called). Raises what those raise (``ReviewError`` and its
+        subclasses, ``LogWriteError``, ``DatabaseError``); ``UserError`` for an unknown session."""
+        from fsm_stage.reviews._answer import answer_review, open_location, pg_location, vote_review
         from fsm_stage.runtime.session import Session
 
         if self.load(key) is None:
             raise UserError(f"no session log {key!r}")
-        log = open_location(self.root / key)
+        log = open_location(pg_location(self.conninfo, key) if self.conninfo is not None else self.root / key)
         try:
-            return answer_review(Session(log), review_id, outcome, feedback=feedback, option=option, by=by)
+            session = Session(log)
+            if reviewer is None:
+                result = VoteResult(answer_review(session, review_id, outcome, feedback=feedback,
+                                                  option=option, by=by))
+            else:
+                result = vote_review(session, review_id, outcome, reviewer=reviewer, reviewers=reviewers,
+                                     feedback=feedback, option=option, by=by)
         finally:
             log.close()
+        warning = None
+        if result.answer is not None and self.on_answer is not None:
+            try:
+                warning = self.on_answer(self.session_id(key), review_id)
+            except Exception as err:  # the answer stands; the session sees it at its next poll
+                warning = f"{type(err).__name__}: {err}"
+        return result, warning
+
+
+def _pg_key_ok(key: str) -> bool:
+    """A PostgreSQL session id the inbox can use as a URL path segment."""
+    return 0 < len(key) <= 256 and key.isprintable() and "/" not in key and "\\" not in key \
+        and not key.startswith(".")
+
+
+def _view(key: str, path: Path | None, header: SessionHeader, events: tuple[Event, ...],
+          warnings: tuple[str, ...]) -> SessionView:
+    stage = None
+    for ev in reversed(events):
+        stage = stage_from_event(ev)
+        if stage is not None:
+            break
+    return SessionView(key, path, header, events, fold(REVIEW_FOLD, events), stage, warnings)

@@ -214,5 +214,7 @@ def test_a_review_past_its_deadline_is_refused(tmp_path: Path) -> None:
     csrf = _login(client)
     assert "UTC" in client.get("/").text.split(rid, 1)[1].split("</tr>")[0]  # the deadline column
     done = client.post(f"/review/s1.jsonl/{rid}", data={"csrf": csrf, "action": "approve"})
-    assert "deadline has passed" in done.text
-    assert not [e for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]
+    assert "refused" in done.text and "expired" in done.text
+    # the refused answer closed it as its rules say (dismiss by default), by the deadline, not by alice
+    (answer,) = [e.data for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]
+    assert (answer["outcome"], answer["by"]) == ("dismiss", "deadline")

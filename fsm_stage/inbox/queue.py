@@ -1,0 +1,167 @@
+"""One queue across sessions: every open review of a store, filtered, and bulk answers that
+stay one decision per review. Needs no web extra (``fsm-stage inbox list`` / ``approve-all``).
+
+``open_reviews(location, kinds=…, stages=…, older_than=…, deadline_within=…)`` lists the open
+reviews of every session of a JSONL folder or a ``postgresql://`` database (``SessionStore``:
+each log folded once and cached until it changes), oldest first. ``answer_one(store, item,
+outcome, reviewer=…)`` answers one of them through ``vote_review`` / ``answer_review`` (the
+review's own digest check, its logged rules, the race check) and reports the result as a
+``Decision``; ``approve_all`` does that for each review of a listing in turn: never a standing
+grant, a refused or failed review is reported and the rest go on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from fsm_stage.errors import FsmStageError, ReviewRefusedError
+from fsm_stage.inbox._auth import refusal
+from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore
+from fsm_stage.log.events import wall_clock_ms
+from fsm_stage.reviews._team import Reviewers
+from fsm_stage.text import visible
+
+__all__ = ["Decision", "answer_item", "answer_one", "approve_all", "open_reviews", "review_json"]
+
+#: ``Decision.result`` values: the review was answered, a quorum vote was logged, the rules or
+#: the review's state refused it, another error (payload changed, answered already, a write).
+RESULTS = ("answered", "voted", "refused", "error")
+
+
+def _line(text: object, limit: int = 300) -> str:
+    shown = visible(str(text))
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def _store(location: str | os.PathLike[str] | SessionStore,
+           on_answer: OnAnswer | None = None) -> SessionStore:
+    return location if isinstance(location, SessionStore) else SessionStore(location, on_answer=on_answer)
+
+
+def open_reviews(location: str | os.PathLike[str] | SessionStore, *, kinds: Iterable[str] = (),
+                 stages: Iterable[str] = (), older_than: float | None = None,
+                 deadline_within: float | None = None, now_ms: int | None = None) -> list[OpenReview]:
+    """The open reviews of every session at ``location`` (a JSONL folder, a ``postgresql://``
+    URL or a ``SessionStore``), oldest first. Filters (all must hold): ``kinds`` (the review's
+    kind is one of them), ``stages`` (its ``from`` or ``target`` is one of them), ``older_than``
+    (asked at least that many seconds ago), ``deadline_within`` (it has a deadline at most that
+    many seconds away, or past). Raises ``UserError`` for a bad location, ``DatabaseError`` when
+    PostgreSQL cannot be reached."""
+    kind_set, stage_set = frozenset(kinds), frozenset(stages)
+    now = wall_clock_ms() if now_ms is None else now_ms
+    out = []
+    for item in _store(location).open_reviews():
+        rec = item.record
+        if kind_set and rec.kind not in kind_set:
+            continue
+        if stage_set and rec.from_ not in stage_set and rec.target not in stage_set:
+            continue
+        if older_than is not None and now - item.asked_ms < older_than * 1000:
+            continue
+        if deadline_within is not None and (item.deadline_ms is None
+                                            or item.deadline_ms - now > deadline_within * 1000):
+            continue
+        out.append(item)
+    out.sort(key=lambda i: (i.asked_ms, i.key, i.record.seq))
+    return out
+
+
+def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:
+    """One queue row as JSON: ``{session, key, id, kind, from, target, call_id, options,
+    payload_sha256, asked_ms, age_seconds, deadline_ms, rules}`` (text exactly as logged)."""
+    rec = item.record
+    return {"session": item.session_id, "key": item.key, "id": rec.id, "kind": rec.kind, "from": rec.from_,
+            "target": rec.target, "call_id": rec.call_id, "options": list(rec.options),
+            "payload_sha256": rec.payload_sha256, "asked_ms": item.asked_ms,
+            "age_seconds": max(0, (now_ms - item.asked_ms) // 1000), "deadline_ms": item.deadline_ms,
+            "rules": dict(item.rules) if item.rules is not None else None}
+
+
+@attrs.frozen
+class Decision:
+    """What answering one review did: its ``key`` / ``session_id`` / ``review_id``, the
+    ``result`` (``RESULTS``), a one-line ``message`` (control characters escaped), the quorum
+    ``votes`` so far and ``needed``, and ``wake`` (the wake-up's warning, or None)."""
+
+    key: str
+    session_id: str
+    review_id: str
+    result: str
+    message: str
+    votes: tuple[str, ...] = ()
+    needed: int = 1
+    wake: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the review was answered or voted on."""
+        return self.result in ("answered", "voted")
+
+    def to_json(self) -> dict[str, Any]:
+        """``{key, session, id, result, message, votes, needed, wake}``."""
+        return {"key": self.key, "session": self.session_id, "id": self.review_id, "result": self.result,
+                "message": self.message, "votes": list(self.votes), "needed": self.needed, "wake": self.wake}
+
+
+def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer: str | None, by: str,
+               reviewers: Reviewers | None = None, groups: Sequence[str] | None = None,
+               option: str | None = None, feedback: str | None = None) -> Decision:
+    """Answer the open review ``item`` on its own session log as ``reviewer`` (None: nobody
+    named; a review whose rules name approvers, a quorum or not_requester is then refused).
+    Rules the inbox cannot read refuse everyone. The answer is ``SessionStore.answer``: the
+    review's payload digest, its rules and racing answers are checked there. Never raises for
+    a review's own refusal or error: they are the ``Decision``."""
+    rec = item.record
+    what = f"{item.key} {rec.id} ({rec.from_} → {rec.target})"
+    if groups is None:
+        entry = reviewers.by_name.get(reviewer) if reviewers is not None and reviewer is not None else None
+        groups = entry.groups if entry is not None else ()
+    why = refusal(item.rules, reviewer, tuple(groups))
+
+    def decision(result: str, message: str, **kw: Any) -> Decision:
+        return Decision(item.key, item.session_id, rec.id, result, _line(message), **kw)
+
+    if why is not None:
+        return decision("refused", f"refused: {what}: {why}")
+    try:
+        result, wake = store.answer(item.key, rec.id, outcome, feedback=feedback, option=option, by=by,
+                                    reviewer=reviewer, reviewers=reviewers)
+    except ReviewRefusedError as err:
+        return decision("refused", f"refused: {what}: {err}")
+    except FsmStageError as err:
+        return decision("error", f"{what}: {err}")
+    note = f" (wake-up not sent: {wake}; the session sees the answer at its next poll)" if wake else ""
+    if result.answer is None:
+        return decision("voted", f"vote recorded: {what} ({len(result.votes)} of {result.needed} "
+                                 f"approvals){note}", votes=result.votes, needed=result.needed, wake=wake)
+    return decision("answered", f"{outcome}: {what}{note}", votes=result.votes, needed=result.needed,
+                    wake=wake)
+
+
+def answer_item(store: SessionStore, item: OpenReview, outcome: str, *, reviewer: str, by: str,
+                groups: Sequence[str], reviewers: Reviewers | None, option: str | None,
+                feedback: str | None) -> tuple[str, str]:
+    """``answer_one`` as the web pages flash it: ``(ok | refused | error, one-line message)``."""
+    done = answer_one(store, item, outcome, reviewer=reviewer, by=by, reviewers=reviewers, groups=groups,
+                      option=option, feedback=feedback)
+    return ("ok" if done.ok else done.result), done.message
+
+
+def approve_all(location: str | os.PathLike[str] | SessionStore, *, reviewer: str | None = None,
+                reviewers: Reviewers | None = None, by: str = "cli", on_answer: OnAnswer | None = None,
+                kinds: Iterable[str] = (), stages: Iterable[str] = (), older_than: float | None = None,
+                deadline_within: float | None = None) -> list[Decision]:
+    """Approve every open review at ``location`` that the filters (``open_reviews``) select,
+    one at a time through ``answer_one`` (each review's own digest and rules; a quorum review
+    gets one vote), oldest first; a refused one is reported and the rest go on.
+    ``on_answer`` (a new store only) runs after each logged answer. Raises only what listing
+    raises (``UserError``, ``DatabaseError``)."""
+    store = _store(location, on_answer)
+    items = open_reviews(store, kinds=kinds, stages=stages, older_than=older_than,
+                         deadline_within=deadline_within)
+    return [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
+            for item in items]

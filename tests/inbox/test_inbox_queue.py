@@ -1,0 +1,207 @@
+"""One queue across sessions (issue 26 item 7) on a JSONL folder: ``fsm_stage.inbox.queue``
+and ``fsm-stage inbox list`` / ``approve-all``; and the web inbox answering through the team
+rules (``vote_review`` as the logged-in reviewer: quorum, not_requester)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from inbox_fixtures import TOKENS, add_rules, plan_session, stage_session, write_reviewers
+
+from fsm_stage.cli import main
+from fsm_stage.constants import REVIEW_REQUEST
+from fsm_stage.inbox.queue import approve_all, open_reviews
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import wall_clock_ms
+from fsm_stage.reviews import load_reviewers
+
+
+def _answers(path: Path) -> list[dict[str, Any]]:
+    return [e.data for e in read_log(path).events if e.type == "fsm/review/answer"]
+
+
+def _request(path: Path) -> dict[str, Any]:
+    (data,) = [e.data for e in read_log(path).events if e.type == REVIEW_REQUEST]
+    return dict(data)
+
+
+def _set_requester(path: Path, name: str) -> None:
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["requester"] = name  # an unmodelled header key: SessionHeader.extra
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+
+
+def _folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rids = {"s1": stage_session(logs, "s1"), "s2": stage_session(logs, "s2", target="verify"),
+            "p1": plan_session(logs, "p1", "# Plan\n1. do it")}
+    return logs, rids
+
+
+def test_the_queue_lists_every_session_and_filters(tmp_path: Path) -> None:
+    logs, rids = _folder(tmp_path)
+    assert {i.record.id for i in open_reviews(logs)} == set(rids.values())
+    assert [i.session_id for i in open_reviews(logs, kinds=["plan"])] == ["p1"]
+    assert {i.session_id for i in open_reviews(logs, stages=["verify"])} == {"s2"}
+    assert {i.session_id for i in open_reviews(logs, stages=["explore"], kinds=["stage"])} == {"s1", "s2"}
+    assert open_reviews(logs, older_than=3600) == []
+    later = wall_clock_ms() + 7200_000
+    assert len(open_reviews(logs, older_than=3600, now_ms=later)) == 3
+    add_rules(logs / "s1.jsonl", {"deadlineSeconds": 600})
+    assert [i.session_id for i in open_reviews(logs, deadline_within=3600)] == ["s1"]
+    assert open_reviews(logs, deadline_within=60) == []
+
+
+def test_inbox_list_prints_a_table_and_versioned_json(tmp_path: Path) -> None:
+    logs, rids = _folder(tmp_path)
+    table = CliRunner().invoke(main, ["inbox", "list", str(logs), "--kind", "stage"])
+    assert table.exit_code == 0, table.output
+    assert rids["s1"] in table.output and rids["s2"] in table.output and rids["p1"] not in table.output
+    out = CliRunner().invoke(main, ["inbox", "list", str(logs), "--json", "--stage", "verify"])
+    report = json.loads(out.output)
+    assert report["format_version"] == 1
+    (row,) = report["open"]
+    assert (row["session"], row["id"], row["kind"], row["from"], row["target"]) == \
+        ("s2", rids["s2"], "stage", "explore", "verify")
+    bad = CliRunner().invoke(main, ["inbox", "list", str(logs), "--older-than", "soon"])
+    assert bad.exit_code == 1 and "--older-than" in bad.stderr
+    missing = CliRunner().invoke(main, ["inbox", "list", str(tmp_path / "nope")])
+    assert missing.exit_code == 1 and "not a folder" in missing.stderr
+
+
+def test_approve_all_needs_yes_and_writes_nothing_without_it(tmp_path: Path) -> None:
+    logs, _ = _folder(tmp_path)
+    before = {p.name: p.read_bytes() for p in logs.glob("*.jsonl")}
+    out = CliRunner().invoke(main, ["inbox", "approve-all", str(logs)])
+    assert out.exit_code == 1 and "3 open review(s) match" in out.stderr and "--yes" in out.stderr
+    assert {p.name: p.read_bytes() for p in logs.glob("*.jsonl")} == before
+
+
+def test_approve_all_answers_each_review_on_its_own_and_goes_on_after_a_refusal(tmp_path: Path) -> None:
+    logs, rids = _folder(tmp_path)
+    # s1's handoff document changed since the request: its own digest check refuses it
+    Path(_request(logs / "s1.jsonl")["handoffPath"]).write_text("# Handoff\nsomething else")
+    # s2 needs a named approver: refused without --as
+    add_rules(logs / "s2.jsonl", {"approvers": ["alice"]})
+    out = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--json"])
+    assert out.exit_code == 1
+    results = {r["session"]: r for r in json.loads(out.output)["results"]}
+    assert results["p1"]["result"] == "answered"
+    assert results["s1"]["result"] == "error" and "changed" in results["s1"]["message"]
+    assert results["s2"]["result"] == "refused" and "named reviewer" in results["s2"]["message"]
+    (answer,) = _answers(logs / "p1.jsonl")
+    assert (answer["id"], answer["outcome"], answer["by"]) == (rids["p1"], "approve", "cli")
+    assert _answers(logs / "s1.jsonl") == [] and _answers(logs / "s2.jsonl") == []
+    # the same review again: answered already, never twice
+    again = approve_all(logs, kinds=["plan"])
+    assert again == [] and len(_answers(logs / "p1.jsonl")) == 1
+
+
+def test_approve_all_as_an_authenticated_reviewer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs, rids = _folder(tmp_path)
+    reviewers = write_reviewers(tmp_path / "reviewers.yaml")
+    add_rules(logs / "s1.jsonl", {"approvers": ["@leads"]})
+    add_rules(logs / "s2.jsonl", {"approvers": ["alice", "bob"], "quorum": 2})
+    add_rules(logs / "p1.jsonl", {"approvers": ["alice"], "notRequester": True})
+    _set_requester(logs / "p1.jsonl", "alice")
+    monkeypatch.setenv("FSM_STAGE_REVIEWER_TOKEN", "wrong")
+    bad = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--as", "alice",
+                                    "--reviewers", str(reviewers)])
+    assert bad.exit_code == 1 and "wrong token" in bad.stderr
+    assert all(_answers(p) == [] for p in logs.glob("*.jsonl"))
+    monkeypatch.setenv("FSM_STAGE_REVIEWER_TOKEN", TOKENS["alice"])
+    out = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--json", "--as", "alice",
+                                    "--reviewers", str(reviewers)])
+    results = {r["session"]: r for r in json.loads(out.output)["results"]}
+    assert results["s1"]["result"] == "answered"
+    assert results["s2"]["result"] == "voted" and results["s2"]["votes"] == ["alice"]
+    assert results["p1"]["result"] == "refused" and "not_requester" in results["p1"]["message"]
+    assert out.exit_code == 1
+    (answer,) = _answers(logs / "s1.jsonl")
+    assert answer["by"] == "cli:alice" and answer["reviewers"] == ["alice"]
+    # alice again: her second vote is refused, the quorum is not reached by one person
+    again = approve_all(logs, reviewer="alice", stages=["verify"],
+                        reviewers=load_reviewers(reviewers))
+    assert again[0].result == "refused" and "already voted" in again[0].message
+    assert _answers(logs / "s2.jsonl") == []
+    monkeypatch.setenv("FSM_STAGE_REVIEWER_TOKEN", TOKENS["bob"])
+    done = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--stage", "verify",
+                                     "--as", "bob", "--reviewers", str(reviewers)])
+    assert done.exit_code == 0, done.output
+    (answer,) = _answers(logs / "s2.jsonl")
+    assert answer["id"] == rids["s2"] and answer["reviewers"] == ["alice", "bob"]
+
+
+# -- the web inbox answers through the team rules ------------------------------------------------
+
+def _web(tmp_path: Path, logs: Path) -> Any:
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    pytest.importorskip("markdown_it")
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    app = create_app(logs, reviewers_file=write_reviewers(tmp_path / "reviewers.yaml"), secret_key="k" * 40)
+    return TestClient(app)
+
+
+def _login(client: Any, name: str) -> str:
+    client.cookies.clear()
+    page = client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    done = client.post("/login", data={"csrf": csrf.group(1), "name": name, "token": TOKENS[name]})
+    found = re.search(r'name="csrf" value="([^"]+)"', done.text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: Path) -> None:
+    logs, rids = _folder(tmp_path)
+    client = _web(tmp_path, logs)
+    add_rules(logs / "s1.jsonl", {"approvers": ["alice", "bob"], "quorum": 2})
+    add_rules(logs / "p1.jsonl", {"notRequester": True})
+    _set_requester(logs / "p1.jsonl", "bob")
+    csrf = _login(client, "alice")
+    first = client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
+    assert "vote recorded" in first.text and "1 of 2" in first.text
+    assert _answers(logs / "s1.jsonl") == []
+    twice = client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
+    assert "already voted" in twice.text and _answers(logs / "s1.jsonl") == []
+    csrf = _login(client, "bob")
+    client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
+    (answer,) = _answers(logs / "s1.jsonl")
+    assert answer["by"] == "inbox:bob" and answer["reviewers"] == ["alice", "bob"]
+    refused = client.post(f"/review/p1.jsonl/{rids['p1']}", data={"csrf": csrf, "action": "approve"})
+    assert "not_requester" in refused.text and _answers(logs / "p1.jsonl") == []
+    kept = client.post(f"/review/p1.jsonl/{rids['p1']}",
+                       data={"csrf": csrf, "action": "keep", "feedback": "not yet"})
+    assert kept.status_code == 200
+    (answer,) = _answers(logs / "p1.jsonl")
+    assert (answer["outcome"], answer["by"]) == ("keep", "inbox:bob")
+
+
+def test_an_unreachable_postgresql_store_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    url = f"postgresql://nobody@/nodb?host={tmp_path / 'no-server'}&port=1"
+    out = CliRunner().invoke(main, ["inbox", "list", url])
+    assert out.exit_code in (1, 75) and out.stderr.count("\n") == 1 and "Traceback" not in out.output
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    app = create_app(url, reviewers_file=write_reviewers(tmp_path / "r.yaml"), secret_key="k" * 40)
+    client = TestClient(app)
+    page = client.get("/login")  # the store is not read until a page needs it
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    queue = client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
+    assert queue.status_code == 503 and "cannot be read" in queue.text and "Traceback" not in queue.text

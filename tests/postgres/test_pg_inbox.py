@@ -1,0 +1,110 @@
+"""One queue across the sessions of a PostgreSQL database (issue 26 item 7, issue 27): the
+queue lists and filters every session's open reviews, ``fsm-stage inbox list`` / ``approve-all``
+answer them one at a time, and the web inbox serves and answers a ``postgresql://`` location."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fsm_stage.cli import main
+from fsm_stage.errors import ReviewPending, UserError
+from fsm_stage.inbox.queue import open_reviews
+from fsm_stage.log import open_log
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.reviews import SuspendingReviewChannel
+
+REPO = Path(__file__).resolve().parents[2]
+for extra in (REPO / "tests" / "reviews", REPO / "tests" / "inbox"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+from rig import Rig, run  # noqa: E402
+
+
+def _database(fresh_db: Callable[[], str]) -> str:
+    """A new database with the fsm_stage schema and nothing else (the queue sees only ours)."""
+    from fsm_stage.log.pg_schema import migrate
+    from fsm_stage.log.postgres import connect
+
+    dsn = fresh_db()
+    with connect(dsn) as conn:
+        migrate(conn)
+    return dsn
+
+
+def _suspended(dsn: str, session: str, cwd: Path, kind: str) -> str:
+    """Session ``session`` whose goto_stage / exit_plan_mode waits for its review; its id."""
+    (cwd / session).mkdir(parents=True)
+    with open_log(f"{dsn}&session={session}", create=SessionHeader(session, cwd=str(cwd / session))) as log:
+        rig = Rig(log, SuspendingReviewChannel())
+        if kind == "plan":
+            rig.enter_plan()
+        rig.open_turn()
+        rig.step()
+        call = rig.exit_call() if kind == "plan" else rig.goto_call("implement")
+        with pytest.raises(ReviewPending) as pending:
+            run(rig.call(call))
+    return pending.value.review_id
+
+
+def _answers(dsn: str, session: str) -> list[dict[str, object]]:
+    with open_log(f"{dsn}&session={session}") as log:
+        return [dict(e.data) for e in log.events if e.type == "fsm/review/answer"]
+
+
+def test_the_queue_and_approve_all_over_postgresql(fresh_db: Callable[[], str], tmp_path: Path) -> None:
+    dsn = _database(fresh_db)
+    rids = {"a": _suspended(dsn, "a", tmp_path, "stage"), "b": _suspended(dsn, "b", tmp_path, "stage"),
+            "p": _suspended(dsn, "p", tmp_path, "plan")}
+    assert {(i.session_id, i.record.id) for i in open_reviews(dsn)} == set(rids.items())
+    assert [i.session_id for i in open_reviews(dsn, kinds=["plan"])] == ["p"]
+    listed = CliRunner().invoke(main, ["inbox", "list", dsn, "--json", "--kind", "stage"])
+    assert listed.exit_code == 0, listed.output
+    assert {(r["session"], r["id"]) for r in json.loads(listed.output)["open"]} == \
+        {("a", rids["a"]), ("b", rids["b"])}
+    done = CliRunner().invoke(main, ["inbox", "approve-all", dsn, "--kind", "stage", "--yes"])
+    assert done.exit_code == 0, done.output
+    for sid in ("a", "b"):
+        (answer,) = _answers(dsn, sid)
+        assert (answer["id"], answer["outcome"], answer["by"]) == (rids[sid], "approve", "cli")
+    assert _answers(dsn, "p") == []
+    assert [i.session_id for i in open_reviews(dsn)] == ["p"]
+    with pytest.raises(UserError, match="names one session"):
+        open_reviews(f"{dsn}&session=a")
+
+
+def test_the_web_inbox_serves_and_answers_a_postgresql_location(fresh_db: Callable[[], str],
+                                                                 tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    pytest.importorskip("markdown_it")
+    from inbox_fixtures import TOKENS, write_reviewers
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    dsn = _database(fresh_db)
+    rid = _suspended(dsn, "w1", tmp_path, "stage")
+    client = TestClient(create_app(dsn, reviewers_file=write_reviewers(tmp_path / "r.yaml"),
+                                   secret_key="k" * 40))
+    page = client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    queue = client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
+    assert rid in queue.text and "/review/w1/" in queue.text
+    token = re.search(r'name="csrf" value="([^"]+)"', queue.text)
+    assert token is not None
+    review = client.get(f"/review/w1/{rid}")
+    assert review.status_code == 200 and "what was done" in review.text  # the handoff document
+    done = client.post(f"/review/w1/{rid}", data={"csrf": token.group(1), "action": "approve"})
+    assert done.status_code == 200
+    (answer,) = _answers(dsn, "w1")
+    assert (answer["id"], answer["outcome"], answer["by"]) == (rid, "approve", "inbox:alice")
+    assert rid not in client.get("/").text
+    assert client.get("/session/w1").status_code == 200

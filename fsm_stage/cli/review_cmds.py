@@ -52,7 +52,12 @@ from fsm_stage.reviews._answer import (
     vote_review,
 )
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
-from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord
+from fsm_stage.reviews._fold import (
+    MAX_REVIEW_DOCUMENT_BYTES,
+    ReviewAnswer,
+    ReviewRecord,
+    stage_payload_sha256,
+)
 from fsm_stage.reviews._team import Reviewers, VoteResult, load_reviewers
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
@@ -90,15 +95,24 @@ def _tool_arguments(session: Session, call_id: str) -> str | None:
 
 
 def _payload(session: Session, record: ReviewRecord) -> str | None:
+    """What the reviewer is shown: the plan, a tool call's argument text, or a stage review's
+    handoff document — the copy stored in the request when it hashes to ``payloadSha256`` (a
+    reviewer anywhere reads the exact text asked about), else the file at ``handoffPath``."""
     if record.kind == "plan":
         return plan_text(session, record.call_id)
     if record.kind == "tool":
         return _tool_arguments(session, record.call_id)
     if record.handoff_path is None:
         return None
+    stored = record.document
+    if stored is not None and stage_payload_sha256(record.target, stored) == record.payload_sha256:
+        return stored  # the bytes the review was asked with (no local file needed)
     try:
         return read_handoff_document(session, record.handoff_path)
     except (OSError, UnicodeDecodeError) as err:
+        if record.document_omitted:
+            return (f"(handoff document unreadable here: {err}; not stored with the review: larger than "
+                    f"{MAX_REVIEW_DOCUMENT_BYTES} bytes)")
         return f"(handoff document unreadable: {err})"
 
 

@@ -48,6 +48,7 @@ from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
 from fsm_stage.log.projections.spend import SPEND_FOLD
 from fsm_stage.reviews._fold import (
+    MAX_REVIEW_DOCUMENT_BYTES,
     REVIEW_FOLD,
     ReviewAnswer,
     ReviewRecord,
@@ -300,6 +301,11 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
                 raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
             if outcome == "approve":
                 now = current_payload_sha256(session, record, stored=True)
+                if now == "missing" and record.document_omitted:
+                    raise ReviewRefusedError(
+                        f"review {review_id}: the handoff document is not readable here and was not "
+                        f"stored with the review (larger than {MAX_REVIEW_DOCUMENT_BYTES} bytes); "
+                        "approve it where the document is")
                 if now is not None and now != record.payload_sha256:
                     what = PAYLOAD_NAMES.get(record.kind, f"{record.kind} payload")
                     raise ReviewPayloadChangedError(

@@ -128,6 +128,11 @@ def budget_payload_sha256(scope: str, label: str, since: int | None) -> str:
     return hashlib.sha256(f"budget\n{scope}\n{label}\n{since}".encode()).hexdigest()
 
 
+#: Largest document stored in a review request (UTF-8 bytes); a larger one is omitted
+#: (``documentOmitted: true``) and the review can then only be approved where the document is.
+MAX_REVIEW_DOCUMENT_BYTES = 1 << 20
+
+
 @attrs.frozen
 class ReviewRecord:
     """One ``fsm/review/request``: ids, kind (``"plan"``/``"stage"``), ``from_``/``target``

@@ -49,13 +49,16 @@ from fsm_stage.reviews._answer import (
     pg_location,
     plan_text,
     read_handoff_document,
+    review_state,
     vote_review,
 )
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
+from fsm_stage.reviews._edits import kept_before, revision_diff
 from fsm_stage.reviews._fold import (
     MAX_REVIEW_DOCUMENT_BYTES,
     ReviewAnswer,
     ReviewRecord,
+    ReviewState,
     stage_payload_sha256,
 )
 from fsm_stage.reviews._team import Reviewers, VoteResult, load_reviewers
@@ -116,16 +119,28 @@ def _payload(session: Session, record: ReviewRecord) -> str | None:
         return f"(handoff document unreadable: {err})"
 
 
+def _kept_diff(state: ReviewState, record: ReviewRecord) -> dict[str, Any] | None:
+    """``{review, diff}``: the unified diff from the version the reviewer last kept (a review of
+    the same subject answered keep) to ``record``'s stored document, or None."""
+    kept = kept_before(state, record)
+    if kept is None or kept.document is None or record.document is None:
+        return None
+    diff = revision_diff(kept.document, record.document, old_name=f"kept ({kept.id})",
+                         new_name=f"now ({record.id})")
+    return {"review": kept.id, "diff": diff}
+
+
 def _listing(session: Session) -> list[dict[str, Any]]:
     now = time.time() * 1000
     out = []
+    state = review_state(session)
     for r in open_reviews(session):
         since = session.events[r.seq].time
         out.append({"id": r.id, "kind": r.kind, "from": r.from_, "target": r.target, "call_id": r.call_id,
                     "options": list(r.options), "shape": r.shape, "handoff_path": r.handoff_path,
                     "payload_sha256": r.payload_sha256, "since_seq": r.seq,
                     "age_seconds": max(0, round((now - since) / 1000)) if since is not None else None,
-                    "payload": _payload(session, r)})
+                    "payload": _payload(session, r), "kept_diff": _kept_diff(state, r)})
     return out
 
 
@@ -145,6 +160,10 @@ def _human(rows: list[dict[str, Any]]) -> str:
             lines.append("  arguments:")
         if r["payload"] is not None:
             lines.extend("  > " + visible(line) for line in str(r["payload"]).split("\n"))
+        kept = r.get("kept_diff")
+        if kept is not None:
+            lines.append(f"  changes since the version kept in review {visible(kept['review'])}:")
+            lines.extend("  | " + visible(line) for line in (kept["diff"] or "(no changes)").split("\n"))
     return "\n".join(lines)
 
 
@@ -219,15 +238,34 @@ def _identity(as_name: str | None, token_file: str | None, reviewers_file: str |
 
 
 def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
-            who: Identity | None) -> VoteResult:
+            who: Identity | None, edited: str | None = None) -> VoteResult:
     """Log one answer (``by: "cli"``): as ``who`` through ``vote_review`` (the review's rules
     decide; under a quorum an approval may only add a vote), else ``answer_review``."""
     with open_location(log) as stored:
         if who is None:
             return VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
-                                            by="cli"))
+                                            by="cli", edited=edited))
         return vote_review(stored, review_id, outcome, reviewer=who.name, reviewers=who.reviewers,
-                           feedback=feedback, option=option, by="cli")
+                           feedback=feedback, option=option, by="cli", edited=edited)
+
+
+def _edited(source: str) -> str:
+    """The edited document of ``--edited FILE`` (``-``: standard input), UTF-8, at most
+    ``MAX_REVIEW_DOCUMENT_BYTES``; ``UserError`` (one line) otherwise."""
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(MAX_REVIEW_DOCUMENT_BYTES + 1)
+        else:
+            with Path(source).open("rb") as handle:
+                raw = handle.read(MAX_REVIEW_DOCUMENT_BYTES + 1)
+        if len(raw) > MAX_REVIEW_DOCUMENT_BYTES:
+            raise UserError(f"review: --edited {source}: larger than {MAX_REVIEW_DOCUMENT_BYTES} bytes; "
+                            "nothing was written")
+        return raw.decode("utf-8")
+    except OSError as err:
+        raise UserError(f"review: --edited {source}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"review: --edited {source}: not UTF-8 text (byte {err.start})") from None
 
 
 def _answer_json(answer: ReviewAnswer | None) -> dict[str, Any] | None:
@@ -235,7 +273,7 @@ def _answer_json(answer: ReviewAnswer | None) -> dict[str, Any] | None:
         return None
     return {"id": answer.id, "outcome": answer.outcome, "option": answer.option, "shape": answer.shape,
             "feedback": answer.feedback, "by": answer.by, "reviewers": list(answer.reviewers),
-            "seq": answer.seq}
+            "edited_sha256": answer.edited_sha256 if answer.edited is not None else None, "seq": answer.seq}
 
 
 def _done_line(review_id: str, result: VoteResult, who: Identity | None) -> str:
@@ -247,7 +285,8 @@ def _done_line(review_id: str, result: VoteResult, who: Identity | None) -> str:
                 "the review stays open")
     chosen = f" ({answer.option})" if answer.option else ""
     by = f" by {', '.join(answer.reviewers)}" if answer.reviewers else ""
-    return f"review {answer.id}: {answer.outcome}{chosen}{by}, logged at seq {answer.seq}"
+    edits = " with edits" if answer.edited is not None else ""
+    return f"review {answer.id}: {answer.outcome}{chosen}{edits}{by}, logged at seq {answer.seq}"
 
 
 @click.command()
@@ -255,6 +294,9 @@ def _done_line(review_id: str, result: VoteResult, who: Identity | None) -> str:
 @click.option("--approve", "approve", metavar="ID", default=None, help="Approve review ID.")
 @click.option("--option", "option", metavar="LABEL", default=None,
               help="With --approve: the approve option (e.g. 'Approve and keep the conversation').")
+@click.option("--edited", "edited_file", metavar="FILE", default=None,
+              help="With --approve: approve this edited document instead (a full switch's handoff "
+                   "document or a plan; - reads standard input).")
 @click.option("--keep", "keep", metavar="ID", default=None, help="Keep (decline) review ID.")
 @click.option("--feedback", "feedback", metavar="TEXT", default=None,
               help="With --keep: the reviewer's comments.")
@@ -270,7 +312,8 @@ def _done_line(review_id: str, result: VoteResult, who: Identity | None) -> str:
               help="Only list the open reviews, also on a terminal (no questions).")
 @click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True,
               help="Language of the interactive review.")
-def review(log: str, approve: str | None, option: str | None, keep: str | None, feedback: str | None,
+def review(log: str, approve: str | None, option: str | None, edited_file: str | None, keep: str | None,
+           feedback: str | None,
            dismiss: str | None, as_name: str | None, token_file: str | None, reviewers_file: str | None,
            as_json: bool, as_list: bool, language: str) -> None:
     """List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).
@@ -289,10 +332,13 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         raise click.UsageError("--option goes with --approve")
     if feedback is not None and not keep:
         raise click.UsageError("--feedback goes with --keep")
+    if edited_file is not None and not approve:
+        raise click.UsageError("--edited goes with --approve")
     for name, value in (("--approve", approve), ("--option", option), ("--keep", keep),
                         ("--feedback", feedback), ("--dismiss", dismiss)):
         _text_option(name, value)
     who = _identity(as_name, token_file, reviewers_file)
+    edited = _edited(edited_file) if edited_file is not None else None
     if not actions:
         with Progress(0) as progress:  # a bar on a terminal while a large log is read and folded
             res = _read(log, progress)
@@ -308,7 +354,7 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
             click.echo(_human(rows))
         return
     ((outcome, review_id),) = actions
-    result = _record(log, review_id, outcome, feedback=feedback, option=option, who=who)
+    result = _record(log, review_id, outcome, feedback=feedback, option=option, who=who, edited=edited)
     if as_json:
         vote = ({"reviewer": who.name, "votes": list(result.votes), "needed": result.needed}
                 if who is not None else None)
@@ -331,6 +377,10 @@ def _question(row: dict[str, Any], language: str) -> Question:
     payload = row["payload"]
     if payload is not None and row["kind"] == "tool":
         payload = f"```json\n{payload}\n```"
+    kept = row.get("kept_diff")
+    if kept is not None and kept["diff"]:
+        payload = (f"{payload}\n\nChanges since the version kept in review {kept['review']}:\n"
+                   f"```diff\n{kept['diff']}\n```")
     context = ({"from": row["from"], "to": row["target"], "handoff_path": row["handoff_path"]}
                if row["kind"] == "stage" else None)
     return Question(f"review-{row['id']}", wording.text("terminal.review_header", language, **names),

@@ -5,7 +5,11 @@ hash, age, and the payload: the plan, the handoff document, or a tool call's arg
 text passes through ``text.visible``, so a model-written escape sequence can never drive the
 reviewer's terminal); ``review LOG --approve ID
 [--option LABEL]``, ``--keep ID [--feedback TEXT]`` or ``--dismiss ID`` records an answer
-(``fsm_stage.reviews._answer.answer_review``, ``by: "cli"``). LOG is any ``open_log``
+(``fsm_stage.reviews._answer.answer_review``, ``by: "cli"``); with ``--as NAME --reviewers
+FILE`` the reviewer is authenticated first (their token from ``--token-file`` or
+``FSM_STAGE_REVIEWER_TOKEN``, checked in constant time against the reviewers file) and the
+answer goes through ``vote_review``, so the review's rules (approvers, quorum,
+not_requester, deadline) decide; a refusal is one line, exit 1. LOG is any ``open_log``
 location: a JSONL file (opened waiting up to 10 s for the writer lock, so racing processes
 queue) or ``postgresql://…?session=ID`` (the answer is a conditional append; a loser
 re-folds); either way exactly one answer wins, and a lost race, an unknown id or a changed
@@ -18,19 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli.log_cmds import check_log_input
 from fsm_stage.cli.progress import Progress
 from fsm_stage.constants import TOOL_CALL
-from fsm_stage.errors import UserError
+from fsm_stage.errors import ReviewRefusedError, UserError
 from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.memory import MemoryLog
@@ -43,9 +49,19 @@ from fsm_stage.reviews._answer import (
     pg_location,
     plan_text,
     read_handoff_document,
+    review_state,
+    vote_review,
 )
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
-from fsm_stage.reviews._fold import ReviewRecord
+from fsm_stage.reviews._edits import kept_before, revision_diff
+from fsm_stage.reviews._fold import (
+    MAX_REVIEW_DOCUMENT_BYTES,
+    ReviewAnswer,
+    ReviewRecord,
+    ReviewState,
+    stage_payload_sha256,
+)
+from fsm_stage.reviews._team import Reviewers, VoteResult, load_reviewers
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
@@ -82,28 +98,49 @@ def _tool_arguments(session: Session, call_id: str) -> str | None:
 
 
 def _payload(session: Session, record: ReviewRecord) -> str | None:
+    """What the reviewer is shown: the plan, a tool call's argument text, or a stage review's
+    handoff document — the copy stored in the request when it hashes to ``payloadSha256`` (a
+    reviewer anywhere reads the exact text asked about), else the file at ``handoffPath``."""
     if record.kind == "plan":
         return plan_text(session, record.call_id)
     if record.kind == "tool":
         return _tool_arguments(session, record.call_id)
     if record.handoff_path is None:
         return None
+    stored = record.document
+    if stored is not None and stage_payload_sha256(record.target, stored) == record.payload_sha256:
+        return stored  # the bytes the review was asked with (no local file needed)
     try:
         return read_handoff_document(session, record.handoff_path)
     except (OSError, UnicodeDecodeError) as err:
+        if record.document_omitted:
+            return (f"(handoff document unreadable here: {err}; not stored with the review: larger than "
+                    f"{MAX_REVIEW_DOCUMENT_BYTES} bytes)")
         return f"(handoff document unreadable: {err})"
+
+
+def _kept_diff(state: ReviewState, record: ReviewRecord) -> dict[str, Any] | None:
+    """``{review, diff}``: the unified diff from the version the reviewer last kept (a review of
+    the same subject answered keep) to ``record``'s stored document, or None."""
+    kept = kept_before(state, record)
+    if kept is None or kept.document is None or record.document is None:
+        return None
+    diff = revision_diff(kept.document, record.document, old_name=f"kept ({kept.id})",
+                         new_name=f"now ({record.id})")
+    return {"review": kept.id, "diff": diff}
 
 
 def _listing(session: Session) -> list[dict[str, Any]]:
     now = time.time() * 1000
     out = []
+    state = review_state(session)
     for r in open_reviews(session):
         since = session.events[r.seq].time
         out.append({"id": r.id, "kind": r.kind, "from": r.from_, "target": r.target, "call_id": r.call_id,
                     "options": list(r.options), "shape": r.shape, "handoff_path": r.handoff_path,
                     "payload_sha256": r.payload_sha256, "since_seq": r.seq,
                     "age_seconds": max(0, round((now - since) / 1000)) if since is not None else None,
-                    "payload": _payload(session, r)})
+                    "payload": _payload(session, r), "kept_diff": _kept_diff(state, r)})
     return out
 
 
@@ -123,6 +160,10 @@ def _human(rows: list[dict[str, Any]]) -> str:
             lines.append("  arguments:")
         if r["payload"] is not None:
             lines.extend("  > " + visible(line) for line in str(r["payload"]).split("\n"))
+        kept = r.get("kept_diff")
+        if kept is not None:
+            lines.append(f"  changes since the version kept in review {visible(kept['review'])}:")
+            lines.extend("  | " + visible(line) for line in (kept["diff"] or "(no changes)").split("\n"))
     return "\n".join(lines)
 
 
@@ -138,26 +179,149 @@ def _text_option(name: str, value: str | None) -> None:
                         "written") from None
 
 
+#: Environment variable holding the reviewer's token when ``--token-file`` is not given.
+TOKEN_ENV = "FSM_STAGE_REVIEWER_TOKEN"
+#: Largest token file read (bytes).
+MAX_TOKEN_FILE = 4096
+
+
+@attrs.frozen
+class Identity:
+    """An authenticated reviewer: their ``name`` and the ``reviewers`` file that resolves
+    ``@group`` approvers."""
+
+    name: str
+    reviewers: Reviewers
+
+
+def _token(token_file: str | None) -> str:
+    """The reviewer's token: the first line of ``token_file`` (surrounding whitespace
+    removed), else ``$FSM_STAGE_REVIEWER_TOKEN``. Raises ``UserError`` (one line) when there
+    is none or the file cannot be read."""
+    if token_file is not None:
+        path = Path(token_file)
+        try:
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_TOKEN_FILE + 1)
+            if len(raw) > MAX_TOKEN_FILE:
+                raise UserError(f"review: --token-file {path}: larger than {MAX_TOKEN_FILE} bytes")
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"review: --token-file {path}: cannot read it "
+                            f"({err.strerror if isinstance(err, OSError) else 'not UTF-8'})") from None
+        token = text.strip()
+        if not token:
+            raise UserError(f"review: --token-file {path} is empty")
+        return token
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise UserError(f"review: --as needs the reviewer's token: --token-file FILE or {TOKEN_ENV}")
+    return token
+
+
+def _identity(as_name: str | None, token_file: str | None, reviewers_file: str | None) -> Identity | None:
+    """The authenticated reviewer of ``--as NAME`` (None without ``--as``). Raises
+    ``click.UsageError`` for ``--token-file`` / ``--reviewers`` without ``--as`` (or ``--as``
+    without ``--reviewers``), ``UserError`` for a bad reviewers or token file and a missing
+    token, ``ReviewRefusedError`` for an unknown name or a wrong token — all before the log is
+    opened, so nothing is written."""
+    if as_name is None:
+        if token_file is not None or reviewers_file is not None:
+            raise click.UsageError("--token-file and --reviewers go with --as NAME")
+        return None
+    if reviewers_file is None:
+        raise click.UsageError("--as NAME needs --reviewers FILE (reviewers: {name: {token_sha256, groups}})")
+    _text_option("--as", as_name)
+    reviewers = load_reviewers(reviewers_file)
+    reviewers.authenticate(as_name, _token(token_file))
+    return Identity(as_name, reviewers)
+
+
+def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
+            who: Identity | None, edited: str | None = None) -> VoteResult:
+    """Log one answer (``by: "cli"``): as ``who`` through ``vote_review`` (the review's rules
+    decide; under a quorum an approval may only add a vote), else ``answer_review``."""
+    with open_location(log) as stored:
+        if who is None:
+            return VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
+                                            by="cli", edited=edited))
+        return vote_review(stored, review_id, outcome, reviewer=who.name, reviewers=who.reviewers,
+                           feedback=feedback, option=option, by="cli", edited=edited)
+
+
+def _edited(source: str) -> str:
+    """The edited document of ``--edited FILE`` (``-``: standard input), UTF-8, at most
+    ``MAX_REVIEW_DOCUMENT_BYTES``; ``UserError`` (one line) otherwise."""
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(MAX_REVIEW_DOCUMENT_BYTES + 1)
+        else:
+            with Path(source).open("rb") as handle:
+                raw = handle.read(MAX_REVIEW_DOCUMENT_BYTES + 1)
+        if len(raw) > MAX_REVIEW_DOCUMENT_BYTES:
+            raise UserError(f"review: --edited {source}: larger than {MAX_REVIEW_DOCUMENT_BYTES} bytes; "
+                            "nothing was written")
+        return raw.decode("utf-8")
+    except OSError as err:
+        raise UserError(f"review: --edited {source}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"review: --edited {source}: not UTF-8 text (byte {err.start})") from None
+
+
+def _answer_json(answer: ReviewAnswer | None) -> dict[str, Any] | None:
+    if answer is None:
+        return None
+    return {"id": answer.id, "outcome": answer.outcome, "option": answer.option, "shape": answer.shape,
+            "feedback": answer.feedback, "by": answer.by, "reviewers": list(answer.reviewers),
+            "edited_sha256": answer.edited_sha256 if answer.edited is not None else None, "seq": answer.seq}
+
+
+def _done_line(review_id: str, result: VoteResult, who: Identity | None) -> str:
+    """What one recorded answer (or vote) did, as one line."""
+    answer = result.answer
+    if answer is None:
+        name = who.name if who is not None else "?"
+        return (f"review {review_id}: approval by {name} recorded ({len(result.votes)} of {result.needed}); "
+                "the review stays open")
+    chosen = f" ({answer.option})" if answer.option else ""
+    by = f" by {', '.join(answer.reviewers)}" if answer.reviewers else ""
+    edits = " with edits" if answer.edited is not None else ""
+    return f"review {answer.id}: {answer.outcome}{chosen}{edits}{by}, logged at seq {answer.seq}"
+
+
 @click.command()
 @click.argument("log")
 @click.option("--approve", "approve", metavar="ID", default=None, help="Approve review ID.")
 @click.option("--option", "option", metavar="LABEL", default=None,
               help="With --approve: the approve option (e.g. 'Approve and keep the conversation').")
+@click.option("--edited", "edited_file", metavar="FILE", default=None,
+              help="With --approve: approve this edited document instead (a full switch's handoff "
+                   "document or a plan; - reads standard input).")
 @click.option("--keep", "keep", metavar="ID", default=None, help="Keep (decline) review ID.")
 @click.option("--feedback", "feedback", metavar="TEXT", default=None,
               help="With --keep: the reviewer's comments.")
 @click.option("--dismiss", "dismiss", metavar="ID", default=None, help="Dismiss review ID.")
+@click.option("--as", "as_name", metavar="NAME", default=None,
+              help="Answer as reviewer NAME (authenticated; the review's rules decide).")
+@click.option("--token-file", "token_file", metavar="FILE", default=None,
+              help=f"With --as: a file holding the reviewer's token (default: ${TOKEN_ENV}).")
+@click.option("--reviewers", "reviewers_file", metavar="FILE", default=None,
+              help="With --as: the reviewers file (reviewers: {name: {token_sha256, groups}}).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--list", "as_list", is_flag=True,
               help="Only list the open reviews, also on a terminal (no questions).")
 @click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True,
               help="Language of the interactive review.")
-def review(log: str, approve: str | None, option: str | None, keep: str | None, feedback: str | None,
-           dismiss: str | None, as_json: bool, as_list: bool, language: str) -> None:
+def review(log: str, approve: str | None, option: str | None, edited_file: str | None, keep: str | None,
+           feedback: str | None,
+           dismiss: str | None, as_name: str | None, token_file: str | None, reviewers_file: str | None,
+           as_json: bool, as_list: bool, language: str) -> None:
     """List the open reviews of LOG, or answer one (--approve / --keep / --dismiss ID).
 
     On a terminal (standard input and output), without --json or --list, each open review is
-    asked interactively and the answer recorded. LOG is a session log file or a
+    asked interactively and the answer recorded. With --as NAME (and --reviewers FILE, the
+    token from --token-file or $FSM_STAGE_REVIEWER_TOKEN) the answer is NAME's and the
+    review's rules decide whether it counts. LOG is a session log file or a
     postgresql://…?session=ID location."""
     shown = _check_location(log)
     given = (("approve", approve), ("keep", keep), ("dismiss", dismiss))
@@ -168,16 +332,20 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
         raise click.UsageError("--option goes with --approve")
     if feedback is not None and not keep:
         raise click.UsageError("--feedback goes with --keep")
+    if edited_file is not None and not approve:
+        raise click.UsageError("--edited goes with --approve")
     for name, value in (("--approve", approve), ("--option", option), ("--keep", keep),
                         ("--feedback", feedback), ("--dismiss", dismiss)):
         _text_option(name, value)
+    who = _identity(as_name, token_file, reviewers_file)
+    edited = _edited(edited_file) if edited_file is not None else None
     if not actions:
         with Progress(0) as progress:  # a bar on a terminal while a large log is read and folded
             res = _read(log, progress)
             progress.phase("folding reviews", 1)
             rows = _listing(Session(MemoryLog(res.header, res.events)))
         if rows and not (as_json or as_list) and _on_terminal():
-            _ask_each(log, rows, language)
+            _ask_each(log, rows, language, who)
             return
         if as_json:
             click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "open": rows},
@@ -186,16 +354,14 @@ def review(log: str, approve: str | None, option: str | None, keep: str | None, 
             click.echo(_human(rows))
         return
     ((outcome, review_id),) = actions
-    with open_location(log) as stored:
-        answer = answer_review(stored, review_id, outcome, feedback=feedback, option=option, by="cli")
-    data = {"id": answer.id, "outcome": answer.outcome, "option": answer.option, "shape": answer.shape,
-            "feedback": answer.feedback, "by": answer.by, "seq": answer.seq}
+    result = _record(log, review_id, outcome, feedback=feedback, option=option, who=who, edited=edited)
     if as_json:
-        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "answer": data},
-                              ensure_ascii=False))
+        vote = ({"reviewer": who.name, "votes": list(result.votes), "needed": result.needed}
+                if who is not None else None)
+        click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown,
+                               "answer": _answer_json(result.answer), "vote": vote}, ensure_ascii=False))
     else:
-        chosen = f" ({answer.option})" if answer.option else ""
-        click.echo(visible(f"review {answer.id}: {answer.outcome}{chosen}, logged at seq {answer.seq}"))
+        click.echo(visible(_done_line(review_id, result, who)))
 
 
 def _on_terminal() -> bool:
@@ -211,6 +377,10 @@ def _question(row: dict[str, Any], language: str) -> Question:
     payload = row["payload"]
     if payload is not None and row["kind"] == "tool":
         payload = f"```json\n{payload}\n```"
+    kept = row.get("kept_diff")
+    if kept is not None and kept["diff"]:
+        payload = (f"{payload}\n\nChanges since the version kept in review {kept['review']}:\n"
+                   f"```diff\n{kept['diff']}\n```")
     context = ({"from": row["from"], "to": row["target"], "handoff_path": row["handoff_path"]}
                if row["kind"] == "stage" else None)
     return Question(f"review-{row['id']}", wording.text("terminal.review_header", language, **names),
@@ -219,9 +389,10 @@ def _question(row: dict[str, Any], language: str) -> Question:
                     intent={"kind": "cli-review", "approve": row["options"][0]} if row["options"] else None)
 
 
-def _ask_each(log: str, rows: list[dict[str, Any]], language: str) -> None:
-    """Ask every open review on the terminal and record each answer (``by: "cli"``). The end
-    of input leaves the rest open; Ctrl-C stops at once (exit 130); nothing unanswered is written."""
+def _ask_each(log: str, rows: list[dict[str, Any]], language: str, who: Identity | None = None) -> None:
+    """Ask every open review on the terminal and record each answer (``by: "cli"``, as ``who``
+    when given). The end of input leaves the rest open; Ctrl-C stops at once (exit 130); nothing
+    unanswered is written; a refused answer is one line and the next review is asked."""
     channel = TerminalReviewChannel(language=language)
     for row in rows:
         question = _question(row, language)
@@ -238,10 +409,12 @@ def _ask_each(log: str, rows: list[dict[str, Any]], language: str) -> None:
             outcome, chosen, text = "approve", label, None
         else:  # the keep option, or feedback typed with nothing selected (never consent, B80)
             outcome, chosen, text = "keep", None, answer.custom
-        with open_location(log) as stored:
-            done = answer_review(stored, row["id"], outcome, feedback=text, option=chosen, by="cli")
-        chosen_text = f" ({done.option})" if done.option else ""
-        click.echo(visible(f"review {done.id}: {done.outcome}{chosen_text}, logged at seq {done.seq}"))
+        try:
+            result = _record(log, row["id"], outcome, feedback=text, option=chosen, who=who)
+        except ReviewRefusedError as err:
+            click.echo(visible(f"fsm-stage: {err}"), err=True)
+            continue
+        click.echo(visible(_done_line(row["id"], result, who)))
 
 
 def _same_log(a: str, b: str) -> bool:

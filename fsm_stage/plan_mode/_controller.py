@@ -447,13 +447,16 @@ class PlanModeController:
             raise ToolFailure(c.text("errors.reloaded"))
         with session_lock(agent.session.id):
             self._pending.clear(agent.session)  # the approval replaces an earlier user selection
+        if answer.edited is not None:  # the reviewer edited the plan: one line, then that plan
+            return ToolOutput({"approved": True}, c.text("tool.approved_edited") + "\n\n" + answer.edited)
         return ToolOutput({"approved": True}, c.text("tool.approved"))
 
     def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
-                      by: str = "api") -> ReviewAnswer:
+                      by: str = "api", edited: str | None = None) -> ReviewAnswer:
         """Record a human's answer to the open plan review ``review_id`` (``approve`` / ``keep``
-        / ``dismiss``); see ``fsm_stage.reviews._answer.answer_review`` for the errors raised."""
-        return answer_review(session, review_id, outcome, feedback=feedback, by=by)
+        / ``dismiss``; ``edited``: approve the reviewer's edited plan); see
+        ``fsm_stage.reviews._answer.answer_review`` for the errors raised."""
+        return answer_review(session, review_id, outcome, feedback=feedback, by=by, edited=edited)
 
     def present_call(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Call card ``{card: generic, title, kind: other, content: [text block: plan]}`` (B91)."""

@@ -47,7 +47,9 @@ from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
 from fsm_stage.log.projections.spend import SPEND_FOLD
+from fsm_stage.reviews._edits import edit_data
 from fsm_stage.reviews._fold import (
+    MAX_REVIEW_DOCUMENT_BYTES,
     REVIEW_FOLD,
     ReviewAnswer,
     ReviewRecord,
@@ -220,15 +222,19 @@ def _shape_of(record: ReviewRecord, option: str) -> str | None:
 
 
 def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = None,
-                option: str | None = None, by: str = "api") -> NewEvent:
+                option: str | None = None, by: str = "api", edited: str | None = None) -> NewEvent:
     """The ``fsm/review/answer`` event for ``record`` (validated; raises ``RecordShapeError``).
 
     ``approve``: ``option`` defaults to the first option and must be one of the request's
     approve options (every option but the last, which is the keep label); its shape decides
-    the flush. ``keep``: option = the keep label; ``feedback`` optional. ``dismiss``: no option.
+    the flush; ``edited`` (a full switch's handoff document or a plan, as the reviewer changed
+    it) adds ``edited`` / ``editedSha256`` (``reviews._edits.edit_data``). ``keep``: option =
+    the keep label; ``feedback`` optional. ``dismiss``: no option. Edits go with ``approve`` only.
     """
     if outcome not in REVIEW_OUTCOMES:
         raise RecordShapeError(f"unknown review outcome {outcome!r}; use one of {', '.join(REVIEW_OUTCOMES)}")
+    if edited is not None and outcome != "approve":
+        raise RecordShapeError(f"review {record.id}: an edited document goes with an approval only")
     approve_options = record.options[:-1] if len(record.options) > 1 else record.options
     shape: str | None = None
     if outcome == "approve":
@@ -242,19 +248,22 @@ def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = No
         option = record.options[-1] if record.options else None
     else:
         option = None
+    edits = edit_data(record, shape, edited) if outcome == "approve" else {}
     return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": shape,
-                                    "feedback": feedback, "by": by}, ignorable=True)
+                                    "feedback": feedback, "by": by, **edits}, ignorable=True)
 
 
 def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None = None,
                   option: str | None = None, by: str = "api", reviewer: str | None = None,
-                  reviewers: Reviewers | None = None) -> ReviewAnswer:
+                  reviewers: Reviewers | None = None, edited: str | None = None) -> ReviewAnswer:
     """Record the answer to the open review ``review_id``; returns the logged ``ReviewAnswer``.
 
     ``reviewer`` is the authenticated person answering (checked against the review's logged
     rules: approvers, ``not_requester``, deadline; ``reviewers`` resolves ``@group`` approvers);
     a review whose rules name approvers needs one. A review with a quorum above 1 is answered
-    through ``vote_review``. Raises ``ReviewNotFoundError`` (no such review),
+    through ``vote_review``. ``edited`` approves the reviewer's edited version of the document
+    (a full switch's handoff document or a plan; docs/reviews.md "Approve with edits"): the answer
+    records it and its digest, and the transition uses it. Raises ``ReviewNotFoundError`` (no such review),
     ``ReviewAlreadyAnsweredError`` (answered already, or lost a race: nothing written),
     ``ReviewRefusedError`` (the rules do not allow this answer, or the review expired: its
     expiry is then logged), ``ReviewPayloadChangedError`` (approve only: the plan text /
@@ -263,7 +272,7 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
     resumed (``StagedSession.resume``); an approval is applied at the next accepted step.
     """
     result = _answer(target, review_id, outcome, feedback=feedback, option=option, by=by,
-                     reviewer=reviewer, reviewers=reviewers, vote=False)
+                     reviewer=reviewer, reviewers=reviewers, vote=False, edited=edited)
     answer: ReviewAnswer | None = result.answer
     assert answer is not None
     return answer
@@ -271,19 +280,20 @@ def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, f
 
 def vote_review(target: Session | EventLog, review_id: str, outcome: str, *, reviewer: str,
                 reviewers: Reviewers | None = None, feedback: str | None = None, option: str | None = None,
-                by: str = "api") -> VoteResult:
+                by: str = "api", edited: str | None = None) -> VoteResult:
     """Answer ``review_id`` as ``reviewer`` under a quorum: an approval is logged as a vote
     (``fsm/review/vote``) and the approval itself once the quorum of distinct approvers is
     reached (``VoteResult.answer``); a keep or dismiss closes the review at once. A review
     without a quorum is answered as ``answer_review`` would. Raises what ``answer_review``
-    raises, and ``ReviewRefusedError`` for a second vote by the same reviewer."""
+    raises, and ``ReviewRefusedError`` for a second vote by the same reviewer or an ``edited``
+    document under a quorum above 1 (edits need a single approver)."""
     return _answer(target, review_id, outcome, feedback=feedback, option=option, by=by,
-                   reviewer=reviewer, reviewers=reviewers, vote=True)
+                   reviewer=reviewer, reviewers=reviewers, vote=True, edited=edited)
 
 
 def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None,
             option: str | None, by: str, reviewer: str | None, reviewers: Reviewers | None,
-            vote: bool) -> VoteResult:
+            vote: bool, edited: str | None = None) -> VoteResult:
     session = _session(target)
     with session_lock(session.id):
         for _attempt in range(ANSWER_ATTEMPTS):
@@ -300,13 +310,21 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
                 raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
             if outcome == "approve":
                 now = current_payload_sha256(session, record, stored=True)
+                if now == "missing" and record.document_omitted:
+                    raise ReviewRefusedError(
+                        f"review {review_id}: the handoff document is not readable here and was not "
+                        f"stored with the review (larger than {MAX_REVIEW_DOCUMENT_BYTES} bytes); "
+                        "approve it where the document is")
                 if now is not None and now != record.payload_sha256:
                     what = PAYLOAD_NAMES.get(record.kind, f"{record.kind} payload")
                     raise ReviewPayloadChangedError(
                         f"review {review_id}: the {what} changed since the review was asked; "
                         "it cannot be approved")
             team = decide(session, record, outcome, reviewer=reviewer, reviewers=reviewers, vote=vote)
-            spec = answer_spec(record, outcome, feedback=feedback, option=option, by=by)
+            spec = answer_spec(record, outcome, feedback=feedback, option=option, by=by, edited=edited)
+            if edited is not None and team.needed > 1 and team.refusal is None and team.expiry is None:
+                team = attrs.evolve(team, refusal=f"an edited document needs a single approver (quorum "
+                                    f"{team.needed}); approve as is, or keep with feedback")
             try:
                 if team.expiry is not None:
                     session.append_many([team.expiry], expect_last_seq=session.last_seq)

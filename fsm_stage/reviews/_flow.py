@@ -38,7 +38,15 @@ from fsm_stage.errors import (
 from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
-from fsm_stage.reviews._fold import REVIEW_FOLD, Redemption, ReviewAnswer, ReviewRecord, ReviewState, as_fork
+from fsm_stage.reviews._fold import (
+    MAX_REVIEW_DOCUMENT_BYTES,
+    REVIEW_FOLD,
+    Redemption,
+    ReviewAnswer,
+    ReviewRecord,
+    ReviewState,
+    as_fork,
+)
 from fsm_stage.runtime.session import Session
 
 __all__ = [
@@ -83,10 +91,6 @@ class Ticket:
     rules: Mapping[str, Any] | None = None
     document: str | None = None
 
-
-#: Largest document stored in a review request (UTF-8 bytes); a larger one is omitted and the
-#: review can then only be approved where the document is (``documentOmitted: true``).
-MAX_REVIEW_DOCUMENT_BYTES = 1 << 20
 
 
 def request_data(ticket: Ticket) -> dict[str, Any]:

@@ -128,6 +128,11 @@ def budget_payload_sha256(scope: str, label: str, since: int | None) -> str:
     return hashlib.sha256(f"budget\n{scope}\n{label}\n{since}".encode()).hexdigest()
 
 
+#: Largest document stored in a review request (UTF-8 bytes); a larger one is omitted
+#: (``documentOmitted: true``) and the review can then only be approved where the document is.
+MAX_REVIEW_DOCUMENT_BYTES = 1 << 20
+
+
 @attrs.frozen
 class ReviewRecord:
     """One ``fsm/review/request``: ids, kind (``"plan"``/``"stage"``), ``from_``/``target``
@@ -167,7 +172,9 @@ class ReviewRecord:
 class ReviewAnswer:
     """One ``fsm/review/answer``: ``outcome`` (approve/keep/dismiss), the chosen ``option``
     label, the approved ``shape``, the reviewer's ``feedback``, who answered (``by``), ``seq``,
-    and the authenticated ``reviewers`` whose answer (or quorum of approvals) it is."""
+    the authenticated ``reviewers`` whose answer (or quorum of approvals) it is, and, for an
+    approval with edits, the ``edited`` document and its ``edited_sha256`` (the payload hash of
+    the edited version: ``stage_payload_sha256(target, edited)`` / ``plan_payload_sha256``)."""
 
     id: str
     outcome: str
@@ -177,6 +184,8 @@ class ReviewAnswer:
     by: str
     seq: int
     reviewers: tuple[str, ...] = ()
+    edited: str | None = attrs.field(default=None, repr=False)
+    edited_sha256: str | None = None
 
 
 @attrs.frozen
@@ -329,7 +338,8 @@ class ReviewFold:
             ans = ReviewAnswer(rid, _str(d.get("outcome")) or "dismiss", _str(d.get("option")),
                                _str(d.get("shape")), _str(d.get("feedback")), _str(d.get("by")) or "",
                                event.seq, tuple(n for n in names if isinstance(n, str))
-                               if isinstance(names, list) else ())
+                               if isinstance(names, list) else (), _str(d.get("edited")),
+                               _str(d.get("editedSha256")))
             live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
             return attrs.evolve(state, answered=_add(state.answered, rid, ans), live=live)
         if rid in state.redeemed:

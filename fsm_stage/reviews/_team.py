@@ -94,7 +94,7 @@ def load_reviewers(path: str | Path) -> Reviewers:
         digest, groups = entry.get("token_sha256"), entry.get("groups", [])
         if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
             raise UserError(f"{where}.token_sha256: expected 64 lowercase hex digits "
-                            "(fsm-stage reviewers token prints one)")
+                            "(the token's sha256: printf %s TOKEN | sha256sum)")
         if not isinstance(groups, list) or not all(isinstance(g, str) and REVIEWER_NAME_RE.fullmatch(g)
                                                    for g in groups):
             raise UserError(f"{where}.groups: expected a list of group names")

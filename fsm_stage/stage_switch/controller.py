@@ -43,6 +43,7 @@ from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, notice, stage_notice
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
+from fsm_stage.stage_switch import durable
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
 from fsm_stage.stage_switch.durable import approved, approved_transition, graph_specs, redeem_specs
 from fsm_stage.stage_switch.eligibility import Eligibility, Predicate
@@ -334,10 +335,12 @@ class StageController:
             text = self.catalog.text("notice.user_switch_prefix", stage=stage) + text
         return stage_notice(text, summary=f"{CURRENT_STAGE_PREFIX}{stage}", id_factory=self.id_factory)
 
-    def handoff_notice(self, stage: str, path: str) -> Message:
-        """The handoff notice record (``Stage switched to <stage>`` summary): the archive wording,
-        a blank line, then the stage body; never narrated (S77)."""
-        text = self.catalog.text("notice.handoff_replaced", stage=stage, path=path) + "\n\n" + stage_body(
+    def handoff_notice(self, stage: str, path: str, *, edited: bool = False) -> Message:
+        """The handoff notice record (``Stage switched to <stage>`` summary): the archive wording
+        (then ``notice.handoff_edited`` when the reviewer edited the document), a blank line, then
+        the stage body; never narrated (S77)."""
+        text = self.catalog.text("notice.handoff_replaced", stage=stage, path=path) + (
+            " " + self.catalog.text("notice.handoff_edited") if edited else "") + "\n\n" + stage_body(
             self.config, stage)
         return stage_notice(text, summary=f"{STAGE_SWITCHED_PREFIX}{stage}", id_factory=self.id_factory)
 
@@ -435,11 +438,12 @@ class StageController:
         return await run_goto_stage(self, args, agent, signal)
 
     def answer_review(self, session: Session, review_id: str, outcome: str, *, feedback: str | None = None,
-                      option: str | None = None, by: str = "api") -> ReviewAnswer:
+                      option: str | None = None, by: str = "api", edited: str | None = None) -> ReviewAnswer:
         """Record a human's answer to the open stage review ``review_id`` (``approve`` with an
-        optional ``option`` label choosing the shape, ``keep`` with ``feedback``, ``dismiss``);
-        see ``fsm_stage.reviews._answer.answer_review`` for the errors raised."""
-        return answer_review(session, review_id, outcome, feedback=feedback, option=option, by=by)
+        optional ``option`` label choosing the shape and an ``edited`` handoff document, ``keep``
+        with ``feedback``, ``dismiss``); see ``fsm_stage.reviews._answer.answer_review``."""
+        return answer_review(session, review_id, outcome, feedback=feedback, option=option, by=by,
+                             edited=edited)
 
     # --- boundary -----------------------------------------------------------------------------
 
@@ -505,7 +509,9 @@ class StageController:
             op: SurfaceOp = "append"
             sources: list[int] | None = None
         else:
-            message = self.handoff_notice(target, payload.handoff_path)
+            rec = state_of(session).records.get(payload.review_id or "")
+            edited = rec is not None and durable.write_edited(self, session, rec)
+            message = self.handoff_notice(target, payload.handoff_path, edited=edited)
             nodes = list(session.surface())
             head_is_system = session.head_is_system
             shadowed = shadow_range(nodes, head_is_system)
@@ -553,7 +559,8 @@ class StageController:
                 return "guard-closed" if refusal.kind == "guard" else "edge-removed"
         if payload.handoff_path is not None and payload.review_id is not None:
             record = state_of(session).records.get(payload.review_id)
-            if record is None or self._document_sha256(session, record) != record.payload_sha256:
+            if record is None or self._document_sha256(session, record) not in durable.accepted_digests(
+                    session, record):
                 return "payload-changed"
         return None
 

@@ -6,6 +6,9 @@ transition; it survives a crash). ``graph_specs(ctl, session)`` returns the ``fs
 event to write with the controller's next write (or raises ``GraphChangedError``).
 ``redeem_specs(ctl, session, applied, reason)`` returns the ``fsm/review/redeemed`` event(s)
 for the pending approval, appended in the same batch as the transition (docs/reviews.md).
+``accepted_digests`` / ``write_edited`` serve an approval with edits: the worker's document may
+hash to the reviewed version or (after a crash mid-apply) the edited one, and the edited
+document replaces the handoff file atomically before the transition's batch.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ if TYPE_CHECKING:
     from fsm_stage.runtime.session import Session
     from fsm_stage.stage_switch.controller import StageController
 
-__all__ = ["approved", "approved_transition", "graph_specs", "redeem_specs"]
+__all__ = ["accepted_digests", "approved", "approved_transition", "graph_specs", "redeem_specs",
+           "write_edited"]
 
 
 def approved(session: Session) -> ReviewRecord | None:
@@ -66,3 +70,38 @@ def redeem_specs(session: Session, *, applied: bool, reason: str | None = None) 
     """``[fsm/review/redeemed]`` for the pending approval, ``[]`` when none is pending."""
     record = approved(session)
     return [] if record is None else [redeemed_spec(record.id, applied, None if applied else reason)]
+
+
+def accepted_digests(session: Session, record: ReviewRecord) -> frozenset[str]:
+    """The document hashes under which ``record``'s approval may be applied: the reviewed
+    ``payloadSha256`` and, for an approval with edits, its ``editedSha256`` (the file already
+    rewritten by a worker that crashed before its batch landed)."""
+    answer = state_of(session).answered.get(record.id)
+    edited = answer.edited_sha256 if answer is not None and answer.edited is not None else None
+    return frozenset(d for d in (record.payload_sha256, edited) if d is not None)
+
+
+def write_edited(ctl: StageController, session: Session, record: ReviewRecord) -> bool:
+    """Put the reviewer's edited handoff document of ``record``'s approval in place, atomically,
+    before the transition is applied; returns whether the approval carries edits. A store that
+    keeps documents itself (``document(path)``) is written through ``write``; otherwise the file
+    at ``handoffPath`` (just re-read and hashed inside the session cwd) is replaced
+    (``handoff.atomic_write_text``). An ``OSError`` / ``HandoffPathError`` propagates: the flush
+    keeps the approval pending and retries (the unedited document is never used)."""
+    from fsm_stage.handoff import HandoffPathError, atomic_write_text, handoff_relative_path
+
+    answer = state_of(session).answered.get(record.id)
+    if answer is None or answer.edited is None or record.handoff_path is None:
+        return False
+    reader = getattr(ctl.handoffs, "document", None)
+    if callable(reader) and ctl.handoffs is not None:
+        if reader(record.handoff_path) != answer.edited:
+            relative = handoff_relative_path(ctl.config.handoff_dir, session.id, record.target)
+            policy = ctl.sandbox.resolve(session) if ctl.sandbox is not None else None
+            written = ctl.handoffs.write(relative, answer.edited, cwd=session.header.cwd, policy=policy)
+            if written != record.handoff_path:
+                raise HandoffPathError(f"the edited handoff document went to {written}, "
+                                       f"not {record.handoff_path}")
+        return True
+    atomic_write_text(record.handoff_path, answer.edited)
+    return True

@@ -1,0 +1,90 @@
+"""Approve with edits, and what changed since the version a reviewer kept.
+
+``edit_data(record, shape, edited)`` validates a reviewer's edited document for an approval
+(a full stage switch's handoff document, or a plan) and returns the answer's ``edited`` /
+``editedSha256`` keys; ``kept_before(state, record)`` is the latest earlier review of the same
+subject that was answered keep (its stored document is "the version the reviewer rejected"), and
+``revision_diff(old, new, ...)`` the unified diff between two versions. docs/reviews.md,
+"Approve with edits".
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from fsm_stage.errors import RecordShapeError
+from fsm_stage.reviews._fold import (
+    MAX_REVIEW_DOCUMENT_BYTES,
+    ReviewRecord,
+    ReviewState,
+    plan_payload_sha256,
+    stage_payload_sha256,
+)
+
+__all__ = ["edit_data", "edited_sha256", "kept_before", "revision_diff"]
+
+#: Most diff lines shown for a re-asked review (the rest is summarised in one line).
+MAX_DIFF_LINES = 400
+
+
+def edited_sha256(record: ReviewRecord, edited: str) -> str:
+    """The payload hash of the edited version of ``record``'s document (the same rule as
+    ``payloadSha256``: ``sha256(target + "\\n" + handoff)`` for a stage, ``sha256(plan)``)."""
+    if record.kind == "plan":
+        return plan_payload_sha256(edited)
+    return stage_payload_sha256(record.target, edited)
+
+
+def edit_data(record: ReviewRecord, shape: str | None, edited: str | None) -> dict[str, Any]:
+    """The answer keys for an approval of ``record`` with the reviewer's ``edited`` document:
+    ``{"edited": text, "editedSha256": hex}``, or ``{}`` (no edits, or the text is unchanged).
+    Raises ``RecordShapeError`` (one line) for a review whose document cannot be edited (a tool
+    or budget review, a light stage switch that uses no document), an empty document, text that
+    is not UTF-8 or one larger than ``MAX_REVIEW_DOCUMENT_BYTES``."""
+    if edited is None:
+        return {}
+    if record.kind not in ("stage", "plan"):
+        raise RecordShapeError(f"review {record.id}: only a handoff document or a plan can be edited "
+                               f"(this is a {record.kind} review)")
+    if record.kind == "stage" and (shape != "full" or record.handoff_path is None):
+        raise RecordShapeError(f"review {record.id}: an edited handoff document needs the full switch "
+                               "(the light switch uses no document)")
+    try:
+        size = len(edited.encode("utf-8"))
+    except UnicodeEncodeError as err:
+        raise RecordShapeError(f"review {record.id}: the edited document is not UTF-8 text "
+                               f"(character {err.start})") from None
+    if size > MAX_REVIEW_DOCUMENT_BYTES:
+        raise RecordShapeError(f"review {record.id}: the edited document has {size} bytes; at most "
+                               f"{MAX_REVIEW_DOCUMENT_BYTES} are accepted")
+    if not edited.strip():
+        raise RecordShapeError(f"review {record.id}: the edited document is empty")
+    digest = edited_sha256(record, edited)
+    if digest == record.payload_sha256:
+        return {}  # unchanged: an ordinary approval
+    return {"edited": edited, "editedSha256": digest}
+
+
+def kept_before(state: ReviewState, record: ReviewRecord) -> ReviewRecord | None:
+    """The latest review asked before ``record`` about the same subject (same kind; for a stage
+    review the same from → target) that was answered keep and stored its document, or None."""
+    for other in reversed(list(state.records.values())):
+        if other.seq >= record.seq or other.kind != record.kind or other.document is None:
+            continue
+        if record.kind == "stage" and (other.from_, other.target) != (record.from_, record.target):
+            continue
+        answer = state.answered.get(other.id)
+        if answer is not None and answer.outcome == "keep":
+            return other
+    return None
+
+
+def revision_diff(old: str, new: str, *, old_name: str, new_name: str) -> str:
+    """The unified diff from ``old`` to ``new`` (``""`` when equal), at most ``MAX_DIFF_LINES``
+    lines plus one line saying how many were left out."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""))
+    if len(lines) > MAX_DIFF_LINES:
+        left = len(lines) - MAX_DIFF_LINES
+        lines = [*lines[:MAX_DIFF_LINES], f"… {left} more diff line(s) not shown"]
+    return "\n".join(lines)

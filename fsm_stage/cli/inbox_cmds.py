@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from fsm_stage.cli._reviewer import TOKEN_ENV, identity
 from fsm_stage.errors import UserError
 
 #: Environment variable holding the cookie-signing key (default: random per start).
@@ -31,7 +32,6 @@ SECRET_ENV = "FSM_STAGE_INBOX_SECRET"
 
 
 #: Environment variable holding the reviewer's token for ``approve-all --as NAME``.
-TOKEN_ENV = "FSM_STAGE_REVIEWER_TOKEN"
 
 
 @click.group("inbox")
@@ -189,30 +189,6 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
         click.echo("\t".join(visible(str(c)) for c in cells))
 
 
-def _reviewer(name: str | None, reviewers_file: Path | None, token_file: Path | None) -> tuple[Any, Any]:
-    """``(reviewer name, Reviewers)`` for ``--as NAME``: authenticated against the reviewers file
-    with the token of ``--token-file`` or ``$FSM_STAGE_REVIEWER_TOKEN`` (one-line refusals)."""
-    from fsm_stage.reviews._team import load_reviewers
-
-    if name is None:
-        if reviewers_file is not None or token_file is not None:
-            raise UserError("--reviewers / --token-file need --as NAME")
-        return None, None
-    if reviewers_file is None:
-        raise UserError("--as NAME needs --reviewers FILE to check the reviewer's token")
-    if token_file is not None:
-        try:
-            token = token_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as err:
-            raise UserError(f"{token_file}: cannot read the token: {err}") from None
-    else:
-        token = os.environ.get(TOKEN_ENV, "").strip()
-        if not token:
-            raise UserError(f"--as {name}: give the token with --token-file FILE or ${TOKEN_ENV}")
-    reviewers = load_reviewers(reviewers_file)
-    return reviewers.authenticate(name, token).name, reviewers
-
-
 @inbox_cmd.command("approve-all")
 @click.argument("location")
 @_filters
@@ -232,7 +208,8 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     from fsm_stage.inbox._store import SessionStore
     from fsm_stage.inbox.queue import answer_one
 
-    reviewer, reviewers = _reviewer(as_name, reviewers_file, token_file)
+    who = identity(as_name, token_file, reviewers_file, "inbox approve-all")
+    reviewer, reviewers = (who.name, who.reviewers) if who is not None else (None, None)
     store = SessionStore(location)
     items = _queue(location, kinds, stages, older_than, deadline_within, store)
     if not items and not as_json:

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
 import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
+from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
 from fsm_stage.cli.log_cmds import check_log_input
 from fsm_stage.cli.progress import Progress
 from fsm_stage.constants import TOOL_CALL
@@ -61,7 +60,7 @@ from fsm_stage.reviews._fold import (
     ReviewState,
     stage_payload_sha256,
 )
-from fsm_stage.reviews._team import Reviewers, VoteResult, load_reviewers
+from fsm_stage.reviews._team import VoteResult
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
@@ -167,76 +166,6 @@ def _human(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _text_option(name: str, value: str | None) -> None:
-    """Refuse an option value that is not text (a lone surrogate: bytes that are not UTF-8 in
-    the command line), one line, before anything is written."""
-    if value is None:
-        return
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise UserError(f"review: {name} is not UTF-8 text (character {err.start} is not); nothing was "
-                        "written") from None
-
-
-#: Environment variable holding the reviewer's token when ``--token-file`` is not given.
-TOKEN_ENV = "FSM_STAGE_REVIEWER_TOKEN"
-#: Largest token file read (bytes).
-MAX_TOKEN_FILE = 4096
-
-
-@attrs.frozen
-class Identity:
-    """An authenticated reviewer: their ``name`` and the ``reviewers`` file that resolves
-    ``@group`` approvers."""
-
-    name: str
-    reviewers: Reviewers
-
-
-def _token(token_file: str | None) -> str:
-    """The reviewer's token: the first line of ``token_file`` (surrounding whitespace
-    removed), else ``$FSM_STAGE_REVIEWER_TOKEN``. Raises ``UserError`` (one line) when there
-    is none or the file cannot be read."""
-    if token_file is not None:
-        path = Path(token_file)
-        try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_TOKEN_FILE + 1)
-            if len(raw) > MAX_TOKEN_FILE:
-                raise UserError(f"review: --token-file {path}: larger than {MAX_TOKEN_FILE} bytes")
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise UserError(f"review: --token-file {path}: cannot read it "
-                            f"({err.strerror if isinstance(err, OSError) else 'not UTF-8'})") from None
-        token = text.strip()
-        if not token:
-            raise UserError(f"review: --token-file {path} is empty")
-        return token
-    token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token:
-        raise UserError(f"review: --as needs the reviewer's token: --token-file FILE or {TOKEN_ENV}")
-    return token
-
-
-def _identity(as_name: str | None, token_file: str | None, reviewers_file: str | None) -> Identity | None:
-    """The authenticated reviewer of ``--as NAME`` (None without ``--as``). Raises
-    ``click.UsageError`` for ``--token-file`` / ``--reviewers`` without ``--as`` (or ``--as``
-    without ``--reviewers``), ``UserError`` for a bad reviewers or token file and a missing
-    token, ``ReviewRefusedError`` for an unknown name or a wrong token — all before the log is
-    opened, so nothing is written."""
-    if as_name is None:
-        if token_file is not None or reviewers_file is not None:
-            raise click.UsageError("--token-file and --reviewers go with --as NAME")
-        return None
-    if reviewers_file is None:
-        raise click.UsageError("--as NAME needs --reviewers FILE (reviewers: {name: {token_sha256, groups}})")
-    _text_option("--as", as_name)
-    reviewers = load_reviewers(reviewers_file)
-    reviewers.authenticate(as_name, _token(token_file))
-    return Identity(as_name, reviewers)
-
-
 def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
             who: Identity | None, edited: str | None = None) -> VoteResult:
     """Log one answer (``by: "cli"``): as ``who`` through ``vote_review`` (the review's rules
@@ -336,8 +265,8 @@ def review(log: str, approve: str | None, option: str | None, edited_file: str |
         raise click.UsageError("--edited goes with --approve")
     for name, value in (("--approve", approve), ("--option", option), ("--keep", keep),
                         ("--feedback", feedback), ("--dismiss", dismiss)):
-        _text_option(name, value)
-    who = _identity(as_name, token_file, reviewers_file)
+        text_option(name, value)
+    who = identity(as_name, token_file, reviewers_file)
     edited = _edited(edited_file) if edited_file is not None else None
     if not actions:
         with Progress(0) as progress:  # a bar on a terminal while a large log is read and folded

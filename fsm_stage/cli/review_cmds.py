@@ -47,8 +47,8 @@ from fsm_stage.reviews._answer import (
     open_reviews,
     pg_location,
     plan_text,
-    read_handoff_document,
     review_state,
+    reviewed_document,
     vote_review,
 )
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
@@ -58,7 +58,6 @@ from fsm_stage.reviews._fold import (
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
-    stage_payload_sha256,
 )
 from fsm_stage.reviews._team import VoteResult
 from fsm_stage.reviews._terminal import TerminalReviewChannel
@@ -106,11 +105,8 @@ def _payload(session: Session, record: ReviewRecord) -> str | None:
         return _tool_arguments(session, record.call_id)
     if record.handoff_path is None:
         return None
-    stored = record.document
-    if stored is not None and stage_payload_sha256(record.target, stored) == record.payload_sha256:
-        return stored  # the bytes the review was asked with (no local file needed)
     try:
-        return read_handoff_document(session, record.handoff_path)
+        return reviewed_document(session, record)
     except (OSError, UnicodeDecodeError) as err:
         if record.document_omitted:
             return (f"(handoff document unreadable here: {err}; not stored with the review: larger than "

@@ -172,11 +172,11 @@ def _document(view: Any, record: Any, args: Any) -> tuple[str | None, str | None
         return None, "the plan's exit_plan_mode call is not in the log"
     if record.handoff_path is None:
         return None, None
-    from fsm_stage.reviews._answer import read_handoff_document
+    from fsm_stage.reviews._answer import reviewed_document
 
     try:
         holder = cast(Any, types.SimpleNamespace(header=view.header))  # the reader needs the header only
-        return read_handoff_document(holder, record.handoff_path), None
+        return reviewed_document(holder, record), None
     except (OSError, UnicodeDecodeError) as err:
         return None, f"the handoff document cannot be read: {err}"
 

@@ -139,6 +139,21 @@ MAX_HANDOFF_BYTES = 4 * 1024 * 1024
 """The largest handoff document a review re-reads (a log may name any path: it is never trusted)."""
 
 
+def reviewed_document(session: Session, record: ReviewRecord) -> str:
+    """The handoff document a stage review asks about, as the reviewer must see it: the copy
+    stored in the request when it hashes to ``payloadSha256`` (a reviewer on any machine reads
+    the exact bytes they approve), else the file at ``handoffPath`` under
+    ``read_handoff_document``'s checks (only ``session.header`` is read). Raises ``OSError`` /
+    ``UnicodeDecodeError`` when neither is readable, ``ValueError`` for a review without a
+    handoff path."""
+    stored = record.document
+    if stored is not None and stage_payload_sha256(record.target, stored) == record.payload_sha256:
+        return stored
+    if record.handoff_path is None:
+        raise ValueError(f"review {record.id} names no handoff document")
+    return read_handoff_document(session, record.handoff_path)
+
+
 def read_handoff_document(session: Session, path: str) -> str:
     """The text of the handoff document a review request names, read safely: only a regular
     file (no symlink as the last component, no FIFO or device: opened non-blocking) inside the

@@ -218,3 +218,16 @@ def test_a_review_past_its_deadline_is_refused(tmp_path: Path) -> None:
     # the refused answer closed it as its rules say (dismiss by default), by the deadline, not by alice
     (answer,) = [e.data for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]
     assert (answer["outcome"], answer["by"]) == ("dismiss", "deadline")
+
+
+def test_the_review_page_shows_the_document_stored_with_the_review(tmp_path: Path) -> None:
+    """A reviewer whose inbox runs on another machine (the session's handoff file is not
+    there) reads the exact document the review stored, the same bytes an approval accepts."""
+    import shutil
+
+    client, logs = _client(tmp_path)
+    rid = stage_session(logs, "s1", handoff="# Handoff\nParser explored; next: the lexer.")
+    shutil.rmtree(logs / "s1.cwd")  # the worker's file system is elsewhere
+    _login(client)
+    page = client.get(f"/review/s1.jsonl/{rid}").text
+    assert "next: the lexer." in page and "cannot be read" not in page

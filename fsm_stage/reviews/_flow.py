@@ -47,6 +47,7 @@ from fsm_stage.reviews._fold import (
     ReviewState,
     as_fork,
 )
+from fsm_stage.reviews._team import decide
 from fsm_stage.runtime.session import Session
 
 __all__ = [
@@ -323,6 +324,16 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
     return out
 
 
+def _expired(session: Session, record: ReviewRecord, never: Callable[[], str | None]) -> Outcome | None:
+    """Past the review's deadline: log its ``onDeadline`` answer (``by: "deadline"``; an expired
+    review never approves) and return the outcome; None while the deadline has not passed."""
+    expiry = decide(session, record, "dismiss", reviewer=None, reviewers=None, vote=False).expiry
+    if expiry is None:
+        return None
+    return _record(session, record, expiry.data["outcome"], option=expiry.data["option"], by="deadline",
+                   moved=never)
+
+
 Interpret = Callable[[list[Answer]], tuple[str, str | None, str | None]]
 """Maps the channel's answers to ``(outcome, option label, feedback)``."""
 
@@ -331,7 +342,10 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
                   interpret: Interpret, moved: Callable[[], str | None]) -> Outcome:
     """Ask the channel about ``record`` (unless already answered) and log the answer.
 
-    Raises ``ReviewPending`` when the channel suspends; re-raises ``ReviewDismissed``,
+    Past the review's deadline its ``onDeadline`` answer is logged instead (before asking, and
+    when the channel answers late). Raises ``ReviewPending`` when the channel suspends, and when
+    it approves a review whose logged rules need a named reviewer (approvers, a quorum,
+    not_requester: a channel's answer is nobody's); re-raises ``ReviewDismissed``,
     ``asyncio.CancelledError`` and channel failures after logging a ``dismiss`` answer
     (``by: "cancel"`` for a cancellation).
     """
@@ -340,6 +354,9 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
         return done
     never: Callable[[], str | None] = lambda: None  # noqa: E731
     try:
+        expired = _expired(session, record, never)
+        if expired is not None:
+            return expired
         try:
             answers = await ask()
         except ReviewSuspended:
@@ -354,6 +371,14 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
             _record(session, record, "dismiss", by="channel", moved=never)
             raise
         outcome, option, feedback = interpret(answers)
+        expired = _expired(session, record, never)
+        if expired is not None:
+            return expired
+        if outcome == "approve" and decide(session, record, outcome, reviewer=None, reviewers=None,
+                                           vote=False).refusal is not None:
+            # The rules name approvers (or a quorum, or not_requester): a channel's answer is
+            # nobody's, so it cannot approve; the review stays open for a named reviewer.
+            raise ReviewPending(record.id, record.call_id, record.kind)
         return _record(session, record, outcome, option=option, feedback=feedback, by="channel", moved=moved)
     except LogWriteError as error:
         # The answer (or the redemption with it) was not logged: the review would stay open

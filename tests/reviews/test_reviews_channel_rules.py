@@ -1,0 +1,79 @@
+"""A review channel (scripted, terminal, any custom one) answers for nobody: the rules a review
+logged still decide. An approval from a channel cannot satisfy rules that name approvers, a
+quorum or not_requester (the review stays open for a named reviewer: ``ReviewPending``), and a
+review past its deadline is closed by its ``onDeadline`` answer, never approved."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fsm_stage import Loop, MemoryLog, ModelReply, ScriptedModel, ScriptedReviewChannel, SessionHeader, open_session
+from fsm_stage.config import load_config_text
+from fsm_stage.reviews import answer_review, load_reviewers, review_state
+from fsm_stage.reviews._team import token_sha256
+
+GRAPH = """
+name: team
+section: Call goto_stage when done.
+initial: explore
+review: {approvers: [alice]%s}
+stages:
+  - name: explore
+    instruction: Explore.
+    targets: [implement]
+  - name: implement
+    instruction: Implement.
+"""
+
+
+class _Late(ScriptedReviewChannel):
+    """Answers after ``delay`` seconds (a human who came back late)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def ask(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(self.delay)
+        return await super().ask(*args, **kwargs)
+
+
+def _run(extra: str, channel: ScriptedReviewChannel, tmp_path: Path) -> Any:
+    host = open_session(load_config_text(GRAPH % extra), MemoryLog(SessionHeader("team", cwd=str(tmp_path))),
+                        review=channel)
+    model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "## Next\n- build"}),
+                           ModelReply.say("done")])
+    loop = Loop(host.runtime, host.agent, model)
+    return host, loop, asyncio.run(loop.prompt("go"))
+
+
+def _answers(host: Any) -> list[dict[str, Any]]:
+    return [e.data for e in host.session.events if e.type == "fsm/review/answer"]
+
+
+def test_a_channel_cannot_approve_a_review_whose_rules_name_approvers(tmp_path: Path) -> None:
+    host, loop, outcomes = _run("", ScriptedReviewChannel().approve(), tmp_path)
+    assert [o.reason for o in outcomes] == ["suspended"]
+    assert _answers(host) == [] and host.current_stage() == "explore"
+    (record,) = review_state(host.session).open
+    # alice, authenticated, approves it; the suspended call then applies the switch once
+    path = tmp_path / "reviewers.yaml"
+    path.write_text(f"reviewers:\n  alice: {{token_sha256: {token_sha256('alice-secret')}}}\n")
+    answer_review(host.session, record.id, "approve", reviewer="alice", reviewers=load_reviewers(path))
+    asyncio.run(loop.resume())
+    assert host.current_stage() == "implement"
+    assert [a["reviewers"] for a in _answers(host)] == [["alice"]]
+
+
+def test_a_channel_may_still_keep_such_a_review(tmp_path: Path) -> None:
+    host, _loop, outcomes = _run("", ScriptedReviewChannel().keep(), tmp_path)
+    assert outcomes[-1].reason == "completed" and host.current_stage() == "explore"
+    assert [(a["outcome"], a["by"]) for a in _answers(host)] == [("keep", "channel")]
+
+
+def test_a_channel_answer_after_the_deadline_closes_the_review_as_its_rules_say(tmp_path: Path) -> None:
+    host, _loop, outcomes = _run(", deadline: 1s", _Late(1.3).approve(), tmp_path)
+    assert outcomes[-1].reason == "completed" and host.current_stage() == "explore"
+    assert [(a["outcome"], a["by"]) for a in _answers(host)] == [("dismiss", "deadline")]

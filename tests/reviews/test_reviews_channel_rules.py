@@ -9,7 +9,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from fsm_stage import Loop, MemoryLog, ModelReply, ScriptedModel, ScriptedReviewChannel, SessionHeader, open_session
+from fsm_stage import (
+    Loop,
+    MemoryLog,
+    ModelReply,
+    ScriptedModel,
+    ScriptedReviewChannel,
+    SessionHeader,
+    open_session,
+)
 from fsm_stage.config import load_config_text
 from fsm_stage.reviews import answer_review, load_reviewers, review_state
 from fsm_stage.reviews._team import token_sha256

@@ -118,9 +118,10 @@ class StageHost(SessionHost):
         return request
 
     def reply(self, text: str, calls: Sequence[ToolCall] = (), *,
-              usage: Mapping[str, Any] | None = None) -> None:
-        """Record the model's reply; a reply without tool calls ends the step and the turn."""
-        self.driver.record_reply(text, list(calls), usage=usage)
+              usage: Mapping[str, Any] | None = None, source: Mapping[str, Any] | None = None) -> None:
+        """Record the model's reply (``source``: the model that answered, default the session
+        config's); a reply without tool calls ends the step and the turn."""
+        self.driver.record_reply(text, list(calls), usage=usage, source=source)
         if not calls:
             self.driver.end_step()
             self.driver.end_turn("completed")

@@ -260,3 +260,53 @@ def test_bad_models_argument_is_a_one_line_type_error(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"^StageCapability\(models=\): 'fast' must map a model name to a "
                                         r"Model or str, got int$"):
         StageCapability(host, models={"fast": 3})  # type: ignore[dict-item]
+
+
+# --- a budget stop through an adapter -----------------------------------------------------------------
+
+BUDGET_GRAPH = """
+name: budgeted
+section: Work.
+models: {fast: "openai:gpt-5-mini"}
+stages:
+  - name: start
+    instruction: Start.
+    targets: [work]
+  - name: work
+    instruction: Work.
+    model: fast
+    budget: {turns: 1}
+"""
+
+
+def test_budget_stop_ends_an_adapter_turn_with_its_reason(tmp_path: Path) -> None:
+    sdk("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from fsm_stage.config import load_config_text
+    from fsm_stage.integrations.pydantic_ai import StageCapability
+
+    log = MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
+    host = StageHost.open(log, graph=load_config_text(BUDGET_GRAPH), plan_mode=False,
+                          review=ScriptedReviewChannel().approve())
+    answered: list[str] = []
+
+    def fake(label: str) -> FunctionModel:
+        def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            answered.append(label)
+            if host.current_stage() == "start":
+                goto = json.dumps({"stage": "work", "handoff": HANDOFF})
+                return ModelResponse(parts=[ToolCallPart("goto_stage", goto, "c1")])
+            return ModelResponse(parts=[TextPart("ok")])
+        return FunctionModel(answer)
+
+    agent = Agent(fake("default"), capabilities=[StageCapability(host, models={"fast": fake("fast")})])
+    assert agent.run_sync("one").output == "ok"
+    with pytest.raises(RuntimeError, match=r"^budget of stage work ran out: turns 1/1$"):
+        agent.run_sync("two")
+    assert answered == ["default", "fast"]  # the second turn never reached a model
+    ends = [e.data["reason"] for e in host.session.events if e.type == "turn/end"]
+    assert ends == [{"kind": "completed"},
+                    {"kind": "blocked", "message": "budget of stage work ran out: turns 1/1"}]

@@ -4,6 +4,7 @@ the current visit's spend folded from the log; graphs without model keys report 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -11,9 +12,12 @@ import pytest
 from mcp.client import Client
 from mcp_helpers import ROOT, approve, text_of
 
+from fsm_stage import ModelReply, SessionHeader, open_log, open_session
 from fsm_stage.config import load_config
+from fsm_stage.driver import Loop, ScriptedModel
 from fsm_stage.mcp.server import GET_STAGE_OUTPUT, StageServer, build_server
 from fsm_stage.mcp.sessions import SessionRegistry
+from fsm_stage.reviews import ScriptedReviewChannel
 
 pytestmark = pytest.mark.anyio
 GRAPH = ROOT / "stage_graphs" / "model-per-stage.yaml"
@@ -25,6 +29,7 @@ def anyio_backend() -> str:
 
 
 def make(tmp_path: Path) -> StageServer:
+    """A server over ``tmp_path/s.jsonl`` (created or reopened) with the model-per-stage graph."""
     return build_server(SessionRegistry(load_config(GRAPH), {"default": str(tmp_path / "s.jsonl")},
                                         cwd=tmp_path))
 
@@ -63,3 +68,26 @@ async def test_get_stage_reports_plan_mode_choice_while_it_is_on(tmp_path: Path)
     assert status["planMode"]["active"] is True
     assert status["model"] == {"model": "openai:o3", "alias": "thinker", "reasoningEffort": "high",
                                "source": "stage:design+plan_mode"}
+
+
+def test_get_stage_spend_is_folded_from_a_log_another_process_wrote(tmp_path: Path) -> None:
+    # a reference loop runs design (o3) → implement (mini, 5 tokens in / 7 out) and exits
+    log = open_log(tmp_path / "s.jsonl", create=SessionHeader("s", cwd=str(tmp_path)))
+    host = open_session(load_config(GRAPH), log, review=ScriptedReviewChannel().approve(), plan_mode=False,
+                        guidance=False, repair=False)
+    o3 = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "# Handoff\nGo."})],
+                       provider="openai", name="o3")
+    mini = ScriptedModel([ModelReply("built", usage={"inputTokens": 5, "outputTokens": 7})],
+                         provider="openai", name="gpt-5-mini")
+    asyncio.run(Loop(host.runtime, host.agent, o3, models={"fast": mini}).prompt("go"))
+    log.close()
+
+    async def read() -> dict[str, object]:
+        async with Client(make(tmp_path).server) as c:
+            return dict(json.loads(text_of(await c.call_tool("get_stage", {}))))
+
+    status = asyncio.run(read())
+    assert status["stage"] == "implement"
+    assert status["budgets"] == [{
+        "scope": "stage", "label": "implement", "limits": {"tokens_out": 200000, "steps": 60},
+        "onBudget": "stop", "spent": {"tokens_in": 5, "tokens_out": 7, "turns": 1, "steps": 1}}]

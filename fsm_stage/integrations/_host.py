@@ -102,7 +102,9 @@ class StageHost(SessionHost):
         """End the open step (settled) and begin the next one, starting a turn when none is
         open. ``user_text`` (a new prompt of the framework's run) is steered into the step: the
         first message of a new turn, or a user message at the next step of the open turn (it is
-        never dropped). Returns the request to send."""
+        never dropped). Returns the request to send. Raises ``RuntimeError`` when the step is
+        not accepted (the turn ends ``blocked``; a budget stop's one-line reason is the message
+        of both)."""
         view = self.driver.view()
         if view is not None and view.open_step is not None:
             self.settle_dropped()
@@ -112,15 +114,17 @@ class StageHost(SessionHost):
         if self.driver.view() is None:
             self.driver.start_turn()
         request = self.driver.begin_step()
-        if request is None:
-            self.driver.end_turn("blocked")
-            raise RuntimeError("the step was not accepted")
+        if request is None:  # a budget stop says why (docs/stage-models.md, "Budgets")
+            stopped = self.driver.stopped
+            self.driver.end_turn("blocked", message=stopped)
+            raise RuntimeError(stopped or "the step was not accepted")
         return request
 
     def reply(self, text: str, calls: Sequence[ToolCall] = (), *,
-              usage: Mapping[str, Any] | None = None) -> None:
-        """Record the model's reply; a reply without tool calls ends the step and the turn."""
-        self.driver.record_reply(text, list(calls), usage=usage)
+              usage: Mapping[str, Any] | None = None, source: Mapping[str, Any] | None = None) -> None:
+        """Record the model's reply (``source``: the model that answered, default the session
+        config's); a reply without tool calls ends the step and the turn."""
+        self.driver.record_reply(text, list(calls), usage=usage, source=source)
         if not calls:
             self.driver.end_step()
             self.driver.end_turn("completed")

@@ -11,6 +11,11 @@ call_id, kind, tool, arguments})``; ``Command(resume=True | False | {"approve", 
 "option"})`` records the answer (``answer_review``) and the call resumes. After a restart, a new
 graph picks up from the log (answer first with ``host.answer``; the graph starts at ``tools``
 when the open step has unsettled calls).
+Per-stage models: ``stage_graph(host, model, tools, models={"openai:o3": o3, "fast": mini})``
+— the ``model`` node picks the stage's chat model for each request (by provider-qualified
+name, then graph alias) and binds the choice's ``model_settings`` and ``reasoning_effort``
+(``langchain_kwargs``) to it; a stage whose model is not in ``models`` is answered by ``model``
+with its own settings, with one warning (docs/stage-models.md, "Hosts").
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any, TypedDict
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
@@ -33,6 +38,7 @@ from langgraph.types import Command, Interrupt, interrupt
 from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
+from fsm_stage.integrations._models import ModelPicker, answered_by, langchain_kwargs
 from fsm_stage.integrations.convert import to_openai_chat
 from fsm_stage.integrations.toolspecs import to_openai
 from fsm_stage.runtime.tools import ToolCall
@@ -136,25 +142,45 @@ def _sync(run: Callable[[StageState], Coroutine[Any, Any, StageState]]) -> Calla
     return node
 
 
+def _model_name(model: BaseChatModel) -> str | None:
+    """The chat model's own model name (``ChatOpenAI.model_name``, ``ChatAnthropic.model``), if any."""
+    for attr in ("model_name", "model"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
 def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool] = (), *,
-                checkpointer: Any = None, system_prompt: str | None = None) -> Any:
+                checkpointer: Any = None, system_prompt: str | None = None,
+                models: Mapping[str, BaseChatModel] | None = None) -> Any:
     """The compiled ``model`` ↔ ``tools`` graph over ``host`` (see the module docstring).
     Invoke it with ``{"session": host.session.id, "prompt": "..."}`` and a thread config, with
     ``ainvoke`` or (a sync checkpointer such as ``SqliteSaver``) ``invoke``. ``system_prompt``
-    (the host's own instructions) goes in front of fsm_stage's system text in every request."""
+    (the host's own instructions) goes in front of fsm_stage's system text in every request.
+    ``models`` maps provider-qualified names or graph aliases to chat models: each request goes
+    to its stage's (``model`` otherwise). Raises ``TypeError`` for a non-mapping ``models``."""
     specs = [*[to_openai(s) for s in host.runtime.tool_specs], *[convert_to_openai_tool(t) for t in tools]]
-    bound = model.bind_tools(specs)
+    picker: ModelPicker[BaseChatModel] = ModelPicker(models, "stage_graph", BaseChatModel)
+    bound: dict[int, Runnable[Any, Any]] = {id(m): m.bind_tools(specs)
+                                            for m in (model, *picker.models.values())}
+    default_name = _model_name(model)
     node = stage_tool_node(host, tools)
 
     async def call_model(state: StageState) -> StageState:
         step = host.step(state.get("prompt"))
+        chat, applies = picker.select(step.model, model, default_name)
+        runnable = bound[id(chat)]
+        settings = langchain_kwargs(step.model) if applies else {}
+        if settings:
+            runnable = runnable.bind(**settings)
         # the stage rides on the chat model run's metadata (LangSmith, LangChain OpenTelemetry bridges)
-        reply = await bound.ainvoke(to_langchain_messages(step, system_prompt),
-                                    config={"metadata": host.request_tags()})
+        reply = await runnable.ainvoke(to_langchain_messages(step, system_prompt),
+                                       config={"metadata": host.request_tags()})
         assert isinstance(reply, AIMessage)
         calls = [ToolCall(c["id"] or "", c["name"], json.dumps(c["args"], ensure_ascii=False))
                  for c in reply.tool_calls]
-        host.reply(reply.text, calls)
+        host.reply(reply.text, calls, source=answered_by(step.model) if chat is not model else None)
         return {"prompt": None}
 
     async def run_tools(state: StageState) -> StageState:

@@ -10,21 +10,36 @@ item; ``Runner.run(agent, state)`` resumes. A rejection the host made on ``RunSt
 is recorded as keep at the next model request. ``host_tools(host, tools)`` routes each host
 tool execution through ``_run_host_tool``. After a restart, answer with ``host.answer`` and run
 again: the model input comes from the log, not from a saved ``RunState``.
+Per-stage models: ``StagedModel(inner, host, models={"openai:o3": o3, "fast": mini})`` sends
+each request to its stage's ``agents.Model`` with the choice's ``model_settings`` and
+``reasoning_effort`` (``reasoning=Reasoning(effort=…)``) resolved over the run's
+``ModelSettings``; a stage whose model is not in ``models`` is answered by ``inner`` with the
+run's settings, with one warning (docs/stage-models.md, "Hosts").
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from agents import FunctionTool, Model, ModelResponse, RunContextWrapper, RunState, ToolApprovalItem, Usage
+from agents import (
+    FunctionTool,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    RunContextWrapper,
+    RunState,
+    ToolApprovalItem,
+    Usage,
+)
 from agents.tool_context import ToolContext
 from agents.tracing import custom_span
 from openai.types.responses import ResponseFunctionToolCall
 
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import StageHost
+from fsm_stage.integrations._models import ModelPicker, agents_settings, answered_by
 from fsm_stage.integrations.convert import to_openai_responses
 from fsm_stage.runtime.tools import ToolCall
 
@@ -70,11 +85,14 @@ def _reply(response: ModelResponse) -> tuple[str, list[ToolCall]]:
 
 
 class StagedModel(Model):
-    """``inner`` behind fsm_stage's step driver (see the module docstring)."""
+    """``inner`` behind fsm_stage's step driver (see the module docstring). ``models`` maps
+    provider-qualified names or graph aliases to ``agents.Model``s: each request goes to its
+    stage's (``inner`` otherwise). Raises ``TypeError`` for a non-mapping ``models``."""
 
-    def __init__(self, inner: Model, host: StageHost) -> None:
+    def __init__(self, inner: Model, host: StageHost, *, models: Mapping[str, Model] | None = None) -> None:
         self.inner = inner
         self.host = host
+        self.models: ModelPicker[Model] = ModelPicker(models, "StagedModel", Model)
 
     async def get_response(self, system_instructions: str | None, input: str | list[Any],
                            model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any],
@@ -88,13 +106,18 @@ class StagedModel(Model):
             return ModelResponse(output=list(output), usage=Usage(), response_id=None)
         step = self.host.step(_user_text(input))
         system = "\n\n".join(s for s in (system_instructions, step.system) if s)  # the Agent's own first
+        name = getattr(self.inner, "model", None)
+        model, applies = self.models.select(step.model, self.inner, name if isinstance(name, str) else None)
+        if applies and not step.model.is_default:
+            model_settings = (model_settings if isinstance(model_settings, ModelSettings) else ModelSettings()
+                              ).resolve(agents_settings(step.model))
         with custom_span("fsm_stage.step", data=self.host.request_tags()):  # the stage in the SDK's trace
-            response = await self.inner.get_response(
+            response = await model.get_response(
                 system or None, to_openai_responses(step.request)["input"], model_settings, tools,
                 output_schema, handoffs, tracing, previous_response_id=None, conversation_id=None,
                 prompt=prompt)
         text, calls = _reply(response)
-        self.host.reply(text, calls)
+        self.host.reply(text, calls, source=answered_by(step.model) if model is not self.inner else None)
         return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:

@@ -9,13 +9,18 @@ review is a deferred tool approval (``ApprovalRequired``: the run ends with
 ``DeferredToolRequests``); ``cap.results(requests, approve=...)`` records the answer
 (``answer_review``) and returns the ``DeferredToolResults`` that resume the run.
 ``cap.message_history()`` rebuilds the run's history from the log (a restarted process).
+Per-stage models: ``StageCapability(host, models={"openai:o3": o3, "fast": "openai:gpt-5-mini"})``
+sends each request to its stage's model (``before_model_request`` sets the request's ``model``)
+with the choice's ``model_settings`` and ``reasoning_effort`` (as ``thinking``) merged over the
+run's settings; a stage whose model is not in ``models`` keeps the agent's model and settings,
+with one warning (docs/stage-models.md, "Hosts").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, RunContext
@@ -33,13 +38,15 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext, infer_model
+from pydantic_ai.settings import ModelSettings, merge_model_settings
 from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
+from fsm_stage.integrations._models import ModelPicker, answered_by, pydantic_ai_settings
 from fsm_stage.integrations.convert import to_openai_chat
 from fsm_stage.runtime.tools import ToolCall
 
@@ -112,12 +119,18 @@ async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], 
 
 @dataclasses.dataclass(init=False)
 class StageCapability(AbstractCapability[Any]):
-    """fsm_stage for a pydantic-ai agent over ``host`` (a ``StageHost``; see the module docstring)."""
+    """fsm_stage for a pydantic-ai agent over ``host`` (a ``StageHost``; see the module docstring).
+
+    ``models`` maps provider-qualified names or graph aliases to pydantic-ai models (a
+    ``Model`` or a model name such as ``"openai:gpt-5-mini"``, resolved with ``infer_model``
+    at its first request). Raises ``TypeError`` for a non-mapping ``models``."""
 
     host: StageHost
 
-    def __init__(self, host: StageHost) -> None:
+    def __init__(self, host: StageHost, *, models: Mapping[str, Model | str] | None = None) -> None:
         self.host = host
+        self._models: ModelPicker[Model | str] = ModelPicker(models, "StageCapability", (Model, str))
+        self._answered: dict[str, object] | None = None  # the picked model's source, per request
         self._step: StepRequest | None = None
         self._prompted: tuple[str | None, ...] = ()  # the run whose prompt was logged
         tools = [Tool.from_schema(self._fsm_tool(spec.name), spec.name, spec.description,
@@ -169,20 +182,41 @@ class StageCapability(AbstractCapability[Any]):
         self._step = self.host.step(prompt)
         response = await handler(request_context)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-        self.host.reply(text, _calls(response))
+        self.host.reply(text, _calls(response), source=self._answered)
         return response
 
     async def before_model_request(self, ctx: RunContext[Any],
                                    request_context: ModelRequestContext) -> ModelRequestContext:
-        """Send the step's instructions (fsm_stage's system sections) and messages (the log's)."""
+        """Send the step's instructions (fsm_stage's system sections) and messages (the log's)
+        to the stage's model with its settings (``models``; see the class docstring)."""
         step = self._step
         if step is None:
             return request_context
         own = list(request_context.model_request_parameters.instruction_parts or [])  # the agent's own
         params = dataclasses.replace(request_context.model_request_parameters, instruction_parts=[
             *own, *([InstructionPart(step.system)] if step.system else [])])
-        return dataclasses.replace(request_context, messages=to_pydantic_ai_messages(step),
-                                   model_request_parameters=params)
+        out = dataclasses.replace(request_context, messages=to_pydantic_ai_messages(step),
+                                  model_request_parameters=params)
+        return self._choose_model(out, step)
+
+    def _choose_model(self, request_context: ModelRequestContext, step: StepRequest) -> ModelRequestContext:
+        """``request_context`` sent to ``step.model``'s model with its settings (unchanged when the
+        framework's own model stands in for a model ``models`` lacks)."""
+        choice, own = step.model, request_context.model
+        picked, applies = self._models.select(choice, own, own.model_id)
+        self._answered = None
+        if not applies or choice.is_default:
+            return request_context
+        settings = merge_model_settings(request_context.model_settings,
+                                        ModelSettings(**pydantic_ai_settings(choice)))  # type: ignore[typeddict-item]
+        if picked is own:
+            return dataclasses.replace(request_context, model_settings=settings)
+        key = picked if isinstance(picked, str) else None
+        model = infer_model(picked) if isinstance(picked, str) else picked
+        if key is not None:  # resolve a name once
+            self._models.models = {k: (model if v == key else v) for k, v in self._models.models.items()}
+        self._answered = answered_by(choice)
+        return dataclasses.replace(request_context, model=model, model_settings=settings, model_id=key)
 
     async def wrap_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition,
                                 args: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:

@@ -31,6 +31,7 @@ from fsm_stage.diagram import to_mermaid
 from fsm_stage.errors import ReviewDismissed, ReviewPayloadChangedError, ReviewPending, UserError
 from fsm_stage.integrations._toolspecs import to_mcp
 from fsm_stage.mcp import durable
+from fsm_stage.mcp.choice import BUDGETS_OUTPUT, MODEL_OUTPUT, budgets_of, model_of
 from fsm_stage.mcp.meter import CONTEXT_TOKENS, CONTEXT_TOKENS_PARAM, context_tokens_problem
 from fsm_stage.mcp.review import (
     UNAVAILABLE,
@@ -62,6 +63,8 @@ GET_STAGE_OUTPUT: dict[str, Any] = {
         "planMode": {"type": "object", "description": "Plan mode's state (when configured)."},
         "openReviews": {"type": "array", "items": {"type": "object"},
                         "description": "Reviews waiting for a human: {id, callId, kind, target}."},
+        "model": MODEL_OUTPUT,
+        "budgets": BUDGETS_OUTPUT,
     },
     "required": ["session", "openReviews"],
 }
@@ -122,8 +125,9 @@ class StageServer:
         if first.plan is not None:
             self._specs[EXIT_PLAN_MODE] = first.plan.tool_spec()
         self._specs[GET_STAGE] = ToolSpec(
-            GET_STAGE, "Read the session's current stage, plan mode, pending transition and open "
-            "reviews. Changes nothing.", {"type": "object", "properties": {}, "additionalProperties": False},
+            GET_STAGE, "Read the session's current stage, plan mode, pending transition, open "
+            "reviews, and the stage's model choice and budget spend. Changes nothing.",
+            {"type": "object", "properties": {}, "additionalProperties": False},
             GET_STAGE_OUTPUT)
         if first.stage is not None:
             self._specs[GOTO_STAGE] = first.stage.tool_spec()
@@ -183,7 +187,8 @@ class StageServer:
                 return await self._reviewed(ctx, ms, params, args)
 
     def status(self, ms: McpSession) -> dict[str, Any]:
-        """``get_stage``'s value: session, stage, pending, planMode, openReviews."""
+        """``get_stage``'s value: session, stage, pending, planMode, openReviews, and the next
+        request's model choice (``model``) and ``budgets`` when the graph declares them."""
         out: dict[str, Any] = {"session": ms.handle}
         if ms.stage is not None:
             out["stage"] = ms.stage.current(ms.session)
@@ -191,6 +196,12 @@ class StageServer:
         if ms.plan is not None:
             out["planMode"] = ms.plan.get(ms.agent).to_json()
         out["openReviews"] = durable.open_reviews(ms)
+        model = model_of(ms)
+        if model is not None:
+            out["model"] = model
+        budgets = budgets_of(ms)
+        if budgets:
+            out["budgets"] = budgets
         return out
 
     @staticmethod

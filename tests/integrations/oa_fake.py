@@ -1,10 +1,12 @@
 """A fake ``agents.Model`` for the Agents SDK adapter tests (a plain module; the SDK's own tests
-fake ``Model.get_response`` the same way): answers with the scripted ``next_move`` and records
-(instructions, tools, input) of every request."""
+fake ``Model.get_response`` the same way): answers with the scripted ``next_move`` (or the
+``move`` given) and records (instructions, tools, input) and the ``ModelSettings`` of every
+request."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from adapter_rig import next_move
@@ -15,17 +17,22 @@ from fsm_stage.integrations._host import StageHost
 
 
 class FakeModel(Model):
-    """Answers with ``next_move``; records (instructions, tools, input) of every request."""
+    """Answers with ``move`` (default ``next_move``); records (instructions, tools, input) of
+    every request in ``requests`` and its ``ModelSettings`` in ``settings``."""
 
-    def __init__(self, host: StageHost) -> None:
+    def __init__(self, host: StageHost,
+                 move: Callable[[StageHost], tuple[str, dict[str, str]] | None] = next_move) -> None:
         self.host = host
+        self.move = move
         self.requests: list[tuple[str | None, list[Any], list[Any]]] = []
+        self.settings: list[Any] = []
 
     async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any,
                            tools: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
         specs = [(t.name, t.description, json.dumps(t.params_json_schema)) for t in tools]
         self.requests.append((system_instructions, specs, list(input)))
-        move, n = next_move(self.host), len(self.host.session.events)
+        self.settings.append(model_settings)
+        move, n = self.move(self.host), len(self.host.session.events)
         if move is None:
             text = ResponseOutputText(type="output_text", text="Verified.", annotations=[])
             out: list[Any] = [ResponseOutputMessage(id=f"m{n}", type="message", role="assistant",

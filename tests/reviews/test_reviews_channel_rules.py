@@ -49,10 +49,10 @@ class _Late(ScriptedReviewChannel):
 
 
 def _run(extra: str, channel: ScriptedReviewChannel, tmp_path: Path) -> Any:
-    host = open_session(load_config_text(GRAPH % extra), MemoryLog(SessionHeader("team", cwd=str(tmp_path))),
-                        review=channel)
-    model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "## Next\n- build"}),
-                           ModelReply.say("done")])
+    log = MemoryLog(SessionHeader("team", cwd=str(tmp_path)))
+    host = open_session(load_config_text(GRAPH % extra), log, review=channel)
+    move = {"stage": "implement", "handoff": "## Next\n- build"}
+    model = ScriptedModel([ModelReply.call("goto_stage", move), ModelReply.say("done")])
     loop = Loop(host.runtime, host.agent, model)
     return host, loop, asyncio.run(loop.prompt("go"))
 

@@ -65,6 +65,8 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str | None, groups: tuple
         return "this review's approvers cannot be read; nobody may answer it here"
     if reviewer is None:
         return None
+    if reviewer.startswith("@"):
+        return f"{reviewer} is a group, not a reviewer"
     if reviewer in approvers or any(a.startswith("@") and a[1:] in groups for a in approvers):
         return None
     return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)})"

@@ -104,10 +104,13 @@ def load_reviewers(path: str | Path) -> Reviewers:
 
 def may_answer(rules: Mapping[str, Any] | None, name: str, reviewers: Reviewers | None) -> bool:
     """Whether ``rules.approvers`` (names and ``@group``s) includes ``name`` (no approvers:
-    anyone). A group needs ``reviewers`` to resolve; without it only names match."""
+    anyone). A group needs ``reviewers`` to resolve; without it only names match. ``name`` must
+    be a reviewer name (``REVIEWER_NAME_RE``): a group's ``@name`` is never a person."""
     approvers = (rules or {}).get("approvers")
     if not approvers:
         return True
+    if not isinstance(name, str) or not REVIEWER_NAME_RE.fullmatch(name):
+        return False  # "@leads" is a group, never a person
     for entry in approvers:
         if entry == name:
             return True

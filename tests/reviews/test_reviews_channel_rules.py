@@ -85,3 +85,25 @@ def test_a_channel_answer_after_the_deadline_closes_the_review_as_its_rules_say(
     host, _loop, outcomes = _run(", deadline: 1s", _Late(1.3).approve(), tmp_path)
     assert outcomes[-1].reason == "completed" and host.current_stage() == "explore"
     assert [(a["outcome"], a["by"]) for a in _answers(host)] == [("dismiss", "deadline")]
+
+
+def test_a_group_name_is_never_a_reviewer(tmp_path: Path) -> None:
+    """``approvers: ["@leads"]`` admits the members of leads; "@leads" itself, given as the
+    answering reviewer, is refused like any other non-member."""
+    import pytest
+
+    from fsm_stage.errors import ReviewRefusedError
+    from fsm_stage.inbox._auth import refusal
+    from fsm_stage.reviews._team import may_answer
+
+    path = tmp_path / "reviewers.yaml"
+    path.write_text(f"reviewers:\n  alice: {{token_sha256: {token_sha256('alice-secret')}, groups: [leads]}}\n")
+    reviewers = load_reviewers(path)
+    rules = {"approvers": ["@leads"]}
+    assert may_answer(rules, "alice", reviewers) and not may_answer(rules, "@leads", reviewers)
+    assert refusal(rules, "alice", ("leads",)) is None and refusal(rules, "@leads", ("leads",)) is not None
+    host, _loop, _outcomes = _run("", ScriptedReviewChannel().approve(), tmp_path)
+    (record,) = review_state(host.session).open
+    with pytest.raises(ReviewRefusedError):
+        answer_review(host.session, record.id, "approve", reviewer="@alice", reviewers=reviewers)
+    assert _answers(host) == []

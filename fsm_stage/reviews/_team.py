@@ -133,11 +133,16 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
 
 
 def deadline_at(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
-    """Epoch ms when a review asked at ``asked_ms`` expires under ``rules`` (None: never)."""
+    """Epoch ms when a review asked at ``asked_ms`` expires under ``rules`` (None: never, when
+    the rules log no ``deadlineSeconds``). A logged deadline that is not a positive finite
+    number (zero, negative, NaN, a string) expires at once: a deadline nobody can read never
+    means "no deadline"."""
     seconds = (rules or {}).get("deadlineSeconds")
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+    if seconds is None:
+        return None
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 < seconds < float("inf"):
         return asked_ms + int(seconds * 1000)
-    return None
+    return asked_ms
 
 
 #: ``fsm/review/vote {id, reviewer, option}``: one approval toward a review's quorum.

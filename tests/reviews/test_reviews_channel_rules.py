@@ -107,3 +107,16 @@ def test_a_group_name_is_never_a_reviewer(tmp_path: Path) -> None:
     with pytest.raises(ReviewRefusedError):
         answer_review(host.session, record.id, "approve", reviewer="@alice", reviewers=reviewers)
     assert _answers(host) == []
+
+
+def test_a_zero_deadline_is_refused_and_an_unreadable_logged_one_expires_at_once() -> None:
+    import pytest
+
+    from fsm_stage.errors import ConfigError
+    from fsm_stage.reviews._team import deadline_at
+
+    with pytest.raises(ConfigError, match="deadline: must be longer than zero"):
+        load_config_text(GRAPH % ", deadline: 0s")
+    assert deadline_at({}, 1000) is None and deadline_at({"deadlineSeconds": 2}, 1000) == 3000
+    for hostile in (0, -5, float("nan"), float("inf"), "1h", True):
+        assert deadline_at({"deadlineSeconds": hostile}, 1000) == 1000, hostile

@@ -107,7 +107,8 @@ def _check_one(value: object, npath: NativePath, report: ProblemReport) -> None:
             and parse_duration(deadline) > MAX_DEADLINE_SECONDS:
         report.error((*npath, "deadline"), f"is too long: at most 366d, got {deadline}")
     if isinstance(deadline, str) and _DURATION_RE.fullmatch(deadline) and parse_duration(deadline) <= 0:
-        report.error((*npath, "deadline"), f"must be longer than zero, got {deadline} (omit it for no deadline)")
+        report.error((*npath, "deadline"),
+                     f"must be longer than zero, got {deadline} (omit it for no deadline)")
     if isinstance(deadline, str) and not _DURATION_RE.fullmatch(deadline):
         report.error((*npath, "deadline"),
                      f"{json.dumps(deadline)[:40]} is not a duration; expected e.g. 90s, 15m, 2h or 1d")

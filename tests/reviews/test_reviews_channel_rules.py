@@ -97,7 +97,8 @@ def test_a_group_name_is_never_a_reviewer(tmp_path: Path) -> None:
     from fsm_stage.reviews._team import may_answer
 
     path = tmp_path / "reviewers.yaml"
-    path.write_text(f"reviewers:\n  alice: {{token_sha256: {token_sha256('alice-secret')}, groups: [leads]}}\n")
+    digest = token_sha256("alice-secret")
+    path.write_text(f"reviewers:\n  alice: {{token_sha256: {digest}, groups: [leads]}}\n")
     reviewers = load_reviewers(path)
     rules = {"approvers": ["@leads"]}
     assert may_answer(rules, "alice", reviewers) and not may_answer(rules, "@leads", reviewers)

@@ -212,7 +212,15 @@ class EventLog(Protocol):
 
 class LogBase:
     """What every store shares: ``append`` is a one-event ``append_many``; length and iteration
-    read ``events``. A store subclasses it and implements ``events`` and ``append_many``."""
+    read ``events``; ``now()`` reads the clock that stamps its events. A store subclasses it,
+    implements ``events`` and ``append_many`` and sets ``_clock`` when it takes one."""
+
+    _clock: Clock = staticmethod(lambda: wall_clock_ms())
+
+    def now(self) -> int:
+        """Epoch ms by the clock that stamps this log's events (wall clock unless the store was
+        given another): deadlines compare event times with it."""
+        return self._clock()
 
     @property
     def events(self) -> Sequence[Event]:

@@ -35,7 +35,7 @@ from fsm_stage.errors import (
     ReviewSuspended,
     _ReviewBusy,
 )
-from fsm_stage.log.events import Event, NewEvent
+from fsm_stage.log.events import Event, LogBase, NewEvent
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
 from fsm_stage.reviews._fold import (
@@ -324,10 +324,16 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
     return out
 
 
+def _now(session: Session) -> int | None:
+    """Now by the clock that stamped the session's events (None: the wall clock)."""
+    return session.log.now() if isinstance(session.log, LogBase) else None
+
+
 def _expired(session: Session, record: ReviewRecord, never: Callable[[], str | None]) -> Outcome | None:
     """Past the review's deadline: log its ``onDeadline`` answer (``by: "deadline"``; an expired
     review never approves) and return the outcome; None while the deadline has not passed."""
-    expiry = decide(session, record, "dismiss", reviewer=None, reviewers=None, vote=False).expiry
+    expiry = decide(session, record, "dismiss", reviewer=None, reviewers=None, vote=False,
+                    now_ms=_now(session)).expiry
     if expiry is None:
         return None
     return _record(session, record, expiry.data["outcome"], option=expiry.data["option"], by="deadline",
@@ -374,8 +380,9 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
         expired = _expired(session, record, never)
         if expired is not None:
             return expired
-        if outcome == "approve" and decide(session, record, outcome, reviewer=None, reviewers=None,
-                                           vote=False).refusal is not None:
+        verdict = decide(session, record, outcome, reviewer=None, reviewers=None, vote=False,
+                         now_ms=_now(session))
+        if outcome == "approve" and verdict.refusal is not None:
             # The rules name approvers (or a quorum, or not_requester): a channel's answer is
             # nobody's, so it cannot approve; the review stays open for a named reviewer.
             raise ReviewPending(record.id, record.call_id, record.kind)

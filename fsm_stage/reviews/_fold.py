@@ -20,7 +20,8 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
-from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST
+from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
+from fsm_stage.driver._openstep import answered_call_id
 from fsm_stage.log.events import Event
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
@@ -290,13 +291,27 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+#: ``tool/result.data.error.code``s of a call that was closed without running on its review
+#: (cancelled, closed before dispatch, repaired after a crash): the review is void.
+CLOSED_CALL_CODES: Final = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH", "TOOL_NOT_STARTED",
+                                      "TOOL_OUTCOME_UNKNOWN"})
+#: ``Redemption.reason`` of a review whose tool call was closed before the review was used.
+CALL_CLOSED: Final = "call-closed"
+
+
 class ReviewFold:
-    """The fold of the review and graph events (a ``Projection``; module docstring)."""
+    """The fold of the review and graph events (a ``Projection``; module docstring).
+
+    A live review (open, or approved and not redeemed) whose tool call gets its ``tool/result``
+    is closed as ``redeemed {applied: false, reason: "call-closed"}`` when that result closed
+    the call without running it (an error code of ``CLOSED_CALL_CODES``: cancel, close_turn,
+    crash repair): an approval is never used by a call that is gone, and a question about it
+    never blocks later reviews of its kind."""
 
     key: str = "reviews"
-    STATE_VERSION: int = 1
+    STATE_VERSION: int = 2
     #: Event types that can change the state: a streaming reader may skip others.
-    READS: Final = frozenset({REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT})
+    READS: Final = frozenset({REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT, TOOL_RESULT})
 
     def init(self) -> ReviewState:
         """The empty state."""
@@ -305,6 +320,8 @@ class ReviewFold:
     def apply(self, state: ReviewState, event: Event) -> ReviewState:
         """Fold one event; malformed review events (no string ``id``) are skipped."""
         t = event.type
+        if t == TOOL_RESULT:
+            return _close_calls(state, event) if state.live else state
         if t not in (REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT):
             return state
         d = event.data if isinstance(event.data, Mapping) else _EMPTY
@@ -377,6 +394,25 @@ class ReviewFold:
                      and (i not in answered or answered[i].outcome == "approve"))
         return ReviewState(Indexed.of(records, lambda r: r.call_id), Indexed.of(answered),
                            Indexed.of(redeemed), graph, live)
+
+
+def _close_calls(state: ReviewState, event: Event) -> ReviewState:
+    """``state`` after the ``tool/result`` ``event``: its call's live reviews closed as
+    ``call-closed`` (see ``ReviewFold``). O(live reviews)."""
+    call_id = answered_call_id(event)
+    if call_id is None:
+        return state
+    d = event.data if isinstance(event.data, Mapping) else _EMPTY
+    error = d.get("error")
+    if not (isinstance(error, Mapping) and error.get("code") in CLOSED_CALL_CODES):
+        return state
+    gone = [i for i in state.live if state.records[i].call_id == call_id and state.records[i].seq < event.seq]
+    if not gone:
+        return state
+    redeemed = state.redeemed
+    for rid in gone:
+        redeemed = _add(redeemed, rid, Redemption(False, CALL_CLOSED, event.seq))
+    return attrs.evolve(state, redeemed=redeemed, live=tuple(i for i in state.live if i not in gone))
 
 
 def as_fork(state: ReviewState, seed_length: int | None) -> ReviewState:

@@ -118,6 +118,9 @@ ROWS: dict[str, Row] = {
     "ask-not-json": Row(
         "arguments that are not a JSON object are unclassifiable", "ask", _a("{not json"), "ask"
     ),
+    "ask-duplicate-key": Row(
+        "a key given twice is unclassifiable", "ask", _a('{"path": "secret/key", "path": "notes.md"}'), "ask"
+    ),
     "ask-outside": Row("a path outside the cwd is unclassifiable", "ask", _a({"path": "/etc/passwd"}), "ask"),
     "ask-escape": Row("`..` above the cwd is unclassifiable", "ask", _a({"path": "../ws/secret/key"}), "ask"),
     "ask-symlink": Row(

@@ -47,6 +47,14 @@ CATALOG = "tool_policy"
 _NO_CWD = Workspace(None, None, "unknown")
 _UNREADABLE = object()  # arguments that are not JSON: path rules cannot classify them
 Verdict = Literal["allow", "ask", "deny"]
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; ``ValueError`` when a key repeats."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key is given twice")
+    return out
 TOOL_REFUSED = "fsm/tool/refused"
 """Ignorable event logged with a refused call's error ``tool/result``:
 ``{callId, name, stage, rule, planMode}``."""
@@ -233,12 +241,14 @@ class PolicyState:
 
     def decide(self, call: ToolCall) -> Decision:
         """Both policies' verdict on ``call`` (deny beats ask beats allow); own tools always run.
-        Arguments that are not JSON (or not an object) are unclassifiable for path rules."""
+        Arguments that are not JSON (or not an object), or name a key twice (which value a tool
+        reads is then its parser's choice), are unclassifiable for path rules."""
         if call.name in OWN_TOOLS or not self.restricted:
             return Decision("allow", "unrestricted")
         try:
-            args: object = json.loads(call.arguments) if call.arguments.strip() else {}
-        except (json.JSONDecodeError, RecursionError):
+            args: object = (json.loads(call.arguments, object_pairs_hook=_unique_keys)
+                            if call.arguments.strip() else {})
+        except (ValueError, RecursionError):  # not JSON, or a key given twice
             args = _UNREADABLE
         ws = workspace(self.cwd)
         found = []

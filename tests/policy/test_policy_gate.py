@@ -333,3 +333,14 @@ def test_each_controller_brings_its_part_of_the_policy_through_its_own_gate() ->
     assert policy_sources(rt) == (None, None)
     assert not run(rt.call_tool(agent, call("apply_patch", patch="z"))).is_error
     assert [c["patch"] for c in tools["apply_patch"].calls] == ["x", "z"]
+
+
+def test_arguments_naming_a_key_twice_are_unclassifiable() -> None:
+    """`{"path": "src/app.py", "path": "notes/a.md"}`: json.loads keeps the last value, a
+    tool's parser may keep the first, so path rules cannot tell which file is meant: the call
+    is refused like one whose arguments are not JSON."""
+    rt, agent, _stage, _plan, tools = wired()
+    twice = ToolCall("c_twice", "write_file", '{"path": "src/app.py", "path": "notes/a.md"}')
+    refused = run(rt.call_tool(agent, twice))
+    assert refused.is_error and tools["write_file"].calls == []
+    assert not run(rt.call_tool(agent, call("write_file", path="notes/a.md"))).is_error

@@ -165,6 +165,9 @@ class StageServer:
         if not isinstance(raw, Mapping):
             raise _invalid(f"{params.name}: arguments must be a JSON object")
         args = dict(raw)
+        if not _utf8_text(args):
+            raise _invalid(f"{params.name}: an argument holds a lone surrogate (\\ud800-\\udfff escape): "
+                           "not UTF-8 text")
         try:
             ms = self.registry.get(args.pop("session", None))
         except UserError as err:
@@ -372,3 +375,21 @@ def build_server(registry: SessionRegistry, *, security: RequestStateSecurity | 
     """A ``StageServer`` over ``registry`` (``security``: the request-state keys; default
     ephemeral, so a restart refuses older states — pass persistent keys to resume after one)."""
     return StageServer(registry, security=security)
+
+
+def _utf8_text(value: Any, depth: int = 0) -> bool:
+    """Whether every string (and key) in the JSON ``value`` encodes as UTF-8: a lone surrogate
+    escape decodes to a ``str`` no log, reply or error message can carry."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if depth > 64:
+        return True  # the argument schema check refuses deeper values
+    if isinstance(value, Mapping):
+        return all(_utf8_text(k, depth + 1) and _utf8_text(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_utf8_text(v, depth + 1) for v in value)
+    return True

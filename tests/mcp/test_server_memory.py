@@ -130,7 +130,9 @@ async def test_bad_input_is_an_mcp_error_and_writes_nothing(tmp_path: Path) -> N
             ({"stage": 3}, "must be a string"),
             ({"stage": "implement", "extra": 1}, "unknown argument"),
             ({}, "missing required argument 'stage'"),
-            ({"stage": "nowhere"}, "unknown stage 'nowhere'")]
+            ({"stage": "nowhere"}, "unknown stage 'nowhere'"),
+            ({"stage": "implement\ud800"}, "lone surrogate"),
+            ({"stage": "implement", "handoff": "# H\udfff"}, "lone surrogate")]
         for args, text in cases:
             with pytest.raises(MCPError, match=text):
                 await c.call_tool("goto_stage", args)

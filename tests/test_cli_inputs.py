@@ -255,3 +255,24 @@ def test_paths_complete_as_files(args: list[str]) -> None:
 def test_bash_completion_script_is_offered() -> None:
     result = CliRunner().invoke(main, [], env={"_FSM_STAGE_COMPLETE": "bash_source"}, prog_name="fsm-stage")
     assert "complete -o nosort -F _fsm_stage_completion fsm-stage" in result.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_in_a_session_folder_is_refused_never_waited_for(tmp_path: Path) -> None:
+    """Readers that open a log by path (folder listings, the inbox, ``read_log``) refuse a FIFO
+    named ``*.jsonl`` at once: nobody writes to it, so reading would block for ever. (The
+    command line's own input arguments still read pipes and FIFOs: they are spooled.)"""
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "stuck.jsonl")
+    code = ("import sys\nfrom fsm_stage.errors import LogFormatError\n"
+            "from fsm_stage.log.dsh import read_log\n"
+            "try:\n    read_log(sys.argv[1])\nexcept LogFormatError as err:\n    print(err)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "stuck.jsonl")], capture_output=True,
+                          text=True, timeout=60)
+    assert "not a regular file" in done.stdout, done.stderr
+    for argv in (["sessions", str(tmp_path)], ["inbox", "list", str(tmp_path)]):
+        listed = subprocess.run([sys.executable, "-m", "fsm_stage", *argv], capture_output=True,
+                                text=True, timeout=60)
+        assert listed.returncode == 0 and "Traceback" not in listed.stderr, (argv, listed.stderr)

@@ -12,9 +12,12 @@ dropped with everything after it when no later ``turn/end`` exists, else it is c
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import io
 import json
+import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -65,7 +68,7 @@ def open_log_bytes(path: Path) -> OpenedLog:
     incomplete or damaged last frame is dropped whole and reported as a torn tail. Raises
     ``LogFormatError`` when a zstd log is met without the ``zstandard`` extra.
     """
-    fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    fh = _open_regular(path)
     magic = fh.read(4)
     fh.seek(0)
     if magic != ZSTD_MAGIC:
@@ -73,6 +76,25 @@ def open_log_bytes(path: Path) -> OpenedLog:
     with fh:
         data = fh.read()
     return _decompressed(data, str(path))
+
+
+def _open_regular(path: Path) -> IO[bytes]:
+    """``path`` opened for reading when it is a regular file: a FIFO, socket or device is
+    refused (``LogFormatError``) instead of blocking the reader for ever; a folder raises
+    ``IsADirectoryError`` as ``open`` does."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise LogFormatError(f"{path}: not a regular file (a FIFO, socket or device is never read "
+                                 "as a session log)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def open_log_data(data: bytes, source: str) -> OpenedLog:

@@ -248,6 +248,13 @@ def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = No
     """
     if outcome not in REVIEW_OUTCOMES:
         raise RecordShapeError(f"unknown review outcome {outcome!r}; use one of {', '.join(REVIEW_OUTCOMES)}")
+    for name, value in (("feedback", feedback), ("option", option), ("by", by)):
+        _text_or_none(record, name, value)
+    if outcome == "keep" and option is not None and record.options and option != record.options[-1]:
+        raise RecordShapeError(f"review {record.id}: a keep's option is {record.options[-1]!r}, "
+                               f"got {option!r}")
+    if outcome == "dismiss" and option is not None:
+        raise RecordShapeError(f"review {record.id}: a dismiss takes no option, got {option!r}")
     if edited is not None and outcome != "approve":
         raise RecordShapeError(f"review {record.id}: an edited document goes with an approval only")
     approve_options = record.options[:-1] if len(record.options) > 1 else record.options
@@ -266,6 +273,20 @@ def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = No
     edits = edit_data(record, shape, edited) if outcome == "approve" else {}
     return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": shape,
                                     "feedback": feedback, "by": by, **edits}, ignorable=True)
+
+
+def _text_or_none(record: ReviewRecord, name: str, value: object) -> None:
+    """Refuse (``RecordShapeError``) an answer field that is neither None nor UTF-8 text."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise RecordShapeError(f"review {record.id}: {name} must be a str or None, "
+                               f"got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise RecordShapeError(f"review {record.id}: {name} holds a lone surrogate at index {err.start}: "
+                               "not UTF-8 text") from None
 
 
 def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None = None,

@@ -121,3 +121,17 @@ def test_a_zero_deadline_is_refused_and_an_unreadable_logged_one_expires_at_once
     assert deadline_at({}, 1000) is None and deadline_at({"deadlineSeconds": 2}, 1000) == 3000
     for hostile in (0, -5, float("nan"), float("inf"), "1h", True):
         assert deadline_at({"deadlineSeconds": hostile}, 1000) == 1000, hostile
+
+
+def test_an_answer_field_that_is_not_text_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    import pytest
+
+    from fsm_stage.errors import RecordShapeError
+
+    host, _loop, _outcomes = _run("", ScriptedReviewChannel().approve(), tmp_path)
+    (record,) = review_state(host.session).open
+    for outcome, kwargs in (("keep", {"feedback": "bad \ud800"}), ("keep", {"feedback": 3}),
+                            ("keep", {"option": "Approve"}), ("dismiss", {"option": "Approve"})):
+        with pytest.raises(RecordShapeError):
+            answer_review(host.session, record.id, outcome, **kwargs)  # type: ignore[arg-type]
+    assert _answers(host) == []

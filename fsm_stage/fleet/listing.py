@@ -76,9 +76,11 @@ def list_sessions(store: Store | str | os.PathLike[str], *,
 def _folder(store: Store) -> list[SessionInfo]:
     from fsm_stage.log.locations import read_location
 
+    from fsm_stage.errors import UserError
+
     folder = store.folder
     if folder is None or not folder.is_dir():
-        return []
+        raise UserError(f"{store.shown}: no such folder of session logs")
     cache_path = store.fleet_dir / "listing.json"
     try:
         cache = json.loads(cache_path.read_text(encoding="utf-8"))

@@ -284,3 +284,10 @@ def test_a_turn_an_exception_ended_is_continued_not_left_waiting_for_input() -> 
         result = asyncio.run(drive(log, graph=GRAPH, model=model, tools=fleet_model.tools()))
     assert result.state == "complete"
     assert _summary(log)["users"] == ["in-5"] and _summary(log)["entered"] == ["plan", "build", "done"]
+
+
+def test_listing_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    from fsm_stage.fleet.listing import list_sessions
+
+    with pytest.raises(UserError, match="no such folder"):
+        list_sessions(tmp_path / "nowhere")

@@ -74,9 +74,8 @@ def list_sessions(store: Store | str | os.PathLike[str], *,
 
 
 def _folder(store: Store) -> list[SessionInfo]:
-    from fsm_stage.log.locations import read_location
-
     from fsm_stage.errors import UserError
+    from fsm_stage.log.locations import read_location
 
     folder = store.folder
     if folder is None or not folder.is_dir():

@@ -126,9 +126,12 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
     if not may_answer(rules, reviewer, reviewers):
         listed = ", ".join((rules or {})["approvers"])
         return f"{reviewer} is not among the approvers of this review ({listed})"
-    if outcome == "approve" and (rules or {}).get("notRequester") and requester is not None \
-            and reviewer == requester:
-        return f"{reviewer} started this session and may not approve its reviews (not_requester)"
+    if outcome == "approve" and (rules or {}).get("notRequester"):
+        if requester is None:  # who started it is unknown: nobody can be told apart from them
+            return ("not_requester: the session does not record who started it (its header's "
+                    "extra.requester), so no approval can be told apart from theirs")
+        if reviewer == requester:
+            return f"{reviewer} started this session and may not approve its reviews (not_requester)"
     return None
 
 

@@ -135,3 +135,15 @@ def test_an_answer_field_that_is_not_text_is_refused_and_nothing_is_written(tmp_
         with pytest.raises(RecordShapeError):
             answer_review(host.session, record.id, outcome, **kwargs)  # type: ignore[arg-type]
     assert _answers(host) == []
+
+
+def test_not_requester_without_a_recorded_requester_approves_nothing() -> None:
+    """The rule reads who started the session from its header; when nothing recorded it, no
+    approval can be told apart from theirs, so none is accepted (a keep still is)."""
+    from fsm_stage.reviews._team import refusal
+
+    rules = {"notRequester": True}
+    assert refusal(rules, "alice", requester=None, reviewers=None, outcome="approve") is not None
+    assert refusal(rules, "alice", requester=None, reviewers=None, outcome="keep") is None
+    assert refusal(rules, "alice", requester="bob", reviewers=None, outcome="approve") is None
+    assert refusal(rules, "bob", requester="bob", reviewers=None, outcome="approve") is not None

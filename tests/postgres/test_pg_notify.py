@@ -1,6 +1,7 @@
 """``NOTIFY`` only where someone listens: an append notifies channel ``fsm_events`` once per batch
 when the session's listener lock is held (``wait_for_events`` holds it while it listens, an
-outside client may too), and not at all otherwise; a waiter still wakes for every append."""
+outside client may too), and not at all otherwise; a waiter still wakes for every append. And
+the review flow's single read per phase still finds an answer logged elsewhere meanwhile."""
 
 from __future__ import annotations
 
@@ -101,3 +102,56 @@ def test_a_waiter_wakes_when_the_append_races_its_start(pg_url: Callable[..., st
         assert not t.is_alive() and got == [1], f"round {i}: the waiter did not wake"
         follower.close()
     writer.close()
+
+
+def test_an_answer_logged_elsewhere_while_the_reviewer_is_asked_wins(pg_url: Callable[..., str]) -> None:
+    """The review flow reads the log once per phase (``Session.one_refresh``): an answer another
+    process logs while this one asks its reviewer is still found (the next read, or the lost
+    conditional append), and only one answer is logged."""
+    import asyncio
+
+    from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig
+    from fsm_stage.constants import REVIEW_ANSWER
+    from fsm_stage.handoff import MemoryHandoffStore
+    from fsm_stage.reviews import Answer, ScriptedReviewChannel, answer_review
+    from fsm_stage.runtime.agent import InboxAgent
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.runtime.tools import ToolCall
+    from fsm_stage.stage_switch import StageController
+
+    url = pg_url()
+    log = _open(url)
+    other = open_log(url)
+    graph = GraphConfig(name="two", section="Current stage: << stage_current >>.", stages=(
+        StageConfig(name="a", instruction="Do a.", targets=(EdgeConfig("b"),)),
+        StageConfig(name="b", instruction="Do b.", targets=(EdgeConfig("a"),))))
+    controller = StageController(graph, handoffs=MemoryHandoffStore())
+    approve = controller.catalog.text("review.approve_label")
+    review = ScriptedReviewChannel()
+
+    def answer_elsewhere_then_approve(questions: Any) -> list[Answer]:
+        other.refresh()
+        rid = [e for e in other.events if e.type == "fsm/review/request"][-1].data["id"]
+        answer_review(other, rid, "keep", feedback="not yet")  # another process answers first
+        return [Answer(questions[0].id, (approve,))]
+
+    review.default = answer_elsewhere_then_approve
+    runtime = Runtime(review=review, commands=False)
+    runtime.attach(controller)
+    session = Session(log)
+    agent = InboxAgent(session)
+    session.append("turn/start", {"turn": 1})
+    loop = asyncio.new_event_loop()
+    try:
+        call = ToolCall.of("goto_stage", {"stage": "b", "handoff": "Handoff: done."}, id="c1")
+        result = loop.run_until_complete(runtime.call_tool(agent, call))
+        runtime.pre_step(agent, [], aborted=False)
+    finally:
+        loop.close()
+    assert result.is_error  # kept: the first logged answer wins
+    assert controller.current(session) == "a"
+    answers = [e for e in session.events if e.type == REVIEW_ANSWER]
+    assert [a.data["outcome"] for a in answers] == ["keep"]
+    other.close()
+    log.close()

@@ -10,6 +10,7 @@ appended since the last read. The ``Session`` class docstring lists its members.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import marshal
 import threading
@@ -45,6 +46,10 @@ class TurnFold(OpenTurn):
 
 TURN_FOLD = TurnFold()
 
+#: the sessions the running ``Session.one_refresh`` block has read the log of (None: no block)
+_BLOCK: contextvars.ContextVar[set[Session] | None] = contextvars.ContextVar("fsm_stage_one_refresh",
+                                                                             default=None)
+
 
 class Session:
     """An agent's session over an ``EventLog``.
@@ -63,10 +68,6 @@ class Session:
     ``session.refresh()``        catches up with other writers; ``with session.one_refresh():``
                                  makes only the block's first ``refresh()`` read the log.
     """
-
-    # set on the instance only inside ``one_refresh`` (an idle session stays small)
-    _scopes: int = 0
-    _fresh: bool = False
 
     def __init__(self, log: EventLog) -> None:
         self._log = log
@@ -143,12 +144,13 @@ class Session:
         were read (0 for a log without other writers or without ``refresh``). Inside
         ``one_refresh`` only the first call reads the log (later ones return 0 until
         ``mark_stale``)."""
-        if self._fresh:
+        block = _BLOCK.get()
+        if block is not None and self in block:
             return 0
         refresh = getattr(self._log, "refresh", None)
         n = int(refresh()) if callable(refresh) else 0
-        if self._scopes:
-            self._fresh = True
+        if block is not None:
+            block.add(self)
         return n
 
     @contextlib.contextmanager
@@ -158,20 +160,21 @@ class Session:
         review flow refreshes before every fold it decides on). Decisions in the block that
         write do so conditionally (``expect_last_seq``): a lost race raises, marks the session
         stale (``mark_stale``, also done by a failed append) and the re-fold reads the log again.
-        Entering and leaving the block mark it stale too, so a block never relies on another's
-        read. Call ``mark_stale()`` after waiting on anything outside the process (a reviewer)."""
-        self._scopes += 1
-        self._fresh = False
+        Each block starts stale, so a block never relies on another's read. Call
+        ``mark_stale()`` after waiting on anything outside the process (a reviewer).
+        The block belongs to the running task (a context variable): another task reading the
+        same session meanwhile (an MCP server listing reviews while one is asked) reads the log."""
+        token = _BLOCK.set(set())
         try:
             yield
         finally:
-            self._scopes -= 1
-            self._fresh = False
+            _BLOCK.reset(token)
 
     def mark_stale(self) -> None:
         """Make the next ``refresh()`` read the log (see ``one_refresh``)."""
-        if self._fresh:
-            self._fresh = False
+        block = _BLOCK.get()
+        if block is not None:
+            block.discard(self)
 
     @property
     def last_seq(self) -> int:

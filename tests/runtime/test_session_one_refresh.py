@@ -5,6 +5,7 @@ transition refreshes once until the reviewer is asked, once after, and once at t
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -59,6 +60,18 @@ def test_only_the_first_refresh_of_a_block_reads_the_log() -> None:
         session.refresh()
     session.refresh()  # and after a block, every refresh reads again
     assert log.refreshes == 6
+
+
+def test_the_block_belongs_to_the_running_task() -> None:
+    session, log = _session()
+    with session.one_refresh():
+        session.refresh()
+        other = threading.Thread(target=lambda: (session.refresh(), session.refresh()))
+        other.start()  # another thread (or a task started before the block) reads the log each time
+        other.join()
+        assert log.refreshes == 3
+        session.refresh()
+        assert log.refreshes == 3
 
 
 def test_a_lost_race_makes_the_next_refresh_read() -> None:

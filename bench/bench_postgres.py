@@ -10,6 +10,11 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   and 1, 2, 4 and 8 workers each appending to a session of its own (row 14: the 2-worker
   speed-up).
 
+* **statements per reviewed step** (row 18): the SQL statements ``PostgresLog`` sends for one
+  reviewed transition (``goto_stage`` → scripted Approve → the boundary's ``pre_step`` flush,
+  the shape of row 3) counted by wrapping the log's connection, split into the appends (the
+  ``INSERT`` batches) and the rest (refreshes, row locks); medians over ``steps`` transitions.
+
 ``run(quick=False, smoke=False) -> dict`` (medians in seconds); ``python bench/bench_postgres.py``
 prints it as JSON. Needs the server binaries and the ``postgres`` OS user (else ``run`` raises
 ``RuntimeError`` with the reason).
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-for _path in (REPO, REPO / "tests"):  # the package, and pg_testing (a test helper outside the wheel)
+for _path in (REPO, REPO / "tests", REPO / "bench"):  # the package, pg_testing (a test helper), the benches
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
@@ -95,6 +100,80 @@ def _langgraph_step(cluster: TempCluster, steps: int) -> list[float] | str:
     return times
 
 
+class _Counting:
+    """A psycopg connection that counts the statements sent through ``execute`` by kind."""
+
+    def __init__(self, conn: Any, counts: dict[str, int]) -> None:
+        self._conn, self._counts = conn, counts
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        text = str(query).lstrip().upper()
+        kind = "insert" if text.startswith(("WITH INS AS (INSERT", "INSERT")) else "other"
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        return self._conn.execute(query, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def statements_per_reviewed_step(cluster: TempCluster, steps: int) -> dict[str, Any]:
+    """SQL statements of one reviewed transition on ``PostgresLog`` (see the module docs)."""
+    import asyncio
+    from unittest import mock
+
+    import bench_transitions as bt
+
+    import fsm_stage.log.postgres as pg
+    from fsm_stage.handoff import MemoryHandoffStore
+    from fsm_stage.log import open_log
+    from fsm_stage.reviews import Answer, ScriptedReviewChannel
+    from fsm_stage.runtime.agent import InboxAgent
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.runtime.tools import ToolCall
+    from fsm_stage.stage_switch import StageController
+
+    counts: dict[str, int] = {}
+    real_connect = pg.connect
+    sid = f"bench-review-{uuid.uuid4().hex[:8]}"
+    names = bt.stage_names(bt.STAGES)
+    review = ScriptedReviewChannel()
+    controller = StageController(bt.ring_graph_config(bt.STAGES), handoffs=MemoryHandoffStore())
+    approve = controller.catalog.text("review.approve_label")
+    review.default = lambda questions: [Answer(questions[0].id, (approve,))]
+    runtime = Runtime(review=review, commands=False)
+    runtime.attach(controller)
+    per_step: list[dict[str, int]] = []
+    def counting_connect(conninfo: str, **kw: Any) -> Any:
+        return _Counting(real_connect(conninfo, **kw), counts)
+
+    with mock.patch.object(pg, "connect", counting_connect):
+        log = open_log(cluster.url(sid), create=SessionHeader(sid, cwd="/workspace"))
+        session = Session(log)
+        agent = InboxAgent(session)
+        session.append("turn/start", {"turn": 1})
+        loop = asyncio.new_event_loop()
+        try:
+            for k in range(steps):
+                call = ToolCall.of("goto_stage", {"stage": names[(k + 1) % bt.STAGES],
+                                                  "handoff": bt.handoff_text(k)}, id=f"call_{k}")
+                counts.clear()
+                result = loop.run_until_complete(runtime.call_tool(agent, call))
+                if result.is_error:
+                    raise RuntimeError(f"goto_stage failed in the benchmark: {result.text}")
+                runtime.pre_step(agent, [], aborted=False)
+                per_step.append(dict(counts))
+        finally:
+            loop.close()
+            log.close()
+    if controller.current(session) != names[steps % bt.STAGES]:
+        raise RuntimeError("the reviewed transitions did not all apply")
+    inserts = statistics.median(c.get("insert", 0) for c in per_step)
+    other = statistics.median(c.get("other", 0) for c in per_step)
+    return {"steps": steps, "appends": inserts, "other": other, "total": inserts + other,
+            "first_step": per_step[0]}
+
+
 def _throughput(cluster: TempCluster, workers: int, per_worker: int, *,
                 distinct: bool = False) -> dict[str, Any]:
     """Events/s of ``workers`` processes appending to one session (or each to its own:
@@ -145,6 +224,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     with TempCluster.start(fsync=True) as cluster:
         with connect(cluster.dsn) as conn:
             migrate(conn)
+        statements = statements_per_reviewed_step(cluster, 5 if smoke else 20)
         ours = _durable_step(cluster, steps)
         theirs = _langgraph_step(cluster, steps)
         tp = [_throughput(cluster, w, per_worker) for w in (1, 4, 8)]
@@ -155,6 +235,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "throughput": tp,
         "distinct": distinct,
         "distinct_scaling_2": distinct[1]["events_per_s"] / distinct[0]["events_per_s"],
+        "statements": statements,
     }
     if isinstance(theirs, str):
         out["langgraph_error"] = theirs

@@ -1,17 +1,19 @@
-"""Rows 11-13: a long turn, a live session mid-turn, and the host import.
+"""Rows 14-16: a long turn, a live session mid-turn, and the host import.
 
-* **long turn** (row 11): one step after another inside ONE turn, each step one tool call run
+* **long turn** (row 14): one step after another inside ONE turn, each step one tool call run
   through ``StagedSession.run_tool`` (begin_step → record_reply → run_tool → end_step) on an
   in-memory log; the cost of the steps after ``late`` calls already in the turn vs after
   ``early`` calls. Independent of the turn's length is a ratio near 1 (the open turn used to
   be re-folded per call: quadratic).
-* **mid-turn session** (row 12): bytes per live session once a turn is open (``start_turn`` +
+* **mid-turn session** (row 15): bytes per live session once a turn is open (``start_turn`` +
   ``begin_step`` logged its ``request/header``) with a realistic header: a ~2 KB system text and
   8 tool specs shared by every session (the same runtime), distinct session ids, ``MemoryLog``.
   ``tracemalloc`` live bytes over ``sessions`` sessions, per session; the RSS of a fresh process
   holding 10,000 of them (full run) is given beside it.
-* **host import** (row 13): wall time of a fresh ``python -c "from fsm_stage import Runtime,
-  StageController, StagedSession, load_config, open_log"`` vs ``python -c pass``.
+* **host import** (row 16): wall time of a fresh ``python -c "from fsm_stage import
+  load_config, open_log, open_session"`` (what a host composing a session through
+  ``open_session`` imports) vs ``python -c pass``; the older host import (``Runtime``,
+  ``StageController``, ``StagedSession``, ``load_config``, ``open_log``) is timed beside it.
 
 ``run(quick=False, smoke=False) -> dict``.
 """
@@ -30,7 +32,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
-HOST_IMPORT = "from fsm_stage import Runtime, StageController, StagedSession, load_config, open_log"
+HOST_IMPORT = "from fsm_stage import load_config, open_log, open_session"
+CLASSES_IMPORT = "from fsm_stage import Runtime, StageController, StagedSession, load_config, open_log"
 SYSTEM_TEXT = ("You are a careful software engineer working in stages. " * 40)[:2000]
 
 
@@ -155,18 +158,21 @@ def midturn_rss(sessions: int) -> dict[str, Any]:
 def host_import(repeat: int) -> dict[str, Any]:
     """Wall time of the host import in fresh processes vs ``python -c pass`` (interleaved medians)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    ours, bare = [], []
+    ours: list[float] = []
+    bare: list[float] = []
+    classes: list[float] = []
     for _ in range(repeat):
-        for code, into in ((HOST_IMPORT, ours), ("pass", bare)):
+        for code, into in ((HOST_IMPORT, ours), ("pass", bare), (CLASSES_IMPORT, classes)):
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-c", code], env=env, check=True)
             into.append(time.perf_counter() - t0)
     return {"import_s": statistics.median(ours), "pass_s": statistics.median(bare), "repeat": repeat,
-            "ratio": statistics.median(ours) / statistics.median(bare)}
+            "ratio": statistics.median(ours) / statistics.median(bare),
+            "classes_import_s": statistics.median(classes)}
 
 
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
-    """Rows 11-13 (see the module docs); ``quick``/``smoke`` shrink the sizes."""
+    """Rows 14-16 (see the module docs); ``quick``/``smoke`` shrink the sizes."""
     early, late, sample = (20, 100, 10) if smoke else (100, 500, 50) if quick else (100, 2000, 100)
     out: dict[str, Any] = {
         "long_turn": long_turn(early, late, sample),

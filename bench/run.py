@@ -6,7 +6,7 @@ Usage::
     python bench/run.py --quick    # smaller sizes, under a minute
     python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
 
-Seventeen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
+Eighteen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
 are the point). The targets:
 
@@ -32,6 +32,8 @@ are the point). The targets:
 15. mid-turn    bytes per live session with an open turn; RSS of 10,000 (``bench_turns``)
 16. import      the host import vs ``python -c pass`` (``bench_turns``)
 17. PG workers  distinct-session appends, 2 workers vs 1 (``bench_postgres``)
+18. PG statements  SQL statements of one reviewed step on ``PostgresLog`` besides the appends
+                (``bench_postgres``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -618,9 +620,8 @@ def rows_turns(r: dict[str, Any] | None, err: str | None) -> list[Row]:
               "`begin_step` logged its `request/header`: a ~2 KB system text and 8 tool specs), "
               "distinct ids, in-memory log; RSS of a process holding 10,000 of them",
               target="≤ 4 KB/session; 10,000 sessions ≤ 80 MiB RSS")
-    imp = Row(16, "host import", "fresh `python -c \"from fsm_stage import Runtime, StageController, "
-              "StagedSession, load_config, open_log\"` vs `python -c pass`, wall time",
-              target="≤ 120 ms")
+    imp = Row(16, "host import", "fresh `python -c \"from fsm_stage import load_config, open_log, "
+              "open_session\"` vs `python -c pass`, wall time", target="≤ 120 ms")
     if r is None:
         for row in (long, mid, imp):
             row.details.append(f"bench_turns: {err}")
@@ -650,6 +651,9 @@ def rows_turns(r: dict[str, Any] | None, err: str | None) -> list[Row]:
     imp.ratio = f"{h['ratio']:.1f}x"
     imp.status = _status(h["import_s"] <= 0.120)
     imp.details.append(f"medians of {h['repeat']} interleaved fresh processes")
+    if "classes_import_s" in h:
+        imp.details.append("the older host import (`Runtime, StageController, StagedSession, load_config, "
+                           f"open_log`; the classes load their modules): {_ms(h['classes_import_s'])}")
     return [long, mid, imp]
 
 
@@ -669,6 +673,27 @@ def row_pg_scaling(r: dict[str, Any] | None, err: str | None) -> Row:
     row.details.append("distinct sessions: " + ", ".join(
         f"{w} worker(s) {x['events_per_s']:,.0f} ev/s ({x['events_per_s'] / d[1]['events_per_s']:.2f}x)"
         for w, x in sorted(d.items())))
+    return row
+
+
+def row_pg_statements(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 18 from ``bench_postgres.run``: statements per reviewed step besides the appends."""
+    row = Row(18, "PG statements per reviewed step", "SQL statements `PostgresLog` sends for one reviewed "
+              "transition (goto_stage → Approve via scripted review → boundary flush), counted on its "
+              "connection: the appends (INSERT batches) vs everything else (refreshes, locks)",
+              target="≤ 3 besides the appends")
+    if r is None or "statements" not in r:
+        row.details.append(f"bench_postgres: {err.splitlines()[0] if err else err}")
+        if err and "smoke" in err:
+            row.status = SKIPPED
+        return row
+    x = r["statements"]
+    row.ours = f"{x['other']:.0f} besides the appends"
+    row.baseline = f"{x['appends']:.0f} appends"
+    row.ratio = f"{x['total']:.0f} statements in all"
+    row.status = _status(x["other"] <= 3)
+    row.details.append(f"medians over {x['steps']} reviewed transitions on one session; the first step: "
+                       f"{x['first_step']}")
     return row
 
 
@@ -827,6 +852,7 @@ def main(argv: list[str] | None = None) -> int:
         row_observe(*results["bench_observe"]),
         *rows_turns(*results["bench_turns"]),
         row_pg_scaling(*results["bench_postgres"]),
+        row_pg_statements(*results["bench_postgres"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

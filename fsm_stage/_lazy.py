@@ -12,15 +12,17 @@ from typing import Any
 def lazy_exports(package: str, exports: Mapping[str, str], namespace: dict[str, Any],
                  ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``: ``exports`` maps each exported name to the
-    submodule (relative to ``package``) that defines it, or to itself when the export is that
-    submodule (``"errors": "errors"``); ``namespace`` is the package's ``globals()``.
-    An unknown name raises ``AttributeError`` as a plain module would."""
+    submodule (relative to ``package``, or absolute when it starts with ``fsm_stage.``) that
+    defines it, or to itself when the export is that submodule (``"errors": "errors"``);
+    ``namespace`` is the package's ``globals()``. An unknown name raises ``AttributeError`` as
+    a plain module would."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        target = importlib.import_module(f"{package}.{module}")
+        absolute = module.startswith("fsm_stage.")
+        target = importlib.import_module(module if absolute else f"{package}.{module}")
         value = target if module == name else getattr(target, name)
         namespace[name] = value
         return value

@@ -35,14 +35,14 @@ def test_smoke_run_prints_every_row_and_writes_results(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [r.split("|")[1].strip() for r in rows] == [str(n) for n in range(1, 18)]
+    assert [r.split("|")[1].strip() for r in rows] == [str(n) for n in range(1, 19)]
     for r in rows:  # every row states a target and an outcome
         cells = [c.strip() for c in r.strip("|").split("|")]
         assert cells[6], r
         assert cells[7] in {"pass", "MISS", "missing", "skipped"}, r
     # the PostgreSQL row says why it did not run in smoke mode
     assert "skipped in --smoke" in proc.stdout
-    for n in range(1, 18):  # every target is printed with its status
+    for n in range(1, 19):  # every target is printed with its status
         assert f"target {n} " in proc.stderr
     text = out.read_text(encoding="utf-8")
     for key in ("CPU", "cores", "Python", "transitions", "date (UTC)"):
@@ -91,6 +91,11 @@ def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
                "distinct_scaling_2": 1.7}
     assert run_mod.row_pg_scaling(scaling, None).status == "MISS"
     assert run_mod.row_pg_scaling({**scaling, "distinct_scaling_2": 1.85}, None).status == "pass"
+    counted = {"statements": {"steps": 5, "appends": 5.0, "other": 4.0, "total": 9.0, "first_step": {}}}
+    assert run_mod.row_pg_statements(counted, None).status == "MISS"
+    counted["statements"] = {**counted["statements"], "other": 3.0, "total": 8.0}
+    assert run_mod.row_pg_statements(counted, None).status == "pass"
+    assert run_mod.row_pg_statements(None, "skipped in --smoke (…)").status == "skipped"
 
 
 def test_profile_covers_the_reviewed_transition(run_mod: ModuleType) -> None:

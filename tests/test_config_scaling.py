@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import fsm_stage.config.rules as rules
+import fsm_stage.prompts as prompts  # the rules import render from it when they check a section
 from fsm_stage.config import load_config_text
 
 
@@ -19,13 +19,13 @@ def _all_to_all(n: int) -> str:
 
 def test_trial_render_of_an_all_to_all_graph_renders_once(monkeypatch: pytest.MonkeyPatch) -> None:
     rendered: list[int] = []
-    real = rules.render
+    real = prompts.render
 
     def counting(template: str, **variables: str) -> str:
         rendered.append(len(variables.get("stage_targets", "")))
         return real(template, **variables)
 
-    monkeypatch.setattr(rules, "render", counting)
+    monkeypatch.setattr(prompts, "render", counting)
     cfg = load_config_text(_all_to_all(400), "big.yaml")
     assert cfg.graph is not None and len(cfg.graph.stages) == 400
     assert len(rendered) == 1  # not 400 renders of a 399-name list
@@ -33,13 +33,13 @@ def test_trial_render_of_an_all_to_all_graph_renders_once(monkeypatch: pytest.Mo
 
 def test_declared_targets_are_still_rendered_per_stage(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
-    real = rules.render
+    real = prompts.render
 
     def recording(template: str, **variables: str) -> str:
         seen.append(variables["stage_current"])
         return real(template, **variables)
 
-    monkeypatch.setattr(rules, "render", recording)
+    monkeypatch.setattr(prompts, "render", recording)
     text = ("name: g\nsection: 'Next: << stage_targets >>'\nstages:\n"
             "  - {name: a, instruction: x, targets: [b]}\n  - {name: b, instruction: y, targets: [a]}\n")
     load_config_text(text, "g.yaml")

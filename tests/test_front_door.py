@@ -50,6 +50,52 @@ def test_touching_one_name_loads_only_its_layer() -> None:
     assert _run(code) == ""
 
 
+#: what the host import (``load_config, open_log, open_session``) must not load: each is loaded
+#: when a config is loaded, a file log is opened or a session is composed, not at import
+HOST_IMPORT_FREE = ("transitions", "jinja2", "ruamel.yaml", "yaml", "cattrs", "filelock", "click", "psycopg",
+                    "asyncio", "fsm_stage.prompts", "fsm_stage.policy", "fsm_stage.stage_switch",
+                    "fsm_stage.driver._step", "fsm_stage.log.jsonl", "fsm_stage.config.rules")
+
+
+def test_the_host_import_defers_the_heavy_parts() -> None:
+    code = (
+        "import sys\n"
+        "from fsm_stage import load_config, open_log, open_session\n"
+        f"print(','.join(m for m in {HOST_IMPORT_FREE!r} if m in sys.modules))"
+    )
+    assert _run(code) == ""
+
+
+def test_the_deferred_parts_load_on_use(tmp_path: Path) -> None:
+    graph = tmp_path / "graph.yaml"
+    graph.write_text("section: 'Stage << stage_current >>; next: << stage_targets >>'\n"
+                     "stages:\n  - {name: a, instruction: do a, targets: [b]}\n"
+                     "  - {name: b, instruction: do b, targets: [a]}\n", encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from fsm_stage import SessionHeader, load_config, open_log, open_session\n"
+        f"host = open_session(load_config({str(graph)!r}), open_log('memory:', create=SessionHeader('s')))\n"
+        f"log = open_log({str(tmp_path / 'log.jsonl')!r}, create=SessionHeader('f'))\n"
+        "log.close()\n"
+        "print(host.current_stage(), ','.join(m for m in ('jinja2', 'cattrs', 'filelock', 'transitions') "
+        "if m not in sys.modules))"
+    )
+    assert _run(code) == "a"
+
+
+def test_the_lazy_config_names_are_the_loaders() -> None:
+    import fsm_stage.config as config
+    import fsm_stage.config.load as load
+    import fsm_stage.config.model as model
+    import fsm_stage.config.vocabulary as vocabulary
+
+    assert config.load_config is load.load_config and config.GraphConfig is model.GraphConfig
+    assert load._EXTENSION_PREFIX == model.EXTENSION_PREFIX  # kept in step with the model's
+    assert vocabulary.CONVERTER is vocabulary.graph_converter()
+    with pytest.raises(AttributeError):
+        _ = config.no_such_name  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("name", sorted(set(fsm_stage.__all__) - {"__version__"}))
 def test_every_exported_name_resolves_to_its_module_object(name: str) -> None:
     value = getattr(fsm_stage, name)

@@ -16,22 +16,16 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args, get_origin
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    AttributeValidationNote,
-    BaseValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationError,
-    IterableValidationNote,
-)
-from cattrs.gen import make_dict_structure_fn, override
 
 from fsm_stage._yaml.problems import NativePath, Problem, describe_value, join
 from fsm_stage._yaml.report import ProblemReport
 from fsm_stage.errors import _TypeProblem
+
+if TYPE_CHECKING:  # cattrs loads when a converter is built or an error tree is walked
+    import cattrs
 
 
 def attribute_name(field: attrs.Attribute[Any]) -> str:
@@ -122,6 +116,10 @@ def strict_converter(
     classes of ``vocabulary.shorthand``. Detailed validation is on, so every problem of a
     document is collected. Add your own hooks to the returned converter as usual.
     """
+    import cattrs
+    from cattrs.errors import IterableValidationError, IterableValidationNote
+    from cattrs.gen import make_dict_structure_fn, override
+
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
@@ -231,6 +229,13 @@ def walk_cattrs(
     ``plain``: a leaf ``TypeError``/``ValueError`` message is used as it is (hooks of a
     caller's converter word their own messages).
     """
+    from cattrs.errors import (
+        AttributeValidationNote,
+        BaseValidationError,
+        ForbiddenExtraKeysError,
+        IterableValidationNote,
+    )
+
     key_of = vocabulary.key_of
     if isinstance(exc, BaseValidationError):
         for sub in exc.exceptions:
@@ -318,6 +323,8 @@ def positioned_problems(
     ``ValueError`` messages of the converter's hooks are used as they are. Never raises for
     bad input; exceptions other than cattrs validation errors (bugs in hooks) propagate.
     """
+    from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
+
     if value is attrs.NOTHING:
         value = report.data
         for part in npath:

@@ -14,32 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from fsm_stage._yaml import (
-    Loc,
-    NativePath,
-    Problem,
-    describe_value,
-    fast_parse,
-    node_pos,
-    parse_yaml,
-    plain_scalar,
-    to_plain,
-    unknown_key_message,
-)
-from fsm_stage.config.model import EXTENSION_PREFIX, PLAN_MODE_KEY, ConfigFile, GraphConfig, PlanModeConfig
-from fsm_stage.config.models import check_models
-from fsm_stage.config.plugin import load_plugin_list
-from fsm_stage.config.policy import check_policies
-from fsm_stage.config.review_rules import check_review_rules
-from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
-from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure
 from fsm_stage.errors import ConfigError as ConfigError
-from fsm_stage.fileio import InputFileError, read_text_input
 
+if TYPE_CHECKING:  # the loader's parts load with the first file loaded, not at import
+    from fsm_stage._yaml import Loc, NativePath
+    from fsm_stage.config.model import ConfigFile, GraphConfig, PlanModeConfig
+    from fsm_stage.config.vocabulary import GraphReport
+
+#: the top-level key prefix of the user's own keys (``x-…``; ``config.model.EXTENSION_PREFIX``)
+_EXTENSION_PREFIX = "x-"
 
 def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
                      tools: Iterable[str] | None = None) -> ConfigFile:
@@ -58,6 +43,16 @@ def load_config_text(text: str, path: str = "<string>", *, strict: bool = False,
         raise TypeError(f"load_config_text: expected the YAML text as str, got {type(text).__name__}{hint}")
     if not isinstance(path, str):
         raise TypeError(f"load_config_text: path must be a str (used in messages), got {type(path).__name__}")
+    import attrs
+
+    from fsm_stage._yaml import fast_parse, parse_yaml, unknown_key_message
+    from fsm_stage.config.model import PLAN_MODE_KEY, ConfigFile, GraphConfig, PlanModeConfig
+    from fsm_stage.config.models import check_models
+    from fsm_stage.config.policy import check_policies
+    from fsm_stage.config.review_rules import check_review_rules
+    from fsm_stage.config.rules import check_field_rules, check_graph, check_loaded_graph
+    from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key, structure
+
     report = GraphReport(path)
     stem = Path(path).stem if not path.startswith("<") else "stage-graph"
     native: dict[str, Any] | None = None
@@ -115,6 +110,9 @@ def load_config(path: str | Path, *, strict: bool = False, tools: Iterable[str] 
     (missing, a directory, binary, not UTF-8: ``fileio.read_text_input``) is a one-line
     ``ConfigError`` too, ``PATH:1:1: (file): cannot read stage graph: reason``.
     """
+    from fsm_stage._yaml import Problem
+    from fsm_stage.fileio import InputFileError, read_text_input
+
     shown = str(path)
     try:
         text = read_text_input(path, what="stage graph")
@@ -126,6 +124,9 @@ def load_config(path: str | Path, *, strict: bool = False, tools: Iterable[str] 
 
 def _to_native(tree: Any, report: GraphReport, stem: str) -> dict[str, Any] | None:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    from fsm_stage._yaml import Loc, describe_value, node_pos, plain_scalar, to_plain
+    from fsm_stage.config.plugin import load_plugin_list
 
     if tree is None:
         report.error_at(
@@ -156,6 +157,8 @@ def _to_native(tree: Any, report: GraphReport, stem: str) -> dict[str, Any] | No
 
 def _fast_locations(text: str) -> dict[NativePath, Loc]:
     """Positions of a text the fast path already parsed (a second, positioning pass)."""
+    from fsm_stage._yaml import fast_parse
+
     located = fast_parse(text)
     if located is None:  # cannot happen: the same text parsed a moment ago
         raise AssertionError("the libyaml fast path refused a text it had accepted")
@@ -163,16 +166,16 @@ def _fast_locations(text: str) -> dict[NativePath, Loc]:
 
 
 def _is_extension(key: str) -> bool:
-    return key.startswith(EXTENSION_PREFIX)
+    return key.startswith(_EXTENSION_PREFIX)
 
 
 def _drop_top_extensions(npath: NativePath, key: str, pos: tuple[int, int], display: str) -> str | None:
     """``to_plain`` renamer: None (drop) for a top-level ``x-…`` key, else the key itself."""
-    return None if not npath and key.startswith(EXTENSION_PREFIX) else key
+    return None if not npath and key.startswith(_EXTENSION_PREFIX) else key
 
 
 def _without_extensions(native: dict[str, Any]) -> dict[str, Any]:
     """``native`` without its ``x-…`` top-level keys: the user's own (a home for YAML anchors),
     as in Compose files."""
-    return {k: v for k, v in native.items() if not k.startswith(EXTENSION_PREFIX)}
+    return {k: v for k, v in native.items() if not k.startswith(_EXTENSION_PREFIX)}
 

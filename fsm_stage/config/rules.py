@@ -28,7 +28,7 @@ from fsm_stage.config.model import (
     field_rule,
 )
 from fsm_stage.config.vocabulary import GraphReport, class_fields_by_key
-from fsm_stage.prompts import PromptTemplateError, render, section_lists_targets_plainly, template_variables
+from fsm_stage.errors import PromptTemplateError
 
 #: A DeepSeek Harness ``{{ expression }}`` (the plugin-list form's template syntax): a bare
 #: variable or any other expression (``{{ x.y }}``, ``{{ x[0] }}``), which the plugin loader
@@ -48,6 +48,8 @@ def _check_template(text: str, npath: NativePath, report: ProblemReport, *, nati
                 f"<< {m.group(1)} >> (the {{{{ }}}} syntax is for the plugin-list form)",
             )
             return
+    from fsm_stage.prompts import template_variables  # jinja2 loads when a template is checked
+
     try:
         variables = template_variables(text)
     except PromptTemplateError as err:
@@ -196,6 +198,8 @@ def _warn_terminal_guidance(graph: GraphConfig, report: ProblemReport) -> None:
     eligibility predicate holds there, the model would be told to pick one of no stages.
     A section that tests the variable (``<% if stage_targets %>``) handles the
     empty case itself and gets no warning."""
+    from fsm_stage.prompts import section_lists_targets_plainly
+
     if not section_lists_targets_plainly(graph.section):
         return
     for i, stage in enumerate(graph.stages):
@@ -215,6 +219,8 @@ def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
     runaway output, ``TypeError`` …) is a positioned problem at validate time.
     Stages with ``targets`` omitted all list every other stage, so only the first of them is
     rendered: rendering each would cost stages × stages. Stops at the first failure."""
+    from fsm_stage.prompts import render
+
     all_to_all_seen = False
     for stage in graph.stages:
         if stage.targets is None:

@@ -10,12 +10,11 @@ and the ``plan_mode`` key beside the graph keys. ``strict_converter`` and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
-from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
 
 from fsm_stage._yaml import (
     NativePath,
@@ -85,6 +84,10 @@ _CLASS_EXPECTED: dict[type, str] = {
 GRAPH_VOCABULARY = _vocabulary(_CLASS_EXPECTED)
 
 
+if TYPE_CHECKING:  # cattrs loads with the first converter (the first file structured)
+    import cattrs
+
+
 def strict_converter(
     *, number: str = "a number", expected: Mapping[type, str] | None = None
 ) -> cattrs.Converter:
@@ -95,15 +98,26 @@ def strict_converter(
     return _strict_converter(number=number, vocabulary=_vocabulary(expected))
 
 
-#: The converter the stage-graph loader structures with.
-CONVERTER = _strict_converter(number="a non-negative finite number", vocabulary=GRAPH_VOCABULARY)
+@functools.cache
+def graph_converter() -> cattrs.Converter:
+    """The converter the stage-graph loader structures with (built once, on first use; also
+    importable as ``CONVERTER``)."""
+    return _strict_converter(number="a non-negative finite number", vocabulary=GRAPH_VOCABULARY)
+
+
+def __getattr__(name: str) -> Any:  # ``CONVERTER``: built on first use, so import stays cheap
+    if name == "CONVERTER":
+        return graph_converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def structure(value: object, cl: type[Any], npath: NativePath, report: ProblemReport) -> Any:
     """``value`` structured into config class ``cl`` with ``CONVERTER``, or None after
     reporting every validation problem on ``report`` (at ``npath``)."""
+    from cattrs.errors import BaseValidationError, ForbiddenExtraKeysError
+
     try:
-        return CONVERTER.structure(value, cl)
+        return graph_converter().structure(value, cl)
     except Exception as exc:
         if isinstance(exc, BaseValidationError | ForbiddenExtraKeysError | _TypeProblem):
             walk_cattrs(exc, cl, npath, report, GRAPH_VOCABULARY)
@@ -139,7 +153,7 @@ def positioned_problems(
     return _positioned_problems(
         report,
         cl,
-        converter=converter if converter is not None else CONVERTER,
+        converter=converter if converter is not None else graph_converter(),
         npath=npath,
         value=value,
         vocabulary=GRAPH_VOCABULARY,

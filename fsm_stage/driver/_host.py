@@ -7,26 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fsm_stage.config import ConfigFile, GraphConfig, PlanModeConfig, load_config
-from fsm_stage.driver._step import StagedSession
 from fsm_stage.errors import ConfigError
-from fsm_stage.handoff import HandoffStore, LocalHandoffStore
-from fsm_stage.log.events import EventLog
-from fsm_stage.plan_mode import PlanModeController
-from fsm_stage.reviews._answer import answer_review
-from fsm_stage.reviews._channel import ReviewChannel
-from fsm_stage.runtime.agent import Agent, InboxAgent
-from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolCall
-from fsm_stage.stage_switch import StageController
-from fsm_stage.tokens import HeuristicTokenMeter, TokenMeter
+
+if TYPE_CHECKING:  # the composition's parts load when a session is composed, not at import
+    from fsm_stage.config import ConfigFile, GraphConfig, PlanModeConfig
+    from fsm_stage.handoff import HandoffStore
+    from fsm_stage.log.events import EventLog
+    from fsm_stage.plan_mode import PlanModeController
+    from fsm_stage.reviews._channel import ReviewChannel
+    from fsm_stage.runtime.agent import Agent, InboxAgent
+    from fsm_stage.runtime.runtime import Runtime
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.runtime.tools import ToolCall
+    from fsm_stage.stage_switch import StageController
+    from fsm_stage.tokens import TokenMeter
 
 __all__ = ["Predicate", "SessionHost", "guard_names", "open_session"]
 
-Predicate = Callable[[Agent], bool]
+Predicate = Callable[["Agent"], bool]
 """A synchronous ``(agent) -> bool`` eligibility predicate."""
 
 H = TypeVar("H", bound="SessionHost")
@@ -62,6 +62,8 @@ class SessionHost:
         self.agent = agent
         self.stage = stage
         self.plan = plan
+        from fsm_stage.driver._step import StagedSession
+
         self.driver = StagedSession(runtime, agent, config=config)
         if repair:
             self.driver.repair()
@@ -79,6 +81,15 @@ class SessionHost:
                 config: Mapping[str, Any] | None = None,
                 repair: bool = True, accept_graph_change: bool = False) -> H:
         """``open_session`` building an instance of ``cls`` (a host subclass adds its glue)."""
+        from fsm_stage.config import ConfigFile, GraphConfig, load_config
+        from fsm_stage.handoff import LocalHandoffStore
+        from fsm_stage.plan_mode import PlanModeController
+        from fsm_stage.runtime.agent import InboxAgent
+        from fsm_stage.runtime.runtime import Runtime
+        from fsm_stage.runtime.session import Session
+        from fsm_stage.stage_switch import StageController
+        from fsm_stage.tokens import HeuristicTokenMeter
+
         loaded = graph if isinstance(graph, ConfigFile | GraphConfig | None) else load_config(graph)
         file = loaded if isinstance(loaded, ConfigFile) else None
         stage_graph = loaded.graph if isinstance(loaded, ConfigFile) else loaded
@@ -146,6 +157,8 @@ class SessionHost:
         raises ``ReviewNotFoundError`` for a review id the log never opened."""
         if any(rid == review_id and answered for _c, rid, answered in self.pending_reviews()):
             return
+        from fsm_stage.reviews._answer import answer_review
+
         answer_review(self.session, review_id, "approve" if approve else "keep",
                       feedback=feedback, option=option, by=by)
 

@@ -60,6 +60,7 @@ def redeem_once(session: Session, find: Callable[[Session], R | None],
             apply(record, expect)
         except AppendConflictError as err:
             conflict = err  # another worker appended meanwhile: fold again, decide again
+            session.mark_stale()
             continue
         return True
     assert conflict is not None

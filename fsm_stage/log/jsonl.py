@@ -21,8 +21,10 @@ from array import array
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-import filelock
+if TYPE_CHECKING:  # filelock loads when a writer takes the lock
+    import filelock
 
 try:
     import fcntl
@@ -88,6 +90,8 @@ def writer_lock(path: str | os.PathLike[str], *, timeout: float = 0.0) -> filelo
     folder when the lock file cannot be created (filelock itself reports a folder that refuses
     new files as contention; the two are told apart by whether the lock file exists).
     """
+    import filelock
+
     lock_file = lock_path(path)
     lock = filelock.FileLock(str(lock_file), timeout=timeout, thread_local=False)
     try:

@@ -20,13 +20,13 @@ import sys
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fsm_stage.errors import UserError
-from fsm_stage.log.dsh import ReadResult, read_log, read_log_data
 from fsm_stage.log.events import EventLog, SessionHeader, check_header
-from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.log.memory import MemoryLog
+
+if TYPE_CHECKING:  # the stores and the reader load when a log is opened or read
+    from fsm_stage.log.dsh import ReadResult
 
 STDIN_LOCATION = "-"
 """The location of standard input: readable with ``read_location``, never writable."""
@@ -68,6 +68,8 @@ def _open_memory(location: str, *, create: SessionHeader | None = None, **option
     if create is None:
         raise UserError("log location 'memory:' opens a new log: pass create=<SessionHeader>")
     options.pop("strict", None)  # nothing is read from anywhere
+    from fsm_stage.log.memory import MemoryLog
+
     return MemoryLog(create, **options)
 
 
@@ -147,6 +149,8 @@ def open_log(
     raises (``LogLockedError`` when another writer holds the file, ``LogWriteError``).
     """
     check_header(create, "open_log(create=)", optional=True)
+    from fsm_stage.log.jsonl import JsonlLog
+
     if isinstance(location, os.PathLike):
         return JsonlLog(location, header=create, **options)
     if not isinstance(location, str):
@@ -176,6 +180,8 @@ def read_location(
     has no file to read: ``UserError`` (open it with ``open_log``). Raises what ``read_log``
     raises otherwise (``LogFormatError``, ``FileNotFoundError``).
     """
+    from fsm_stage.log.dsh import read_log, read_log_data
+
     if isinstance(location, str):
         if location == STDIN_LOCATION:
             return read_log_data(sys.stdin.buffer.read(), strict=strict, allow_newer=allow_newer)

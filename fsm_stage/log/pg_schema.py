@@ -14,6 +14,7 @@ transaction-scoped advisory lock; ``check_schema(conn)`` refuses a missing, olde
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from fsm_stage.errors import LogFormatError
@@ -22,7 +23,24 @@ SCHEMA_VERSION = 1
 """The schema version this fsm_stage reads and writes."""
 
 NOTIFY_CHANNEL = "fsm_events"
-"""``LISTEN`` channel every append notifies (payload: the session id)."""
+"""``LISTEN`` channel an append notifies when someone waits on its session (payload: the
+session id; ``listener_lock``)."""
+
+LISTENER_LOCK_CLASS = 0x66736D6C  # "fsml": the first key of every session's listener lock
+
+
+def listener_lock(session: str) -> tuple[int, int]:
+    """The two-key advisory lock a waiter on ``session`` holds *shared* on its ``LISTEN``
+    connection (``pg_advisory_lock_shared(k1, k2)``) before it catches up and sleeps.
+
+    An append notifies ``NOTIFY_CHANNEL`` only when it cannot take this lock exclusively for its
+    transaction (``pg_try_advisory_xact_lock``): someone waits (or another writer of the session,
+    or a session whose key collides, is committing — a notification too many, never one too few).
+    A waiter that locks after an append's try blocks until that append commits, so its catch-up
+    reads it. An outside ``LISTEN`` client takes the same lock to be notified.
+    """
+    digest = hashlib.blake2b(session.encode("utf-8"), digest_size=4, person=b"fsm-listen").digest()
+    return LISTENER_LOCK_CLASS, int.from_bytes(digest, "big", signed=True)
 
 _MIGRATION_LOCK = 0x66736D5F  # "fsm_": pg_advisory_xact_lock key held while migrating
 

@@ -9,8 +9,12 @@ Appends are conditional: a batch gets the seqs after the end this process has re
 ``(session, seq)`` primary key refuses it when another writer got there first (nothing
 written). Plain ``append_many`` then catches up (``refresh``), re-runs the writer checks on the
 real state and retries; with ``expect_last_seq`` it raises ``AppendConflictError`` instead.
-No lock is held between appends. Every append ``NOTIFY``s ``pg_schema.NOTIFY_CHANNEL``;
-``wait_for_events`` sleeps on it. psycopg is imported only when a log is opened.
+No lock is held between appends. An append ``NOTIFY``s ``pg_schema.NOTIFY_CHANNEL`` (once per
+batch) only when someone waits on its session: ``wait_for_events`` holds the session's
+``pg_schema.listener_lock`` shared while it listens, and an append that can take that lock
+for its own transaction has no one to wake (PostgreSQL serialises every notifying commit of a
+cluster, so unconditional notifies kept distinct sessions from scaling). psycopg is imported
+only when a log is opened.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from fsm_stage.log.pg_connect import (
     redact,
     split_location,
 )
-from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
+from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema, listener_lock
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
@@ -178,6 +182,7 @@ class PostgresLog(LogBase):
         self._mutex = threading.RLock()
         self._listen_mutex = threading.Lock()  # one waiter at a time on the LISTEN connection
         self._listen: Any = None
+        self._lock_key = listener_lock(self.session)
         self._closed = False
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
@@ -345,6 +350,9 @@ class PostgresLog(LogBase):
                 conn = connect(self.conninfo)
                 try:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    # held while this connection listens; taken before the caller catches up, so
+                    # an append either sees it (and notifies) or committed before the catch-up
+                    conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", self._lock_key)
                 except _psycopg().Error as err:
                     conn.close()
                     raise db_error(self.source, "listening for events", err, conn) from None
@@ -466,14 +474,16 @@ class PostgresLog(LogBase):
         return evs
 
     def _insert(self, conn: Any, seqs: list[int], lines: list[str]) -> bool:
-        """Insert the rows and notify in one statement; False when a row's seq is taken."""
+        """Insert the rows in one statement that notifies when someone waits on the session (the
+        listener lock is held: ``pg_schema.listener_lock``); False when a row's seq is taken."""
         psycopg = _psycopg()
         try:
             conn.execute(
                 "WITH ins AS (INSERT INTO fsm_events (session, seq, n, line) "
                 "SELECT %s, s, 1, l FROM unnest(%s::bigint[], %s::text[]) AS t(s, l)) "
-                "SELECT pg_notify(%s, %s)",
-                (self.session, seqs, lines, NOTIFY_CHANNEL, self.session),
+                "SELECT CASE WHEN pg_try_advisory_xact_lock(%s, %s) THEN NULL "
+                "ELSE pg_notify(%s, %s) END",
+                (self.session, seqs, lines, *self._lock_key, NOTIFY_CHANNEL, self.session),
             )
         except (psycopg.errors.UniqueViolation, psycopg.errors.TransactionRollback):
             return False  # the seq is taken, or the server rolled the statement back: nothing written

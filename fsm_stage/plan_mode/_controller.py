@@ -432,7 +432,8 @@ class PlanModeController:
         channel = self.review
         if channel is None:
             raise ToolFailure(c.text("errors.no_channel"))
-        outcome = await plan_flow.review_exit(self, agent, plan, channel, signal)
+        with agent.session.one_refresh():  # one read until the reviewer is asked, one after
+            outcome = await plan_flow.review_exit(self, agent, plan, channel, signal)
         if self.closed:
             raise ToolFailure(c.text("errors.reloaded"))
         answer = outcome.answer

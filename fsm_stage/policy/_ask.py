@@ -86,7 +86,15 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
                       signal: Any = None) -> Decision | None:
     """Ask a human about ``call`` (or read the logged answer of a resumed call): None when
     approved (the caller runs it), else the ``deny`` decision to ``refuse`` it with. Raises
-    ``ReviewPending`` when the channel suspends."""
+    ``ReviewPending`` when the channel suspends. Reads the log once until the reviewer is
+    asked and once after (``Session.one_refresh``)."""
+    with agent.session.one_refresh():
+        return await _review_call(channel, agent, call, decision, state, turn=turn, step=step, signal=signal)
+
+
+async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCall, decision: Decision,
+                       state: PolicyState, *, turn: int | None, step: int | None,
+                       signal: Any = None) -> Decision | None:
     session = agent.session
     digest = payload_sha256(call)
     try:

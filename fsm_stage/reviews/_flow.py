@@ -364,7 +364,10 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
         if expired is not None:
             return expired
         try:
-            answers = await ask()
+            try:
+                answers = await ask()
+            finally:
+                session.mark_stale()  # time passed outside: the answer is decided on a fresh read
         except ReviewSuspended:
             raise ReviewPending(record.id, record.call_id, record.kind) from None
         except asyncio.CancelledError:

@@ -344,7 +344,8 @@ class Runtime:
                             f"got a {type(messages).__name__} holding a {type(bad[0]).__name__}")
         self.track(agent.session)
         out = list(messages)
-        with boundary(agent.session.id):  # the span fsm_stage.step.boundary (with OpenTelemetry loaded)
+        # one read of the log for the whole boundary (``Session.one_refresh``)
+        with boundary(agent.session.id), agent.session.one_refresh():  # span fsm_stage.step.boundary
             for fn in list(self._pre_steps):
                 out = fn(agent, out, aborted)
         return out

@@ -9,11 +9,13 @@ appended since the last read. The ``Session`` class docstring lists its members.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import marshal
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from fsm_stage.constants import (
@@ -44,6 +46,10 @@ class TurnFold(OpenTurn):
 
 TURN_FOLD = TurnFold()
 
+#: the sessions the running ``Session.one_refresh`` block has read the log of (None: no block)
+_BLOCK: contextvars.ContextVar[set[Session] | None] = contextvars.ContextVar("fsm_stage_one_refresh",
+                                                                             default=None)
+
 
 class Session:
     """An agent's session over an ``EventLog``.
@@ -59,6 +65,8 @@ class Session:
     ``session.surface()``        model-visible node seqs (a tuple copy of ``log.surface.nodes``: the
                                  log folds and validates the surface once);
                                  ``session.messages()`` their messages.
+    ``session.refresh()``        catches up with other writers; ``with session.one_refresh():``
+                                 makes only the block's first ``refresh()`` read the log.
     """
 
     def __init__(self, log: EventLog) -> None:
@@ -116,23 +124,57 @@ class Session:
                           ignorable=ignorable)
             for validate in list(self._validators):
                 validate(probe)
-        if expect_last_seq is None:
-            event = self._log.append(
-                type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable
-            )
-        else:
-            event = self._log.append(
-                type, data, surface_op=surface_op, source_event_seqs=source_event_seqs, ignorable=ignorable,
-                expect_last_seq=expect_last_seq,
-            )
+        try:
+            if expect_last_seq is None:
+                event = self._log.append(type, data, surface_op=surface_op,
+                                         source_event_seqs=source_event_seqs, ignorable=ignorable)
+            else:
+                event = self._log.append(
+                    type, data, surface_op=surface_op, source_event_seqs=source_event_seqs,
+                    ignorable=ignorable, expect_last_seq=expect_last_seq,
+                )
+        except BaseException:
+            self.mark_stale()  # a lost race (or a failed write): the next refresh reads the log
+            raise
         appended(self, (event,))
         return event
 
     def refresh(self) -> int:
         """Catch up with events other writers appended (``EventLog.refresh``); returns how many
-        were read (0 for a log without other writers or without ``refresh``)."""
+        were read (0 for a log without other writers or without ``refresh``). Inside
+        ``one_refresh`` only the first call reads the log (later ones return 0 until
+        ``mark_stale``)."""
+        block = _BLOCK.get()
+        if block is not None and self in block:
+            return 0
         refresh = getattr(self._log, "refresh", None)
-        return int(refresh()) if callable(refresh) else 0
+        n = int(refresh()) if callable(refresh) else 0
+        if block is not None:
+            block.add(self)
+        return n
+
+    @contextlib.contextmanager
+    def one_refresh(self) -> Iterator[None]:
+        """A step or boundary that reads the log once: inside the block the first ``refresh()``
+        catches up and the later ones return 0 (on PostgreSQL each refresh is a query; the
+        review flow refreshes before every fold it decides on). Decisions in the block that
+        write do so conditionally (``expect_last_seq``): a lost race raises, marks the session
+        stale (``mark_stale``, also done by a failed append) and the re-fold reads the log again.
+        Each block starts stale, so a block never relies on another's read. Call
+        ``mark_stale()`` after waiting on anything outside the process (a reviewer).
+        The block belongs to the running task (a context variable): another task reading the
+        same session meanwhile (an MCP server listing reviews while one is asked) reads the log."""
+        token = _BLOCK.set(set())
+        try:
+            yield
+        finally:
+            _BLOCK.reset(token)
+
+    def mark_stale(self) -> None:
+        """Make the next ``refresh()`` read the log (see ``one_refresh``)."""
+        block = _BLOCK.get()
+        if block is not None:
+            block.discard(self)
 
     @property
     def last_seq(self) -> int:
@@ -156,10 +198,14 @@ class Session:
                               ignorable=spec.ignorable)
                 for validate in list(self._validators):
                     validate(probe)
-        if expect_last_seq is None:
-            events = self._log.append_many(specs)
-        else:
-            events = self._log.append_many(specs, expect_last_seq=expect_last_seq)
+        try:
+            if expect_last_seq is None:
+                events = self._log.append_many(specs)
+            else:
+                events = self._log.append_many(specs, expect_last_seq=expect_last_seq)
+        except BaseException:
+            self.mark_stale()  # a lost race (or a failed write): the next refresh reads the log
+            raise
         appended(self, events)
         return events
 

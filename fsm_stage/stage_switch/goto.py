@@ -106,48 +106,51 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
     call = current_tool_call()
     call_id = call.id if call is not None else "call_" + uuid.uuid4().hex[:20]
     payload = stage_payload_sha256(target, handoff_text)
-    try:
-        record = existing(session, "stage", call_id, payload)
-        if record is None:
-            with reserve(session, "stage", "stage"):
-                handoff_path = (await _write_handoff(ctl, session, target, handoff)
-                                if full and handoff else None)
-                options = stage_option_labels(ctl.catalog, full)
-                ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
-                                handoff_path, payload, _rules(ctl, from_stage, target), handoff_text)
-                record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
-    except _ReviewBusy as busy:
-        raise ToolFailure(busy.text) from None
-    except ReviewPayloadChangedError as exc:
-        raise ToolFailure(str(exc)) from None
-    question = build_review_question(ctl.catalog, target, handoff_text, from_stage=from_stage,
-                                     handoff_path=record.handoff_path if full else None)
+    # one read of the log until the reviewer is asked, one after (``Session.one_refresh``)
+    with session.one_refresh():
+        try:
+            record = existing(session, "stage", call_id, payload)
+            if record is None:
+                with reserve(session, "stage", "stage"):
+                    handoff_path = (await _write_handoff(ctl, session, target, handoff)
+                                    if full and handoff else None)
+                    options = stage_option_labels(ctl.catalog, full)
+                    ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
+                                    handoff_path, payload, _rules(ctl, from_stage, target), handoff_text)
+                    record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
+        except _ReviewBusy as busy:
+            raise ToolFailure(busy.text) from None
+        except ReviewPayloadChangedError as exc:
+            raise ToolFailure(str(exc)) from None
+        question = build_review_question(ctl.catalog, target, handoff_text, from_stage=from_stage,
+                                         handoff_path=record.handoff_path if full else None)
 
-    asked_from = record.from_  # a resumed call: where the review was asked, not where we are now
+        asked_from = record.from_  # a resumed call: where the review was asked, not where we are now
 
-    def moved() -> str | None:
-        if ctl.closed:
-            return "closed"
-        with ctl.session_lock(session):
-            if ctl.current(session) != asked_from or _refusal_text(ctl, agent, session, target) is not None:
-                return "stage-changed"
-        return None
+        def moved() -> str | None:
+            if ctl.closed:
+                return "closed"
+            with ctl.session_lock(session):
+                if (ctl.current(session) != asked_from
+                        or _refusal_text(ctl, agent, session, target) is not None):
+                    return "stage-changed"
+            return None
 
-    def interpret(answers: list[Answer]) -> tuple[str, str | None, str | None]:
-        verdict = evaluate_review(answers, ctl.catalog)
-        if isinstance(verdict, Decline):
-            return "keep", None, verdict.feedback
-        return "approve", verdict.option, None
+        def interpret(answers: list[Answer]) -> tuple[str, str | None, str | None]:
+            verdict = evaluate_review(answers, ctl.catalog)
+            if isinstance(verdict, Decline):
+                return "keep", None, verdict.feedback
+            return "approve", verdict.option, None
 
-    try:
-        outcome = await conduct(session, record, ask=lambda: review.ask([question], agent, signal=signal),
-                                interpret=interpret, moved=moved)
-    except ReviewDismissed:
-        raise ToolFailure(ctl.catalog.text("errors.dismissed")) from None
-    except Exception as exc:
-        if isinstance(exc, ReviewPending):
-            raise
-        raise ToolFailure(str(exc) or type(exc).__name__) from exc
+        try:
+            outcome = await conduct(session, record, ask=lambda: review.ask([question], agent, signal=signal),
+                                    interpret=interpret, moved=moved)
+        except ReviewDismissed:
+            raise ToolFailure(ctl.catalog.text("errors.dismissed")) from None
+        except Exception as exc:
+            if isinstance(exc, ReviewPending):
+                raise
+            raise ToolFailure(str(exc) or type(exc).__name__) from exc
     if ctl.closed:
         raise ToolFailure(RELOADED_MESSAGE)
     return _result(ctl, agent, session, outcome, asked_from, target, handoff, full)

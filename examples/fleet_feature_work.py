@@ -5,7 +5,7 @@ reviewer would (``fsm-stage answer``), then prints the session's state.
     python examples/fleet_feature_work.py ./sessions
 
 The same worker from the shell: ``fsm-stage worker --graph stage_graphs/feature-work.yaml
---store ./sessions --model my_module:model``."""
+--guard tests_written=true --store ./sessions --model my_module:model``."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ async def main(store_dir: str) -> None:
     from fsm_stage.fleet.workflows import FleetApp, FleetClient
 
     store, stop = Store(store_dir), asyncio.Event()
-    app = FleetApp(store, load_config(data_dir("stage_graphs") / "feature-work.yaml"), Model, poll=2)
+    app = FleetApp(store, load_config(data_dir("stage_graphs") / "feature-work.yaml"), Model, poll=2,
+                   guards={"tests_written": True})
     worker = asyncio.create_task(run_worker(app, stop=stop))
     with FleetClient(store) as client:
         client.send_input("demo", "message", "Add a --greeting flag.", input_id="task-1",

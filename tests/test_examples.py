@@ -43,7 +43,7 @@ def _shape(log: Path) -> tuple[list[str], list[str], str | None, int]:
     from scripted_llm import example_graph
 
     with JsonlLog(log) as opened:
-        host = StageHost.open(opened, graph=example_graph())
+        host = StageHost.open(opened, graph=example_graph(), guards={"tests_written": True})
         types = [e.type for e in host.session.events]
         stages = [e.data["source"]["summary"] for e in host.session.events
                   if e.type == "user/message" and e.data.get("source", {}).get("kind") == "stage-switch"

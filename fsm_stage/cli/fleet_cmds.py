@@ -67,11 +67,14 @@ def _load(spec: str, what: str) -> Any:
               help="Seconds a waiting session re-reads its log without a wake-up.")
 @click.option("--max-interrupted", default=3, show_default=True, type=click.IntRange(1, 1000),
               help="Turns in a row ending interrupted (worker crashes) before a run is failed.")
+@click.option("--guard", "guard_values", multiple=True, metavar="NAME=true|false",
+              help="The value of one of the graph's guards (repeatable); every guard needs one.")
 def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None, slots: int, sessions: int,
-           dead_after: float, poll: float, max_interrupted: int) -> None:
+           dead_after: float, poll: float, max_interrupted: int, guard_values: tuple[str, ...]) -> None:
     """Run a fleet worker: drive the store's sessions as DBOS workflows until stopped."""
     _dbos()
     from fsm_stage.config import load_config
+    from fsm_stage.driver import guard_names
     from fsm_stage.fleet import Store
     from fsm_stage.fleet.worker import executor_name, run_worker
     from fsm_stage.fleet.workflows import FleetApp
@@ -79,9 +82,14 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
     config = load_config(graph_path)
     if config.graph is None:
         raise UserError(f"{graph_path}: not a stage graph (no `stages:`)")
+    guards = _guards(guard_values)
+    missing = sorted(set(guard_names(config.graph)) - set(guards))
+    if missing:
+        raise UserError(f"{graph_path}: the graph's guard(s) {', '.join(missing)} need a value: "
+                        f"--guard {missing[0]}=true|false (an edge is never closed silently)")
     app = FleetApp(Store(store), config, _load(model_spec, "--model"),
                    _load(tools_spec, "--tools") if tools_spec else tuple, worker=executor_name(),
-                   slots=slots, poll=poll, max_interrupted=max_interrupted)
+                   slots=slots, poll=poll, max_interrupted=max_interrupted, guards=guards)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -93,6 +101,17 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
                                                      f"{app.store.shown}", err=True))
 
     asyncio.run(main())
+
+
+def _guards(values: tuple[str, ...]) -> dict[str, bool]:
+    """``--guard NAME=true|false`` values as a mapping; a malformed one is a usage error."""
+    out: dict[str, bool] = {}
+    for value in values:
+        name, sep, flag = value.partition("=")
+        if not sep or not name or flag.lower() not in ("true", "false"):
+            raise click.UsageError(f"--guard {value!r}: expected NAME=true or NAME=false")
+        out[name] = flag.lower() == "true"
+    return out
 
 
 @click.command("sessions")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -77,7 +77,8 @@ class FleetApp:
     ``model_factory()`` (called once per drive) and ``tools_factory()`` (host tools), the
     ``worker`` name written in claims, ``slots`` (drives at once in this process), ``poll``
     (seconds a waiting workflow re-reads the log without a wake-up), ``max_interrupted``
-    (crashed turns in a row before a run fails, ``drive``); ``lost`` is set when a
+    (crashed turns in a row before a run fails, ``drive``), ``guards`` (the graph's guard
+    values, ``drive``); ``lost`` is set when a
     workflow met an exception from DBOS (the worker then exits)."""
 
     store: Store
@@ -88,6 +89,7 @@ class FleetApp:
     slots: int = 4
     poll: float = 30.0
     max_interrupted: int = MAX_INTERRUPTED
+    guards: Mapping[str, bool] | None = None
     on_drive: Callable[[str, dict[str, Any]], None] | None = None
     lost: BaseException | None = None
     _semaphore: asyncio.Semaphore | None = None
@@ -128,7 +130,7 @@ async def _drive_step(session_id: str) -> dict[str, Any]:
             return {"state": "error", "message": str(err) or type(err).__name__}
         try:
             result = (await drive(log, graph=app.graph, model=app.model_factory(),
-                                  tools=app.tools_factory(), worker=app.worker,
+                                  tools=app.tools_factory(), worker=app.worker, guards=app.guards,
                                   max_interrupted=app.max_interrupted)).to_json()
         except ClaimLostError as err:
             result = {"state": "claim-lost", "message": str(err)}

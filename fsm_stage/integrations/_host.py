@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fsm_stage.config import ConfigFile, load_config
-from fsm_stage.driver._host import SessionHost, guard_names
+from fsm_stage.driver._host import SessionHost
 from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import EventLog
@@ -56,18 +56,21 @@ class StageHost(SessionHost):
     @classmethod
     def open(cls, log: EventLog, *, graph: ConfigFile | str | Path | None = None, plan_mode: bool = True,
              review: ReviewChannel | None = None, config: Mapping[str, Any] | None = None,
-             eligible: bool = True, guards: Mapping[str, bool] | None = None) -> StageHost:
+             eligible: bool = True, guards: Mapping[str, bool] | None = None,
+             eligibility: Mapping[str, bool | Callable[[Any], bool]] | None = None) -> StageHost:
         """``open_session`` for an adapter: the stage switch (``graph``, default ``feature-work``)
         and plan mode (the file's ``plan_mode`` section, else a one-line one, when
         ``plan_mode``) over ``log``; ``graph`` is a loaded ``ConfigFile`` or a YAML path.
         ``review`` defaults to ``SuspendingReviewChannel`` (every review is answered through the
-        framework); ``eligible`` shows the stage guidance; ``guards`` maps the graph's guard
-        predicate names to fixed values (a guard left out is closed)."""
+        framework); ``eligible`` shows the stage guidance; ``eligibility`` (as ``open_session``)
+        maps each guard name of the graph to a bool or an ``(agent) -> bool`` predicate,
+        ``guards`` to fixed bools (both may be given). A guard left without a value is a
+        ``ConfigError`` naming it, as in ``open_session``: an edge is never closed silently."""
         loaded = (default_graph() if graph is None else graph if isinstance(graph, ConfigFile)
                   else load_config(graph))
         if loaded.graph is None:
             raise ValueError("StageHost.open needs a file with a stage graph")
-        given = dict.fromkeys(guard_names(loaded.graph), False) | dict(guards or {})
+        given: dict[str, bool | Callable[[Any], bool]] = {**dict(guards or {}), **dict(eligibility or {})}
         section = (loaded.plan_mode if loaded.plan_mode is not None else {"section": "Plan first."}
                    ) if plan_mode else False
         return cls.compose(loaded, log, review=review if review is not None else SuspendingReviewChannel(),

@@ -291,3 +291,21 @@ def test_listing_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
 
     with pytest.raises(UserError, match="no such folder"):
         list_sessions(tmp_path / "nowhere")
+
+
+def test_the_worker_refuses_a_graph_guard_without_a_value(tmp_path: Path) -> None:
+    """`fsm-stage worker` on a graph with guards needs `--guard NAME=true|false` for each: a
+    guard without a value would close its edge silently in every session."""
+    from click.testing import CliRunner
+
+    from fsm_stage.cli import main
+    from fsm_stage.resources import data_dir
+
+    pytest.importorskip("dbos")
+    graph = str(data_dir("stage_graphs") / "feature-work.yaml")
+    base = ["worker", "--graph", graph, "--store", str(tmp_path / "s"), "--model", "fleet_model:model"]
+    missing = CliRunner().invoke(main, base)
+    assert missing.exit_code == 1 and "--guard tests_written=true|false" in missing.stderr
+    bad = CliRunner().invoke(main, [*base, "--guard", "tests_written=maybe"])
+    assert bad.exit_code == 2 and "expected NAME=true or NAME=false" in bad.stderr
+    assert not (tmp_path / "s").exists()  # refused before anything was created

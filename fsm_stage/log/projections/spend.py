@@ -89,12 +89,13 @@ class SpendFold:
     """Projection: what the current stage visit and plan-mode stretch spent (``SpendState``).
 
     A stage visit starts at a stage record naming another stage (a flush, a ``/stage`` jump) or
-    at an ``fsm/budget`` ``fresh`` for scope ``stage``; a plan stretch at ``plan/mode {active:
+    at an ``fsm/budget`` ``fresh`` for scope ``stage``; the initial stage's visit starts with the
+    session (its notice is logged inside the first step, which it spends); a plan stretch at ``plan/mode {active:
     true}`` or a ``fresh`` for scope ``plan``. Steps count ``step/start``; turns count each turn
     with a step in the visit; tokens come from ``assistant/message.usage``."""
 
     key = "stage-spend"
-    STATE_VERSION = 1
+    STATE_VERSION = 2
     READS = frozenset({STEP_START, TURN_START, ASSISTANT_MESSAGE, PLAN_MODE_EVENT, BUDGET_EVENT,
                        USER_MESSAGE})
 
@@ -150,6 +151,8 @@ class SpendFold:
         stage = stage_from_event(event)
         if stage is None or stage == state.stage:
             return state
+        if state.stage is None:  # the initial stage: its notice comes inside the first step,
+            return attrs.evolve(state, stage=stage)  # which (and all before it) is its spend
         return attrs.evolve(state, stage=stage, stage_spend=Spend(since=event.time), stage_turn=None)
 
     def view(self, state: SpendState) -> SpendState:

@@ -90,9 +90,10 @@ class SpendFold:
 
     A stage visit starts at a stage record naming another stage (a flush, a ``/stage`` jump) or
     at an ``fsm/budget`` ``fresh`` for scope ``stage``; the initial stage's visit starts with the
-    session (its notice is logged inside the first step, which it spends); a plan stretch at ``plan/mode {active:
-    true}`` or a ``fresh`` for scope ``plan``. Steps count ``step/start``; turns count each turn
-    with a step in the visit; tokens come from ``assistant/message.usage``."""
+    session (its notice is logged inside the first step, which it spends); a plan stretch at
+    ``plan/mode {active: true}`` or a ``fresh`` for scope ``plan``. Steps count ``step/start``;
+    turns count each turn with a step in the visit; tokens come from
+    ``assistant/message.usage``."""
 
     key = "stage-spend"
     STATE_VERSION = 2

@@ -24,6 +24,10 @@ import click
 
 from fsm_stage.errors import UserError
 
+#: ``fsm_stage.fleet.records.STATES``, spelt here so ``--help`` imports no fleet code (a test
+#: checks they agree).
+STATE_NAMES = ("needs-input", "queued", "running", "waiting-review", "complete", "failed")
+
 INSTALL_HINT = "the fleet needs DBOS: pip install 'fsm_stage[fleet]'"
 
 
@@ -117,7 +121,8 @@ def _guards(values: tuple[str, ...]) -> dict[str, bool]:
 @click.command("sessions")
 @click.argument("store")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
-@click.option("--state", "states", multiple=True, help="Only sessions in this state (repeatable).")
+@click.option("--state", "states", multiple=True, type=click.Choice(STATE_NAMES),
+              help="Only sessions in this state (repeatable).")
 def sessions(store: str, as_json: bool, states: tuple[str, ...]) -> None:
     """List the sessions of STORE (folder or postgresql:// URL) and their state."""
     from fsm_stage.cli import JSON_FORMAT_VERSION
@@ -166,7 +171,7 @@ def send(store: str, session: str, text: str, kind: str | None, new: bool, input
 def answer(store: str, session: str, review: str, outcome: str | None, feedback: str | None) -> None:
     """Answer REVIEW of SESSION in STORE and wake the session's workflow."""
     if outcome is None:
-        raise UserError("answer: give one of --approve, --keep, --dismiss")
+        raise click.UsageError("answer: give one of --approve, --keep, --dismiss")
     _dbos()
     from fsm_stage.fleet import Store, check_session_id
     from fsm_stage.fleet.workflows import FleetClient

@@ -5,6 +5,7 @@ driver — returned as one ``SessionHost``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -90,6 +91,9 @@ class SessionHost:
         from fsm_stage.stage_switch import StageController
         from fsm_stage.tokens import HeuristicTokenMeter
 
+        if isinstance(log, str | os.PathLike) or not hasattr(log, "append_many"):
+            raise TypeError(f"open_session: log must be an EventLog (open_log(path, create=...), "
+                            f"MemoryLog(...)), got {type(log).__name__}")
         loaded = graph if isinstance(graph, ConfigFile | GraphConfig | None) else load_config(graph)
         file = loaded if isinstance(loaded, ConfigFile) else None
         stage_graph = loaded.graph if isinstance(loaded, ConfigFile) else loaded
@@ -199,8 +203,9 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     (otherwise ``GraphChangedError`` at the first fold).
 
     Raises ``ConfigError`` (one line) for a guard of the graph with no predicate in
-    ``eligibility`` (an edge would otherwise be closed silently) and ``UserError`` for a graph
-    file that cannot be read.
+    ``eligibility`` (an edge would otherwise be closed silently), ``UserError`` for a graph
+    file that cannot be read and ``TypeError`` for a ``log`` that is not an ``EventLog`` (a
+    path: open it with ``open_log`` first).
     """
     return SessionHost.compose(graph, log, review=review, plan_mode=plan_mode, handoffs=handoffs,
                                token_meter=token_meter, guidance=guidance, eligibility=eligibility,

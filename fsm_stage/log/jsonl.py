@@ -188,9 +188,10 @@ class JsonlLog(LogBase):
                 if self.path.exists():
                     raise LogFormatError(
                         f"{self.path}: the file is empty (no session header line); "
-                        "pass header= to start a session log in it"
+                        "start a session log in it with open_log(path, create=SessionHeader(...))"
                     )
-                raise LogFormatError(f"{self.path}: no such session log (pass header= to create one)")
+                raise LogFormatError(f"{self.path}: no such session log (create one with "
+                                     "open_log(path, create=SessionHeader(...)))")
             line = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
             atomic_write(self.path, line)
             # the one addition to ``atomic_write``: fsync the folder so the new file's name is

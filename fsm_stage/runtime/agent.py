@@ -40,7 +40,7 @@ class Agent(Protocol):
 
 def _check_message(message: object, method: str) -> None:
     if not isinstance(message, Mapping):
-        hint = " (wrap text with fsm_stage.user_message(text))" if isinstance(message, str) else ""
+        hint = " (wrap text with fsm_stage.runtime.user_message(text))" if isinstance(message, str) else ""
         raise TypeError(f"{method}(message): message must be a message dict{hint}, "
                         f"got {type(message).__name__}")
 

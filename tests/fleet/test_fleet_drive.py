@@ -309,3 +309,15 @@ def test_the_worker_refuses_a_graph_guard_without_a_value(tmp_path: Path) -> Non
     bad = CliRunner().invoke(main, [*base, "--guard", "tests_written=maybe"])
     assert bad.exit_code == 2 and "expected NAME=true or NAME=false" in bad.stderr
     assert not (tmp_path / "s").exists()  # refused before anything was created
+
+
+def test_cli_usage_mistakes_are_usage_errors() -> None:
+    from click.testing import CliRunner
+
+    from fsm_stage.cli import main
+    from fsm_stage.cli.fleet_cmds import STATE_NAMES
+    from fsm_stage.fleet.records import STATES
+
+    assert STATE_NAMES == STATES
+    assert CliRunner().invoke(main, ["sessions", ".", "--state", "waiting"]).exit_code == 2
+    assert CliRunner().invoke(main, ["answer", ".", "s1", "rv_x"]).exit_code == 2

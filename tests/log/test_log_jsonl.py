@@ -83,7 +83,7 @@ def test_open_of_an_existing_empty_file_without_header_says_it_is_empty(tmp_path
     path.write_bytes(b"")
     with pytest.raises(LogFormatError, match="is empty") as err:
         JsonlLog(path)
-    assert "no such" not in str(err.value) and "header=" in str(err.value)
+    assert "no such session log" not in str(err.value) and "create=" in str(err.value)
     with JsonlLog(path, header=HEADER) as log:
         assert log.append("turn/start", {"turn": 1}).seq == 0
     assert lines(path)[0]["id"] == HEADER.id

@@ -61,7 +61,7 @@ def test_plan_mode_speaks_the_graphs_language_in_the_adapters(language: str) -> 
     """An adapter's plan review is asked in the graph's language (it used to be English always)."""
     config = load_config_text(FEATURE_WORK.replace("language: en ", f"language: {language} ", 1))
     channel = ScriptedReviewChannel().approve()
-    host = StageHost.open(_log(), graph=config, review=channel)
+    host = StageHost.open(_log(), graph=config, review=channel, guards={"tests_written": True})
     assert host.plan is not None
     host.plan.set(host.agent, True)
     host.step("Plan the feature.")

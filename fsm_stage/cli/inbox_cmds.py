@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 from fsm_stage.cli._reviewer import TOKEN_ENV, identity
+from fsm_stage.cli._wake import waker
 from fsm_stage.errors import UserError
 
 #: Environment variable holding the cookie-signing key (default: random per start).
@@ -37,16 +38,6 @@ SECRET_ENV = "FSM_STAGE_INBOX_SECRET"
 @click.group("inbox")
 def inbox_cmd() -> None:
     """The review inbox: every open review of a store's sessions (a web page, a list, bulk approval)."""
-
-
-def _waker(location: str) -> Any:
-    """The fleet's wake-up hook for LOCATION (None without a fleet there)."""
-    from fsm_stage.fleet.wake import fleet_waker
-
-    try:
-        return fleet_waker(location)
-    except UserError:
-        return None  # not a fleet store: the inbox reports the location itself
 
 
 @inbox_cmd.command("serve")
@@ -91,10 +82,10 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
         graph = load_config(graph_path).graph
         if graph is None:
             raise UserError(f"{graph_path}: no stage graph to draw")
-    waker = _waker(location)
+    hook = waker(location)
     app = create_app(location, reviewers_file=reviewers_file, reviewers=reviewers,
                      secret_key=os.environ.get(SECRET_ENV) or None, trusted_header=trusted_header,
-                     graph=graph, https_only=secure_cookie, on_answer=waker)
+                     graph=graph, https_only=secure_cookie, on_answer=hook)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -115,8 +106,8 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
         server.run(sockets=[sock])
     finally:
         sock.close()
-        if waker is not None:
-            waker.close()
+        if hook is not None:
+            hook.close()
     # uvicorn returns after SIGINT / SIGTERM (it handles them itself): leave as Ctrl-C does
     raise KeyboardInterrupt
 
@@ -218,14 +209,14 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     if not yes and items:
         raise UserError(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of them "
                         "(fsm-stage inbox list shows them)")
-    waker = store.on_answer = _waker(location)
+    hook = store.on_answer = waker(location)
     by = f"cli:{reviewer}" if reviewer is not None else "cli"
     try:
         done = [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
                 for item in items]
     finally:
-        if waker is not None:
-            waker.close()
+        if hook is not None:
+            hook.close()
     if as_json:
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "location": store.shown,
                                "results": [d.to_json() for d in done]}, indent=2, ensure_ascii=False))

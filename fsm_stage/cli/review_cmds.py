@@ -32,6 +32,7 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
+from fsm_stage.cli._wake import wake_log
 from fsm_stage.cli.log_cmds import check_log_input
 from fsm_stage.cli.progress import Progress
 from fsm_stage.constants import TOOL_CALL
@@ -165,13 +166,18 @@ def _human(rows: list[dict[str, Any]]) -> str:
 def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
             who: Identity | None, edited: str | None = None) -> VoteResult:
     """Log one answer (``by: "cli"``): as ``who`` through ``vote_review`` (the review's rules
-    decide; under a quorum an approval may only add a vote), else ``answer_review``."""
+    decide; under a quorum an approval may only add a vote), else ``answer_review``; then, when
+    the review closed and ``log`` belongs to a fleet store, wake its session (``_wake``)."""
     with open_location(log) as stored:
         if who is None:
-            return VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
-                                            by="cli", edited=edited))
-        return vote_review(stored, review_id, outcome, reviewer=who.name, reviewers=who.reviewers,
-                           feedback=feedback, option=option, by="cli", edited=edited)
+            result = VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
+                                              by="cli", edited=edited))
+        else:
+            result = vote_review(stored, review_id, outcome, reviewer=who.name, reviewers=who.reviewers,
+                                 feedback=feedback, option=option, by="cli", edited=edited)
+    if result.answer is not None:  # the review is closed: a fleet session waiting on it resumes now
+        wake_log(log, review_id)
+    return result
 
 
 def _edited(source: str) -> str:

@@ -153,7 +153,8 @@ def _wait_state(folder: Path, sid: str, state: str, *, not_review: str | None = 
 
 def test_a_worker_waiting_an_hour_resumes_on_an_inbox_approval(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """With ``--poll 3600`` only the wake-up can resume the session within the test's budget."""
+    """With ``--poll 3600`` only the wake-up can resume the session within the test's budget:
+    the first approval through ``inbox approve-all``, the second through ``fsm-stage review``."""
     from fsm_stage.fleet.workflows import FleetClient
 
     monkeypatch.delenv(ENV, raising=False)
@@ -169,8 +170,9 @@ def test_a_worker_waiting_an_hour_resumes_on_an_inbox_approval(tmp_path: Path,
         (result,) = json.loads(out.output)["results"]
         assert result["id"] == first.review_id and result["wake"] is None
         second = _wait_state(folder, "w1", "waiting-review", not_review=first.review_id)
-        out = CliRunner().invoke(main, ["inbox", "approve-all", str(folder), "--yes"])
-        assert out.exit_code == 0, out.output
+        # the same through `fsm-stage review LOG --approve ID` on the session's own log
+        out = CliRunner().invoke(main, ["review", str(folder / "w1.jsonl"), "--approve", second.review_id])
+        assert out.exit_code == 0 and "waking the fleet session failed" not in out.output, out.output
         _wait_state(folder, "w1", "complete")
         assert second.review_id != first.review_id
     finally:

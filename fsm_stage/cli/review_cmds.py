@@ -21,10 +21,11 @@ with ``format_version`` first (keys in docs/reviews.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import click
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
 from fsm_stage.cli._wake import wake_log
+from fsm_stage.cli.inputs import STDIN, display_name, shown_as, spooled
 from fsm_stage.cli.log_cmds import check_log_input
 from fsm_stage.cli.progress import Progress
 from fsm_stage.constants import TOOL_CALL
@@ -74,6 +76,16 @@ def _check_location(location: str) -> str:
         return redact(location)
     check_log_input(Path(location))
     return location
+
+
+@contextlib.contextmanager
+def _input(location: str) -> Iterator[str]:
+    """``location`` as ``_read`` takes it: a PostgreSQL URL as given, ``-`` or a pipe spooled."""
+    if is_postgres_location(location):
+        yield location
+        return
+    with spooled(location) as path:
+        yield str(path)
 
 
 def _read(location: str, progress: Progress) -> ReadResult:
@@ -254,9 +266,11 @@ def review(log: str, approve: str | None, option: str | None, edited_file: str |
     token from --token-file or $FSM_STAGE_REVIEWER_TOKEN) the answer is NAME's and the
     review's rules decide whether it counts. LOG is a session log file or a
     postgresql://…?session=ID location."""
-    shown = _check_location(log)
     given = (("approve", approve), ("keep", keep), ("dismiss", dismiss))
     actions = [(o, i) for o, i in given if i is not None]
+    if log == STDIN and actions:
+        raise click.UsageError("review -: standard input can be listed, not answered; give the log file")
+    shown = display_name(log) if log == STDIN else _check_location(log)
     if len(actions) > 1:
         raise click.UsageError("give one of --approve, --keep, --dismiss")
     if option is not None and not approve:
@@ -271,16 +285,20 @@ def review(log: str, approve: str | None, option: str | None, edited_file: str |
     who = identity(as_name, token_file, reviewers_file)
     edited = _edited(edited_file) if edited_file is not None else None
     if not actions:
-        with Progress(0) as progress:  # a bar on a terminal while a large log is read and folded
-            res = _read(log, progress)
+        with Progress(0) as progress, _input(log) as source:  # a bar while a large log is read
+            res = _read(source, progress)
             progress.phase("folding reviews", 1)
             rows = _listing(Session(MemoryLog(res.header, res.events)))
+            warnings = shown_as(res.warnings, source, log)
+        if not as_json:
+            for warning in warnings:  # a damaged line can hide the reviews after it: say so
+                click.echo(visible(f"fsm-stage: warning: {warning}"), err=True)
         if rows and not (as_json or as_list) and _on_terminal():
             _ask_each(log, rows, language, who)
             return
         if as_json:
-            click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "open": rows},
-                                  ensure_ascii=False))
+            click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "path": shown, "open": rows,
+                                   "warnings": warnings}, ensure_ascii=False))
         else:
             click.echo(_human(rows))
         return

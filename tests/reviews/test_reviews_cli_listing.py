@@ -1,0 +1,56 @@
+"""`fsm-stage review LOG` (listing) says when the log is damaged — a damaged line hides the
+reviews after it — and reads a log from standard input (`-`, listing only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from rig import Rig, run
+
+from fsm_stage.cli import main
+from fsm_stage.errors import ReviewPending
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews import SuspendingReviewChannel
+
+
+def _suspended(path: Path) -> str:
+    log = JsonlLog(path, header=SessionHeader(id="s", cwd=str(path.parent)))
+    rig = Rig(log, SuspendingReviewChannel())
+    try:
+        rig.open_turn()
+        rig.step()
+        try:
+            run(rig.call(rig.goto_call("implement", "# Handoff\nwhat was done")))
+        except ReviewPending as pending:
+            return pending.review_id
+        raise AssertionError("no review was asked")
+    finally:
+        log.close()
+
+
+def test_a_damaged_line_is_reported_with_the_listing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _suspended(path)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[3] = "{X" + lines[3][1:]
+    path.write_text("".join(lines))
+    out = CliRunner().invoke(main, ["review", str(path), "--list"])
+    assert out.exit_code == 0 and "no open reviews" in out.stdout
+    assert "warning" in out.stderr and "line 4" in out.stderr
+    listed = json.loads(CliRunner().invoke(main, ["review", str(path), "--json"]).stdout)
+    assert listed["open"] == [] and "line 4" in listed["warnings"][0]
+
+
+def test_standard_input_is_listed_and_never_answered(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rid = _suspended(path)
+    data = path.read_bytes()
+    listed = CliRunner().invoke(main, ["review", "-", "--json"], input=data)
+    assert listed.exit_code == 0, listed.output
+    body = json.loads(listed.stdout)
+    assert [r["id"] for r in body["open"]] == [rid] and body["path"] == "<stdin>" and body["warnings"] == []
+    refused = CliRunner().invoke(main, ["review", "-", "--approve", rid], input=data)
+    assert refused.exit_code == 2 and "not answered" in refused.output

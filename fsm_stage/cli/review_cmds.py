@@ -382,8 +382,19 @@ def _same_log(a: str, b: str) -> bool:
 def fork(log: str, at: int, output: str, as_json: bool) -> None:
     """Fork LOG after event SEQ into NEW (open reviews and unused approvals are not inherited).
 
-    LOG and NEW are session log files or postgresql://… locations."""
-    shown = _check_location(log)
+    LOG and NEW are session log files or postgresql://… locations (LOG may be ``-``: standard
+    input; NEW is always a new log, never standard output)."""
+    if output == STDIN:
+        raise click.UsageError("fork: -o - is standard output; the fork is a new log: name a file or "
+                               "a postgresql:// location")
+    if log == STDIN:
+        with spooled(log) as path:
+            _fork(str(path), display_name(log), at, output, as_json)
+        return
+    _fork(log, _check_location(log), at, output, as_json)
+
+
+def _fork(log: str, shown: str, at: int, output: str, as_json: bool) -> None:
     if _same_log(output, log):
         raise UserError(f"fork: -o {redact(output)} is the source log; choose a new one")
     try:

@@ -54,3 +54,13 @@ def test_standard_input_is_listed_and_never_answered(tmp_path: Path) -> None:
     assert [r["id"] for r in body["open"]] == [rid] and body["path"] == "<stdin>" and body["warnings"] == []
     refused = CliRunner().invoke(main, ["review", "-", "--approve", rid], input=data)
     assert refused.exit_code == 2 and "not answered" in refused.output
+
+
+def test_fork_reads_standard_input_and_never_writes_to_standard_output(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _suspended(path)
+    out = tmp_path / "f.jsonl"
+    done = CliRunner().invoke(main, ["fork", "-", "--at", "1", "-o", str(out)], input=path.read_bytes())
+    assert done.exit_code == 0 and "forked <stdin>" in done.output and out.exists()
+    refused = CliRunner().invoke(main, ["fork", str(path), "--at", "1", "-o", "-"])
+    assert refused.exit_code == 2 and not Path("-").exists()

@@ -1,4 +1,8 @@
-"""Answers the command line logs wake the fleet session they answer (docs/fleet.md).
+"""Answers the command line logs wake the fleet session they answer (docs/fleet.md) and post
+the review's webhooks (docs/reviews.md).
+
+``webhooks()`` is the block inside which review notifications go out (the graph's ``notify``
+rules; ``$FSM_STAGE_WEBHOOK_SECRET`` signs them, ``$FSM_STAGE_INBOX_URL`` links the inbox).
 
 ``waker(location)`` is the fleet's ``on_answer`` hook for a store (None without a fleet
 there); ``wake_log(log, review_id)`` wakes the session of one log after ``fsm-stage review``
@@ -8,12 +12,35 @@ stands; the session then sees it at its next poll)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from fsm_stage.errors import UserError
+
+#: Environment variable holding the secret that signs review webhooks (unset: unsigned).
+WEBHOOK_SECRET_ENV = "FSM_STAGE_WEBHOOK_SECRET"
+#: Environment variable naming the inbox's address, linked from each notification.
+INBOX_URL_ENV = "FSM_STAGE_INBOX_URL"
+
+
+@contextlib.contextmanager
+def webhooks() -> Iterator[None]:
+    """Post review notifications for what is logged inside the block (``notify_webhooks``);
+    what is queued is delivered when the block ends (at most 10 s)."""
+    from fsm_stage.reviews import notify_webhooks
+
+    secret = os.environ.get(WEBHOOK_SECRET_ENV)
+    stop = notify_webhooks(secret.encode("utf-8") if secret else None,
+                           inbox_url=os.environ.get(INBOX_URL_ENV) or None)
+    try:
+        yield
+    finally:
+        stop()
 
 
 def waker(location: str | Path) -> Any:

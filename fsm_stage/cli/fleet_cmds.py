@@ -104,7 +104,10 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
                          on_ready=lambda: click.echo(f"fsm-stage worker {app.worker}: serving "
                                                      f"{app.store.shown}", err=True))
 
-    asyncio.run(main())
+    from fsm_stage.cli._wake import webhooks
+
+    with webhooks():
+        asyncio.run(main())
 
 
 def _guards(values: tuple[str, ...]) -> dict[str, bool]:
@@ -173,11 +176,12 @@ def answer(store: str, session: str, review: str, outcome: str | None, feedback:
     if outcome is None:
         raise click.UsageError("answer: give one of --approve, --keep, --dismiss")
     _dbos()
+    from fsm_stage.cli._wake import webhooks
     from fsm_stage.fleet import Store, check_session_id
     from fsm_stage.fleet.workflows import FleetClient
 
     check_session_id(session)
-    with FleetClient(Store(store)) as client:
+    with webhooks(), FleetClient(Store(store)) as client:
         client.answer(session, review, outcome, feedback=feedback, by="cli")
     click.echo(f"{review}: {outcome}")
 

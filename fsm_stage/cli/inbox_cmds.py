@@ -25,7 +25,7 @@ from typing import Any
 import click
 
 from fsm_stage.cli._reviewer import TOKEN_ENV, identity
-from fsm_stage.cli._wake import waker
+from fsm_stage.cli._wake import waker, webhooks
 from fsm_stage.errors import UserError
 
 #: Environment variable holding the cookie-signing key (default: random per start).
@@ -103,7 +103,8 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
     server = uvicorn.Server(config)
     try:
-        server.run(sockets=[sock])
+        with webhooks():
+            server.run(sockets=[sock])
     finally:
         sock.close()
         if hook is not None:
@@ -212,8 +213,9 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     hook = store.on_answer = waker(location)
     by = f"cli:{reviewer}" if reviewer is not None else "cli"
     try:
-        done = [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
-                for item in items]
+        with webhooks():
+            done = [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
+                    for item in items]
     finally:
         if hook is not None:
             hook.close()

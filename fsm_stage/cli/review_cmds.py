@@ -33,7 +33,7 @@ import click
 
 from fsm_stage.cli import JSON_FORMAT_VERSION
 from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
-from fsm_stage.cli._wake import wake_log
+from fsm_stage.cli._wake import wake_log, webhooks
 from fsm_stage.cli.inputs import STDIN, display_name, shown_as, spooled
 from fsm_stage.cli.log_cmds import check_log_input
 from fsm_stage.cli.progress import Progress
@@ -180,7 +180,7 @@ def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, opt
     """Log one answer (``by: "cli"``): as ``who`` through ``vote_review`` (the review's rules
     decide; under a quorum an approval may only add a vote), else ``answer_review``; then, when
     the review closed and ``log`` belongs to a fleet store, wake its session (``_wake``)."""
-    with open_location(log) as stored:
+    with webhooks(), open_location(log) as stored:
         if who is None:
             result = VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
                                               by="cli", edited=edited))

@@ -21,7 +21,7 @@ from fsm_stage.observe._attributes import (
     span_attributes,
 )
 from fsm_stage.observe._describe import LOGGERS, Observation, ScanContext, describe
-from fsm_stage.observe._live import appended, boundary, tag_request
+from fsm_stage.observe._live import add_listener, appended, boundary, tag_request
 from fsm_stage.observe._trace import Span, SpanEvent, Trace, build_trace, span_id, trace_id
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Span",
     "SpanEvent",
     "Trace",
+    "add_listener",
     "appended",
     "boundary",
     "build_trace",

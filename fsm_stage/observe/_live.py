@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from fsm_stage.log.events import Event
@@ -100,6 +100,22 @@ def _tracing(otel: Any) -> bool:
     return _provider_set(otel) or bool(otel.get_current_span().is_recording())
 
 
+_APPEND_LISTENERS: list[Callable[[Any, Sequence[Event]], None]] = []
+
+
+def add_listener(listener: Callable[[Any, Sequence[Event]], None]) -> Callable[[], None]:
+    """Call ``listener(session, events)`` after every committed ``Session`` append of this
+    process (review webhooks use it); returns the function that removes it. A listener that
+    raises is logged at DEBUG and ignored: a committed append never becomes an error."""
+    _APPEND_LISTENERS.append(listener)
+
+    def remove() -> None:
+        if listener in _APPEND_LISTENERS:
+            _APPEND_LISTENERS.remove(listener)
+
+    return remove
+
+
 def appended(session: _Observed, events: Sequence[Event]) -> None:
     """Log (and, with OpenTelemetry loaded and a provider configured, trace) ``events`` just
     committed to ``session``.
@@ -107,6 +123,11 @@ def appended(session: _Observed, events: Sequence[Event]) -> None:
     With logging quiet and no OpenTelemetry loaded it returns after two lookups (bench row 11).
     Never raises: an observer that fails must not turn a committed append into an error, so a
     failure here is logged at DEBUG on ``fsm_stage.steps`` and dropped."""
+    for listener in tuple(_APPEND_LISTENERS) if _APPEND_LISTENERS else ():
+        try:
+            listener(session, events)
+        except Exception:  # a listener must never fail a committed append
+            _STEPS.debug("a listener on session %s failed", session.id, exc_info=True)
     otel = _MODULES.get(_TRACE_MODULE)
     if otel is not None and not _tracing(otel):
         otel = None

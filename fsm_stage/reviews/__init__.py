@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the static view of the lazy names below
         ReviewRecord,
         ReviewState,
     )
+    from fsm_stage.reviews._notify import Notifier, notify_webhooks
     from fsm_stage.reviews._stage import (
         Consent,
         Decline,
@@ -71,6 +72,8 @@ _EXPORTS: dict[str, str] = {
     "open_reviews": "_answer",
     "review_state": "_answer",
     "vote_review": "_answer",
+    "Notifier": "_notify",
+    "notify_webhooks": "_notify",
     "Reviewers": "_team",
     "VoteResult": "_team",
     "load_reviewers": "_team",
@@ -92,6 +95,7 @@ __all__ = [
     "Decision",
     "Decline",
     "Gate",
+    "Notifier",
     "Option",
     "Question",
     "ReviewAnswer",
@@ -111,6 +115,7 @@ __all__ = [
     "evaluate_review",
     "fork_log",
     "load_reviewers",
+    "notify_webhooks",
     "open_reviews",
     "review_state",
     "vote_review",

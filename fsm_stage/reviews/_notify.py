@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 _log = logging.getLogger("fsm_stage.reviews.notify")
@@ -107,3 +107,60 @@ class Notifier:
                 delay *= 2
         self.failed += 1
         _log.warning("review notification to %s failed after %d attempt(s): %s", url, self.retries + 1, why)
+
+
+def notify_webhooks(secret: bytes | None = None, *, inbox_url: str | None = None,
+                    notifier: Notifier | None = None) -> Callable[[], None]:
+    """Post a review's notifications from this process from now on: when a ``fsm/review/request``
+    whose rules name ``notify`` URLs is appended to any ``Session``, and when its answer is
+    (``review.answered``, or ``review.expired`` for a ``by: "deadline"`` answer). ``secret``
+    signs the bodies; ``inbox_url`` adds the link to the review's inbox page. Returns
+    ``stop()``: it stops listening and delivers what is queued (waiting up to 10 s)."""
+    from fsm_stage.constants import REVIEW_ANSWER, REVIEW_REQUEST
+    from fsm_stage.observe import add_listener
+
+    sender = notifier if notifier is not None else Notifier(secret)
+
+    def listener(session: Any, events: Sequence[Any]) -> None:
+        for ev in events:
+            data = ev.data if isinstance(ev.data, Mapping) else {}
+            if ev.type == REVIEW_REQUEST:
+                urls = _urls(data)
+                if urls:
+                    sender.send(urls, payload("review.requested", session.id, data, inbox_url=inbox_url))
+            elif ev.type == REVIEW_ANSWER:
+                request = _request_of(session, data.get("id"), ev.seq)
+                urls = _urls(request) if request is not None else []
+                if request is None or not urls:
+                    continue
+                names = data.get("reviewers")
+                answer = {"outcome": data.get("outcome"), "by": data.get("by"),
+                          "reviewer": ", ".join(names) if isinstance(names, list) and names else None}
+                event = "review.expired" if data.get("by") == "deadline" else "review.answered"
+                sender.send(urls, payload(event, session.id, request, inbox_url=inbox_url, answer=answer))
+
+    remove = add_listener(listener)
+
+    def stop() -> None:
+        remove()
+        sender.close(10.0)
+
+    return stop
+
+
+def _urls(request: Mapping[str, Any]) -> list[str]:
+    rules = request.get("rules")
+    urls = rules.get("notify") if isinstance(rules, Mapping) else None
+    return [u for u in urls if isinstance(u, str)] if isinstance(urls, list) else []
+
+
+def _request_of(session: Any, review_id: object, before: int) -> Mapping[str, Any] | None:
+    """The data of the ``fsm/review/request`` ``review_id`` logged before seq ``before``."""
+    from fsm_stage.constants import REVIEW_REQUEST
+
+    if not isinstance(review_id, str):
+        return None
+    for ev in reversed(session.events[:before]):
+        if ev.type == REVIEW_REQUEST and isinstance(ev.data, Mapping) and ev.data.get("id") == review_id:
+            return ev.data
+    return None

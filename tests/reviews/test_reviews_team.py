@@ -300,3 +300,80 @@ def test_a_reviewer_elsewhere_approves_the_stored_document(tmp_path: Path) -> No
             local.write_text("# Handoff\nSomething else.", encoding="utf-8")
         asyncio.run(loop.resume())
         assert stage.current(session) == ("explore" if tampered else "implement")
+
+
+def test_review_events_post_their_notify_webhooks_end_to_end(tmp_path: Path,
+                                                            receiver: http.server.HTTPServer) -> None:
+    """``notify_webhooks`` posts, for a review whose rules name ``notify``, the request and then
+    its answer — whoever logged them — signed, without the session waiting for the receiver."""
+    import asyncio
+
+    from fsm_stage import Loop, MemoryLog, ModelReply, ScriptedModel, SessionHeader, open_session
+    from fsm_stage.reviews import ScriptedReviewChannel, notify_webhooks
+
+    url = f"http://127.0.0.1:{receiver.server_port}/hook"
+    graph = load_config_text(f"""
+name: hooks
+section: Call goto_stage when done.
+review: {{notify: ["{url}"]}}
+stages:
+  - name: explore
+    instruction: Explore.
+    targets: [implement]
+  - name: implement
+    instruction: Implement.
+""")
+    stop = notify_webhooks(b"hook-secret", inbox_url="http://inbox.local")
+    try:
+        host = open_session(graph, MemoryLog(SessionHeader("n1", cwd=str(tmp_path))),
+                            review=ScriptedReviewChannel().approve())
+        model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "## N\n- x"}),
+                               ModelReply.say("ok")])
+        asyncio.run(Loop(host.runtime, host.agent, model).prompt("go"))
+    finally:
+        stop()
+    got: list[tuple[dict[str, str], bytes]] = receiver.received  # type: ignore[attr-defined]
+    bodies = [json.loads(raw) for _headers, raw in got]
+    assert [b["event"] for b in bodies] == ["review.requested", "review.answered"]
+    assert bodies[1]["answer"]["outcome"] == "approve" and bodies[1]["review"]["target"] == "implement"
+    assert all(h[SIGNATURE_HEADER] == signature(raw, b"hook-secret") for h, raw in got)
+    assert host.current_stage() == "implement"
+
+
+def test_an_answer_from_the_cli_posts_the_reviews_webhook(tmp_path: Path, receiver: http.server.HTTPServer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from fsm_stage import Loop, ModelReply, ScriptedModel, SessionHeader, open_session
+    from fsm_stage.cli import main
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import SuspendingReviewChannel, open_reviews
+
+    url = f"http://127.0.0.1:{receiver.server_port}/hook"
+    graph = load_config_text(f"""
+name: hooks
+section: Call goto_stage when done.
+review: {{notify: ["{url}"]}}
+stages:
+  - name: explore
+    instruction: Explore.
+    targets: [implement]
+  - name: implement
+    instruction: Implement.
+""")
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=SessionHeader("n2", cwd=str(tmp_path))) as log:
+        host = open_session(graph, log, review=SuspendingReviewChannel())
+        model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "## N\n- x"})])
+        asyncio.run(Loop(host.runtime, host.agent, model).prompt("go"))
+        (record,) = open_reviews(host.session)
+        host.close()
+    monkeypatch.setenv("FSM_STAGE_WEBHOOK_SECRET", "cli-secret")
+    done = CliRunner().invoke(main, ["review", str(path), "--approve", record.id])
+    assert done.exit_code == 0, done.output
+    got: list[tuple[dict[str, str], bytes]] = receiver.received  # type: ignore[attr-defined]
+    ((headers, raw),) = got
+    assert json.loads(raw)["event"] == "review.answered"
+    assert headers[SIGNATURE_HEADER] == signature(raw, b"cli-secret")

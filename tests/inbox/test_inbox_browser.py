@@ -5,6 +5,7 @@ missing; fails under ``CI=true``. Screenshots land in a tmp dir (``FSM_STAGE_ART
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -124,7 +125,10 @@ def test_a_review_appears_live_and_an_approval_is_logged(browser: Any, server: t
     page.screenshot(path=str(shots / "queue.png"), full_page=True)
     page.click(f"tr[data-review='s1.jsonl/{rid}'] td:nth-child(4) a")
     assert page.locator("article.markdown strong").inner_text() == "parser"
-    assert page.locator("img.graph").evaluate("img => img.naturalWidth") > 0
+    if shutil.which("dot") is not None or os.environ.get("CI"):  # CI installs Graphviz
+        assert page.locator("img.graph").evaluate("img => img.naturalWidth") > 0
+    else:  # a plain machine without Graphviz: the page has no picture, and says nothing broke
+        assert page.locator("img.graph").count() == 0
     page.screenshot(path=str(shots / "review.png"), full_page=True)
     page.set_viewport_size({"width": 1100, "height": 560})
     page.screenshot(path=str(shots / "review-top.png"))  # the size of the one in docs/inbox.md

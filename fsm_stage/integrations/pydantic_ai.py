@@ -244,12 +244,26 @@ class StageCapability(AbstractCapability[Any]):
         calls = self.host.pending_reviews()
         if not calls:
             return None
+        from fsm_stage.reviews import review_state
+
+        records = review_state(self.host.session).records
         return DeferredToolRequests(
-            approvals=[ToolCallPart(c.name, c.arguments, c.id) for c, _r, _a in calls],
-            metadata={c.id: {"review_id": r} for c, r, _a in calls})
+            approvals=[ToolCallPart(c.name, _args(c.arguments), c.id) for c, _r, _a in calls],
+            metadata={c.id: {"review_id": r, "kind": records[r].kind if r in records else None}
+                      for c, r, _a in calls})
 
     def message_history(self) -> list[ModelMessage]:
         """The run's history rebuilt from the log: pass it with ``results(...)`` after a restart."""
         messages = [m for m in self.host.session.messages() if isinstance(m, dict)]
         step = StepRequest(0, 0, "", (), (), tuple(messages))
         return to_pydantic_ai_messages(step)
+
+
+def _args(arguments: str) -> dict[str, Any] | str:
+    """A logged call's arguments as the model's part had them: the JSON object, or the text as
+    logged when it is not one."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return value if isinstance(value, dict) else arguments

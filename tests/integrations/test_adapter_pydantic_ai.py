@@ -98,6 +98,9 @@ def test_reviews_are_deferred_approvals_and_survive_a_restart() -> None:
     pending = cap2.pending()
     assert pending is not None
     assert [p.tool_call_id for p in pending.approvals] == [out.approvals[0].tool_call_id]
+    (part,) = pending.approvals  # as the run had them: the same metadata, the arguments as an object
+    assert pending.metadata[part.tool_call_id]["kind"] == "stage"
+    assert part.args_as_dict() == out.approvals[0].args_as_dict() and isinstance(part.args, dict)
     results = cap2.results(pending)
     while isinstance(out := agent2.run_sync(message_history=cap2.message_history(),
                                             deferred_tool_results=results).output, DeferredToolRequests):

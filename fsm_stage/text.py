@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["visible"]
+__all__ = ["lone_surrogate", "visible"]
 
 _SHOWN_AS_IS = frozenset({" "})
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text`` (a ``\\ud800``–``\\udfff`` escape that
+    decoded to a ``str`` no UTF-8 log, reply or message can carry), or None for UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
 
 
 def _escape(ch: str) -> str:

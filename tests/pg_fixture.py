@@ -7,6 +7,7 @@ latter after installing them), so CI can never pass by skipping the store tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -23,9 +24,10 @@ def require_server(reason: str | None) -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[TempCluster]:
-    """A running cluster with the fsm_stage schema in database ``postgres``."""
+@contextlib.contextmanager
+def migrated_cluster() -> Iterator[TempCluster]:
+    """A throwaway cluster with the fsm_stage schema in database ``postgres``, stopped on exit
+    (skips, or fails under CI, when no server can run here)."""
     require_server(unavailable_reason())
     from fsm_stage.log.pg_schema import migrate
     from fsm_stage.log.postgres import connect
@@ -37,6 +39,13 @@ def pg_cluster() -> Iterator[TempCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[TempCluster]:
+    """A running cluster with the fsm_stage schema, shared by the whole test session."""
+    with migrated_cluster() as cluster:
+        yield cluster
 
 
 def new_session_id(prefix: str = "t") -> str:

@@ -12,6 +12,7 @@ import click
 
 from fsm_stage.errors import UserError
 from fsm_stage.reviews import Reviewers, load_reviewers
+from fsm_stage.text import lone_surrogate
 
 
 def text_option(name: str, value: str | None, command: str = "review") -> None:
@@ -19,11 +20,10 @@ def text_option(name: str, value: str | None, command: str = "review") -> None:
     the command line), one line, before anything is written."""
     if value is None:
         return
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise UserError(f"{command}: {name} is not UTF-8 text (character {err.start} is not); nothing was "
-                        "written") from None
+    at = lone_surrogate(value)
+    if at is not None:
+        raise UserError(f"{command}: {name} is not UTF-8 text (character {at} is not); nothing was "
+                        "written")
 
 
 #: Environment variable holding the reviewer's token when ``--token-file`` is not given.

@@ -13,6 +13,7 @@ from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState
 from fsm_stage.errors import RecordShapeError
 from fsm_stage.log.events import NewEvent
 from fsm_stage.runtime.tools import ToolCall, step_position, tool_result_message
+from fsm_stage.text import lone_surrogate
 
 ABORTED = {"name": "AbortError", "code": "ABORTED"}
 """``tool/result.data.error`` of a call cancelled while running or suspended (DSH's shape)."""
@@ -49,11 +50,10 @@ def shape(cond: bool, what: str) -> None:
 
 def utf8(text: str, what: str) -> None:
     """Refuse text the log cannot hold: a lone surrogate has no UTF-8 encoding."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise RecordShapeError(f"{what} holds a lone surrogate (U+{ord(text[err.start]):04X}) at "
-                               f"index {err.start}: it cannot be written as UTF-8") from None
+    at = lone_surrogate(text)
+    if at is not None:
+        raise RecordShapeError(f"{what} holds a lone surrogate (U+{ord(text[at]):04X}) at "
+                               f"index {at}: it cannot be written as UTF-8")
 
 
 def json_value(value: Any, what: str) -> Any:

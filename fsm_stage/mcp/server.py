@@ -44,6 +44,7 @@ from fsm_stage.mcp.review import (
 )
 from fsm_stage.mcp.sessions import McpSession, SessionRegistry
 from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
+from fsm_stage.text import lone_surrogate
 
 __all__ = ["GET_STAGE", "SERVER_NAME", "StageServer", "build_server"]
 
@@ -381,11 +382,7 @@ def _utf8_text(value: Any, depth: int = 0) -> bool:
     """Whether every string (and key) in the JSON ``value`` encodes as UTF-8: a lone surrogate
     escape decodes to a ``str`` no log, reply or error message can carry."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
+        return lone_surrogate(value) is None
     if depth > 64:
         return True  # the argument schema check refuses deeper values
     if isinstance(value, Mapping):

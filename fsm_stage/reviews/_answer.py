@@ -62,6 +62,7 @@ from fsm_stage.reviews._fold import (
 )
 from fsm_stage.reviews._team import Reviewers, VoteResult, decide, with_reviewers
 from fsm_stage.runtime.session import Session
+from fsm_stage.text import lone_surrogate
 
 __all__ = [
     "LOCK_TIMEOUT",
@@ -282,11 +283,10 @@ def _text_or_none(record: ReviewRecord, name: str, value: object) -> None:
     if not isinstance(value, str):
         raise RecordShapeError(f"review {record.id}: {name} must be a str or None, "
                                f"got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise RecordShapeError(f"review {record.id}: {name} holds a lone surrogate at index {err.start}: "
-                               "not UTF-8 text") from None
+    at = lone_surrogate(value)
+    if at is not None:
+        raise RecordShapeError(f"review {record.id}: {name} holds a lone surrogate at index {at}: "
+                               "not UTF-8 text")
 
 
 def answer_review(target: Session | EventLog, review_id: str, outcome: str, *, feedback: str | None = None,

@@ -329,15 +329,18 @@ def _now(session: Session) -> int | None:
     return session.log.now() if isinstance(session.log, LogBase) else None
 
 
-def _expired(session: Session, record: ReviewRecord, never: Callable[[], str | None]) -> Outcome | None:
-    """Past the review's deadline: log its ``onDeadline`` answer (``by: "deadline"``; an expired
-    review never approves) and return the outcome; None while the deadline has not passed."""
-    expiry = decide(session, record, "dismiss", reviewer=None, reviewers=None, vote=False,
-                    now_ms=_now(session)).expiry
-    if expiry is None:
-        return None
-    return _record(session, record, expiry.data["outcome"], option=expiry.data["option"], by="deadline",
-                   moved=never)
+def _expired(session: Session, record: ReviewRecord, outcome: str,
+             never: Callable[[], str | None]) -> tuple[Outcome | None, str | None]:
+    """The review's rules on a channel's (nobody's) ``outcome`` now, by the log's clock: past the
+    deadline, its ``onDeadline`` answer (``by: "deadline"``; an expired review never approves) is
+    logged and returned as ``(outcome, None)``; else ``(None, refusal or None)``."""
+    verdict = decide(session, record, outcome, reviewer=None, reviewers=None, vote=False,
+                     now_ms=_now(session))
+    if verdict.expiry is None:
+        return None, verdict.refusal
+    expiry = verdict.expiry.data
+    return _record(session, record, expiry["outcome"], option=expiry["option"], by="deadline",
+                   moved=never), None
 
 
 Interpret = Callable[[list[Answer]], tuple[str, str | None, str | None]]
@@ -360,7 +363,7 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
         return done
     never: Callable[[], str | None] = lambda: None  # noqa: E731
     try:
-        expired = _expired(session, record, never)
+        expired, _refusal = _expired(session, record, "dismiss", never)
         if expired is not None:
             return expired
         try:
@@ -380,12 +383,10 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
             _record(session, record, "dismiss", by="channel", moved=never)
             raise
         outcome, option, feedback = interpret(answers)
-        expired = _expired(session, record, never)
+        expired, refusal = _expired(session, record, outcome, never)
         if expired is not None:
             return expired
-        verdict = decide(session, record, outcome, reviewer=None, reviewers=None, vote=False,
-                         now_ms=_now(session))
-        if outcome == "approve" and verdict.refusal is not None:
+        if outcome == "approve" and refusal is not None:
             # The rules name approvers (or a quorum, or not_requester): a channel's answer is
             # nobody's, so it cannot approve; the review stays open for a named reviewer.
             raise ReviewPending(record.id, record.call_id, record.kind)

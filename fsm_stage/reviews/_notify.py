@@ -129,7 +129,7 @@ def notify_webhooks(secret: bytes | None = None, *, inbox_url: str | None = None
                 if urls:
                     sender.send(urls, payload("review.requested", session.id, data, inbox_url=inbox_url))
             elif ev.type == REVIEW_ANSWER:
-                request = _request_of(session, data.get("id"), ev.seq)
+                request = _request_of(session, data.get("id"))
                 urls = _urls(request) if request is not None else []
                 if request is None or not urls:
                     continue
@@ -154,13 +154,13 @@ def _urls(request: Mapping[str, Any]) -> list[str]:
     return [u for u in urls if isinstance(u, str)] if isinstance(urls, list) else []
 
 
-def _request_of(session: Any, review_id: object, before: int) -> Mapping[str, Any] | None:
-    """The data of the ``fsm/review/request`` ``review_id`` logged before seq ``before``."""
-    from fsm_stage.constants import REVIEW_REQUEST
+def _request_of(session: Any, review_id: object) -> Mapping[str, Any] | None:
+    """What a notification says of review ``review_id`` (``{id, kind, from, target, rules}``),
+    read from the session's review fold, or None when it has no such request."""
+    from fsm_stage.reviews._fold import REVIEW_FOLD
 
-    if not isinstance(review_id, str):
+    record = session.read(REVIEW_FOLD).records.get(review_id) if isinstance(review_id, str) else None
+    if record is None:
         return None
-    for ev in reversed(session.events[:before]):
-        if ev.type == REVIEW_REQUEST and isinstance(ev.data, Mapping) and ev.data.get("id") == review_id:
-            return ev.data
-    return None
+    return {"id": record.id, "kind": record.kind, "from": record.from_, "target": record.target,
+            "rules": record.rules}

@@ -124,13 +124,20 @@ def test_a_driver_that_lost_its_claim_cannot_write() -> None:
         FencedLog(log, "unclaimed").append("fsm/note", {})
 
 
-def test_a_dispatched_host_call_cut_short_is_outcome_unknown(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def _finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: int) -> tuple[MemoryLog, Path]:
+    """A session given ``task: N`` (input ``in-N``) and driven to its end, every review approved;
+    the host tool's effects are recorded in ``tmp_path/effects.jsonl`` (returned too)."""
     effects = tmp_path / "effects.jsonl"
     monkeypatch.setenv("FLEET_EFFECTS", str(effects))
     log = _log()
-    record_input(log, "message", "task: 9", input_id="in-9")
+    record_input(log, "message", f"task: {task}", input_id=f"in-{task}")
     _run_to_end(log)
+    return log, effects
+
+
+def test_a_dispatched_host_call_cut_short_is_outcome_unknown(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    log, effects = _finished(tmp_path, monkeypatch, 9)
     events = log.events
     call_seq = next(e.seq for e in events if e.type == TOOL_CALL and e.data["name"] == "apply")
     crashed = _copy(events, call_seq + 1)  # the tool ran, its result was never written
@@ -149,11 +156,7 @@ def test_a_dispatched_host_call_cut_short_is_outcome_unknown(tmp_path: Path,
 
 def test_a_crash_after_any_append_ends_as_the_uninterrupted_run(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    effects = tmp_path / "effects.jsonl"
-    monkeypatch.setenv("FLEET_EFFECTS", str(effects))
-    log = _log()
-    record_input(log, "message", "task: 5", input_id="in-5")
-    _run_to_end(log)
+    log, effects = _finished(tmp_path, monkeypatch, 5)
     want = _summary(log)
     assert want["state"] == "complete" and want["users"] == ["in-5"] and want["redeemed"] == 2
     assert want["entered"] == ["plan", "build", "done"]  # each approved transition once

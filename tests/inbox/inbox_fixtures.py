@@ -8,10 +8,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reviews"))
 
-from rig import Rig, run
+from rig import Rig
 
 from fsm_stage.constants import REVIEW_REQUEST
-from fsm_stage.errors import ReviewPending
 from fsm_stage.inbox._auth import token_sha256
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
@@ -34,15 +33,8 @@ def stage_session(folder: Path, sid: str, *, handoff: str = "# Handoff\nwhat was
     cwd = folder / f"{sid}.cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     log = JsonlLog(folder / f"{sid}.jsonl", header=SessionHeader(id=sid, cwd=str(cwd)))
-    rig = Rig(log, SuspendingReviewChannel())
     try:
-        rig.open_turn()
-        rig.step()
-        try:
-            run(rig.call(rig.goto_call(target, handoff)))
-        except ReviewPending as pending:
-            return pending.review_id
-        raise AssertionError("no review was asked")
+        return Rig(log, SuspendingReviewChannel()).suspend("stage", target=target, handoff=handoff)
     finally:
         log.close()
 
@@ -52,16 +44,8 @@ def plan_session(folder: Path, sid: str, plan: str) -> str:
     cwd = folder / f"{sid}.cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     log = JsonlLog(folder / f"{sid}.jsonl", header=SessionHeader(id=sid, cwd=str(cwd)))
-    rig = Rig(log, SuspendingReviewChannel())
     try:
-        rig.enter_plan()
-        rig.open_turn()
-        rig.step()
-        try:
-            run(rig.call(rig.exit_call(plan)))
-        except ReviewPending as pending:
-            return pending.review_id
-        raise AssertionError("no review was asked")
+        return Rig(log, SuspendingReviewChannel()).suspend("plan", plan=plan)
     finally:
         log.close()
 

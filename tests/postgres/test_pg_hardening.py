@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner
-from pg_fixture import require_server
-from pg_testing import TempCluster, unavailable_reason
+from pg_fixture import migrated_cluster
+from pg_testing import TempCluster
 
 from fsm_stage.cli import EX_TEMPFAIL, main
 from fsm_stage.errors import DatabaseError, LogFormatError, UserError
@@ -31,14 +31,8 @@ def cli(*args: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[TempCluster]:
     """A cluster of this module's own: its tests stop and restart the server."""
-    require_server(unavailable_reason())
-    cluster = TempCluster.start()
-    try:
-        with connect(cluster.dsn) as conn:
-            migrate(conn)
+    with migrated_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _header(sid: str) -> SessionHeader:

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fsm_stage.cli import main
-from fsm_stage.errors import ReviewPending, UserError
+from fsm_stage.errors import UserError
 from fsm_stage.inbox.queue import open_reviews
 from fsm_stage.log import open_log
 from fsm_stage.log.events import SessionHeader
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 for extra in (REPO / "tests" / "reviews", REPO / "tests" / "inbox"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
-from rig import Rig, run  # noqa: E402
+from rig import Rig  # noqa: E402
 
 
 def _database(fresh_db: Callable[[], str]) -> str:
@@ -42,15 +42,7 @@ def _suspended(dsn: str, session: str, cwd: Path, kind: str) -> str:
     """Session ``session`` whose goto_stage / exit_plan_mode waits for its review; its id."""
     (cwd / session).mkdir(parents=True)
     with open_log(f"{dsn}&session={session}", create=SessionHeader(session, cwd=str(cwd / session))) as log:
-        rig = Rig(log, SuspendingReviewChannel())
-        if kind == "plan":
-            rig.enter_plan()
-        rig.open_turn()
-        rig.step()
-        call = rig.exit_call() if kind == "plan" else rig.goto_call("implement")
-        with pytest.raises(ReviewPending) as pending:
-            run(rig.call(call))
-    return pending.value.review_id
+        return Rig(log, SuspendingReviewChannel()).suspend(kind)
 
 
 def _answers(dsn: str, session: str) -> list[dict[str, object]]:

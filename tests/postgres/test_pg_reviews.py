@@ -19,7 +19,6 @@ import pytest
 from click.testing import CliRunner
 
 from fsm_stage.cli import main
-from fsm_stage.errors import ReviewPending
 from fsm_stage.log import PostgresLog, open_log
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.postgres import split_location
@@ -29,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 RIG_DIR = REPO / "tests" / "reviews"
 if str(RIG_DIR) not in sys.path:
     sys.path.insert(0, str(RIG_DIR))
-from rig import Rig, run  # noqa: E402
+from rig import Rig  # noqa: E402
 
 ENV = {**os.environ,
        "PYTHONPATH": os.pathsep.join([str(REPO), str(RIG_DIR), os.environ.get("PYTHONPATH", "")])}
@@ -73,15 +72,7 @@ def _suspended(url: str, cwd: Path, kind: str) -> str:
     session = split_location(url)[1]
     assert session is not None
     with open_log(url, create=SessionHeader(session, cwd=str(cwd))) as log:
-        rig = Rig(log, SuspendingReviewChannel())
-        if kind == "plan":
-            rig.enter_plan()
-        rig.open_turn()
-        rig.step()
-        call = rig.exit_call() if kind == "plan" else rig.goto_call("implement")
-        with pytest.raises(ReviewPending) as pending:
-            run(rig.call(call))
-    return pending.value.review_id
+        return Rig(log, SuspendingReviewChannel()).suspend(kind)
 
 
 def _race(argv: Sequence[str], n: int = 8) -> list[tuple[int, str, str]]:

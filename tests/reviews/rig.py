@@ -98,6 +98,23 @@ class Rig:
                             surface_op="append")
         return result
 
+    def suspend(self, kind: str = "stage", *, target: str = "implement",
+                handoff: str | None = "# Handoff\nwhat was done", plan: str = "# Plan\n1. do it") -> str:
+        """Open a turn and a step and make a ``goto_stage`` (``kind="stage"``, to ``target`` with
+        ``handoff``) or ``exit_plan_mode`` (``"plan"``, entering plan mode first) call wait for its
+        review; returns the review id. ``AssertionError`` when no review was asked."""
+        if kind == "plan":
+            self.enter_plan()
+        self.open_turn()
+        self.step()
+        call = self.exit_call(plan) if kind == "plan" else self.goto_call(target, handoff)
+        try:
+            run(self.call(call))
+        except ReviewPending as pending:
+            assert pending.kind == kind, pending.kind
+            return pending.review_id
+        raise AssertionError(f"no {kind} review was asked")
+
     # -- reads --------------------------------------------------------------------------------
     def reviews(self) -> ReviewState:
         return self.session.read(REVIEW_FOLD)

@@ -9,6 +9,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from two_stages import move, two_stages
+
 from fsm_stage import (
     Loop,
     MemoryLog,
@@ -21,19 +23,6 @@ from fsm_stage import (
 from fsm_stage.config import load_config_text
 from fsm_stage.reviews import answer_review, load_reviewers, review_state
 from fsm_stage.reviews._team import token_sha256
-
-GRAPH = """
-name: team
-section: Call goto_stage when done.
-initial: explore
-review: {approvers: [alice]%s}
-stages:
-  - name: explore
-    instruction: Explore.
-    targets: [implement]
-  - name: implement
-    instruction: Implement.
-"""
 
 
 class _Late(ScriptedReviewChannel):
@@ -50,9 +39,9 @@ class _Late(ScriptedReviewChannel):
 
 def _run(extra: str, channel: ScriptedReviewChannel, tmp_path: Path) -> Any:
     log = MemoryLog(SessionHeader("team", cwd=str(tmp_path)))
-    host = open_session(load_config_text(GRAPH % extra), log, review=channel)
-    move = {"stage": "implement", "handoff": "## Next\n- build"}
-    model = ScriptedModel([ModelReply.call("goto_stage", move), ModelReply.say("done")])
+    graph = load_config_text(two_stages(review="approvers: [alice]" + extra))
+    host = open_session(graph, log, review=channel)
+    model = ScriptedModel([move(), ModelReply.say("done")])
     loop = Loop(host.runtime, host.agent, model)
     return host, loop, asyncio.run(loop.prompt("go"))
 
@@ -117,7 +106,7 @@ def test_a_zero_deadline_is_refused_and_an_unreadable_logged_one_expires_at_once
     from fsm_stage.reviews._team import deadline_at
 
     with pytest.raises(ConfigError, match="deadline: must be longer than zero"):
-        load_config_text(GRAPH % ", deadline: 0s")
+        load_config_text(two_stages(review="approvers: [alice], deadline: 0s"))
     assert deadline_at({}, 1000) is None and deadline_at({"deadlineSeconds": 2}, 1000) == 3000
     for hostile in (0, -5, float("nan"), float("inf"), "1h", True):
         assert deadline_at({"deadlineSeconds": hostile}, 1000) == 1000, hostile

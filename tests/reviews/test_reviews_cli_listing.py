@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from rig import Rig, run
+from rig import Rig
 
 from fsm_stage.cli import main
-from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.reviews import SuspendingReviewChannel
@@ -18,15 +17,8 @@ from fsm_stage.reviews import SuspendingReviewChannel
 
 def _suspended(path: Path) -> str:
     log = JsonlLog(path, header=SessionHeader(id="s", cwd=str(path.parent)))
-    rig = Rig(log, SuspendingReviewChannel())
     try:
-        rig.open_turn()
-        rig.step()
-        try:
-            run(rig.call(rig.goto_call("implement", "# Handoff\nwhat was done")))
-        except ReviewPending as pending:
-            return pending.review_id
-        raise AssertionError("no review was asked")
+        return Rig(log, SuspendingReviewChannel()).suspend()
     finally:
         log.close()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from two_stages import two_stages
 
 from fsm_stage import MemoryLog, SessionHeader, ToolCall, ToolOutput, ToolSpec, open_session
 from fsm_stage.config import load_config_text
@@ -27,17 +28,6 @@ stages:
     targets: [done]
   - name: done
     instruction: Done.
-"""
-SWITCH = """
-name: plain
-section: Call goto_stage when done.
-initial: explore
-stages:
-  - name: explore
-    instruction: Explore.
-    targets: [implement]
-  - name: implement
-    instruction: Implement.
 """
 
 
@@ -95,7 +85,7 @@ def test_an_approved_tool_review_whose_call_was_closed_is_void(tmp_path: Path, c
 
 
 def test_an_approved_stage_switch_whose_call_was_cancelled_is_never_applied(tmp_path: Path) -> None:
-    host = _host(SWITCH, tmp_path)
+    host = _host(two_stages(), tmp_path)
 
     async def scenario() -> None:
         call = ToolCall("c1", "goto_stage", '{"stage": "implement", "handoff": "## Next\\n- x"}')

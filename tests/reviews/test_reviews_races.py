@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rig import Rig, run
 
-from fsm_stage.errors import ReviewAlreadyAnsweredError, ReviewPending
+from fsm_stage.errors import ReviewAlreadyAnsweredError
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
@@ -77,15 +77,7 @@ def _finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 def _suspended(log: MemoryLog | JsonlLog, kind: str) -> tuple[Rig, str]:
     rig = Rig(log, SuspendingReviewChannel())
-    if kind == "plan":
-        rig.enter_plan()
-    rig.open_turn()
-    rig.step()
-    call = rig.exit_call() if kind == "plan" else rig.goto_call("implement")
-    with pytest.raises(ReviewPending) as pending:
-        run(rig.call(call))
-    assert pending.value.kind == kind
-    return rig, pending.value.review_id
+    return rig, rig.suspend(kind)
 
 
 @pytest.mark.parametrize("kind", ["stage", "plan"])

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from two_stages import move, two_stages
 
 from fsm_stage.config import load_config_text
 from fsm_stage.config.review_rules import parse_duration, rules_json
@@ -312,23 +313,12 @@ def test_review_events_post_their_notify_webhooks_end_to_end(tmp_path: Path,
     from fsm_stage.reviews import ScriptedReviewChannel, notify_webhooks
 
     url = f"http://127.0.0.1:{receiver.server_port}/hook"
-    graph = load_config_text(f"""
-name: hooks
-section: Call goto_stage when done.
-review: {{notify: ["{url}"]}}
-stages:
-  - name: explore
-    instruction: Explore.
-    targets: [implement]
-  - name: implement
-    instruction: Implement.
-""")
+    graph = load_config_text(two_stages(review=f'notify: ["{url}"]'))
     stop = notify_webhooks(b"hook-secret", inbox_url="http://inbox.local")
     try:
         host = open_session(graph, MemoryLog(SessionHeader("n1", cwd=str(tmp_path))),
                             review=ScriptedReviewChannel().approve())
-        model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "## N\n- x"}),
-                               ModelReply.say("ok")])
+        model = ScriptedModel([move(), ModelReply.say("ok")])
         asyncio.run(Loop(host.runtime, host.agent, model).prompt("go"))
     finally:
         stop()
@@ -346,27 +336,17 @@ def test_an_answer_from_the_cli_posts_the_reviews_webhook(tmp_path: Path, receiv
 
     from click.testing import CliRunner
 
-    from fsm_stage import Loop, ModelReply, ScriptedModel, SessionHeader, open_session
+    from fsm_stage import Loop, ScriptedModel, SessionHeader, open_session
     from fsm_stage.cli import main
     from fsm_stage.log.jsonl import JsonlLog
     from fsm_stage.reviews import SuspendingReviewChannel, open_reviews
 
     url = f"http://127.0.0.1:{receiver.server_port}/hook"
-    graph = load_config_text(f"""
-name: hooks
-section: Call goto_stage when done.
-review: {{notify: ["{url}"]}}
-stages:
-  - name: explore
-    instruction: Explore.
-    targets: [implement]
-  - name: implement
-    instruction: Implement.
-""")
+    graph = load_config_text(two_stages(review=f'notify: ["{url}"]'))
     path = tmp_path / "s.jsonl"
     with JsonlLog(path, header=SessionHeader("n2", cwd=str(tmp_path))) as log:
         host = open_session(graph, log, review=SuspendingReviewChannel())
-        model = ScriptedModel([ModelReply.call("goto_stage", {"stage": "implement", "handoff": "## N\n- x"})])
+        model = ScriptedModel([move()])
         asyncio.run(Loop(host.runtime, host.agent, model).prompt("go"))
         (record,) = open_reviews(host.session)
         host.close()

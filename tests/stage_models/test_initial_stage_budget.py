@@ -7,28 +7,16 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from two_stages import two_stages
 
 from fsm_stage import Loop, MemoryLog, ModelReply, ScriptedModel, SessionHeader, open_session
 from fsm_stage.config import load_config_text
 
-GRAPH = """
-name: bud
-section: Call goto_stage when done.
-initial: explore
-stages:
-  - name: explore
-    instruction: Explore.
-    targets: [implement]
-    budget: {%s}
-    on_budget: stop
-  - name: implement
-    instruction: Implement.
-"""
-
 
 @pytest.mark.parametrize(("budget", "allowed"), [("steps: 1", 1), ("steps: 2", 2), ("turns: 2", 2)])
 def test_the_initial_stage_gets_exactly_its_budget(tmp_path: Path, budget: str, allowed: int) -> None:
-    host = open_session(load_config_text(GRAPH % budget), MemoryLog(SessionHeader("b", cwd=str(tmp_path))))
+    log = MemoryLog(SessionHeader("b", cwd=str(tmp_path)))
+    host = open_session(load_config_text(two_stages(budget=budget)), log)
     loop = Loop(host.runtime, host.agent, ScriptedModel([ModelReply.say(str(i)) for i in range(6)]))
     reasons = [asyncio.run(loop.prompt(p))[0].reason for p in "abcd"]
     assert reasons == ["completed"] * allowed + ["blocked"] * (4 - allowed)

@@ -136,14 +136,12 @@ def _transitions(runtime: Any, controller: Any, agent: Any, names: list[str], st
 def length_independence(short: int, long: int, window: int, repeat: int) -> dict[str, Any]:
     """Row 12: a window of reviewed transitions after ``short`` vs after ``long`` earlier ones.
 
-    Both sessions are grown first (the last window before the measured ones is a warm-up);
+    Both sessions are grown first (the growing doubles as the warm-up);
     each round then times one window on each, interleaved, so load changes hit both alike."""
     short_rt = _transition_session()
     long_rt = _transition_session()
-    _transitions(*short_rt, 0, short - window)
-    _transitions(*long_rt, 0, long - window)
-    _transitions(*short_rt, short - window, window)  # a warm-up window on each, not counted
-    _transitions(*long_rt, long - window, window)
+    _transitions(*short_rt, 0, short)  # grows each session; its last window is the warm-up
+    _transitions(*long_rt, 0, long)
     short_t: list[float] = []
     long_t: list[float] = []
     done_short, done_long = short, long

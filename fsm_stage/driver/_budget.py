@@ -51,6 +51,10 @@ class Gate:
     language: str = "en"
 
 
+OPEN = Gate()
+"""The gate of a step that may open (shared: ``Gate`` is immutable)."""
+
+
 def _where(scope: Any, label: Any, language: str) -> str:
     if scope == "plan":
         return wording.text("budget.where_plan", language)
@@ -83,7 +87,7 @@ def gate(session: Session, rules: Sequence[BudgetRule], turn: int | None) -> Gat
             return _review(session, rule, spend.since, hit, reason)
         session.append(BUDGET_EVENT, _stop_data(rule, hit, spend, now), ignorable=True)
         return Gate(reason, language=rule.language)
-    return Gate()
+    return OPEN
 
 
 def _stop_data(rule: BudgetRule, hit: Sequence[str], spend: Any, now: int) -> dict[str, Any]:

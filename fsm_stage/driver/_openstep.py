@@ -150,6 +150,9 @@ class OpenTurnFold:
     ``step_calls``, ``suspended``) cost O(1) / O(open step) / O(reviewed calls), independent of
     the number of calls already in the turn; ``view()`` builds the ``OpenTurnView``."""
 
+    __slots__ = ("_events", "_last", "_n", "_t", "last_step", "open", "open_step", "replied",
+                 "start_seq", "turn")
+
     def __init__(self) -> None:
         self._events: Sequence[Event] | None = None
         self._n = 0

@@ -52,8 +52,9 @@ NOT_STARTED = {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
 """``tool/result.data.error`` for a requested call whose ``tool/call`` was never recorded."""
 
 _LIVE: dict[str, int] = {}
-_HOLDERS: dict[str, weakref.WeakSet[Any]] = {}
+_HOLDERS: dict[str, tuple[weakref.ReferenceType[Any], ...]] = {}
 _LIVE_GUARD = threading.Lock()
+_sweep_at = 64  # sweep session ids whose holders all died once the table reaches this size
 
 
 def _mark_live(session_id: str) -> None:
@@ -83,30 +84,48 @@ def live_turn(session_id: str) -> Iterator[None]:
         _unmark_live(session_id)
 
 
+def _alive(refs: tuple[weakref.ReferenceType[Any], ...]) -> tuple[weakref.ReferenceType[Any], ...]:
+    return tuple(r for r in refs if r() is not None)
+
+
 def hold_live(session_id: str, holder: Any) -> None:
     """Mark the open turn of ``session_id`` as run by ``holder`` (a step driver between
     ``start_turn`` and ``end_turn``) until ``release_live`` or until ``holder`` is garbage
     collected: a driver dropped mid-turn (its host abandoned after an exception or a
-    suspension) does not keep the turn marked live for the rest of the process."""
+    suspension) does not keep the turn marked live for the rest of the process. Holders are
+    kept as plain weak references (about 150 bytes a session); ids whose holders all died are
+    swept when the table doubles, so the table stays within twice the live sessions."""
+    global _sweep_at
     with _LIVE_GUARD:
-        _HOLDERS.setdefault(session_id, weakref.WeakSet()).add(holder)
+        refs = _alive(_HOLDERS.get(session_id, ()))
+        if not any(r() is holder for r in refs):
+            refs += (weakref.ref(holder),)
+        _HOLDERS[session_id] = refs
+        if len(_HOLDERS) >= _sweep_at:
+            for sid, held in list(_HOLDERS.items()):
+                alive = _alive(held)
+                if alive:
+                    _HOLDERS[sid] = alive
+                else:
+                    del _HOLDERS[sid]
+            _sweep_at = max(64, 2 * len(_HOLDERS))
 
 
 def release_live(session_id: str, holder: Any) -> None:
     """Drop ``holder``'s mark on ``session_id`` (see ``hold_live``); a no-op when it holds none."""
     with _LIVE_GUARD:
-        holders = _HOLDERS.get(session_id)
-        if holders is not None:
-            holders.discard(holder)
-            if not holders:
-                del _HOLDERS[session_id]
+        refs = tuple(r for r in _alive(_HOLDERS.get(session_id, ())) if r() is not holder)
+        if refs:
+            _HOLDERS[session_id] = refs
+        else:
+            _HOLDERS.pop(session_id, None)
 
 
 def is_turn_live(session_id: str) -> bool:
     """True while a loop of this process runs a turn of ``session_id`` (see ``live_turn``) or
     a live step driver holds it (see ``hold_live``)."""
     with _LIVE_GUARD:
-        return session_id in _LIVE or bool(_HOLDERS.get(session_id))
+        return session_id in _LIVE or bool(_alive(_HOLDERS.get(session_id, ())))
 
 
 def closers(events: Sequence[Event], *, language: str = "en") -> list[NewEvent]:

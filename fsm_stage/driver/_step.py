@@ -98,6 +98,10 @@ class StagedSession:
     non-mapping ``config``. See ``docs/step-driver.md`` for the call order.
     """
 
+    # slotted: a process may hold thousands of drivers mid-turn (docs/performance.md, row 15)
+    __slots__ = ("__weakref__", "_dropped", "_fold", "_last_header", "_live", "_running",
+                 "_signal", "accept", "agent", "budget", "config", "runtime")
+
     def __init__(self, runtime: Runtime, agent: InboxAgent, *, config: Mapping[str, Any] | None = None,
                  accept: AcceptFn | None = None) -> None:
         if config is not None and not isinstance(config, Mapping):
@@ -109,8 +113,8 @@ class StagedSession:
         self._last_header: bytes | None = None  # digest of the last logged request header
         self._signal: AbortSignal | None = None
         self._live = False
-        self._running: dict[str, asyncio.Task[Any]] = {}
-        self.budget: _budget.Gate = _budget.Gate()
+        self._running: dict[str, asyncio.Task[Any]] | None = None  # made by the first tool call
+        self.budget: _budget.Gate = _budget.OPEN
         self._fold = OpenTurnFold()
         self._dropped = False  # the live-turn mark was released by an exception mid-turn
         runtime.track(agent.session)
@@ -319,10 +323,10 @@ class StagedSession:
     def _budget_stops(self, turn: int | None) -> bool:
         """Check the budgets before a step opens (``driver._budget.gate``); keeps the decision
         in ``budget`` and returns True when the step must not open."""
-        self.budget = _budget.Gate()
+        self.budget = _budget.OPEN
         for _ in range(_MAX_BUDGET_RETRIES):
             rules = self.runtime.budget_rules(self.agent)
-            decided = _budget.gate(self.session, rules, turn) if rules else _budget.Gate()
+            decided = _budget.gate(self.session, rules, turn) if rules else _budget.OPEN
             if not decided.retry:
                 self.budget = decided
                 return decided.stopped is not None
@@ -425,6 +429,8 @@ class StagedSession:
                    call_seq: int | None = None) -> ToolResult:
         task = asyncio.current_task()
         if task is not None:
+            if self._running is None:
+                self._running = {}
             self._running[call.id] = task
         try:
             result = await self.runtime.call_tool(self.agent, call, turn=turn, step=step,
@@ -436,7 +442,8 @@ class StagedSession:
             self._abort_running(call)
             raise
         finally:
-            self._running.pop(call.id, None)
+            if self._running is not None:
+                self._running.pop(call.id, None)
         if not log_call:
             self.session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
                                 source_event_seqs=[call_seq] if call_seq is not None else None)
@@ -564,7 +571,7 @@ class StagedSession:
         ("aborted", cause=reason)``. Returns the events written."""
         self.signal.abort(reason)
         current = asyncio.current_task()
-        others = [t for t in self._running.values() if t is not current and not t.done()]
+        others = [t for t in (self._running or {}).values() if t is not current and not t.done()]
         for task in others:
             task.cancel()
         for task in others:

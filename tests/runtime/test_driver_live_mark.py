@@ -65,3 +65,24 @@ def test_repair_reads_the_log_end_first() -> None:
     refreshed: list[int] = []
     driver.session.refresh = lambda: refreshed.append(1) or 0  # type: ignore[method-assign]
     assert driver.repair() == [] and refreshed == [1]
+
+
+def test_marks_follow_their_drivers_and_dead_ones_do_not_pile_up() -> None:
+    import gc
+
+    from fsm_stage.driver import _repair
+
+    first, second = _driver("mark-4"), _driver("mark-4")
+    first.start_turn()
+    _repair.hold_live("mark-4", second)  # a second driver of the same session, as a reopen has
+    del first
+    gc.collect()
+    assert is_turn_live("mark-4")  # the other holder still runs it
+    del second
+    gc.collect()
+    assert not is_turn_live("mark-4")
+    for i in range(2_000):  # drivers dropped mid-turn, never released
+        _driver(f"dropped-{i}").start_turn()
+    gc.collect()
+    _driver("mark-5").start_turn()
+    assert len(_repair._HOLDERS) < 1_000  # ids whose holders died were swept

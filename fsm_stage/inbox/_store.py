@@ -252,11 +252,12 @@ class SessionStore:
         return key if self.conninfo is not None else key.removesuffix(".jsonl")
 
     def answer(self, key: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
-               by: str, reviewer: str | None = None,
-               reviewers: Reviewers | None = None) -> tuple[VoteResult, str | None]:
+               by: str, reviewer: str | None = None, reviewers: Reviewers | None = None,
+               edited: str | None = None) -> tuple[VoteResult, str | None]:
         """Record an answer on session ``key``'s log: ``vote_review`` as ``reviewer`` (the
         authenticated person; ``reviewers`` resolves ``@group`` approvers), or ``answer_review``
-        without one, so the review's logged rules decide. Returns the ``VoteResult`` (its
+        without one, so the review's logged rules decide; ``edited`` approves the reviewer's
+        edited document (docs/reviews.md, "Approve with edits"). Returns the ``VoteResult`` (its
         ``answer`` None while a quorum is not reached) and ``on_answer``'s warning (None when
         it is fine or not called). Raises what those raise (``ReviewError`` and its
         subclasses, ``LogWriteError``, ``DatabaseError``); ``UserError`` for an unknown session."""
@@ -270,10 +271,10 @@ class SessionStore:
             session = Session(log)
             if reviewer is None:
                 result = VoteResult(answer_review(session, review_id, outcome, feedback=feedback,
-                                                  option=option, by=by))
+                                                  option=option, by=by, edited=edited))
             else:
                 result = vote_review(session, review_id, outcome, reviewer=reviewer, reviewers=reviewers,
-                                     feedback=feedback, option=option, by=by)
+                                     feedback=feedback, option=option, by=by, edited=edited)
         finally:
             log.close()
         warning = None

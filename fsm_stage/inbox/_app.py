@@ -52,6 +52,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+#: ``handler(request, reviewer, view, item)`` of a review's page (``_Inbox.on_review``).
+ReviewHandler = Callable[[Request, str, SessionView, "OpenReview | None"], Awaitable[Response]]
+
+
 class _Inbox:
     """The state behind the routes: the store, who may log in, the graph, the templates."""
 
@@ -107,6 +111,18 @@ class _Inbox:
     def team(self) -> TeamReviewers | None:
         """The reviewers file as the review rules read it (``@group`` approvers)."""
         return TeamReviewers(self.reviewers.by_name) if self.reviewers is not None else None
+
+    def on_review(self, handler: ReviewHandler) -> Callable[[Request, str], Awaitable[Response]]:
+        """A route handler for ``/review/{key}/{rid}…`` URLs: 404 when no such review, else
+        ``handler(request, reviewer, view, open review or None when it is closed)``."""
+
+        async def run(request: Request, name: str) -> Response:
+            found = self.find(request.path_params["key"], request.path_params["rid"])
+            if found is None:
+                return PlainTextResponse("404: no such review", status_code=404)
+            return await handler(request, name, *found)
+
+        return run
 
     def find(self, key: str, review_id: str) -> tuple[SessionView, OpenReview | None] | None:
         view = self.store.load(key)

@@ -24,6 +24,7 @@ from fsm_stage.text import visible
 if TYPE_CHECKING:
     from fsm_stage.inbox._app import _Inbox
     from fsm_stage.inbox._pages import Page
+    from fsm_stage.inbox._store import OpenReview, SessionView
 
 __all__ = ["edit", "edit_option", "not_editable"]
 
@@ -69,17 +70,12 @@ def edit(inbox: _Inbox) -> Page:
     """The editor page's handler (GET: the editor; POST: approve the edited text)."""
     from fsm_stage.inbox._pages import flash, review_document
 
-    async def run(request: Request, name: str) -> Response:
-        key, rid = request.path_params["key"], request.path_params["rid"]
-        found = inbox.find(key, rid)
-        if found is None:
-            return PlainTextResponse("404: no such review", status_code=404)
-        view, item = found
-        back = f"/review/{request.path_params['key']}/{request.path_params['rid']}"
+    async def run(request: Request, name: str, view: SessionView, item: OpenReview | None) -> Response:
+        back = request.url.path.removesuffix("/edit")
         if item is None:
             flash(request, ("error", "this review is closed already"))
             return RedirectResponse(back, status_code=303)
-        record = view.state.records[rid]
+        record = view.state.records[request.path_params["rid"]]
         document, doc_error = review_document(view, record)
         why = not_editable(record, document, doc_error)
         if why is not None or document is None:
@@ -106,5 +102,5 @@ def edit(inbox: _Inbox) -> Page:
             "kept": _render.kept_diff_lines(view.state, record),
             "refusal": inbox.refusal(item, name)}, status=status)
 
-    return run
+    return inbox.on_review(run)
 

@@ -122,12 +122,8 @@ def bulk(inbox: _Inbox) -> Page:
 
 
 def review(inbox: _Inbox) -> Page:
-    async def run(request: Request, name: str) -> Response:
-        key, rid = request.path_params["key"], request.path_params["rid"]
-        found = inbox.find(key, rid)
-        if found is None:
-            return PlainTextResponse("404: no such review", status_code=404)
-        view, item = found
+    async def run(request: Request, name: str, view: Any, item: Any) -> Response:
+        rid = request.path_params["rid"]
         if request.method == "POST":
             form = await request.form()
             action = form.get("action")
@@ -161,7 +157,7 @@ def review(inbox: _Inbox) -> Page:
             "refusal": inbox.refusal(item, name) if item is not None else None,
             "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline})
 
-    return run
+    return inbox.on_review(run)
 
 
 def review_document(view: Any, record: Any) -> tuple[str | None, str | None]:

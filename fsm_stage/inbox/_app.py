@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -172,7 +173,8 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     instead. ``secret_key`` signs the session cookie (default: random per start, so a restart
     logs everyone out); ``https_only`` marks the cookie Secure. ``graph`` draws the stage graph
     on review pages. ``on_answer(session_id, review_id)`` runs after each logged answer (the
-    fleet's wake-up: ``fsm_stage.fleet.wake.fleet_waker``). Raises ``UserError`` (one line) for
+    fleet's wake-up: ``fsm_stage.fleet.wake.fleet_waker``; its ``connect()``, when it has one, runs
+    at once on a background thread). Raises ``UserError`` (one line) for
     a missing folder, a bad location, a bad reviewers file or no authentication configured.
     """
     if reviewers is None and reviewers_file is not None:
@@ -180,6 +182,9 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     if reviewers is None and not trusted_header:
         raise UserError("inbox: authentication required: give a reviewers file or a trusted proxy header")
     inbox = _Inbox(SessionStore(location, on_answer=on_answer), reviewers, trusted_header, graph)
+    warm = getattr(on_answer, "connect", None)
+    if callable(warm):  # a fleet's wake-up hook: connect now, not at the first answer
+        threading.Thread(target=warm, name="fsm-inbox-wake-connect", daemon=True).start()
     from fsm_stage.inbox import _pages
     from fsm_stage.inbox._editor import edit
 

@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +31,7 @@ if importlib.util.find_spec("dbos") is None:
         pytest.fail("dbos is missing in CI (pip install 'fsm_stage[test]')", pytrace=False)
     pytest.skip("the fleet needs DBOS: pip install 'fsm_stage[fleet]'", allow_module_level=True)
 
+from fleet_procs import stop  # noqa: E402
 from inbox_fixtures import stage_session  # noqa: E402
 
 from fsm_stage.cli import main  # noqa: E402
@@ -176,10 +176,4 @@ def test_a_worker_waiting_an_hour_resumes_on_an_inbox_approval(tmp_path: Path,
         _wait_state(folder, "w1", "complete")
         assert second.review_id != first.review_id
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

@@ -83,10 +83,10 @@ class Waker:
         self._lock = threading.Lock()
 
     def connect(self) -> str | None:
-        """Connect to the DBOS database now rather than at the first wake-up (importing DBOS
-        and connecting take about a second, which would delay that first session): a long-lived
-        server such as ``fsm-stage inbox serve`` calls it at start. Returns None, or why it
-        could not (one line; the next wake-up tries again)."""
+        """Load DBOS and make the client now rather than at the first wake-up (that takes about
+        a second, which would delay the first session woken): a long-lived server such as
+        ``fsm-stage inbox serve`` calls it at start. Returns None, or why it could not (one
+        line; the next wake-up tries again). An unreachable database shows at the wake-up."""
         with self._lock:
             try:
                 if self._client is None:

@@ -112,6 +112,30 @@ def test_an_inbox_answer_starts_and_wakes_the_session_once(tmp_path: Path,
     assert len([n for n in _dbos_rows(tmp_path)[1] if n[0] == "fsm-stage:s1:0"]) == 1
 
 
+def test_a_waker_connects_ahead_once_and_says_why_it_cannot(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Waker.connect()`` (what ``inbox serve`` runs at start, so the first wake-up does not
+    wait for DBOS to load) makes the client once; an unreachable database is one line, not a raise."""
+    from fsm_stage.fleet.wake import Waker
+
+    monkeypatch.delenv(ENV, raising=False)
+    rid = stage_session(tmp_path, "s1")
+    _fleet_database(tmp_path)
+    waker = fleet_waker(tmp_path)
+    assert waker is not None
+    try:
+        assert waker.connect() is None
+        client = waker._client
+        assert waker.connect() is None and waker._client is client
+        assert waker("s1", rid) is None
+    finally:
+        waker.close()
+    broken = Waker(Store(tmp_path), "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1")
+    assert broken.connect() is None  # the client is made; the database is first used by a wake-up
+    why = broken("s1", rid)
+    assert why is not None and "\n" not in why
+
+
 def test_a_failed_wake_up_never_undoes_the_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
     rid = stage_session(tmp_path, "s1")

@@ -88,7 +88,7 @@ def edit(inbox: _Inbox) -> Page:
             if edited is None:
                 return PlainTextResponse("400: the form has no edited document", status_code=400)
             text = edited
-            if visible(edited, keep="\n\t") != edited:
+            if edited != document and visible(edited, keep="\n\t") != edited:
                 status, message = 422, ("error", "the edited document holds control characters; "
                                                  "nothing was written")
             else:

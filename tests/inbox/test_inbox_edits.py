@@ -89,6 +89,13 @@ def test_unchanged_text_is_an_ordinary_approval(tmp_path: Path) -> None:
     assert done.status_code == 200 and "document is unchanged: an ordinary approval" in done.text
     (answer,) = _answers(logs / "s1.jsonl")
     assert answer["outcome"] == "approve" and "edited" not in answer
+    windows = "# Handoff\r\nwritten on Windows\r\n"
+    crlf = stage_session(logs, "s2", handoff=windows)  # a CRLF document sent back as it is
+    editor = client.get(f"/review/s2.jsonl/{crlf}/edit")
+    done = client.post(f"/review/s2.jsonl/{crlf}/edit", data={"csrf": _csrf(editor.text), "edited": windows})
+    assert done.status_code == 200 and "document is unchanged" in done.text
+    (answer,) = _answers(logs / "s2.jsonl")
+    assert answer["outcome"] == "approve" and "edited" not in answer
 
 
 def test_an_edited_plan_is_recorded(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ Usage::
     python bench/run.py --quick    # smaller sizes, under a minute
     python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
 
-Eighteen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
+Nineteen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
 are the point). The targets:
 
@@ -34,6 +34,9 @@ are the point). The targets:
 17. PG workers  distinct-session appends, 2 workers vs 1 (``bench_postgres``)
 18. PG statements  SQL statements of one reviewed step on ``PostgresLog`` besides the appends
                 (``bench_postgres``)
+19. inbox queue on PostgreSQL  the review inbox's queue page over 1,000 open reviews in 1,000
+                sessions on PostgreSQL, cold and warm, vs the same over JSONL logs (``bench_inbox``;
+                skipped in ``--smoke``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -167,7 +170,9 @@ def _compile_ring_only(mod: Any) -> dict[str, Any]:
 
 
 MODULES = ("bench_log", "bench_transitions", "bench_memory", "bench_compile", "bench_cli", "bench_postgres",
-           "bench_reviews", "bench_observe", "bench_turns")
+           "bench_reviews", "bench_observe", "bench_turns", "bench_inbox")
+#: Modules that start a PostgreSQL cluster: skipped in ``--smoke`` (a cluster takes seconds to start).
+POSTGRES_MODULES = ("bench_postgres", "bench_inbox")
 
 
 def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | None, str | None, float]:
@@ -697,6 +702,28 @@ def row_pg_statements(r: dict[str, Any] | None, err: str | None) -> Row:
     return row
 
 
+def row_inbox_pg(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 19 from ``bench_inbox.run``: the inbox's queue page on PostgreSQL."""
+    row = Row(19, "inbox queue on PostgreSQL", "`GET /` of the review inbox listing 1,000 open reviews "
+              "across 1,000 sessions of a PostgreSQL database (cold: the first request of a new server; "
+              "warm: nothing changed) vs the same page over 1,000 JSONL logs", target="< 1 s")
+    if r is None or "postgres" not in r:
+        why = err if r is None else r.get("postgres_error")
+        row.details.append(f"bench_inbox: {why.splitlines()[0] if why else why}")
+        if why and "smoke" in why:
+            row.status = SKIPPED
+        return row
+    pg, js = r["postgres"], r["jsonl"]
+    row.ours = f"cold {_ms(pg['cold_s'])}, warm {_ms(pg['warm_s'])}"
+    row.baseline = f"JSONL cold {_ms(js['cold_s'])}, warm {_ms(js['warm_s'])}"
+    row.ratio = f"{pg['cold_s'] / js['cold_s']:.2f}x JSONL (cold)"
+    row.status = _status(max(pg["cold_s"], pg["warm_s"]) < 1.0)
+    row.details.append(f"{r['sessions']:,} sessions, one open stage review each; through Starlette's "
+                       "TestClient (rendering included); warm: median of 5. PostgreSQL reads only the review "
+                       "rows of the sessions whose last seq moved, in one query (`inbox/_pg_queue.py`)")
+    return row
+
+
 # --- output ----------------------------------------------------------------------------------
 
 
@@ -830,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
     for module in MODULES:
         print(f"running {module} ({mode}) …", file=sys.stderr, flush=True)
         call = call_bench if args.in_process else call_isolated
-        if module == "bench_postgres" and args.smoke:
+        if module in POSTGRES_MODULES and args.smoke:
             res, err, secs = None, "skipped in --smoke (a PostgreSQL cluster takes seconds to start)", 0.0
         else:
             res, err, secs = call(module, quick=args.quick, smoke=args.smoke)
@@ -853,6 +880,7 @@ def main(argv: list[str] | None = None) -> int:
         *rows_turns(*results["bench_turns"]),
         row_pg_scaling(*results["bench_postgres"]),
         row_pg_statements(*results["bench_postgres"]),
+        row_inbox_pg(*results["bench_inbox"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

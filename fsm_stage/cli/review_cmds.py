@@ -55,13 +55,8 @@ from fsm_stage.reviews._answer import (
     vote_review,
 )
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
-from fsm_stage.reviews._edits import kept_before, revision_diff
-from fsm_stage.reviews._fold import (
-    MAX_REVIEW_DOCUMENT_BYTES,
-    ReviewAnswer,
-    ReviewRecord,
-    ReviewState,
-)
+from fsm_stage.reviews._edits import kept_diff
+from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES, ReviewAnswer, ReviewRecord
 from fsm_stage.reviews._team import VoteResult
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
@@ -127,17 +122,6 @@ def _payload(session: Session, record: ReviewRecord) -> str | None:
         return f"(handoff document unreadable: {err})"
 
 
-def _kept_diff(state: ReviewState, record: ReviewRecord) -> dict[str, Any] | None:
-    """``{review, diff}``: the unified diff from the version the reviewer last kept (a review of
-    the same subject answered keep) to ``record``'s stored document, or None."""
-    kept = kept_before(state, record)
-    if kept is None or kept.document is None or record.document is None:
-        return None
-    diff = revision_diff(kept.document, record.document, old_name=f"kept ({kept.id})",
-                         new_name=f"now ({record.id})")
-    return {"review": kept.id, "diff": diff}
-
-
 def _listing(session: Session) -> list[dict[str, Any]]:
     now = time.time() * 1000
     out = []
@@ -148,7 +132,7 @@ def _listing(session: Session) -> list[dict[str, Any]]:
                     "options": list(r.options), "shape": r.shape, "handoff_path": r.handoff_path,
                     "payload_sha256": r.payload_sha256, "since_seq": r.seq,
                     "age_seconds": max(0, round((now - since) / 1000)) if since is not None else None,
-                    "payload": _payload(session, r), "kept_diff": _kept_diff(state, r)})
+                    "payload": _payload(session, r), "kept_diff": kept_diff(state, r)})
     return out
 
 

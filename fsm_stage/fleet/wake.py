@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from typing import Any
 
 from fsm_stage.fleet.store import Store
@@ -59,6 +60,11 @@ def fleet_dbos_url(store: Store) -> str | None:
     return store.conninfo if row is not None else None
 
 
+def _one_line(err: Exception) -> str:
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return text[:300]
+
+
 def _same(a: Store, b: Store) -> bool:
     if a.folder is not None and b.folder is not None:
         return a.folder.resolve() == b.folder.resolve()
@@ -67,26 +73,40 @@ def _same(a: Store, b: Store) -> bool:
 
 class Waker:
     """An ``on_answer(session_id, review_id) -> warning | None`` hook over one fleet store and
-    its DBOS database ``dbos_url`` (a ``FleetClient``, connected on first use). ``close()``
-    when done."""
+    its DBOS database ``dbos_url`` (a ``FleetClient``, connected on first use or by
+    ``connect()``; thread-safe). ``close()`` when done."""
 
     def __init__(self, store: Store, dbos_url: str) -> None:
         self.store = store
         self.dbos_url = dbos_url
         self._client: Any = None
+        self._lock = threading.Lock()
+
+    def connect(self) -> str | None:
+        """Load DBOS and make the client now rather than at the first wake-up (that takes about
+        a second, which would delay the first session woken): a long-lived server such as
+        ``fsm-stage inbox serve`` calls it at start. Returns None, or why it could not (one
+        line; the next wake-up tries again). An unreachable database shows at the wake-up."""
+        with self._lock:
+            try:
+                if self._client is None:
+                    from fsm_stage.fleet.workflows import FleetClient
+
+                    self._client = FleetClient(self.store, dbos_url=self.dbos_url)
+            except Exception as err:
+                return _one_line(err)
+        return None
 
     def __call__(self, session_id: str, review_id: str) -> str | None:
         """Wake ``session_id`` on ``review_id``'s topic; returns None, or why it could not
         (one line; the answer stands)."""
+        failed = self.connect()
+        if failed is not None:
+            return failed
         try:
-            if self._client is None:
-                from fsm_stage.fleet.workflows import FleetClient
-
-                self._client = FleetClient(self.store, dbos_url=self.dbos_url)
             self._client.wake_answered(session_id, review_id)
         except Exception as err:
-            text = str(err).splitlines()[0] if str(err) else type(err).__name__
-            return text[:300]
+            return _one_line(err)
         return None
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,15 +36,25 @@ from fsm_stage.inbox._auth import Reviewers, load_reviewers
 from fsm_stage.inbox._security import SECURITY_HEADERS, csrf_ok, csrf_token
 from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore, SessionView
 from fsm_stage.inbox.queue import answer_item
+from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES
 from fsm_stage.reviews._team import Reviewers as TeamReviewers
 
 __all__ = ["create_app"]
 
 HERE = Path(__file__).resolve().parent
 
+#: Largest form field accepted (bytes as sent, URL-encoded): room for an edited document of
+#: ``MAX_REVIEW_DOCUMENT_BYTES`` (the library refuses a larger one in one line); a larger
+#: field is refused with 400 before anything is read from the store.
+MAX_FORM_FIELD_BYTES = 3 * MAX_REVIEW_DOCUMENT_BYTES + 65536
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+#: ``handler(request, reviewer, view, item)`` of a review's page (``_Inbox.on_review``).
+ReviewHandler = Callable[[Request, str, SessionView, "OpenReview | None"], Awaitable[Response]]
 
 
 class _Inbox:
@@ -76,6 +87,12 @@ class _Inbox:
     def groups(self, name: str) -> tuple[str, ...]:
         return self.reviewers.groups_of(name) if self.reviewers is not None else ()
 
+    def refusal(self, item: OpenReview, name: str) -> str | None:
+        """Why the review's logged rules refuse ``name``'s answer (None: allowed)."""
+        from fsm_stage.inbox._auth import refusal
+
+        return refusal(item.rules, name, self.groups(name))
+
     def page(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
         flash = request.session.pop("flash", [])
         base = {"reviewer": self.reviewer(request), "csrf": csrf_token(request.session),
@@ -84,17 +101,29 @@ class _Inbox:
 
     # -- answers -----------------------------------------------------------------------------
     def answer_one(self, reviewer: str, item: OpenReview, outcome: str, option: str | None,
-                   feedback: str | None) -> tuple[str, str]:
+                   feedback: str | None, edited: str | None = None) -> tuple[str, str]:
         """Answer one review as ``reviewer`` through ``vote_review`` (the review's logged rules:
-        approvers, quorum, not_requester, deadline); returns ``(kind, one-line message)`` with
-        kind ok/refused/error."""
+        approvers, quorum, not_requester, deadline; ``edited``: approve with edits); returns
+        ``(kind, one-line message)`` with kind ok/refused/error."""
         return answer_item(self.store, item, outcome, reviewer=reviewer, by=f"inbox:{reviewer}",
                            groups=self.groups(reviewer), reviewers=self.team(), option=option,
-                           feedback=feedback)
+                           feedback=feedback, edited=edited)
 
     def team(self) -> TeamReviewers | None:
         """The reviewers file as the review rules read it (``@group`` approvers)."""
         return TeamReviewers(self.reviewers.by_name) if self.reviewers is not None else None
+
+    def on_review(self, handler: ReviewHandler) -> Callable[[Request, str], Awaitable[Response]]:
+        """A route handler for ``/review/{key}/{rid}…`` URLs: 404 when no such review, else
+        ``handler(request, reviewer, view, open review or None when it is closed)``."""
+
+        async def run(request: Request, name: str) -> Response:
+            found = self.find(request.path_params["key"], request.path_params["rid"])
+            if found is None:
+                return PlainTextResponse("404: no such review", status_code=404)
+            return await handler(request, name, *found)
+
+        return run
 
     def find(self, key: str, review_id: str) -> tuple[SessionView, OpenReview | None] | None:
         view = self.store.load(key)
@@ -114,7 +143,7 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
     async def run(request: Request) -> Response:
         name = inbox.reviewer(request)
         if request.method == "POST":
-            form = await request.form()
+            form = await request.form(max_part_size=MAX_FORM_FIELD_BYTES)
             if not csrf_ok(request.session, form.get("csrf")):
                 return PlainTextResponse("403: missing or wrong CSRF token", status_code=403)
             if name is None:
@@ -144,7 +173,8 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     instead. ``secret_key`` signs the session cookie (default: random per start, so a restart
     logs everyone out); ``https_only`` marks the cookie Secure. ``graph`` draws the stage graph
     on review pages. ``on_answer(session_id, review_id)`` runs after each logged answer (the
-    fleet's wake-up: ``fsm_stage.fleet.wake.fleet_waker``). Raises ``UserError`` (one line) for
+    fleet's wake-up: ``fsm_stage.fleet.wake.fleet_waker``; its ``connect()``, when it has one, runs
+    at once on a background thread). Raises ``UserError`` (one line) for
     a missing folder, a bad location, a bad reviewers file or no authentication configured.
     """
     if reviewers is None and reviewers_file is not None:
@@ -152,7 +182,11 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     if reviewers is None and not trusted_header:
         raise UserError("inbox: authentication required: give a reviewers file or a trusted proxy header")
     inbox = _Inbox(SessionStore(location, on_answer=on_answer), reviewers, trusted_header, graph)
+    warm = getattr(on_answer, "connect", None)
+    if callable(warm):  # a fleet's wake-up hook: connect now, not at the first answer
+        threading.Thread(target=warm, name="fsm-inbox-wake-connect", daemon=True).start()
     from fsm_stage.inbox import _pages
+    from fsm_stage.inbox._editor import edit
 
     routes = [
         Route("/login", _pages.login(inbox), methods=["GET", "POST"]),
@@ -161,6 +195,7 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
         Route("/bulk", _guarded(inbox, _pages.bulk(inbox)), methods=["POST"]),
         Route("/api/version", _guarded(inbox, _pages.version(inbox)), methods=["GET"]),
         Route("/review/{key}/{rid}", _guarded(inbox, _pages.review(inbox)), methods=["GET", "POST"]),
+        Route("/review/{key}/{rid}/edit", _guarded(inbox, edit(inbox)), methods=["GET", "POST"]),
         Route("/graph/{key}/{rid}.svg", _guarded(inbox, _pages.graph(inbox)), methods=["GET"]),
         Route("/session/{key}", _guarded(inbox, _pages.session(inbox)), methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from fsm_stage.inbox import _render
+from fsm_stage.inbox._editor import not_editable
 from fsm_stage.inbox._security import csrf_ok
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ MAX_FEEDBACK = 20_000
 TIMELINE = 30
 
 
-def _flash(request: Request, *messages: tuple[str, str]) -> None:
+def flash(request: Request, *messages: tuple[str, str]) -> None:
+    """Queue ``(kind, text)`` messages for the next page the session sees (at most 50 kept)."""
     old = request.session.get("flash")
     request.session["flash"] = [*(old if isinstance(old, list) else []), *[list(m) for m in messages]][-50:]
 
@@ -75,7 +77,7 @@ def queue(inbox: _Inbox) -> Page:
         items.sort(key=keys.get(sort, keys["age"]))
         now = _render_now()
         rows = [types.SimpleNamespace(item=i, age=_render.age(i.asked_ms, now),
-                                      refusal=_refusal(inbox, i, name)) for i in items]
+                                      refusal=inbox.refusal(i, name)) for i in items]
         return inbox.page(request, "queue.html", {"rows": rows, "kinds": kinds, "stages": stages,
                                                   "kind": kind,
                                                   "stage": stage, "sort": sort,
@@ -88,12 +90,6 @@ def _render_now() -> int:
     from fsm_stage.inbox._app import _now_ms
 
     return _now_ms()
-
-
-def _refusal(inbox: _Inbox, item: Any, name: str) -> str | None:
-    from fsm_stage.inbox._auth import refusal
-
-    return refusal(item.rules, name, inbox.groups(name))
 
 
 def version(inbox: _Inbox) -> Page:
@@ -118,7 +114,7 @@ def bulk(inbox: _Inbox) -> Page:
                 results.append(("error", f"{_render.one_line(value)}: not an open review"))
                 continue
             results.append(inbox.answer_one(name, found[1], str(action), None, None))
-        _flash(request, *results) if results else _flash(request, ("error", "no review selected"))
+        flash(request, *results) if results else flash(request, ("error", "no review selected"))
         return RedirectResponse("/", status_code=303)
 
     return run
@@ -126,46 +122,50 @@ def bulk(inbox: _Inbox) -> Page:
 
 
 def review(inbox: _Inbox) -> Page:
-    async def run(request: Request, name: str) -> Response:
-        key, rid = request.path_params["key"], request.path_params["rid"]
-        found = inbox.find(key, rid)
-        if found is None:
-            return PlainTextResponse("404: no such review", status_code=404)
-        view, item = found
+    async def run(request: Request, name: str, view: Any, item: Any) -> Response:
+        rid = request.path_params["rid"]
         if request.method == "POST":
             form = await request.form()
             action = form.get("action")
             if item is None:
-                _flash(request, ("error", "this review is closed already"))
+                flash(request, ("error", "this review is closed already"))
             elif action == "approve":
                 option = form.get("option")
                 chosen = option if isinstance(option, str) else None
-                _flash(request, inbox.answer_one(name, item, "approve", chosen, None))
+                flash(request, inbox.answer_one(name, item, "approve", chosen, None))
             elif action == "keep":
                 feedback = form.get("feedback")
                 text = feedback[:MAX_FEEDBACK] if isinstance(feedback, str) and feedback.strip() else None
-                _flash(request, inbox.answer_one(name, item, "keep", None, text))
+                flash(request, inbox.answer_one(name, item, "keep", None, text))
             else:
                 return PlainTextResponse("400: action must be approve or keep", status_code=400)
             return RedirectResponse(request.url.path, status_code=303)
         record = view.state.records[rid]
         args = _render.call_arguments(view.events, record.call_id)
-        document, doc_error = _document(view, record, args)
+        document, doc_error = review_document(view, record)
+        answer = view.state.answered.get(rid)
         dot = _dot(inbox, view, record)
         timeline = [types.SimpleNamespace(seq=e.seq, type=e.type, time=e.time, text=_render.event_summary(e))
                     for e in view.events[-TIMELINE:]]
         return inbox.page(request, "review.html", {
-            "view": view, "record": record, "item": item, "answer": view.state.answered.get(rid),
+            "view": view, "record": record, "item": item, "answer": answer,
             "document": document, "doc_error": doc_error, "arguments": args,
+            "edit_refusal": not_editable(record, document, doc_error),
+            "kept": _render.kept_diff_lines(view.state, record),
+            "edits": _render.edits_diff_lines(record, document, answer),
             "approve_options": record.options[:-1] if len(record.options) > 1 else record.options,
-            "refusal": _refusal(inbox, item, name) if item is not None else None,
+            "refusal": inbox.refusal(item, name) if item is not None else None,
             "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline})
 
-    return run
+    return inbox.on_review(run)
 
 
-def _document(view: Any, record: Any, args: Any) -> tuple[str | None, str | None]:
+def review_document(view: Any, record: Any) -> tuple[str | None, str | None]:
+    """``(document, None)``: the plan (from its logged ``exit_plan_mode`` call) or the handoff
+    document (the request's file inside the session cwd, else the stored copy) of ``record``;
+    ``(None, why)`` when it cannot be read; ``(None, None)`` when the review has none."""
     if record.kind == "plan":
+        args = _render.call_arguments(view.events, record.call_id)
         plan = args.get("plan") if args is not None else None
         if isinstance(plan, str):
             return plan, None

@@ -22,7 +22,8 @@ from fsm_stage.constants import TOOL_CALL
 from fsm_stage.log.events import Event
 from fsm_stage.text import visible
 
-__all__ = ["age", "call_arguments", "event_summary", "graph_svg", "markdown_html", "one_line", "when"]
+__all__ = ["age", "call_arguments", "diff_lines", "edits_diff_lines", "event_summary", "graph_svg",
+           "kept_diff_lines", "markdown_html", "one_line", "when"]
 
 #: Longest document rendered (characters); the rest is cut with a visible note.
 MAX_DOCUMENT_CHARS = 512 * 1024
@@ -106,3 +107,39 @@ def graph_svg(dot_text: str) -> bytes | None:
         return render(dot_text, "svg")
     except UserError:  # graphviz missing or dot failed
         return None
+
+
+def diff_lines(diff: str) -> list[tuple[str, str]]:
+    """A unified diff as ``(kind, line)`` pairs for the page: kind ``add`` / ``del`` / ``hunk``
+    / ``same``; each line through ``text.visible`` (control characters as escapes)."""
+    out = []
+    for line in diff.split("\n"):
+        kind = ("hunk" if line.startswith(("@@", "+++", "---")) else "add" if line.startswith("+")
+                else "del" if line.startswith("-") else "same")
+        out.append((kind, visible(line, keep="\t")))
+    return out
+
+
+def kept_diff_lines(state: Any, record: Any) -> Mapping[str, Any] | None:
+    """``{review, lines}``: the changes from the version the reviewer kept in an earlier review
+    of the same subject (``reviews._edits.kept_diff``) to ``record``'s document, or None."""
+    from fsm_stage.reviews._edits import kept_diff
+
+    kept = kept_diff(state, record)
+    if kept is None:
+        return None
+    return {"review": kept["review"], "lines": diff_lines(kept["diff"]) if kept["diff"] else []}
+
+
+def edits_diff_lines(record: Any, document: str | None, answer: Any) -> list[tuple[str, str]] | None:
+    """The reviewer's edits of an answer approved with edits (the reviewed document → the
+    edited one) as ``diff_lines``; None for any other answer or when the reviewed text is gone."""
+    if answer is None or answer.edited is None:
+        return None
+    reviewed = record.document if record.document is not None else document
+    if reviewed is None:
+        return None
+    from fsm_stage.reviews._edits import revision_diff
+
+    diff = revision_diff(reviewed, answer.edited, old_name=f"reviewed ({record.id})", new_name="edited")
+    return diff_lines(diff) if diff else None

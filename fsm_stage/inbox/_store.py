@@ -68,23 +68,17 @@ class SessionView:
     stage: str | None
     warnings: tuple[str, ...] = ()
 
+    def event_at(self, seq: int) -> Event | None:
+        """The event at ``seq`` (None outside the log)."""
+        return self.events[seq] if 0 <= seq < len(self.events) else None
+
     def request_data(self, record: ReviewRecord) -> Mapping[str, Any]:
         """The logged ``data`` of ``record``'s request event ({} when it is not a mapping)."""
-        ev = self.events[record.seq] if 0 <= record.seq < len(self.events) else None
-        if ev is not None and ev.type == REVIEW_REQUEST and isinstance(ev.data, Mapping):
-            return ev.data
-        return {}
+        return request_data(self.event_at(record.seq))
 
     def open(self) -> tuple[OpenReview, ...]:
         """The open reviews of this session, in request order."""
-        out = []
-        for record in self.state.open:
-            data = self.request_data(record)
-            rules = data.get("rules")
-            rules = rules if isinstance(rules, Mapping) else (None if rules is None else {"invalid": True})
-            asked = self.events[record.seq].time if 0 <= record.seq < len(self.events) else 0
-            out.append(OpenReview(self.header.id, self.key, record, asked, rules, deadline_of(rules, asked)))
-        return tuple(out)
+        return open_of(self.header.id, self.key, self.state, self.event_at)
 
     def answers(self) -> Mapping[str, ReviewAnswer]:
         """Review id -> its logged answer."""
@@ -98,6 +92,28 @@ class SessionView:
             if name is not None:
                 out.append((ev.seq, ev.time, name))
         return tuple(out)
+
+
+def request_data(event: Event | None) -> Mapping[str, Any]:
+    """The ``data`` of a review request ``event`` ({} for anything else)."""
+    if event is not None and event.type == REVIEW_REQUEST and isinstance(event.data, Mapping):
+        return event.data
+    return {}
+
+
+def open_of(session_id: str, key: str, state: ReviewState,
+            event_at: Callable[[int], Event | None]) -> tuple[OpenReview, ...]:
+    """The open reviews of ``state`` (a session's review fold), in request order; ``event_at(seq)``
+    gives the logged request events (their time and rules: rules that are not a mapping
+    refuse everyone, fail closed)."""
+    out = []
+    for record in state.open:
+        event = event_at(record.seq)
+        rules = request_data(event).get("rules")
+        rules = rules if isinstance(rules, Mapping) else (None if rules is None else {"invalid": True})
+        asked = event.time if event is not None else 0
+        out.append(OpenReview(session_id, key, record, asked, rules, deadline_of(rules, asked)))
+    return tuple(out)
 
 
 def deadline_of(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
@@ -136,6 +152,7 @@ class SessionStore:
         elif not self.root.is_dir():
             raise UserError(f"inbox: {self.root} is not a folder of session logs")
         self._cache: dict[str, tuple[Any, SessionView | None]] = {}
+        self._queue: Any = None  # PostgreSQL: the open reviews per session (``_pg_queue``)
         self._lock = threading.Lock()
 
     @property
@@ -158,10 +175,23 @@ class SessionStore:
         from fsm_stage.log.postgres import connect
 
         with connect(self.conninfo) as conn:
-            rows = conn.execute(
-                "SELECT s.session, (SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session) "
-                "FROM fsm_sessions s ORDER BY s.session").fetchall()
+            return self._pg_stamps(conn)
+
+    def _pg_stamps(self, conn: Any) -> dict[str, Any]:
+        """Session id -> its last seq, for every session of the database (through ``conn``)."""
+        rows = self._pg_query(conn, "listing the sessions", lambda: conn.execute(
+            "SELECT s.session, (SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session) "
+            "FROM fsm_sessions s ORDER BY s.session").fetchall())
         return {str(r[0]): r[1] for r in rows if _pg_key_ok(str(r[0]))}
+
+    def _pg_query(self, conn: Any, doing: str, run: Callable[[], Any]) -> Any:
+        """``run()`` with a psycopg error raised as one ``DatabaseError`` line."""
+        from fsm_stage.log.pg_connect import db_error, psycopg_module
+
+        try:
+            return run()
+        except psycopg_module().Error as err:
+            raise db_error(self.shown, doing, err, conn) from None
 
     def sessions(self) -> list[SessionView]:
         """Every readable session log, by key (unreadable ones are left out). Raises
@@ -237,8 +267,20 @@ class SessionStore:
         return view
 
     def open_reviews(self) -> list[OpenReview]:
-        """Every open review of every session."""
-        return [item for view in self.sessions() for item in view.open()]
+        """Every open review of every session (on PostgreSQL read from the review rows of the
+        sessions that moved, ``_pg_queue``). Raises ``DatabaseError`` when PostgreSQL cannot
+        be read."""
+        if self.conninfo is None:
+            return [item for view in self.sessions() for item in view.open()]
+        from fsm_stage.inbox._pg_queue import ReviewQueue
+        from fsm_stage.log.postgres import connect
+
+        with self._lock:
+            queue = self._queue = self._queue or ReviewQueue()
+        with connect(self.conninfo) as conn:
+            stamps = self._pg_stamps(conn)
+            return list(self._pg_query(conn, "reading the open reviews",
+                                       lambda: queue.open_reviews(conn, stamps)))
 
     def version(self) -> str:
         """A short fingerprint of the open reviews (changes when one is asked or closed)."""
@@ -252,11 +294,12 @@ class SessionStore:
         return key if self.conninfo is not None else key.removesuffix(".jsonl")
 
     def answer(self, key: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
-               by: str, reviewer: str | None = None,
-               reviewers: Reviewers | None = None) -> tuple[VoteResult, str | None]:
+               by: str, reviewer: str | None = None, reviewers: Reviewers | None = None,
+               edited: str | None = None) -> tuple[VoteResult, str | None]:
         """Record an answer on session ``key``'s log: ``vote_review`` as ``reviewer`` (the
         authenticated person; ``reviewers`` resolves ``@group`` approvers), or ``answer_review``
-        without one, so the review's logged rules decide. Returns the ``VoteResult`` (its
+        without one, so the review's logged rules decide; ``edited`` approves the reviewer's
+        edited document (docs/reviews.md, "Approve with edits"). Returns the ``VoteResult`` (its
         ``answer`` None while a quorum is not reached) and ``on_answer``'s warning (None when
         it is fine or not called). Raises what those raise (``ReviewError`` and its
         subclasses, ``LogWriteError``, ``DatabaseError``); ``UserError`` for an unknown session."""
@@ -270,10 +313,10 @@ class SessionStore:
             session = Session(log)
             if reviewer is None:
                 result = VoteResult(answer_review(session, review_id, outcome, feedback=feedback,
-                                                  option=option, by=by))
+                                                  option=option, by=by, edited=edited))
             else:
                 result = vote_review(session, review_id, outcome, reviewer=reviewer, reviewers=reviewers,
-                                     feedback=feedback, option=option, by=by)
+                                     feedback=feedback, option=option, by=by, edited=edited)
         finally:
             log.close()
         warning = None

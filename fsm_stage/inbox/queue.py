@@ -109,9 +109,10 @@ class Decision:
 
 def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer: str | None, by: str,
                reviewers: Reviewers | None = None, groups: Sequence[str] | None = None,
-               option: str | None = None, feedback: str | None = None) -> Decision:
+               option: str | None = None, feedback: str | None = None, edited: str | None = None) -> Decision:
     """Answer the open review ``item`` on its own session log as ``reviewer`` (None: nobody
-    named; a review whose rules name approvers, a quorum or not_requester is then refused).
+    named; a review whose rules name approvers, a quorum or not_requester is then refused);
+    ``edited``: approve the reviewer's edited document instead (``answer_review(edited=…)``).
     Rules the inbox cannot read refuse everyone. The answer is ``SessionStore.answer``: the
     review's payload digest, its rules and racing answers are checked there. Never raises for
     a review's own refusal or error: they are the ``Decision``."""
@@ -129,7 +130,7 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
         return decision("refused", f"refused: {what}: {why}")
     try:
         result, wake = store.answer(item.key, rec.id, outcome, feedback=feedback, option=option, by=by,
-                                    reviewer=reviewer, reviewers=reviewers)
+                                    reviewer=reviewer, reviewers=reviewers, edited=edited)
     except ReviewRefusedError as err:
         return decision("refused", f"refused: {what}: {err}")
     except FsmStageError as err:
@@ -138,16 +139,18 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
     if result.answer is None:
         return decision("voted", f"vote recorded: {what} ({len(result.votes)} of {result.needed} "
                                  f"approvals){note}", votes=result.votes, needed=result.needed, wake=wake)
-    return decision("answered", f"{outcome}: {what}{note}", votes=result.votes, needed=result.needed,
+    edits = ("" if edited is None else " with edits" if result.answer.edited is not None
+             else " (the document is unchanged: an ordinary approval)")
+    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=result.votes, needed=result.needed,
                     wake=wake)
 
 
 def answer_item(store: SessionStore, item: OpenReview, outcome: str, *, reviewer: str, by: str,
                 groups: Sequence[str], reviewers: Reviewers | None, option: str | None,
-                feedback: str | None) -> tuple[str, str]:
+                feedback: str | None, edited: str | None = None) -> tuple[str, str]:
     """``answer_one`` as the web pages flash it: ``(ok | refused | error, one-line message)``."""
     done = answer_one(store, item, outcome, reviewer=reviewer, by=by, reviewers=reviewers, groups=groups,
-                      option=option, feedback=feedback)
+                      option=option, feedback=feedback, edited=edited)
     return ("ok" if done.ok else done.result), done.message
 
 

@@ -4,7 +4,8 @@
 (a full stage switch's handoff document, or a plan) and returns the answer's ``edited`` /
 ``editedSha256`` keys; ``kept_before(state, record)`` is the latest earlier review of the same
 subject that was answered keep (its stored document is "the version the reviewer rejected"), and
-``revision_diff(old, new, ...)`` the unified diff between two versions. docs/reviews.md,
+``revision_diff(old, new, ...)`` the unified diff between two versions; ``kept_diff(state, record)``
+both together (what ``fsm-stage review`` and the inbox's review page show). docs/reviews.md,
 "Approve with edits".
 """
 
@@ -22,7 +23,7 @@ from fsm_stage.reviews._fold import (
     stage_payload_sha256,
 )
 
-__all__ = ["edit_data", "edited_sha256", "kept_before", "revision_diff"]
+__all__ = ["edit_data", "edited_sha256", "kept_before", "kept_diff", "revision_diff"]
 
 #: Most diff lines shown for a re-asked review (the rest is summarised in one line).
 MAX_DIFF_LINES = 400
@@ -88,3 +89,15 @@ def revision_diff(old: str, new: str, *, old_name: str, new_name: str) -> str:
         left = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], f"… {left} more diff line(s) not shown"]
     return "\n".join(lines)
+
+
+def kept_diff(state: ReviewState, record: ReviewRecord) -> dict[str, Any] | None:
+    """``{review, diff}``: the unified diff from the version the reviewer last kept (a review of
+    the same subject answered keep, ``kept_before``) to ``record``'s stored document, or None
+    when there is nothing to compare."""
+    kept = kept_before(state, record)
+    if kept is None or kept.document is None or record.document is None:
+        return None
+    diff = revision_diff(kept.document, record.document, old_name=f"kept ({kept.id})",
+                         new_name=f"now ({record.id})")
+    return {"review": kept.id, "diff": diff}

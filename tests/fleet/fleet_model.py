@@ -91,3 +91,27 @@ def apply(args: Any, key: str) -> str:
 
 def tools() -> list[Any]:
     return [apply]
+
+
+class HandoffModel(FleetModel):
+    """The fleet model with a full switch: ``task: N`` → ``goto_stage build`` with a handoff
+    document (reviewed) → in ``build``, a reply quoting the handoff document it was told to read
+    (the file at the path in the stage notice), so a test sees which version the session used."""
+
+    name = "fleet-handoff-model"
+
+    async def complete(self, request: Any, *, signal: Any) -> ModelReply:
+        texts = "\n".join([request.system, *(_text(m) for m in request.messages)])
+        stages = re.findall(r"Current stage: (\w+)", texts)
+        if (stages[-1] if stages else "plan") == "plan":
+            task = re.findall(r"task: (\S+)", texts)
+            return ModelReply.call("goto_stage", {"stage": "build", "handoff": (
+                f"# Handoff\n\nTask {task[0] if task else '?'}: the parser is explored.\n")},
+                id=f"c{len(request.messages)}")
+        paths = re.findall(r"Read the handoff document at (\S+\.md)", texts)
+        with open(paths[-1], encoding="utf-8") as fh:
+            return ModelReply.say("building from the handoff:\n" + fh.read())
+
+
+def handoff_model() -> HandoffModel:
+    return HandoffModel()

@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +31,7 @@ if importlib.util.find_spec("dbos") is None:
         pytest.fail("dbos is missing in CI (pip install 'fsm_stage[test]')", pytrace=False)
     pytest.skip("the fleet needs DBOS: pip install 'fsm_stage[fleet]'", allow_module_level=True)
 
+from fleet_procs import stop  # noqa: E402
 from inbox_fixtures import stage_session  # noqa: E402
 
 from fsm_stage.cli import main  # noqa: E402
@@ -112,6 +112,30 @@ def test_an_inbox_answer_starts_and_wakes_the_session_once(tmp_path: Path,
     assert len([n for n in _dbos_rows(tmp_path)[1] if n[0] == "fsm-stage:s1:0"]) == 1
 
 
+def test_a_waker_connects_ahead_once_and_says_why_it_cannot(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Waker.connect()`` (what ``inbox serve`` runs at start, so the first wake-up does not
+    wait for DBOS to load) makes the client once; an unreachable database is one line, not a raise."""
+    from fsm_stage.fleet.wake import Waker
+
+    monkeypatch.delenv(ENV, raising=False)
+    rid = stage_session(tmp_path, "s1")
+    _fleet_database(tmp_path)
+    waker = fleet_waker(tmp_path)
+    assert waker is not None
+    try:
+        assert waker.connect() is None
+        client = waker._client
+        assert waker.connect() is None and waker._client is client
+        assert waker("s1", rid) is None
+    finally:
+        waker.close()
+    broken = Waker(Store(tmp_path), "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1")
+    assert broken.connect() is None  # the client is made; the database is first used by a wake-up
+    why = broken("s1", rid)
+    assert why is not None and "\n" not in why
+
+
 def test_a_failed_wake_up_never_undoes_the_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
     rid = stage_session(tmp_path, "s1")
@@ -176,10 +200,4 @@ def test_a_worker_waiting_an_hour_resumes_on_an_inbox_approval(tmp_path: Path,
         _wait_state(folder, "w1", "complete")
         assert second.review_id != first.review_id
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

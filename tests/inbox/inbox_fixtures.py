@@ -63,3 +63,12 @@ def add_rules(path: Path, rules: dict[str, Any]) -> None:
             obj["data"]["rules"] = rules
         out.append(json.dumps(obj, separators=(",", ":")))
     path.write_text("\n".join(out) + "\n")
+
+
+def login(page: Any, base: str, name: str = "alice") -> None:
+    """Log ``name`` in through the browser ``page`` (a Playwright page) on the inbox at ``base``."""
+    page.goto(f"{base}/")
+    page.fill("input[name=name]", name)
+    page.fill("input[name=token]", TOKENS[name])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")

@@ -15,13 +15,9 @@ from typing import Any
 
 import inbox_fixtures
 import pytest
-from inbox_fixtures import TOKENS, add_rules, write_reviewers
+from inbox_fixtures import add_rules, login, write_reviewers
 
 from fsm_stage.log.dsh import read_log
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def _in_thread(fn: Any, *args: Any, **kw: Any) -> Any:
@@ -41,28 +37,6 @@ def stage_session(*args: Any, **kw: Any) -> str:
 
 def plan_session(*args: Any, **kw: Any) -> str:
     return str(_in_thread(inbox_fixtures.plan_session, *args, **kw))
-
-
-def _need(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (required under CI)")
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _need("playwright is not installed")
-    if not Path(CHROMIUM).exists():
-        _need(f"{CHROMIUM} is missing (apt-get install chromium)")
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
@@ -93,21 +67,6 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         thread.join(10)
 
 
-@pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    out = Path(os.environ.get("FSM_STAGE_ARTEFACTS", tmp_path / "screenshots"))
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def _login(page: Any, base: str, name: str = "alice") -> None:
-    page.goto(f"{base}/")
-    page.fill("input[name=name]", name)
-    page.fill("input[name=token]", TOKENS[name])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
 def _answers(path: Path) -> list[dict[str, Any]]:
     return [e.data for e in read_log(path).events if e.type == "fsm/review/answer"]
 
@@ -118,7 +77,7 @@ def test_a_review_appears_live_and_an_approval_is_logged(browser: Any, server: t
     page = browser.new_page()
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    _login(page, base)
+    login(page, base)
     assert page.locator("tr.review-row").count() == 0
     rid = stage_session(logs, "s1", handoff="# Handoff\n\nExplored the **parser**; next: implement it.")
     page.locator(f"tr[data-review='s1.jsonl/{rid}']").wait_for(timeout=15000)  # the poll reloaded the queue
@@ -143,7 +102,7 @@ def test_bulk_approve_three_reviews(browser: Any, server: tuple[str, Path]) -> N
     base, logs = server
     rids = {f"s{i}": stage_session(logs, f"s{i}") for i in range(3)}
     page = browser.new_page()
-    _login(page, base)
+    login(page, base)
     for sid, rid in rids.items():
         page.check(f"input[value='{sid}.jsonl/{rid}']")
     page.click("button[name=action][value=approve]")
@@ -158,7 +117,7 @@ def test_a_reviewer_not_allowed_sees_a_refusal(browser: Any, server: tuple[str, 
     rid = stage_session(logs, "s1")
     add_rules(logs / "s1.jsonl", {"approvers": ["alice"]})
     page = browser.new_page()
-    _login(page, base, "bob")
+    login(page, base, "bob")
     page.goto(f"{base}/review/s1.jsonl/{rid}")
     page.click("button.approve[value='Approve']")
     assert "not among the approvers" in page.locator(".flash.refused").first.inner_text()
@@ -169,7 +128,7 @@ def test_a_forged_form_is_refused(browser: Any, server: tuple[str, Path]) -> Non
     base, logs = server
     rid = stage_session(logs, "s1")
     page = browser.new_page()
-    _login(page, base)
+    login(page, base)
     page.goto(f"{base}/review/s1.jsonl/{rid}")
     page.evaluate("document.querySelectorAll('input[name=csrf]').forEach(e => e.remove())")
     with page.expect_navigation():
@@ -184,7 +143,7 @@ def test_a_hostile_plan_renders_inert(browser: Any, server: tuple[str, Path]) ->
                                     "<img src=x onerror=\"window.pwned=2\">"
                                     "\n\x1b[31mred\x1b[0m")
     page = browser.new_page()
-    _login(page, base)
+    login(page, base)
     page.goto(f"{base}/review/s1.jsonl/{rid}")
     assert page.evaluate("window.pwned === undefined")
     text = page.locator("article.markdown").inner_text()

@@ -100,3 +100,50 @@ def test_the_web_inbox_serves_and_answers_a_postgresql_location(fresh_db: Callab
     assert (answer["id"], answer["outcome"], answer["by"]) == (rid, "approve", "inbox:alice")
     assert rid not in client.get("/").text
     assert client.get("/session/w1").status_code == 200
+
+
+def test_the_queue_reads_only_review_rows_and_agrees_with_whole_folds(fresh_db: Callable[[], str],
+                                                                      tmp_path: Path) -> None:
+    """The PostgreSQL queue folds only the review rows of the sessions that moved (``_pg_queue``):
+    the same open reviews as folding each whole session, refreshed when a session moves, with a
+    review whose call was closed without running (``tool/result`` error ``ABORTED``) gone, and
+    rules that are not a mapping kept as "invalid" (everyone refused)."""
+    from fsm_stage.constants import TOOL_RESULT
+    from fsm_stage.inbox._store import SessionStore
+    from fsm_stage.reviews import answer_review
+
+    dsn = _database(fresh_db)
+    rids = {sid: _suspended(dsn, sid, tmp_path, kind) for sid, kind in
+            (("a", "stage"), ("b", "stage"), ("c", "stage"), ("p", "plan"))}
+    store = SessionStore(dsn)
+
+    def listed() -> set[tuple[str, str]]:
+        return {(i.session_id, i.record.id) for i in store.open_reviews()}
+
+    def folded() -> set[tuple[str, str]]:
+        return {(i.session_id, i.record.id) for v in SessionStore(dsn).sessions() for i in v.open()}
+
+    assert listed() == folded() == set(rids.items())
+    with open_log(f"{dsn}&session=a") as log:
+        answer_review(log, rids["a"], "keep")
+    with open_log(f"{dsn}&session=b") as log:  # the call is cancelled: its review is void
+        call_id = next(e.data["callId"] for e in log.events if e.type == "tool/call")
+        log.append(TOOL_RESULT, {"callId": call_id, "content": "cancelled", "isError": True,
+                                 "error": {"code": "ABORTED", "message": "cancelled"}})
+    with open_log(f"{dsn}&session=c") as log:  # rules the inbox cannot read
+        rows = [e for e in log.events if e.type == "fsm/review/request"]
+    from fsm_stage.log.postgres import connect
+
+    with connect(dsn) as conn:
+        line = conn.execute("SELECT line FROM fsm_events WHERE session = 'c' AND seq = %s",
+                            (rows[0].seq,)).fetchone()[0]
+        obj = json.loads(line)
+        obj["data"]["rules"] = ["not", "a", "mapping"]
+        conn.execute("UPDATE fsm_events SET line = %s WHERE session = 'c' AND seq = %s",
+                     (json.dumps(obj), rows[0].seq))
+        conn.execute("INSERT INTO fsm_events (session, seq, n, line) VALUES ('c', %s, 1, %s)",
+                     (log.last_seq + 1, json.dumps({"type": "fsm/note", "seq": log.last_seq + 1, "time": 0,
+                                                    "data": {}, "ignorable": True})))
+    assert listed() == folded() == {("c", rids["c"]), ("p", rids["p"])}
+    (c_item,) = [i for i in store.open_reviews() if i.session_id == "c"]
+    assert c_item.rules == {"invalid": True}

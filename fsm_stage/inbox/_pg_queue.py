@@ -1,0 +1,86 @@
+"""The queue of a PostgreSQL store without folding whole sessions.
+
+A queue page over 1,000 sessions only needs each session's open reviews, and those follow
+from a few rows per session: the review requests, answers and redemptions, and the
+``tool/result`` rows that close a call without running it (the codes of
+``reviews._fold.CLOSED_CALL_CODES``; ``ReviewFold`` reads nothing else that matters here).
+``ReviewQueue.open_reviews(conn, stamps)`` reads those rows of every session whose last seq
+moved since the last call, in **one** query (the ``(session, seq)`` primary key finds the
+sessions, a ``LIKE`` on the stored line picks the rows; over-matching is harmless, each row is
+decoded and filtered by its type), folds them with ``REVIEW_FOLD`` and keeps the result per
+session until its last seq moves again. A session whose rows do not decode is left out of the
+queue (its page says why), as a file that cannot be read is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from fsm_stage.constants import TOOL_RESULT
+from fsm_stage.errors import LogFormatError
+from fsm_stage.inbox._store import OpenReview, open_of
+from fsm_stage.log.events import Event
+from fsm_stage.log.postgres import decode_rows
+from fsm_stage.log.projections import fold
+from fsm_stage.reviews._fold import CLOSED_CALL_CODES, REVIEW_FOLD, ReviewFold
+
+__all__ = ["ReviewQueue"]
+
+#: ``LIKE`` patterns of the stored rows that may hold a review event.
+REVIEW_ROWS = ["%fsm/review/%"]
+#: ... and of the ``tool/result`` rows that may close a reviewed call.
+CLOSING_CODES = sorted(f'%"{code}"%' for code in CLOSED_CALL_CODES)
+
+#: ... and of the ``tool/result`` rows.
+TOOL_ROWS = f"%{TOOL_RESULT}%"
+
+QUERY = ("SELECT session, seq, n, line FROM fsm_events WHERE session = ANY(%(sessions)s) "
+         "AND (line LIKE ANY(%(review)s) OR (line LIKE %(tool)s AND line LIKE ANY(%(codes)s))) "
+         "ORDER BY session, seq")
+
+
+class ReviewQueue:
+    """The open reviews of a PostgreSQL store's sessions, cached per session by its last seq
+    (module docstring). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[Any, tuple[OpenReview, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def open_reviews(self, conn: Any, stamps: Mapping[str, Any]) -> list[OpenReview]:
+        """The open reviews of the sessions of ``stamps`` (session id -> last seq, in listing
+        order), reading through ``conn`` (a psycopg connection) only the sessions whose stamp
+        changed. Raises what psycopg raises (the caller maps it to ``DatabaseError``)."""
+        with self._lock:
+            cached = {k: v for k, v in self._cache.items() if k in stamps}
+        changed = [k for k, stamp in stamps.items() if k not in cached or cached[k][0] != stamp]
+        if changed:
+            rows: dict[str, list[tuple[int, int, str]]] = {k: [] for k in changed}
+            for session, seq, n, line in conn.execute(QUERY, {"sessions": changed, "review": REVIEW_ROWS,
+                                                              "tool": TOOL_ROWS, "codes": CLOSING_CODES}):
+                rows[str(session)].append((int(seq), int(n), str(line)))
+            for key in changed:
+                cached[key] = (stamps[key], _open(key, rows[key]))
+        with self._lock:
+            self._cache = cached
+        return [item for key in stamps for item in cached[key][1]]
+
+
+def _open(key: str, rows: list[tuple[int, int, str]]) -> tuple[OpenReview, ...]:
+    """The open reviews of session ``key`` from its review rows (() when a row does not decode)."""
+    reads = ReviewFold.READS
+    events: dict[int, Event] = {}
+    try:
+        for row in rows:
+            for event in decode_rows("", [row], next_seq=row[0], source=f"session {key}"):
+                if event.type in reads:
+                    events[event.seq] = event
+    except LogFormatError:
+        return ()
+    state = fold(REVIEW_FOLD, [events[seq] for seq in sorted(events)])
+    if not state.open:
+        return ()
+    return open_of(key, key, state, events.get)
+

@@ -34,6 +34,7 @@ are the point). The targets:
 17. PG workers  distinct-session appends, 2 workers vs 1 (``bench_postgres``)
 18. PG statements  SQL statements of one reviewed step on ``PostgresLog`` besides the appends
                 (``bench_postgres``)
+20. PG open     ``open_log`` of a 10,000-event PostgreSQL session vs one of 100 (``bench_postgres``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -697,6 +698,27 @@ def row_pg_statements(r: dict[str, Any] | None, err: str | None) -> Row:
     return row
 
 
+def row_pg_open(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 20 from ``bench_postgres.run``: opening a long session vs a short one."""
+    row = Row(20, "PG open", "`open_log` of an existing 10,000-event PostgreSQL session vs one of 100 events "
+              "(a checkpointed open reads only the rows after the newest checkpoint)",
+              target="≤ 2x (O(new events))")
+    if r is None or "open" not in r:
+        row.details.append(f"bench_postgres: {err.splitlines()[0] if err else err}")
+        if err and "smoke" in err:
+            row.status = SKIPPED
+        return row
+    x = r["open"]
+    row.ours = f"{_ms(x['big_s'])} ({x['sizes'][1]:,} events)"
+    row.baseline = f"{_ms(x['small_s'])} ({x['sizes'][0]:,} events)"
+    row.ratio = f"{x['ratio']:.2f}x"
+    row.status = _status(x["ratio"] <= 2.0)
+    row.details.append(f"medians of {x['repeat']} interleaved opens (connection included); the long session "
+                       f"once open holds {x['big_events_held']:,} events, {_mb(x['big_bytes_held'])} "
+                       f"({x['big_note']})")
+    return row
+
+
 # --- output ----------------------------------------------------------------------------------
 
 
@@ -853,6 +875,7 @@ def main(argv: list[str] | None = None) -> int:
         *rows_turns(*results["bench_turns"]),
         row_pg_scaling(*results["bench_postgres"]),
         row_pg_statements(*results["bench_postgres"]),
+        row_pg_open(*results["bench_postgres"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

@@ -95,9 +95,14 @@ class Listening:
 
     def _drop_listener(self) -> None:
         conn, self._listen = self._listen, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        close_quietly(conn)
+
+
+def close_quietly(conn: Any) -> None:
+    """Close ``conn`` (None: nothing), ignoring any error (it is being dropped)."""
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def _until_first(notes: Iterator[Any], session: str) -> Iterator[Any]:

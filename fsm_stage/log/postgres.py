@@ -57,7 +57,7 @@ from fsm_stage.log.pg_events import (
     header_line,
     split_header,
 )
-from fsm_stage.log.pg_listen import Listening
+from fsm_stage.log.pg_listen import Listening, close_quietly
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema, listener_lock
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
@@ -205,9 +205,7 @@ class PostgresLog(Listening, LogBase):
 
     def _drop_conn(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        close_quietly(conn)
 
     def _call(self, doing: str, fn: Callable[[Any], T], *, retry: bool) -> T:
         """``fn(conn)`` on a borrowed connection; a psycopg error becomes a ``DatabaseError``.

@@ -15,6 +15,10 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   the shape of row 3) counted by wrapping the log's connection, split into the appends (the
   ``INSERT`` batches) and the rest (refreshes, row locks); medians over ``steps`` transitions.
 
+* **open** (row 20): ``open_log`` of an existing session of 10,000 events vs one of 100
+  (interleaved, medians): a checkpointed open reads only the rows after the newest checkpoint;
+  also the Python memory a 10,000-event log holds once open (``tracemalloc``).
+
 ``run(quick=False, smoke=False) -> dict`` (medians in seconds); ``python bench/bench_postgres.py``
 prints it as JSON. Needs the server binaries and the ``postgres`` OS user (else ``run`` raises
 ``RuntimeError`` with the reason).
@@ -174,6 +178,41 @@ def statements_per_reviewed_step(cluster: TempCluster, steps: int) -> dict[str, 
             "first_step": per_step[0]}
 
 
+def open_cost(cluster: TempCluster, sizes: tuple[int, int], repeat: int) -> dict[str, Any]:
+    """``open_log`` of a session of ``sizes[1]`` events vs one of ``sizes[0]`` (both written
+    by appends of 100-event batches of ~100-byte messages; medians of interleaved opens)."""
+    import tracemalloc
+
+    from fsm_stage.log import open_log
+    from fsm_stage.log.events import NewEvent
+
+    urls = []
+    for n in sizes:
+        sid = f"bench-open-{n}-{uuid.uuid4().hex[:8]}"
+        urls.append(cluster.url(sid))
+        with open_log(urls[-1], create=SessionHeader(sid, cwd="/workspace")) as log:
+            for start in range(0, n, 100):
+                text = "x" * 80
+                log.append_many([NewEvent("user/message", {"role": "user", "content": f"message {i} {text}"},
+                                          "append") for i in range(start, min(n, start + 100))])
+    times: list[list[float]] = [[], []]
+    for _ in range(repeat):
+        for k, url in enumerate(urls):
+            t0 = time.perf_counter()
+            log = open_log(url)
+            times[k].append(time.perf_counter() - t0)
+            log.close()
+    tracemalloc.start()
+    log = open_log(urls[1])
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    note, in_memory = log.checkpoint_note, log.events.held
+    log.close()
+    small, big = statistics.median(times[0]), statistics.median(times[1])
+    return {"sizes": list(sizes), "small_s": small, "big_s": big, "ratio": big / small,
+            "big_bytes_held": held, "big_events_held": in_memory, "big_note": note, "repeat": repeat}
+
+
 def _throughput(cluster: TempCluster, workers: int, per_worker: int, *,
                 distinct: bool = False) -> dict[str, Any]:
     """Events/s of ``workers`` processes appending to one session (or each to its own:
@@ -225,6 +264,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         with connect(cluster.dsn) as conn:
             migrate(conn)
         statements = statements_per_reviewed_step(cluster, 5 if smoke else 20)
+        opening = open_cost(cluster, (100, 1_000 if smoke else 10_000), 5 if smoke else 21)
         ours = _durable_step(cluster, steps)
         theirs = _langgraph_step(cluster, steps)
         tp = [_throughput(cluster, w, per_worker) for w in (1, 4, 8)]
@@ -236,6 +276,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "distinct": distinct,
         "distinct_scaling_2": distinct[1]["events_per_s"] / distinct[0]["events_per_s"],
         "statements": statements,
+        "open": opening,
     }
     if isinstance(theirs, str):
         out["langgraph_error"] = theirs

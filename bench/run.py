@@ -37,6 +37,7 @@ are the point). The targets:
 19. inbox queue on PostgreSQL  the review inbox's queue page over 1,000 open reviews in 1,000
                 sessions on PostgreSQL, cold and warm, vs the same over JSONL logs (``bench_inbox``;
                 skipped in ``--smoke``)
+20. PG open     ``open_log`` of a 10,000-event PostgreSQL session vs one of 100 (``bench_postgres``)
 
 The real-mix log (``realmix``) is built at bench time from ``$FSM_STAGE_SHARED/data/dsh-sessions``
 into a temporary folder and never committed.
@@ -724,6 +725,26 @@ def row_inbox_pg(r: dict[str, Any] | None, err: str | None) -> Row:
     return row
 
 
+def row_pg_open(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 20 from ``bench_postgres.run``: opening a long session vs a short one."""
+    row = Row(20, "PG open", "`open_log` of an existing 10,000-event PostgreSQL session vs one of 100 events "
+              "(a checkpointed open reads only the rows after the newest checkpoint)",
+              target="≤ 2x (O(new events))")
+    x = None if r is None else r.get("open")
+    if x is None:
+        row.details.append(f"bench_postgres: {err.splitlines()[0] if err else err}")
+        row.status = SKIPPED if err and "smoke" in err else row.status
+        return row
+    row.ours = f"{_ms(x['big_s'])} ({x['sizes'][1]:,} events)"
+    row.baseline = f"{_ms(x['small_s'])} ({x['sizes'][0]:,} events)"
+    row.ratio = f"{x['ratio']:.2f}x"
+    row.status = _status(x["ratio"] <= 2.0)
+    row.details.append(f"medians of {x['repeat']} interleaved opens (connection included); the long session "
+                       f"once open holds {x['big_events_held']:,} events, {_mb(x['big_bytes_held'])} "
+                       f"({x['big_note']})")
+    return row
+
+
 # --- output ----------------------------------------------------------------------------------
 
 
@@ -881,6 +902,7 @@ def main(argv: list[str] | None = None) -> int:
         row_pg_scaling(*results["bench_postgres"]),
         row_pg_statements(*results["bench_postgres"]),
         row_inbox_pg(*results["bench_inbox"]),
+        row_pg_open(*results["bench_postgres"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

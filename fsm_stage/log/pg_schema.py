@@ -19,7 +19,7 @@ from typing import Any
 
 from fsm_stage.errors import LogFormatError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this fsm_stage reads and writes."""
 
 NOTIFY_CHANNEL = "fsm_events"
@@ -57,12 +57,20 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
                line text NOT NULL,
                PRIMARY KEY (session, seq))""",
     ),
+    2: (
+        """CREATE TABLE IF NOT EXISTS fsm_checkpoints (
+               session text NOT NULL REFERENCES fsm_sessions (session) ON DELETE CASCADE,
+               seq bigint NOT NULL CHECK (seq >= 0),
+               body text NOT NULL,
+               PRIMARY KEY (session, seq))""",
+    ),
 }
 """version -> the SQL statements that bring the schema from ``version - 1`` to ``version``."""
 
 TABLES: dict[str, dict[str, str]] = {
     "fsm_sessions": {"session": "text", "header": "text", "created": "timestamp with time zone"},
     "fsm_events": {"session": "text", "seq": "bigint", "n": "integer", "line": "text"},
+    "fsm_checkpoints": {"session": "text", "seq": "bigint", "body": "text"},
 }
 """The columns (name -> ``information_schema`` data type) of each table at ``SCHEMA_VERSION``."""
 

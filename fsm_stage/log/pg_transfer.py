@@ -1,9 +1,11 @@
-"""Move a session between a DSH JSONL file and PostgreSQL, byte for byte.
+"""Move a session between a DSH JSONL file and PostgreSQL, byte for byte; read or start a whole one.
 
 ``import_jsonl`` stores each line of the file's good part verbatim (one row per line holding
 events; a packed chunk row stays one row, its ``n`` the events it expands to; blank lines stay
 with the row before them), so ``export_jsonl`` returns exactly the bytes read (minus a torn
-tail, which is reported and dropped as every reader drops it). zstd logs are refused.
+tail, which is reported and dropped as every reader drops it). zstd logs are refused. An
+import ends with a checkpoint (``PostgresLog.checkpoint``), so the next open reads no rows.
+``open_new_session`` starts a session for a writer of a whole log (the simulator).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import attrs
 
 from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.dsh import read_log_data
+from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema
 from fsm_stage.log.postgres import PostgresLog, connect, reading, redact, split_location
 
-__all__ = ["ImportResult", "export_jsonl", "import_jsonl"]
+__all__ = ["ImportResult", "export_jsonl", "import_jsonl", "open_new_session"]
 
 
 @attrs.frozen
@@ -68,6 +71,7 @@ def import_jsonl(
     with PostgresLog(conninfo, session) as log:  # read back through the store's own decoder
         if list(log.events) != res.events:
             raise LogFormatError(f"{source}: the stored session does not read back as the file")
+        log.checkpoint()
     return ImportResult(session, len(res.events), len(lines), res.warnings)
 
 
@@ -107,3 +111,23 @@ def export_jsonl(location: str) -> bytes:
         raise UserError(f"{redact(location)}: no session in the URL (add ?session=ID)")
     with reading(), PostgresLog(conninfo, session) as log:
         return log.export_bytes()
+
+
+def open_new_session(location: str, header: SessionHeader, *, replace: bool = False) -> PostgresLog:
+    """Start a new session at ``location`` for a writer that produces a whole log (the
+    simulator's ``--log``): the URL's ``session`` (default ``header.id``) becomes the header's id.
+    An existing session with events is a ``UserError`` unless ``replace`` (then it is deleted
+    first)."""
+    conninfo, session = split_location(location)
+    header = attrs.evolve(header, id=session or header.id)
+    with connect(conninfo) as conn:
+        check_schema(conn, redact(conninfo))
+        with conn.transaction():
+            row = conn.execute("SELECT count(*) FROM fsm_events WHERE session = %s", (header.id,)).fetchone()
+            if row[0] and not replace:
+                raise UserError(
+                    f"{redact(location)}: session {header.id!r} already has {row[0]} event(s); "
+                    "pass --force to replace it"
+                )
+            conn.execute("DELETE FROM fsm_sessions WHERE session = %s", (header.id,))
+    return PostgresLog(conninfo, header.id, create=header)

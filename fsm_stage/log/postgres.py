@@ -22,12 +22,9 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
-
-import attrs
 
 from fsm_stage.errors import (
     AppendConflictError,
@@ -37,9 +34,10 @@ from fsm_stage.errors import (
     UserError,
     _SeqTakenSignal,
 )
-from fsm_stage.log.dsh import ReadResult, RecordDecoder, parse_header
+from fsm_stage.log.dsh import ReadResult, parse_header
 from fsm_stage.log.events import Clock, Event, LogBase, NewEvent, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
+from fsm_stage.log.pg_checkpoints import CHECKPOINT_EVERY, Restored, Seeds, checkpointed, encode, restore
 from fsm_stage.log.pg_connect import (
     INSTALL_HINT,
     SCHEMES,
@@ -52,6 +50,14 @@ from fsm_stage.log.pg_connect import (
     redact,
     split_location,
 )
+from fsm_stage.log.pg_events import (
+    LazyEvents,
+    decode_rows,
+    event_range,
+    header_line,
+    split_header,
+)
+from fsm_stage.log.pg_listen import Listening, close_quietly
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema, listener_lock
 from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
@@ -62,8 +68,6 @@ __all__ = ["INSTALL_HINT", "SCHEMES", "PostgresLog", "connect", "open_postgres_l
 MAX_APPEND_ATTEMPTS = 10_000
 """Plain appends retry after a lost race at most this often (each loss means another writer
 made progress, so this bounds only pathological contention)."""
-RECONNECT_PAUSE = (0.05, 1.0)
-"""``wait_for_events`` retries a lost server after this pause, doubling up to the second value."""
 
 _psycopg = psycopg_module
 T = TypeVar("T")
@@ -72,6 +76,12 @@ T = TypeVar("T")
 _CREATE_HINT = " (pass create= to start one)"
 """The Python API's advice on a missing session; readers (``read_postgres``) reword it."""
 _READ_HINT = " (the store has no session with that id: check ?session=)"
+_OPEN_SQL = (  # the header, the newest checkpoint and the stored row holding its watermark event
+    "SELECT s.header, c.seq, c.body, e.seq, e.n, e.line FROM fsm_sessions s "
+    "LEFT JOIN LATERAL (SELECT seq, body FROM fsm_checkpoints WHERE session = s.session "
+    "ORDER BY seq DESC LIMIT 1) c ON true "
+    "LEFT JOIN LATERAL (SELECT seq, n, line FROM fsm_events WHERE session = s.session AND seq <= c.seq "
+    "ORDER BY seq DESC LIMIT 1) e ON true WHERE s.session = %s")
 
 
 @contextlib.contextmanager
@@ -87,63 +97,19 @@ def reading() -> Iterator[None]:
         raise LogFormatError(text[: -len(_CREATE_HINT)] + _READ_HINT) from None
 
 
-def header_line(header: SessionHeader) -> str:
-    """The header's JSONL line, exactly as ``JsonlLog`` writes it (with the newline)."""
-    return json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-def split_header(text: str) -> tuple[str, str]:
-    """``(header line, the rest)`` of a stored header text (blank lines may precede the header
-    line in an imported DSH file; lines after it hold no events)."""
-    lead = len(text) - len(text.lstrip())
-    line, _, rest = text[lead:].partition("\n")
-    return line, rest
-
-
-def decode_rows(
-    header_text: str,
-    rows: Sequence[tuple[int, int, str]],
-    *,
-    next_seq: int,
-    source: str,
-    strict: bool = False,
-) -> list[Event]:
-    """Decode stored rows ``(seq, n, line)`` (and any body lines kept after the header's first
-    line) into events. Raises ``LogFormatError`` when a row does not decode to its ``n`` events
-    at ``seq`` (the store was written by something else)."""
-    decoder = RecordDecoder(source=source, next_seq=next_seq, strict=strict)
-    out: list[Event] = []
-
-    def body(text: str, seq: int | None, n: int | None) -> None:
-        got = len(out)
-        for raw in text.split("\n"):  # only \n ends a JSONL line (not U+2028)
-            if not raw.strip():
-                continue
-            try:
-                out.extend(decoder.decode(json.loads(raw), 0))
-            except LogFormatError:
-                raise
-            except Exception as err:  # the reader's private defect type, JSON errors, deep nesting
-                raise LogFormatError(f"{source}: stored row at seq {seq} does not decode: {err}") from None
-        if seq is not None and (len(out) - got != n or out[got].seq != seq):
-            raise LogFormatError(f"{source}: stored row at seq {seq} does not hold events {seq}…")
-
-    extra = split_header(header_text)[1]
-    if next_seq == 0 and extra.strip():
-        body(extra, None, None)
-    for seq, n, line in rows:
-        body(line, seq, n)
-    return out
-
-
-class PostgresLog(LogBase):
+class PostgresLog(Listening, LogBase):
     """A shared, durable ``EventLog`` for one session in a PostgreSQL database.
 
     ``PostgresLog(conninfo, session, create=header)``: ``conninfo`` a libpq URL without
     ``session``; ``session`` a valid id (``pg_connect.check_session_id``: at most 200
     characters, no control character); ``create`` the header to start the session with when the
     database does not have it (else ``LogFormatError`` "no such session log"); an existing
-    session is read whole and a ``create`` with another id is a ``LogFormatError``. ``pool``: a
+    session is read from its newest valid checkpoint on (``pg_checkpoints``: only the rows after
+    it; ``checkpoint_note`` says whether one was used; none, or one that does not validate: the
+    whole session, so no wrong state is ever served; ``strict`` always reads it whole) and a
+    ``create`` with another id is a ``LogFormatError``. ``events`` is a ``pg_events.LazyEvents``:
+    the events after the newest checkpoint held in memory, older ones read on demand.
+    ``projection_seed`` starts ``Session.read`` cursors at the checkpoint. ``pool``: a
     ``psycopg_pool.ConnectionPool`` (``pg_connect.connection_pool``) to borrow a connection from
     per call instead of holding one. Options as ``JsonlLog`` (``clock``, ``ignorable_types``,
     ``protect_system_head``, ``allow_unknown_types`` — False: what DSH's strict reader refuses
@@ -157,6 +123,9 @@ class PostgresLog(LogBase):
     surface op that cannot apply, a ``DatabaseError``) with the log unchanged,
     ``AppendConflictError`` when ``expect_last_seq`` is not the session's last seq.
     """
+
+    checkpoint_every = CHECKPOINT_EVERY
+    """An append stores a checkpoint once this many events follow the newest one."""
 
     def __init__(
         self,
@@ -186,7 +155,12 @@ class PostgresLog(LogBase):
         self._closed = False
         self.warnings: list[str] = []
         self.surface = Surface(protect_system_head=protect_system_head)
-        self._events: list[Event] = []
+        self._events = LazyEvents(self._read_range)
+        self._seeds = Seeds(self._events, None)
+        self._cp_seq = -1  # the newest checkpoint this log opened from or wrote (-1: none)
+        self._last_row: tuple[int, int, str] | None = None  # the stored row ending at last_seq
+        self._cp_sent: int | None = None  # the checkpoint the last successful insert stored
+        self.checkpoint_note = "no checkpoint"
         if create is not None and create.id != session:
             raise LogFormatError(
                 f"{self.source}: session id {session!r} does not match the header's {create.id!r}"
@@ -231,9 +205,7 @@ class PostgresLog(LogBase):
 
     def _drop_conn(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        close_quietly(conn)
 
     def _call(self, doing: str, fn: Callable[[Any], T], *, retry: bool) -> T:
         """``fn(conn)`` on a borrowed connection; a psycopg error becomes a ``DatabaseError``.
@@ -263,7 +235,7 @@ class PostgresLog(LogBase):
         if create is not None:
             conn.execute("INSERT INTO fsm_sessions (session, header) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                          (self.session, header_line(create)))
-        row = conn.execute("SELECT header FROM fsm_sessions WHERE session = %s", (self.session,)).fetchone()
+        row = conn.execute(_OPEN_SQL, (self.session,)).fetchone()
         if row is None:
             raise LogFormatError(f"{self.source}: no such session log{_CREATE_HINT}")
         self._header_text = str(row[0])
@@ -276,7 +248,29 @@ class PostgresLog(LogBase):
         self._header = parse_header(rec, source=self.source, strict=self._strict, warnings=self.warnings)
         if self._header.id != self.session:
             raise LogFormatError(f"{self.source}: stored header has id {self._header.id!r}")
+        restored = self._restore(*row[1:])
+        self.surface = Surface(protect_system_head=self.surface.protect_system_head) if restored is None \
+            else restored.surface
+        self._events.reset(0 if restored is None else restored.seq + 1)
+        self._seeds = Seeds(self._events, restored)
+        self._cp_seq = -1 if restored is None else restored.seq
         self._read_new(conn)
+
+    def _restore(self, seq: Any, body: Any, row_seq: Any, n: Any, line: Any) -> Restored | None:
+        """The newest checkpoint if it validates (``pg_checkpoints.restore``), else None (read
+        from the start); ``checkpoint_note`` says which."""
+        if seq is None:
+            self.checkpoint_note = "no checkpoint"
+            return None
+        if self._strict:
+            self.checkpoint_note = "strict read: every row is decoded"
+            return None
+        row = None if row_seq is None else (int(row_seq), int(n), str(line))
+        restored, note = restore(int(seq), str(body), row, self._header_text, projections=checkpointed(),
+                                 protect_system_head=self.surface.protect_system_head)
+        self.checkpoint_note = note or f"opened from the checkpoint at seq {seq}"
+        self._last_row = row if restored is not None else None
+        return restored
 
     # -- reading ---------------------------------------------------------------------------
     def _read_new(self, conn: Any) -> int:
@@ -293,7 +287,56 @@ class PostgresLog(LogBase):
         except LogWriteError as err:
             raise LogFormatError(f"{self.source}: invalid surface op in the stored log: {err}") from None
         self._events.extend(evs)
+        if rows:
+            seq, n, line = rows[-1]
+            self._last_row = (int(seq), int(n), str(line))
         return len(evs)
+
+    def _read_range(self, lo: int, hi: int) -> list[Event]:
+        """Events ``lo .. hi-1`` read again from the database (``LazyEvents``: events before the
+        ones held in memory). Raises ``DatabaseError``, ``LogFormatError`` (rows gone)."""
+        with self._mutex:
+            rows = self._call("reading stored events", lambda conn: conn.execute(
+                "SELECT seq, n, line FROM fsm_events WHERE session = %s AND seq >= (SELECT "
+                "coalesce(max(seq), 0) FROM fsm_events WHERE session = %s AND seq <= %s) AND seq < %s "
+                "ORDER BY seq",
+                (self.session, self.session, lo, hi)).fetchall(), retry=True)
+        return event_range(self._header_text, rows, lo, hi, source=self.source, strict=self._strict)
+
+    def projection_seed(self, projection: object) -> tuple[Any, int] | None:
+        """``(state, watermark)`` to start a cursor of ``projection`` from (``runtime.Session.read``
+        asks): the checkpointed state when ``projection`` folds exactly as a checkpointed one
+        (``pg_checkpoints.Seeds.seed``), else None (fold from the start)."""
+        return self._seeds.seed(projection)
+
+    def checkpoint(self) -> bool:
+        """Write a checkpoint at the end this log has read (one statement; appends write one
+        every ``CHECKPOINT_EVERY`` events by themselves). Returns False when the log is empty or
+        its end is checkpointed already. Raises ``DatabaseError``."""
+        with self._mutex:
+            cp = self._due_checkpoint(1)
+            if cp is None:
+                return False
+            self._call("writing a checkpoint", lambda conn: conn.execute(
+                "WITH cp AS (INSERT INTO fsm_checkpoints (session, seq, body) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING) DELETE FROM fsm_checkpoints WHERE session = %s AND seq < %s",
+                (self.session, *cp, self.session, cp[0])), retry=False)
+            self._checkpointed(cp[0])
+            return True
+
+    def _due_checkpoint(self, every: int | None = None) -> tuple[int, str] | None:
+        """``(seq, body)`` of a checkpoint at the local end when ``every`` (default
+        ``checkpoint_every``) events follow the newest one, else None."""
+        end = len(self._events) - 1
+        if end < 0 or end - self._cp_seq < (every or self.checkpoint_every) or self._last_row is None:
+            return None
+        self._seeds.read_all()
+        return end, encode(end, self._last_row, self._header_text, self.surface, self._seeds.cursors)
+
+    def _checkpointed(self, seq: int) -> None:
+        """A checkpoint at ``seq`` is stored: hold only the events after the previous one."""
+        self._events.trim(self._cp_seq + 1)
+        self._cp_seq = seq
 
     def refresh(self) -> int:
         """Read the events other writers appended since this log last read; returns how many.
@@ -301,69 +344,6 @@ class PostgresLog(LogBase):
         connection after a dropped one). Raises ``LogFormatError``, ``DatabaseError``."""
         with self._mutex:
             return self._call("reading new events", self._read_new, retry=True)
-
-    def wait_for_events(self, timeout: float) -> int:
-        """Wait up to ``timeout`` seconds for another writer's append to this session (``LISTEN``
-        on a second connection), then catch up; returns how many new events were read (0 when
-        the time ran out). Appends from other threads are not blocked while it waits. A lost
-        connection heals: the listener reconnects (pausing while the server is down), listens
-        again and catches up; a transient ``DatabaseError`` only when the time runs out while the
-        server is unreachable."""
-        psycopg = _psycopg()
-        deadline = time.monotonic() + max(0.0, timeout)
-        pause = RECONNECT_PAUSE[0]
-        with self._listen_mutex:
-            while True:
-                try:
-                    listen = self._listener()
-                    n = self.refresh()  # after LISTEN: an append from now on is either read or notified
-                except DatabaseError as err:
-                    if not err.transient:
-                        raise
-                    self._drop_listener()
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise
-                    time.sleep(min(pause, remaining))
-                    pause = min(pause * 2, RECONNECT_PAUSE[1])
-                    continue
-                remaining = deadline - time.monotonic()
-                if n or remaining <= 0:
-                    return n
-                try:
-                    woke = any(note.payload == self.session for note in _until_first(
-                        listen.notifies(timeout=remaining), self.session))
-                except psycopg.Error as err:
-                    self._drop_listener()
-                    if not is_disconnect(err, listen):
-                        raise db_error(self.source, "waiting for events", err, listen) from None
-                    continue  # heal: reconnect, LISTEN again, catch up
-                if not woke:
-                    return self.refresh()
-
-    def _listener(self) -> Any:
-        with self._mutex:
-            if self._closed:
-                raise LogWriteError(f"{self.source}: log is closed")
-            if self._listen is None or self._listen.closed:
-                self._drop_listener()
-                conn = connect(self.conninfo)
-                try:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    # held while this connection listens; taken before the caller catches up, so
-                    # an append either sees it (and notifies) or committed before the catch-up
-                    conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", self._lock_key)
-                except _psycopg().Error as err:
-                    conn.close()
-                    raise db_error(self.source, "listening for events", err, conn) from None
-                self._listen = conn
-            return self._listen
-
-    def _drop_listener(self) -> None:
-        conn, self._listen = self._listen, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
 
     # -- EventLog ----------------------------------------------------------------------------
     @property
@@ -425,6 +405,9 @@ class PostgresLog(LogBase):
                 self._events.extend(evs)
                 for ev in evs:
                     self.surface.apply(ev)
+                self._last_row = (evs[-1].seq, 1, sent[-1][1][-1])
+                if self._cp_sent is not None:
+                    self._checkpointed(self._cp_sent)
                 return evs
             raise LogWriteError(f"{self.source}: append lost {MAX_APPEND_ATTEMPTS} races in a row; giving up")
 
@@ -469,21 +452,31 @@ class PostgresLog(LogBase):
         )
         lines = [encode_line(ev).decode("utf-8") for ev in evs]
         sent.append(([ev.seq for ev in evs], lines))
-        if not self._insert(conn, sent[-1][0], lines):
+        cp = self._due_checkpoint()
+        self._cp_sent = None
+        if not self._insert(conn, sent[-1][0], lines, cp):
             raise _SeqTakenSignal
+        self._cp_sent = None if cp is None else cp[0]
         return evs
 
-    def _insert(self, conn: Any, seqs: list[int], lines: list[str]) -> bool:
+    def _insert(self, conn: Any, seqs: list[int], lines: list[str], cp: tuple[int, str] | None) -> bool:
         """Insert the rows in one statement that notifies when someone waits on the session (the
-        listener lock is held: ``pg_schema.listener_lock``); False when a row's seq is taken."""
+        listener lock is held: ``pg_schema.listener_lock``) and stores the checkpoint ``cp``
+        (``(seq, body)``, replacing older ones) if given; False when a row's seq is taken."""
         psycopg = _psycopg()
+        cp_sql, cp_args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        if cp is not None:
+            cp_sql = (", cp AS (INSERT INTO fsm_checkpoints (session, seq, body) VALUES (%s, %s, %s) "
+                      "ON CONFLICT DO NOTHING), old AS (DELETE FROM fsm_checkpoints WHERE session = %s "
+                      "AND seq < %s)")
+            cp_args = (self.session, cp[0], cp[1], self.session, cp[0])
         try:
             conn.execute(
                 "WITH ins AS (INSERT INTO fsm_events (session, seq, n, line) "
-                "SELECT %s, s, 1, l FROM unnest(%s::bigint[], %s::text[]) AS t(s, l)) "
+                f"SELECT %s, s, 1, l FROM unnest(%s::bigint[], %s::text[]) AS t(s, l)){cp_sql} "
                 "SELECT CASE WHEN pg_try_advisory_xact_lock(%s, %s) THEN NULL "
                 "ELSE pg_notify(%s, %s) END",
-                (self.session, seqs, lines, *self._lock_key, NOTIFY_CHANNEL, self.session),
+                (self.session, seqs, lines, *cp_args, *self._lock_key, NOTIFY_CHANNEL, self.session),
             )
         except (psycopg.errors.UniqueViolation, psycopg.errors.TransactionRollback):
             return False  # the seq is taken, or the server rolled the statement back: nothing written
@@ -532,14 +525,6 @@ class PostgresLog(LogBase):
         return f"PostgresLog({self.source!r}, events={len(self._events)})"
 
 
-def _until_first(notes: Iterator[Any], session: str) -> Iterator[Any]:
-    """The notifications of ``notes`` up to and including the first for ``session``."""
-    for note in notes:
-        yield note
-        if note.payload == session:
-            return
-
-
 def open_postgres_log(location: str, *, create: SessionHeader | None = None, **options: Any) -> PostgresLog:
     """``open_log``'s opener for ``postgresql://…?session=ID`` (see ``PostgresLog``). Without
     ``session`` in the URL the ``create`` header's id is used; neither is a ``UserError``."""
@@ -554,26 +539,6 @@ def open_postgres_log(location: str, *, create: SessionHeader | None = None, **o
 def is_postgres_location(location: object) -> bool:
     """Whether ``location`` is a ``postgresql:`` / ``postgres:`` URL string (no psycopg needed)."""
     return isinstance(location, str) and location.partition(":")[0].lower() in SCHEMES and ":" in location
-
-
-def open_new_session(location: str, header: SessionHeader, *, replace: bool = False) -> PostgresLog:
-    """Start a new session at ``location`` for a writer that produces a whole log (the
-    simulator's ``--log``): the URL's ``session`` (default ``header.id``) becomes the header's id.
-    An existing session with events is a ``UserError`` unless ``replace`` (then it is deleted
-    first)."""
-    conninfo, session = split_location(location)
-    header = attrs.evolve(header, id=session or header.id)
-    with connect(conninfo) as conn:
-        check_schema(conn, redact(conninfo))
-        with conn.transaction():
-            row = conn.execute("SELECT count(*) FROM fsm_events WHERE session = %s", (header.id,)).fetchone()
-            if row[0] and not replace:
-                raise UserError(
-                    f"{redact(location)}: session {header.id!r} already has {row[0]} event(s); "
-                    "pass --force to replace it"
-                )
-            conn.execute("DELETE FROM fsm_sessions WHERE session = %s", (header.id,))
-    return PostgresLog(conninfo, header.id, create=header)
 
 
 def read_postgres(location: str, *, strict: bool = False) -> ReadResult:

@@ -148,6 +148,30 @@ class Surface:
         s.replace_generation = self.replace_generation
         return s
 
+    def dump(self) -> dict[str, object]:
+        """The fold as plain JSON (checkpoints): ``{"nodes": [seq…], "types": [type…],
+        "generation": int}`` (``types[i]`` is node ``i``'s event type)."""
+        return {"nodes": list(self.nodes), "types": [self._types[s] for s in self.nodes],
+                "generation": self.replace_generation}
+
+    @classmethod
+    def load(cls, raw: object, *, below: int, protect_system_head: bool = False) -> Surface:
+        """The surface ``dump`` gave, checked: distinct int seqs under ``below`` (the first seq
+        it does not reflect), surface types, a generation ≥ 0; raises ``ValueError``."""
+        if not isinstance(raw, dict) or set(raw) != {"nodes", "types", "generation"}:
+            raise ValueError("bad surface")
+        nodes, types, gen = raw["nodes"], raw["types"], raw["generation"]
+        if (not isinstance(nodes, list) or not isinstance(types, list) or len(nodes) != len(types)
+                or not isinstance(gen, int) or isinstance(gen, bool) or gen < 0
+                or not all(type(s) is int and 0 <= s < below for s in nodes)
+                or len(set(nodes)) != len(nodes) or not all(t in SURFACE_TYPES for t in types)):
+            raise ValueError("bad surface")
+        s = cls(protect_system_head=protect_system_head)
+        s.nodes = nodes
+        s._types = dict(zip(nodes, types, strict=True)) if nodes else _NO_NODES
+        s.replace_generation = gen
+        return s
+
     def probe(self) -> SurfaceProbe:
         """A validator for a batch of new events that never mutates this surface."""
         return SurfaceProbe(self)

@@ -230,12 +230,18 @@ class Session:
     def read(self, projection: Projection[S]) -> S:
         """The folded state of ``projection`` over the whole log, cached per projection object.
 
-        O(new events) per call. The projection object is held for the session's lifetime.
+        O(new events) per call. The projection object is held for the session's lifetime. A log
+        with ``projection_seed(projection) -> (state, watermark) | None`` (``PostgresLog`` opened
+        from a checkpoint) starts the cursor there instead of at the first event.
         """
         key = id(projection)
         cursor = self._cursors.get(key)
         if cursor is None or cursor.projection is not projection:
-            cursor = ProjectionCursor(projection, self._log)  # type: ignore[arg-type]
+            seed = getattr(self._log, "projection_seed", None)  # a checkpointed store (PostgresLog)
+            found = seed(projection) if seed is not None else None
+            state0, watermark = (None, -1) if found is None else found
+            cursor = ProjectionCursor(projection, self._log, state=state0,  # type: ignore[arg-type]
+                                      watermark=watermark)
             self._cursors[key] = cursor
         state: S = cursor.read()
         return state

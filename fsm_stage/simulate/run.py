@@ -25,7 +25,8 @@ from fsm_stage.fileio import output_error
 from fsm_stage.log.dsh import read_header
 from fsm_stage.log.events import EventLog, MemoryLog, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import JsonlLog, writer_lock
-from fsm_stage.log.postgres import is_postgres_location, open_new_session
+from fsm_stage.log.pg_transfer import open_new_session
+from fsm_stage.log.postgres import is_postgres_location
 from fsm_stage.scenario import EligibilityFlip, Expect, Scenario
 from fsm_stage.simulate.engine import GUIDANCE, _Engine
 from fsm_stage.simulate.result import SimulationError, SimulationResult

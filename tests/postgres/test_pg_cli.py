@@ -28,9 +28,9 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 def test_db_init_creates_then_reports_up_to_date(fresh_db: Callable[[], str]) -> None:
     dsn = fresh_db()
-    assert cli("db", "init", dsn)[:2] == (0, f"{dsn}: created the fsm_stage schema (version 1)\n")
+    assert cli("db", "init", dsn)[:2] == (0, f"{dsn}: created the fsm_stage schema (version 2)\n")
     code, out, _ = cli("db", "init", dsn + "&session=ignored")
-    assert code == 0 and out.endswith("fsm_stage schema version 1 is up to date\n")
+    assert code == 0 and out.endswith("fsm_stage schema version 2 is up to date\n")
 
 
 @pytest.mark.parametrize(

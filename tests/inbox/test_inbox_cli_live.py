@@ -5,6 +5,7 @@ TTY, answered through the same checks as a single answer; refused without a term
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +101,14 @@ def test_answer_refuses_without_a_terminal_in_one_line_and_writes_nothing(tmp_pa
     assert {p.name: p.read_bytes() for p in logs.glob("*.jsonl")} == before
 
 
-def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
+@contextlib.contextmanager
+def following(logs: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
+    """``fsm-stage inbox list LOGS --follow --interval 0.1 ARGS`` running, with its stdout lines;
+    killed on the way out if still running (its stderr must hold no traceback)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "fsm_stage", "inbox", "list", str(logs), "--follow",
+                             "--interval", "0.1", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
@@ -108,7 +117,13 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
             lines.put(line.rstrip("\n"))
 
     threading.Thread(target=pump, daemon=True).start()
-    return lines
+    try:
+        yield proc, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
 
 
 def _until(lines: queue.Queue[str], text: str) -> str:
@@ -120,12 +135,7 @@ def _until(lines: queue.Queue[str], text: str) -> str:
 
 def test_list_follow_prints_reviews_as_they_are_asked_and_closed_until_ctrl_c(tmp_path: Path) -> None:
     logs, rids = _folder(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "fsm_stage", "inbox", "list", str(logs), "--follow",
-                             "--interval", "0.1", "--kind", "stage"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        lines = _lines(proc)
+    with following(logs, "--kind", "stage") as (proc, lines):
         _until(lines, "following")
         assert rids["s1"] in _until(lines, rids["s1"]) and "+ " in _until(lines, rids["s2"])
         new = stage_session(logs, "s3", target="verify")
@@ -139,21 +149,11 @@ def test_list_follow_prints_reviews_as_they_are_asked_and_closed_until_ctrl_c(tm
         assert closed.endswith("approve by cli")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
 
 
 def test_list_follow_json_is_one_object_per_line(tmp_path: Path) -> None:
     logs, rids = _folder(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "fsm_stage", "inbox", "list", str(logs), "--follow",
-                             "--json", "--interval", "0.1", "--kind", "plan"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        lines = _lines(proc)
+    with following(logs, "--json", "--kind", "plan") as (proc, lines):
         first = json.loads(_until(lines, rids["p1"]))
         assert (first["format_version"], first["event"], first["review"]["session"]) == (1, "open", "p1")
         kept = CliRunner().invoke(main, ["review", str(logs / "p1.jsonl"), "--keep", rids["p1"]])
@@ -162,10 +162,6 @@ def test_list_follow_json_is_one_object_per_line(tmp_path: Path) -> None:
         assert closed["review"]["id"] == rids["p1"] and closed["closed"]["outcome"] == "keep"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_answer_on_a_terminal_walks_each_review_as_the_reviewer(terminal: Tmux, tmp_path: Path) -> None:

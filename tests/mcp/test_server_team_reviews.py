@@ -10,8 +10,6 @@ import hashlib
 import http.server
 import json
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_helpers import env, events, text_of
+from mcp_helpers import ROOT, env, events, text_of
 
 from fsm_stage.config import load_config
 from fsm_stage.log.events import SessionHeader
@@ -32,7 +30,11 @@ from fsm_stage.mcp.sessions import SessionRegistry
 from fsm_stage.reviews import load_reviewers
 from fsm_stage.reviews._team import token_sha256
 
+sys.path.insert(0, str(ROOT / "tests" / "reviews"))
+import test_reviews_team as team_tests
+
 pytestmark = pytest.mark.anyio
+receiver = team_tests.receiver  # a local HTTP receiver of the webhooks (started by the test)
 MODES = ["legacy", "modern"]
 
 GRAPH = """
@@ -220,28 +222,6 @@ async def test_an_answer_after_the_deadline_is_closed_by_its_expiry(tmp_path: Pa
 
 
 # --- the command: --as, and the webhooks ----------------------------------------------------------
-
-
-class Receiver(http.server.BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.received.append((dict(self.headers), body))  # type: ignore[attr-defined]
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[http.server.HTTPServer]:
-    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
-    server.received = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 async def test_fsm_stage_mcp_as_a_reviewer_posts_the_reviews_webhooks(

@@ -53,6 +53,8 @@ stages:
     instruction: Implement.
   - name: verify
     instruction: Verify.
+plan_mode:
+  section: Plan first.
 """
 TOKENS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret", "dave": "dave-secret"}
 HANDOFF = "# Handoff\n\nThe plan as the model wrote it."
@@ -204,6 +206,23 @@ async def test_edits_that_cannot_apply_are_refused_in_one_line_and_nothing_is_wr
         r = await c.call_tool("goto_stage", {"stage": "verify", "handoff": HANDOFF, "context_tokens": 100000})
     assert r.is_error and "light switch uses no document" in text_of(r) and "\n" not in text_of(r)
     assert of(log, "fsm/review/answer") == [] and of(log, "tool/result") == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_edited_plan_over_mcp_is_the_plan_the_model_carries_out(tmp_path: Path, mode: str) -> None:
+    app, log = make(tmp_path, "alice")
+    ms = app.registry.get(None)
+    assert ms.plan is not None
+    ms.plan.set(ms.agent, True)  # the user's /plan, applied at a boundary
+    ms.runtime.pre_step(ms.agent, [])
+    edited = "# Plan\n\n1. Do it, with tests first."
+    async with client(app, mode, answering(edited=edited)) as c:
+        r = await c.call_tool("exit_plan_mode", {"plan": "# Plan\n\n1. Do it."})
+    assert not r.is_error, text_of(r)
+    assert text_of(r).endswith(edited) and "edits" in text_of(r)
+    (answer,) = of(log, "fsm/review/answer")
+    assert answer["edited"] == edited
+    assert answer["editedSha256"] == hashlib.sha256(edited.encode()).hexdigest()
 
 
 async def test_an_answer_after_the_deadline_is_closed_by_its_expiry(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ Usage::
     python bench/run.py --quick    # smaller sizes, under a minute
     python bench/run.py --smoke --output /tmp/r.md   # tiny sizes: checks the harness only
 
-Nineteen rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
+Twenty rows, each comparing fsm_stage with a baseline measured in the same run (interleaved where
 it can be), reported as a ratio against a target (absolute times vary on shared machines; ratios
 are the point). The targets:
 

@@ -597,6 +597,23 @@ def test_fingerprint_changes_with_any_change(change: Callable[[GraphConfig], Gra
     assert compile_graph(changed) is not compile_graph(base)
 
 
+def test_review_rules_on_edges_to_every_other_stage_change_the_fingerprint() -> None:
+    """An explicit edge list that reaches every other stage is written ``"*"`` only when its
+    edges carry nothing of their own: review rules keep it explicit, so two graphs differing
+    only in an edge's rules never share a compiled machine (and so its rules)."""
+    from fsm_stage.config.review_rules import ReviewRulesConfig
+
+    def every(review: ReviewRulesConfig | None) -> GraphConfig:
+        edges = (EdgeConfig("b", review=review), EdgeConfig("c"))
+        return GraphConfig(name="r", section="s", stages=(
+            StageConfig("a", "A.", targets=edges), StageConfig("b", "B."), StageConfig("c", "C.")))
+
+    loose, strict = every(None), every(ReviewRulesConfig(approvers=("alice",)))
+    timed = every(ReviewRulesConfig(approvers=("alice",), deadline="1s"))
+    assert len({fingerprint(loose), fingerprint(strict), fingerprint(timed)}) == 3
+    assert compile_graph(timed).config.edges_from("a")[0].review == timed.stages[0].targets[0].review  # type: ignore[index]
+
+
 def test_fingerprint_ignores_spelling_of_defaults_and_documentation() -> None:
     """Configs that behave the same share a fingerprint (normalised: defaults resolved,
     ``description`` left out)."""

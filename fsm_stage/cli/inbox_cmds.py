@@ -22,17 +22,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
-from fsm_stage.cli._reviewer import TOKEN_ENV, identity
+from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
 from fsm_stage.cli._wake import waker, webhooks
 from fsm_stage.errors import UserError
 
 #: Environment variable holding the cookie-signing key (default: random per start).
 SECRET_ENV = "FSM_STAGE_INBOX_SECRET"
 
-
-#: Environment variable holding the reviewer's token for ``approve-all --as NAME``.
 
 
 @click.group("inbox")
@@ -120,6 +119,11 @@ def _filters(func: Any) -> Any:
                      help="Only reviews of this kind (stage, plan, tool, budget; repeatable)."),
         click.option("--stage", "stages", multiple=True,
                      help="Only reviews from or to this stage (repeatable)."),
+        click.option("--target", "targets", multiple=True,
+                     help="Only reviews whose target is this (a stage, or a tool's name; repeatable)."),
+        click.option("--reviewer", "allowed", metavar="NAME", default=None,
+                     help="Only reviews whose rules let reviewer NAME answer (@groups resolved "
+                          "from --reviewers FILE)."),
         click.option("--older-than", default=None,
                      help="Only reviews asked at least this long ago (90s, 15m, 2h, 1d)."),
         click.option("--deadline-within", default=None,
@@ -141,30 +145,70 @@ def _seconds(value: str | None, flag: str) -> float | None:
         raise UserError(f"{flag}: {err}") from None
 
 
-def _queue(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
-           deadline_within: str | None, store: Any = None) -> list[Any]:
+@attrs.frozen
+class Filters:
+    """The queue filters of one command line (``_filters``' options)."""
+
+    kinds: tuple[str, ...] = ()
+    stages: tuple[str, ...] = ()
+    older_than: str | None = None
+    deadline_within: str | None = None
+    targets: tuple[str, ...] = ()
+    allowed: str | None = None
+    reviewers: Any = None
+
+
+def _queue(store: Any, given: Filters) -> list[Any]:
     from fsm_stage.inbox.queue import open_reviews
 
-    return open_reviews(store if store is not None else location, kinds=kinds, stages=stages,
-                        older_than=_seconds(older_than, "--older-than"),
-                        deadline_within=_seconds(deadline_within, "--deadline-within"))
+    return open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
+                        older_than=_seconds(given.older_than, "--older-than"),
+                        deadline_within=_seconds(given.deadline_within, "--deadline-within"),
+                        reviewer=given.allowed, reviewers=given.reviewers)
+
+
+def _who(command: str, as_name: str | None, token_file: Path | None, reviewers_file: Path | None,
+         allowed: str | None) -> tuple[Identity | None, Any]:
+    """The authenticated reviewer of ``--as`` (None without it) and the reviewers file that
+    resolves ``--reviewer NAME``'s groups (``--reviewers`` may go with ``--reviewer`` alone)."""
+    text_option("--reviewer", allowed, command)
+    who = identity(as_name, token_file, reviewers_file if as_name is not None or allowed is None else None,
+                   command)
+    if who is not None:
+        return who, who.reviewers
+    from fsm_stage.reviews import load_reviewers
+
+    return None, load_reviewers(reviewers_file) if reviewers_file is not None else None
 
 
 @inbox_cmd.command("list")
 @click.argument("location")
 @_filters
+@click.option("--reviewers", "reviewers_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Reviewers file resolving the @groups of --reviewer NAME.")
+@click.option("--follow", is_flag=True, help="Then print the reviews asked and closed from now on, "
+                                             "until Ctrl-C (exit 130).")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 3600),
+              help="With --follow: seconds between two looks at LOCATION.")
 def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
-             deadline_within: str | None, as_json: bool) -> None:
+             deadline_within: str | None, as_json: bool, targets: tuple[str, ...], allowed: str | None,
+             reviewers_file: Path | None, follow: bool, interval: float) -> None:
     """List the open reviews of every session in LOCATION (a folder or a postgresql:// URL), oldest first."""
     from fsm_stage.cli import JSON_FORMAT_VERSION
     from fsm_stage.inbox._store import SessionStore
     from fsm_stage.inbox.queue import review_json
     from fsm_stage.log.events import wall_clock_ms
-    from fsm_stage.text import visible
 
+    if reviewers_file is not None and allowed is None:
+        raise click.UsageError("--reviewers goes with --reviewer NAME")
+    given = Filters(kinds, stages, older_than, deadline_within, targets, allowed,
+                    _who("inbox list", None, None, reviewers_file, allowed)[1])
     store = SessionStore(location)
-    items = _queue(location, kinds, stages, older_than, deadline_within, store)
+    items = _queue(store, given)
     now = wall_clock_ms()
+    if follow:
+        _follow(store, given, items, as_json, interval)
+        return
     if as_json:
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "location": store.shown,
                                "open": [review_json(i, now) for i in items]}, indent=2, ensure_ascii=False))
@@ -174,25 +218,100 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
         return
     click.echo("session\treview\tkind\tfrom → target\tage\tdeadline in")
     for item in items:
-        row = review_json(item, now)
-        deadline = "-" if item.deadline_ms is None else f"{(item.deadline_ms - now) // 1000}s"
-        cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
-                 f"{row['age_seconds']}s", deadline)
-        click.echo("\t".join(visible(str(c)) for c in cells))
+        click.echo(_row(item, now))
+
+
+def _row(item: Any, now: int, mark: str = "") -> str:
+    """One table line of ``item`` (control characters escaped)."""
+    from fsm_stage.inbox.queue import review_json
+    from fsm_stage.text import visible
+
+    row = review_json(item, now)
+    deadline = "-" if item.deadline_ms is None else f"{(item.deadline_ms - now) // 1000}s"
+    cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
+             f"{row['age_seconds']}s", deadline)
+    return mark + "\t".join(visible(str(c)) for c in cells)
+
+
+def _closed(store: Any, item: Any) -> dict[str, Any]:
+    """How the review of ``item`` closed: ``{outcome, by, reviewers}`` from its session's log
+    (``outcome`` ``closed`` when it was closed without an answer, e.g. forked or call-closed)."""
+    view = store.load(item.key)
+    answer = view.state.answered.get(item.record.id) if view is not None else None
+    if answer is None:
+        red = view.state.redeemed.get(item.record.id) if view is not None else None
+        return {"outcome": "closed", "by": None, "reviewers": [], "reason": red.reason if red else None}
+    return {"outcome": answer.outcome, "by": answer.by, "reviewers": list(answer.reviewers), "reason": None}
+
+
+def _follow(store: Any, given: Filters, items: list[Any], as_json: bool, interval: float) -> None:
+    """Print ``items``, then every review asked (``+``) or closed (``-``) from now on, polling
+    ``store`` every ``interval`` seconds until Ctrl-C. ``--json``: one object per line,
+    ``{format_version, event: open|closed, review, closed?}``."""
+    import time
+
+    from fsm_stage.cli import JSON_FORMAT_VERSION
+    from fsm_stage.inbox.queue import review_json
+    from fsm_stage.log.events import wall_clock_ms
+    from fsm_stage.text import visible
+
+    def show(event: str, item: Any, now: int) -> None:
+        closed = _closed(store, item) if event == "closed" else None
+        if as_json:
+            line: dict[str, Any] = {"format_version": JSON_FORMAT_VERSION, "event": event,
+                                    "review": review_json(item, now)}
+            if closed is not None:
+                line["closed"] = closed
+            click.echo(json.dumps(line, ensure_ascii=False))
+        elif closed is None:
+            click.echo(_row(item, now, "+ "))
+        else:
+            who = f" by {', '.join(closed['reviewers']) or closed['by']}" if closed["by"] else ""
+            why = f" ({closed['reason']})" if closed["reason"] else ""
+            cells = (item.session_id, item.record.id, f"{closed['outcome']}{who}{why}")
+            click.echo("- " + "\t".join(visible(str(c)) for c in cells))
+
+    if not as_json:
+        click.echo(f"following {visible(store.shown)} (Ctrl-C stops)")
+    seen = {(i.key, i.record.id): i for i in items}
+    now = wall_clock_ms()
+    for item in items:
+        show("open", item, now)
+    while True:
+        time.sleep(interval)
+        current = {(i.key, i.record.id): i for i in _queue(store, given)}
+        now = wall_clock_ms()
+        for key in [k for k in seen if k not in current]:
+            show("closed", seen.pop(key), now)
+        for key, item in current.items():
+            if key not in seen:
+                seen[key] = item
+                show("open", item, now)
+
+
+def _answerer(func: Any) -> Any:
+    """``--as NAME --reviewers FILE [--token-file FILE]``: who answers (``approve-all``, ``answer``)."""
+    for option in reversed((
+        click.option("--as", "as_name", default=None,
+                     help="Answer as this reviewer (checked against --reviewers)."),
+        click.option("--reviewers", "reviewers_file", type=click.Path(path_type=Path, dir_okay=False),
+                     help="Reviewers file (YAML: reviewers: {name: {token_sha256, groups}})."),
+        click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
+                     help=f"File holding the reviewer's token (default: ${TOKEN_ENV})."),
+    )):
+        func = option(func)
+    return func
 
 
 @inbox_cmd.command("approve-all")
 @click.argument("location")
 @_filters
-@click.option("--as", "as_name", default=None, help="Answer as this reviewer (checked against --reviewers).")
-@click.option("--reviewers", "reviewers_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="Reviewers file (YAML: reviewers: {name: {token_sha256, groups}}).")
-@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
-              help=f"File holding the reviewer's token (default: ${TOKEN_ENV}).")
+@_answerer
 @click.option("--yes", is_flag=True, help="Approve them (without it, nothing is written).")
 def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
-                    deadline_within: str | None, as_json: bool, as_name: str | None,
-                    reviewers_file: Path | None, token_file: Path | None, yes: bool) -> None:
+                    deadline_within: str | None, as_json: bool, targets: tuple[str, ...], allowed: str | None,
+                    as_name: str | None, reviewers_file: Path | None, token_file: Path | None,
+                    yes: bool) -> None:
     """Approve each open review of LOCATION that the filters select, one at a time: each through
     the same checks as a single answer (its own document digest, its rules, racing answers); a
     refused one is reported and the rest go on. Exit 1 when any was refused or failed."""
@@ -200,10 +319,10 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     from fsm_stage.inbox._store import SessionStore
     from fsm_stage.inbox.queue import answer_one
 
-    who = identity(as_name, token_file, reviewers_file, "inbox approve-all")
-    reviewer, reviewers = (who.name, who.reviewers) if who is not None else (None, None)
+    who, reviewers = _who("inbox approve-all", as_name, token_file, reviewers_file, allowed)
+    reviewer = who.name if who is not None else None
     store = SessionStore(location)
-    items = _queue(location, kinds, stages, older_than, deadline_within, store)
+    items = _queue(store, Filters(kinds, stages, older_than, deadline_within, targets, allowed, reviewers))
     if not items and not as_json:
         click.echo("no open reviews match")
         return
@@ -214,7 +333,8 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     by = f"cli:{reviewer}" if reviewer is not None else "cli"
     try:
         with webhooks():
-            done = [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
+            done = [answer_one(store, item, "approve", reviewer=reviewer, by=by,
+                               reviewers=who.reviewers if who is not None else None)
                     for item in items]
     finally:
         if hook is not None:
@@ -227,6 +347,78 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
             click.echo(d.message, err=not d.ok)
     if any(not d.ok for d in done):
         sys.exit(1)
+
+
+@inbox_cmd.command("answer")
+@click.argument("location")
+@_filters
+@_answerer
+@click.option("--language", type=click.Choice(["en", "zh"]), default="en", show_default=True,
+              help="Language of the interactive review.")
+def answer_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
+               deadline_within: str | None, as_json: bool, targets: tuple[str, ...], allowed: str | None,
+               as_name: str | None, reviewers_file: Path | None, token_file: Path | None,
+               language: str) -> None:
+    """Answer the open reviews of LOCATION that the filters select, one at a time, on a terminal:
+    each is shown with the terminal review (the document, the diff since a kept version) and
+    answered through the same checks as a single answer (its own digest, its rules)."""
+    from fsm_stage.cli.review_cmds import ask_rows, on_terminal
+    from fsm_stage.inbox._store import SessionStore
+
+    if as_json:
+        raise click.UsageError("inbox answer is interactive; --json goes with inbox list and approve-all")
+    if not on_terminal():
+        raise UserError("inbox answer: standard input and output must be a terminal (answer on a TTY; "
+                        "inbox approve-all or fsm-stage review LOG --approve ID answer without one)")
+    who, reviewers = _who("inbox answer", as_name, token_file, reviewers_file, allowed)
+    store = SessionStore(location)
+    items = _queue(store, Filters(kinds, stages, older_than, deadline_within, targets, allowed, reviewers))
+    if not items:
+        click.echo("no open reviews match")
+        return
+    hook = store.on_answer = waker(location)
+    try:
+        with webhooks():
+            ask_rows(_rows(store, items), language, _answer_row(store, items, who))
+    finally:
+        if hook is not None:
+            hook.close()
+
+
+def _rows(store: Any, items: list[Any]) -> Any:
+    """The terminal rows of ``items`` (``review_cmds.listing``), each read when it is its turn;
+    a review answered meanwhile is said so in one line and skipped."""
+    from fsm_stage.cli.review_cmds import listing
+    from fsm_stage.log.memory import MemoryLog
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.text import visible
+
+    for n, item in enumerate(items, 1):
+        view = store.load(item.key)
+        rows = listing(Session(MemoryLog(view.header, view.events))) if view is not None else []
+        row = next((r for r in rows if r["id"] == item.record.id), None)
+        if row is None:
+            click.echo(visible(f"{item.session_id} {item.record.id}: answered meanwhile; skipped"))
+            continue
+        click.echo(visible(f"session {item.session_id} — review {n} of {len(items)}"))
+        yield {**row, "session_key": item.key}
+
+
+def _answer_row(store: Any, items: list[Any], who: Identity | None) -> Any:
+    """Record one interactive answer with ``answer_one`` (as ``who``; ``by: "cli:NAME"``)."""
+    from fsm_stage.inbox.queue import answer_one
+
+    by_key = {(i.key, i.record.id): i for i in items}
+    reviewer = who.name if who is not None else None
+    by = f"cli:{reviewer}" if reviewer is not None else "cli"
+
+    def answer(row: dict[str, Any], outcome: str, option: str | None, feedback: str | None) -> None:
+        item = by_key[(row["session_key"], row["id"])]
+        done = answer_one(store, item, outcome, reviewer=reviewer, by=by, option=option, feedback=feedback,
+                          reviewers=who.reviewers if who is not None else None)
+        click.echo(done.message, err=not done.ok)
+
+    return answer
 
 
 COMMANDS = (inbox_cmd,)

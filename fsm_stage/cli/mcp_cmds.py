@@ -1,7 +1,10 @@
 """``fsm-stage mcp``: serve a stage graph's sessions over the Model Context Protocol.
 
 ``mcp --graph GRAPH.yaml --log LOG [--log NAME=LOG ...] [--cwd DIR] [--http HOST:PORT]
-[--state-key-file FILE] [--eligibility [NAME=]MODULE:FUNCTION ...]``. The ``mcp`` SDK (extra
+[--state-key-file FILE] [--eligibility [NAME=]MODULE:FUNCTION ...] [--as NAME --reviewers FILE
+[--token-file FILE]]``: with ``--as`` every review answer the client gives is NAME's
+(authenticated like ``fsm-stage review --as``), so the reviews' rules apply; the reviews'
+``notify`` webhooks are posted while the server runs. The ``mcp`` SDK (extra
 ``fsm_stage[mcp]``) is imported inside the command only, so ``import fsm_stage`` and the other
 commands never load it.
 """
@@ -16,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from fsm_stage.cli._reviewer import TOKEN_ENV, identity
+from fsm_stage.cli._wake import webhooks
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.errors import UserError
 from fsm_stage.stage_switch.eligibility import Predicate
@@ -83,10 +88,19 @@ def _host_port(value: str) -> tuple[str, int]:
 @click.option("--eligibility", "eligibility", multiple=True, metavar="[NAME=]MODULE:FUNCTION",
               help="Register a guard predicate (agent) -> bool under NAME (default: the function's "
                    "name), for the graph's guarded edges (repeatable).")
+@click.option("--as", "as_name", metavar="NAME", default=None,
+              help="Record the client's review answers as reviewer NAME (authenticated; the reviews' "
+                   "rules decide).")
+@click.option("--reviewers", "reviewers_file", metavar="FILE", default=None,
+              help="With --as: the reviewers file (reviewers: {name: {token_sha256, groups}}).")
+@click.option("--token-file", "token_file", metavar="FILE", default=None,
+              help=f"With --as: a file holding the reviewer's token (default: ${TOKEN_ENV}).")
 def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str | None,
-            state_key_file: Path | None, eligibility: tuple[str, ...]) -> None:
+            state_key_file: Path | None, eligibility: tuple[str, ...], as_name: str | None,
+            reviewers_file: str | None, token_file: str | None) -> None:
     """Serve goto_stage / exit_plan_mode / get_stage with human review through the MCP client."""
     try:
+        from fsm_stage.mcp.durable import McpReviewer
         from fsm_stage.mcp.run import KEY_ENV, serve_http, serve_stdio, state_security
         from fsm_stage.mcp.server import build_server
         from fsm_stage.mcp.sessions import DEFAULT_SESSION, SessionRegistry, parse_log_option
@@ -96,6 +110,8 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
     if target is not None and target[0] not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"fsm-stage: warning: serving {target[0]} without authentication; anyone who can "
                    "reach it can call the tools (prefer a loopback host)", err=True)
+    who = identity(as_name, token_file, reviewers_file, "mcp")  # before any log is opened
+    reviewer = McpReviewer(who.name, who.reviewers) if who is not None else None
     config = load_config(graph_path)
     guards = load_guards(eligibility, config)
     table = parse_log_option(logs)
@@ -112,12 +128,13 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
         raise UserError(f"request-state key ({KEY_ENV} or --state-key-file): {err}") from None
     registry = SessionRegistry(config, table, cwd=workdir, guards=guards)
     try:  # Ctrl-C reaches the CLI's handler (exit 130) on every transport, logs closed first
-        app = build_server(registry, security=security)
-        if target is None:
-            asyncio.run(serve_stdio(app))
-        else:
-            asyncio.run(serve_http(app, *target, announce=lambda url: click.echo(
-                f"fsm-stage mcp: listening on {url}", err=True)))
+        app = build_server(registry, security=security, reviewer=reviewer)
+        with webhooks():  # the reviews' notify rules: requested / answered / expired
+            if target is None:
+                asyncio.run(serve_stdio(app))
+            else:
+                asyncio.run(serve_http(app, *target, announce=lambda url: click.echo(
+                    f"fsm-stage mcp: listening on {url}", err=True)))
     finally:
         registry.close()
 

@@ -25,7 +25,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
 from fsm_stage.text import visible
 
-__all__ = ["COMMANDS", "fork", "review"]
+__all__ = ["COMMANDS", "ask_rows", "fork", "listing", "on_terminal", "review"]
 
 def _check_location(location: str) -> str:
     """``location`` as messages show it; refuses an unreadable LOG file (one line)."""
@@ -122,7 +122,8 @@ def _payload(session: Session, record: ReviewRecord) -> str | None:
         return f"(handoff document unreadable: {err})"
 
 
-def _listing(session: Session) -> list[dict[str, Any]]:
+def listing(session: Session) -> list[dict[str, Any]]:
+    """The open reviews of ``session`` as ``review --json`` lists them (one dict each)."""
     now = time.time() * 1000
     out = []
     state = review_state(session)
@@ -272,12 +273,12 @@ def review(log: str, approve: str | None, option: str | None, edited_file: str |
         with Progress(0) as progress, _input(log) as source:  # a bar while a large log is read
             res = _read(source, progress)
             progress.phase("folding reviews", 1)
-            rows = _listing(Session(MemoryLog(res.header, res.events)))
+            rows = listing(Session(MemoryLog(res.header, res.events)))
             warnings = shown_as(res.warnings, source, log)
         if not as_json:
             for warning in warnings:  # a damaged line can hide the reviews after it: say so
                 click.echo(visible(f"fsm-stage: warning: {warning}"), err=True)
-        if rows and not (as_json or as_list) and _on_terminal():
+        if rows and not (as_json or as_list) and on_terminal():
             _ask_each(log, rows, language, who)
             return
         if as_json:
@@ -297,7 +298,8 @@ def review(log: str, approve: str | None, option: str | None, edited_file: str |
         click.echo(visible(_done_line(review_id, result, who)))
 
 
-def _on_terminal() -> bool:
+def on_terminal() -> bool:
+    """Whether standard input and output are both a terminal (an interactive review can run)."""
     try:
         return sys.stdin.isatty() and sys.stdout.isatty()
     except (AttributeError, ValueError):
@@ -322,32 +324,45 @@ def _question(row: dict[str, Any], language: str) -> Question:
                     intent={"kind": "cli-review", "approve": row["options"][0]} if row["options"] else None)
 
 
-def _ask_each(log: str, rows: list[dict[str, Any]], language: str, who: Identity | None = None) -> None:
-    """Ask every open review on the terminal and record each answer (``by: "cli"``, as ``who``
-    when given). The end of input leaves the rest open; Ctrl-C stops at once (exit 130); nothing
-    unanswered is written; a refused answer is one line and the next review is asked."""
+#: ``answer(row, outcome, option, feedback)``: record one interactive answer and print what it did.
+AnswerRow = Callable[[dict[str, Any], str, "str | None", "str | None"], None]
+
+
+def ask_rows(rows: Iterable[dict[str, Any]], language: str, answer: AnswerRow) -> None:
+    """Ask each listed review (``listing`` rows, taken one at a time from ``rows``) with the
+    terminal review and pass the choice to ``answer``: an approve option approves, the keep
+    option or typed feedback keeps (never consent, B80). The end of input leaves the rest open;
+    Ctrl-C stops at once (``KeyboardInterrupt``: exit 130); nothing unanswered is written."""
     channel = TerminalReviewChannel(language=language)
     for row in rows:
         question = _question(row, language)
         try:
-            (answer,) = asyncio.run(channel.ask([question], None))  # type: ignore[arg-type]
+            (reply,) = asyncio.run(channel.ask([question], None))  # type: ignore[arg-type]
         except ReviewDismissed as exc:
             if exc.interrupted:
                 raise KeyboardInterrupt from None
             click.echo(wording.text("terminal.review_left_open", language, id=row["id"]))
             return
         options = list(row["options"])
-        label = answer.selected[0] if answer.selected else None
+        label = reply.selected[0] if reply.selected else None
         if label is not None and label in options[:-1]:
-            outcome, chosen, text = "approve", label, None
+            answer(row, "approve", label, None)
         else:  # the keep option, or feedback typed with nothing selected (never consent, B80)
-            outcome, chosen, text = "keep", None, answer.custom
+            answer(row, "keep", None, reply.custom)
+
+
+def _ask_each(log: str, rows: list[dict[str, Any]], language: str, who: Identity | None = None) -> None:
+    """Ask every open review on the terminal (``ask_rows``) and record each answer (``by:
+    "cli"``, as ``who`` when given); a refused answer is one line and the next review is asked."""
+    def answer(row: dict[str, Any], outcome: str, option: str | None, feedback: str | None) -> None:
         try:
-            result = _record(log, row["id"], outcome, feedback=text, option=chosen, who=who)
+            result = _record(log, row["id"], outcome, feedback=feedback, option=option, who=who)
         except ReviewRefusedError as err:
             click.echo(visible(f"fsm-stage: {err}"), err=True)
-            continue
+            return
         click.echo(visible(_done_line(row["id"], result, who)))
+
+    ask_rows(rows, language, answer)
 
 
 def _same_log(a: str, b: str) -> bool:

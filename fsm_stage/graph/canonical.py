@@ -19,12 +19,15 @@ _FINGERPRINT_VERSION: Final = "fsm_stage.graph/2"
 
 
 def _every_other(stage: StageConfig, names: tuple[str, ...]) -> bool:
-    """Whether ``stage`` may go to every other stage without guards, in configured order
-    (``targets`` omitted, or spelled out exactly so): O(stages) only when the lengths match."""
+    """Whether ``stage`` may go to every other stage without guards or review rules of its own,
+    in configured order (``targets`` omitted, or spelled out exactly so): O(stages) only when
+    the lengths match. An edge's ``review`` keeps the list explicit, so its rules are part of
+    the fingerprint (a ``"*"`` would drop them, and two graphs differing only there would share
+    one compiled machine, and its rules)."""
     targets = stage.targets
     if targets is None:
         return True
-    if len(targets) != len(names) - 1 or any(e.guards for e in targets):
+    if len(targets) != len(names) - 1 or any(e.guards or e.review is not None for e in targets):
         return False
     return [e.target for e in targets] == [n for n in names if n != stage.name]
 

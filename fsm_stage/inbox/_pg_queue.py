@@ -22,7 +22,7 @@ from fsm_stage.constants import TOOL_RESULT
 from fsm_stage.errors import LogFormatError
 from fsm_stage.inbox._store import OpenReview, open_of
 from fsm_stage.log.events import Event
-from fsm_stage.log.postgres import decode_rows
+from fsm_stage.log.pg_events import decode_rows
 from fsm_stage.log.projections import fold
 from fsm_stage.reviews._fold import CLOSED_CALL_CODES, REVIEW_FOLD, ReviewFold
 

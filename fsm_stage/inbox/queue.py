@@ -44,14 +44,20 @@ def _store(location: str | os.PathLike[str] | SessionStore,
 
 def open_reviews(location: str | os.PathLike[str] | SessionStore, *, kinds: Iterable[str] = (),
                  stages: Iterable[str] = (), older_than: float | None = None,
-                 deadline_within: float | None = None, now_ms: int | None = None) -> list[OpenReview]:
+                 deadline_within: float | None = None, now_ms: int | None = None,
+                 targets: Iterable[str] = (), reviewer: str | None = None,
+                 reviewers: Reviewers | None = None) -> list[OpenReview]:
     """The open reviews of every session at ``location`` (a JSONL folder, a ``postgresql://``
     URL or a ``SessionStore``), oldest first. Filters (all must hold): ``kinds`` (the review's
-    kind is one of them), ``stages`` (its ``from`` or ``target`` is one of them), ``older_than``
-    (asked at least that many seconds ago), ``deadline_within`` (it has a deadline at most that
-    many seconds away, or past). Raises ``UserError`` for a bad location, ``DatabaseError`` when
-    PostgreSQL cannot be reached."""
-    kind_set, stage_set = frozenset(kinds), frozenset(stages)
+    kind is one of them), ``stages`` (its ``from`` or ``target`` is one of them), ``targets``
+    (its ``target`` is one of them), ``older_than`` (asked at least that many seconds ago),
+    ``deadline_within`` (it has a deadline at most that many seconds away, or past),
+    ``reviewer`` (the review's logged ``approvers`` let that reviewer answer it, ``@group``s
+    resolved through ``reviewers``; rules it cannot read let nobody). Raises ``UserError`` for a
+    bad location, ``DatabaseError`` when PostgreSQL cannot be reached."""
+    kind_set, stage_set, target_set = frozenset(kinds), frozenset(stages), frozenset(targets)
+    entry = reviewers.by_name.get(reviewer) if reviewers is not None and reviewer is not None else None
+    groups = entry.groups if entry is not None else ()
     now = wall_clock_ms() if now_ms is None else now_ms
     out = []
     for item in _store(location).open_reviews():
@@ -59,6 +65,10 @@ def open_reviews(location: str | os.PathLike[str] | SessionStore, *, kinds: Iter
         if kind_set and rec.kind not in kind_set:
             continue
         if stage_set and rec.from_ not in stage_set and rec.target not in stage_set:
+            continue
+        if target_set and rec.target not in target_set:
+            continue
+        if reviewer is not None and refusal(item.rules, reviewer, groups) is not None:
             continue
         if older_than is not None and now - item.asked_ms < older_than * 1000:
             continue
@@ -157,7 +167,7 @@ def answer_item(store: SessionStore, item: OpenReview, outcome: str, *, reviewer
 def approve_all(location: str | os.PathLike[str] | SessionStore, *, reviewer: str | None = None,
                 reviewers: Reviewers | None = None, by: str = "cli", on_answer: OnAnswer | None = None,
                 kinds: Iterable[str] = (), stages: Iterable[str] = (), older_than: float | None = None,
-                deadline_within: float | None = None) -> list[Decision]:
+                deadline_within: float | None = None, targets: Iterable[str] = ()) -> list[Decision]:
     """Approve every open review at ``location`` that the filters (``open_reviews``) select,
     one at a time through ``answer_one`` (each review's own digest and rules; a quorum review
     gets one vote), oldest first; a refused one is reported and the rest go on.
@@ -165,6 +175,6 @@ def approve_all(location: str | os.PathLike[str] | SessionStore, *, reviewer: st
     raises (``UserError``, ``DatabaseError``)."""
     store = _store(location, on_answer)
     items = open_reviews(store, kinds=kinds, stages=stages, older_than=older_than,
-                         deadline_within=deadline_within)
+                         deadline_within=deadline_within, targets=targets)
     return [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
             for item in items]

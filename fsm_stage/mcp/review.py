@@ -49,9 +49,26 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
+#: What the form's ``edited`` field edits, by review kind.
+EDITABLE = {"plan": "plan", "stage": "handoff document"}
+
+
+def _kind(question: Question) -> str:
+    return "stage" if question.context is not None else "plan"
+
+
 def review_form(question: Question) -> dict[str, Any]:
-    """The elicitation form schema of ``question`` (flat, as elicitation requires)."""
+    """The elicitation form schema of ``question`` (flat, as elicitation requires): ``decision``,
+    ``feedback`` and, when the question shows a document (a plan, a full switch's handoff
+    document), ``edited``: the reviewer's edited version, approved instead of the original
+    (docs/mcp.md, "Reviewers and edits")."""
     labels = list(question.labels)
+    edits: dict[str, Any] = {}
+    if question.detail:  # a plan or a full switch's handoff document: the reviewer may edit it
+        what = EDITABLE.get(_kind(question), "document")
+        edits["edited"] = {"type": "string", "title": "Edited document",
+                           "description": f"Optional: your edited version of the {what} (approve with "
+                           f"{labels[0]!r} to approve the edited version instead)."}
     return {
         "type": "object",
         "properties": {
@@ -61,6 +78,7 @@ def review_form(question: Question) -> dict[str, Any]:
                          or "Approve or keep"},
             "feedback": {"type": "string", "title": "Feedback",
                          "description": "Optional: why you keep the current state (shown to the model)."},
+            **edits,
         },
         "required": ["decision"],
     }

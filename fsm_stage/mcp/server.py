@@ -12,6 +12,7 @@ arguments, unknown stage, a stale or replayed request state) is an MCP error, no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -28,7 +29,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from fsm_stage.constants import EXIT_PLAN_MODE, GOTO_STAGE, TOOL_CALL, TOOL_RESULT
 from fsm_stage.diagram import to_mermaid
-from fsm_stage.errors import ReviewDismissed, ReviewPayloadChangedError, ReviewPending, UserError
+from fsm_stage.errors import (
+    RecordShapeError,
+    ReviewDismissed,
+    ReviewPayloadChangedError,
+    ReviewPending,
+    ReviewRefusedError,
+    ReviewSuspended,
+    UserError,
+)
 from fsm_stage.integrations._toolspecs import to_mcp
 from fsm_stage.mcp import durable
 from fsm_stage.mcp.choice import BUDGETS_OUTPUT, MODEL_OUTPUT, budgets_of, model_of
@@ -111,8 +120,10 @@ def argument_problem(parameters: Mapping[str, Any], args: Mapping[str, Any], *,
 class StageServer:
     """The MCP server over a ``SessionRegistry`` (``server`` is the SDK's lowlevel ``Server``)."""
 
-    def __init__(self, registry: SessionRegistry, *, security: RequestStateSecurity | None = None) -> None:
+    def __init__(self, registry: SessionRegistry, *, security: RequestStateSecurity | None = None,
+                 reviewer: durable.McpReviewer | None = None) -> None:
         self.registry = registry
+        self.reviewer = reviewer
         self.channels: dict[str, McpReviewChannel] = {}
         for ms in registry:
             channel = McpReviewChannel()
@@ -247,11 +258,16 @@ class StageServer:
                 except MCPError as err:
                     if err.error.code != types.CONNECTION_CLOSED:
                         raise
-                    durable.record_answer(ms, call_id, "cancel", None)  # dismissed, by "mcp"
+                    with contextlib.suppress(ReviewRefusedError):  # else the channel logs it
+                        durable.record_answer(ms, call_id, "cancel", None, self.reviewer)  # by "mcp"
                     raise ReviewDismissed("the MCP client disconnected during the review") from None
-                durable.record_answer(ms, call_id, reply.action, reply.content)  # logged by "mcp"
+                held = self._record(ms, call_id, reply.action, reply.content)  # logged by "mcp"
+                if held is not None:  # refused or a quorum vote: nothing more is logged now
+                    notes.append(held)
+                    raise ReviewSuspended(held)
                 return reply.action, reply.content
             channel.arm(Elicit(elicit))
+        notes: list[str] = []
         review_id: str | None = None
         try:
             result = await execute_tool(ms.runtime.tools, call, ms.agent)
@@ -260,6 +276,10 @@ class StageServer:
         finally:
             asked, suspended = channel.asked, channel.suspended
             channel.arm(None)
+        if mode == "elicit" and result is None:
+            if notes and durable.is_open(ms, review_id):
+                return self._result(notes[0], True)  # the call stays open; nothing was written
+            result = await execute_tool(ms.runtime.tools, call, ms.agent)  # answered: settle it
         if suspended and asked is not None:
             state = {"v": _STATE_VERSION, "session": ms.handle, "callId": call_id, "tool": name,
                      "args": _sha(arguments), "nonce": uuid.uuid4().hex, "reviewId": review_id}
@@ -291,16 +311,38 @@ class StageServer:
         call = ToolCall(call_id, name, arguments)
         action, content = reply.action, reply.content
         try:
-            durable.record_answer(ms, call_id, action, content)
+            held = self._record(ms, call_id, action, content)
         except ReviewPayloadChangedError as err:  # edited on disk since asked: close it as kept
             action, content = "decline", {"feedback": str(err)}
-            durable.record_answer(ms, call_id, action, content)
+            held = self._record(ms, call_id, action, content)
+        if held is not None and durable.is_open(ms, state.get("reviewId") or self._review_of(ms, call_id)):
+            return self._result(held, True)  # refused or one vote: the call stays open, asked again
         channel.arm(Answered(action, content))
         try:
             result = await execute_tool(ms.runtime.tools, call, ms.agent)
         finally:
             channel.arm(None)
         return self._settle(ms, call, result)
+
+    def _record(self, ms: McpSession, call_id: str, action: str,
+                content: Mapping[str, Any] | None) -> str | None:
+        """Log the client's answer (as the server's reviewer, when it has one): None when it was
+        logged, else the one line saying why the review stays open — the rules refused it (nothing
+        written; an expiry excepted) or it was one vote of a quorum."""
+        try:
+            done = durable.record_answer(ms, call_id, action, content, self.reviewer)
+        except (ReviewRefusedError, RecordShapeError) as err:
+            return (f"review refused: {err}; nothing was written and the review stays open "
+                    "(call the tool again with the same arguments to be asked again)")
+        if done is not None and done.answer is None:
+            who = self.reviewer.name if self.reviewer is not None else "?"
+            return (f"approval by {who} recorded ({len(done.votes)} of {done.needed}); the review stays "
+                    "open for more approvers (call the tool again with the same arguments for the outcome)")
+        return None
+
+    @staticmethod
+    def _review_of(ms: McpSession, call_id: str) -> str | None:
+        return next((r["id"] for r in durable.open_reviews(ms) if r["callId"] == call_id), None)
 
     def _settle(self, ms: McpSession, call: ToolCall, result: ToolResult) -> types.CallToolResult:
         """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now."""
@@ -372,10 +414,13 @@ class StageServer:
         raise _invalid(f"unknown resource {uri!r}; expected .../diagram or .../instructions")
 
 
-def build_server(registry: SessionRegistry, *, security: RequestStateSecurity | None = None) -> StageServer:
+def build_server(registry: SessionRegistry, *, security: RequestStateSecurity | None = None,
+                 reviewer: durable.McpReviewer | None = None) -> StageServer:
     """A ``StageServer`` over ``registry`` (``security``: the request-state keys; default
-    ephemeral, so a restart refuses older states — pass persistent keys to resume after one)."""
-    return StageServer(registry, security=security)
+    ephemeral, so a restart refuses older states — pass persistent keys to resume after one;
+    ``reviewer``: the authenticated reviewer every client answer is recorded as, so the
+    reviews' rules apply; None: answers name nobody)."""
+    return StageServer(registry, security=security, reviewer=reviewer)
 
 
 def _utf8_text(value: Any, depth: int = 0) -> bool:

@@ -88,6 +88,7 @@ def main(log_path: str, resume: bool) -> None:
             out = graph.invoke(Command(resume=True), thread)  # a human approves
         print("stage:", host.current_stage())
     if not resume:
+        sys.stdout.flush()  # our lines before the restarted process's (stdout may be a pipe)
         sys.exit(subprocess.run([sys.executable, __file__, "--resume", log_path]).returncode)
 
 

@@ -103,6 +103,7 @@ async def main(log_path: str, resume: bool) -> None:
             state = (await Runner.run(agent, state)).to_state()
         print("stage:", host.current_stage())
     if not resume:
+        sys.stdout.flush()  # our lines before the restarted process's (stdout may be a pipe)
         sys.exit(subprocess.run([sys.executable, __file__, "--resume", log_path]).returncode)
 
 

@@ -87,6 +87,7 @@ def main(log_path: str, resume: bool) -> None:
             agent.run_sync(message_history=capability.message_history(), deferred_tool_results=results)
         print("stage:", host.current_stage())
     if not resume:
+        sys.stdout.flush()  # our lines before the restarted process's (stdout may be a pipe)
         sys.exit(subprocess.run([sys.executable, __file__, "--resume", log_path]).returncode)
 
 

@@ -28,6 +28,7 @@ def _require(module: str) -> None:
 def _run(example: str, log: Path, *args: str, kill: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("FSM_EXAMPLE_KILL", None)
+    env.pop("PYTHONUNBUFFERED", None)  # stdout a pipe, block-buffered, as for a user
     if kill:
         env["FSM_EXAMPLE_KILL"] = "after-approval"
     return subprocess.run([sys.executable, str(ROOT / "examples" / example), *args, str(log)],

@@ -333,8 +333,7 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     by = f"cli:{reviewer}" if reviewer is not None else "cli"
     try:
         with webhooks():
-            done = [answer_one(store, item, "approve", reviewer=reviewer, by=by,
-                               reviewers=who.reviewers if who is not None else None)
+            done = [answer_one(store, item, "approve", reviewer=reviewer, by=by, reviewers=reviewers)
                     for item in items]
     finally:
         if hook is not None:

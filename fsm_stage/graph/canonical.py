@@ -13,21 +13,29 @@ from typing import Any, Final
 
 import attrs
 
-from fsm_stage.config import GraphConfig, StageConfig, normalised
+from fsm_stage.config import EdgeConfig, GraphConfig, StageConfig, normalised
 
 _FINGERPRINT_VERSION: Final = "fsm_stage.graph/2"
+#: What an edge holds besides its target when nothing was configured on it (field -> default).
+_PLAIN_EDGE: Final = {f.name: f.default for f in attrs.fields(EdgeConfig) if f.name != "target"}
+
+
+def _plain(edge: EdgeConfig) -> bool:
+    """Whether ``edge`` configures nothing but its target (every other field at its default)."""
+    return all(getattr(edge, name) == default for name, default in _PLAIN_EDGE.items())
 
 
 def _every_other(stage: StageConfig, names: tuple[str, ...]) -> bool:
-    """Whether ``stage`` may go to every other stage without guards or review rules of its own,
-    in configured order (``targets`` omitted, or spelled out exactly so): O(stages) only when
-    the lengths match. An edge's ``review`` keeps the list explicit, so its rules are part of
-    the fingerprint (a ``"*"`` would drop them, and two graphs differing only there would share
-    one compiled machine, and its rules)."""
+    """Whether ``stage`` may go to every other stage over plain edges (nothing configured on
+    them but the target: no guards, no review rules, nor any field added later), in configured
+    order (``targets`` omitted, or spelled out exactly so): O(stages) only when the lengths
+    match. An edge with anything of its own keeps the list explicit, so what it configures is
+    part of the fingerprint (a ``"*"`` would drop it, and two graphs differing only there would
+    share one compiled machine)."""
     targets = stage.targets
     if targets is None:
         return True
-    if len(targets) != len(names) - 1 or any(e.guards or e.review is not None for e in targets):
+    if len(targets) != len(names) - 1 or not all(map(_plain, targets)):
         return False
     return [e.target for e in targets] == [n for n in names if n != stage.name]
 

@@ -91,6 +91,9 @@ def edit(inbox: _Inbox) -> Page:
             if edited != document and visible(edited, keep="\n\t") != edited:
                 status, message = 422, ("error", "the edited document holds control characters; "
                                                  "nothing was written")
+            elif edited.count("\ufffd") > document.count("\ufffd"):  # the form decoder's stand-in
+                status, message = 422, ("error", "the edited document is not UTF-8 text (the form "
+                                                 "held undecodable bytes); nothing was written")
             else:
                 kind, line = inbox.answer_one(name, item, "approve", edit_option(record), None, edited=edited)
                 if kind == "ok":

@@ -22,6 +22,7 @@ from fsm_stage.reviews._fold import (
     plan_payload_sha256,
     stage_payload_sha256,
 )
+from fsm_stage.text import visible
 
 __all__ = ["edit_data", "edited_sha256", "kept_before", "kept_diff", "revision_diff"]
 
@@ -42,7 +43,8 @@ def edit_data(record: ReviewRecord, shape: str | None, edited: str | None) -> di
     ``{"edited": text, "editedSha256": hex}``, or ``{}`` (no edits, or the text is unchanged).
     Raises ``RecordShapeError`` (one line) for a review whose document cannot be edited (a tool
     or budget review, a light stage switch that uses no document), an empty document, text that
-    is not UTF-8 or one larger than ``MAX_REVIEW_DOCUMENT_BYTES``."""
+    is not UTF-8, one with control characters or escape sequences (``text.visible`` would
+    escape them; newlines, tabs and CRs are kept) or one larger than ``MAX_REVIEW_DOCUMENT_BYTES``."""
     if edited is None:
         return {}
     if record.kind not in ("stage", "plan"):
@@ -61,6 +63,9 @@ def edit_data(record: ReviewRecord, shape: str | None, edited: str | None) -> di
                                f"{MAX_REVIEW_DOCUMENT_BYTES} are accepted")
     if not edited.strip():
         raise RecordShapeError(f"review {record.id}: the edited document is empty")
+    if visible(edited, keep="\n\t\r") != edited:
+        raise RecordShapeError(f"review {record.id}: the edited document holds control characters or "
+                               "escape sequences (only newlines and tabs are kept); nothing was written")
     digest = edited_sha256(record, edited)
     if digest == record.payload_sha256:
         return {}  # unchanged: an ordinary approval

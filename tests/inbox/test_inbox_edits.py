@@ -125,6 +125,10 @@ def test_refusals_are_shown_with_the_text_kept_and_nothing_written(tmp_path: Pat
     assert empty.status_code == 422 and "the edited document is empty" in empty.text
     escape = client.post(url, data={"csrf": csrf, "edited": "# Handoff\n\x1b[31mred"})
     assert escape.status_code == 422 and "control characters" in escape.text
+    # bytes that are not UTF-8: the form decoder turns them into U+FFFD, which is refused
+    raw = client.post(url, content=f"csrf={csrf}&edited=abc%ff%fedef".encode(),
+                      headers={"content-type": "application/x-www-form-urlencoded"})
+    assert raw.status_code == 422 and "not UTF-8 text" in raw.text
     # a reviewer the rules do not allow
     assert (logs / "s1.jsonl").read_bytes() == before
     add_rules(logs / "s1.jsonl", {"approvers": ["alice"]})

@@ -83,6 +83,10 @@ def test_edits_that_cannot_apply_are_refused_in_one_line(tmp_path: Path) -> None
         ({"outcome": "approve", "option": "Approve and keep the conversation"}, "needs the full switch"),
         ({"outcome": "approve", "edited": " \n"}, "the edited document is empty"),
         ({"outcome": "approve", "edited": "x" * (1 << 20) + "y"}, "at most 1048576 are accepted"),
+        # the API, the CLI and MCP refuse what the web editor refuses: an edit written to the
+        # handoff file and told to the model carries no terminal escapes
+        ({"outcome": "approve", "edited": "# Handoff\n\x1b]0;pwned\x07Go."}, "control characters"),
+        ({"outcome": "approve", "edited": "# Handoff\n\u202eGo."}, "escape sequences"),
     ]
     for kwargs, message in cases:
         outcome = kwargs.pop("outcome")

@@ -15,6 +15,7 @@ SESSION_HEADER_TYPE: Final = "session"
 SESSION_FORMAT_VERSION: Final = 0
 USER_MESSAGE: Final = "user/message"
 ASSISTANT_MESSAGE: Final = "assistant/message"
+ASSISTANT_CHUNK: Final = "assistant/chunk"
 TOOL_CALL: Final = "tool/call"
 TOOL_RESULT: Final = "tool/result"
 TURN_START: Final = "turn/start"

@@ -30,7 +30,7 @@ from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.dsh.opening import BodyScan, gc_paused, open_session_log, scan_body, unknown_types_warning
-from fsm_stage.log.dsh.records import RecordDecoder, unknown_keys_warning
+from fsm_stage.log.dsh.records import PackedRow, RecordDecoder, unknown_keys_warning
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
@@ -41,6 +41,7 @@ from fsm_stage.log.projections import (
     StageProjection,
     StageState,
     ToldProjection,
+    routes,
 )
 from fsm_stage.log.projections.spend import SPEND_FOLD
 from fsm_stage.log.surface import LogWriteError, Surface
@@ -312,39 +313,39 @@ def streamed_report(
     projections = _projections()
     states: list[Any] = [p.init() for p in projections]
     applies = [p.apply for p in projections]
-    # Events of types no projection reads and without a surface op change no state (each
-    # projection's ``READS``): they are decoded and checked like any other, then skipped.
-    declared: list[frozenset[str] | None] = [getattr(p, "READS", None) for p in projections]
-    reads: frozenset[str] | None = None
-    if all(r is not None for r in declared):
-        reads = frozenset().union(*(r for r in declared if r is not None))
+    # Each event goes only to the projections whose ``READS`` name its type (all of them, and
+    # the surface, when it has a surface op); the rest are decoded and checked, then skipped.
+    # Packed chunk rows (``assistant/chunk`` only, no surface ops) are skipped by their span.
+    route = routes(projections)
+    by_type, every = route.by_type, route.every
     surface: Surface | None = Surface()
     surface_error: str | None = None
     last = -1 if at is None else at
     total = 0
     with fh:
-        decoder = RecordDecoder(source=str(path), strict=strict)
+        decoder = RecordDecoder(source=str(path), strict=strict, lazy_packed=route.skip_packed)
         scan = BodyScan(offset=session.body_start, line_no=1, warnings=warnings)
         with gc_paused():
             for n, (off, _raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
+                if n % 4096 == 0:
+                    bar(off)
                 total += len(evs)
-                if at is not None and evs[0].seq > last:
+                if type(evs) is PackedRow or (at is not None and evs[0].seq > last):
                     continue
                 for ev in evs:
                     if at is not None and ev.seq > last:
                         break
-                    if (reads is not None and ev.type not in reads and ev.surface_op is None
-                            and ev.source_event_seqs is None):
-                        continue
-                    for i, apply in enumerate(applies):
-                        states[i] = apply(states[i], ev)
-                    if surface is not None:
-                        try:
-                            surface.apply(ev)
-                        except LogWriteError as err:
-                            surface, surface_error = None, str(err)
-                if n % 4096 == 0:
-                    bar(off)
+                    if by_type is None or ev.surface_op is not None or ev.source_event_seqs is not None:
+                        targets = every
+                        if surface is not None:
+                            try:
+                                surface.apply(ev)
+                            except LogWriteError as err:
+                                surface, surface_error = None, str(err)
+                    else:
+                        targets = by_type.get(ev.type, ())
+                    for i in targets:
+                        states[i] = applies[i](states[i], ev)
         bar(scan.offset)
     if at is not None and at >= total:
         tail = "the log has no events" if total == 0 else f"the last seq is {total - 1}"

@@ -25,7 +25,7 @@ from fsm_stage.constants import (
     TURN_END,
     TURN_START,
 )
-from fsm_stage.log.events import Event
+from fsm_stage.log.events import Event, answered_call_id
 from fsm_stage.runtime.tools import ToolCall
 
 __all__ = ["REVIEW_ANSWER", "REVIEW_REQUEST", "CallState", "OpenTurnFold", "OpenTurnView",
@@ -43,23 +43,6 @@ def _data(ev: Event) -> Mapping[str, Any]:
 
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def answered_call_id(ev: Event) -> str | None:
-    """The call id a ``tool/result`` answers (current ``message.source.callId`` /
-    ``toolCallId`` shapes and the legacy ``{callId, content, isError}`` shape), else None."""
-    data = _data(ev)
-    if isinstance(data.get("callId"), str):
-        return str(data["callId"])
-    msg = data.get("message")
-    if isinstance(msg, Mapping):
-        source = msg.get("source")
-        if isinstance(source, Mapping) and isinstance(source.get("callId"), str):
-            return str(source["callId"])
-        for block in msg.get("content") or ():
-            if isinstance(block, Mapping) and isinstance(block.get("toolCallId"), str):
-                return str(block["toolCallId"])
-    return None
 
 
 @attrs.frozen

@@ -27,6 +27,7 @@ from fsm_stage.errors import LogFormatError
 from fsm_stage.fileio import atomic_write
 from fsm_stage.log.dsh import (
     BodyScan,
+    PackedRow,
     RecordDecoder,
     gc_paused,
     open_session_log,
@@ -37,7 +38,7 @@ from fsm_stage.log.dsh import (
 )
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
-from fsm_stage.log.projections import Projection, ProjectionCursor
+from fsm_stage.log.projections import Projection, ProjectionCursor, routes
 
 CHECKPOINT_FORMAT = 2
 
@@ -271,33 +272,43 @@ def cold_fold(
         if states is None:
             states = {pr.key: pr.init() for pr in projections}
         fh.seek(start)
-        decoder = RecordDecoder(source=source, next_seq=first_seq, strict=strict)
+        # Each event goes only to the projections whose ``READS`` name its type (or to all of
+        # them when it has a surface op); the rest are decoded and checked, never applied.
+        # Packed chunk rows hold only ``assistant/chunk`` events without surface ops: when no
+        # projection reads that type a row is validated and skipped by its span, never built.
+        route = routes(projections)
+        decoder = RecordDecoder(
+            source=source, next_seq=first_seq, strict=strict, lazy_packed=route.skip_packed
+        )
         scan = BodyScan(offset=start, line_no=line_no, warnings=warnings)
-        applies = [(pr.key, pr.apply) for pr in projections]
-        # Events of types no projection declares in ``READS`` and without a surface op leave
-        # every state as it is: decoded and checked like any other, not applied.
-        declared = [getattr(pr, "READS", None) for pr in projections]
-        reads: frozenset[str] | None = None
-        if all(r is not None for r in declared):
-            reads = frozenset().union(*(r for r in declared if r is not None))
+        keys = [pr.key for pr in projections]
+        applies = [pr.apply for pr in projections]
+        folded = [states[k] for k in keys]
+        by_type, every = route.by_type, route.every
         last: tuple[int, bytes, int, int] | None = None
         applied = 0
         last_seq = skip_upto
         with gc_paused():
             for n, (off, raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
-                for ev in evs:
-                    if ev.seq <= skip_upto:
-                        continue
-                    applied += 1
-                    if (reads is not None and ev.type not in reads and ev.surface_op is None
-                            and ev.source_event_seqs is None):
-                        continue
-                    for key, apply in applies:
-                        states[key] = apply(states[key], ev)
-                last_seq = evs[-1].seq
-                last = (off, raw, evs[0].seq, scan.line_no)
+                if type(evs) is PackedRow:
+                    first, last_seq = evs.seq0, evs.seq0 + evs.size - 1
+                    applied += max(0, last_seq - max(first, skip_upto + 1) + 1)
+                else:
+                    for ev in evs:
+                        if ev.seq <= skip_upto:
+                            continue
+                        applied += 1
+                        if by_type is None or ev.surface_op is not None or ev.source_event_seqs is not None:
+                            targets = every
+                        else:
+                            targets = by_type.get(ev.type, ())
+                        for i in targets:
+                            folded[i] = applies[i](folded[i], ev)
+                    first, last_seq = evs[0].seq, evs[-1].seq
+                last = (off, raw, first, scan.line_no)
                 if on_progress is not None and n % 4096 == 0:
                     on_progress(off)
+        states = dict(zip(keys, folded, strict=True))
         if resumed is not None and last_seq < resumed:
             raise LogFormatError(
                 f"{source}: log ends before its checkpoint watermark {resumed}"

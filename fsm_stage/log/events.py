@@ -254,6 +254,23 @@ class LogBase:
 Clock = Callable[[], int]
 
 
+def answered_call_id(ev: Event) -> str | None:
+    """The call id a ``tool/result`` answers (current ``message.source.callId`` /
+    ``toolCallId`` shapes and the legacy ``{callId, content, isError}`` shape), else None."""
+    data = ev.data if isinstance(ev.data, Mapping) else {}
+    if isinstance(data.get("callId"), str):
+        return str(data["callId"])
+    msg = data.get("message")
+    if isinstance(msg, Mapping):
+        source = msg.get("source")
+        if isinstance(source, Mapping) and isinstance(source.get("callId"), str):
+            return str(source["callId"])
+        for block in msg.get("content") or ():
+            if isinstance(block, Mapping) and isinstance(block.get("toolCallId"), str):
+                return str(block["toolCallId"])
+    return None
+
+
 def wall_clock_ms() -> int:
     """Current wall-clock time in integer epoch milliseconds."""
     return int(_time.time() * 1000)

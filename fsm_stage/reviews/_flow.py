@@ -25,7 +25,6 @@ from typing import Any, Final
 import attrs
 
 from fsm_stage.constants import REVIEW_REDEEMED, REVIEW_REQUEST, STEP_START, TOOL_RESULT, TURN_START
-from fsm_stage.driver._openstep import answered_call_id
 from fsm_stage.driver._pending import redeem_once, session_lock
 from fsm_stage.errors import (
     AppendConflictError,
@@ -35,7 +34,7 @@ from fsm_stage.errors import (
     ReviewSuspended,
     _ReviewBusy,
 )
-from fsm_stage.log.events import Event, LogBase, NewEvent
+from fsm_stage.log.events import Event, LogBase, NewEvent, answered_call_id
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
 from fsm_stage.reviews._fold import (

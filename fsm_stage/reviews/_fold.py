@@ -21,8 +21,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
-from fsm_stage.driver._openstep import answered_call_id
-from fsm_stage.log.events import Event
+from fsm_stage.log.events import Event, answered_call_id
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
            "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]

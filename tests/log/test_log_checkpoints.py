@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from log_helpers import DSH_DIR, PLAN_REVIEW
+from log_helpers import DSH_DIR, PLAN_REVIEW, dsh_files, is_session_log
 
+from fsm_stage.errors import LogFormatError
 from fsm_stage.log.checkpoints import CheckpointStore, checkpoint_log, cold_fold
-from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.dsh import PackedRow, RecordDecoder, read_log
+from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import (
     PlanState,
@@ -220,3 +221,96 @@ def test_checkpoint_store_writes_with_umask_permissions_and_no_leftovers(tmp_pat
         os.umask(old)
     (saved,) = (tmp_path / "ck").iterdir()
     assert saved == store.path_for(path) and saved.stat().st_mode & 0o777 == 0o644
+
+
+class ChunkCount:
+    """A projection that reads ``assistant/chunk``: cold folds must build packed rows' events."""
+
+    key = "chunks"
+    STATE_VERSION = 1
+    READS = frozenset({"assistant/chunk"})
+
+    def init(self) -> tuple[int, str]:
+        return (0, "")
+
+    def apply(self, state: tuple[int, str], event: Event) -> tuple[int, str]:
+        if event.type != "assistant/chunk":
+            return state
+        chunk = event.data["chunk"]
+        return (state[0] + 1, state[1] + chunk.get("text", chunk.get("argumentsDelta", "")))
+
+    def dump(self, state: tuple[int, str]) -> Any:
+        return list(state)
+
+    def load(self, raw: Any) -> tuple[int, str]:
+        return (int(raw[0]), str(raw[1]))
+
+
+def packed_logs() -> list[str]:
+    return [n for n in dsh_files() if is_session_log(DSH_DIR / n) and "-chunks" in (DSH_DIR / n).read_text()]
+
+
+@pytest.mark.parametrize("name", packed_logs() or ["corpus-absent"])
+def test_cold_fold_skipping_packed_rows_matches_the_full_fold(tmp_path: Path, name: str) -> None:
+    """Packed chunk rows skipped by their span (no projection reads ``assistant/chunk``) give the
+    states, counts and watermark of folding every materialised event; a projection that reads
+    chunks still sees every one of them."""
+    if name == "corpus-absent":
+        pytest.skip("DSH corpus absent")
+    path = tmp_path / name
+    shutil.copy(DSH_DIR / name, path)
+    events = read_log(path).events
+    res = cold_fold(path, standard_projections())
+    assert dict(res.states) == full_states(path)
+    assert res.events_applied == len(events) and res.last_seq == events[-1].seq
+    chunks = [e for e in events if e.type == "assistant/chunk"]
+    assert chunks, "the corpus file holds packed rows"
+    with_chunks = cold_fold(path, [*standard_projections(), ChunkCount()])
+    assert with_chunks.states["chunks"] == fold(ChunkCount(), events)
+    assert with_chunks.states["chunks"][0] == len(chunks)
+    assert {k: v for k, v in with_chunks.states.items() if k != "chunks"} == dict(res.states)
+
+
+def test_checkpoint_after_a_trailing_packed_row_resumes_after_it(tmp_path: Path) -> None:
+    path, store = tmp_path / "p.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 3)  # seqs 0..3
+    row = {"type": "text-chunks", "seq0": 4, "time0": 5,
+           "data": {"turn": 1, "step": 0, "index": 0, "texts": ["a", "b", "c"], "dt": [1, 1]}}
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+    first = cold_fold(path, standard_projections(), store=store)
+    assert first.last_seq == 6 and first.events_applied == 7
+    with JsonlLog(path) as log:
+        assert log.append("plan/mode", {"active": False}).seq == 7
+    again = cold_fold(path, standard_projections(), store=store)
+    assert again.resumed_from == 6 and again.events_applied == 1 and again.last_seq == 7
+    assert dict(again.states) == full_states(path)
+    assert PlanView().view(again.states["plan"])["active"] is False
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"turn": 1, "step": 0, "index": 0, "texts": ["a", 2], "dt": [1]},
+        {"turn": 1, "step": 0, "index": 0, "texts": ["a", "b"], "dt": []},
+        {"turn": "1", "step": 0, "index": 0, "texts": ["a"], "dt": []},
+    ],
+)
+def test_cold_fold_refuses_a_malformed_packed_row_it_does_not_build(tmp_path: Path, data: Any) -> None:
+    path = tmp_path / "bad.jsonl"
+    make_log(path, 1)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"type": "text-chunks", "data": data}) + "\n")
+    with pytest.raises(LogFormatError, match="malformed text-chunks row"):
+        cold_fold(path, standard_projections())
+
+
+def test_packed_row_builds_the_eager_decoders_events() -> None:
+    rec = {"type": "tool-call-chunks", "seq0": 3, "time0": 10,
+           "data": {"turn": 2, "step": 1, "index": 0, "id": "c1", "name": "goto_stage",
+                    "args": ['{"a"', ': 1}'], "dt": [4]}}
+    eager = RecordDecoder(source="x", next_seq=3).decode(rec, 1)
+    lazy = RecordDecoder(source="x", next_seq=3, lazy_packed=True).decode(rec, 1)
+    assert isinstance(lazy, PackedRow) and (lazy.seq0, lazy.size, len(lazy)) == (3, 2, 2)
+    assert list(lazy) == list(eager) and lazy[-1] == eager[-1] and lazy[0:1] == list(eager)[0:1]
+    assert [e.time for e in lazy] == [10, 14]

@@ -18,7 +18,7 @@ import io
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -190,7 +190,7 @@ class BodyScan:
 
 def scan_body(
     lines: Iterator[bytes], decoder: RecordDecoder, scan: BodyScan
-) -> Iterator[tuple[int, bytes, list[Event]]]:
+) -> Iterator[tuple[int, bytes, Sequence[Event]]]:
     """Decode body lines, yielding ``(line_offset, raw_line, events)`` per good line; applies the
     torn-tail rule (raises ``LogFormatError`` on corruption)."""
     for raw in lines:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from array import array
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import accumulate, repeat
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
@@ -60,6 +60,9 @@ def _json_decode(s: str) -> Any:
         if tail:
             raise json.JSONDecodeError("Extra data", s, end + len(rest) - len(tail))
     return obj
+
+_INT_ONLY = frozenset({int})
+"""``set(map(type, xs)) <= _INT_ONLY``: every item is an int and none a bool, checked in C."""
 
 _UNPARSABLE = (ValueError, RecursionError)
 """What decoding a line may raise for bad input: ``ValueError`` (incl. ``JSONDecodeError`` and
@@ -204,11 +207,15 @@ class RecordDecoder:
 
     ``decode(rec, line_no)`` returns the events of one storage record; raises ``_LogLineDefect``
     (torn-or-corrupt, decided by the caller) or ``LogFormatError`` (always fatal: malformed
-    packed row, strict-mode vocabulary violation).
+    packed row, strict-mode vocabulary violation). With ``lazy_packed`` a packed row is checked
+    just as strictly but returned as a ``PackedRow`` whose events are built only when read.
     """
 
-    def __init__(self, *, source: str, next_seq: int = 0, strict: bool = False) -> None:
+    def __init__(
+        self, *, source: str, next_seq: int = 0, strict: bool = False, lazy_packed: bool = False
+    ) -> None:
         self.source = source
+        self.lazy_packed = lazy_packed
         self.next_seq = next_seq
         self.strict = strict
         self.unknown: Counter[str] = Counter()
@@ -217,7 +224,7 @@ class RecordDecoder:
         self.unknown_keys: Counter[str] = Counter()
         self.unknown_key_lines: dict[str, int] = {}
 
-    def decode(self, rec: Any, line_no: int) -> list[Event]:
+    def decode(self, rec: Any, line_no: int) -> Sequence[Event]:
         # Hot path (every line of every log): exact ``type(...) is`` checks (which also
         # exclude bools from ints) and one dict lookup per field.
         if type(rec) is not dict:
@@ -226,6 +233,13 @@ class RecordDecoder:
         t = get("type")
         if type(t) is not str:
             raise _LogLineDefect(f"line {line_no} has no string type")
+        if len(rec) == 4 and t in KNOWN_EVENT_TYPES:
+            # the common envelope ``{type, seq, time, data}`` of a known type has nothing
+            # optional to read; anything else about it falls through to the full checks
+            seq, tm = get("seq"), get("time")
+            if type(seq) is int and seq == self.next_seq and type(tm) is int and "data" in rec:
+                self.next_seq = seq + 1
+                return [Event(t, seq, tm, rec["data"], None, None, False)]
         if t in PACKED_ROW_TYPES:
             return self._packed(t, rec, line_no)
         if t == SESSION_HEADER_TYPE:
@@ -246,7 +260,7 @@ class RecordDecoder:
                 raise _LogLineDefect(f"line {line_no}: {err}") from None
         srcs = get("sourceEventSeqs")
         if srcs is not None:
-            if type(srcs) is not list or not all(type(s) is int for s in srcs):
+            if type(srcs) is not list or not set(map(type, srcs)) <= _INT_ONLY:
                 raise _LogLineDefect(f"line {line_no}: sourceEventSeqs must be a list of integers")
             srcs = tuple(srcs)
         ignorable = get("ignorable") is True
@@ -271,7 +285,7 @@ class RecordDecoder:
         self.next_seq = seq + 1
         return [Event(t, seq, tm, get("data"), op, srcs, ignorable)]
 
-    def _packed(self, t: str, rec: dict[str, Any], line_no: int) -> list[Event]:
+    def _packed(self, t: str, rec: dict[str, Any], line_no: int) -> Sequence[Event]:
         def bad(why: str) -> LogFormatError:
             return LogFormatError(f"{self.source}:{line_no}: malformed {t} row: {why}")
 
@@ -297,21 +311,59 @@ class RecordDecoder:
             raise bad("dt must hold one integer gap fewer than the members")
         if not _is_int(t0) or not all(_is_int(d.get(k)) for k in ("turn", "step", "index")):
             raise bad("turn, step, index and time0 must be integers")
-        turn, step, index = d["turn"], d["step"], d["index"]
-        times = accumulate(dt, initial=t0)
-        if t == "tool-call-chunks":
-            if not isinstance(d.get("id"), str):
-                raise bad("tool-call row needs a string id")
-            head = {"type": "tool-call-delta", "index": index, "id": d["id"]}
-            if "name" in d:
-                head["name"] = d["name"]
-            out = [Event("assistant/chunk", seq0 + k, tm,
-                         {"turn": turn, "step": step, "chunk": {**head, "argumentsDelta": m}})
-                   for k, (m, tm) in enumerate(zip(members, times, strict=True))]
-        else:
-            kind = "text-delta" if t == "text-chunks" else "reasoning-delta"
-            out = [Event("assistant/chunk", seq0 + k, tm,
-                         {"turn": turn, "step": step, "chunk": {"type": kind, "index": index, "text": m}})
-                   for k, (m, tm) in enumerate(zip(members, times, strict=True))]
+        if t == "tool-call-chunks" and not isinstance(d.get("id"), str):
+            raise bad("tool-call row needs a string id")
         self.next_seq = seq0 + len(members)
-        return out
+        if self.lazy_packed:
+            return PackedRow(t, d, seq0, t0, len(members))
+        return _expand(t, d, seq0, t0)
+
+
+def _expand(t: str, d: dict[str, Any], seq0: int, t0: int) -> list[Event]:
+    """The ``assistant/chunk`` events of a validated packed row ``d`` of tag ``t``."""
+    turn, step, index = d["turn"], d["step"], d["index"]
+    members = d["args"] if t == "tool-call-chunks" else d["texts"]
+    times = accumulate(d["dt"], initial=t0)
+    if t == "tool-call-chunks":
+        head = {"type": "tool-call-delta", "index": index, "id": d["id"]}
+        if "name" in d:
+            head["name"] = d["name"]
+        return [Event("assistant/chunk", seq0 + k, tm,
+                      {"turn": turn, "step": step, "chunk": {**head, "argumentsDelta": m}})
+                for k, (m, tm) in enumerate(zip(members, times, strict=True))]
+    kind = "text-delta" if t == "text-chunks" else "reasoning-delta"
+    return [Event("assistant/chunk", seq0 + k, tm,
+                  {"turn": turn, "step": step, "chunk": {"type": kind, "index": index, "text": m}})
+            for k, (m, tm) in enumerate(zip(members, times, strict=True))]
+
+
+class PackedRow(Sequence[Event]):
+    """The ``assistant/chunk`` events of one packed chunk row, validated but built only when read.
+
+    What ``RecordDecoder(lazy_packed=True)`` returns for a packed row: ``seq0`` is the first
+    event's seq and ``size`` (= ``len``) the number of members. Indexing or iterating builds
+    the same ``Event``s the eager decoder returns (once, then kept), so a caller that needs
+    them loses nothing; a fold whose projections do not read ``assistant/chunk`` skips the row
+    by its span alone.
+    """
+
+    __slots__ = ("_data", "_events", "_tag", "_time0", "seq0", "size")
+
+    def __init__(self, tag: str, data: dict[str, Any], seq0: int, time0: int, count: int) -> None:
+        self._tag, self._data, self.seq0, self._time0, self.size = tag, data, seq0, time0, count
+        self._events: list[Event] | None = None
+
+    def _built(self) -> list[Event]:
+        if self._events is None:
+            self._events = _expand(self._tag, self._data, self.seq0, self._time0)
+        return self._events
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Event]: ...
+    def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        return self._built()[i]

@@ -16,7 +16,9 @@ from fsm_stage.log.projections.core import (
     HeaderRelativeState,
     Projection,
     ProjectionCursor,
+    Routes,
     fold,
+    routes,
     told,
 )
 from fsm_stage.log.projections.last_header import ToldFacts, ToldProjection, ToldState, standard_projections
@@ -56,6 +58,7 @@ __all__ = [
     "PlanView",
     "Projection",
     "ProjectionCursor",
+    "Routes",
     "RunningSelection",
     "StageFold",
     "StageProjection",
@@ -73,6 +76,7 @@ __all__ = [
     "is_stage_prompt",
     "message_text",
     "plan_mode_problem",
+    "routes",
     "stage_from_event",
     "standard_projections",
     "told",

@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 import attrs
 
 from fsm_stage.constants import (
+    ASSISTANT_CHUNK,
     REQUEST_HEADER,
 )
 from fsm_stage.log.events import Event, EventLog
@@ -33,6 +34,9 @@ class Projection(Protocol[S]):
     ``key`` names the unit (checkpoint rows are keyed by it); ``STATE_VERSION`` is a
     non-negative int. ``apply`` must return the same object for irrelevant events and must
     never mutate ``state``. ``load`` raises ``ValueError`` for a state it cannot accept.
+    An optional ``READS`` (a frozenset of event types) promises that only events of those
+    types, or with a surface op or source seqs, can change the state: cold folds (``routes``)
+    hand the projection nothing else.
     """
 
     key: str
@@ -47,6 +51,38 @@ class Projection(Protocol[S]):
     def dump(self, state: S) -> Any: ...
 
     def load(self, raw: Any) -> S: ...
+
+
+@attrs.frozen
+class Routes:
+    """Which of a fold's projections (by index) each event goes to (``routes``).
+
+    ``by_type`` maps every event type some projection declares in ``READS`` to the indexes of
+    those projections, in order; it is None when a projection declares no ``READS``, and then
+    every event goes to ``every`` (all indexes). An event with a surface op or source seqs goes
+    to ``every`` too; one of a type outside ``by_type`` goes nowhere. ``skip_packed`` is True
+    when no projection reads ``assistant/chunk`` (packed chunk rows can be skipped whole).
+    """
+
+    by_type: Mapping[str, tuple[int, ...]] | None
+    every: tuple[int, ...]
+
+    @property
+    def skip_packed(self) -> bool:
+        return self.by_type is not None and ASSISTANT_CHUNK not in self.by_type
+
+
+def routes(projections: Sequence[Projection[Any]]) -> Routes:
+    """The ``Routes`` of ``projections`` from their optional ``READS``."""
+    every = tuple(range(len(projections)))
+    declared = [getattr(p, "READS", None) for p in projections]
+    if any(r is None for r in declared):
+        return Routes(None, every)
+    by_type: dict[str, list[int]] = {}
+    for i, reads in enumerate(declared):
+        for t in reads or ():
+            by_type.setdefault(t, []).append(i)
+    return Routes({t: tuple(ix) for t, ix in by_type.items()}, every)
 
 
 def fold(projection: Projection[S], events: Sequence[Event], end: int | None = None) -> S:

@@ -77,12 +77,13 @@ class SpendState:
     stops: tuple[Mapping[str, Any], ...] = ()
 
 
-def _count_turn(spend: Spend, counted: int | None, turn: int | None, time: int) -> tuple[Spend, int | None]:
-    """``spend`` with the current ``turn`` counted once (a turn a visit enters mid-way counts)."""
-    if turn is None or counted == turn:
-        return (spend if spend.since is not None else attrs.evolve(spend, since=time)), counted
+def _count_step(spend: Spend, counted: int | None, turn: int | None, time: int) -> tuple[Spend, int | None]:
+    """``spend`` with one more step, the current ``turn`` counted once (a turn a visit enters
+    mid-way counts) and ``since`` set at the first; one new ``Spend`` (the folds' hot path)."""
     since = spend.since if spend.since is not None else time
-    return attrs.evolve(spend, turns=spend.turns + 1, since=since), turn
+    if turn is None or counted == turn:
+        return Spend(spend.tokens_in, spend.tokens_out, spend.turns, spend.steps + 1, since), counted
+    return Spend(spend.tokens_in, spend.tokens_out, spend.turns + 1, spend.steps + 1, since), turn
 
 
 class SpendFold:
@@ -108,12 +109,10 @@ class SpendFold:
         data = event.data if isinstance(event.data, dict) else {}
         if t == STEP_START:
             turn = data.get("turn") if isinstance(data.get("turn"), int) else state.turn
-            stage_spend, stage_turn = _count_turn(state.stage_spend, state.stage_turn, turn, event.time)
-            stage_spend = attrs.evolve(stage_spend, steps=stage_spend.steps + 1)
+            stage_spend, stage_turn = _count_step(state.stage_spend, state.stage_turn, turn, event.time)
             plan_spend, plan_turn = state.plan_spend, state.plan_turn
             if state.plan:
-                plan_spend, plan_turn = _count_turn(plan_spend, plan_turn, turn, event.time)
-                plan_spend = attrs.evolve(plan_spend, steps=plan_spend.steps + 1)
+                plan_spend, plan_turn = _count_step(plan_spend, plan_turn, turn, event.time)
             return attrs.evolve(state, turn=turn, stage_spend=stage_spend, stage_turn=stage_turn,
                                 plan_spend=plan_spend, plan_turn=plan_turn)
         if t == ASSISTANT_MESSAGE:

@@ -12,9 +12,12 @@ Wording: ``templates/<lang>/tool_policy.yaml``.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import json
+import operator
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -291,17 +294,35 @@ class PolicyState:
         return tuple(out)
 
 
+_Sources = tuple["StagePolicySource | None", "PlanPolicySource | None"]
+
+_SOURCES: weakref.WeakKeyDictionary[Any, tuple[Sequence[object], _Sources]] = weakref.WeakKeyDictionary()
+"""Per runtime: its gates when ``policy_sources`` last looked and what it found (the protocol
+``isinstance`` checks are the costly part of authorising a call); the gates are held, so the
+identity comparison cannot be fooled by a reused id."""
+
+
 def policy_sources(runtime: _Gated) -> tuple[StagePolicySource | None, PlanPolicySource | None]:
     """The stage switch's and plan mode's policy sources among ``runtime``'s tool gates (the
-    first of each kind; None when that controller is not attached)."""
+    first of each kind; None when that controller is not attached). Found again whenever the
+    runtime's gates change."""
+    gates = runtime.tool_gates
+    try:
+        known = _SOURCES.get(runtime)
+    except TypeError:  # a runtime that takes no weak reference is looked at every time
+        known = None
+    if known is not None and len(known[0]) == len(gates) and all(map(operator.is_, known[0], gates)):
+        return known[1]
     stage_src: StagePolicySource | None = None
     plan_src: PlanPolicySource | None = None
-    for g in runtime.tool_gates:
+    for g in gates:
         src = g.policy_source if isinstance(g, PolicySourceGate) else None
         if stage_src is None and isinstance(src, StagePolicySource):
             stage_src = src
         elif plan_src is None and isinstance(src, PlanPolicySource):
             plan_src = src
+    with contextlib.suppress(TypeError):
+        _SOURCES[runtime] = (gates, (stage_src, plan_src))
     return stage_src, plan_src
 
 

@@ -34,12 +34,26 @@ def build_review_question(catalog: Catalog, stage: str, handoff: str | None, *,
     ``{"from": from_stage, "to": stage, "handoff_path": handoff_path}`` when ``from_stage`` is
     given, else None.
     """
-    full = handoff is not None
+    header, question, options = _question_parts(catalog, stage, handoff is not None)
     return Question(
         id=STAGE_REVIEW_ID,
-        header=catalog.text("review.header"),
-        question=catalog.text("review.full_question" if full else "review.light_question", stage=stage),
-        options=(
+        header=header,
+        question=question,
+        options=options,
+        detail=handoff,
+        context=({"from": from_stage, "to": stage, "handoff_path": handoff_path}
+                 if from_stage is not None else None),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _question_parts(catalog: Catalog, stage: str, full: bool) -> tuple[str, str, tuple[Option, ...]]:
+    """The rendered header, question and options of a stage review (what does not depend on
+    the handoff document, so distinct handoffs to one stage render them once)."""
+    return (
+        catalog.text("review.header"),
+        catalog.text("review.full_question" if full else "review.light_question", stage=stage),
+        (
             Option(
                 catalog.text("review.approve_label"),
                 catalog.text(f"review.{'full' if full else 'light'}_approve_description"),
@@ -49,12 +63,10 @@ def build_review_question(catalog: Catalog, stage: str, handoff: str | None, *,
               if full else ()),
             Option(catalog.text("review.keep_stage_label"), catalog.text("review.keep_stage_description")),
         ),
-        detail=handoff,
-        context=({"from": from_stage, "to": stage, "handoff_path": handoff_path}
-                 if from_stage is not None else None),
     )
 
 
+@functools.lru_cache(maxsize=64)
 def stage_option_labels(catalog: Catalog, full: bool) -> tuple[str, ...]:
     """The option labels a stage review logs: approve, the light alternative when ``full``, keep."""
     alt = (APPROVE_KEEP_CONVERSATION_LABEL,) if full else ()

@@ -128,7 +128,10 @@ class HandoffStore(Protocol):
 
     A store may set a class attribute ``blocking = False`` when ``write`` does no I/O (like
     ``MemoryHandoffStore``); the stage switch then calls it directly instead of in a worker
-    thread. Stores without the attribute are treated as blocking (run via ``asyncio.to_thread``).
+    thread. Stores without the attribute are treated as blocking (run via ``asyncio.to_thread``),
+    except ``LocalHandoffStore`` itself, which writes documents up to
+    ``fsm_stage.stage_switch.goto.INLINE_HANDOFF_CHARS`` (64 KiB) on the event loop, as the
+    session log's fsynced appends are.
     """
 
     def write(self, relative: PurePosixPath, text: str, *, cwd: str | None, policy: Any = None) -> str:

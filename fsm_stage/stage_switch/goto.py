@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fsm_stage.config.review_rules import merged_rules, rules_json
 from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.graph import StageCursor
-from fsm_stage.handoff import HandoffPathError, handoff_relative_path
+from fsm_stage.handoff import HandoffPathError, LocalHandoffStore, handoff_relative_path
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
 from fsm_stage.reviews._flow import Outcome, Ticket, conduct, existing, open_request, reserve
 from fsm_stage.reviews._fold import stage_payload_sha256
@@ -37,6 +37,12 @@ if TYPE_CHECKING:
     from fsm_stage.stage_switch.controller import StageController
 
 __all__ = ["requires_handoff", "run_goto_stage"]
+
+
+INLINE_HANDOFF_CHARS = 64 * 1024
+"""``LocalHandoffStore`` writes handoff documents up to this many characters on the event loop's
+thread (the write and its fsyncs cost about what the session log's own appends do there);
+longer ones, and every write of another blocking store, go through ``asyncio.to_thread``."""
 
 
 def _refusal_text(ctl: StageController, agent: Agent, session: Session, target: str) -> str | None:
@@ -206,10 +212,15 @@ async def _write_handoff(ctl: StageController, session: Session, target: str, ha
     try:
         policy = ctl.sandbox.resolve(session) if ctl.sandbox is not None else None
         relative = handoff_relative_path(ctl.config.handoff_dir, session.id, target)
-        if not getattr(ctl.handoffs, "blocking", True):  # e.g. MemoryHandoffStore: no I/O
-            return ctl.handoffs.write(relative, handoff, cwd=cwd, policy=policy)
-        # fsync can take a while: keep the event loop responsive (the review waits for it).
-        return await asyncio.to_thread(ctl.handoffs.write, relative, handoff, cwd=cwd, policy=policy)
+        store = ctl.handoffs
+        if not getattr(store, "blocking", True) or (
+            type(store) is LocalHandoffStore and len(handoff) <= INLINE_HANDOFF_CHARS
+        ):
+            # no I/O (MemoryHandoffStore), or a small document on the local disk: written on the
+            # event loop like the session log's own fsynced appends (a thread hop costs more)
+            return store.write(relative, handoff, cwd=cwd, policy=policy)
+        # a large document, or a store of unknown cost (remote?): keep the event loop responsive
+        return await asyncio.to_thread(store.write, relative, handoff, cwd=cwd, policy=policy)
     except HandoffPathError as exc:
         raise ToolFailure(str(exc)) from exc
     except OSError as exc:

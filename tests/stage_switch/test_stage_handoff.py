@@ -289,3 +289,39 @@ def test_store_without_blocking_attribute_is_written_in_a_worker_thread(
     result = h.goto("beta", "# Handoff\n\nDone with alpha.")
     assert not result.is_error
     assert calls == ["write"]
+
+
+def test_local_store_writes_a_small_handoff_inline_and_a_large_one_in_a_thread(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``LocalHandoffStore`` writes a document up to ``INLINE_HANDOFF_CHARS`` on the event loop
+    (no thread hop); a longer one goes through ``asyncio.to_thread``. Both land on disk (S52)."""
+    import asyncio
+
+    from fsm_stage.handoff import LocalHandoffStore
+    from fsm_stage.stage_switch.goto import INLINE_HANDOFF_CHARS
+
+    from .harness import Harness
+
+    calls: list[str] = []
+    real = asyncio.to_thread
+
+    async def counting(func: Callable[..., object], /, *args: object, **kwargs: object) -> object:
+        calls.append(getattr(func, "__name__", "?"))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    for size, expected_calls in ((INLINE_HANDOFF_CHARS, []), (INLINE_HANDOFF_CHARS + 1, ["write"])):
+        calls.clear()
+        cwd = tmp_path / str(size)
+        cwd.mkdir()
+        h = Harness(handoffs=LocalHandoffStore(), cwd=str(cwd))
+        h.open_turn()
+        assert h.review is not None
+        h.review.approve()
+        text = "# Handoff\n\n" + "x" * (size - len("# Handoff\n\n"))
+        result = h.goto("beta", text)
+        assert not result.is_error, result
+        assert calls == expected_calls
+        written = list(cwd.rglob("beta.md"))
+        assert len(written) == 1 and written[0].read_text(encoding="utf-8") == text

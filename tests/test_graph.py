@@ -725,3 +725,32 @@ def test_shipped_example_graphs_compile() -> None:
         for name in config.stage_names:
             assert graph.triggers(name) == tuple(goto(e.target) for e in config.edges_from(name))
     assert compiled >= 1
+
+
+def test_compiling_the_same_config_object_again_computes_no_fingerprint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cache hit on the same ``GraphConfig`` object is a lookup: its fingerprint was computed
+    once; an equal config that is another object is fingerprinted (and shares the machine)."""
+    import gc
+
+    import fsm_stage.graph.build as build
+
+    calls: list[int] = []
+    real = build.fingerprint
+
+    def counting(config: GraphConfig) -> str:
+        calls.append(id(config))
+        return real(config)
+
+    monkeypatch.setattr(build, "fingerprint", counting)
+    config = feature_work(name="fingerprinted-once")
+    graph = compile_graph(config)
+    assert compile_graph(config) is graph and compile_graph(config) is graph
+    assert len(calls) == 1
+    twin = feature_work(name="fingerprinted-once")
+    assert compile_graph(twin) is graph and len(calls) == 2
+    key = id(twin)
+    del twin
+    gc.collect()
+    assert key not in build._fingerprints  # forgotten with the object (its id may be reused)

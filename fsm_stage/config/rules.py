@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -212,15 +212,11 @@ def _warn_terminal_guidance(graph: GraphConfig, report: ProblemReport) -> None:
             )
 
 
-def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
-    """Render the guidance ``section`` as the stage switch would, once per stage with
-    ``stage_current`` = its name and ``stage_targets`` = its declared targets (and ``""`` too when
-    guards or ``targets: []`` can leave none), so a template that fails at run time (sandbox,
-    runaway output, ``TypeError`` …) is a positioned problem at validate time.
-    Stages with ``targets`` omitted all list every other stage, so only the first of them is
-    rendered: rendering each would cost stages × stages. Stops at the first failure."""
-    from fsm_stage.prompts import render
-
+def _trial_values(graph: GraphConfig) -> Iterator[tuple[str, str]]:
+    """``(stage_current, stage_targets)`` pairs the stage switch can render the section with:
+    each stage with its declared targets (and ``""`` too when guards or ``targets: []`` can leave
+    none). Stages with ``targets`` omitted all list every other stage, so only the first of them
+    is yielded: yielding each would cost stages × stages."""
     all_to_all_seen = False
     for stage in graph.stages:
         if stage.targets is None:
@@ -229,14 +225,38 @@ def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
             all_to_all_seen = True
         edges = graph.edges_from(stage.name)
         listed = ", ".join(e.target for e in edges)
-        tried = dict.fromkeys((listed, "") if not edges or any(e.guards for e in edges) else (listed,))
-        for targets in tried:
-            try:
-                render(graph.section, stage_current=stage.name, stage_targets=targets)
-            except PromptTemplateError as err:
-                report.error(("section",), f'{str(err).rstrip(".")} (rendered for stage "{stage.name}", '
-                             f"stage_targets {targets!r:.60})")
-                return
+        yield stage.name, listed
+        if listed and any(e.guards for e in edges):
+            yield stage.name, ""
+
+
+def _trial_render_section(graph: GraphConfig, report: ProblemReport) -> None:
+    """Render the guidance ``section`` as the stage switch would, for every pair of
+    ``_trial_values``, so a template that fails at run time (sandbox, runaway output,
+    ``TypeError`` …) is a positioned problem at validate time. Stops at the first failure.
+
+    A section that reads both variables only as bare outputs (``prompts.interpolates_only``)
+    is rendered once, with the longest name and the longest target list: when that succeeds
+    every pair does; when it fails, the pairs are rendered one by one to name the stage."""
+    from fsm_stage.prompts import interpolates_only, render
+
+    pairs = list(_trial_values(graph))
+    if not pairs:
+        return
+    if interpolates_only(graph.section, TEMPLATE_VARIABLES):
+        try:
+            render(graph.section, stage_current=max((p[0] for p in pairs), key=len),
+                   stage_targets=max((p[1] for p in pairs), key=len))
+            return
+        except PromptTemplateError:
+            pass  # the pairs below find the stage it fails for (or none: only the mix was too long)
+    for name, targets in pairs:
+        try:
+            render(graph.section, stage_current=name, stage_targets=targets)
+        except PromptTemplateError as err:
+            report.error(("section",), f'{str(err).rstrip(".")} (rendered for stage "{name}", '
+                         f"stage_targets {targets!r:.60})")
+            return
 
 
 def _unreachable(graph: GraphConfig) -> list[int]:

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
@@ -28,6 +29,27 @@ _CACHE_SIZE: Final = 64
 
 _cache: OrderedDict[str, CompiledGraph] = OrderedDict()
 _cache_lock = threading.Lock()
+#: Fingerprints by config object identity (``id`` -> weak reference, fingerprint), so compiling
+#: the same ``GraphConfig`` object again costs no fingerprint. Plain dict operations only (atomic
+#: under the GIL): the weak reference's callback may run inside any lock.
+_fingerprints: dict[int, tuple[weakref.ref[GraphConfig], str]] = {}
+
+
+def _fingerprint_of(config: GraphConfig) -> str:
+    """``fingerprint(config)``, computed once per config object (``GraphConfig`` is frozen)."""
+    key = id(config)
+    known = _fingerprints.get(key)
+    if known is not None and known[0]() is config:
+        return known[1]
+    fp = fingerprint(config)
+
+    def forget(ref: weakref.ref[GraphConfig]) -> None:
+        entry = _fingerprints.get(key)
+        if entry is not None and entry[0] is ref:
+            _fingerprints.pop(key, None)
+
+    _fingerprints[key] = (weakref.ref(config, forget), fp)
+    return fp
 
 
 def _build(config: GraphConfig, fp: str) -> CompiledGraph:
@@ -81,9 +103,11 @@ def compile_graph(config: GraphConfig) -> CompiledGraph:
     user one: ``load_config`` reports those with positions). The same fingerprint returns the
     same object (a bounded LRU cache of 64 graphs); a changed graph compiles a new machine.
     Cost is O(stages + explicit edges): a stage with omitted targets (an edge to every other
-    stage) costs O(1) here and its transitions are built on first use (module docstring).
+    stage) costs O(1) here and its transitions are built on first use (module docstring). The
+    fingerprint of a config object is computed once: compiling the same object again is a
+    dictionary lookup (a frozen ``GraphConfig``'s nested mappings must not be mutated in place).
     """
-    fp = fingerprint(config)
+    fp = _fingerprint_of(config)
     with _cache_lock:
         hit = _cache.get(fp)
         if hit is not None:

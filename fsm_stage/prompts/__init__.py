@@ -49,6 +49,7 @@ __all__ = [
     "clear_caches",
     "deep_merge",
     "environment",
+    "interpolates_only",
     "load_catalog",
     "render",
     "section_lists_targets_plainly",
@@ -223,6 +224,20 @@ def template_variables(template_text: str) -> set[str]:
     return set(jinja2.meta.find_undeclared_variables(ast))
 
 
+def _name_uses(section: str, name: str) -> tuple[int, int] | None:
+    """``(uses, bare)``: how often ``section`` reads variable ``name`` at all and how often as a
+    bare ``<< name >>`` output (no filter, test, attribute, operator or assignment). None when
+    the section does not compile."""
+    try:
+        ast = environment().parse(section)
+    except jinja2.TemplateSyntaxError:
+        return None
+    uses = sum(1 for n in ast.find_all(jinja2.nodes.Name) if n.name == name)
+    bare = sum(1 for out in ast.find_all(jinja2.nodes.Output) for n in out.nodes
+               if isinstance(n, jinja2.nodes.Name) and n.name == name)
+    return uses, bare
+
+
 @functools.lru_cache(maxsize=256)
 def section_lists_targets_plainly(section: str) -> bool:
     """Whether ``section`` uses ``stage_targets`` only as bare ``<< stage_targets >>`` outputs
@@ -233,14 +248,23 @@ def section_lists_targets_plainly(section: str) -> bool:
     case itself; one that never mentions it has nothing to fix. A section that does not
     compile returns False (rendering it reports the error).
     """
-    try:
-        ast = environment().parse(section)
-    except jinja2.TemplateSyntaxError:
-        return False
-    uses = [n for n in ast.find_all(jinja2.nodes.Name) if n.name == "stage_targets"]
-    bare = [n for out in ast.find_all(jinja2.nodes.Output) for n in out.nodes
-            if isinstance(n, jinja2.nodes.Name) and n.name == "stage_targets"]
-    return bool(uses) and len(uses) == len(bare)
+    counts = _name_uses(section, "stage_targets")
+    return counts is not None and counts[0] > 0 and counts[0] == counts[1]
+
+
+@functools.lru_cache(maxsize=256)
+def interpolates_only(section: str, names: frozenset[str]) -> bool:
+    """Whether ``section`` reads each variable of ``names`` only as bare ``<< name >>`` outputs
+    (or not at all). For such a section and string values, whether a render succeeds depends on
+    the values only through their lengths (every output and the total are size-checked), so
+    rendering once with the longest value of each decides it for all shorter ones. False when
+    the section does not compile.
+    """
+    for name in names:
+        counts = _name_uses(section, name)
+        if counts is None or counts[0] != counts[1]:
+            return False
+    return True
 
 
 def deep_merge(base: Any, overlay: Any) -> Any:

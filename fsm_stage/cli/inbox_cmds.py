@@ -201,6 +201,7 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
 
     if reviewers_file is not None and allowed is None:
         raise click.UsageError("--reviewers goes with --reviewer NAME")
+    _follow_only(follow)
     given = Filters(kinds, stages, older_than, deadline_within, targets, allowed,
                     _who("inbox list", None, None, reviewers_file, allowed)[1])
     store = SessionStore(location)
@@ -219,6 +220,21 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
     click.echo("session\treview\tkind\tfrom → target\tage\tdeadline in")
     for item in items:
         click.echo(_row(item, now))
+
+
+#: ``inbox list`` options that only mean something with ``--follow``.
+FOLLOW_ONLY = ("interval",)
+
+
+def _follow_only(follow: bool) -> None:
+    """Refuse (a usage error, exit 2) an option of ``FOLLOW_ONLY`` given without ``--follow``:
+    a listing without it looks once, so the option would be ignored silently."""
+    if follow:
+        return
+    ctx = click.get_current_context()
+    for name in FOLLOW_ONLY:
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT):
+            raise click.UsageError(f"--{name} goes with --follow (without it, inbox list looks once)")
 
 
 def _row(item: Any, now: int, mark: str = "") -> str:

@@ -158,13 +158,21 @@ class Filters:
     reviewers: Any = None
 
 
-def _queue(store: Any, given: Filters) -> list[Any]:
-    from fsm_stage.inbox.queue import open_reviews
+def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[Any]:
+    """The open reviews of ``store`` that ``given`` selects; a session log that could not be
+    read is one warning line on stderr (``warned``: the lines said already, to say each once)."""
+    from fsm_stage.inbox.queue import open_reviews, unreadable_warnings
 
-    return open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
-                        older_than=_seconds(given.older_than, "--older-than"),
-                        deadline_within=_seconds(given.deadline_within, "--deadline-within"),
-                        reviewer=given.allowed, reviewers=given.reviewers)
+    items = open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
+                         older_than=_seconds(given.older_than, "--older-than"),
+                         deadline_within=_seconds(given.deadline_within, "--deadline-within"),
+                         reviewer=given.allowed, reviewers=given.reviewers)
+    for line in unreadable_warnings(store):
+        if warned is None or line not in warned:
+            click.echo(f"fsm-stage: warning: {line}", err=True)
+            if warned is not None:
+                warned.add(line)
+    return items
 
 
 def _who(command: str, as_name: str | None, token_file: Path | None, reviewers_file: Path | None,
@@ -289,13 +297,16 @@ def _follow(store: Any, given: Filters, items: list[Any], as_json: bool, interva
 
     if not as_json:
         click.echo(f"following {visible(store.shown)} (Ctrl-C stops)")
+    from fsm_stage.inbox.queue import unreadable_warnings
+
+    warned = set(unreadable_warnings(store))  # said by the first listing
     seen = {(i.key, i.record.id): i for i in items}
     now = wall_clock_ms()
     for item in items:
         show("open", item, now)
     while True:
         time.sleep(interval)
-        current = {(i.key, i.record.id): i for i in _queue(store, given)}
+        current = {(i.key, i.record.id): i for i in _queue(store, given, warned)}
         now = wall_clock_ms()
         for key in [k for k in seen if k not in current]:
             show("closed", seen.pop(key), now)

@@ -353,9 +353,19 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     if not items and not as_json:
         click.echo("no open reviews match")
         return
-    if not yes and items:
-        raise UserError(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of them "
-                        "(fsm-stage inbox list shows them)")
+    if not yes:  # a dry run: say what --yes would approve, write nothing, exit 0
+        if as_json:
+            from fsm_stage.inbox.queue import review_json
+            from fsm_stage.log.events import wall_clock_ms
+
+            now = wall_clock_ms()
+            click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "location": store.shown,
+                                   "dry_run": True, "open": [review_json(i, now) for i in items]},
+                                  indent=2, ensure_ascii=False))
+        else:
+            click.echo(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of "
+                       "them (fsm-stage inbox list shows them); nothing was written")
+        return
     hook = store.on_answer = waker(location)
     by = f"cli:{reviewer}" if reviewer is not None else "cli"
     try:
@@ -403,12 +413,15 @@ def answer_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], o
         click.echo("no open reviews match")
         return
     hook = store.on_answer = waker(location)
+    refused: list[str] = []
     try:
         with webhooks():
-            ask_rows(_rows(store, items), language, _answer_row(store, items, who))
+            ask_rows(_rows(store, items), language, _answer_row(store, items, who, refused))
     finally:
         if hook is not None:
             hook.close()
+    if refused:
+        sys.exit(1)  # at least one answer was refused (rules, answered already): say so to scripts
 
 
 def _rows(store: Any, items: list[Any]) -> Any:
@@ -430,8 +443,9 @@ def _rows(store: Any, items: list[Any]) -> Any:
         yield {**row, "session_key": item.key}
 
 
-def _answer_row(store: Any, items: list[Any], who: Identity | None) -> Any:
-    """Record one interactive answer with ``answer_one`` (as ``who``; ``by: "cli:NAME"``)."""
+def _answer_row(store: Any, items: list[Any], who: Identity | None, refused: list[str]) -> Any:
+    """Record one interactive answer with ``answer_one`` (as ``who``; ``by: "cli:NAME"``); the
+    id of each answer refused or failed is appended to ``refused``."""
     from fsm_stage.inbox.queue import answer_one
 
     by_key = {(i.key, i.record.id): i for i in items}
@@ -443,6 +457,8 @@ def _answer_row(store: Any, items: list[Any], who: Identity | None) -> Any:
         done = answer_one(store, item, outcome, reviewer=reviewer, by=by, option=option, feedback=feedback,
                           reviewers=who.reviewers if who is not None else None)
         click.echo(done.message, err=not done.ok)
+        if not done.ok:
+            refused.append(done.review_id)
 
     return answer
 

@@ -89,7 +89,7 @@ def test_approve_all_with_target_and_reviewer_filters_approves_only_those(
     # the filter alone (no --as): the reviewers file resolves the groups; nothing is approved without --yes
     dry = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--reviewer", "alice",
                                     "--reviewers", reviewers])
-    assert dry.exit_code == 1 and "2 open review(s) match" in dry.stderr
+    assert dry.exit_code == 0 and "2 open review(s) match" in dry.stdout
 
 
 def test_answer_refuses_without_a_terminal_in_one_line_and_writes_nothing(tmp_path: Path) -> None:

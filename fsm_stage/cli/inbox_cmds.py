@@ -158,13 +158,21 @@ class Filters:
     reviewers: Any = None
 
 
-def _queue(store: Any, given: Filters) -> list[Any]:
-    from fsm_stage.inbox.queue import open_reviews
+def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[Any]:
+    """The open reviews of ``store`` that ``given`` selects; a session log that could not be
+    read is one warning line on stderr (``warned``: the lines said already, to say each once)."""
+    from fsm_stage.inbox.queue import open_reviews, unreadable_warnings
 
-    return open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
-                        older_than=_seconds(given.older_than, "--older-than"),
-                        deadline_within=_seconds(given.deadline_within, "--deadline-within"),
-                        reviewer=given.allowed, reviewers=given.reviewers)
+    items = open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
+                         older_than=_seconds(given.older_than, "--older-than"),
+                         deadline_within=_seconds(given.deadline_within, "--deadline-within"),
+                         reviewer=given.allowed, reviewers=given.reviewers)
+    for line in unreadable_warnings(store):
+        if warned is None or line not in warned:
+            click.echo(f"fsm-stage: warning: {line}", err=True)
+            if warned is not None:
+                warned.add(line)
+    return items
 
 
 def _who(command: str, as_name: str | None, token_file: Path | None, reviewers_file: Path | None,
@@ -201,6 +209,7 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
 
     if reviewers_file is not None and allowed is None:
         raise click.UsageError("--reviewers goes with --reviewer NAME")
+    _follow_only(follow)
     given = Filters(kinds, stages, older_than, deadline_within, targets, allowed,
                     _who("inbox list", None, None, reviewers_file, allowed)[1])
     store = SessionStore(location)
@@ -219,6 +228,21 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
     click.echo("session\treview\tkind\tfrom → target\tage\tdeadline in")
     for item in items:
         click.echo(_row(item, now))
+
+
+#: ``inbox list`` options that only mean something with ``--follow``.
+FOLLOW_ONLY = ("interval",)
+
+
+def _follow_only(follow: bool) -> None:
+    """Refuse (a usage error, exit 2) an option of ``FOLLOW_ONLY`` given without ``--follow``:
+    a listing without it looks once, so the option would be ignored silently."""
+    if follow:
+        return
+    ctx = click.get_current_context()
+    for name in FOLLOW_ONLY:
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT):
+            raise click.UsageError(f"--{name} goes with --follow (without it, inbox list looks once)")
 
 
 def _row(item: Any, now: int, mark: str = "") -> str:
@@ -273,13 +297,16 @@ def _follow(store: Any, given: Filters, items: list[Any], as_json: bool, interva
 
     if not as_json:
         click.echo(f"following {visible(store.shown)} (Ctrl-C stops)")
+    from fsm_stage.inbox.queue import unreadable_warnings
+
+    warned = set(unreadable_warnings(store))  # said by the first listing
     seen = {(i.key, i.record.id): i for i in items}
     now = wall_clock_ms()
     for item in items:
         show("open", item, now)
     while True:
         time.sleep(interval)
-        current = {(i.key, i.record.id): i for i in _queue(store, given)}
+        current = {(i.key, i.record.id): i for i in _queue(store, given, warned)}
         now = wall_clock_ms()
         for key in [k for k in seen if k not in current]:
             show("closed", seen.pop(key), now)
@@ -326,9 +353,19 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     if not items and not as_json:
         click.echo("no open reviews match")
         return
-    if not yes and items:
-        raise UserError(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of them "
-                        "(fsm-stage inbox list shows them)")
+    if not yes:  # a dry run: say what --yes would approve, write nothing, exit 0
+        if as_json:
+            from fsm_stage.inbox.queue import review_json
+            from fsm_stage.log.events import wall_clock_ms
+
+            now = wall_clock_ms()
+            click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION, "location": store.shown,
+                                   "dry_run": True, "open": [review_json(i, now) for i in items]},
+                                  indent=2, ensure_ascii=False))
+        else:
+            click.echo(f"approve-all: {len(items)} open review(s) match; add --yes to approve each of "
+                       "them (fsm-stage inbox list shows them); nothing was written")
+        return
     hook = store.on_answer = waker(location)
     by = f"cli:{reviewer}" if reviewer is not None else "cli"
     try:
@@ -376,12 +413,15 @@ def answer_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], o
         click.echo("no open reviews match")
         return
     hook = store.on_answer = waker(location)
+    refused: list[str] = []
     try:
         with webhooks():
-            ask_rows(_rows(store, items), language, _answer_row(store, items, who))
+            ask_rows(_rows(store, items), language, _answer_row(store, items, who, refused))
     finally:
         if hook is not None:
             hook.close()
+    if refused:
+        sys.exit(1)  # at least one answer was refused (rules, answered already): say so to scripts
 
 
 def _rows(store: Any, items: list[Any]) -> Any:
@@ -403,8 +443,9 @@ def _rows(store: Any, items: list[Any]) -> Any:
         yield {**row, "session_key": item.key}
 
 
-def _answer_row(store: Any, items: list[Any], who: Identity | None) -> Any:
-    """Record one interactive answer with ``answer_one`` (as ``who``; ``by: "cli:NAME"``)."""
+def _answer_row(store: Any, items: list[Any], who: Identity | None, refused: list[str]) -> Any:
+    """Record one interactive answer with ``answer_one`` (as ``who``; ``by: "cli:NAME"``); the
+    id of each answer refused or failed is appended to ``refused``."""
     from fsm_stage.inbox.queue import answer_one
 
     by_key = {(i.key, i.record.id): i for i in items}
@@ -416,6 +457,8 @@ def _answer_row(store: Any, items: list[Any], who: Identity | None) -> Any:
         done = answer_one(store, item, outcome, reviewer=reviewer, by=by, option=option, feedback=feedback,
                           reviewers=who.reviewers if who is not None else None)
         click.echo(done.message, err=not done.ok)
+        if not done.ok:
+            refused.append(done.review_id)
 
     return answer
 

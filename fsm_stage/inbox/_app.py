@@ -120,7 +120,9 @@ class _Inbox:
         async def run(request: Request, name: str) -> Response:
             found = self.find(request.path_params["key"], request.path_params["rid"])
             if found is None:
-                return PlainTextResponse("404: no such review", status_code=404)
+                from fsm_stage.inbox._pages import not_found
+
+                return not_found(self, request.path_params["key"], "404: no such review")
             return await handler(request, name, *found)
 
         return run

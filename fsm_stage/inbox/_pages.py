@@ -81,6 +81,7 @@ def queue(inbox: _Inbox) -> Page:
         return inbox.page(request, "queue.html", {"rows": rows, "kinds": kinds, "stages": stages,
                                                   "kind": kind,
                                                   "stage": stage, "sort": sort,
+                                                  "unreadable": inbox.store.unreadable(),
                                                   "version": inbox.store.version()})
 
     return run
@@ -206,11 +207,22 @@ def graph(inbox: _Inbox) -> Page:
     return run
 
 
+def not_found(inbox: _Inbox, key: str, message: str) -> Response:
+    """The answer for a session log ``key`` the store did not give: 422 with why, when the file
+    is there but cannot be read (corrupt, empty, too large), else 404 ``message``."""
+    why = inbox.store.why_unreadable(key)
+    if why is not None:
+        text = (f"422: the session log {_render.one_line(key, 200)} cannot be read: "
+                f"{_render.one_line(why, 400)}")
+        return PlainTextResponse(text, status_code=422)
+    return PlainTextResponse(message, status_code=404)
+
+
 def session(inbox: _Inbox) -> Page:
     async def run(request: Request, name: str) -> Response:
         view = inbox.store.load(request.path_params["key"])
         if view is None:
-            return PlainTextResponse("404: no such session log", status_code=404)
+            return not_found(inbox, request.path_params["key"], "404: no such session log")
         reviews = [types.SimpleNamespace(record=r, answer=view.state.answered.get(r.id),
                                          redeemed=view.state.redeemed.get(r.id),
                                          asked=view.events[r.seq].time if r.seq < len(view.events) else None)

@@ -152,6 +152,8 @@ class SessionStore:
         elif not self.root.is_dir():
             raise UserError(f"inbox: {self.root} is not a folder of session logs")
         self._cache: dict[str, tuple[Any, SessionView | None]] = {}
+        self._why: dict[str, str] = {}  # key -> why its log cannot be read (``load``)
+        self._listed: frozenset[str] = frozenset()  # the keys of the last folder listing
         self._queue: Any = None  # PostgreSQL: the open reviews per session (``_pg_queue``)
         self._lock = threading.Lock()
 
@@ -164,13 +166,18 @@ class SessionStore:
         """Session key -> what tells that its log changed (size and mtime; the last seq)."""
         if self.conninfo is None:
             out: dict[str, Any] = {}
+            failed: set[str] = set()
             for p in sorted(self.root.glob("*.jsonl")):
                 try:
                     st = p.stat()
-                except OSError:
+                except OSError as err:  # e.g. a dangling symlink: say so, never skip it silently
+                    failed.add(p.name)
+                    with self._lock:
+                        self._why[p.name] = f"cannot read the file: {err.strerror or err}"
                     continue
                 if p.is_file():
                     out[p.name] = (st.st_size, st.st_mtime_ns)
+            self._listed = frozenset(out) | failed
             return out
         from fsm_stage.log.postgres import connect
 
@@ -194,14 +201,26 @@ class SessionStore:
             raise db_error(self.shown, doing, err, conn) from None
 
     def sessions(self) -> list[SessionView]:
-        """Every readable session log, by key (unreadable ones are left out). Raises
-        ``DatabaseError`` when PostgreSQL cannot be reached."""
+        """Every readable session log, by key (unreadable ones are left out of the list and
+        named by ``unreadable()``). Raises ``DatabaseError`` when PostgreSQL cannot be reached."""
         out = []
         for key, stamp in self._stamps().items():
             view = self.load(key, stamp=stamp)
             if view is not None:
                 out.append(view)
         return out
+
+    def unreadable(self) -> dict[str, str]:
+        """The ``*.jsonl`` files of the last folder listing (``sessions``, ``open_reviews``)
+        that could not be read, file name -> why (one line): their reviews are not in the
+        queue, and the caller must say so. Empty on PostgreSQL."""
+        with self._lock:
+            return {key: self._why[key] for key in sorted(self._listed) if key in self._why}
+
+    def why_unreadable(self, key: str) -> str | None:
+        """Why ``load(key)`` found the log ``key`` unreadable (None: it was read, or is missing)."""
+        with self._lock:
+            return self._why.get(key)
 
     def load(self, key: str, *, stamp: Any = None) -> SessionView | None:
         """The folded log ``key`` (a file name in the folder; a PostgreSQL session id), None when
@@ -215,21 +234,31 @@ class SessionStore:
             try:
                 st = path.stat()
             except OSError:
+                with self._lock:
+                    self._why.pop(key, None)  # gone: missing, not unreadable
                 return None
             stamp = (st.st_size, st.st_mtime_ns)
         hit, cached = self._cached(key, stamp)
         if hit:
             return cached
         view: SessionView | None = None
+        why: str | None = f"larger than {MAX_LOG_BYTES} bytes, the most the inbox reads"
         if stamp[0] <= MAX_LOG_BYTES:
             try:
                 res = read_log(path)
-            except (OSError, ValueError, UserError):
-                view = None
+            except OSError as err:
+                why = f"cannot read the file: {err.strerror or err}"
+            except (ValueError, UserError) as err:
+                why = str(err).replace(f"{path}: ", "")  # the key names the file already
             else:
+                why = None
                 view = _view(key, path, res.header, tuple(res.events), tuple(res.warnings))
         with self._lock:
             self._cache[key] = (stamp, view)
+            if why is None:
+                self._why.pop(key, None)
+            else:
+                self._why[key] = " ".join(why.split())  # one line
         return view
 
     def _cached(self, key: str, stamp: Any) -> tuple[bool, SessionView | None]:

@@ -25,7 +25,8 @@ from fsm_stage.log.events import wall_clock_ms
 from fsm_stage.reviews._team import Reviewers
 from fsm_stage.text import visible
 
-__all__ = ["Decision", "answer_item", "answer_one", "approve_all", "open_reviews", "review_json"]
+__all__ = ["Decision", "answer_item", "answer_one", "approve_all", "open_reviews", "review_json",
+           "unreadable_warnings"]
 
 #: ``Decision.result`` values: the review was answered, a quorum vote was logged, the rules or
 #: the review's state refused it, another error (payload changed, answered already, a write).
@@ -78,6 +79,15 @@ def open_reviews(location: str | os.PathLike[str] | SessionStore, *, kinds: Iter
         out.append(item)
     out.sort(key=lambda i: (i.asked_ms, i.key, i.record.seq))
     return out
+
+
+def unreadable_warnings(store: SessionStore) -> list[str]:
+    """One line per session log of ``store``'s last listing that could not be read (a corrupt,
+    empty, too large or unreadable ``*.jsonl`` file): ``FILE: not read, its reviews are not
+    listed: why``, control characters escaped. Its reviews are missing from the queue, so a
+    caller that lists or answers the queue says so instead of skipping the file silently."""
+    return [_line(f"{store.root / key}: not read, its reviews are not listed: {why}")
+            for key, why in store.unreadable().items()]
 
 
 def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:

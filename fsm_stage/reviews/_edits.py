@@ -24,10 +24,20 @@ from fsm_stage.reviews._fold import (
 )
 from fsm_stage.text import visible
 
-__all__ = ["edit_data", "edited_sha256", "kept_before", "kept_diff", "revision_diff"]
+__all__ = ["edit_data", "edited_sha256", "kept_before", "kept_diff", "refuse_control_characters",
+           "revision_diff"]
 
 #: Most diff lines shown for a re-asked review (the rest is summarised in one line).
 MAX_DIFF_LINES = 400
+
+
+def refuse_control_characters(text: str, what: str) -> None:
+    """Raise ``RecordShapeError`` (one line, ``what`` names the text) when ``text`` holds control
+    characters or escape sequences (anything ``text.visible`` would escape; newlines, tabs and
+    CRs are kept): the one check for what a reviewer sends, an edited document or feedback."""
+    if visible(text, keep="\n\t\r") != text:
+        raise RecordShapeError(f"{what} holds control characters or escape sequences (only newlines "
+                               "and tabs are kept); nothing was written")
 
 
 def edited_sha256(record: ReviewRecord, edited: str) -> str:
@@ -63,9 +73,7 @@ def edit_data(record: ReviewRecord, shape: str | None, edited: str | None) -> di
                                f"{MAX_REVIEW_DOCUMENT_BYTES} are accepted")
     if not edited.strip():
         raise RecordShapeError(f"review {record.id}: the edited document is empty")
-    if visible(edited, keep="\n\t\r") != edited:
-        raise RecordShapeError(f"review {record.id}: the edited document holds control characters or "
-                               "escape sequences (only newlines and tabs are kept); nothing was written")
+    refuse_control_characters(edited, f"review {record.id}: the edited document")
     digest = edited_sha256(record, edited)
     if digest == record.payload_sha256:
         return {}  # unchanged: an ordinary approval

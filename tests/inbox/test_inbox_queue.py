@@ -80,7 +80,10 @@ def test_approve_all_needs_yes_and_writes_nothing_without_it(tmp_path: Path) -> 
     logs, _ = _folder(tmp_path)
     before = {p.name: p.read_bytes() for p in logs.glob("*.jsonl")}
     out = CliRunner().invoke(main, ["inbox", "approve-all", str(logs)])
-    assert out.exit_code == 1 and "3 open review(s) match" in out.stderr and "--yes" in out.stderr
+    assert out.exit_code == 0 and "3 open review(s) match" in out.stdout and "--yes" in out.stdout
+    dry = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--json"])
+    report = json.loads(dry.stdout)
+    assert dry.exit_code == 0 and report["dry_run"] is True and len(report["open"]) == 3
     assert {p.name: p.read_bytes() for p in logs.glob("*.jsonl")} == before
 
 

@@ -1,0 +1,54 @@
+"""``fsm-stage inbox`` usage and exit statuses: options that only mean something with
+``--follow`` are refused without it (exit 2), and the exit status of each inbox command
+(docs/inbox.md, "Exit status")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from inbox_fixtures import add_rules, stage_session
+
+from fsm_stage.cli import main
+
+
+def test_interval_without_follow_is_a_usage_error_not_ignored(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stage_session(logs, "s1")
+    out = CliRunner().invoke(main, ["inbox", "list", str(logs), "--interval", "5"])
+    assert out.exit_code == 2
+    errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == ["Error: --interval goes with --follow (without it, inbox list looks once)"]
+    assert "Traceback" not in out.output
+    # the same value given as the default is still refused: it was typed, so it was meant
+    same = CliRunner().invoke(main, ["inbox", "list", str(logs), "--interval=1"])
+    assert same.exit_code == 2 and "--interval goes with --follow" in same.stderr
+    # the filters are not follow-only: they narrow a one-time listing as well
+    fine = CliRunner().invoke(main, ["inbox", "list", str(logs), "--kind", "stage", "--stage", "explore"])
+    assert fine.exit_code == 0 and "s1" in fine.output
+
+
+def test_inbox_answer_exits_1_when_an_answer_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
+    import fsm_stage.cli.review_cmds as review_cmds
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stage_session(logs, "s1")
+    stage_session(logs, "s2", target="verify")
+    add_rules(logs / "s2.jsonl", {"approvers": ["alice"]})  # nobody named: refused
+
+    def approve_each(rows: Any, language: str, answer: Any) -> None:
+        for row in rows:
+            answer(row, "approve", None, None)
+
+    monkeypatch.setattr(review_cmds, "on_terminal", lambda: True)
+    monkeypatch.setattr(review_cmds, "ask_rows", approve_each)
+    out = CliRunner().invoke(main, ["inbox", "answer", str(logs)])
+    assert out.exit_code == 1
+    assert "refused: s2.jsonl" in out.stderr and "approve: s1.jsonl" in out.stdout
+    # every answer recorded: exit 0
+    stage_session(logs, "s3")
+    fine = CliRunner().invoke(main, ["inbox", "answer", str(logs), "--stage", "implement"])
+    assert fine.exit_code == 0 and "approve: s3.jsonl" in fine.stdout

@@ -1,0 +1,55 @@
+"""Reviewer feedback with control characters or escape sequences is refused, as an edited
+document is (one shared check, ``reviews._edits.refuse_control_characters``), through the
+API, the ``inbox`` command line and the web form; newlines and tabs stay allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from inbox_fixtures import stage_session
+
+from fsm_stage.errors import RecordShapeError
+from fsm_stage.inbox._store import SessionStore
+from fsm_stage.inbox.queue import answer_one, open_reviews
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.locations import open_log
+from fsm_stage.reviews import answer_review
+from fsm_stage.reviews._edits import refuse_control_characters
+
+
+def _answers(path: Path) -> list[object]:
+    return [e.data for e in read_log(path).events if e.type == "fsm/review/answer"]
+
+
+@pytest.mark.parametrize("bad", ["red \x1b[31malert", "bell\x07", "nul\x00", "bidi \u202e txt"])
+def test_feedback_with_control_characters_is_refused_and_nothing_is_written(tmp_path: Path,
+                                                                           bad: str) -> None:
+    rid = stage_session(tmp_path, "s1")
+    log = open_log(str(tmp_path / "s1.jsonl"))
+    try:
+        with pytest.raises(RecordShapeError, match="the feedback holds control characters"):
+            answer_review(log, rid, "keep", feedback=bad)
+    finally:
+        log.close()
+    assert _answers(tmp_path / "s1.jsonl") == []
+    store = SessionStore(tmp_path)
+    (item,) = open_reviews(store)
+    done = answer_one(store, item, "keep", reviewer=None, by="cli", feedback=bad)
+    assert not done.ok and "control characters" in done.message and _answers(tmp_path / "s1.jsonl") == []
+
+
+def test_feedback_with_newlines_and_tabs_is_kept(tmp_path: Path) -> None:
+    stage_session(tmp_path, "s1")
+    store = SessionStore(tmp_path)
+    (item,) = open_reviews(store)
+    done = answer_one(store, item, "keep", reviewer=None, by="cli", feedback="line 1\n\tline 2\r\n")
+    assert done.ok
+    (answer,) = _answers(tmp_path / "s1.jsonl")
+    assert isinstance(answer, dict) and answer["feedback"] == "line 1\n\tline 2\r\n"
+
+
+def test_the_shared_check_is_the_edited_documents_one() -> None:
+    refuse_control_characters("ok\n\ttext", "x")
+    with pytest.raises(RecordShapeError, match=r"^x holds control characters"):
+        refuse_control_characters("\x1b]0;title\x07", "x")

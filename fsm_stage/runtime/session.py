@@ -72,8 +72,10 @@ class Session:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._cursors: dict[int, ProjectionCursor[Any]] = {}
-        # (surface, replace generation, nodes done, messages): what ``messages`` built last
-        self._messages: tuple[object, int, int, list[dict[str, Any]]] | None = None
+        # (surface, replace generation, nodes done, messages, their tuple): what
+        # ``shared_messages`` built last
+        self._messages: tuple[object, int, int, list[dict[str, Any]], tuple[dict[str, Any], ...]] | None \
+            = None
         # a shared empty tuple until a validator is added (a live session stays small)
         self._validators: list[Callable[[Event], None]] | tuple[()] = ()
 
@@ -286,25 +288,28 @@ class Session:
         """
         return list(deep_copies(self.shared_messages()))
 
-    def shared_messages(self) -> list[dict[str, Any]]:
-        """``messages()`` without the copy: the dicts are shared with the log and later calls, so
-        they are **read-only** by contract (the step driver reads them and copies once for a host).
+    def shared_messages(self) -> tuple[dict[str, Any], ...]:
+        """``messages()`` without the copy, as a tuple: the dicts are shared with the log and
+        later calls, so they are **read-only** by contract (the step driver reads them and
+        copies once for a host).
 
-        O(new surface nodes) per call: while the surface only grew (no replace), the
-        messages built by the previous call are reused and only the new nodes are built.
+        O(new surface nodes) per call to build: while the surface only grew (no replace), the
+        messages built by the previous call are reused and only the new nodes are built; a call
+        with no new node returns the very tuple the previous call returned.
         """
         surface = self._log.surface
         nodes = surface.nodes
         cached = self._messages
-        if (cached is not None and cached[0] is surface and cached[1] == surface.replace_generation
-                and cached[2] <= len(nodes)):
-            out, start = cached[3], cached[2]
+        if cached is not None and cached[0] is surface and cached[1] == surface.replace_generation:
+            if cached[2] == len(nodes):
+                return cached[4]
+            out, start = (cached[3], cached[2]) if cached[2] < len(nodes) else ([], 0)
         else:
             out, start = [], 0
-        if start < len(nodes):
-            self._build_messages(nodes, start, out)
-        self._messages = (surface, surface.replace_generation, len(nodes), out)
-        return list(out)
+        self._build_messages(nodes, start, out)
+        shared = tuple(out)
+        self._messages = (surface, surface.replace_generation, len(nodes), out, shared)
+        return shared
 
     def _build_messages(self, nodes: Sequence[int], start: int, out: list[dict[str, Any]]) -> None:
         events = self._log.events

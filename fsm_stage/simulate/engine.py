@@ -151,7 +151,7 @@ class _Engine:
         self._views: dict[str, tuple[Any, tuple[str, str], MessageView]] = {}  # message id -> view
         self._history = SharedHistory()  # the views the records' messages are prefixes of
         self._marks: list[list[Any]] = [[] for _ in _MARK_FIELDS]  # the fields of each history view
-        self._seen: list[Mapping[str, Any]] = []  # the messages the history's views were made of
+        self._seen: tuple[Mapping[str, Any], ...] = ()  # the messages the history's views were made of
         self.notes: list[Note] = []
         self.failures: list[Failure] = []
         self.checks = 0
@@ -443,18 +443,17 @@ class _Engine:
         views of the common prefix; records made before keep the old one, never changed. When the
         request starts with the very messages the history was made of (the loop hands the same
         objects while the surface only grows), only the new ones are looked at."""
-        seen = self._seen
-        if (len(seen) == len(self._history) and len(seen) <= len(messages)
-                and list(messages[:len(seen)]) == seen):  # identical messages compare at C speed
-            k = len(seen)
-            new = list(messages[k:])
+        seen, k = self._seen, len(self._seen)
+        shown = tuple(messages)  # the request's own tuple: no copy
+        if k == len(self._history) and k <= len(shown) and shown[:k] == seen:  # identity first, C speed
+            new = shown[k:]
             self._history.extend([self._message_view(m) for m in new])
             for get, m in zip(_MARK_FIELDS, self._marks, strict=True):
                 m.extend(map(get, new))
-            seen.extend(new)
-            return self._history.view(len(messages))
-        view = self._history_view_slow(messages)
-        self._seen = list(messages) if len(messages) == len(self._history) else []
+            self._seen = shown
+            return self._history.view(len(shown))
+        view = self._history_view_slow(shown)
+        self._seen = shown if len(shown) == len(self._history) else ()
         return view
 
     def _history_view_slow(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:

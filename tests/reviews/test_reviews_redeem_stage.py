@@ -184,6 +184,24 @@ def test_session_messages_are_copies_that_cannot_change_the_log(tmp_path: Path) 
     assert "EDITED" not in (tmp_path / "child.jsonl").read_text()
 
 
+def test_shared_messages_is_one_read_only_tuple_until_the_surface_grows(tmp_path: Path) -> None:
+    """``shared_messages`` hands the same tuple while nothing was appended (a request built from
+    it takes it as is, no copy per request), a new one holding the older dicts plus the new
+    message after an append, and ``messages()`` still deep-copies."""
+    rig, _call, _rid = _asked(tmp_path)
+    session = rig.session
+    first = session.shared_messages()
+    assert isinstance(first, tuple) and session.shared_messages() is first
+    assert rig.runtime.build_request(rig.agent, copy=False).messages is first
+    session.append_message({"id": "u9", "role": "user", "content": [{"type": "text", "text": "more"}]})
+    grown = session.shared_messages()
+    assert grown is not first and len(grown) == len(first) + 1
+    assert all(a is b for a, b in zip(first, grown, strict=False))
+    assert grown[-1]["content"][0]["text"] == "more"
+    copies = session.messages()
+    assert copies == list(grown) and all(a is not b for a, b in zip(copies, grown, strict=True))
+
+
 def test_staged_session_user_switch_over_an_approval_supersedes_it_visibly(tmp_path: Path) -> None:
     """Through the step driver (``StagedSession``): suspend, approve, resume (approved), then
     ``/stage verify`` (queued in the turn) — the next step applies the user's switch, closes the

@@ -14,7 +14,7 @@ from fsm_stage.tokens import HeuristicTokenMeter
 def _engine() -> Any:
     engine = _Engine.__new__(_Engine)
     engine.meter = HeuristicTokenMeter()
-    engine._views, engine._history, engine._seen = {}, SharedHistory(), []
+    engine._views, engine._history, engine._seen = {}, SharedHistory(), ()
     engine._marks = [[] for _ in _MARK_FIELDS]
     return engine
 
@@ -34,7 +34,7 @@ def test_grown_requests_reuse_views_and_a_changed_middle_is_seen() -> None:
     first = engine._history_view(m[:2])
     second = engine._history_view(m[:3])  # the same objects, grown
     assert tuple(second) == _fresh(m[:3]) and tuple(second)[:2] == tuple(first)
-    assert engine._seen == m[:3]
+    assert engine._seen == tuple(m[:3])
     changed = [m[0], _msg(1, "rewritten by a transition, much longer than before"), m[2], m[3]]
     third = engine._history_view(changed)
     assert tuple(third) == _fresh(changed)

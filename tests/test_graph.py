@@ -439,25 +439,28 @@ class _Counter:
 
 def test_omitted_targets_cost_o_stages_to_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     """`targets` omitted on every stage of an N-stage graph does not compile N·(N-1) transition
-    objects (or expand N·(N-1) edges for the fingerprint): compiling builds the explicit edges'
-    transitions only, and at most one shared edge per stage; the transition out of a stage with
-    omitted targets is built when a trigger first looks it up, and kept."""
+    objects (or expand N·(N-1) edges for the fingerprint): compiling builds no transition and at
+    most one shared edge per stage; a transition (explicit edge or omitted targets) is built when
+    a trigger first looks it up, and kept."""
     n = 300
     config = all_to_all(n, s001=(EdgeConfig("s002", ("ready",)), EdgeConfig("s000")), s002=())
     clear_cache()  # count a cold compile
     transitions_made = _Counter(monkeypatch, transitions.core.Transition)
     edges_made = _Counter(monkeypatch, EdgeConfig)
     graph = compile_graph(config)
-    assert transitions_made.calls == 2  # the two explicit edges of s001
+    assert transitions_made.calls == 0  # nothing built up front, not even s001's two edges
     assert edges_made.calls <= n  # not n·(n-1)
-    assert graph.built_transitions() == 2
+    assert graph.built_transitions() == 0
 
     cursor = graph.new_cursor("s000")
     assert graph.fire(cursor, goto("s299"), approval="s299", commit=None) and cursor.state == "s299"
-    assert transitions_made.calls == 3 and graph.built_transitions() == 3
+    assert transitions_made.calls == 1 and graph.built_transitions() == 1
     cursor = graph.new_cursor("s000")
     assert graph.fire(cursor, goto("s299"), approval="s299", commit=None)
-    assert transitions_made.calls == 3  # built once, then reused
+    assert transitions_made.calls == 1  # built once, then reused
+    guarded = graph.new_cursor("s001")
+    assert not graph.fire(guarded, goto("s002"), approval="s002", eligible=lambda g: False, commit=None)
+    assert transitions_made.calls == 2 and graph.built_transitions() == 2  # s001 -> s002 on first use
     built = graph.machine.events[goto("s299")].transitions["s000"]
     assert [(t.source, t.dest) for t in built] == [("s000", "s299")]
     # shaped like an explicit unguarded edge (s001 -> s000): same conditions, same before

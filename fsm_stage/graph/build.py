@@ -14,16 +14,13 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any, Final
-
-from transitions import EventData
+from typing import Final
 
 from fsm_stage.config import GraphConfig
 from fsm_stage.graph.canonical import _FINGERPRINT_VERSION, fingerprint
 from fsm_stage.graph.compiled import CompiledGraph
-from fsm_stage.graph.conditions import _approved, _commit, _eligible_condition
-from fsm_stage.graph.vocabulary import PLAN_DEFAULT, PLAN_ENTER, PLAN_EXIT, PLAN_LEAVE, PLAN_STATE, goto
+from fsm_stage.graph.conditions import _approved, _commit
+from fsm_stage.graph.vocabulary import PLAN_DEFAULT, PLAN_ENTER, PLAN_EXIT, PLAN_LEAVE, PLAN_STATE
 
 _CACHE_SIZE: Final = 64
 
@@ -53,7 +50,7 @@ def _fingerprint_of(config: GraphConfig) -> str:
 
 
 def _build(config: GraphConfig, fp: str) -> CompiledGraph:
-    # explicit edges only; stages with omitted targets go to _add_any_sources (built lazily)
+    # transitions are built on first lookup (machine._add_lazy_edges), none here
     edges = {s.name: s.targets for s in config.stages if s.targets is not None}
     any_sources = tuple(s.name for s in config.stages if s.targets is None)
     known = set(config.stage_names)
@@ -66,27 +63,10 @@ def _build(config: GraphConfig, fp: str) -> CompiledGraph:
                     f"graph {config.name!r}: edge {source} -> {edge.target} does not lead to another "
                     "configured stage (was the config validated with load_config?)"
                 )
-    commit = [_commit]
-    conditions: dict[tuple[str, ...], list[Callable[[EventData], bool]]] = {}  # one per guard set
-    transitions: list[dict[str, Any]] = []
-    for source, out in edges.items():
-        for edge in out:
-            conds = conditions.get(edge.guards)
-            if conds is None:
-                conds = conditions[edge.guards] = [_eligible_condition(edge.guards), _approved]
-            transitions.append(
-                {
-                    "trigger": goto(edge.target),
-                    "source": source,
-                    "dest": edge.target,
-                    "conditions": conds,
-                    "before": commit,
-                }
-            )
     return CompiledGraph(
         states=config.stage_names,
         initial=config.initial_stage,
-        transitions=transitions,
+        transitions=[],
         fingerprint=fp,
         config=config,
         edges=edges,

@@ -16,7 +16,7 @@ from typing import Any
 from transitions import EventData, Machine
 
 from fsm_stage.config import EdgeConfig, GraphConfig
-from fsm_stage.graph.machine import _add_any_sources, _add_transitions, _GotoTransitions
+from fsm_stage.graph.machine import _add_lazy_edges, _add_transitions, _GotoTransitions
 from fsm_stage.graph.vocabulary import Refusal, StageCursor, UnknownStageError, goto
 
 
@@ -69,10 +69,11 @@ class CompiledGraph:
         # one shared EdgeConfig / trigger name per stage for the stages with omitted targets
         self._all_edges = tuple(EdgeConfig(n) for n in states) if any_sources else ()
         self._gotos = tuple(goto(n) for n in states) if any_sources else ()
-        triggers: dict[str, list[str]] = {state: [] for state in states}
+        # trigger names out of each stage, in configured order: the eager transitions' now,
+        # the edges' on first use (``triggers``)
+        triggers: dict[str, dict[str, None]] = {}
         for t in transitions:
-            if t["trigger"] not in triggers[t["source"]]:
-                triggers[t["source"]].append(t["trigger"])
+            triggers.setdefault(t["source"], {})[t["trigger"]] = None
         self._triggers = {state: tuple(names) for state, names in triggers.items()}
         self.machine = Machine(
             model=None,
@@ -85,8 +86,8 @@ class CompiledGraph:
             name=name,
         )
         _add_transitions(self.machine, transitions)
-        if any_sources:
-            _add_any_sources(self.machine, states, any_sources)
+        if self._edges or any_sources:
+            _add_lazy_edges(self.machine, states, self._edges, any_sources)
 
     def __repr__(self) -> str:
         return f"<CompiledGraph {self.name!r} {len(self.states)} states {self.fingerprint[:12]}>"
@@ -113,7 +114,13 @@ class CompiledGraph:
         (empty for an unknown stage). O(stages) for a stage with omitted targets."""
         if state in self._any:
             return tuple(t for n, t in zip(self.states, self._gotos, strict=True) if n != state)
-        return self._triggers.get(state, ())
+        known = self._triggers.get(state)
+        if known is None:
+            out = self._edges.get(state)
+            if out is None:
+                return ()  # an unknown stage (nothing kept for it) or one without edges
+            known = self._triggers[state] = tuple(dict.fromkeys(goto(e.target) for e in out))
+        return known
 
     def edges_from(self, state: str) -> tuple[EdgeConfig, ...]:
         """Model edges out of ``state`` in configured order (empty for an unknown stage).

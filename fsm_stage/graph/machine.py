@@ -1,12 +1,13 @@
 """Populating a model-less ``transitions.Machine`` fast, with lazily built edges.
 
-``_add_transitions`` adds explicit edges through transitions' extension points in O(1)
-each. A stage whose ``targets`` are omitted may go to every other stage, so N such stages
-have N·(N-1) edges (999,000 for 1,000 stages; eager compiling took ~18 s). Instead each
+``_add_transitions`` adds explicit transition dicts through transitions' extension points in
+O(1) each (plan mode). A stage graph's edges are never all built up front: each
 ``goto:<target>`` event's ``Event.transitions`` is a ``_GotoTransitions`` that builds the
-transition out of such a stage on first lookup (``in`` / ``[]``, i.e. on ``fire``/
-``can_fire``) and keeps it: a real ``machine.transition_cls`` with the same shared
-conditions and ``commit`` callback as an explicit unguarded edge. Listing (``keys``/
+transitions out of a source stage on first lookup (``in`` / ``[]``, i.e. on ``fire``/
+``can_fire``) and keeps them: real ``machine.transition_cls`` objects with shared conditions
+and the ``commit`` callback. So compiling costs O(stages + edges) with no ``Transition``
+built, and a stage whose ``targets`` are omitted (an edge to every other stage: N such
+stages have N·(N-1) edges, 999,000 for 1,000 stages) costs O(1). Listing (``keys``/
 ``values``/``items``, hence ``Machine.get_transitions``) builds every missing one first.
 
 Tested against transitions 0.9.3 (``pyproject.toml`` pins ``>=0.9.3,<0.10``); relies on
@@ -16,7 +17,7 @@ Tested against transitions 0.9.3 (``pyproject.toml`` pins ``>=0.9.3,<0.10``); re
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from transitions import Machine
@@ -27,6 +28,8 @@ from fsm_stage.graph.vocabulary import goto
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_keys, dict_values
+
+    from fsm_stage.config import EdgeConfig
 
 _TRANSITION_KEYS: Final = frozenset({"trigger", "source", "dest", "conditions", "before"})
 
@@ -64,51 +67,96 @@ def _add_transitions(machine: Machine, transitions: list[dict[str, Any]]) -> Non
         event.transitions[source].append(transition)
 
 
+class _LazyEdges:
+    """What the ``goto:<dest>`` events of one graph share to build transitions on first use:
+    the explicit ``edges`` (source -> its edges in configured order), the stages with omitted
+    targets (``any_sources``, an unguarded edge to every other stage), one ``Condition`` pair
+    per guard set and the ``before`` callback list."""
+
+    __slots__ = ("_before", "_conditions", "_machine", "_targets", "any_set", "any_sources", "edges")
+
+    def __init__(
+        self, machine: Machine, edges: Mapping[str, tuple[EdgeConfig, ...]], any_sources: tuple[str, ...]
+    ) -> None:
+        self._machine = machine
+        self.edges = edges
+        self.any_sources = any_sources
+        self.any_set = frozenset(any_sources)
+        self._targets: dict[str, frozenset[str]] = {}  # source -> its explicit targets, on first use
+        self._conditions: dict[tuple[str, ...], list[Any]] = {}
+        self._before: list[Any] = [_commit]
+
+    def leads(self, source: object, dest: str) -> bool:
+        """Whether an edge goes from ``source`` to ``dest`` (O(1) after the first call per source)."""
+        if source in self.any_set:
+            return source != dest
+        if not isinstance(source, str):
+            return False
+        targets = self._targets.get(source)
+        if targets is None:
+            out = self.edges.get(source)
+            if out is None:
+                return False
+            targets = self._targets[source] = frozenset(e.target for e in out)
+        return dest in targets
+
+    def sources(self, dest: str) -> list[str]:
+        """Every stage with an edge to ``dest``, explicit ones first, in configured order (O(stages))."""
+        explicit = [s for s, out in self.edges.items() if any(e.target == dest for e in out)]
+        return explicit + [s for s in self.any_sources if s != dest]
+
+    def make(self, source: str, dest: str) -> list[Transition]:
+        """The transitions from ``source`` to ``dest``: one per explicit edge (in configured
+        order) or one unguarded one for a stage with omitted targets."""
+        out = self.edges.get(source)
+        guard_sets = [e.guards for e in out if e.target == dest] if out is not None else [()]
+        transition_cls = self._machine.transition_cls
+        built = []
+        for guards in guard_sets:
+            conditions = self._conditions.get(guards)
+            if conditions is None:
+                condition_cls = transition_cls.condition_cls
+                conditions = self._conditions.setdefault(
+                    guards, [condition_cls(_eligible_condition(guards)), condition_cls(_approved)])
+            transition = transition_cls(source, dest, before=self._before)
+            transition.conditions.extend(conditions)
+            built.append(transition)
+        return built
+
+
 class _GotoTransitions(defaultdict[str, list[Transition]]):
     """``Event.transitions`` of one ``goto:<dest>`` event: source stage -> its transitions.
 
-    Holds the explicit edges' transitions like transitions' own ``defaultdict(list)``; for a
-    source in ``any_sources`` (stages whose ``targets`` are omitted) other than ``dest``, the
-    transition is built by ``make(source)`` on first lookup (``in``, ``[]``, ``get``) and kept
-    (``setdefault``: concurrent first lookups keep one). Listing (iteration, ``len``, ``keys``,
-    ``values``, ``items``) first builds every missing one, so it shows the whole graph.
+    Behaves like transitions' own ``defaultdict(list)``; for a source with an edge to ``dest``
+    (``_LazyEdges.leads``), the transitions are built on first lookup (``in``, ``[]``, ``get``)
+    and kept (``setdefault``: concurrent first lookups keep one list). Listing (iteration,
+    ``len``, ``keys``, ``values``, ``items``) first builds every missing one, so it shows the
+    whole graph.
     """
 
-    __slots__ = ("_any", "_any_order", "_dest", "_make")
+    __slots__ = ("_dest", "_lazy")
 
-    def __init__(
-        self,
-        dest: str,
-        any_sources: tuple[str, ...],
-        any_set: frozenset[str],
-        make: Callable[[str], Transition],
-        explicit: Mapping[str, list[Transition]],
-    ) -> None:
-        super().__init__(list, explicit)
+    def __init__(self, dest: str, lazy: _LazyEdges) -> None:
+        super().__init__(list)
         self._dest = dest
-        self._any_order = any_sources
-        self._any = any_set
-        self._make = make
-
-    def _is_lazy(self, source: object) -> bool:
-        return source in self._any and source != self._dest
+        self._lazy = lazy
 
     def __missing__(self, source: str) -> list[Transition]:
-        if self._is_lazy(source):
-            return self.setdefault(source, [self._make(source)])
+        if self._lazy.leads(source, self._dest):
+            return self.setdefault(source, self._lazy.make(source, self._dest))
         return super().__missing__(source)
 
     def __contains__(self, source: object) -> bool:
-        return dict.__contains__(self, source) or self._is_lazy(source)
+        return dict.__contains__(self, source) or self._lazy.leads(source, self._dest)
 
     def get(self, source: str, default: Any = None) -> Any:
-        if dict.__contains__(self, source) or self._is_lazy(source):
+        if dict.__contains__(self, source) or self._lazy.leads(source, self._dest):
             return self[source]
         return default
 
     def _build_all(self) -> None:
-        for source in self._any_order:
-            if source != self._dest and not dict.__contains__(self, source):
+        for source in self._lazy.sources(self._dest):
+            if not dict.__contains__(self, source):
                 self[source]  # builds it through __missing__
 
     def __iter__(self) -> Iterator[str]:
@@ -119,8 +167,8 @@ class _GotoTransitions(defaultdict[str, list[Transition]]):
         self._build_all()
         return super().__len__()
 
-    def __bool__(self) -> bool:  # without building anything (len() would)
-        return dict.__len__(self) > 0 or any(source != self._dest for source in self._any_order)
+    def __bool__(self) -> bool:  # without building anything (len() would): every event has an edge
+        return True
 
     def keys(self) -> dict_keys[str, list[Transition]]:
         self._build_all()
@@ -139,29 +187,35 @@ class _GotoTransitions(defaultdict[str, list[Transition]]):
         return sum(len(ts) for ts in dict.values(self))
 
 
-def _add_any_sources(machine: Machine, states: tuple[str, ...], any_sources: tuple[str, ...]) -> None:
-    """Give every ``goto:<dest>`` event the unguarded edges from ``any_sources`` (stages with
-    omitted targets) to ``dest``, built on first lookup (:class:`_GotoTransitions`).
+def _add_lazy_edges(
+    machine: Machine,
+    states: tuple[str, ...],
+    edges: Mapping[str, tuple[EdgeConfig, ...]],
+    any_sources: tuple[str, ...],
+) -> None:
+    """Give the machine one ``goto:<dest>`` event per stage that some edge leads to, whose
+    transitions are built on first lookup (:class:`_GotoTransitions`): the explicit ``edges``
+    (source -> its edges in configured order) and, from every stage in ``any_sources``
+    (omitted targets), an unguarded edge to every other stage.
 
-    The lazily built transitions are what ``_build`` would have added for an explicit
-    unguarded edge: conditions ``eligible`` (no guards) and ``approved``, ``before`` commit,
-    with the Condition objects shared by all of them. O(stages).
+    A built transition is what ``_add_transitions`` adds for the same edge: conditions
+    ``eligible`` (its guards) and ``approved``, ``before`` commit; the ``Condition`` objects
+    are shared per guard set. Several edges from one source to one dest keep their order.
+    O(stages + edges), no ``Transition`` built here.
     """
-    transition_cls = machine.transition_cls
-    conditions = [transition_cls.condition_cls(func) for func in (_eligible_condition(()), _approved)]
-    before: list[Any] = [_commit]
-    any_set = frozenset(any_sources)
-    for dest in states:
-        if any_set == {dest}:
-            continue  # the only omitted-targets stage cannot go to itself
+    lazy = _LazyEdges(machine, edges, any_sources)
+    if len(any_sources) > 1:
+        dests: Iterable[str] = states
+    else:  # stages some edge leads to, in configured order
+        targeted = {e.target for out in edges.values() for e in out}
+        targeted.update(s for s in states if any_sources and s != any_sources[0])
+        dests = (s for s in states if s in targeted)
+    events, event_cls = machine.events, machine.event_cls
+    for dest in dests:
         trigger = goto(dest)
-        event = machine.events.get(trigger)
+        event = events.get(trigger)
         if event is None:
-            event = machine.events[trigger] = machine.event_cls(trigger, machine)
-
-        def make(source: str, dest: str = dest) -> Transition:
-            transition = transition_cls(source, dest, before=before)
-            transition.conditions.extend(conditions)
-            return transition
-
-        event.transitions = _GotoTransitions(dest, any_sources, any_set, make, event.transitions)
+            event = events[trigger] = event_cls(trigger, machine)
+        transitions = _GotoTransitions(dest, lazy)
+        dict.update(transitions, event.transitions)  # transitions added eagerly before, if any
+        event.transitions = transitions

@@ -200,23 +200,25 @@ class _EventComposer:
 
     def _collection(self, event: Any, npath: NativePath, display: str) -> object:
         ev, get_event, locs, scalar = self.events, self.get_event, self.locs, self.scalar
+        scalar_event = ev.ScalarEvent
         locate = self.locate
         kind = type(event)
         value: object
         if kind is ev.MappingStartEvent:
+            mapping_end = ev.MappingEndEvent
             out: dict[str, object] = {}
             while True:
                 key_event = get_event()
-                if type(key_event) is not ev.ScalarEvent:
-                    if type(key_event) is ev.MappingEndEvent:
+                if type(key_event) is not scalar_event:
+                    if type(key_event) is mapping_end:
                         return out
                     raise _NotPlainYaml  # a collection or alias as key
                 key = scalar(key_event)  # `<<` (merge) raises: its tag is not a fast one
-                if not isinstance(key, str) or key in out:
+                if type(key) is not str or key in out:
                     raise _NotPlainYaml  # null/boolean/number key, duplicate key: the pure path reports it
                 value_event = get_event()
                 if not locate:
-                    if type(value_event) is ev.ScalarEvent:
+                    if type(value_event) is scalar_event:
                         out[key] = scalar(value_event)
                     else:
                         out[key] = self.collection(value_event, npath, display)
@@ -225,7 +227,7 @@ class _EventComposer:
                 kpos = (kmark.line + 1, kmark.column + 1)
                 kdisplay = f"{display}.{key}" if display else key
                 child = (*npath, key)
-                if type(value_event) is ev.ScalarEvent:
+                if type(value_event) is scalar_event:
                     value = scalar(value_event)
                 else:
                     value = self.collection(value_event, child, kdisplay)
@@ -235,14 +237,15 @@ class _EventComposer:
                 )
                 out[key] = value
         if kind is ev.SequenceStartEvent:
+            sequence_end = ev.SequenceEndEvent
             items: list[object] = []
             while True:
                 item_event = get_event()
                 item_kind = type(item_event)
-                if item_kind is ev.SequenceEndEvent:
+                if item_kind is sequence_end:
                     return items
                 if not locate:
-                    if item_kind is ev.ScalarEvent:
+                    if item_kind is scalar_event:
                         items.append(scalar(item_event))
                     else:
                         items.append(self.collection(item_event, npath, display))
@@ -252,7 +255,7 @@ class _EventComposer:
                 child = (*npath, len(items))
                 idisplay = f"{display}[{len(items)}]"
                 locs[child] = Loc(idisplay, ipos, ipos)
-                if item_kind is ev.ScalarEvent:
+                if item_kind is scalar_event:
                     items.append(scalar(item_event))
                 else:
                     items.append(self.collection(item_event, child, idisplay))

@@ -163,14 +163,20 @@ def strict_converter(
     def tuple_factory(t: Any) -> Callable[[object, Any], object]:
         item_type = get_args(t)[0]
 
+        item_hook: Callable[[object, Any], object] | None = None  # looked up on first use
+
         def hook(value: object, _: Any) -> tuple[object, ...]:
+            nonlocal item_hook
             if not isinstance(value, list):
                 raise _TypeProblem(f"expected a list, got {describe_value(value)}")
+            if item_hook is None:
+                get_hook = getattr(conv, "get_structure_hook", None)  # cattrs >= 24.1
+                item_hook = get_hook(item_type) if get_hook is not None else conv.structure
             out: list[object] = []
             errors: list[Exception] = []
             for i, item in enumerate(value):
                 try:
-                    out.append(conv.structure(item, item_type))
+                    out.append(item_hook(item, item_type))
                 except Exception as exc:
                     exc.add_note(IterableValidationNote(f"@ index {i}", i, item_type))
                     errors.append(exc)
@@ -190,12 +196,17 @@ def strict_converter(
         keys = ", ".join(key_of(f) for f in attrs.fields(cl))
         words = vocabulary.expected.get(cl, f"a mapping {{{keys}}}")
 
+        short = shorthand.get(cl)
+        # the shorthand field first: ``cl(value)`` (no keyword dict per value)
+        first = attrs.fields(cl)[0] if attrs.fields(cl) else None
+        positional = first is not None and first.name == short and first.init and not first.kw_only
+
         def hook(value: object, _: Any) -> object:
-            if cl in shorthand and isinstance(value, str):
-                return cl(**{shorthand[cl]: value})
+            if short is not None and isinstance(value, str):
+                return cl(value) if positional else cl(**{short: value})
             if value is None:
                 raise _TypeProblem(f"is null; expected {words}")
-            if not isinstance(value, Mapping):
+            if type(value) is not dict and not isinstance(value, Mapping):
                 raise _TypeProblem(f"expected {words}, got {describe_value(value)}")
             return inner(value, cl)
 

@@ -362,8 +362,9 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
             {
                 "name": s.name,
                 "instruction": s.instruction,
-                "targets": [{"to": e.target, "guards": list(e.guards), **_review_part(e.review)}
-                            for e in config.edges_from(s.name)],
+                "targets": [{"to": e.target, "guards": list(e.guards)} if e.review is None
+                            else {"to": e.target, "guards": list(e.guards), **_review_part(e.review)}
+                            for e in (s.targets if s.targets is not None else config.edges_from(s.name))],
                 **_policy_part(s.tools),
                 **normalised_choice(s),
             }

@@ -10,6 +10,7 @@ the warnings (unreachable stages, a stage without targets under a section listin
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -19,6 +20,7 @@ from typing import Any
 import attrs
 
 from fsm_stage._yaml import NativePath, ProblemReport
+from fsm_stage.config.fields import FieldRule
 from fsm_stage.config.model import (
     MAX_NAME_LENGTH,
     TEMPLATE_VARIABLES,
@@ -73,12 +75,23 @@ def _check_template(text: str, npath: NativePath, report: ProblemReport, *, nati
 _CROSS_REFERENCES = frozenset({"initial"})
 
 
+@functools.cache
+def _field_checks(cl: type) -> Mapping[str, tuple[attrs.Attribute[Any], FieldRule, re.Pattern[str] | None]]:
+    """YAML key -> (field, its ``FieldRule``, the rule's compiled ``pattern``) of a config class."""
+    return {key: (field, rule := field_rule(field), re.compile(rule.pattern) if rule.pattern else None)
+            for key, field in class_fields_by_key(cl).items()}
+
+
 def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, report: ProblemReport) -> None:
-    """Apply the ``FieldRule`` value constraints (pattern, non-blank, minimum, min_items)."""
-    for key, field in class_fields_by_key(cl).items():
-        if key not in value:
+    """Apply the ``FieldRule`` value constraints (pattern, non-blank, minimum, min_items) to the
+    keys of ``value`` that are fields of ``cl`` (other keys are the structuring's to report)."""
+    checks = _field_checks(cl)
+    for key, v in value.items():
+        known = checks.get(key)
+        if known is None:
             continue
-        v, rule, child = value[key], field_rule(field), (*npath, key)
+        field, rule, pattern = known
+        child = (*npath, key)
         if isinstance(v, str):
             if rule.non_blank and not v.strip():
                 if field.default is attrs.NOTHING:
@@ -91,11 +104,7 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
                 report.error(
                     child, f"is too long: must be at most {rule.max_length} characters{why}, got {len(v)}"
                 )
-            elif (
-                rule.pattern is not None
-                and not re.fullmatch(rule.pattern, v)
-                and key not in _CROSS_REFERENCES
-            ):
+            elif pattern is not None and not pattern.fullmatch(v) and key not in _CROSS_REFERENCES:
                 report.error(child, f"must match {rule.pattern}, got {json.dumps(v, ensure_ascii=False)}")
             else:
                 for regex, message in rule.forbid:
@@ -119,7 +128,7 @@ def check_graph(data: Mapping[str, Any], report: GraphReport) -> None:
     if isinstance(stages, list):
         seen: set[str] = set()
         for i, stage in enumerate(stages):
-            if not isinstance(stage, Mapping):
+            if type(stage) is not dict and not isinstance(stage, Mapping):
                 continue
             check_field_rules(stage, StageConfig, ("stages", i), report)
             name = stage.get("name")
@@ -132,7 +141,7 @@ def check_graph(data: Mapping[str, Any], report: GraphReport) -> None:
                     names.append(name)
                 seen.add(name)
         for i, stage in enumerate(stages):
-            if isinstance(stage, Mapping) and isinstance(stage.get("targets"), list):
+            if (type(stage) is dict or isinstance(stage, Mapping)) and isinstance(stage.get("targets"), list):
                 _check_targets(stage, i, names, seen, report)
     initial = data.get("initial")
     if isinstance(initial, str) and names and initial not in names:
@@ -154,22 +163,24 @@ def _check_targets(
     guard_pattern = _GUARD_RE.pattern
     for j, edge in enumerate(stage["targets"]):
         target: object = edge
-        tpath: NativePath = ("stages", i, "targets", j)
         guards: object = ()
-        if isinstance(edge, Mapping):
-            target, tpath, guards = edge.get("to"), (*tpath, "to"), edge.get("guards", ())
+        mapping = not isinstance(edge, str) and isinstance(edge, Mapping)
+        if mapping:
+            target, guards = edge.get("to"), edge.get("guards", ())
         if not isinstance(target, str):
             continue
-        if target == own:
-            report.error(tpath, f'stage "{own}" cannot target itself; expected another configured stage')
-        elif names and target not in known:
-            report.error(
-                tpath, f'"{target}" must name a configured stage; expected one of: {", ".join(names)}'
-            )
-        elif target in seen:
-            report.error(tpath, f'duplicate target "{target}"; list each target once (merge the guards)')
+        if target == own or (names and target not in known) or target in seen:
+            tpath: NativePath = ("stages", i, "targets", j, "to") if mapping else ("stages", i, "targets", j)
+            if target == own:
+                report.error(tpath, f'stage "{own}" cannot target itself; expected another configured stage')
+            elif names and target not in known:
+                report.error(
+                    tpath, f'"{target}" must name a configured stage; expected one of: {", ".join(names)}'
+                )
+            else:
+                report.error(tpath, f'duplicate target "{target}"; list each target once (merge the guards)')
         seen.add(target)
-        if isinstance(guards, list):
+        if guards and isinstance(guards, list):
             gseen: set[str] = set()
             for k, guard in enumerate(guards):
                 if not isinstance(guard, str):

@@ -70,5 +70,7 @@ def fingerprint(config: GraphConfig) -> str:
     stage, ``initial`` omitted equals the first stage; ``description`` is left out): two configs
     share a fingerprint exactly when ``normalised`` makes them equal. Cost O(size of config).
     """
-    canonical = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # a fresh tree of plain values: no cycle to look for (a RecursionError would end one anyway)
+    canonical = json.dumps(_canonical(config), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                           check_circular=False)
     return hashlib.sha256(f"{_FINGERPRINT_VERSION}\n{canonical}".encode()).hexdigest()

@@ -1,16 +1,16 @@
 """Whole-process rows: ``fsm-stage state`` on a real-mix log, CLI start-up, and
 ``simulate`` scaling.
 
-* **state** (row 6): ``fsm-stage state LOG`` as its own process on a real-mix log
+* **state** (row 7): ``fsm-stage state LOG`` as its own process on a real-mix log
   (``realmix.make_real_mix``: the recorded DSH sessions with fresh seqs, packed rows kept; 1M
   events in the full run) next to a process that runs a bare ``json.loads`` loop over the same
   file. CPU (user + system) and peak RSS of each child from ``os.wait4``; sides interleaved,
   medians.
-* **start-up** (row 8): wall time of ``fsm-stage --help`` (the console script's code:
+* **start-up** (row 9): wall time of ``fsm-stage --help`` (the console script's code:
   ``from fsm_stage.cli import main; main()``) vs ``python -c pass``; interleaved, medians.
-* **simulate scaling** (row 7): ``simulate`` of an ``n``-turn scenario (one prompt and one model
-  answer per turn, no transition, so nothing is archived) at n and 4n turns (200 / 800 in the
-  full run): the time ratio (linear ≈ 4, quadratic ≈ 16) and the peak traced memory ratio.
+* **simulate scaling** (row 8): ``simulate`` of an ``n``-turn scenario (one prompt and one model
+  answer per turn, no transition, so nothing is archived) at n and 4n turns (200 / 800 and 800 /
+  3,200 in the full run): the time ratio (linear ≈ 4, quadratic ≈ 16) and the peak traced memory ratio.
 
 ``run(quick=False, smoke=False) -> dict``; ``python bench/bench_cli.py [--quick|--smoke]``
 prints it as JSON.

@@ -1,4 +1,4 @@
-"""Row 11: what observability costs a session that does not use it.
+"""Row 13: what observability costs a session that does not use it.
 
 ``Session.append`` hands every committed event to ``fsm_stage.observe.appended`` (the log records
 and OpenTelemetry spans of docs/observability.md). With logging at WARNING and no OpenTelemetry

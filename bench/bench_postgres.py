@@ -7,7 +7,7 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   same payload, then ``get_tuple`` of it (the "durable step" of a LangGraph graph);
 * **throughput**: 1, 4 and 8 worker processes appending to *one* session through
   ``open_log(url)`` (every lost race refreshes and retries): events/s for all workers together;
-  and 1, 2, 4 and 8 workers each appending to a session of its own (row 14: the 2-worker
+  and 1, 2, 4 and 8 workers each appending to a session of its own (row 17: the 2-worker
   speed-up).
 
 * **statements per reviewed step** (row 18): the SQL statements ``PostgresLog`` sends for one

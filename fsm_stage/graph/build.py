@@ -82,8 +82,9 @@ def compile_graph(config: GraphConfig) -> CompiledGraph:
     its own stage, or an unknown ``initial``, raises ``ValueError`` (a programming error, not a
     user one: ``load_config`` reports those with positions). The same fingerprint returns the
     same object (a bounded LRU cache of 64 graphs); a changed graph compiles a new machine.
-    Cost is O(stages + explicit edges): a stage with omitted targets (an edge to every other
-    stage) costs O(1) here and its transitions are built on first use (module docstring). The
+    Cost is O(stages + explicit edges) with no transition built: each transition is built on
+    first use (``fire``/``can_fire``), and a stage with omitted targets (an edge to every other
+    stage) costs O(1) here (``fsm_stage.graph.machine``). The
     fingerprint of a config object is computed once: compiling the same object again is a
     dictionary lookup (a frozen ``GraphConfig``'s nested mappings must not be mutated in place).
     """

@@ -29,7 +29,9 @@ class CompiledGraph:
     ``queued=False``), ``fingerprint`` (hex sha256), ``initial`` (stage name), ``states``
     (stage names in configured order).
 
-    Instances are immutable after construction and safe to share across threads; serialise
+    Instances never change what they answer after construction and are safe to share across
+    threads (transitions and trigger lists are built on first use: idempotent, a concurrent
+    first use keeps one); serialise
     fire/jump per session (one lock around fold -> fire -> append, docs/architecture.md).
     """
 

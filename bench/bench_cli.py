@@ -173,7 +173,7 @@ def simulate_scaling(small: int, repeat: int) -> dict[str, Any]:
 
 
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
-    """Rows 6-8 (see the module docs); ``quick``/``smoke`` shrink the sizes."""
+    """Rows 7-9 (see the module docs); ``quick``/``smoke`` shrink the sizes."""
     events = 5_000 if smoke else 200_000 if quick else 1_000_000
     out: dict[str, Any] = {
         "state": state_process(events, 1 if smoke else 3),
@@ -182,7 +182,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
                                      1 if smoke else 3 if quick else 2),
     }
     if not smoke and not quick:
-        out["simulate_large"] = simulate_scaling(800, 1)
+        out["simulate_large"] = simulate_scaling(800, 3)
     return out
 
 

@@ -511,7 +511,7 @@ def row_simulate(r: dict[str, Any] | None, err: str | None) -> Row:
         row.details.append(f"bench_cli: {err}")
         return row
     runs = [r["simulate"], *([r["simulate_large"]] if isinstance(r.get("simulate_large"), dict) else [])]
-    x, last = runs[0], runs[-1]
+    last = runs[-1]
     row.ours = f"{last['large_s']:.2f} s, {_mb(last['large_peak_b'])} ({last['large_turns']} turns)"
     row.baseline = f"{last['small_s']:.2f} s, {_mb(last['small_peak_b'])} ({last['small_turns']} turns)"
     row.ratio = ", ".join(f"{y['small_turns']}→{y['large_turns']}: {y['time_ratio']:.1f}x time, "
@@ -520,9 +520,10 @@ def row_simulate(r: dict[str, Any] | None, err: str | None) -> Row:
     for y in runs:
         row.details.append(f"{y['small_turns']} turns {y['small_s']:.2f} s, {y['large_turns']} turns "
                            f"{y['large_s']:.2f} s: {y['time_ratio']:.2f}x time, {y['memory_ratio']:.2f}x "
-                           f"memory (tracemalloc peaks {_mb(y['small_peak_b'])} / {_mb(y['large_peak_b'])})")
-    row.details.append(f"4x the turns: linear is ~4x, quadratic ~16x; times are medians of {x['repeat']} "
-                       "interleaved runs, memory the tracemalloc peak of one run each")
+                           f"memory (tracemalloc peaks {_mb(y['small_peak_b'])} / {_mb(y['large_peak_b'])}); "
+                           f"times are medians of {y['repeat']} interleaved runs")
+    row.details.append("4x the turns: linear is ~4x, quadratic ~16x; memory is the tracemalloc peak of "
+                       "one run each")
     return row
 
 

@@ -31,8 +31,8 @@ class CompiledGraph:
 
     Instances never change what they answer after construction and are safe to share across
     threads (transitions and trigger lists are built on first use: idempotent, a concurrent
-    first use keeps one); serialise
-    fire/jump per session (one lock around fold -> fire -> append, docs/architecture.md).
+    first use keeps one); serialise fire/jump per session (one lock around fold -> fire ->
+    append, docs/architecture.md).
     """
 
     __slots__ = (

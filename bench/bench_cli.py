@@ -137,6 +137,22 @@ def _scenario(turns: int, folder: Path) -> Any:
     return load_scenario_text(f"graph: g.yaml\nsteps:\n{steps}", str(folder / f"s{turns}.yaml"))
 
 
+class _CollectorWatch:
+    """A ``gc.callbacks`` entry adding up the time spent in collections and counting the full ones."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._start
+        self.full += info["generation"] == 2
+
+
 def simulate_scaling(small: int, repeat: int) -> dict[str, Any]:
     """Time and peak memory of ``simulate`` at ``small`` and ``4 * small`` turns."""
     from fsm_stage.simulate import simulate
@@ -147,13 +163,22 @@ def simulate_scaling(small: int, repeat: int) -> dict[str, Any]:
         scenarios = {n: _scenario(n, folder) for n in (small, large)}
         simulate(scenarios[small], cwd=folder / "warm")  # imports, catalogs, compiled graph
         times: dict[int, list[float]] = {small: [], large: []}
+        collecting: dict[int, list[float]] = {small: [], large: []}  # seconds in the collector
+        full: dict[int, list[int]] = {small: [], large: []}  # full (oldest-generation) collections
         runs = 0
         for _ in range(repeat):
             for n in (small, large):
                 gc.collect()
-                t0 = time.perf_counter()
-                result = simulate(scenarios[n], cwd=folder / f"w{runs}")
-                times[n].append(time.perf_counter() - t0)
+                watch = _CollectorWatch()
+                gc.callbacks.append(watch)
+                try:
+                    t0 = time.perf_counter()
+                    result = simulate(scenarios[n], cwd=folder / f"w{runs}")
+                    times[n].append(time.perf_counter() - t0)
+                finally:
+                    gc.callbacks.remove(watch)
+                collecting[n].append(watch.seconds)
+                full[n].append(watch.full)
                 assert len(result.records) == n
                 runs += 1
                 del result
@@ -168,6 +193,9 @@ def simulate_scaling(small: int, repeat: int) -> dict[str, Any]:
                 tracemalloc.stop()
     t_small, t_large = statistics.median(times[small]), statistics.median(times[large])
     return {"small_turns": small, "large_turns": large, "small_s": t_small, "large_s": t_large,
+            "small_gc_s": statistics.median(collecting[small]),
+            "large_gc_s": statistics.median(collecting[large]),
+            "small_full_gc": max(full[small]), "large_full_gc": max(full[large]),
             "time_ratio": t_large / t_small, "small_peak_b": peaks[small], "large_peak_b": peaks[large],
             "memory_ratio": peaks[large] / peaks[small], "repeat": repeat}
 

@@ -8,8 +8,11 @@ targets: the next five stages on a ring, every fifth edge guarded), then timed i
                      validation rule, template checks, reachability warnings);
 * ``load_pure_s``    the same with the pure-Python round-trip parser (the loader's fallback,
                      and its only path without the C extension); ring graph only;
-* ``compile_s``      ``compile_graph`` with an empty cache (fingerprint + one ``transitions``
-                     machine with ``auto_transitions=False``);
+* ``compile_s``      ``compile_graph`` with an empty compile cache, for a config object whose
+                     fingerprint is known (so: the ``transitions`` machine, with
+                     ``auto_transitions=False``, no transition built);
+* ``parse_s``        the YAML parse alone (``fast_parse``: libyaml's events and the plain data);
+* ``fingerprint_s``  ``fingerprint`` of the config (what a new config object pays once);
 * ``cached_s``       ``compile_graph`` again for the same config object (a cache hit, no fingerprint).
 
 A second graph, **all-to-all**, has the same 1,000 stages with ``targets`` omitted on every
@@ -88,8 +91,9 @@ def _built_transitions(compiled: Any) -> int:
 
 
 def _measure(text: str, repeat: int, *, fire: bool) -> dict[str, Any]:
+    from fsm_stage._yaml import fast_parse
     from fsm_stage.config import load_config_text
-    from fsm_stage.graph import clear_cache, compile_graph, goto
+    from fsm_stage.graph import clear_cache, compile_graph, fingerprint, goto
 
     graph = load_config_text(text, "generated.yaml").graph
     assert graph is not None
@@ -103,6 +107,8 @@ def _measure(text: str, repeat: int, *, fire: bool) -> dict[str, Any]:
     compile_s = _median_time(cold, repeat)
     compiled = compile_graph(graph)
     cached_s = _median_time(lambda: compile_graph(graph), repeat)
+    parse_s = _median_time(lambda: fast_parse(text, locate=False), repeat)
+    fingerprint_s = _median_time(lambda: fingerprint(graph), repeat)
     result = {
         "stages": len(graph.stages),
         "edges": edges,
@@ -113,6 +119,8 @@ def _measure(text: str, repeat: int, *, fire: bool) -> dict[str, Any]:
         "compile_s": compile_s,
         "total_s": load_s + compile_s,
         "cached_s": cached_s,
+        "parse_s": parse_s,
+        "fingerprint_s": fingerprint_s,
     }
     if fire:
         names = graph.stage_names
@@ -166,11 +174,11 @@ def run(quick: bool = False, smoke: bool = False, all_to_all: bool = True) -> di
 
     Top-level keys describe the 1,000-stage / 5,000-edge ring (``stages``, ``edges``,
     ``transitions``, ``yaml_bytes``, ``repeat``, ``load_s``, ``compile_s``, ``total_s``,
-    ``cached_s``); ``interleaved`` holds load + validate + compile timed alternately with a
-    bare ``transitions.Machine`` for the same ring; ``all_to_all`` holds the same keys plus
-    ``fire_s`` for the graph with ``targets`` omitted everywhere (skipped with
-    ``all_to_all=False``). ``quick`` repeats fewer times (same graph sizes); ``smoke``
-    uses 50-stage graphs (harness check only).
+    ``cached_s``, ``parse_s``, ``fingerprint_s``); ``interleaved`` holds load + validate +
+    compile timed alternately with a bare ``transitions.Machine`` for the same ring;
+    ``all_to_all`` holds the same keys plus ``fire_s`` for the graph with ``targets`` omitted
+    everywhere (skipped with ``all_to_all=False``). ``quick`` repeats fewer times (same graph
+    sizes); ``smoke`` uses 50-stage graphs (harness check only).
     """
     import fsm_stage._yaml.fast as fast_module
     import fsm_stage.config as config_module

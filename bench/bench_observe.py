@@ -69,7 +69,7 @@ def _ratio(n: int, rounds: int) -> dict[str, float]:
 
 
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
-    """Row 11's numbers: per-append seconds with the hook (``on_s``) and without (``off_s``),
+    """Row 13's numbers: per-append seconds with the hook (``on_s``) and without (``off_s``),
     their median ratio, and the same with ``opentelemetry.trace`` loaded (``proxy_*``)."""
     n, rounds = (2_000, 3) if smoke else (20_000, 7) if quick else (60_000, 11)
     logging.getLogger("fsm_stage").setLevel(logging.WARNING)

@@ -1,8 +1,8 @@
-"""PostgreSQL store: a durable step and multi-worker throughput.
+"""Rows 10, 17, 18 and 20: the PostgreSQL store's durable step, workers, statements and open.
 
 On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Unix socket):
 
-* **durable step**: ``PostgresLog.append`` of one ~1 KB event, then a second handle's
+* **durable step** (row 10): ``PostgresLog.append`` of one ~1 KB event, then a second handle's
   ``refresh()`` reads it back — vs LangGraph's ``PostgresSaver.put`` of a checkpoint with the
   same payload, then ``get_tuple`` of it (the "durable step" of a LangGraph graph);
 * **throughput**: 1, 4 and 8 worker processes appending to *one* session through

@@ -1,4 +1,4 @@
-"""Row 3: what one stage transition costs, fsm_stage against the bare libraries.
+"""Rows 3 and 6: what one stage transition costs, fsm_stage against the bare libraries.
 
 All sides walk the same generated graph: ``n`` stages ``s0 … s{n-1}``, each with ``fanout``
 edges to the next ``fanout`` stages of a ring, trigger ``goto:<target>`` (fsm_stage's trigger
@@ -17,6 +17,11 @@ one append:
                ``Approve`` by a ``ScriptedReviewChannel``, and the boundary flush at the next
                accepted pre-step, on an in-memory log (``make_reviewed``: full shape by
                default; also light, and with the tool call/result logged).
+
+Row 6 runs the durable sides in a temporary folder: ``raw_durable`` (the raw trigger, then one
+fsynced JSON line: ``make_raw_durable``), the reviewed transition on a ``JsonlLog`` (every append
+fsynced) with a ``LocalHandoffStore``, and LangGraph's ``SqliteSaver.put`` beside them
+(``make_sqlite_saver``), interleaved with row 3's sides.
 
 Times are medians over ``repeat`` runs of ``n`` iterations (setup excluded), per iteration.
 Ratios, not absolute times, are the point: the machine is shared and noisy.

@@ -404,7 +404,7 @@ def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | N
     if isinstance(inter, dict):
         row.ours = _ms(inter["total_s"])
         row.baseline = _ms(inter["machine_s"])
-        row.ratio = f"{inter['ratio']:,.1f}x"
+        row.ratio = f"{inter['ratio']:,.2f}x"
         row.status = _status(inter["ratio"] <= 2.5)
         row.details.append(f"baseline interleaved with ours in the same process, {inter['repeat']} rounds: "
                            f"load + validate + compile {_ms(inter['total_s'])}, bare `transitions.Machine` "
@@ -419,6 +419,10 @@ def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | N
                        f"YAML), median of {r['repeat']}: load + validate {_ms(r['load_s'])}, compile "
                        f"{_ms(r['compile_s'])} ({r['transitions']:,} transitions built up front), "
                        f"compile again (cache hit) {_ms(r['cached_s'])}")
+    if "parse_s" in r:
+        row.details.append(f"of load + validate + compile: the YAML parse alone {_ms(r['parse_s'])} "
+                           "(libyaml's events and the plain data built from them), the fingerprint of a new "
+                           f"config object {_ms(r['fingerprint_s'])} (the compile cache's key)")
     if "yaml_parser" in r:
         pure = f"; the pure-Python fallback parser takes {_ms(r['load_pure_s'])} to load" \
             if "load_pure_s" in r else ""
@@ -514,14 +518,17 @@ def row_simulate(r: dict[str, Any] | None, err: str | None) -> Row:
     last = runs[-1]
     row.ours = f"{last['large_s']:.2f} s, {_mb(last['large_peak_b'])} ({last['large_turns']} turns)"
     row.baseline = f"{last['small_s']:.2f} s, {_mb(last['small_peak_b'])} ({last['small_turns']} turns)"
-    row.ratio = ", ".join(f"{y['small_turns']}→{y['large_turns']}: {y['time_ratio']:.1f}x time, "
+    row.ratio = ", ".join(f"{y['small_turns']}→{y['large_turns']}: {y['time_ratio']:.2f}x time, "
                           f"{y['memory_ratio']:.1f}x memory" for y in runs)
     row.status = _status(all(y["time_ratio"] <= 4.5 and y["memory_ratio"] <= 5.0 for y in runs))
     for y in runs:
+        collector = (f"; in the garbage collector: {_ms(y['small_gc_s'])} ({y['small_full_gc']} full "
+                     f"collections) / {_ms(y['large_gc_s'])} ({y['large_full_gc']} full)"
+                     if "small_gc_s" in y else "")
         row.details.append(f"{y['small_turns']} turns {y['small_s']:.2f} s, {y['large_turns']} turns "
                            f"{y['large_s']:.2f} s: {y['time_ratio']:.2f}x time, {y['memory_ratio']:.2f}x "
                            f"memory (tracemalloc peaks {_mb(y['small_peak_b'])} / {_mb(y['large_peak_b'])}); "
-                           f"times are medians of {y['repeat']} interleaved runs")
+                           f"times are medians of {y['repeat']} interleaved runs{collector}")
     row.details.append("4x the turns: linear is ~4x, quadratic ~16x; memory is the tracemalloc peak of "
                        "one run each")
     return row

@@ -97,6 +97,33 @@ def test_compiled_machine_equals_the_public_api_build(graph: GraphConfig) -> Non
         name=graph.name,
     )
     assert _shape(compiled.machine) == _shape(reference)
+    # the order transitions' own listings follow (``get_triggers``, ``get_transitions``)
+    assert list(compiled.machine.events) == list(reference.events)
+    for state in graph.stage_names:
+        assert compiled.machine.get_triggers(state) == reference.get_triggers(state)
+
+
+@pytest.mark.parametrize("graph", _graphs(), ids=lambda g: g.name)
+def test_compiled_graph_survives_pickle_and_copies(graph: GraphConfig) -> None:
+    """A compiled graph pickles and deep-copies as the lazy graph it is (not as empty
+    ``defaultdict(list)``s), and a shallow copy of an event's transitions still builds them."""
+    import copy
+    import pickle
+
+    clear_cache()
+    compiled = compile_graph(graph)
+    source = graph.stage_names[0]
+    edge = graph.edges_from(source)[0]
+    trigger = goto(edge.target)
+    for other in (pickle.loads(pickle.dumps(compiled)), copy.deepcopy(compiled)):
+        cursor = other.new_cursor(source)
+        assert other.can_fire(cursor, trigger, approval=edge.target, eligible=lambda g: True)
+        assert other.fire(cursor, trigger, approval=edge.target, eligible=lambda g: True, commit=None)
+        assert cursor.state == edge.target
+        assert {(t.source, t.dest) for t in other.machine.get_transitions()} == {
+            (t.source, t.dest) for t in compiled.machine.get_transitions()}
+    shallow = copy.copy(compiled.machine.events[trigger].transitions)
+    assert source in shallow and [t.dest for t in shallow[source]] == [edge.target]
 
 
 def test_plan_mode_machine_equals_the_public_api_build() -> None:

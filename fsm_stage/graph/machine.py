@@ -17,7 +17,7 @@ Tested against transitions 0.9.3 (``pyproject.toml`` pins ``>=0.9.3,<0.10``); re
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from transitions import Machine
@@ -186,6 +186,17 @@ class _GotoTransitions(defaultdict[str, list[Transition]]):
         """Transition objects built so far (without building the missing ones)."""
         return sum(len(ts) for ts in dict.values(self))
 
+    def __copy__(self) -> _GotoTransitions:
+        """A shallow copy that stays lazy (``defaultdict.__copy__`` would pass it ``list``)."""
+        copied = _GotoTransitions(self._dest, self._lazy)
+        dict.update(copied, dict.items(self))
+        return copied
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and ``copy.deepcopy`` as what it is: the destination, the shared lazy edges and
+        the transitions built so far (not as a ``defaultdict(list)``)."""
+        return (_GotoTransitions, (self._dest, self._lazy), None, None, iter(dict.items(self)))
+
 
 def _add_lazy_edges(
     machine: Machine,
@@ -204,12 +215,18 @@ def _add_lazy_edges(
     O(stages + edges), no ``Transition`` built here.
     """
     lazy = _LazyEdges(machine, edges, any_sources)
-    if len(any_sources) > 1:
-        dests: Iterable[str] = states
-    else:  # stages some edge leads to, in configured order
-        targeted = {e.target for out in edges.values() for e in out}
-        targeted.update(s for s in states if any_sources and s != any_sources[0])
-        dests = (s for s in states if s in targeted)
+    # the events in the order transitions' own build makes them: each stage as the edges first
+    # lead to it (sources in configured order, each one's targets in order; a stage with omitted
+    # targets leads to every other one), stopping once every stage is reached: O(stages + edges)
+    dests: dict[str, None] = {}
+    for source in states:
+        out = edges.get(source)
+        if out is not None:
+            dests.update(dict.fromkeys(e.target for e in out))
+        elif source in lazy.any_set:
+            dests.update(dict.fromkeys(s for s in states if s != source))
+            if len(dests) == len(states):
+                break
     events, event_cls = machine.events, machine.event_cls
     for dest in dests:
         trigger = goto(dest)

@@ -112,11 +112,16 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
     raise KeyboardInterrupt
 
 
+#: The kinds of review a session asks (``reviews._answer.PAYLOAD_NAMES``): ``--kind`` refuses any
+#: other word instead of matching nothing.
+REVIEW_KINDS = ("stage", "plan", "tool", "budget")
+
+
 def _filters(func: Any) -> Any:
     """The queue filters shared by ``list`` and ``approve-all``."""
     for option in reversed((
-        click.option("--kind", "kinds", multiple=True,
-                     help="Only reviews of this kind (stage, plan, tool, budget; repeatable)."),
+        click.option("--kind", "kinds", multiple=True, type=click.Choice(REVIEW_KINDS),
+                     help="Only reviews of this kind (repeatable)."),
         click.option("--stage", "stages", multiple=True,
                      help="Only reviews from or to this stage (repeatable)."),
         click.option("--target", "targets", multiple=True,

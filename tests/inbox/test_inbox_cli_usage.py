@@ -30,6 +30,22 @@ def test_interval_without_follow_is_a_usage_error_not_ignored(tmp_path: Path) ->
     assert fine.exit_code == 0 and "s1" in fine.output
 
 
+def test_inbox_kind_refuses_a_kind_no_review_has(tmp_path: Path) -> None:
+    """``--kind`` names one of the kinds reviews have; a typo is a usage error (exit 2), not a
+    filter that silently matches nothing. The choices are the kinds the reviews know."""
+    from fsm_stage.cli.inbox_cmds import REVIEW_KINDS
+    from fsm_stage.reviews._answer import PAYLOAD_NAMES
+
+    assert set(REVIEW_KINDS) == set(PAYLOAD_NAMES)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for command in (["list"], ["approve-all"], ["answer"]):
+        out = CliRunner().invoke(main, ["inbox", *command, str(logs), "--kind", "stages"])
+        assert out.exit_code == 2, out.output
+        assert "Invalid value for '--kind'" in out.stderr and "'stages' is not one of" in out.stderr
+        assert "Traceback" not in out.output
+
+
 def test_inbox_answer_exits_1_when_an_answer_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
     import fsm_stage.cli.review_cmds as review_cmds
 

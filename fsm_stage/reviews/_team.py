@@ -62,6 +62,17 @@ class Reviewers:
         return frozenset(r.name for r in self.by_name.values() if group in r.groups)
 
 
+def _at(node: object, key: object = None) -> str:
+    """``:LINE:COLUMN`` of ``key`` in a round-trip loaded mapping (of ``node`` itself without a
+    key), or ``""`` when the loader kept no position."""
+    lc = getattr(node, "lc", None)
+    try:
+        line, column = lc.key(key) if key is not None else (lc.line, lc.col)  # type: ignore[union-attr]
+    except (AttributeError, KeyError, TypeError):
+        return ""
+    return f":{line + 1}:{column + 1}"
+
+
 def load_reviewers(path: str | Path) -> Reviewers:
     """Read a reviewers file::
 
@@ -69,36 +80,44 @@ def load_reviewers(path: str | Path) -> Reviewers:
           alice: {token_sha256: <hex>, groups: [leads]}
           bob:   {token_sha256: <hex>}
 
-    Raises ``UserError`` with one line for a file that cannot be read or has the wrong shape."""
+    Raises ``UserError`` with one line, ``FILE:LINE:COLUMN: KEY: message`` where the problem has
+    a position, for a file that cannot be read or has the wrong shape."""
     from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     p = Path(path)
     try:
         if p.stat().st_size > MAX_REVIEWERS_FILE:
             raise UserError(f"{p}: reviewers file larger than {MAX_REVIEWERS_FILE} bytes")
-        data = YAML(typ="safe", pure=True).load(p.read_text(encoding="utf-8"))
+        data = YAML(typ="rt", pure=True).load(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, YAMLError) as err:
-        raise UserError(f"{p}: cannot read reviewers file: {str(err).splitlines()[0]}") from None
+        mark = err.problem_mark if isinstance(err, MarkedYAMLError) else None
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        problem = (err.problem if isinstance(err, MarkedYAMLError) else None) or str(err).splitlines()[0]
+        raise UserError(f"{where}: cannot read reviewers file: {problem}") from None
     entries = data.get("reviewers") if isinstance(data, dict) else None
     if not isinstance(entries, dict) or set(data) - {"reviewers"}:
-        raise UserError(f"{p}: expected a mapping with one key "
+        extra = sorted(set(data) - {"reviewers"}, key=str) if isinstance(data, dict) else []
+        where = _at(data, extra[0]) if extra else _at(data, "reviewers") if isinstance(data, dict) else ""
+        raise UserError(f"{p}{where}: expected a mapping with one key "
                         "`reviewers: {name: {token_sha256, groups}}`")
     out: dict[str, Reviewer] = {}
     for name, entry in entries.items():
-        where = f"{p}: reviewers.{name}"
+        where = f"{p}{_at(entries, name)}: reviewers.{name}"
         if not isinstance(name, str) or not REVIEWER_NAME_RE.fullmatch(name):
             raise UserError(f"{where}: a reviewer name matches {REVIEWER_NAME_RE.pattern}")
         if not isinstance(entry, dict) or set(entry) - {"token_sha256", "groups"}:
             raise UserError(f"{where}: expected {{token_sha256: <64 hex>, groups: [names]}}")
         digest, groups = entry.get("token_sha256"), entry.get("groups", [])
         if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
-            raise UserError(f"{where}.token_sha256: expected 64 lowercase hex digits "
-                            "(the token's sha256: printf %s TOKEN | sha256sum)")
+            raise UserError(f"{p}{_at(entry, 'token_sha256')}: reviewers.{name}.token_sha256: expected 64 "
+                            "lowercase hex digits (the token's sha256: printf %s TOKEN | sha256sum)")
         if not isinstance(groups, list) or not all(isinstance(g, str) and REVIEWER_NAME_RE.fullmatch(g)
                                                    for g in groups):
-            raise UserError(f"{where}.groups: expected a list of group names")
-        out[name] = Reviewer(name, digest, tuple(groups))
+            raise UserError(f"{p}{_at(entry, 'groups')}: reviewers.{name}.groups: "
+                            "expected a list of group names")
+        out[str(name)] = Reviewer(str(name), None if digest is None else str(digest),
+                                  tuple(str(g) for g in groups))
     return Reviewers(out)
 
 

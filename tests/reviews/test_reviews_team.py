@@ -53,20 +53,27 @@ def test_reviewers_authenticate_by_hashed_token(tmp_path: Path) -> None:
     assert "alice-secret" not in (tmp_path / "reviewers.yaml").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[1, 2]", "expected a mapping with one key"),
-    ("reviewers: {alice: {token: x}}", "reviewers.alice: expected {token_sha256"),
-    ("reviewers: {alice: {token_sha256: abc}}", "token_sha256: expected 64 lowercase hex"),
-    ("reviewers: {'a b': {}}", "a reviewer name matches"),
-    ("reviewers: {alice: {groups: leads}}", "groups: expected a list of group names"),
-    ("reviewers: {alice: [}", "cannot read reviewers file"),
+@pytest.mark.parametrize(("text", "where", "message"), [
+    ("[1, 2]", "", "expected a mapping with one key"),
+    ("reviewers: {}\nextra: 1\n", ":2:1", "expected a mapping with one key"),
+    ("reviewers: {alice: {token: x}}", ":1:13", "reviewers.alice: expected {token_sha256"),
+    ("reviewers:\n  alice:\n    token_sha256: abc\n", ":3:5",
+     "reviewers.alice.token_sha256: expected 64 lowercase hex"),
+    ("reviewers: {'a b': {}}", ":1:13", "reviewers.a b: a reviewer name matches"),
+    ("reviewers:\n  alice: {groups: leads}\n", ":2:11",
+     "reviewers.alice.groups: expected a list of group names"),
+    ("reviewers: {alice: [}", ":1:21", "cannot read reviewers file"),
+    ("reviewers:\n  alice: {}\n  alice: {}\n", ":3:3", "cannot read reviewers file"),
 ])
-def test_bad_reviewers_files_are_one_line(tmp_path: Path, text: str, message: str) -> None:
+def test_bad_reviewers_files_are_one_line(tmp_path: Path, text: str, where: str, message: str) -> None:
+    """Each problem is one ``FILE:LINE:COLUMN: KEY: message`` line (``FILE: message`` where the
+    file gives no position), as stage-graph files report theirs."""
     path = tmp_path / "r.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(UserError) as err:
         load_reviewers(path)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    shown = str(err.value)
+    assert shown.startswith(f"{path}{where}: ") and message in shown and "\n" not in shown
 
 
 def test_rules_decide_who_may_answer(tmp_path: Path) -> None:

@@ -691,6 +691,8 @@ def row_pg_scaling(r: dict[str, Any] | None, err: str | None) -> Row:
     row.details.append("distinct sessions: " + ", ".join(
         f"{w} worker(s) {x['events_per_s']:,.0f} ev/s ({x['events_per_s'] / d[1]['events_per_s']:.2f}x)"
         for w, x in sorted(d.items())))
+    row.details.append(f"{d[1]['events']:,} events per worker, timed from every worker connected to the "
+                       "last append (the workers' interpreter exits are not timed)")
     return row
 
 

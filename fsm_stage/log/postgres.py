@@ -470,13 +470,17 @@ class PostgresLog(Listening, LogBase):
                       "ON CONFLICT DO NOTHING), old AS (DELETE FROM fsm_checkpoints WHERE session = %s "
                       "AND seq < %s)")
             cp_args = (self.session, cp[0], cp[1], self.session, cp[0])
+        if len(lines) == 1:  # one row: plain parameters (no array to encode and unnest)
+            rows_sql, rows_args = "VALUES (%s, %s, 1, %s)", (self.session, seqs[0], lines[0])
+        else:
+            rows_sql = "SELECT %s, s, 1, l FROM unnest(%s::bigint[], %s::text[]) AS t(s, l)"
+            rows_args = (self.session, seqs, lines)
         try:
             conn.execute(
-                "WITH ins AS (INSERT INTO fsm_events (session, seq, n, line) "
-                f"SELECT %s, s, 1, l FROM unnest(%s::bigint[], %s::text[]) AS t(s, l)){cp_sql} "
+                f"WITH ins AS (INSERT INTO fsm_events (session, seq, n, line) {rows_sql}){cp_sql} "
                 "SELECT CASE WHEN pg_try_advisory_xact_lock(%s, %s) THEN NULL "
                 "ELSE pg_notify(%s, %s) END",
-                (self.session, seqs, lines, *cp_args, *self._lock_key, NOTIFY_CHANNEL, self.session),
+                (*rows_args, *cp_args, *self._lock_key, NOTIFY_CHANNEL, self.session),
             )
         except (psycopg.errors.UniqueViolation, psycopg.errors.TransactionRollback):
             return False  # the seq is taken, or the server rolled the statement back: nothing written

@@ -470,6 +470,7 @@ class PostgresLog(Listening, LogBase):
                       "ON CONFLICT DO NOTHING), old AS (DELETE FROM fsm_checkpoints WHERE session = %s "
                       "AND seq < %s)")
             cp_args = (self.session, cp[0], cp[1], self.session, cp[0])
+        rows_args: tuple[Any, ...]
         if len(lines) == 1:  # one row: plain parameters (no array to encode and unnest)
             rows_sql, rows_args = "VALUES (%s, %s, 1, %s)", (self.session, seqs[0], lines[0])
         else:

@@ -88,7 +88,8 @@ def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
     turns["midturn_rss"] = {**turns["midturn_rss"], "rss_b": 70 * 2**20}
     long, mid, _ = run_mod.rows_turns(turns, None)
     assert (long.status, mid.status) == ("MISS", "pass")
-    scaling = {"distinct": [{"workers": 1, "events_per_s": 100.0}, {"workers": 2, "events_per_s": 170.0}],
+    scaling = {"distinct": [{"workers": 1, "events": 2_000, "events_per_s": 100.0},
+                            {"workers": 2, "events": 4_000, "events_per_s": 170.0}],
                "distinct_scaling_2": 1.7}
     assert run_mod.row_pg_scaling(scaling, None).status == "MISS"
     assert run_mod.row_pg_scaling({**scaling, "distinct_scaling_2": 1.85}, None).status == "pass"

@@ -9,11 +9,18 @@ from pathlib import Path
 DOC = Path(__file__).resolve().parents[2] / "docs" / "reviews.md"
 
 
-def test_the_suspend_resume_example_runs() -> None:
-    (code,) = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
+def test_the_suspend_resume_examples_run() -> None:
+    """Both examples: the runtime's ``call_tool`` and the composed host's ``Loop`` suspending in
+    one "process" and resuming in another over the reopened log."""
+    runtime_level, loop_level = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"),
+                                           flags=re.S)
     namespace: dict[str, object] = {}
-    exec(compile(code, str(DOC), "exec"), namespace)  # the documented example
+    exec(compile(runtime_level, str(DOC), "exec"), namespace)  # the documented example
     assert namespace["review_id"]
+    namespace = {}
+    exec(compile(loop_level, str(DOC), "exec"), namespace)
+    outcome = namespace["outcome"]
+    assert getattr(outcome, "reason", None) == "completed"
 
 
 def test_every_decision_table_row_names_a_test_that_exists() -> None:

@@ -191,14 +191,15 @@ def strict_converter(
     key_of, shorthand = vocabulary.key_of, vocabulary.shorthand
 
     def class_factory(cl: Any) -> Callable[[object, Any], object]:
-        renames = {f.name: override(rename=key_of(f)) for f in attrs.fields(cl) if key_of(f) != f.name}
+        fields = attrs.fields(cl)
+        renames = {f.name: override(rename=key_of(f)) for f in fields if key_of(f) != f.name}
         inner = cast(Any, make_dict_structure_fn)(cl, conv, _cattrs_forbid_extra_keys=True, **renames)
-        keys = ", ".join(key_of(f) for f in attrs.fields(cl))
+        keys = ", ".join(key_of(f) for f in fields)
         words = vocabulary.expected.get(cl, f"a mapping {{{keys}}}")
 
         short = shorthand.get(cl)
         # the shorthand field first: ``cl(value)`` (no keyword dict per value)
-        first = attrs.fields(cl)[0] if attrs.fields(cl) else None
+        first = fields[0] if fields else None
         positional = first is not None and first.name == short and first.init and not first.kw_only
 
         def hook(value: object, _: Any) -> object:

@@ -131,10 +131,6 @@ def _check_budget(value: object, npath: NativePath, report: ProblemReport) -> No
             report.error((*npath, key), f"must be a positive whole number, got {v!r:.40}")
 
 
-#: The keys ``_check_choice`` reads: a stage with none of them has nothing to check.
-_CHOICE_KEYS = frozenset({"model", "model_settings", "budget", "on_budget"})
-
-
 def _check_choice(part: Mapping[str, Any], npath: NativePath, aliases: Mapping[str, Any],
                   report: ProblemReport) -> None:
     model = part.get("model")
@@ -143,8 +139,11 @@ def _check_choice(part: Mapping[str, Any], npath: NativePath, aliases: Mapping[s
         report.error((*npath, "model"),
                      f"{json.dumps(model, ensure_ascii=False)[:80]} is neither a provider-qualified name "
                      f"(provider:name) nor an alias of `models`{known}")
-    _check_settings(part.get("model_settings"), (*npath, "model_settings"), report)
-    _check_budget(part.get("budget"), (*npath, "budget"), report)
+    settings, budget = part.get("model_settings"), part.get("budget")
+    if settings is not None:  # absent: nothing to check (and no path built per stage)
+        _check_settings(settings, (*npath, "model_settings"), report)
+    if budget is not None:
+        _check_budget(budget, (*npath, "budget"), report)
     if "on_budget" in part and "budget" not in part:
         report.warn((*npath, "on_budget"), "has no effect without a `budget`")
 
@@ -167,7 +166,7 @@ def check_models(graph: Mapping[str, Any], plan_mode: object, report: ProblemRep
     stages = graph.get("stages")
     if isinstance(stages, list):
         for i, stage in enumerate(stages):
-            if isinstance(stage, Mapping) and not _CHOICE_KEYS.isdisjoint(stage):
+            if isinstance(stage, Mapping):
                 _check_choice(stage, ("stages", i), aliases, report)
     if isinstance(plan_mode, Mapping):
         _check_choice(plan_mode, ("plan_mode",), aliases, report)

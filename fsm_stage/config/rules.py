@@ -169,16 +169,15 @@ def _check_targets(
             target, guards = edge.get("to"), edge.get("guards", ())
         if not isinstance(target, str):
             continue
-        if target == own or (names and target not in known) or target in seen:
-            tpath: NativePath = ("stages", i, "targets", j, "to") if mapping else ("stages", i, "targets", j)
-            if target == own:
-                report.error(tpath, f'stage "{own}" cannot target itself; expected another configured stage')
-            elif names and target not in known:
-                report.error(
-                    tpath, f'"{target}" must name a configured stage; expected one of: {", ".join(names)}'
-                )
-            else:
-                report.error(tpath, f'duplicate target "{target}"; list each target once (merge the guards)')
+        problem = None
+        if target == own:
+            problem = f'stage "{own}" cannot target itself; expected another configured stage'
+        elif names and target not in known:
+            problem = f'"{target}" must name a configured stage; expected one of: {", ".join(names)}'
+        elif target in seen:
+            problem = f'duplicate target "{target}"; list each target once (merge the guards)'
+        if problem is not None:  # the path is built for a problem only
+            report.error(("stages", i, "targets", j, *(("to",) if mapping else ())), problem)
         seen.add(target)
         if guards and isinstance(guards, list):
             gseen: set[str] = set()

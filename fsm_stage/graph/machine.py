@@ -73,12 +73,12 @@ class _LazyEdges:
     targets (``any_sources``, an unguarded edge to every other stage), one ``Condition`` pair
     per guard set and the ``before`` callback list."""
 
-    __slots__ = ("_before", "_conditions", "_machine", "_targets", "any_set", "any_sources", "edges")
+    __slots__ = ("_before", "_conditions", "_targets", "_transition_cls", "any_set", "any_sources", "edges")
 
     def __init__(
         self, machine: Machine, edges: Mapping[str, tuple[EdgeConfig, ...]], any_sources: tuple[str, ...]
     ) -> None:
-        self._machine = machine
+        self._transition_cls = machine.transition_cls
         self.edges = edges
         self.any_sources = any_sources
         self.any_set = frozenset(any_sources)
@@ -110,7 +110,7 @@ class _LazyEdges:
         order) or one unguarded one for a stage with omitted targets."""
         out = self.edges.get(source)
         guard_sets = [e.guards for e in out if e.target == dest] if out is not None else [()]
-        transition_cls = self._machine.transition_cls
+        transition_cls = self._transition_cls
         built = []
         for guards in guard_sets:
             conditions = self._conditions.get(guards)

@@ -62,12 +62,11 @@ class Reviewers:
         return frozenset(r.name for r in self.by_name.values() if group in r.groups)
 
 
-def _at(node: object, key: object = None) -> str:
-    """``:LINE:COLUMN`` of ``key`` in a round-trip loaded mapping (of ``node`` itself without a
-    key), or ``""`` when the loader kept no position."""
-    lc = getattr(node, "lc", None)
+def _at(node: object, key: object) -> str:
+    """``:LINE:COLUMN`` of ``key`` in a round-trip loaded mapping, or ``""`` when there is no
+    such position (not a loaded mapping, or no such key)."""
     try:
-        line, column = lc.key(key) if key is not None else (lc.line, lc.col)  # type: ignore[union-attr]
+        line, column = node.lc.key(key)  # type: ignore[attr-defined]
     except (AttributeError, KeyError, TypeError):
         return ""
     return f":{line + 1}:{column + 1}"
@@ -98,7 +97,7 @@ def load_reviewers(path: str | Path) -> Reviewers:
     entries = data.get("reviewers") if isinstance(data, dict) else None
     if not isinstance(entries, dict) or set(data) - {"reviewers"}:
         extra = sorted(set(data) - {"reviewers"}, key=str) if isinstance(data, dict) else []
-        where = _at(data, extra[0]) if extra else _at(data, "reviewers") if isinstance(data, dict) else ""
+        where = _at(data, extra[0] if extra else "reviewers")
         raise UserError(f"{p}{where}: expected a mapping with one key "
                         "`reviewers: {name: {token_sha256, groups}}`")
     out: dict[str, Reviewer] = {}

@@ -100,10 +100,17 @@ class SessionHost:
         lang = language or (stage_graph.language if stage_graph is not None else "en")
         given = dict(eligibility or {})
         if stage_graph is not None:
-            missing = sorted(guard_names(stage_graph) - set(given))
+            guards = guard_names(stage_graph)
+            missing = sorted(guards - set(given))
+            unknown = ", ".join(map(str, sorted(set(given) - guards, key=str)))  # misspelt names
+            known = f"its guards: {', '.join(sorted(guards)) or 'none'}"
             if missing:
+                also = f" (eligibility names no guard of the graph: {unknown})" if unknown else ""
                 raise ConfigError([f"open_session: the graph's guard(s) {', '.join(missing)} have no "
-                                  "predicate; pass eligibility={name: predicate or bool}"])
+                                  f"predicate; pass eligibility={{name: predicate or bool}}{also}"])
+            if unknown:  # a misspelt name would otherwise be ignored silently
+                raise ConfigError([f"open_session: eligibility names no guard of the graph: {unknown} "
+                                  f"({known})"])
         elif given:
             raise ConfigError([f"open_session: eligibility {sorted(given)} given without a stage graph"])
         section: Mapping[str, Any] | PlanModeConfig | None = None
@@ -203,7 +210,8 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     (otherwise ``GraphChangedError`` at the first fold).
 
     Raises ``ConfigError`` (one line) for a guard of the graph with no predicate in
-    ``eligibility`` (an edge would otherwise be closed silently), ``UserError`` for a graph
+    ``eligibility`` (an edge would otherwise be closed silently) and for a name in
+    ``eligibility`` that is no guard of the graph (a misspelling), ``UserError`` for a graph
     file that cannot be read and ``TypeError`` for a ``log`` that is not an ``EventLog`` (a
     path: open it with ``open_log`` first).
     """

@@ -26,6 +26,15 @@ def test_a_guard_without_a_predicate_is_a_one_line_error() -> None:
     assert str(err.value).count("\n") == 0 and "tests_written" in str(err.value)
 
 
+def test_an_eligibility_name_that_is_no_guard_is_a_one_line_error() -> None:
+    """A misspelt predicate name is refused (it would be ignored), even beside the right one."""
+    for given in ({"tests_writen": True}, {"tests_written": True, "tests_writen": True}):
+        with pytest.raises(ConfigError) as err:
+            open_session(load_config_text(FEATURE_WORK), _log(), eligibility=given)
+        shown = str(err.value)
+        assert shown.count("\n") == 0 and "eligibility names no guard of the graph: tests_writen" in shown
+
+
 def test_registered_guards_decide_the_edges() -> None:
     config = load_config_text(FEATURE_WORK)
     closed = open_session(config, _log(), eligibility={"tests_written": False})

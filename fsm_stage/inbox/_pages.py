@@ -188,9 +188,13 @@ def _dot(inbox: _Inbox, view: Any, record: Any) -> str | None:
     from fsm_stage.diagram import to_dot
     from fsm_stage.errors import FsmStageError
 
+    # the move is marked by the review's state: in review while open, pending once approved
+    # and not yet applied, nothing once applied or refused
+    state, edge = view.state, (record.from_, record.target)
+    reviewing = edge if any(r.id == record.id for r in state.open) else None
+    pending = edge if any(r.id == record.id for r in state.approved) else None
     try:
-        return to_dot(inbox.graph, current=view.stage or record.from_,
-                      reviewing=(record.from_, record.target))
+        return to_dot(inbox.graph, current=view.stage or record.from_, pending=pending, reviewing=reviewing)
     except FsmStageError:
         return None
 

@@ -40,6 +40,9 @@ class ProblemReport:
         self.locate: Callable[[], dict[NativePath, Loc]] | None = None
         #: the document as plain Python data (``from_yaml``/``from_tree``); None if unparsable
         self.data: object = None
+        #: ``(mapping npath, key)`` of required keys an unknown key of that mapping is reported
+        #: as a misspelling of ("did you mean"): not reported as missing too
+        self.misspelt: set[tuple[NativePath, str]] = set()
 
     @classmethod
     def from_yaml(cls, text: str, path: str) -> ProblemReport:

@@ -250,6 +250,13 @@ def walk_cattrs(
 
     key_of = vocabulary.key_of
     if isinstance(exc, BaseValidationError):
+        # a required key an unknown key of the same mapping is a misspelling of: reported once,
+        # at the misspelt key ("did you mean"), not also as missing
+        for sub in exc.exceptions:
+            if isinstance(sub, ForbiddenExtraKeysError):
+                known = _known_keys(sub.cl, npath, vocabulary)
+                report.misspelt.update((npath, hint) for key in sub.extra_fields
+                                       if (hint := key_suggestion(key, known)) is not None)
         for sub in exc.exceptions:
             notes = getattr(sub, "__notes__", [])
             note = next(
@@ -259,7 +266,8 @@ def walk_cattrs(
                 fields = attrs.fields_dict(cl) if attrs.has(cl) else {}
                 key = key_of(fields[note.name]) if note.name in fields else note.name
                 if isinstance(sub, KeyError) and note.name in fields:
-                    _report_missing(cl, key, npath, report, vocabulary)
+                    if (npath, key) not in report.misspelt:
+                        _report_missing(cl, key, npath, report, vocabulary)
                 else:
                     walk_cattrs(sub, _unwrap(note.type), (*npath, key), report, vocabulary, plain=plain)
             elif isinstance(note, IterableValidationNote):
@@ -268,7 +276,7 @@ def walk_cattrs(
                 walk_cattrs(sub, cl, npath, report, vocabulary, plain=plain)
         return
     if isinstance(exc, ForbiddenExtraKeysError):
-        known = [*fields_by_key(exc.cl, key_of), *vocabulary.extra_keys(exc.cl, npath)]
+        known = _known_keys(exc.cl, npath, vocabulary)
         for key in sorted(exc.extra_fields):
             report.error((*npath, key), unknown_key_message(key, known), at_key=True)
         return
@@ -301,20 +309,28 @@ def _report_missing(
     )
 
 
-def unknown_key_message(key: str, known: list[str]) -> str:
-    """``unknown key(s) KEY (did you mean `x`?); expected one of: ...``: the hint tries the
-    snake_case / camelCase spelling of ``key``, then the closest of ``known``."""
-    hint = ""
+def _known_keys(cl: Any, npath: NativePath, vocabulary: Vocabulary) -> list[str]:
+    """The keys a mapping structured into ``cl`` at ``npath`` may hold, in field order."""
+    return [*fields_by_key(cl, vocabulary.key_of), *vocabulary.extra_keys(cl, npath)]
+
+
+def key_suggestion(key: str, known: list[str]) -> str | None:
+    """The known key an unknown ``key`` most likely means: its snake_case / camelCase spelling
+    when that is known, else the closest of ``known`` (``difflib``), else None."""
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
     camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key)
     for candidate in (snake, camel):
         if candidate != key and candidate in known:
-            hint = f" (did you mean `{candidate}`?)"
-            break
-    else:
-        close = difflib.get_close_matches(key, known, n=1)
-        if close:
-            hint = f" (did you mean `{close[0]}`?)"
+            return candidate
+    close = difflib.get_close_matches(key, known, n=1)
+    return close[0] if close else None
+
+
+def unknown_key_message(key: str, known: list[str]) -> str:
+    """``unknown key(s) KEY (did you mean `x`?); expected one of: ...`` (the hint from
+    ``key_suggestion``, left out when there is none)."""
+    suggestion = key_suggestion(key, known)
+    hint = f" (did you mean `{suggestion}`?)" if suggestion is not None else ""
     return f"unknown key(s) {key}{hint}; expected one of: {', '.join(known)}"
 
 

@@ -25,6 +25,7 @@ from fsm_stage._yaml import (
     NativePath,
     Renamer,
     describe_value,
+    key_suggestion,
     node_pos,
     one_line,
     plain_scalar,
@@ -89,6 +90,9 @@ def _plugin_renamer(report: GraphReport) -> Renamer:
         if key in table:
             return table[key]
         report.error_at(pos, display, unknown_key_message(key, list(table)))
+        suggestion = key_suggestion(key, list(table))
+        if suggestion is not None:
+            report.misspelt.add((npath, table[suggestion]))
         return None
 
     return rename

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["lone_surrogate", "visible"]
+__all__ = ["coarse_duration", "is_plain", "lone_surrogate", "visible"]
 
 _SHOWN_AS_IS = frozenset({" "})
 
@@ -51,3 +51,20 @@ def visible(text: str, *, keep: str = "") -> str:
         else:
             out.append(_escape(ch))
     return "".join(out)
+
+
+def is_plain(text: str) -> bool:
+    """True when ``text`` holds no control character or escape sequence besides newlines, tabs
+    and CRs (nothing ``visible`` would escape): the rule for text a reviewer sends (feedback,
+    an edited document)."""
+    return visible(text, keep="\n\t\r") == text
+
+
+def coarse_duration(seconds: int) -> str:
+    """``seconds`` (>= 0; a negative count reads as 0) in its largest whole unit: ``42s``,
+    ``5m``, ``3h``, ``2d`` (rounded down), for tables read at a glance."""
+    seconds = max(0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

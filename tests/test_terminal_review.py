@@ -197,3 +197,19 @@ def test_the_stage_move_comes_from_the_question_context_not_its_intent(
     finally:
         sys.stdin = saved
     assert "explore → implement   (handoff: /w/handoff/implement.md)" in capsys.readouterr().out
+
+
+def test_feedback_with_escape_sequences_is_asked_again() -> None:
+    """Typed text with control characters or escape sequences is refused as every reviewer
+    text is (``answer_review``, the inbox): the prompt says so and asks again."""
+    done = _piped("split \x1b[2Kstep 2\nsplit step 2\n")
+    assert "Control characters or escape sequences are not accepted" in done.stdout
+    assert "selected=(), custom='split step 2'" in done.stdout
+    kept = _piped("2\nmore\x07 tests\nmore tests\n")
+    assert kept.stdout.count("Feedback (optional") == 2
+    assert "selected=('Keep planning',), custom='more tests'" in kept.stdout
+
+
+def test_wording_refuses_control_characters_in_every_language() -> None:
+    assert TerminalWording.load("en").control.startswith("Control characters")
+    assert TerminalWording.load("zh").control != TerminalWording.load("en").control

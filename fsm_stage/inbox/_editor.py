@@ -19,7 +19,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from fsm_stage.constants import APPROVE_FRESH_LABEL
 from fsm_stage.inbox import _render
-from fsm_stage.text import visible
+from fsm_stage.text import is_plain, visible
 
 if TYPE_CHECKING:
     from fsm_stage.inbox._app import _Inbox
@@ -51,7 +51,7 @@ def not_editable(record: Any, document: str | None, doc_error: str | None) -> st
         return "this stage switch uses no handoff document (the light switch)"
     if document is None:
         return doc_error or "the document cannot be read here"
-    if visible(document, keep="\n\t\r") != document:
+    if not is_plain(document):
         return ("the document holds control characters or escape sequences; approve it as is, "
                 "or keep the current stage with feedback")
     return None

@@ -22,7 +22,7 @@ from fsm_stage.reviews._fold import (
     plan_payload_sha256,
     stage_payload_sha256,
 )
-from fsm_stage.text import visible
+from fsm_stage.text import is_plain
 
 __all__ = ["edit_data", "edited_sha256", "kept_before", "kept_diff", "refuse_control_characters",
            "revision_diff"]
@@ -35,7 +35,7 @@ def refuse_control_characters(text: str, what: str) -> None:
     """Raise ``RecordShapeError`` (one line, ``what`` names the text) when ``text`` holds control
     characters or escape sequences (anything ``text.visible`` would escape; newlines, tabs and
     CRs are kept): the one check for what a reviewer sends, an edited document or feedback."""
-    if visible(text, keep="\n\t\r") != text:
+    if not is_plain(text):
         raise RecordShapeError(f"{what} holds control characters or escape sequences (only newlines "
                                "and tabs are kept); nothing was written")
 

@@ -29,6 +29,7 @@ from fsm_stage.driver._pending import redeem_once, session_lock
 from fsm_stage.errors import (
     AppendConflictError,
     LogWriteError,
+    RecordShapeError,
     ReviewPayloadChangedError,
     ReviewPending,
     ReviewSuspended,
@@ -48,6 +49,7 @@ from fsm_stage.reviews._fold import (
 )
 from fsm_stage.reviews._team import decide
 from fsm_stage.runtime.session import Session
+from fsm_stage.text import is_plain
 
 __all__ = [
     "BUSY_APPROVED",
@@ -355,7 +357,8 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
     it approves a review whose logged rules need a named reviewer (approvers, a quorum,
     not_requester: a channel's answer is nobody's); re-raises ``ReviewDismissed``,
     ``asyncio.CancelledError`` and channel failures after logging a ``dismiss`` answer
-    (``by: "cancel"`` for a cancellation).
+    (``by: "cancel"`` for a cancellation); raises ``RecordShapeError`` after logging a
+    ``dismiss`` when the channel's feedback holds control characters or escape sequences.
     """
     done = settle(session, record, moved)
     if done is not None:
@@ -382,6 +385,12 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
             _record(session, record, "dismiss", by="channel", moved=never)
             raise
         outcome, option, feedback = interpret(answers)
+        if feedback is not None and not is_plain(feedback):
+            # refused as answer_review refuses a reviewer's: a channel failure, so dismissed
+            _record(session, record, "dismiss", by="channel", moved=never)
+            raise RecordShapeError(f"review {record.id}: the channel's feedback holds control characters "
+                                   "or escape sequences (only newlines and tabs are kept); the review "
+                                   "was dismissed")
         expired, refusal = _expired(session, record, outcome, never)
         if expired is not None:
             return expired

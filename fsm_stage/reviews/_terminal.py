@@ -29,7 +29,7 @@ import click
 
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.text import visible
+from fsm_stage.text import is_plain, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -56,15 +56,17 @@ class TerminalWording:
     feedback: str
     invalid: str
     confirm: str = f"Select “{_SLOT}”? (y/N)"
+    control: str = "Control characters or escape sequences are not accepted; type plain text."
 
     @classmethod
     def load(cls, language: str = "en") -> TerminalWording:
         """The ``terminal.*`` texts of ``templates/<language>/runtime.yaml``."""
         from fsm_stage.runtime import wording
 
-        choose, feedback, invalid = (wording.text(f"terminal.{k}", language)
-                                     for k in ("choose", "feedback", "invalid"))
-        return cls(choose, feedback, invalid, wording.text("terminal.confirm", language, label=_SLOT))
+        choose, feedback, invalid, control = (wording.text(f"terminal.{k}", language)
+                                              for k in ("choose", "feedback", "invalid", "control"))
+        confirm = wording.text("terminal.confirm", language, label=_SLOT)
+        return cls(choose, feedback, invalid, confirm, control)
 
 
 def _console(file: Any, *, width: int | None = None, color: bool | None = None) -> Console:
@@ -350,6 +352,9 @@ class TerminalReviewChannel:
         approve = hinted if isinstance(hinted, str) and hinted in q.labels else q.labels[0]
         while True:
             text = (await self._line(w.choose)).strip()
+            if not is_plain(text):  # refused as every reviewer text is (answer_review, the inbox)
+                click.echo(w.control)
+                continue
             number = _option_number(text)
             label: str | None = None
             if number is not None and 1 <= number <= len(q.options):
@@ -367,4 +372,7 @@ class TerminalReviewChannel:
             if label == approve:
                 return Answer(q.id, (label,))
             feedback = (await self._line(w.feedback)).strip()
+            while not is_plain(feedback):
+                click.echo(w.control)
+                feedback = (await self._line(w.feedback)).strip()
             return Answer(q.id, (label,), feedback or None)

@@ -103,3 +103,23 @@ def test_a_forged_handoff_path_is_never_read_outside_the_session(tmp_path: Path)
             except ReviewPayloadChangedError:
                 continue
             raise AssertionError("a forged document was approved")
+
+
+
+def test_channel_feedback_with_escape_sequences_is_refused_and_the_review_dismissed(tmp_path: Path) -> None:
+    """A channel's feedback is checked as ``answer_review`` checks a reviewer's: control
+    characters or escape sequences are a channel failure (the review is dismissed, the model
+    gets a one-line error, no feedback reaches it) and the next call is asked afresh."""
+    review = ScriptedReviewChannel().keep("not \x1b[2Kyet").approve()
+    rig = Rig(MemoryLog(SessionHeader(id="c", cwd=str(tmp_path))), review)
+    rig.open_turn()
+    rig.step()
+    refused = run(rig.call(rig.goto_call("implement", call_id="call_0")))
+    assert refused.is_error and "control characters or escape sequences" in refused.text
+    assert "\x1b" not in refused.text and "yet" not in refused.text
+    (answer,) = rig.reviews().answered.values()
+    assert answer.outcome == "dismiss" and answer.feedback is None and not rig.reviews().open
+    approved = run(rig.call(rig.goto_call("implement", call_id="call_1")))
+    assert not approved.is_error, approved.text
+    rig.step(2)
+    assert rig.stage.current(rig.session) == "implement"

@@ -230,7 +230,7 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
     if not items:
         click.echo("no open reviews")
         return
-    click.echo("session\treview\tkind\tfrom → target\tage\tdeadline in")
+    click.echo("session\treview\tkind\tfrom → target\tage\tdeadline")
     for item in items:
         click.echo(_row(item, now))
 
@@ -253,12 +253,17 @@ def _follow_only(follow: bool) -> None:
 def _row(item: Any, now: int, mark: str = "") -> str:
     """One table line of ``item`` (control characters escaped)."""
     from fsm_stage.inbox.queue import review_json
-    from fsm_stage.text import visible
+    from fsm_stage.text import coarse_duration, visible
 
     row = review_json(item, now)
-    deadline = "-" if item.deadline_ms is None else f"{(item.deadline_ms - now) // 1000}s"
+    if item.deadline_ms is None:
+        deadline = "-"
+    elif item.deadline_ms >= now:
+        deadline = f"in {coarse_duration((item.deadline_ms - now) // 1000)}"
+    else:
+        deadline = f"overdue {coarse_duration((now - item.deadline_ms) // 1000)}"
     cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
-             f"{row['age_seconds']}s", deadline)
+             coarse_duration(row["age_seconds"]), deadline)
     return mark + "\t".join(visible(str(c)) for c in cells)
 
 

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from fsm_stage.constants import TOOL_CALL
 from fsm_stage.log.events import Event
-from fsm_stage.text import visible
+from fsm_stage.text import coarse_duration, visible
 
 __all__ = ["age", "call_arguments", "diff_lines", "edits_diff_lines", "event_summary", "graph_svg",
            "kept_diff_lines", "markdown_html", "one_line", "when"]
@@ -61,11 +61,7 @@ def when(ms: int | None) -> str:
 
 def age(ms: int, now_ms: int) -> str:
     """How long ago ``ms`` was, coarsely (``42s``, ``5m``, ``3h``, ``2d``)."""
-    seconds = max(0, (now_ms - ms) // 1000)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    return coarse_duration((now_ms - ms) // 1000)
 
 
 def call_arguments(events: Sequence[Event], call_id: str) -> Mapping[str, Any] | None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from inbox_fixtures import add_rules, stage_session
 
 from fsm_stage.cli import main
+from fsm_stage.constants import REVIEW_REQUEST
 
 
 def test_interval_without_follow_is_a_usage_error_not_ignored(tmp_path: Path) -> None:
@@ -68,3 +70,31 @@ def test_inbox_answer_exits_1_when_an_answer_is_refused(tmp_path: Path, monkeypa
     stage_session(logs, "s3")
     fine = CliRunner().invoke(main, ["inbox", "answer", str(logs), "--stage", "implement"])
     assert fine.exit_code == 0 and "approve: s3.jsonl" in fine.stdout
+
+
+def test_inbox_list_shows_age_and_deadline_as_coarse_durations(tmp_path: Path) -> None:
+    """The table reads like the web queue: ``42s``/``5m``/``3h``/``2d``, the deadline as
+    ``in 10m`` or ``overdue 5m`` (``--json`` keeps the exact numbers)."""
+    from fsm_stage.text import coarse_duration
+
+    assert [coarse_duration(s) for s in (0, 59, 60, 3599, 7260, 86400 * 2 + 5)] == ["0s", "59s", "1m", "59m",
+                                                                                     "2h", "2d"]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stage_session(logs, "s1")
+    add_rules(logs / "s1.jsonl", {"deadlineSeconds": 600})
+    stage_session(logs, "s2")
+    add_rules(logs / "s2.jsonl", {"deadlineSeconds": 600})
+    lines = []
+    for line in (logs / "s2.jsonl").read_text().splitlines():  # asked two hours ago
+        obj = json.loads(line)
+        if obj.get("type") == REVIEW_REQUEST:
+            obj["time"] -= 2 * 3600 * 1000
+        lines.append(json.dumps(obj, separators=(",", ":")))
+    (logs / "s2.jsonl").write_text("\n".join(lines) + "\n")
+    out = CliRunner().invoke(main, ["inbox", "list", str(logs)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[0].split("\t")[4:] == ["age", "deadline"]
+    rows = {line.split("\t")[0]: line.split("\t") for line in out.output.splitlines()[1:]}
+    assert rows["s1"][4] == "0s" and rows["s1"][5] in ("in 10m", "in 9m")
+    assert rows["s2"][4] == "2h" and rows["s2"][5] == "overdue 1h"

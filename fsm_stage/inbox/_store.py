@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from fsm_stage.constants import REVIEW_REQUEST
-from fsm_stage.errors import FsmStageError, UserError
+from fsm_stage.errors import DatabaseError, FsmStageError, UserError
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import fold
@@ -276,23 +276,33 @@ class SessionStore:
             return None
         if stamp is None:
             with connect(self.conninfo) as conn:
-                row = conn.execute("SELECT (SELECT max(seq) FROM fsm_events WHERE session = %s) "
-                                   "FROM fsm_sessions WHERE session = %s", (key, key)).fetchone()
+                row = self._pg_query(conn, "reading the session", lambda: conn.execute(
+                    "SELECT (SELECT max(seq) FROM fsm_events WHERE session = %s) "
+                    "FROM fsm_sessions WHERE session = %s", (key, key)).fetchone())
             if row is None:
+                with self._lock:
+                    self._why.pop(key, None)  # gone: missing, not unreadable
                 return None
             stamp = row[0]
         hit, cached = self._cached(key, stamp)
         if hit:
             return cached
         view: SessionView | None = None
+        why: str | None = None
         try:
             res = read_postgres(pg_location(self.conninfo, key))
-        except (FsmStageError, ValueError):
-            view = None
+        except DatabaseError:
+            raise  # the database failed, not the session: nothing is cached, the page says 503
+        except (FsmStageError, ValueError) as err:  # rows that no longer fold: named, with why
+            why = str(err)
         else:
             view = _view(key, None, res.header, tuple(res.events), tuple(res.warnings))
         with self._lock:
             self._cache[key] = (stamp, view)
+            if why is None:
+                self._why.pop(key, None)
+            else:
+                self._why[key] = " ".join(why.split())  # one line
         return view
 
     def open_reviews(self) -> list[OpenReview]:
@@ -336,7 +346,9 @@ class SessionStore:
         from fsm_stage.runtime.session import Session
 
         if self.load(key) is None:
-            raise UserError(f"no session log {key!r}")
+            why = self.why_unreadable(key)
+            raise UserError(f"no session log {key!r}" if why is None
+                            else f"the session log {key} cannot be read: {why}")
         log = open_location(pg_location(self.conninfo, key) if self.conninfo is not None else self.root / key)
         try:
             session = Session(log)

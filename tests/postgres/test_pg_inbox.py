@@ -147,3 +147,68 @@ def test_the_queue_reads_only_review_rows_and_agrees_with_whole_folds(fresh_db: 
     assert listed() == folded() == {("c", rids["c"]), ("p", rids["p"])}
     (c_item,) = [i for i in store.open_reviews() if i.session_id == "c"]
     assert c_item.rules == {"invalid": True}
+
+
+def test_a_damaged_postgresql_session_is_named_with_why_not_hidden(fresh_db: Callable[[], str],
+                                                                  tmp_path: Path) -> None:
+    """A session whose rows no longer fold (an event line damaged in the database) is reported
+    as the JSONL inbox reports a corrupt file: the session and review pages answer 422 with the
+    reason and answering it says why; never a 404 or a 500."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    pytest.importorskip("markdown_it")
+    from inbox_fixtures import TOKENS, write_reviewers
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+    from fsm_stage.log.postgres import connect
+
+    dsn = _database(fresh_db)
+    rid = _suspended(dsn, "d1", tmp_path, "stage")
+    _suspended(dsn, "ok", tmp_path, "stage")
+    with connect(dsn) as conn:
+        conn.execute("UPDATE fsm_events SET line = 'not json' WHERE session = 'd1' AND seq = 1")
+        conn.commit()
+    client = TestClient(create_app(dsn, reviewers_file=write_reviewers(tmp_path / "r.yaml"),
+                                   secret_key="k" * 40), raise_server_exceptions=False)
+    page = client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
+    for path in ("/session/d1", f"/review/d1/{rid}"):
+        got = client.get(path)
+        assert got.status_code == 422, (path, got.status_code, got.text[:200])
+        assert got.text.startswith("422: the session log d1 cannot be read:") and "\n" not in got.text.strip()
+    assert client.get("/session/ok").status_code == 200
+    answered = CliRunner().invoke(main, ["inbox", "approve-all", dsn, "--yes"])
+    assert answered.exit_code == 1, answered.output  # one review refused, the other approved
+    assert "the session log d1 cannot be read:" in answered.output + answered.stderr
+    assert "Traceback" not in answered.output
+    assert [a["outcome"] for a in _answers(dsn, "ok")] == ["approve"]
+
+
+def test_a_database_failure_while_reading_a_session_is_not_remembered(
+        fresh_db: Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database failing while a session is read is the store's failure (503), not the
+    session's: the next request reads it again instead of answering 404 until it moves."""
+    import fsm_stage.log.postgres as pg
+    from fsm_stage.errors import DatabaseError
+    from fsm_stage.inbox._store import SessionStore
+
+    dsn = _database(fresh_db)
+    _suspended(dsn, "f1", tmp_path, "stage")
+    real, calls = pg.read_postgres, []
+
+    def flaky(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise DatabaseError("PostgreSQL: the server closed the connection")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg, "read_postgres", flaky)
+    store = SessionStore(dsn)
+    with pytest.raises(DatabaseError):
+        store.load("f1")
+    assert store.why_unreadable("f1") is None
+    view = store.load("f1")
+    assert view is not None and view.state.open and len(calls) == 2

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from fsm_stage.inbox import _render
 from fsm_stage.inbox._editor import not_editable
 from fsm_stage.inbox._security import csrf_ok
+from fsm_stage.text import visible
 
 if TYPE_CHECKING:
     from fsm_stage.inbox._app import _Inbox
@@ -125,6 +126,7 @@ def bulk(inbox: _Inbox) -> Page:
 def review(inbox: _Inbox) -> Page:
     async def run(request: Request, name: str, view: Any, item: Any) -> Response:
         rid = request.path_params["rid"]
+        typed, status = "", 200  # a refused keep's feedback, shown again: the reviewer loses nothing
         if request.method == "POST":
             form = await request.form()
             action = form.get("action")
@@ -137,10 +139,14 @@ def review(inbox: _Inbox) -> Page:
             elif action == "keep":
                 feedback = form.get("feedback")
                 text = feedback[:MAX_FEEDBACK] if isinstance(feedback, str) and feedback.strip() else None
-                flash(request, inbox.answer_one(name, item, "keep", None, text))
+                done = inbox.answer_one(name, item, "keep", None, text)
+                flash(request, done)
+                if done[0] != "ok" and text is not None:
+                    typed, status = visible(text, keep="\n\t"), 422
             else:
                 return PlainTextResponse("400: action must be approve or keep", status_code=400)
-            return RedirectResponse(request.url.path, status_code=303)
+            if status == 200:
+                return RedirectResponse(request.url.path, status_code=303)
         record = view.state.records[rid]
         args = _render.call_arguments(view.events, record.call_id)
         document, doc_error = review_document(view, record)
@@ -155,8 +161,10 @@ def review(inbox: _Inbox) -> Page:
             "kept": _render.kept_diff_lines(view.state, record),
             "edits": _render.edits_diff_lines(record, document, answer),
             "approve_options": record.options[:-1] if len(record.options) > 1 else record.options,
+            "feedback": typed,
             "refusal": inbox.refusal(item, name) if item is not None else None,
-            "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline})
+            "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline},
+            status)
 
     return inbox.on_review(run)
 

@@ -53,3 +53,44 @@ def test_the_shared_check_is_the_edited_documents_one() -> None:
     refuse_control_characters("ok\n\ttext", "x")
     with pytest.raises(RecordShapeError, match=r"^x holds control characters"):
         refuse_control_characters("\x1b]0;title\x07", "x")
+
+
+def test_the_web_form_keeps_refused_feedback_in_the_page(tmp_path: Path) -> None:
+    """A refused keep answers 422 with the reason and the review page again, the typed
+    feedback back in its textarea (control characters shown as visible escapes), so the
+    reviewer fixes it instead of typing it again; nothing is written."""
+    import html
+    import re
+
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    pytest.importorskip("markdown_it")
+    from inbox_fixtures import TOKENS, write_reviewers
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rid = stage_session(logs, "s1")
+    client = TestClient(create_app(logs, reviewers_file=write_reviewers(tmp_path / "r.yaml"),
+                                   secret_key="k" * 40))
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+    assert token is not None
+    page = client.post("/login", data={"csrf": token.group(1), "name": "alice", "token": TOKENS["alice"]})
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    typed = "please split step 2\nred \x1b[31malert"
+    url = f"/review/s1.jsonl/{rid}"
+    got = client.post(url, data={"csrf": csrf.group(1), "action": "keep", "feedback": typed},
+                      follow_redirects=False)
+    assert got.status_code == 422
+    assert "control characters" in got.text
+    area = re.search(r'<textarea name="feedback"[^>]*>(.*?)</textarea>', got.text, re.S)
+    assert area is not None and html.unescape(area.group(1)) == "please split step 2\nred \\x1b[31malert"
+    assert _answers(logs / "s1.jsonl") == []
+    fine = client.post(url, data={"csrf": csrf.group(1), "action": "keep", "feedback": "please split step 2"},
+                       follow_redirects=False)
+    assert fine.status_code == 303
+    (answer,) = _answers(logs / "s1.jsonl")
+    assert isinstance(answer, dict) and answer["feedback"] == "please split step 2"

@@ -78,6 +78,8 @@ def test_a_stage_review_is_approved_with_the_edited_handoff_document(tmp_path: P
     page = client.get(f"/review/s1.jsonl/{rid}").text
     assert "approve with edits: s1.jsonl" in page and "<b>with edits</b>" in page
     assert '<span class="add">+Next: write the tests first.</span>' in page  # the reviewer's edits
+    audit = client.get("/session/s1.jsonl").text  # the session's audit table says so too
+    assert re.search(r"<td>approve with edits[^<]*</td>", audit), audit
 
 
 def test_unchanged_text_is_an_ordinary_approval(tmp_path: Path) -> None:

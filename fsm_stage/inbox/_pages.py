@@ -83,6 +83,7 @@ def queue(inbox: _Inbox) -> Page:
                                                   "kind": kind,
                                                   "stage": stage, "sort": sort,
                                                   "unreadable": inbox.store.unreadable(),
+                                                  "damaged": inbox.store.damaged(),
                                                   "version": inbox.store.version()})
 
     return run

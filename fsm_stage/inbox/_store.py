@@ -217,6 +217,16 @@ class SessionStore:
         with self._lock:
             return {key: self._why[key] for key in sorted(self._listed) if key in self._why}
 
+    def damaged(self) -> dict[str, str]:
+        """The ``*.jsonl`` files of the last folder listing that were read only in part (a
+        damaged line: the reader keeps the lines before it), file name -> the reader's warnings
+        on one line: reviews after the damage are not in the queue, and the caller must say so.
+        Empty on PostgreSQL."""
+        with self._lock:
+            cached = {key: self._cache.get(key) for key in sorted(self._listed)}
+        return {key: " ".join(" ".join(entry[1].warnings).split()) for key, entry in cached.items()
+                if entry is not None and entry[1] is not None and entry[1].warnings}
+
     def why_unreadable(self, key: str) -> str | None:
         """Why ``load(key)`` found the log ``key`` unreadable (None: it was read, or is missing)."""
         with self._lock:

@@ -84,10 +84,14 @@ def open_reviews(location: str | os.PathLike[str] | SessionStore, *, kinds: Iter
 def unreadable_warnings(store: SessionStore) -> list[str]:
     """One line per session log of ``store``'s last listing that could not be read (a corrupt,
     empty, too large or unreadable ``*.jsonl`` file): ``FILE: not read, its reviews are not
-    listed: why``, control characters escaped. Its reviews are missing from the queue, so a
-    caller that lists or answers the queue says so instead of skipping the file silently."""
-    return [_line(f"{store.root / key}: not read, its reviews are not listed: {why}")
-            for key, why in store.unreadable().items()]
+    listed: why``; and per log read only in part (a damaged line): ``FILE: read in part,
+    reviews after the damage are not listed: why``; control characters escaped. Those reviews
+    are missing from the queue, so a caller that lists or answers the queue says so instead of
+    skipping the file silently."""
+    return [*(_line(f"{store.root / key}: not read, its reviews are not listed: {why}")
+              for key, why in store.unreadable().items()),
+            *(_line(f"{store.root / key}: read in part, reviews after the damage are not listed: {why}")
+              for key, why in store.damaged().items())]
 
 
 def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:

@@ -118,3 +118,48 @@ def test_the_web_inbox_shows_unreadable_logs_and_their_pages_answer_422(tmp_path
     assert review.status_code == 422 and "cannot be read" in review.text
     assert client.get("/session/missing.jsonl").status_code == 404
     assert client.get("/session/s1.jsonl").status_code == 200
+
+
+def _damaged(logs: Path) -> str:
+    """``s1.jsonl`` with a damaged line before its review request (the reader keeps the lines
+    before it: a torn tail), and a healthy ``s2.jsonl``; returns s2's review id."""
+    stage_session(logs, "s1")
+    lines = (logs / "s1.jsonl").read_text().splitlines()
+    lines.insert(3, '{"type": "broken')
+    (logs / "s1.jsonl").write_text("\n".join(lines) + "\n")
+    return stage_session(logs, "s2")
+
+
+def test_a_log_read_only_in_part_is_named_not_skipped(tmp_path: Path) -> None:
+    """A damaged line drops the lines after it (the reader's torn-tail rule), and with them a
+    review: ``inbox list`` warns naming the file and why, the web queue shows a notice and the
+    session page says what was dropped, instead of the review silently missing."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rid = _damaged(logs)
+    out = CliRunner().invoke(main, ["inbox", "list", str(logs)])
+    assert out.exit_code == 0, out.output
+    assert rid in out.stdout
+    (line,) = out.stderr.splitlines()
+    assert re.match(r"fsm-stage: warning: .*/s1\.jsonl: read in part, reviews after the damage are not "
+                    r"listed: .*line 4 is not valid JSON", line), line
+
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    pytest.importorskip("markdown_it")
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    client = TestClient(create_app(logs, reviewers_file=write_reviewers(tmp_path / "r.yaml"),
+                                   secret_key="k" * 40))
+    token = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+    assert token is not None
+    login = {"csrf": token.group(1), "name": "alice", "token": TOKENS["alice"]}
+    queue = client.post("/login", data=login).text
+    assert "read only in part" in queue and "s1.jsonl" in queue and "line 4 is not valid JSON" in queue
+    session = client.get("/session/s1.jsonl")
+    assert session.status_code == 200 and "line 4 is not valid JSON" in session.text
+    assert "line 4 is not valid JSON" not in client.get("/session/s2.jsonl").text
+    review = client.get(f"/review/s2.jsonl/{rid}")
+    assert review.status_code == 200 and "read only in part" not in review.text

@@ -10,10 +10,20 @@ from rig import Rig, run
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.reviews import Answer, ScriptedReviewChannel
+from fsm_stage.runtime.tools import ToolResult
 
 
 def _approving() -> ScriptedReviewChannel:
     return ScriptedReviewChannel(default=lambda q: [Answer(q[0].id, ("Approve",))])
+
+
+def _first_goto(tmp_path: Path, sid: str, review: ScriptedReviewChannel) -> tuple[Rig, ToolResult]:
+    """A rig over a fresh in-memory session with a turn and a step open, and the result of its
+    first ``goto_stage`` to implement (call ``call_0``)."""
+    rig = Rig(MemoryLog(SessionHeader(id=sid, cwd=str(tmp_path))), review)
+    rig.open_turn()
+    rig.step()
+    return rig, run(rig.call(rig.goto_call("implement", call_id="call_0")))
 
 
 def test_a_reused_call_id_after_an_applied_switch_asks_again(tmp_path: Path) -> None:
@@ -36,10 +46,7 @@ def test_a_reused_call_id_after_an_applied_switch_asks_again(tmp_path: Path) -> 
 
 def test_a_reused_call_id_after_a_kept_review_asks_again(tmp_path: Path) -> None:
     review = ScriptedReviewChannel().keep("not yet").approve()
-    rig = Rig(MemoryLog(SessionHeader(id="k", cwd=str(tmp_path))), review)
-    rig.open_turn()
-    rig.step()
-    kept = run(rig.call(rig.goto_call("implement", call_id="call_0")))
+    rig, kept = _first_goto(tmp_path, "k", review)
     assert kept.is_error and "not yet" in kept.text
     approved = run(rig.call(rig.goto_call("implement", call_id="call_0")))
     assert not approved.is_error, approved.text
@@ -110,11 +117,7 @@ def test_channel_feedback_with_escape_sequences_is_refused_and_the_review_dismis
     """A channel's feedback is checked as ``answer_review`` checks a reviewer's: control
     characters or escape sequences are a channel failure (the review is dismissed, the model
     gets a one-line error, no feedback reaches it) and the next call is asked afresh."""
-    review = ScriptedReviewChannel().keep("not \x1b[2Kyet").approve()
-    rig = Rig(MemoryLog(SessionHeader(id="c", cwd=str(tmp_path))), review)
-    rig.open_turn()
-    rig.step()
-    refused = run(rig.call(rig.goto_call("implement", call_id="call_0")))
+    rig, refused = _first_goto(tmp_path, "c", ScriptedReviewChannel().keep("not \x1b[2Kyet").approve())
     assert refused.is_error and "control characters or escape sequences" in refused.text
     assert "\x1b" not in refused.text and "yet" not in refused.text
     (answer,) = rig.reviews().answered.values()

@@ -23,7 +23,7 @@ import attrs
 
 from fsm_stage.constants import REVIEW_REQUEST
 from fsm_stage.errors import DatabaseError, FsmStageError, UserError
-from fsm_stage.log.dsh import read_log
+from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import fold
 from fsm_stage.log.projections.stage import stage_from_event
@@ -58,7 +58,9 @@ class OpenReview:
 class SessionView:
     """A folded session log: ``key`` (file name; a PostgreSQL session's id), ``path`` (None on
     PostgreSQL), ``header``, ``events``, the review ``state``,
-    the current ``stage`` (None without a stage record) and read ``warnings``."""
+    the current ``stage`` (None without a stage record) and ``dropped``: what the reader left
+    out of a log read only in part (a damaged line and what follows it, or an incomplete last
+    line; one line), None when all of it was read."""
 
     key: str
     path: Path | None
@@ -66,7 +68,7 @@ class SessionView:
     events: tuple[Event, ...]
     state: ReviewState
     stage: str | None
-    warnings: tuple[str, ...] = ()
+    dropped: str | None = None
 
     def event_at(self, seq: int) -> Event | None:
         """The event at ``seq`` (None outside the log)."""
@@ -219,13 +221,13 @@ class SessionStore:
 
     def damaged(self) -> dict[str, str]:
         """The ``*.jsonl`` files of the last folder listing that were read only in part (a
-        damaged line: the reader keeps the lines before it), file name -> the reader's warnings
-        on one line: reviews after the damage are not in the queue, and the caller must say so.
+        damaged line: the reader keeps the lines before it), file name -> what was dropped (one
+        line): reviews after the damage are not in the queue, and the caller must say so.
         Empty on PostgreSQL."""
         with self._lock:
             cached = {key: self._cache.get(key) for key in sorted(self._listed)}
-        return {key: " ".join(" ".join(entry[1].warnings).split()) for key, entry in cached.items()
-                if entry is not None and entry[1] is not None and entry[1].warnings}
+        return {key: entry[1].dropped for key, entry in cached.items()
+                if entry is not None and entry[1] is not None and entry[1].dropped is not None}
 
     def why_unreadable(self, key: str) -> str | None:
         """Why ``load(key)`` found the log ``key`` unreadable (None: it was read, or is missing)."""
@@ -262,7 +264,7 @@ class SessionStore:
                 why = str(err).replace(f"{path}: ", "")  # the key names the file already
             else:
                 why = None
-                view = _view(key, path, res.header, tuple(res.events), tuple(res.warnings))
+                view = _view(key, path, res)
         with self._lock:
             self._cache[key] = (stamp, view)
             if why is None:
@@ -306,7 +308,7 @@ class SessionStore:
         except (FsmStageError, ValueError) as err:  # rows that no longer fold: named, with why
             why = str(err)
         else:
-            view = _view(key, None, res.header, tuple(res.events), tuple(res.warnings))
+            view = _view(key, None, res)
         with self._lock:
             self._cache[key] = (stamp, view)
             if why is None:
@@ -385,11 +387,21 @@ def _pg_key_ok(key: str) -> bool:
         and not key.startswith(".")
 
 
-def _view(key: str, path: Path | None, header: SessionHeader, events: tuple[Event, ...],
-          warnings: tuple[str, ...]) -> SessionView:
+def _view(key: str, path: Path | None, res: ReadResult) -> SessionView:
+    events = tuple(res.events)
     stage = None
     for ev in reversed(events):
         stage = stage_from_event(ev)
         if stage is not None:
             break
-    return SessionView(key, path, header, events, fold(REVIEW_FOLD, events), stage, warnings)
+    return SessionView(key, path, res.header, events, fold(REVIEW_FOLD, events), stage, _dropped(res))
+
+
+def _dropped(res: ReadResult) -> str | None:
+    """What the reader left out of ``res``'s log (None: all of it was read), one line."""
+    if res.torn_tail_offset is None:
+        return None
+    if res.damaged_line is not None:
+        after = f" with the {res.lines_after_damage} line(s) after it" if res.lines_after_damage else ""
+        return " ".join(f"{res.damage}; dropped{after}".split())
+    return f"an incomplete last line (a write cut short) dropped from byte {res.torn_tail_offset}"

@@ -122,12 +122,18 @@ def test_the_web_inbox_shows_unreadable_logs_and_their_pages_answer_422(tmp_path
 
 def _damaged(logs: Path) -> str:
     """``s1.jsonl`` with a damaged line before its review request (the reader keeps the lines
-    before it: a torn tail), and a healthy ``s2.jsonl``; returns s2's review id."""
+    before it: a torn tail), and ``s2.jsonl`` read whole though with a reader warning (an
+    envelope key outside DSH's seven); returns s2's review id."""
     stage_session(logs, "s1")
     lines = (logs / "s1.jsonl").read_text().splitlines()
     lines.insert(3, '{"type": "broken')
     (logs / "s1.jsonl").write_text("\n".join(lines) + "\n")
-    return stage_session(logs, "s2")
+    rid = stage_session(logs, "s2")
+    last = json.loads((logs / "s2.jsonl").read_text().splitlines()[-1])  # read whole, with a warning
+    extra = {**last, "seq": last["seq"] + 1, "type": "x/custom", "data": {}, "extraKey": 1}
+    with (logs / "s2.jsonl").open("a") as fh:
+        fh.write(json.dumps(extra) + "\n")
+    return rid
 
 
 def test_a_log_read_only_in_part_is_named_not_skipped(tmp_path: Path) -> None:
@@ -140,6 +146,9 @@ def test_a_log_read_only_in_part_is_named_not_skipped(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["inbox", "list", str(logs)])
     assert out.exit_code == 0, out.output
     assert rid in out.stdout
+    from fsm_stage.log.dsh import read_log
+
+    assert read_log(logs / "s2.jsonl").warnings  # a warning, yet nothing was dropped
     (line,) = out.stderr.splitlines()
     assert re.match(r"fsm-stage: warning: .*/s1\.jsonl: read in part, reviews after the damage are not "
                     r"listed: .*line 4 is not valid JSON", line), line

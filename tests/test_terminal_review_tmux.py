@@ -178,3 +178,18 @@ def test_escape_sequences_in_a_plan_are_shown_not_obeyed(tmux: Tmux) -> None:
     pane = tmux.pane()
     assert "2 rm -rf ~" in pane and "\\x1b[2K" in pane and "concealed" in pane, pane
     assert "owned" in pane  # the title sequence is printed as text, not sent to the terminal
+
+
+def test_an_escape_sequence_typed_at_the_prompt_is_refused_not_a_crash(tmux: Tmux) -> None:
+    """An escape sequence typed (not pasted) reaches the prompt as key presses; prompt_toolkit
+    reads ``ESC [ 3 1 m`` as a mouse report. It is kept as typed text, so the line is refused
+    and asked again like any other control character: no traceback, nothing half-submitted."""
+    tmux.start("plan")
+    tmux.keys("-l", "x \x1b[31mred")
+    tmux.keys("Enter")
+    pane = tmux.wait_for("Control characters or escape sequences are not accepted", timeout=5)
+    assert "Traceback" not in pane and "Unhandled exception" not in pane
+    tmux.keys("plain feedback", "Enter")
+    pane = tmux.wait_for("EXIT=")
+    assert "selected=(), custom='plain feedback'" in pane and "EXIT=0" in pane
+    assert "custom='x" not in pane

@@ -219,6 +219,23 @@ async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
     raise ReviewDismissed(f"review aborted: {signal.reason}")
 
 
+
+def _typed_escapes() -> Any:
+    """Key bindings for the prompt: what prompt_toolkit reads as a mouse report (``ESC [ 3 1 m``
+    typed at the keyboard; the prompt asks for no mouse reports) is kept as the typed text, so
+    the line is refused like any other control character instead of crashing the mouse handler."""
+    from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.keys import Keys
+
+    bindings = KeyBindings()
+
+    @bindings.add(Keys.Vt100MouseEvent)
+    def _(event: Any) -> None:
+        event.current_buffer.insert_text(event.data)
+
+    return bindings
+
+
 class TerminalReviewChannel:
     """An interactive ``ReviewChannel`` on the terminal.
 
@@ -324,7 +341,8 @@ class TerminalReviewChannel:
             from prompt_toolkit import PromptSession
 
             try:
-                answer: str = await PromptSession[str]().prompt_async(f"{message}: ")
+                session = PromptSession[str](key_bindings=_typed_escapes())
+                answer: str = await session.prompt_async(f"{message}: ")
                 return answer
             except KeyboardInterrupt:
                 self._interrupted()

@@ -139,7 +139,9 @@ def review(inbox: _Inbox) -> Page:
                 flash(request, inbox.answer_one(name, item, "approve", chosen, None))
             elif action == "keep":
                 feedback = form.get("feedback")
-                text = feedback[:MAX_FEEDBACK] if isinstance(feedback, str) and feedback.strip() else None
+                # a browser sends a textarea's line ends as CRLF: stored as LF, as an edited document
+                text = (feedback.replace("\r\n", "\n")[:MAX_FEEDBACK]
+                        if isinstance(feedback, str) and feedback.strip() else None)
                 done = inbox.answer_one(name, item, "keep", None, text)
                 flash(request, done)
                 if done[0] != "ok" and text is not None:

@@ -36,8 +36,8 @@ def refuse_control_characters(text: str, what: str) -> None:
     characters or escape sequences (anything ``text.visible`` would escape; newlines, tabs and
     CRs are kept): the one check for what a reviewer sends, an edited document or feedback."""
     if not is_plain(text):
-        raise RecordShapeError(f"{what} holds control characters or escape sequences (only newlines "
-                               "and tabs are kept); nothing was written")
+        raise RecordShapeError(f"{what} holds control characters or escape sequences (only newlines, "
+                               "tabs and carriage returns are kept); nothing was written")
 
 
 def edited_sha256(record: ReviewRecord, edited: str) -> str:

@@ -389,8 +389,8 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
             # refused as answer_review refuses a reviewer's: a channel failure, so dismissed
             _record(session, record, "dismiss", by="channel", moved=never)
             raise RecordShapeError(f"review {record.id}: the channel's feedback holds control characters "
-                                   "or escape sequences (only newlines and tabs are kept); the review "
-                                   "was dismissed")
+                                   "or escape sequences (only newlines, tabs and carriage returns are "
+                                   "kept); the review was dismissed")
         expired, refusal = _expired(session, record, outcome, never)
         if expired is not None:
             return expired

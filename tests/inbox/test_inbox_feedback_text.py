@@ -89,8 +89,8 @@ def test_the_web_form_keeps_refused_feedback_in_the_page(tmp_path: Path) -> None
     area = re.search(r'<textarea name="feedback"[^>]*>(.*?)</textarea>', got.text, re.S)
     assert area is not None and html.unescape(area.group(1)) == "please split step 2\nred \\x1b[31malert"
     assert _answers(logs / "s1.jsonl") == []
-    fine = client.post(url, data={"csrf": csrf.group(1), "action": "keep", "feedback": "please split step 2"},
-                       follow_redirects=False)
+    fine = client.post(url, data={"csrf": csrf.group(1), "action": "keep",
+                                  "feedback": "please split step 2\r\n\tand test it"}, follow_redirects=False)
     assert fine.status_code == 303
-    (answer,) = _answers(logs / "s1.jsonl")
-    assert isinstance(answer, dict) and answer["feedback"] == "please split step 2"
+    (answer,) = _answers(logs / "s1.jsonl")  # the browser's CRLF stored as LF, as an edited document
+    assert isinstance(answer, dict) and answer["feedback"] == "please split step 2\n\tand test it"

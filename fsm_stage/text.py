@@ -61,10 +61,14 @@ def is_plain(text: str) -> bool:
 
 
 def coarse_duration(seconds: int) -> str:
-    """``seconds`` (>= 0; a negative count reads as 0) in its largest whole unit: ``42s``,
-    ``5m``, ``3h``, ``2d`` (rounded down), for tables read at a glance."""
+    """``seconds`` (>= 0; a negative count reads as 0) in its two largest units, the second
+    left out when zero: ``42s``, ``5m30s``, ``1h59m``, ``2d``, ``2d3h`` (rounded down), for
+    tables read at a glance."""
     seconds = max(0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    for i, (unit, size) in enumerate(units[:-1]):
         if seconds >= size:
-            return f"{seconds // size}{unit}"
+            rest_unit, rest_size = units[i + 1]
+            rest = seconds % size // rest_size
+            return f"{seconds // size}{unit}" + (f"{rest}{rest_unit}" if rest else "")
     return f"{seconds}s"

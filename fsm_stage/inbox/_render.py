@@ -60,7 +60,7 @@ def when(ms: int | None) -> str:
 
 
 def age(ms: int, now_ms: int) -> str:
-    """How long ago ``ms`` was, coarsely (``42s``, ``5m``, ``3h``, ``2d``)."""
+    """How long ago ``ms`` was, coarsely (``42s``, ``5m30s``, ``1h59m``, ``2d``: ``coarse_duration``)."""
     return coarse_duration((now_ms - ms) // 1000)
 
 

@@ -73,12 +73,13 @@ def test_inbox_answer_exits_1_when_an_answer_is_refused(tmp_path: Path, monkeypa
 
 
 def test_inbox_list_shows_age_and_deadline_as_coarse_durations(tmp_path: Path) -> None:
-    """The table reads like the web queue: ``42s``/``5m``/``3h``/``2d``, the deadline as
-    ``in 10m`` or ``overdue 5m`` (``--json`` keeps the exact numbers)."""
+    """The table reads like the web queue: ``42s``/``5m30s``/``1h59m``/``2d``, the deadline as
+    ``in 10m`` or ``overdue 1h50m`` (``--json`` keeps the exact numbers)."""
     from fsm_stage.text import coarse_duration
 
-    assert [coarse_duration(s) for s in (0, 59, 60, 3599, 7260, 86400 * 2 + 5)] == ["0s", "59s", "1m", "59m",
-                                                                                     "2h", "2d"]
+    cases = {0: "0s", 59: "59s", 60: "1m", 90: "1m30s", 3599: "59m59s", 7140: "1h59m", 7260: "2h1m",
+             86400 * 2 + 5: "2d", 86400 * 2 + 3 * 3600 + 61: "2d3h", -5: "0s"}
+    assert {s: coarse_duration(s) for s in cases} == cases
     logs = tmp_path / "logs"
     logs.mkdir()
     stage_session(logs, "s1")
@@ -96,5 +97,5 @@ def test_inbox_list_shows_age_and_deadline_as_coarse_durations(tmp_path: Path) -
     assert out.exit_code == 0, out.output
     assert out.output.splitlines()[0].split("\t")[4:] == ["age", "deadline"]
     rows = {line.split("\t")[0]: line.split("\t") for line in out.output.splitlines()[1:]}
-    assert rows["s1"][4] == "0s" and rows["s1"][5] in ("in 10m", "in 9m")
-    assert rows["s2"][4] == "2h" and rows["s2"][5] == "overdue 1h"
+    assert rows["s1"][4] in ("0s", "1s") and rows["s1"][5] in ("in 10m", "in 9m59s", "in 9m58s")
+    assert rows["s2"][4] == "2h" and rows["s2"][5] in ("overdue 1h50m", "overdue 1h49m")

@@ -252,18 +252,12 @@ def _follow_only(follow: bool) -> None:
 
 def _row(item: Any, now: int, mark: str = "") -> str:
     """One table line of ``item`` (control characters escaped)."""
-    from fsm_stage.inbox.queue import review_json
+    from fsm_stage.inbox.queue import deadline_text, review_json
     from fsm_stage.text import coarse_duration, visible
 
     row = review_json(item, now)
-    if item.deadline_ms is None:
-        deadline = "-"
-    elif item.deadline_ms >= now:
-        deadline = f"in {coarse_duration((item.deadline_ms - now) // 1000)}"
-    else:
-        deadline = f"overdue {coarse_duration((now - item.deadline_ms) // 1000)}"
     cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
-             coarse_duration(row["age_seconds"]), deadline)
+             coarse_duration(row["age_seconds"]), deadline_text(item.deadline_ms, now))
     return mark + "\t".join(visible(str(c)) for c in cells)
 
 

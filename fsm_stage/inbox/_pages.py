@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from fsm_stage.inbox import _render
 from fsm_stage.inbox._editor import not_editable
 from fsm_stage.inbox._security import csrf_ok
+from fsm_stage.inbox.queue import deadline_text
 from fsm_stage.text import visible
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ def queue(inbox: _Inbox) -> Page:
         items.sort(key=keys.get(sort, keys["age"]))
         now = _render_now()
         rows = [types.SimpleNamespace(item=i, age=_render.age(i.asked_ms, now),
+                                      deadline=deadline_text(i.deadline_ms, now),
                                       refusal=inbox.refusal(i, name)) for i in items]
         return inbox.page(request, "queue.html", {"rows": rows, "kinds": kinds, "stages": stages,
                                                   "kind": kind,
@@ -165,6 +167,7 @@ def review(inbox: _Inbox) -> Page:
             "edits": _render.edits_diff_lines(record, document, answer),
             "approve_options": record.options[:-1] if len(record.options) > 1 else record.options,
             "feedback": typed,
+            "deadline": deadline_text(item.deadline_ms, _render_now()) if item is not None else None,
             "refusal": inbox.refusal(item, name) if item is not None else None,
             "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline},
             status)

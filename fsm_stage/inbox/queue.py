@@ -23,10 +23,10 @@ from fsm_stage.inbox._auth import refusal
 from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore
 from fsm_stage.log.events import wall_clock_ms
 from fsm_stage.reviews._team import Reviewers
-from fsm_stage.text import visible
+from fsm_stage.text import coarse_duration, visible
 
-__all__ = ["Decision", "answer_item", "answer_one", "approve_all", "open_reviews", "review_json",
-           "unreadable_warnings"]
+__all__ = ["Decision", "answer_item", "answer_one", "approve_all", "deadline_text", "open_reviews",
+           "review_json", "unreadable_warnings"]
 
 #: ``Decision.result`` values: the review was answered, a quorum vote was logged, the rules or
 #: the review's state refused it, another error (payload changed, answered already, a write).
@@ -92,6 +92,16 @@ def unreadable_warnings(store: SessionStore) -> list[str]:
               for key, why in store.unreadable().items()),
             *(_line(f"{store.root / key}: read in part, reviews after the damage are not listed: {why}")
               for key, why in store.damaged().items())]
+
+
+def deadline_text(deadline_ms: int | None, now_ms: int) -> str:
+    """A review's deadline relative to ``now_ms`` (epoch ms): ``in 1h59m``, ``overdue 5m``
+    (``text.coarse_duration``), ``-`` for none."""
+    if deadline_ms is None:
+        return "-"
+    if deadline_ms >= now_ms:
+        return f"in {coarse_duration((deadline_ms - now_ms) // 1000)}"
+    return f"overdue {coarse_duration((now_ms - deadline_ms) // 1000)}"
 
 
 def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:

@@ -208,3 +208,21 @@ def test_an_unreachable_postgresql_store_is_one_line_not_a_traceback(tmp_path: P
     assert csrf is not None
     queue = client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
     assert queue.status_code == 503 and "cannot be read" in queue.text and "Traceback" not in queue.text
+
+
+def test_the_web_queue_and_review_page_show_the_deadline_left_and_who_may_answer(tmp_path: Path) -> None:
+    """The queue's deadline cell reads as ``inbox list`` does (``in 9m59s``; the time itself in
+    its title), and the review page says the deadline and who may answer."""
+    logs, rids = _folder(tmp_path)
+    add_rules(logs / "s1.jsonl", {"deadlineSeconds": 600, "approvers": ["alice", "bob"]})
+    client = _web(tmp_path, logs)
+    _login(client, "alice")
+    queue = client.get("/").text
+    row = re.search(rf'data-review="s1.jsonl/{rids["s1"]}">(.*?)</tr>', queue, re.S)
+    assert row is not None
+    when, left = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", r"in (10m|9m5\ds)"
+    assert re.search(rf'<td title="{when}">{left}</td>', row.group(1)), row.group(1)
+    review = client.get(f"/review/s1.jsonl/{rids['s1']}").text
+    assert re.search(rf"Deadline {when} \({left}\) · who may answer: alice, bob", review)
+    other = client.get(f"/review/p1.jsonl/{rids['p1']}").text
+    assert "Deadline none · who may answer: anyone" in other

@@ -205,6 +205,8 @@ def test_feedback_with_escape_sequences_is_asked_again() -> None:
     done = _piped("split \x1b[2Kstep 2\nsplit step 2\n")
     assert "Control characters or escape sequences are not accepted" in done.stdout
     assert "selected=(), custom='split step 2'" in done.stdout
+    trailing = _piped("split step 2\x85\nsplit step 2\n")  # refused, not stripped away
+    assert "Control characters or escape sequences are not accepted" in trailing.stdout
     kept = _piped("2\nmore\x07 tests\nmore tests\n")
     assert kept.stdout.count("Feedback (optional") == 2
     assert "selected=('Keep planning',), custom='more tests'" in kept.stdout

@@ -22,6 +22,7 @@ from fsm_stage.log.events import wall_clock_ms as now_ms
 from fsm_stage.log.projections.spend import SPEND_FOLD, SpendState
 from fsm_stage.reviews._answer import answer_review
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel
+from fsm_stage.reviews._edits import feedback_problem
 from fsm_stage.reviews._flow import Ticket, open_request, redeemed_spec, state_of
 from fsm_stage.reviews._fold import ReviewRecord, budget_payload_sha256
 from fsm_stage.runtime import wording
@@ -193,7 +194,12 @@ async def ask(channel: ReviewChannel, agent: Agent, decided: Gate) -> bool:
     if label is None or label not in record.options:
         return False
     if label == STOP_LABEL:
-        answer_review(session, record.id, "keep", feedback=chosen.custom if chosen else None, by="channel")
+        feedback = chosen.custom if chosen else None
+        if feedback is not None and feedback_problem(feedback) is not None:
+            # refused as answer_review refuses a reviewer's: a channel failure, so dismissed (stop)
+            answer_review(session, record.id, "dismiss", by="channel")
+            return True
+        answer_review(session, record.id, "keep", feedback=feedback, by="channel")
     else:
         answer_review(session, record.id, "approve", option=label, by="channel")
     return True

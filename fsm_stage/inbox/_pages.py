@@ -13,7 +13,7 @@ from fsm_stage.inbox import _render
 from fsm_stage.inbox._editor import not_editable
 from fsm_stage.inbox._security import csrf_ok
 from fsm_stage.inbox.queue import deadline_text
-from fsm_stage.text import visible
+from fsm_stage.text import is_plain, visible
 
 if TYPE_CHECKING:
     from fsm_stage.inbox._app import _Inbox
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 Page = Callable[[Request, str], Awaitable[Response]]
 #: Most reviews one bulk form answers (the rest of a larger selection is ignored).
 MAX_BULK = 500
-#: Longest feedback kept (characters).
-MAX_FEEDBACK = 20_000
 #: Events shown in a review page's timeline.
 TIMELINE = 30
 
@@ -141,9 +139,11 @@ def review(inbox: _Inbox) -> Page:
                 flash(request, inbox.answer_one(name, item, "approve", chosen, None))
             elif action == "keep":
                 feedback = form.get("feedback")
-                # a browser sends a textarea's line ends as CRLF: stored as LF, as an edited document
-                text = (feedback.replace("\r\n", "\n")[:MAX_FEEDBACK]
-                        if isinstance(feedback, str) and feedback.strip() else None)
+                # a browser sends a textarea's line ends as CRLF: stored as LF, as an edited document;
+                # blank feedback is none, but text the rules refuse (too long, control characters
+                # even when it strips to nothing) goes to them and comes back refused, never cut
+                raw = feedback.replace("\r\n", "\n") if isinstance(feedback, str) else ""
+                text = raw if raw.strip() or not is_plain(raw) else None
                 done = inbox.answer_one(name, item, "keep", None, text)
                 flash(request, done)
                 if done[0] != "ok" and text is not None:

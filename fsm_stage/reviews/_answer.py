@@ -47,7 +47,7 @@ from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
 from fsm_stage.log.projections.spend import SPEND_FOLD
-from fsm_stage.reviews._edits import edit_data, refuse_control_characters
+from fsm_stage.reviews._edits import edit_data, refuse_feedback
 from fsm_stage.reviews._fold import (
     MAX_REVIEW_DOCUMENT_BYTES,
     REVIEW_FOLD,
@@ -331,7 +331,7 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
             option: str | None, by: str, reviewer: str | None, reviewers: Reviewers | None,
             vote: bool, edited: str | None = None) -> VoteResult:
     if isinstance(feedback, str) and lone_surrogate(feedback) is None:  # a surrogate: answer_spec says so
-        refuse_control_characters(feedback, f"review {review_id}: the feedback")
+        refuse_feedback(feedback, f"review {review_id}: the feedback")
     session = _session(target)
     with session_lock(session.id):
         for _attempt in range(ANSWER_ATTEMPTS):

@@ -24,11 +24,16 @@ from fsm_stage.reviews._fold import (
 )
 from fsm_stage.text import is_plain
 
-__all__ = ["edit_data", "edited_sha256", "kept_before", "kept_diff", "refuse_control_characters",
-           "revision_diff"]
+__all__ = ["MAX_FEEDBACK_CHARS", "edit_data", "edited_sha256", "feedback_problem", "kept_before", "kept_diff",
+           "refuse_control_characters", "refuse_feedback", "revision_diff"]
 
 #: Most diff lines shown for a re-asked review (the rest is summarised in one line).
 MAX_DIFF_LINES = 400
+#: Longest feedback a reviewer may send (characters): it reaches the model inside a tool result.
+MAX_FEEDBACK_CHARS = 20_000
+
+_CONTROL = ("holds control characters or escape sequences (only newlines, tabs and carriage returns "
+            "are kept)")
 
 
 def refuse_control_characters(text: str, what: str) -> None:
@@ -36,8 +41,23 @@ def refuse_control_characters(text: str, what: str) -> None:
     characters or escape sequences (anything ``text.visible`` would escape; newlines, tabs and
     CRs are kept): the one check for what a reviewer sends, an edited document or feedback."""
     if not is_plain(text):
-        raise RecordShapeError(f"{what} holds control characters or escape sequences (only newlines, "
-                               "tabs and carriage returns are kept); nothing was written")
+        raise RecordShapeError(f"{what} {_CONTROL}; nothing was written")
+
+
+def feedback_problem(text: str) -> str | None:
+    """Why a reviewer's ``text`` cannot be sent as feedback (None: it can): longer than
+    ``MAX_FEEDBACK_CHARS`` characters, or control characters or escape sequences."""
+    if len(text) > MAX_FEEDBACK_CHARS:
+        return f"is {len(text):,} characters, more than the {MAX_FEEDBACK_CHARS:,} feedback may hold"
+    return None if is_plain(text) else _CONTROL
+
+
+def refuse_feedback(text: str, what: str) -> None:
+    """Raise ``RecordShapeError`` (one line, ``what`` names the text) when ``feedback_problem``
+    finds one."""
+    problem = feedback_problem(text)
+    if problem is not None:
+        raise RecordShapeError(f"{what} {problem}; nothing was written")
 
 
 def edited_sha256(record: ReviewRecord, edited: str) -> str:

@@ -38,6 +38,7 @@ from fsm_stage.errors import (
 from fsm_stage.log.events import Event, LogBase, NewEvent, answered_call_id
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
+from fsm_stage.reviews._edits import feedback_problem
 from fsm_stage.reviews._fold import (
     MAX_REVIEW_DOCUMENT_BYTES,
     REVIEW_FOLD,
@@ -49,7 +50,6 @@ from fsm_stage.reviews._fold import (
 )
 from fsm_stage.reviews._team import decide
 from fsm_stage.runtime.session import Session
-from fsm_stage.text import is_plain
 
 __all__ = [
     "BUSY_APPROVED",
@@ -358,7 +358,8 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
     not_requester: a channel's answer is nobody's); re-raises ``ReviewDismissed``,
     ``asyncio.CancelledError`` and channel failures after logging a ``dismiss`` answer
     (``by: "cancel"`` for a cancellation); raises ``RecordShapeError`` after logging a
-    ``dismiss`` when the channel's feedback holds control characters or escape sequences.
+    ``dismiss`` when the channel's feedback is refused (``feedback_problem``: too long, control
+    characters or escape sequences).
     """
     done = settle(session, record, moved)
     if done is not None:
@@ -384,13 +385,19 @@ async def conduct(session: Session, record: ReviewRecord, *, ask: Callable[[], A
         except Exception:
             _record(session, record, "dismiss", by="channel", moved=never)
             raise
-        outcome, option, feedback = interpret(answers)
-        if feedback is not None and not is_plain(feedback):
-            # refused as answer_review refuses a reviewer's: a channel failure, so dismissed
+        # feedback is refused as answer_review refuses a reviewer's: a channel failure, so the
+        # review is dismissed (never left open) and nothing of it reaches the model
+        problem = next((p for a in answers if isinstance(a.custom, str)
+                        and (p := feedback_problem(a.custom)) is not None), None)
+        if problem is not None:
             _record(session, record, "dismiss", by="channel", moved=never)
-            raise RecordShapeError(f"review {record.id}: the channel's feedback holds control characters "
-                                   "or escape sequences (only newlines, tabs and carriage returns are "
-                                   "kept); the review was dismissed")
+            raise RecordShapeError(f"review {record.id}: the channel's feedback {problem}; "
+                                   "the review was dismissed")
+        try:
+            outcome, option, feedback = interpret(answers)
+        except Exception:
+            _record(session, record, "dismiss", by="channel", moved=never)
+            raise
         expired, refusal = _expired(session, record, outcome, never)
         if expired is not None:
             return expired

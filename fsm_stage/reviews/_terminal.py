@@ -369,10 +369,11 @@ class TerminalReviewChannel:
         hinted = q.intent.get("approve") if q.intent is not None else None
         approve = hinted if isinstance(hinted, str) and hinted in q.labels else q.labels[0]
         while True:
-            text = (await self._line(w.choose)).strip()
-            if not is_plain(text):  # refused as every reviewer text is (answer_review, the inbox)
-                click.echo(w.control)
+            raw = await self._line(w.choose)
+            if not is_plain(raw):  # refused as every reviewer text is (answer_review, the inbox),
+                click.echo(w.control)  # before stripping, which would drop some at the ends
                 continue
+            text = raw.strip()
             number = _option_number(text)
             label: str | None = None
             if number is not None and 1 <= number <= len(q.options):
@@ -389,8 +390,8 @@ class TerminalReviewChannel:
                 continue
             if label == approve:
                 return Answer(q.id, (label,))
-            feedback = (await self._line(w.feedback)).strip()
+            feedback = await self._line(w.feedback)
             while not is_plain(feedback):
                 click.echo(w.control)
-                feedback = (await self._line(w.feedback)).strip()
-            return Answer(q.id, (label,), feedback or None)
+                feedback = await self._line(w.feedback)
+            return Answer(q.id, (label,), feedback.strip() or None)

@@ -89,6 +89,12 @@ def test_the_web_form_keeps_refused_feedback_in_the_page(tmp_path: Path) -> None
     area = re.search(r'<textarea name="feedback"[^>]*>(.*?)</textarea>', got.text, re.S)
     assert area is not None and html.unescape(area.group(1)) == "please split step 2\nred \\x1b[31malert"
     assert _answers(logs / "s1.jsonl") == []
+    for bad in ("ok" + "x" * 20_000, "\x85\x1c\u2028"):  # too long (never cut); blank but not plain
+        refused = client.post(url, data={"csrf": csrf.group(1), "action": "keep", "feedback": bad},
+                              follow_redirects=False)
+        assert refused.status_code == 422, bad[:10]
+        assert ("more than the 20,000" in refused.text) or ("control characters" in refused.text)
+    assert _answers(logs / "s1.jsonl") == []
     fine = client.post(url, data={"csrf": csrf.group(1), "action": "keep",
                                   "feedback": "please split step 2\r\n\tand test it"}, follow_redirects=False)
     assert fine.status_code == 303

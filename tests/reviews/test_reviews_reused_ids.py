@@ -126,3 +126,15 @@ def test_channel_feedback_with_escape_sequences_is_refused_and_the_review_dismis
     assert not approved.is_error, approved.text
     rig.step(2)
     assert rig.stage.current(rig.session) == "implement"
+
+
+def test_channel_feedback_too_long_is_refused_and_the_review_dismissed(tmp_path: Path) -> None:
+    """Feedback longer than ``MAX_FEEDBACK_CHARS`` is refused before anything renders it: the
+    review is dismissed (never left open, so the next goto_stage is asked), one-line error."""
+    from fsm_stage.reviews._edits import MAX_FEEDBACK_CHARS
+
+    rig, refused = _first_goto(tmp_path, "l", ScriptedReviewChannel().keep("y" * 300_000).approve())
+    assert refused.is_error and f"more than the {MAX_FEEDBACK_CHARS:,}" in refused.text
+    assert "yyyy" not in refused.text and not rig.reviews().open
+    approved = run(rig.call(rig.goto_call("implement", call_id="call_1")))
+    assert not approved.is_error, approved.text

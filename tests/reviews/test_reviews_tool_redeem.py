@@ -133,3 +133,23 @@ def test_fsm_stage_review_approves_a_tool_review_whose_arguments_hold_a_plan_key
     with JsonlLog(path) as log:
         again = ToolRig(log, SuspendingReviewChannel(), tmp_path / "runs")
         assert not again.resume(call).is_error and runs(tmp_path / "runs") == 1
+
+
+@pytest.mark.parametrize("feedback", ["no \x1b[2K way", "y" * 300_000])
+def test_a_refused_channel_feedback_on_a_tool_review_denies_the_call(tmp_path: Path, feedback: str) -> None:
+    """A tool review's channel feedback is checked as every reviewer's (control characters,
+    escape sequences, more than ``MAX_FEEDBACK_CHARS``): the review is dismissed, the call is
+    denied with a one-line error result, the tool never runs and nothing raises."""
+    import asyncio
+
+    from fsm_stage.reviews import ScriptedReviewChannel
+
+    channel = ScriptedReviewChannel(keep_label="Deny").keep(feedback, label="Deny")
+    rig = ToolRig(MemoryLog(SessionHeader(id="t", cwd=str(tmp_path))), channel, tmp_path / "runs")
+    rig.to_verify()
+    result = asyncio.run(rig.runtime.call_tool(rig.agent, rig.call()))
+    assert result.is_error and "the review was dismissed" in result.text and "\n" not in result.text.strip()
+    assert "\x1b" not in result.text and "yyyy" not in result.text
+    assert runs(tmp_path / "runs") == 0
+    (answer,) = [e.data for e in rig.session.events if e.type == "fsm/review/answer"]
+    assert answer["outcome"] == "dismiss" and answer.get("feedback") is None

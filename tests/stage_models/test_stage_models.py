@@ -436,3 +436,17 @@ def test_diagrams_label_the_model_and_budget() -> None:
     assert 'state "implement · fast · budget 200k out, 60 steps" as s_implement' in mermaid
     assert 'state "plan · thinker, high" as pm_plan' in mermaid
     assert "verify\\nfast · budget 3 turns" in to_dot(cfg.graph, cfg.plan_mode)
+
+
+def test_review_budget_stop_with_refused_feedback_is_dismissed_not_a_crash(tmp_path: Path) -> None:
+    """A live channel's Stop with feedback holding an escape sequence is refused as every
+    reviewer's feedback is: the budget review is dismissed (the turn stays stopped), the
+    loop ends normally and no feedback is logged."""
+    channel = ScriptedReviewChannel().approve().keep("stop \x1b[2K now", label="Stop")
+    runtime, agent, _ = compose(tmp_path, graph_text(budget="{turns: 1}", on_budget="review"), review=channel)
+    loop = Loop(runtime, agent, model("openai:o3", to_build()),
+                models={"fast": model("openai:gpt-5-mini", ModelReply.say("1"))})
+    outcomes = run_prompts(loop, "go", "again")
+    assert outcomes[-1][0].reason == "blocked"
+    answers = [e.data for e in agent.session.events if e.type == "fsm/review/answer"]
+    assert [(a["outcome"], a.get("feedback")) for a in answers] == [("approve", None), ("dismiss", None)]

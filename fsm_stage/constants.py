@@ -130,3 +130,7 @@ APPROVE_KEEP_CONVERSATION_LABEL: Final = "Approve and keep the conversation"
 QUALIFIED_MODEL_RE: Final = re.compile(r"[A-Za-z0-9_.-]+:[^\s:][^\s]*")
 """A provider-qualified model name ``provider:model`` (``openai:gpt-5``); anything else in a
 stage's ``model`` is an alias of the graph's ``models`` mapping."""
+
+#: Longest review deadline (seconds): 366 days. The config refuses a longer one; a logged one
+#: above it (a forged or damaged log) is unreadable and expires at once.
+MAX_DEADLINE_SECONDS: Final = 366 * 86400

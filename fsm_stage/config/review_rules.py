@@ -18,6 +18,7 @@ import attrs
 
 from fsm_stage._yaml import NativePath, ProblemReport
 from fsm_stage.config.fields import FieldRule, rule_metadata
+from fsm_stage.constants import MAX_DEADLINE_SECONDS
 
 #: A reviewer name, or ``@group`` (a group of the reviewers file).
 APPROVER_PATTERN = r"@?[A-Za-z0-9_][A-Za-z0-9_.@-]*"
@@ -26,8 +27,6 @@ DURATION_PATTERN = r"[0-9]+(?:\.[0-9]+)?[smhd]"
 _APPROVER_RE = re.compile(APPROVER_PATTERN)
 _DURATION_RE = re.compile(DURATION_PATTERN)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-#: Longest deadline (seconds): 366 days.
-MAX_DEADLINE_SECONDS = 366 * 86400
 #: Most approvers and webhooks one rule may list.
 MAX_LIST = 64
 OnDeadline = Literal["keep", "dismiss"]

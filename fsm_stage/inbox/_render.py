@@ -53,10 +53,14 @@ def one_line(text: object, limit: int = 160) -> str:
 
 
 def when(ms: int | None) -> str:
-    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` UTC ("" for None)."""
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` UTC ("" for None; ``N ms`` for a time no calendar
+    date holds, as a forged log may carry)."""
     if ms is None:
         return ""
-    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
 
 
 def age(ms: int, now_ms: int) -> str:

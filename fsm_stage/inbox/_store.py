@@ -119,11 +119,11 @@ def open_of(session_id: str, key: str, state: ReviewState,
 
 
 def deadline_of(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
-    """Epoch ms when a review asked at ``asked_ms`` expires under ``rules.deadlineSeconds``."""
-    seconds = (rules or {}).get("deadlineSeconds")
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
-        return asked_ms + int(seconds * 1000)
-    return None
+    """Epoch ms when a review asked at ``asked_ms`` expires under ``rules.deadlineSeconds``:
+    the rule the answers follow (``reviews._team.deadline_at``; an unreadable one expires at once)."""
+    from fsm_stage.reviews._team import deadline_at
+
+    return deadline_at(rules, asked_ms)
 
 
 class SessionStore:

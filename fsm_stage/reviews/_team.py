@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from fsm_stage.constants import MAX_DEADLINE_SECONDS
 from fsm_stage.errors import ReviewRefusedError, UserError
 
 #: A reviewer name (also what ``approvers`` lists).
@@ -156,12 +157,13 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
 def deadline_at(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
     """Epoch ms when a review asked at ``asked_ms`` expires under ``rules`` (None: never, when
     the rules log no ``deadlineSeconds``). A logged deadline that is not a positive finite
-    number (zero, negative, NaN, a string) expires at once: a deadline nobody can read never
-    means "no deadline"."""
+    number up to ``MAX_DEADLINE_SECONDS`` (zero, negative, NaN, a string, one above what the
+    config allows) expires at once: a deadline nobody can read never means "no deadline"."""
     seconds = (rules or {}).get("deadlineSeconds")
     if seconds is None:
         return None
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 < seconds < float("inf"):
+    readable = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if readable and 0 < seconds <= MAX_DEADLINE_SECONDS:
         return asked_ms + int(seconds * 1000)
     return asked_ms
 

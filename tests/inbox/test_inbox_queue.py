@@ -226,3 +226,30 @@ def test_the_web_queue_and_review_page_show_the_deadline_left_and_who_may_answer
     assert re.search(rf"Deadline {when} \({left}\) · who may answer: alice, bob", review)
     other = client.get(f"/review/p1.jsonl/{rids['p1']}").text
     assert "Deadline none · who may answer: anyone" in other
+
+
+@pytest.mark.parametrize("deadline", [1e308, 10**15, float("nan"), "soon"])
+def test_an_unreadable_logged_deadline_expires_at_once_and_breaks_nothing(tmp_path: Path,
+                                                                          deadline: object) -> None:
+    """A logged deadline the config could not have written (above 366 days, not finite, not a
+    number: a forged or damaged log) is read as the answers read it: expired at once. The
+    queue, ``inbox list`` and the review page show it as overdue; nothing raises. A request
+    time no calendar holds is shown as a number."""
+    logs, rids = _folder(tmp_path)
+    add_rules(logs / "s1.jsonl", {"deadlineSeconds": deadline})
+    lines = []
+    for line in (logs / "p1.jsonl").read_text().splitlines():
+        obj = json.loads(line)
+        if obj.get("type") == "fsm/review/request":
+            obj["time"] = 10**18
+        lines.append(json.dumps(obj, separators=(",", ":")))
+    (logs / "p1.jsonl").write_text("\n".join(lines) + "\n")
+    listed = CliRunner().invoke(main, ["inbox", "list", str(logs)])
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.output.splitlines() if line.startswith("s1"))
+    assert row.split("\t")[5].startswith("overdue ")
+    client = _web(tmp_path, logs)
+    _login(client, "alice")
+    assert client.get("/").status_code == 200
+    for key in ("s1", "p1"):
+        assert client.get(f"/review/{key}.jsonl/{rids[key]}").status_code == 200

@@ -46,8 +46,15 @@ class ReviewQueue:
     (module docstring). Thread-safe."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[Any, tuple[OpenReview, ...]]] = {}
+        # session id -> (stamp, its open reviews, why its review rows do not decode or None)
+        self._cache: dict[str, tuple[Any, tuple[OpenReview, ...], str | None]] = {}
         self._lock = threading.Lock()
+
+    def unreadable(self) -> dict[str, str]:
+        """Session id -> why, for the sessions of the last ``open_reviews`` whose review rows
+        do not decode (their reviews are not listed; the caller must say so)."""
+        with self._lock:
+            return {key: entry[2] for key, entry in sorted(self._cache.items()) if entry[2] is not None}
 
     def open_reviews(self, conn: Any, stamps: Mapping[str, Any]) -> list[OpenReview]:
         """The open reviews of the sessions of ``stamps`` (session id -> last seq, in listing
@@ -62,14 +69,15 @@ class ReviewQueue:
                                                               "tool": TOOL_ROWS, "codes": CLOSING_CODES}):
                 rows[str(session)].append((int(seq), int(n), str(line)))
             for key in changed:
-                cached[key] = (stamps[key], _open(key, rows[key]))
+                cached[key] = (stamps[key], *_open(key, rows[key]))
         with self._lock:
             self._cache = cached
         return [item for key in stamps for item in cached[key][1]]
 
 
-def _open(key: str, rows: list[tuple[int, int, str]]) -> tuple[OpenReview, ...]:
-    """The open reviews of session ``key`` from its review rows (() when a row does not decode)."""
+def _open(key: str, rows: list[tuple[int, int, str]]) -> tuple[tuple[OpenReview, ...], str | None]:
+    """The open reviews of session ``key`` from its review rows, and None; ``((), why)`` when a
+    row does not decode (the session is then named as unreadable, never skipped silently)."""
     reads = ReviewFold.READS
     events: dict[int, Event] = {}
     try:
@@ -77,10 +85,11 @@ def _open(key: str, rows: list[tuple[int, int, str]]) -> tuple[OpenReview, ...]:
             for event in decode_rows("", [row], next_seq=row[0], source=f"session {key}"):
                 if event.type in reads:
                     events[event.seq] = event
-    except LogFormatError:
-        return ()
+    except (LogFormatError, RecursionError) as err:
+        why = str(err) if isinstance(err, LogFormatError) else "a review row is nested too deeply to read"
+        return (), " ".join(why.split())
     state = fold(REVIEW_FOLD, [events[seq] for seq in sorted(events)])
     if not state.open:
-        return ()
-    return open_of(key, key, state, events.get)
+        return (), None
+    return open_of(key, key, state, events.get), None
 

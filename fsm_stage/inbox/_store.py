@@ -215,7 +215,12 @@ class SessionStore:
     def unreadable(self) -> dict[str, str]:
         """The ``*.jsonl`` files of the last folder listing (``sessions``, ``open_reviews``)
         that could not be read, file name -> why (one line): their reviews are not in the
-        queue, and the caller must say so. Empty on PostgreSQL."""
+        queue, and the caller must say so. On PostgreSQL: the sessions of the last
+        ``open_reviews`` whose review rows do not decode, session id -> why."""
+        if self.conninfo is not None:
+            with self._lock:
+                queue = self._queue
+            return queue.unreadable() if queue is not None else {}
         with self._lock:
             return {key: self._why[key] for key in sorted(self._listed) if key in self._why}
 

@@ -88,8 +88,8 @@ def unreadable_warnings(store: SessionStore) -> list[str]:
     reviews after the damage are not listed: why``; control characters escaped. Those reviews
     are missing from the queue, so a caller that lists or answers the queue says so instead of
     skipping the file silently."""
-    return [*(_line(f"{store.root / key}: not read, its reviews are not listed: {why}")
-              for key, why in store.unreadable().items()),
+    return [*(_line(f"{f'session {key}' if store.postgres else store.root / key}: not read, its reviews "
+                    f"are not listed: {why}") for key, why in store.unreadable().items()),
             *(_line(f"{store.root / key}: read in part, reviews after the damage are not listed: {why}")
               for key, why in store.damaged().items())]
 

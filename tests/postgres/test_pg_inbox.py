@@ -212,3 +212,37 @@ def test_a_database_failure_while_reading_a_session_is_not_remembered(
     assert store.why_unreadable("f1") is None
     view = store.load("f1")
     assert view is not None and view.state.open and len(calls) == 2
+
+
+def test_a_damaged_review_row_names_the_session_instead_of_dropping_its_review(
+        fresh_db: Callable[[], str], tmp_path: Path) -> None:
+    """The PostgreSQL queue reads only review rows: one of them that no longer decodes names
+    the session (the ``inbox list`` warning, the web queue's notice) instead of its open review
+    vanishing."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("jinja2")
+    pytest.importorskip("markdown_it")
+    from inbox_fixtures import TOKENS, write_reviewers
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+    from fsm_stage.log.postgres import connect
+
+    dsn = _database(fresh_db)
+    _suspended(dsn, "dmg", tmp_path, "stage")
+    kept = _suspended(dsn, "fine", tmp_path, "stage")
+    with connect(dsn) as conn:
+        conn.execute("UPDATE fsm_events SET line = left(line, 40) WHERE session = 'dmg' "
+                     "AND line LIKE '%fsm/review/request%'")  # cut short: still a review row
+        conn.commit()
+    listed = CliRunner().invoke(main, ["inbox", "list", dsn])
+    assert listed.exit_code == 0, listed.output
+    assert kept in listed.stdout
+    (warning,) = listed.stderr.splitlines()
+    assert warning.startswith("fsm-stage: warning: session dmg: not read, its reviews are not listed:")
+    client = TestClient(create_app(dsn, reviewers_file=write_reviewers(tmp_path / "r.yaml"),
+                                   secret_key="k" * 40))
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+    assert csrf is not None
+    queue = client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
+    assert "could not be read" in queue.text and "dmg" in queue.text and kept in queue.text

@@ -103,14 +103,13 @@ class SessionHost:
             guards = guard_names(stage_graph)
             missing = sorted(guards - set(given))
             unknown = ", ".join(map(str, sorted(set(given) - guards, key=str)))  # misspelt names
-            known = f"its guards: {', '.join(sorted(guards)) or 'none'}"
             if missing:
                 also = f" (eligibility names no guard of the graph: {unknown})" if unknown else ""
                 raise ConfigError([f"open_session: the graph's guard(s) {', '.join(missing)} have no "
                                   f"predicate; pass eligibility={{name: predicate or bool}}{also}"])
             if unknown:  # a misspelt name would otherwise be ignored silently
                 raise ConfigError([f"open_session: eligibility names no guard of the graph: {unknown} "
-                                  f"({known})"])
+                                  f"(its guards: {', '.join(sorted(guards)) or 'none'})"])
         elif given:
             raise ConfigError([f"open_session: eligibility {sorted(given)} given without a stage graph"])
         section: Mapping[str, Any] | PlanModeConfig | None = None

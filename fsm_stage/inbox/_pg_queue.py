@@ -20,7 +20,7 @@ from typing import Any
 
 from fsm_stage.constants import TOOL_RESULT
 from fsm_stage.errors import LogFormatError
-from fsm_stage.inbox._store import OpenReview, open_of
+from fsm_stage.inbox._store import OpenReview, one_line, open_of
 from fsm_stage.log.events import Event
 from fsm_stage.log.pg_events import decode_rows
 from fsm_stage.log.projections import fold
@@ -87,7 +87,7 @@ def _open(key: str, rows: list[tuple[int, int, str]]) -> tuple[tuple[OpenReview,
                     events[event.seq] = event
     except (LogFormatError, RecursionError) as err:
         why = str(err) if isinstance(err, LogFormatError) else "a review row is nested too deeply to read"
-        return (), " ".join(why.split())
+        return (), one_line(why)
     state = fold(REVIEW_FOLD, [events[seq] for seq in sorted(events)])
     if not state.open:
         return (), None

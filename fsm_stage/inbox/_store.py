@@ -28,7 +28,7 @@ from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import fold
 from fsm_stage.log.projections.stage import stage_from_event
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewAnswer, ReviewRecord, ReviewState
-from fsm_stage.reviews._team import Reviewers, VoteResult
+from fsm_stage.reviews._team import Reviewers, VoteResult, deadline_at
 
 __all__ = ["OnAnswer", "OpenReview", "SessionStore", "SessionView"]
 
@@ -114,16 +114,8 @@ def open_of(session_id: str, key: str, state: ReviewState,
         rules = request_data(event).get("rules")
         rules = rules if isinstance(rules, Mapping) else (None if rules is None else {"invalid": True})
         asked = event.time if event is not None else 0
-        out.append(OpenReview(session_id, key, record, asked, rules, deadline_of(rules, asked)))
+        out.append(OpenReview(session_id, key, record, asked, rules, deadline_at(rules, asked)))
     return tuple(out)
-
-
-def deadline_of(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
-    """Epoch ms when a review asked at ``asked_ms`` expires under ``rules.deadlineSeconds``:
-    the rule the answers follow (``reviews._team.deadline_at``; an unreadable one expires at once)."""
-    from fsm_stage.reviews._team import deadline_at
-
-    return deadline_at(rules, asked_ms)
 
 
 class SessionStore:
@@ -270,12 +262,18 @@ class SessionStore:
             else:
                 why = None
                 view = _view(key, path, res)
+        return self._remember(key, stamp, view, why)
+
+    def _remember(self, key: str, stamp: Any, view: SessionView | None,
+                  why: str | None) -> SessionView | None:
+        """Cache ``key``'s fold for ``stamp`` and why it could not be read (None: it was);
+        returns ``view``."""
         with self._lock:
             self._cache[key] = (stamp, view)
             if why is None:
                 self._why.pop(key, None)
             else:
-                self._why[key] = " ".join(why.split())  # one line
+                self._why[key] = one_line(why)
         return view
 
     def _cached(self, key: str, stamp: Any) -> tuple[bool, SessionView | None]:
@@ -314,13 +312,7 @@ class SessionStore:
             why = str(err)
         else:
             view = _view(key, None, res)
-        with self._lock:
-            self._cache[key] = (stamp, view)
-            if why is None:
-                self._why.pop(key, None)
-            else:
-                self._why[key] = " ".join(why.split())  # one line
-        return view
+        return self._remember(key, stamp, view, why)
 
     def open_reviews(self) -> list[OpenReview]:
         """Every open review of every session (on PostgreSQL read from the review rows of the
@@ -386,6 +378,11 @@ class SessionStore:
         return result, warning
 
 
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space: a why for one line."""
+    return " ".join(text.split())
+
+
 def _pg_key_ok(key: str) -> bool:
     """A PostgreSQL session id the inbox can use as a URL path segment."""
     return 0 < len(key) <= 256 and key.isprintable() and "/" not in key and "\\" not in key \
@@ -408,5 +405,5 @@ def _dropped(res: ReadResult) -> str | None:
         return None
     if res.damaged_line is not None:
         after = f" with the {res.lines_after_damage} line(s) after it" if res.lines_after_damage else ""
-        return " ".join(f"{res.damage}; dropped{after}".split())
+        return one_line(f"{res.damage}; dropped{after}")
     return f"an incomplete last line (a write cut short) dropped from byte {res.torn_tail_offset}"

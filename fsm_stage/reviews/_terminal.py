@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -218,8 +219,7 @@ async def _until_aborted(work: Awaitable[T], signal: AbortSignal | None) -> T:
         return task.result()
     raise ReviewDismissed(f"review aborted: {signal.reason}")
 
-
-
+@functools.cache
 def _typed_escapes() -> Any:
     """Key bindings for the prompt: what prompt_toolkit reads as a mouse report (``ESC [ 3 1 m``
     typed at the keyboard; the prompt asks for no mouse reports) is kept as the typed text, so
@@ -335,6 +335,16 @@ class TerminalReviewChannel:
             signals.raise_signal(signals.SIGINT)  # asyncio.run, the main task is cancelled
         raise ReviewDismissed("review interrupted at the terminal (Ctrl-C)", interrupted=True)
 
+    async def _plain_line(self, message: str) -> str:
+        """``_line`` asked again until it holds no control character or escape sequence: refused
+        as every reviewer text is (``answer_review``, the inbox), before any stripping, which
+        would drop some at the ends."""
+        line = await self._line(message)
+        while not is_plain(line):
+            click.echo(self.wording.control)
+            line = await self._line(message)
+        return line
+
     async def _line(self, message: str) -> str:
         """One line of input after ``message`` (without its newline)."""
         if _interactive():
@@ -369,11 +379,7 @@ class TerminalReviewChannel:
         hinted = q.intent.get("approve") if q.intent is not None else None
         approve = hinted if isinstance(hinted, str) and hinted in q.labels else q.labels[0]
         while True:
-            raw = await self._line(w.choose)
-            if not is_plain(raw):  # refused as every reviewer text is (answer_review, the inbox),
-                click.echo(w.control)  # before stripping, which would drop some at the ends
-                continue
-            text = raw.strip()
+            text = (await self._plain_line(w.choose)).strip()
             number = _option_number(text)
             label: str | None = None
             if number is not None and 1 <= number <= len(q.options):
@@ -390,8 +396,5 @@ class TerminalReviewChannel:
                 continue
             if label == approve:
                 return Answer(q.id, (label,))
-            feedback = await self._line(w.feedback)
-            while not is_plain(feedback):
-                click.echo(w.control)
-                feedback = await self._line(w.feedback)
-            return Answer(q.id, (label,), feedback.strip() or None)
+            feedback = (await self._plain_line(w.feedback)).strip()
+            return Answer(q.id, (label,), feedback or None)

@@ -55,6 +55,7 @@ from fsm_stage.simulate.report import (
     MessageView,
     RequestRecord,
     SectionView,
+    ToolView,
     _source_label,
     message_view,
     prefix_report,
@@ -152,6 +153,8 @@ class _Engine:
         self._history = SharedHistory()  # the views the records' messages are prefixes of
         self._marks: list[list[Any]] = [[] for _ in _MARK_FIELDS]  # the fields of each history view
         self._seen: tuple[Mapping[str, Any], ...] = ()  # the messages the history's views were made of
+        self._tool_specs: tuple[Any, ...] | None = None  # the specs ``_tools`` shows
+        self._tools: tuple[ToolView, ...] = ()
         self.notes: list[Note] = []
         self.failures: list[Failure] = []
         self.checks = 0
@@ -417,7 +420,7 @@ class _Engine:
         # rendered after the pre-step (as the loop renders the snapshot the request carries), not
         # from the step's frozen assembly: a transition flushed at this boundary shows at once
         context = section_views(self.runtime.render_context(self.agent), self.meter)
-        tools = tool_views(request.tools, self.meter)
+        tools = self._tool_views(request.tools)
         messages = self._history_view(request.messages)
         prev = self.records[-1] if self.records else None
         turn, step, seq = self._turn_step()
@@ -427,6 +430,15 @@ class _Engine:
             plan_mode=self.plan_active(), sections=sections, context=context, messages=messages,
             tools=tools, prefix=prefix_report(prev, sections, tools, messages, model), seq=seq,
             policy=self._policy_line(request), model=model)
+
+    def _tool_views(self, specs: Sequence[Any]) -> tuple[ToolView, ...]:
+        """The views of a request's tool specs; the previous request's tuple while the specs
+        are equal (compared identity first), so the requests of one stage share one tuple
+        instead of each dumping and pricing the same JSON again."""
+        shown = tuple(specs)
+        if shown != self._tool_specs:
+            self._tool_specs, self._tools = shown, tool_views(shown, self.meter)
+        return self._tools
 
     def _policy_line(self, request: Request) -> str | None:
         """The tool policy in effect for this request, None when none applies."""

@@ -1,13 +1,16 @@
 """The simulator's per-request message views: a request that starts with the very messages of
 the previous one only prices the new ones, and a request whose earlier messages changed (equal
-length or longer) still gets views of what it really holds."""
+length or longer) still gets views of what it really holds. Tool views likewise: requests with
+equal tool specs share one tuple, changed specs get views of what they hold."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fsm_stage.runtime.tools import ToolSpec
 from fsm_stage.simulate.engine import _MARK_FIELDS, _Engine
 from fsm_stage.simulate.history import SharedHistory
+from fsm_stage.simulate.report import tool_views
 from fsm_stage.tokens import HeuristicTokenMeter
 
 
@@ -16,6 +19,7 @@ def _engine() -> Any:
     engine.meter = HeuristicTokenMeter()
     engine._views, engine._history, engine._seen = {}, SharedHistory(), ()
     engine._marks = [[] for _ in _MARK_FIELDS]
+    engine._tool_specs, engine._tools = None, ()
     return engine
 
 
@@ -46,3 +50,22 @@ def test_grown_requests_reuse_views_and_a_changed_middle_is_seen() -> None:
     shorter = engine._history_view(changed[:2])
     assert tuple(shorter) == _fresh(changed[:2])
     assert tuple(engine._history_view([*changed, _msg(9, "next")])) == _fresh([*changed, _msg(9, "next")])
+
+
+def _spec(name: str, description: str = "Does a thing.") -> ToolSpec:
+    return ToolSpec(name, description, {"type": "object", "properties": {"to": {"type": "string"}}})
+
+
+def test_requests_with_equal_tool_specs_share_one_views_tuple() -> None:
+    engine = _engine()
+    specs = [_spec("goto_stage"), _spec("read_file")]
+    first = engine._tool_views(specs)
+    assert first == tool_views(specs)
+    assert engine._tool_views(list(specs)) is first  # the same specs again
+    assert engine._tool_views([_spec("goto_stage"), _spec("read_file")]) is first  # equal copies
+    changed = [_spec("goto_stage", "Move to another stage."), _spec("read_file")]
+    second = engine._tool_views(changed)
+    assert second == tool_views(changed) and second != first
+    assert engine._tool_views(specs[:1]) == tool_views(specs[:1])  # a tool removed
+    assert engine._tool_views([]) == ()
+    assert first == tool_views(specs)  # a record's views never change afterwards

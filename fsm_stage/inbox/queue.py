@@ -96,12 +96,14 @@ def unreadable_warnings(store: SessionStore) -> list[str]:
 
 def deadline_text(deadline_ms: int | None, now_ms: int) -> str:
     """A review's deadline relative to ``now_ms`` (epoch ms): ``in 1h59m``, ``overdue 5m``
-    (``text.coarse_duration``), ``-`` for none."""
+    (``text.coarse_duration``), ``in <1s`` / ``overdue <1s`` within a second of it (at the
+    deadline itself: overdue), ``-`` for none."""
     if deadline_ms is None:
         return "-"
-    if deadline_ms >= now_ms:
-        return f"in {coarse_duration((deadline_ms - now_ms) // 1000)}"
-    return f"overdue {coarse_duration((now_ms - deadline_ms) // 1000)}"
+    left = deadline_ms - now_ms
+    if left > 0:
+        return f"in {coarse_duration(left // 1000)}" if left >= 1000 else "in <1s"
+    return f"overdue {coarse_duration(-left // 1000)}" if -left >= 1000 else "overdue <1s"
 
 
 def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:

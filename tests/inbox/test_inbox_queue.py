@@ -253,3 +253,18 @@ def test_an_unreadable_logged_deadline_expires_at_once_and_breaks_nothing(tmp_pa
     assert client.get("/").status_code == 200
     for key in ("s1", "p1"):
         assert client.get(f"/review/{key}.jsonl/{rids[key]}").status_code == 200
+
+
+def test_deadline_text_reads_at_a_glance_on_both_sides_of_the_deadline() -> None:
+    """A deadline in the queue: ``in …`` before it, ``overdue …`` from it on, ``<1s`` within a
+    second of it (never ``in 0s`` / ``overdue 0s``), ``-`` without one."""
+    from fsm_stage.inbox.queue import deadline_text
+
+    now = 1_800_000_000_000
+    assert deadline_text(None, now) == "-"
+    assert deadline_text(now + 2 * 3600_000 - 60_000, now) == "in 1h59m"
+    assert deadline_text(now - 5 * 60_000, now) == "overdue 5m"
+    assert deadline_text(now + 1_000, now) == "in 1s"
+    assert deadline_text(now - 1_000, now) == "overdue 1s"
+    assert [deadline_text(now + d, now) for d in (999, 1)] == ["in <1s"] * 2
+    assert [deadline_text(now + d, now) for d in (0, -1, -999)] == ["overdue <1s"] * 3

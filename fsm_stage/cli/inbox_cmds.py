@@ -180,6 +180,18 @@ def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[A
     return items
 
 
+def _answering(as_name: str | None, allowed: str | None) -> str | None:
+    """The ``--reviewer`` filter of a command that answers: ``--as NAME`` selects the reviews
+    NAME may answer (the others would only be refused); a different ``--reviewer`` is a usage
+    error."""
+    if as_name is None:
+        return allowed
+    if allowed is not None and allowed != as_name:
+        raise click.UsageError(f"--reviewer {allowed} with --as {as_name}: --as answers as {as_name} and "
+                               "selects the reviews they may answer; leave --reviewer out")
+    return as_name
+
+
 def _who(command: str, as_name: str | None, token_file: Path | None, reviewers_file: Path | None,
          allowed: str | None) -> tuple[Identity | None, Any]:
     """The authenticated reviewer of ``--as`` (None without it) and the reviewers file that
@@ -351,6 +363,7 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     from fsm_stage.inbox.queue import answer_one
 
     who, reviewers = _who("inbox approve-all", as_name, token_file, reviewers_file, allowed)
+    allowed = _answering(as_name, allowed)
     reviewer = who.name if who is not None else None
     store = SessionStore(location)
     items = _queue(store, Filters(kinds, stages, older_than, deadline_within, targets, allowed, reviewers))
@@ -411,6 +424,7 @@ def answer_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], o
         raise UserError("inbox answer: standard input and output must be a terminal (answer on a TTY; "
                         "inbox approve-all or fsm-stage review LOG --approve ID answer without one)")
     who, reviewers = _who("inbox answer", as_name, token_file, reviewers_file, allowed)
+    allowed = _answering(as_name, allowed)
     store = SessionStore(location)
     items = _queue(store, Filters(kinds, stages, older_than, deadline_within, targets, allowed, reviewers))
     if not items:

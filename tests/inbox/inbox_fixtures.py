@@ -50,6 +50,16 @@ def plan_session(folder: Path, sid: str, plan: str) -> str:
         log.close()
 
 
+def set_requester(path: Path, name: str) -> None:
+    """Name ``name`` as the requester of the session log at ``path`` (its header's ``requester``)."""
+    import json
+
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["requester"] = name  # an unmodelled header key: SessionHeader.extra
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+
+
 def add_rules(path: Path, rules: dict[str, Any]) -> None:
     """Give the (single) review request of the log at ``path`` logged ``rules`` (what a graph's
     review rules write into the request)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from inbox_fixtures import TOKENS, add_rules, plan_session, stage_session, write_reviewers
+from inbox_fixtures import TOKENS, add_rules, plan_session, set_requester, stage_session, write_reviewers
 
 from fsm_stage.cli import main
 from fsm_stage.log.dsh import read_log
@@ -90,6 +90,17 @@ def test_approve_all_with_target_and_reviewer_filters_approves_only_those(
     dry = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--reviewer", "alice",
                                     "--reviewers", reviewers])
     assert dry.exit_code == 0 and "2 open review(s) match" in dry.stdout
+    # --as selects the reviews its reviewer may answer (bob's s2 is neither tried nor refused) ...
+    monkeypatch.setenv("FSM_STAGE_REVIEWER_TOKEN", TOKENS["alice"])
+    mine = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--json", "--as", "alice",
+                                     "--reviewers", reviewers, "--kind", "stage"])
+    assert mine.exit_code == 0, mine.output
+    assert [r["session"] for r in json.loads(mine.stdout)["results"]] == ["s1"]
+    # ... and another --reviewer beside it is a usage error, nothing written
+    other = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--as", "alice",
+                                      "--reviewers", reviewers, "--reviewer", "bob"])
+    assert other.exit_code == 2 and "leave --reviewer out" in other.output
+    assert _answers(logs / "p1.jsonl") == []
 
 
 def test_answer_refuses_without_a_terminal_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
@@ -165,7 +176,13 @@ def test_list_follow_json_is_one_object_per_line(tmp_path: Path) -> None:
 
 
 def test_answer_on_a_terminal_walks_each_review_as_the_reviewer(terminal: Tmux, tmp_path: Path) -> None:
+    """``--as alice`` walks the reviews alice may answer (s1 for @leads, s2 naming her), not the
+    one only bob may answer; an answer the rules still refuse (not_requester) is one line."""
     logs, rids = _folder(tmp_path)
+    bobs = stage_session(logs, "s3", target="verify")
+    add_rules(logs / "s3.jsonl", {"approvers": ["bob"]})
+    add_rules(logs / "s2.jsonl", {"approvers": ["alice"], "notRequester": True})
+    set_requester(logs / "s2.jsonl", "alice")
     reviewers = write_reviewers(tmp_path / "reviewers.yaml")
     args = ["inbox", "answer", str(logs), "--kind", "stage", "--as", "alice", "--reviewers", str(reviewers)]
     command = (f"PYTHONPATH={shlex.quote(str(ROOT))} FSM_STAGE_REVIEWER_TOKEN={TOKENS['alice']} "
@@ -178,9 +195,10 @@ def test_answer_on_a_terminal_walks_each_review_as_the_reviewer(terminal: Tmux, 
     pane = terminal.wait_for("session s2 — review 2 of 2", timeout=20)
     assert f"approve: s1.jsonl {rids['s1']}" in pane
     terminal.wait_for("Choose an option", timeout=20)
-    terminal.keys("1", "Enter")  # approve s2: only bob may
+    terminal.keys("1", "Enter")  # approve s2: alice asked for it herself
     pane = terminal.wait_for("EXIT=", timeout=20)
-    assert "alice is not among the approvers of this review (bob)" in pane and "EXIT=1" in pane
+    assert "not_requester" in pane and "EXIT=1" in pane and bobs not in pane
     (answer,) = _answers(logs / "s1.jsonl")
     assert (answer["outcome"], answer["by"], answer["reviewers"]) == ("approve", "cli:alice", ["alice"])
     assert _answers(logs / "s2.jsonl") == [] and _answers(logs / "p1.jsonl") == []
+    assert _answers(logs / "s3.jsonl") == []

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from inbox_fixtures import TOKENS, add_rules, plan_session, stage_session, write_reviewers
+from inbox_fixtures import TOKENS, add_rules, plan_session, set_requester, stage_session, write_reviewers
 
 from fsm_stage.cli import main
 from fsm_stage.constants import REVIEW_REQUEST
@@ -28,13 +28,6 @@ def _answers(path: Path) -> list[dict[str, Any]]:
 def _request(path: Path) -> dict[str, Any]:
     (data,) = [e.data for e in read_log(path).events if e.type == REVIEW_REQUEST]
     return dict(data)
-
-
-def _set_requester(path: Path, name: str) -> None:
-    lines = path.read_text().splitlines()
-    header = json.loads(lines[0])
-    header["requester"] = name  # an unmodelled header key: SessionHeader.extra
-    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
 
 
 def _folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -113,7 +106,7 @@ def test_approve_all_as_an_authenticated_reviewer(tmp_path: Path, monkeypatch: p
     add_rules(logs / "s1.jsonl", {"approvers": ["@leads"]})
     add_rules(logs / "s2.jsonl", {"approvers": ["alice", "bob"], "quorum": 2})
     add_rules(logs / "p1.jsonl", {"approvers": ["alice"], "notRequester": True})
-    _set_requester(logs / "p1.jsonl", "alice")
+    set_requester(logs / "p1.jsonl", "alice")
     monkeypatch.setenv("FSM_STAGE_REVIEWER_TOKEN", "wrong")
     bad = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--as", "alice",
                                     "--reviewers", str(reviewers)])
@@ -172,7 +165,7 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     client = _web(tmp_path, logs)
     add_rules(logs / "s1.jsonl", {"approvers": ["alice", "bob"], "quorum": 2})
     add_rules(logs / "p1.jsonl", {"notRequester": True})
-    _set_requester(logs / "p1.jsonl", "bob")
+    set_requester(logs / "p1.jsonl", "bob")
     csrf = _login(client, "alice")
     first = client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
     assert "vote recorded" in first.text and "1 of 2" in first.text

@@ -133,6 +133,9 @@ def review(inbox: _Inbox) -> Page:
             action = form.get("action")
             if item is None:
                 flash(request, ("error", "this review is closed already"))
+                feedback = form.get("feedback") if action == "keep" else None
+                if isinstance(feedback, str) and feedback.strip():  # shown again to copy, not sent
+                    typed, status = visible(feedback.replace("\r\n", "\n"), keep="\n\t"), 409
             elif action == "approve":
                 option = form.get("option")
                 chosen = option if isinstance(option, str) else None

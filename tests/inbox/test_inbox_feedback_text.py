@@ -100,3 +100,16 @@ def test_the_web_form_keeps_refused_feedback_in_the_page(tmp_path: Path) -> None
     assert fine.status_code == 303
     (answer,) = _answers(logs / "s1.jsonl")  # the browser's CRLF stored as LF, as an edited document
     assert isinstance(answer, dict) and answer["feedback"] == "please split step 2\n\tand test it"
+    # the review is closed now: feedback typed on a page opened before comes back to copy
+    # (409, read-only, nothing sent); a closed review without feedback just redirects
+    late = client.post(url, data={"csrf": csrf.group(1), "action": "keep", "feedback": "one more\r\nthing"},
+                       follow_redirects=False)
+    assert late.status_code == 409 and "this review is closed already" in late.text
+    area = re.search(r'<textarea name="feedback"[^>]*readonly>(.*?)</textarea>', late.text, re.S)
+    assert area is not None and html.unescape(area.group(1)) == "one more\nthing"
+    assert "Your feedback (not sent)" in late.text and 'class="keep"' not in late.text
+    assert len(_answers(logs / "s1.jsonl")) == 1
+    for data in ({"action": "keep", "feedback": "  "}, {"action": "approve"}):
+        again = client.post(url, data={"csrf": csrf.group(1), **data}, follow_redirects=False)
+        assert again.status_code == 303
+    assert len(_answers(logs / "s1.jsonl")) == 1

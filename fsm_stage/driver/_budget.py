@@ -99,10 +99,9 @@ def _stop_data(rule: BudgetRule, hit: Sequence[str], spend: Any, now: int) -> di
 def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence[str],
             reason: str) -> Gate:
     """The budget review of this visit: open it, wait for it, or redeem its answer (``retry``)."""
-    payload = _payload(rule, since)
+    payload, call_id = _payload(rule, since), f"budget:{rule.scope}:{since}"
     reviews = state_of(session)
-    mine = [r for r in reviews.records.values() if r.kind == BUDGET_KIND and r.payload_sha256 == payload]
-    record = mine[-1] if mine else None
+    record = reviews.by_call(call_id, BUDGET_KIND, payload)  # O(reviews of this visit)
     if record is not None and record.id not in reviews.redeemed:
         answer = reviews.answered.get(record.id)
         if answer is None:
@@ -112,7 +111,7 @@ def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence
             return Gate(retry=True)
     ticket = Ticket(BUDGET_KIND, rule.label, "", _options(rule), None, None, payload)
     try:
-        record = open_request(session, ticket, f"budget:{rule.scope}:{since}", wording.text(
+        record = open_request(session, ticket, call_id, wording.text(
             "budget.review_label", rule.language))
     except _ReviewBusy as err:  # another review of this kind is open: stop, saying so
         return Gate(f"{reason}; {err}", language=rule.language)

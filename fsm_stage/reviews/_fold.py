@@ -245,13 +245,15 @@ class ReviewState:
         found = [r for r in self.approved if r.kind == kind]
         return found[-1] if found else None
 
-    def by_call(self, call_id: str, kind: str | None = None) -> ReviewRecord | None:
-        """The last review requested for tool call ``call_id`` (optionally of ``kind``); O(reviews
-        of that call) through the records' call index."""
+    def by_call(self, call_id: str, kind: str | None = None,
+                payload_sha256: str | None = None) -> ReviewRecord | None:
+        """The last review requested for tool call ``call_id`` (optionally of ``kind`` and bound to
+        ``payload_sha256``); O(reviews of that call) through the records' call index."""
         records = self.records
         candidates = (records.by_call(call_id) if isinstance(records, Indexed)
                       else reversed([r for r in records.values() if r.call_id == call_id]))
-        return next((r for r in candidates if kind is None or r.kind == kind), None)
+        return next((r for r in candidates if (kind is None or r.kind == kind)
+                     and (payload_sha256 is None or r.payload_sha256 == payload_sha256)), None)
 
 
 class _Overlay(Mapping[str, V]):

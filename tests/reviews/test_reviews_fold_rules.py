@@ -78,3 +78,14 @@ def test_the_fold_appends_to_one_journal_and_old_states_never_change() -> None:
     assert list(other.records)[-1] == "rv_y" and "rv_x" not in other.records
     newest = state.by_call("c1")
     assert newest is not None and newest.id == "rv_49"  # the newest review of the call
+
+
+def test_by_call_selects_by_kind_and_payload_newest_first() -> None:
+    """``by_call`` (the budget gate's lookup too) finds the newest review of a call that has the
+    kind and the payload asked for, without scanning other calls' reviews."""
+    bound = [("request", {**_request(f"rv_{i}")[1], "payloadSha256": f"p{i % 2}"}) for i in range(6)]
+    state = _fold(*bound, ("request", {**_request("rv_t", "tool")[1], "callId": "c2"}))
+    assert state.by_call("c1", "stage", "p0").id == "rv_4"  # type: ignore[union-attr]
+    assert state.by_call("c1", "stage", "p1").id == "rv_5"  # type: ignore[union-attr]
+    assert state.by_call("c1", "stage", "p2") is None and state.by_call("c1", "tool") is None
+    assert state.by_call("c2", "tool", "ab").id == "rv_t"  # type: ignore[union-attr]

@@ -3,9 +3,10 @@
 ``simulate(scenario)`` drives a scenario (``fsm_stage.scenario``) through the reference loop
 with the graph's plan-mode and stage-switch controllers, a scripted model and a scripted review
 channel, and returns a ``SimulationResult`` with one ``RequestRecord`` per model request.
-``report`` holds the request views and the prefix / prompt-cache report, ``result`` the run's
-outcome types, ``engine`` the scenario driver, ``run`` ``simulate`` and its ``--log`` target,
-``render`` the human view. Import every public name from here.
+``report`` holds the request views and the prefix / prompt-cache report, ``views`` and
+``history`` the views one run's requests share, ``result`` the run's outcome types, ``engine``
+the scenario driver, ``run`` ``simulate`` and its ``--log`` target, ``render`` the human view.
+Import every public name from here.
 """
 
 from __future__ import annotations

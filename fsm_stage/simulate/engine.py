@@ -10,7 +10,6 @@ open (the loop returns ``suspended``); ``answer`` steps record answers with ``an
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -50,31 +49,15 @@ from fsm_stage.scenario import (
     UserPrompt,
 )
 from fsm_stage.scenario import ToolCall as ScenarioToolCall
-from fsm_stage.simulate.history import MessageHistory, SharedHistory
-from fsm_stage.simulate.report import (
-    MessageView,
-    RequestRecord,
-    SectionView,
-    ToolView,
-    _source_label,
-    message_view,
-    prefix_report,
-    section_views,
-    tool_views,
-)
+from fsm_stage.simulate.report import RequestRecord, SectionView, prefix_report, section_views
 from fsm_stage.simulate.result import Failure, Note, SimulationError
+from fsm_stage.simulate.views import RequestViews
 from fsm_stage.tokens import HeuristicTokenMeter
 
 GUIDANCE = "guidance"
 """Scenario predicate name of the unnamed eligibility predicate (it shows ``stage:policy``)."""
 
 _STEP_START_LOOKBACK = 4096
-
-_MARK_FIELDS: tuple[Callable[[Mapping[str, Any]], Any], ...] = (
-    operator.methodcaller("get", "content"), operator.methodcaller("get", "source"),
-    operator.methodcaller("get", "role", "user"))
-"""What makes a message's view: equal content, source and role give an equal ``MessageView``."""
-
 
 class _SimRuntime(Runtime):
     """The runtime, plus a hook after each tool call (scenario steps between model steps run
@@ -149,12 +132,7 @@ class _Engine:
         self.i = 0
         self.flags: dict[str, bool] = dict(scenario.eligible)
         self.records: list[RequestRecord] = []
-        self._views: dict[str, tuple[Any, tuple[str, str], MessageView]] = {}  # message id -> view
-        self._history = SharedHistory()  # the views the records' messages are prefixes of
-        self._marks: list[list[Any]] = [[] for _ in _MARK_FIELDS]  # the fields of each history view
-        self._seen: tuple[Mapping[str, Any], ...] = ()  # the messages the history's views were made of
-        self._tool_specs: tuple[Any, ...] | None = None  # the specs ``_tools`` shows
-        self._tools: tuple[ToolView, ...] = ()
+        self.views = RequestViews(meter)  # what the requests carry, viewed once
         self.notes: list[Note] = []
         self.failures: list[Failure] = []
         self.checks = 0
@@ -420,8 +398,8 @@ class _Engine:
         # rendered after the pre-step (as the loop renders the snapshot the request carries), not
         # from the step's frozen assembly: a transition flushed at this boundary shows at once
         context = section_views(self.runtime.render_context(self.agent), self.meter)
-        tools = self._tool_views(request.tools)
-        messages = self._history_view(request.messages)
+        tools = self.views.tools(request.tools)
+        messages = self.views.messages(request.messages)
         prev = self.records[-1] if self.records else None
         turn, step, seq = self._turn_step()
         model = None if request.model.is_default else request.model.to_json()
@@ -431,76 +409,10 @@ class _Engine:
             tools=tools, prefix=prefix_report(prev, sections, tools, messages, model), seq=seq,
             policy=self._policy_line(request), model=model)
 
-    def _tool_views(self, specs: Sequence[Any]) -> tuple[ToolView, ...]:
-        """The views of a request's tool specs; the previous request's tuple while the specs
-        are equal (compared identity first), so the requests of one stage share one tuple
-        instead of each dumping and pricing the same JSON again."""
-        shown = tuple(specs)
-        if shown != self._tool_specs:
-            self._tool_specs, self._tools = shown, tool_views(shown, self.meter)
-        return self._tools
-
     def _policy_line(self, request: Request) -> str | None:
         """The tool policy in effect for this request, None when none applies."""
         state = policy_state(self.runtime, self.agent)
         return None if state is None else state.describe([t.name for t in request.tools])
-
-    def _history_view(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
-        """The views of a request's ``messages`` as a prefix of the shared history.
-
-        The leading messages the history already holds (equal content, source and role, so
-        the same view) are found by comparing the three field lists (identity first, at C
-        speed); only the rest get views, appended to the history. When the request diverges
-        inside the history (a transition replaced the messages), a new history starts with the
-        views of the common prefix; records made before keep the old one, never changed. When the
-        request starts with the very messages the history was made of (the loop hands the same
-        objects while the surface only grows), only the new ones are looked at."""
-        seen, k = self._seen, len(self._seen)
-        shown = tuple(messages)  # the request's own tuple: no copy
-        if k == len(self._history) and k <= len(shown) and shown[:k] == seen:  # identity first, C speed
-            new = shown[k:]
-            self._history.extend([self._message_view(m) for m in new])
-            for get, m in zip(_MARK_FIELDS, self._marks, strict=True):
-                m.extend(map(get, new))
-            self._seen = shown
-            return self._history.view(len(shown))
-        view = self._history_view_slow(shown)
-        self._seen = shown if len(shown) == len(self._history) else ()
-        return view
-
-    def _history_view_slow(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
-        fields = [list(map(get, messages)) for get in _MARK_FIELDS]
-        marks = self._marks
-        n = min(len(messages), len(self._history))
-        if all(f[:n] == m[:n] for f, m in zip(fields, marks, strict=True)):
-            k = n
-        else:
-            k = next(i for i in range(n) if any(f[i] != m[i] for f, m in zip(fields, marks, strict=True)))
-        if k == len(messages):
-            return self._history.view(k)
-        if k < len(self._history):
-            self._history = SharedHistory(self._history.items[:k])
-            self._marks = marks = [m[:k] for m in marks]
-        self._history.extend([self._message_view(m) for m in messages[k:]])
-        for f, m in zip(fields, marks, strict=True):
-            m.extend(f[k:])
-        return self._history.view(len(messages))
-
-    def _message_view(self, message: Mapping[str, Any]) -> MessageView:
-        """``message_view``, computed once per message: every request lists all the messages so
-        far, so pricing and rendering each again made a session's run quadratic. The runtime hands
-        out deep copies, so a hit is keyed by the message id and checked by equal content, role
-        and source label (comparing is far cheaper than pricing)."""
-        content = message.get("content")
-        role, label = str(message.get("role", "user")), _source_label(message)
-        key = message.get("id")
-        hit = self._views.get(key) if isinstance(key, str) else None
-        if hit is not None and hit[1] == (role, label) and hit[0] == content:
-            return hit[2]
-        view = message_view(message, self.meter)
-        if isinstance(key, str) and isinstance(content, list | dict):
-            self._views[key] = (content, (role, label), view)
-        return view
 
     def _note(self, kind: str, text: str) -> None:
         self.notes.append(Note(kind, text, len(self.records)))

@@ -8,19 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from fsm_stage.runtime.tools import ToolSpec
-from fsm_stage.simulate.engine import _MARK_FIELDS, _Engine
-from fsm_stage.simulate.history import SharedHistory
 from fsm_stage.simulate.report import tool_views
+from fsm_stage.simulate.views import RequestViews
 from fsm_stage.tokens import HeuristicTokenMeter
 
 
-def _engine() -> Any:
-    engine = _Engine.__new__(_Engine)
-    engine.meter = HeuristicTokenMeter()
-    engine._views, engine._history, engine._seen = {}, SharedHistory(), ()
-    engine._marks = [[] for _ in _MARK_FIELDS]
-    engine._tool_specs, engine._tools = None, ()
-    return engine
+def _views() -> RequestViews:
+    return RequestViews(HeuristicTokenMeter())
 
 
 def _msg(i: int, text: str) -> dict[str, Any]:
@@ -29,27 +23,27 @@ def _msg(i: int, text: str) -> dict[str, Any]:
 
 
 def _fresh(messages: list[dict[str, Any]]) -> tuple[Any, ...]:
-    return tuple(_engine()._history_view(messages))
+    return tuple(_views().messages(messages))
 
 
 def test_grown_requests_reuse_views_and_a_changed_middle_is_seen() -> None:
-    engine = _engine()
+    engine = _views()
     m = [_msg(i, f"message {i}") for i in range(4)]
-    first = engine._history_view(m[:2])
-    second = engine._history_view(m[:3])  # the same objects, grown
+    first = engine.messages(m[:2])
+    second = engine.messages(m[:3])  # the same objects, grown
     assert tuple(second) == _fresh(m[:3]) and tuple(second)[:2] == tuple(first)
     assert engine._seen == tuple(m[:3])
     changed = [m[0], _msg(1, "rewritten by a transition, much longer than before"), m[2], m[3]]
-    third = engine._history_view(changed)
+    third = engine.messages(changed)
     assert tuple(third) == _fresh(changed)
     assert tuple(third)[1] != tuple(second)[1]
     assert tuple(second) == _fresh(m[:3])  # the earlier record's views never change
     # equal copies (a host deep-copying) still match the history without new views
     copies = [dict(x) for x in changed]
-    assert tuple(engine._history_view(copies)) == tuple(third)
-    shorter = engine._history_view(changed[:2])
+    assert tuple(engine.messages(copies)) == tuple(third)
+    shorter = engine.messages(changed[:2])
     assert tuple(shorter) == _fresh(changed[:2])
-    assert tuple(engine._history_view([*changed, _msg(9, "next")])) == _fresh([*changed, _msg(9, "next")])
+    assert tuple(engine.messages([*changed, _msg(9, "next")])) == _fresh([*changed, _msg(9, "next")])
 
 
 def _spec(name: str, description: str = "Does a thing.") -> ToolSpec:
@@ -57,15 +51,15 @@ def _spec(name: str, description: str = "Does a thing.") -> ToolSpec:
 
 
 def test_requests_with_equal_tool_specs_share_one_views_tuple() -> None:
-    engine = _engine()
+    engine = _views()
     specs = [_spec("goto_stage"), _spec("read_file")]
-    first = engine._tool_views(specs)
+    first = engine.tools(specs)
     assert first == tool_views(specs)
-    assert engine._tool_views(list(specs)) is first  # the same specs again
-    assert engine._tool_views([_spec("goto_stage"), _spec("read_file")]) is first  # equal copies
+    assert engine.tools(list(specs)) is first  # the same specs again
+    assert engine.tools([_spec("goto_stage"), _spec("read_file")]) is first  # equal copies
     changed = [_spec("goto_stage", "Move to another stage."), _spec("read_file")]
-    second = engine._tool_views(changed)
+    second = engine.tools(changed)
     assert second == tool_views(changed) and second != first
-    assert engine._tool_views(specs[:1]) == tool_views(specs[:1])  # a tool removed
-    assert engine._tool_views([]) == ()
+    assert engine.tools(specs[:1]) == tool_views(specs[:1])  # a tool removed
+    assert engine.tools([]) == ()
     assert first == tool_views(specs)  # a record's views never change afterwards

@@ -215,3 +215,25 @@ def test_feedback_with_escape_sequences_is_asked_again() -> None:
 def test_wording_refuses_control_characters_in_every_language() -> None:
     assert TerminalWording.load("en").control.startswith("Control characters")
     assert TerminalWording.load("zh").control != TerminalWording.load("en").control
+
+
+def test_feedback_longer_than_the_limit_is_asked_again_not_dismissed() -> None:
+    """Feedback above ``MAX_FEEDBACK_CHARS`` would be refused by every answer path (and a
+    channel's refused feedback dismisses the review): the terminal says how long it was and
+    asks again, at the option prompt and at the feedback prompt alike."""
+    from fsm_stage.reviews._edits import MAX_FEEDBACK_CHARS
+
+    long = "x" * (MAX_FEEDBACK_CHARS + 1)
+    typed = _piped(f"{long}\nshorter feedback\n")
+    assert f"That is {MAX_FEEDBACK_CHARS + 1:,} characters; feedback holds at most 20,000" in typed.stdout
+    assert "selected=(), custom='shorter feedback'" in typed.stdout
+    kept = _piped(f"2\n{long}\nmore tests\n")
+    assert kept.stdout.count("Feedback (optional") == 2
+    assert "selected=('Keep planning',), custom='more tests'" in kept.stdout
+    exact = _piped("2\n" + "y" * MAX_FEEDBACK_CHARS + "\n")  # at the limit: accepted as typed
+    assert "That is" not in exact.stdout and f"custom='{'y' * 10}" in exact.stdout
+
+
+def test_wording_says_the_feedback_limit_in_every_language() -> None:
+    en, zh = TerminalWording.load("en").too_long, TerminalWording.load("zh").too_long
+    assert "20,000" in en and "20,000" in zh and en != zh

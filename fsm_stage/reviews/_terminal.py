@@ -29,6 +29,7 @@ import attrs
 import click
 
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed
+from fsm_stage.reviews._edits import MAX_FEEDBACK_CHARS, feedback_problem
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.text import is_plain, visible
 
@@ -58,6 +59,8 @@ class TerminalWording:
     invalid: str
     confirm: str = f"Select “{_SLOT}”? (y/N)"
     control: str = "Control characters or escape sequences are not accepted; type plain text."
+    too_long: str = (f"That is {_SLOT} characters; feedback holds at most {MAX_FEEDBACK_CHARS:,}. "
+                     "Type a shorter text.")
 
     @classmethod
     def load(cls, language: str = "en") -> TerminalWording:
@@ -67,7 +70,8 @@ class TerminalWording:
         choose, feedback, invalid, control = (wording.text(f"terminal.{k}", language)
                                               for k in ("choose", "feedback", "invalid", "control"))
         confirm = wording.text("terminal.confirm", language, label=_SLOT)
-        return cls(choose, feedback, invalid, confirm, control)
+        too_long = wording.text("terminal.too_long", language, length=_SLOT, limit=f"{MAX_FEEDBACK_CHARS:,}")
+        return cls(choose, feedback, invalid, confirm, control, too_long)
 
 
 def _console(file: Any, *, width: int | None = None, color: bool | None = None) -> Console:
@@ -336,12 +340,17 @@ class TerminalReviewChannel:
         raise ReviewDismissed("review interrupted at the terminal (Ctrl-C)", interrupted=True)
 
     async def _plain_line(self, message: str) -> str:
-        """``_line`` asked again until it holds no control character or escape sequence: refused
-        as every reviewer text is (``answer_review``, the inbox), before any stripping, which
-        would drop some at the ends."""
+        """``_line`` asked again until it could be sent as feedback (``feedback_problem``: no
+        control character or escape sequence, at most ``MAX_FEEDBACK_CHARS`` characters), as
+        every reviewer text is checked (``answer_review``, the inbox), before any stripping,
+        which would drop some at the ends; the reviewer is told why and types it again instead
+        of the review being dismissed."""
         line = await self._line(message)
-        while not is_plain(line):
-            click.echo(self.wording.control)
+        while feedback_problem(line) is not None:
+            if is_plain(line):
+                click.echo(self.wording.too_long.replace(_SLOT, f"{len(line):,}"))
+            else:
+                click.echo(self.wording.control)
             line = await self._line(message)
         return line
 

@@ -66,6 +66,7 @@ class _Inbox:
         self.reviewers = reviewers
         self.trusted_header = trusted_header.lower() if trusted_header else None
         self.graph = graph
+        self._graph_fingerprint: str | None = None  # "sha256:<hex>" as logged in fsm/graph, made once
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
         env.autoescape = True
@@ -73,6 +74,22 @@ class _Inbox:
         env.filters["markdown"] = _render.markdown_html
         env.filters["when"] = _render.when
         env.globals["keep_label"] = APPROVE_KEEP_CONVERSATION_LABEL
+
+    def other_graph(self, view: Any) -> str | None:
+        """Why the ``--graph`` graph is not the one ``view``'s session runs (one line), None when
+        it is, or when the session has recorded none (a log before its first stage review)."""
+        recorded = view.state.graph
+        if self.graph is None or recorded is None:
+            return None
+        if self._graph_fingerprint is None:
+            from fsm_stage.graph import fingerprint
+
+            self._graph_fingerprint = "sha256:" + fingerprint(self.graph)
+        if recorded.fingerprint == self._graph_fingerprint:
+            return None
+        return (f"this session runs another stage graph ({_render.one_line(recorded.name, 60)!r}, "
+                f"{_render.one_line(recorded.fingerprint, 30)}) than the inbox's --graph "
+                f"({_render.one_line(self.graph.name, 60)!r}): not drawn")
 
     # -- who is asking ------------------------------------------------------------------------
     def reviewer(self, request: Request) -> str | None:

@@ -172,7 +172,8 @@ def review(inbox: _Inbox) -> Page:
             "feedback": typed,
             "deadline": deadline_text(item.deadline_ms, _render_now()) if item is not None else None,
             "refusal": inbox.refusal(item, name) if item is not None else None,
-            "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline},
+            "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline,
+            "other_graph": inbox.other_graph(view) if record.kind == "stage" else None},
             status)
 
     return inbox.on_review(run)
@@ -200,7 +201,9 @@ def review_document(view: Any, record: Any) -> tuple[str | None, str | None]:
 
 
 def _dot(inbox: _Inbox, view: Any, record: Any) -> str | None:
-    if inbox.graph is None or record.kind != "stage":
+    """The review's stage graph in DOT, None without ``--graph``, for another kind of review,
+    or when the session runs another graph than ``--graph`` (``_Inbox.other_graph``)."""
+    if inbox.graph is None or record.kind != "stage" or inbox.other_graph(view) is not None:
         return None
     from fsm_stage.diagram import to_dot
     from fsm_stage.errors import FsmStageError

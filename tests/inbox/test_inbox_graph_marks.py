@@ -86,3 +86,32 @@ def test_a_refused_move_is_not_marked(tmp_path: Path, monkeypatch: pytest.Monkey
     label = _edge_label(client.get(url).text)
     assert "pending" not in label and "in review" not in label
 
+
+
+def test_a_session_on_another_graph_is_not_drawn_with_the_inbox_graph(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inbox draws its ``--graph`` only for sessions whose logged ``fsm/graph`` fingerprint
+    is that graph's: a session run on another graph gets a note naming it, never a wrong
+    drawing (nor its SVG)."""
+    import json
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rid = stage_session(logs, "s1")
+    other = stage_session(logs, "s2")
+    path = logs / "s2.jsonl"
+    lines = []
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        if obj.get("type") == "fsm/graph":
+            obj["data"] = {"name": "another", "fingerprint": "sha256:" + "0" * 64}
+        lines.append(json.dumps(obj, separators=(",", ":")))
+    path.write_text("\n".join(lines) + "\n")
+    client, _ = _client(logs, tmp_path, monkeypatch)
+    assert "in review" in _edge_label(client.get(f"/review/s1.jsonl/{rid}").text)  # its own graph
+    page = client.get(f"/review/s2.jsonl/{other}")
+    assert page.status_code == 200 and '<pre class="dot">' not in page.text
+    assert "this session runs another stage graph (&#39;another&#39;, sha256:000" in page.text
+    monkeypatch.setattr(_render, "graph_svg", lambda dot: "<svg/>")
+    assert client.get(f"/graph/s1.jsonl/{rid}.svg").status_code == 200
+    assert client.get(f"/graph/s2.jsonl/{other}.svg").status_code == 404

@@ -72,10 +72,10 @@ class Session:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._cursors: dict[int, ProjectionCursor[Any]] = {}
-        # (surface, replace generation, nodes done, messages, their tuple): what
-        # ``shared_messages`` built last
-        self._messages: tuple[object, int, int, list[dict[str, Any]], tuple[dict[str, Any], ...]] | None \
-            = None
+        # (surface, replace generation, nodes done, messages, their tuple, the tuple before it when
+        # this one only grew it, else None): what ``shared_messages`` built last
+        self._messages: tuple[object, int, int, list[dict[str, Any]], tuple[dict[str, Any], ...],
+                              tuple[dict[str, Any], ...] | None] | None = None
         # a shared empty tuple until a validator is added (a live session stays small)
         self._validators: list[Callable[[Event], None]] | tuple[()] = ()
 
@@ -300,16 +300,26 @@ class Session:
         surface = self._log.surface
         nodes = surface.nodes
         cached = self._messages
+        before: tuple[dict[str, Any], ...] | None = None
         if cached is not None and cached[0] is surface and cached[1] == surface.replace_generation:
             if cached[2] == len(nodes):
                 return cached[4]
             out, start = (cached[3], cached[2]) if cached[2] < len(nodes) else ([], 0)
+            before = cached[4] if start else None
         else:
             out, start = [], 0
         self._build_messages(nodes, start, out)
         shared = tuple(out)
-        self._messages = (surface, surface.replace_generation, len(nodes), out, shared)
+        self._messages = (surface, surface.replace_generation, len(nodes), out, shared, before)
         return shared
+
+    def extends(self, newer: Sequence[Any], older: Sequence[Any]) -> bool:
+        """True when ``newer`` is the tuple ``shared_messages()`` returns now and ``older`` is that
+        tuple or the one it returned just before, with the surface only grown in between: ``newer``
+        then starts with ``older``'s very messages (O(1), no comparison). False says nothing
+        either way (compare them)."""
+        cached = self._messages
+        return cached is not None and newer is cached[4] and (older is newer or older is cached[5])
 
     def _build_messages(self, nodes: Sequence[int], start: int, out: list[dict[str, Any]]) -> None:
         events = self._log.events

@@ -399,7 +399,7 @@ class _Engine:
         # from the step's frozen assembly: a transition flushed at this boundary shows at once
         context = section_views(self.runtime.render_context(self.agent), self.meter)
         tools = self.views.tools(request.tools)
-        messages = self.views.messages(request.messages)
+        messages = self.views.messages(request.messages, self.session.extends)
         prev = self.records[-1] if self.records else None
         turn, step, seq = self._turn_step()
         model = None if request.model.is_default else request.model.to_json()

@@ -50,7 +50,8 @@ class RequestViews:
             self._tool_specs, self._tools = shown, tool_views(shown, self.meter)
         return self._tools
 
-    def messages(self, messages: Sequence[Mapping[str, Any]]) -> MessageHistory:
+    def messages(self, messages: Sequence[Mapping[str, Any]],
+                 extends: Callable[[Sequence[Any], Sequence[Any]], bool] | None = None) -> MessageHistory:
         """The views of a request's ``messages`` as a prefix of the shared history.
 
         The leading messages the history already holds (equal content, source and role, so
@@ -59,10 +60,12 @@ class RequestViews:
         inside the history (a transition replaced the messages), a new history starts with the
         views of the common prefix; records made before keep the old one, never changed. When the
         request starts with the very messages the history was made of (the loop hands the same
-        objects while the surface only grows), only the new ones are looked at."""
+        objects while the surface only grows), only the new ones are looked at; ``extends(newer,
+        older)`` (``Session.extends``) may vouch for that in O(1), else the two are compared."""
         seen, k = self._seen, len(self._seen)
         shown = tuple(messages)  # the request's own tuple: no copy
-        if k == len(self._history) and k <= len(shown) and shown[:k] == seen:  # identity first, C speed
+        if k == len(self._history) and k <= len(shown) and (
+                (extends is not None and extends(shown, seen)) or shown[:k] == seen):  # identity first
             new = shown[k:]
             self._history.extend([self.message(m) for m in new])
             for get, m in zip(MARK_FIELDS, self._marks, strict=True):

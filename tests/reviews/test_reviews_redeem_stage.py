@@ -200,6 +200,15 @@ def test_shared_messages_is_one_read_only_tuple_until_the_surface_grows(tmp_path
     assert grown[-1]["content"][0]["text"] == "more"
     copies = session.messages()
     assert copies == list(grown) and all(a is not b for a, b in zip(copies, grown, strict=True))
+    # ``extends`` vouches in O(1) for a tuple grown from the one before, nothing else
+    assert session.extends(grown, first) and session.extends(grown, grown)
+    assert not session.extends(first, grown)
+    assert not session.extends(grown, tuple(list(first)))  # equal, not the same
+    assert not session.extends(list(grown), first)
+    session.append_message({"id": "u10", "role": "user", "content": [{"type": "text", "text": "again"}]})
+    third = session.shared_messages()
+    assert session.extends(third, grown) and not session.extends(third, first)  # only the one before
+    assert not session.extends(grown, first)  # grown is no longer the current tuple
 
 
 def test_staged_session_user_switch_over_an_approval_supersedes_it_visibly(tmp_path: Path) -> None:

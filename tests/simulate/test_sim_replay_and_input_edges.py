@@ -240,8 +240,8 @@ def test_each_message_is_viewed_once_not_once_per_request(tmp_path: Path,
     all the messages so far, and each was priced and rendered again at every request. A message's
     view is computed once and reused while the log shows the same message; the records are the
     same as without the reuse."""
-    import fsm_stage.simulate.views as sim
     import fsm_stage.simulate.report as report
+    import fsm_stage.simulate.views as sim
 
     _write(tmp_path, "g.yaml", FULL_GRAPH)
     steps = "".join(f"  - user: prompt {i}\n  - model: answer {i}\n" for i in range(30))

@@ -145,10 +145,16 @@ def open_log(
     ``create`` a missing file is a ``LogFormatError`` ("no such session log").
     ``options`` go to the store: ``clock``, ``ignorable_types``, ``protect_system_head``,
     ``allow_unknown_types`` (both stores), ``strict`` (files: read the existing log strictly).
-    Raises ``UserError`` for ``-``, an empty location or an unknown scheme, and what the store
-    raises (``LogLockedError`` when another writer holds the file, ``LogWriteError``).
+    Raises ``UserError`` for ``-``, an empty location, an unknown scheme or a ``create`` header
+    whose ``cwd`` is not an absolute path (handoff documents are placed under it), and what the
+    store raises (``LogLockedError`` when another writer holds the file, ``LogWriteError``).
     """
     check_header(create, "open_log(create=)", optional=True)
+    if create is not None and create.cwd is not None and not os.path.isabs(create.cwd):
+        raise UserError(
+            f"open_log(create=): session cwd {create.cwd!r} is not an absolute path "
+            "(handoff documents are written under it): pass os.path.abspath(...)"
+        )
     from fsm_stage.log.jsonl import JsonlLog
 
     if isinstance(location, os.PathLike):

@@ -74,6 +74,20 @@ def test_create_on_an_existing_log_of_another_session_is_refused(tmp_path: Path)
         open_log(path, create=SessionHeader("other", created_at=1))
 
 
+@pytest.mark.parametrize("cwd", [".", "work/dir", ""])
+def test_create_with_a_relative_cwd_is_refused_before_anything_is_written(
+    tmp_path: Path, cwd: str, fake_scheme: list[tuple[str, Any]]
+) -> None:
+    bad = SessionHeader("loc-test", created_at=1, cwd=cwd)
+    for location in (str(tmp_path / "s.jsonl"), "memory:", "postgresql://db/x"):
+        with pytest.raises(UserError, match=f"session cwd {cwd!r} is not an absolute path"):
+            open_log(location, create=bad)
+    assert not (tmp_path / "s.jsonl").exists()
+    assert fake_scheme == []  # the store was never asked
+    with open_log(tmp_path / "s.jsonl", create=SessionHeader("loc-test", cwd=str(tmp_path))) as log:
+        assert log.header.cwd == str(tmp_path)
+
+
 def test_open_log_keeps_the_one_writer_rule(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with open_log(path, create=HEADER), pytest.raises(LogLockedError):

@@ -162,16 +162,17 @@ def _human(rows: list[dict[str, Any]]) -> str:
 
 def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, option: str | None,
             who: Identity | None, edited: str | None = None) -> VoteResult:
-    """Log one answer (``by: "cli"``): as ``who`` through ``vote_review`` (the review's rules
-    decide; under a quorum an approval may only add a vote), else ``answer_review``; then, when
-    the review closed and ``log`` belongs to a fleet store, wake its session (``_wake``)."""
+    """Log one answer (``by: "cli"``; ``"cli:NAME"`` as ``who``, as ``inbox approve-all``): as
+    ``who`` through ``vote_review`` (the review's rules decide; under a quorum an approval may
+    only add a vote), else ``answer_review``; then, when the review closed and ``log`` belongs
+    to a fleet store, wake its session (``_wake``)."""
     with webhooks(), open_location(log) as stored:
         if who is None:
             result = VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
                                               by="cli", edited=edited))
         else:
             result = vote_review(stored, review_id, outcome, reviewer=who.name, reviewers=who.reviewers,
-                                 feedback=feedback, option=option, by="cli", edited=edited)
+                                 feedback=feedback, option=option, by=f"cli:{who.name}", edited=edited)
     if result.answer is not None:  # the review is closed: a fleet session waiting on it resumes now
         wake_log(log, review_id)
     return result

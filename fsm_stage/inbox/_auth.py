@@ -50,19 +50,17 @@ def load_reviewers(path: str | Path) -> Reviewers:
 
 def refusal(rules: Mapping[str, Any] | None, reviewer: str | None, groups: tuple[str, ...]) -> str | None:
     """Why a review's logged ``rules`` do not let ``reviewer`` (member of ``groups``) answer it,
-    as one line, or None. No rules or no ``approvers``: anyone may. Rules that are not a
-    mapping, or approvers that are not a list of names, refuse everyone (fail closed).
-    ``reviewer`` None (nobody named): only that readability check (``vote_review`` then
-    refuses rules that need a name)."""
+    as one line, or None. No rules or no ``approvers``: anyone may. Rules that cannot be read
+    (``reviews._team.rules_problem``) refuse everyone (fail closed). ``reviewer`` None (nobody
+    named): only that readability check (``vote_review`` then refuses rules that need a name)."""
+    problem = _team.rules_problem(rules)
+    if problem is not None:
+        return f"this review's rules cannot be read ({problem}); nobody may answer it here"
     if rules is None:
         return None
-    if not isinstance(rules, Mapping) or rules.get("invalid"):
-        return "this review's rules cannot be read; nobody may answer it here"
     approvers = rules.get("approvers")
-    if approvers is None or approvers == []:
+    if not approvers:
         return None
-    if not isinstance(approvers, list) or not all(isinstance(a, str) for a in approvers):
-        return "this review's approvers cannot be read; nobody may answer it here"
     if reviewer is None:
         return None
     if reviewer.startswith("@"):

@@ -106,13 +106,12 @@ def request_data(event: Event | None) -> Mapping[str, Any]:
 def open_of(session_id: str, key: str, state: ReviewState,
             event_at: Callable[[int], Event | None]) -> tuple[OpenReview, ...]:
     """The open reviews of ``state`` (a session's review fold), in request order; ``event_at(seq)``
-    gives the logged request events (their time and rules: rules that are not a mapping
-    refuse everyone, fail closed)."""
+    gives the logged request events (their time; the rules are the fold's, ``rules_problem``
+    decides whether anyone may answer)."""
     out = []
     for record in state.open:
         event = event_at(record.seq)
-        rules = request_data(event).get("rules")
-        rules = rules if isinstance(rules, Mapping) else (None if rules is None else {"invalid": True})
+        rules = record.rules
         asked = event.time if event is not None else 0
         out.append(OpenReview(session_id, key, record, asked, rules, deadline_at(rules, asked)))
     return tuple(out)

@@ -22,6 +22,7 @@ import attrs
 
 from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
 from fsm_stage.log.events import Event, answered_call_id
+from fsm_stage.reviews._team import UNREADABLE_RULES_KEY
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
            "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]
@@ -140,8 +141,9 @@ class ReviewRecord:
     (``"full"``/``"light"``/None), ``handoff_path``, ``payload_sha256`` (hex), the ``turn`` and
     ``step`` it was asked in, the ``seq`` and ``time`` (epoch ms) of the request event, the
     review ``rules`` it was asked under (``config.review_rules.rules_json``; None: anyone, one
-    approval, no deadline) and the ``document`` the reviewer is shown (handoff document, plan,
-    tool arguments; None when not stored, ``document_omitted`` when it was too large)."""
+    approval, no deadline; ``{"invalid": true}`` when the logged rules are not a mapping) and
+    the ``document`` the reviewer is shown (handoff document, plan, tool arguments; None when
+    not stored, ``document_omitted`` when it was too large)."""
 
     id: str
     call_id: str
@@ -284,6 +286,14 @@ def _add(mapping: Mapping[str, V], key: str, value: V, call_id: str | None = Non
     return base.added(key, value, call_id)
 
 
+def _rules(value: object) -> Mapping[str, Any] | None:
+    """Logged review rules as the record keeps them: a mapping as is, None when absent, and
+    ``{"invalid": true}`` for anything else (``_team.rules_problem``: nobody may answer)."""
+    if value is None or isinstance(value, Mapping):
+        return value
+    return {UNREADABLE_RULES_KEY: True}
+
+
 def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
@@ -343,7 +353,7 @@ class ReviewFold:
                 shape=_str(d.get("shape")), handoff_path=_str(d.get("handoffPath")),
                 payload_sha256=_str(d.get("payloadSha256")) or "", turn=_int(d.get("turn")),
                 step=_int(d.get("step")), seq=event.seq, time=event.time,
-                rules=d["rules"] if isinstance(d.get("rules"), Mapping) else None,
+                rules=_rules(d.get("rules")),
                 document=_str(d.get("document")), document_omitted=d.get("documentOmitted") is True)
             return attrs.evolve(state, records=_add(state.records, rid, rec, rec.call_id),
                                 live=(*state.live, rid))

@@ -4,7 +4,8 @@
 groups}}``); tokens are stored hashed (``token_sha256(token)``) and checked in constant time
 (``Reviewers.authenticate``). ``refusal(rules, reviewer, requester, reviewers)`` says why a
 review's logged rules (``config.review_rules.rules_json``) do not let ``reviewer`` approve, or
-None. ``deadline_at`` is when a review expires. Every refusal is one line (``ReviewRefusedError``).
+None; ``rules_problem`` says why logged rules cannot be read (then nobody may answer: fail
+closed). ``deadline_at`` is when a review expires. Every refusal is one line (``ReviewRefusedError``).
 """
 
 from __future__ import annotations
@@ -119,6 +120,42 @@ def load_reviewers(path: str | Path) -> Reviewers:
         out[str(name)] = Reviewer(str(name), None if digest is None else str(digest),
                                   tuple(str(g) for g in groups))
     return Reviewers(out)
+
+
+#: The keys a review request's logged rules may hold (``config.review_rules.rules_json``).
+RULE_KEYS = frozenset({"approvers", "quorum", "notRequester", "deadlineSeconds", "onDeadline", "notify"})
+#: What the review fold records for logged ``rules`` that are not a mapping (``rules_problem``
+#: reports it: an unknown key).
+UNREADABLE_RULES_KEY = "invalid"
+
+
+def rules_problem(rules: Mapping[str, Any] | None) -> str | None:
+    """Why a review's logged ``rules`` cannot be read, as one line, or None (readable, or no
+    rules: anyone). Unreadable: not a mapping (the fold's ``{"invalid": true}``), a key outside
+    ``RULE_KEYS`` (a newer writer's rule this reader cannot enforce), ``approvers`` or ``notify``
+    not a list of non-empty strings, ``quorum`` not a positive int, ``notRequester`` not a bool,
+    ``onDeadline`` not ``keep``/``dismiss``. An unreadable deadline expires at once
+    (``deadline_at``). Every answer path refuses a review whose rules cannot be read."""
+    if rules is None:
+        return None
+    if not isinstance(rules, Mapping) or UNREADABLE_RULES_KEY in rules:
+        return "its logged rules are not a mapping"
+    unknown = sorted((k for k in rules if k not in RULE_KEYS), key=str)
+    if unknown:
+        return f"its logged rules hold a rule this reader does not know ({str(unknown[0])[:40]!r})"
+    for key in ("approvers", "notify"):
+        names = rules.get(key)
+        if names is not None and not (isinstance(names, list)
+                                      and all(isinstance(n, str) and n for n in names)):
+            return f"its logged {key} is not a list of non-empty strings"
+    quorum = rules.get("quorum", 1)
+    if not isinstance(quorum, int) or isinstance(quorum, bool) or quorum < 1:
+        return "its logged quorum is not a positive whole number"
+    if not isinstance(rules.get("notRequester", False), bool):
+        return "its logged notRequester is not true or false"
+    if rules.get("onDeadline", "dismiss") not in ("keep", "dismiss"):
+        return "its logged onDeadline is not keep or dismiss"
+    return None
 
 
 def may_answer(rules: Mapping[str, Any] | None, name: str, reviewers: Reviewers | None) -> bool:
@@ -236,10 +273,15 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     now = wall_clock_ms() if now_ms is None else now_ms
     if deadline is not None and now >= deadline:
         expiry = expiry_spec(record, rules)
-        return TeamDecision(f"review {record.id} expired (deadline {rules.get('deadlineSeconds'):g} s); "
+        seconds = rules.get("deadlineSeconds")
+        shown = f"{seconds:g} s" if isinstance(seconds, int | float) and not isinstance(seconds, bool) \
+            else "unreadable, so expired at once"
+        return TeamDecision(f"review {record.id} expired (deadline {shown}); "
                             f"it was closed as {expiry.data['outcome']}", expiry)
-    quorum = rules.get("quorum", 1)
-    quorum = quorum if isinstance(quorum, int) and not isinstance(quorum, bool) and quorum > 0 else 1
+    problem = rules_problem(record.rules)
+    if problem is not None:
+        return TeamDecision(f"review {record.id}: {problem}; nobody may answer it (fail closed)")
+    quorum: int = rules.get("quorum", 1)
     if reviewer is None:
         if rules.get("approvers") or rules.get("notRequester") or quorum > 1:
             return TeamDecision("its rules need a named reviewer (answer as NAME)")
@@ -263,14 +305,18 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
 
 def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
     """The answer that closes ``record`` at its deadline: ``onDeadline`` (keep or dismiss), by
-    ``deadline``; an expired review never approves."""
+    ``deadline``, its ``feedback`` saying no reviewer answered in time (so the model never reads
+    it as a person's decision); an expired review never approves."""
     from fsm_stage.constants import REVIEW_ANSWER
     from fsm_stage.log.events import NewEvent
 
     outcome = "keep" if rules.get("onDeadline") == "keep" else "dismiss"
     option = record.options[-1] if outcome == "keep" and record.options else None
+    seconds = rules.get("deadlineSeconds")
+    within = f" ({seconds:g} s)" if isinstance(seconds, int | float) and not isinstance(seconds, bool) else ""
+    feedback = f"No reviewer answered before the review's deadline{within}; nobody decided on it."
     return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": None,
-                                    "feedback": None, "by": "deadline"}, ignorable=True)
+                                    "feedback": feedback, "by": "deadline"}, ignorable=True)
 
 
 def with_reviewers(spec: Any, names: tuple[str, ...]) -> Any:

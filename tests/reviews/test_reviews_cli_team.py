@@ -26,7 +26,7 @@ def test_a_quorum_of_authenticated_reviewers_approves_through_the_cli(tmp_path: 
                  token=TOKENS["carol"])  # a member of @leads, token from the environment
     assert second.exit_code == 0, second.output
     out = json.loads(second.output)
-    assert out["answer"]["outcome"] == "approve" and out["answer"]["by"] == "cli"
+    assert out["answer"]["outcome"] == "approve" and out["answer"]["by"] == "cli:carol"
     assert out["answer"]["reviewers"] == ["alice", "carol"]
     assert out["vote"] == {"reviewer": "carol", "votes": ["alice", "carol"], "needed": 2}
     assert resume(path, tmp_path) == "implement"

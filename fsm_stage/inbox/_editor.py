@@ -39,13 +39,20 @@ def edit_option(record: Any) -> str | None:
     return None
 
 
-def not_editable(record: Any, document: str | None, doc_error: str | None) -> str | None:
+def not_editable(record: Any, document: str | None, doc_error: str | None, *,
+                 quorum: bool = True) -> str | None:
     """Why the review page offers no "Approve with edits" for ``record`` (None: it does). Only
     a plan or a full switch's handoff document can be edited, one the page can read, and one
     without control characters or escape sequences (a textarea would show them raw: approve
-    such a document as is, or keep it with feedback)."""
+    such a document as is, or keep it with feedback), under rules asking one approval (an edit
+    is one reviewer's version: a quorum above 1 approves the document as it is; a POST leaves
+    that refusal to the library, so the editor keeps the reviewer's text: ``quorum=False``)."""
     if record.kind not in ("stage", "plan"):
         return f"a {record.kind} review has no document to edit"
+    needed = (record.rules or {}).get("quorum", 1)
+    if quorum and needed != 1:
+        return (f"an edited document needs a single approver (quorum {needed}); "
+                "approve as is, or keep with feedback")
     if record.kind == "stage" and (record.handoff_path is None
                                    or (record.shape != "full" and edit_option(record) is None)):
         return "this stage switch uses no handoff document (the light switch)"
@@ -77,7 +84,7 @@ def edit(inbox: _Inbox) -> Page:
             return RedirectResponse(back, status_code=303)
         record = view.state.records[request.path_params["rid"]]
         document, doc_error = review_document(view, record)
-        why = not_editable(record, document, doc_error)
+        why = not_editable(record, document, doc_error, quorum=request.method != "POST")
         if why is not None or document is None:
             flash(request, ("error", f"cannot approve with edits: {why}"))
             return RedirectResponse(back, status_code=303)

@@ -167,6 +167,8 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     add_rules(logs / "p1.jsonl", {"notRequester": True})
     set_requester(logs / "p1.jsonl", "bob")
     csrf = _login(client, "alice")
+    page = client.get(f"/review/s1.jsonl/{rids['s1']}").text  # no editor under a quorum of 2
+    assert "Approve with edits…" not in page and "needs a single approver (quorum 2)" in page
     first = client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
     assert "vote recorded" in first.text and "1 of 2" in first.text
     assert _answers(logs / "s1.jsonl") == []
@@ -176,6 +178,8 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
     (answer,) = _answers(logs / "s1.jsonl")
     assert answer["by"] == "inbox:bob" and answer["reviewers"] == ["alice", "bob"]
+    audit = client.get("/session/s1.jsonl").text  # the audit table names the voters
+    assert "<td>inbox:bob (alice, bob)</td>" in audit
     refused = client.post(f"/review/p1.jsonl/{rids['p1']}", data={"csrf": csrf, "action": "approve"})
     assert "not_requester" in refused.text and _answers(logs / "p1.jsonl") == []
     kept = client.post(f"/review/p1.jsonl/{rids['p1']}",

@@ -163,16 +163,32 @@ class Filters:
     reviewers: Any = None
 
 
+def _names_groups(rules: Any) -> bool:
+    """Whether logged review ``rules`` list an ``@group`` among their approvers."""
+    approvers = rules.get("approvers") if isinstance(rules, dict) else None
+    return isinstance(approvers, list) and any(isinstance(a, str) and a.startswith("@") for a in approvers)
+
+
 def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[Any]:
     """The open reviews of ``store`` that ``given`` selects; a session log that could not be
-    read is one warning line on stderr (``warned``: the lines said already, to say each once)."""
+    read is one warning line on stderr (``warned``: the lines said already, to say each once),
+    and so are reviews left out because ``--reviewer NAME`` came without the reviewers file
+    that resolves their approvers' ``@group``s."""
     from fsm_stage.inbox.queue import open_reviews, unreadable_warnings
 
     items = open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
                          older_than=_seconds(given.older_than, "--older-than"),
                          deadline_within=_seconds(given.deadline_within, "--deadline-within"),
                          reviewer=given.allowed, reviewers=given.reviewers)
-    for line in unreadable_warnings(store):
+    lines = list(unreadable_warnings(store))
+    if given.allowed is not None and given.reviewers is None:
+        chosen = {(i.key, i.record.id) for i in items}
+        grouped = sum(1 for i in store.open_reviews()
+                      if (i.key, i.record.id) not in chosen and _names_groups(i.rules))
+        if grouped:
+            lines.append(f"{grouped} open review(s) name @groups among their approvers and were left "
+                         f"out: --reviewer {given.allowed} matches names only without --reviewers FILE")
+    for line in lines:
         if warned is None or line not in warned:
             click.echo(f"fsm-stage: warning: {line}", err=True)
             if warned is not None:

@@ -65,7 +65,14 @@ def test_list_filters_by_target_and_by_the_reviewer_the_rules_allow(tmp_path: Pa
     assert listed("--target", "verify", "--target", "implement") == {rids["s1"], rids["s2"]}
     # alice is in @leads (the reviewers file says so); the plan review names nobody
     assert listed("--reviewer", "alice", "--reviewers", reviewers) == {rids["s1"], rids["p1"]}
-    assert listed("--reviewer", "alice") == {rids["p1"]}  # without the file no group resolves
+    assert listed("--reviewer", "alice") == {rids["p1"]}  # without the file no group resolves ...
+    hint = CliRunner().invoke(main, ["inbox", "list", str(logs), "--reviewer", "alice"])
+    assert hint.exit_code == 0 and hint.stderr == (  # ... and the listing says what it left out
+        "fsm-stage: warning: 1 open review(s) name @groups among their approvers and were left out: "
+        "--reviewer alice matches names only without --reviewers FILE\n")
+    resolved = CliRunner().invoke(main, ["inbox", "list", str(logs), "--reviewer", "alice",
+                                         "--reviewers", reviewers])
+    assert resolved.exit_code == 0 and resolved.stderr == ""
     assert listed("--reviewer", "bob", "--reviewers", reviewers) == {rids["s2"], rids["p1"]}
     add_rules(logs / "p1.jsonl", "not rules")  # type: ignore[arg-type]
     assert listed("--reviewer", "bob", "--reviewers", reviewers) == {rids["s2"]}  # unreadable: nobody

@@ -177,7 +177,11 @@ class ReviewAlreadyAnsweredError(ReviewError, UserError):
 class ReviewRefusedError(ReviewError, UserError):
     """An answer the review's rules do not allow (a reviewer who is not an approver, the
     session's requester under ``not_requester``, a wrong token, an expired review, a second vote);
-    nothing was written."""
+    nothing was written. For a second vote ``votes`` holds the approvals logged so far (the
+    reviewer's among them) and ``needed`` the quorum; otherwise ``()`` and 0."""
+
+    votes: tuple[str, ...] = ()
+    needed: int = 0
 
 
 class ReviewPayloadChangedError(ReviewError, UserError):

@@ -28,9 +28,11 @@ from fsm_stage.text import coarse_duration, visible
 __all__ = ["Decision", "answer_item", "answer_one", "approve_all", "deadline_text", "open_reviews",
            "review_json", "unreadable_warnings"]
 
-#: ``Decision.result`` values: the review was answered, a quorum vote was logged, the rules or
-#: the review's state refused it, another error (payload changed, answered already, a write).
-RESULTS = ("answered", "voted", "refused", "error")
+#: ``Decision.result`` values: the review was answered, a quorum vote was logged, the
+#: reviewer's vote was logged before and the review still waits for others (nothing written),
+#: the rules or the review's state refused it, another error (payload changed, answered
+#: already, a write).
+RESULTS = ("answered", "voted", "waiting", "refused", "error")
 
 
 def _line(text: object, limit: int = 300) -> str:
@@ -134,8 +136,8 @@ class Decision:
 
     @property
     def ok(self) -> bool:
-        """Whether the review was answered or voted on."""
-        return self.result in ("answered", "voted")
+        """Whether the review was answered or voted on (now or, ``waiting``, before)."""
+        return self.result in ("answered", "voted", "waiting")
 
     def to_json(self) -> dict[str, Any]:
         """``{key, session, id, result, message, votes, needed, wake}``."""
@@ -168,6 +170,10 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
         result, wake = store.answer(item.key, rec.id, outcome, feedback=feedback, option=option, by=by,
                                     reviewer=reviewer, reviewers=reviewers, edited=edited)
     except ReviewRefusedError as err:
+        if reviewer is not None and reviewer in err.votes:  # a repeated approve-all, say
+            return decision("waiting", f"{reviewer} voted before: {what} ({len(err.votes)} of {err.needed} "
+                                       "approvals; the review waits for the others)",
+                            votes=err.votes, needed=err.needed)
         return decision("refused", f"refused: {what}: {err}")
     except FsmStageError as err:
         return decision("error", f"{what}: {err}")

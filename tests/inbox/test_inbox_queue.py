@@ -25,6 +25,10 @@ def _answers(path: Path) -> list[dict[str, Any]]:
     return [e.data for e in read_log(path).events if e.type == "fsm/review/answer"]
 
 
+def _votes(path: Path) -> list[dict[str, Any]]:
+    return [e.data for e in read_log(path).events if e.type == "fsm/review/vote"]
+
+
 def _request(path: Path) -> dict[str, Any]:
     (data,) = [e.data for e in read_log(path).events if e.type == REVIEW_REQUEST]
     return dict(data)
@@ -122,11 +126,16 @@ def test_approve_all_as_an_authenticated_reviewer(tmp_path: Path, monkeypatch: p
     assert out.exit_code == 1
     (answer,) = _answers(logs / "s1.jsonl")
     assert answer["by"] == "cli:alice" and answer["reviewers"] == ["alice"]
-    # alice again: her second vote is refused, the quorum is not reached by one person
+    # alice again: no second vote (the quorum is not reached by one person), reported as waiting
     again = approve_all(logs, reviewer="alice", stages=["verify"],
                         reviewers=load_reviewers(reviewers))
-    assert again[0].result == "refused" and "already voted" in again[0].message
-    assert _answers(logs / "s2.jsonl") == []
+    assert again[0].result == "waiting" and again[0].ok and again[0].votes == ("alice",)
+    assert "alice voted before" in again[0].message and "1 of 2 approvals" in again[0].message
+    assert _answers(logs / "s2.jsonl") == [] and len(_votes(logs / "s2.jsonl")) == 1
+    rerun = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--stage", "verify",
+                                      "--as", "alice", "--reviewers", str(reviewers)])
+    assert rerun.exit_code == 0 and "alice voted before" in rerun.stdout  # a repeated run is no failure
+    assert len(_votes(logs / "s2.jsonl")) == 1
     monkeypatch.setenv("FSM_STAGE_REVIEWER_TOKEN", TOKENS["bob"])
     done = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--stage", "verify",
                                      "--as", "bob", "--reviewers", str(reviewers)])
@@ -173,7 +182,7 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     assert "vote recorded" in first.text and "1 of 2" in first.text
     assert _answers(logs / "s1.jsonl") == []
     twice = client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
-    assert "already voted" in twice.text and _answers(logs / "s1.jsonl") == []
+    assert "alice voted before" in twice.text and _answers(logs / "s1.jsonl") == []
     csrf = _login(client, "bob")
     client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
     (answer,) = _answers(logs / "s1.jsonl")

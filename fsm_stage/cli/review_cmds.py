@@ -57,7 +57,7 @@ from fsm_stage.reviews._answer import (
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
 from fsm_stage.reviews._edits import kept_diff
 from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES, ReviewAnswer, ReviewRecord
-from fsm_stage.reviews._team import VoteResult
+from fsm_stage.reviews._team import VoteResult, deadline_at, rules_problem
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
@@ -123,7 +123,8 @@ def _payload(session: Session, record: ReviewRecord) -> str | None:
 
 
 def listing(session: Session) -> list[dict[str, Any]]:
-    """The open reviews of ``session`` as ``review --json`` lists them (one dict each)."""
+    """The open reviews of ``session`` as ``review --json`` lists them (one dict each; ``rules``
+    as logged or None, ``deadline_ms`` epoch ms or None)."""
     now = time.time() * 1000
     out = []
     state = review_state(session)
@@ -133,14 +134,39 @@ def listing(session: Session) -> list[dict[str, Any]]:
                     "options": list(r.options), "shape": r.shape, "handoff_path": r.handoff_path,
                     "payload_sha256": r.payload_sha256, "since_seq": r.seq,
                     "age_seconds": max(0, round((now - since) / 1000)) if since is not None else None,
+                    "rules": dict(r.rules) if r.rules is not None else None,
+                    "deadline_ms": deadline_at(r.rules, r.time),
                     "payload": _payload(session, r), "kept_diff": kept_diff(state, r)})
     return out
+
+
+def _rules_line(rules: Mapping[str, Any] | None, deadline_ms: int | None, now_ms: int) -> str | None:
+    """Who may answer a review and until when, as one line (None: anyone, no deadline)."""
+    from fsm_stage.inbox.queue import deadline_text
+
+    if rules is None:
+        return None
+    problem = rules_problem(rules)
+    if problem is not None:
+        return f"rules: {problem}; nobody may answer it"
+    parts = []
+    if rules.get("approvers"):
+        parts.append("approvers " + ", ".join(rules["approvers"]))
+    if rules.get("quorum", 1) != 1:
+        parts.append(f"quorum {rules['quorum']}")
+    if rules.get("notRequester"):
+        parts.append("not the requester")
+    if deadline_ms is not None:
+        then = rules.get("onDeadline", "dismiss")
+        parts.append(f"deadline {deadline_text(deadline_ms, now_ms)} (then {then})")
+    return "rules: " + "; ".join(visible(p) for p in parts) if parts else None
 
 
 def _human(rows: list[dict[str, Any]]) -> str:
     """The listing as text; every logged string is shown through ``visible`` (one line each)."""
     if not rows:
         return "no open reviews"
+    now = int(time.time() * 1000)
     lines: list[str] = []
     for r in rows:
         v = {k: visible(str(r[k])) for k in ("id", "kind", "from", "target", "call_id", "payload_sha256")}
@@ -149,6 +175,9 @@ def _human(rows: list[dict[str, Any]]) -> str:
                      + (f", {r['age_seconds']} s ago)" if r["age_seconds"] is not None else ")"))
         lines.append(f"  options: {' | '.join(visible(str(o)) for o in r['options'])}; "
                      f"sha256 {v['payload_sha256']}")
+        rules = _rules_line(r["rules"], r["deadline_ms"], now)
+        if rules is not None:
+            lines.append(f"  {rules}")
         if r["kind"] == "tool" and r["payload"] is not None:
             lines.append("  arguments:")
         if r["payload"] is not None:

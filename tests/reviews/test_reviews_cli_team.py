@@ -6,6 +6,7 @@ nothing written."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,17 @@ def test_identity_options_go_together(tmp_path: Path) -> None:
     assert cli(path, "--approve", rid, "--as", "alice").exit_code == 2
     assert cli(path, "--approve", rid, "--reviewers", "r.yaml").exit_code == 2
     assert cli(path, "--approve", rid, "--token-file", "t").exit_code == 2
+
+
+def test_the_listing_says_who_may_answer_and_until_when(tmp_path: Path) -> None:
+    path, rid = suspended(tmp_path)
+    shown = cli(path)
+    assert shown.exit_code == 0, shown.output
+    (line,) = [x for x in shown.output.splitlines() if x.startswith("  rules: ")]
+    assert re.fullmatch(r"  rules: approvers alice, bob, @leads; quorum 2; not the requester; "
+                        r"deadline in (59m\d+s|1h0m0s|1h) \(then dismiss\)", line), line
+    (row,) = json.loads(cli(path, "--json").output)["open"]
+    assert row["rules"]["quorum"] == 2 and row["rules"]["approvers"] == ["alice", "bob", "@leads"]
+    (asked,) = [e["time"] for e in map(json.loads, path.read_text(encoding="utf-8").splitlines()[1:])
+                if e["type"] == "fsm/review/request"]
+    assert row["deadline_ms"] == asked + 3_600_000 and row["id"] == rid

@@ -205,3 +205,23 @@ def test_a_torn_log_on_stdin_is_named_stdin_not_the_spool_file(tmp_path: Path) -
     (tmp_path / "torn.jsonl").write_bytes(data)
     res = CliRunner().invoke(main, ["draw", str(_graph(tmp_path)), "--log", str(tmp_path / "torn.jsonl")])
     assert res.stderr.count(str(tmp_path / "torn.jsonl")) == 1  # named once, not twice
+
+
+def test_a_log_of_another_graph_is_drawn_with_a_warning(tmp_path: Path) -> None:
+    """The session records the fingerprint of the graph it runs (``fsm/graph``): drawing it on
+    another graph warns that the highlight may not be that graph's; on its own graph, no warning."""
+    from fsm_stage.config import load_config_text
+    from fsm_stage.graph import fingerprint
+
+    graph = _graph(tmp_path)
+    own = load_config_text(GRAPH).graph
+    assert own is not None
+    cases = (("g", "sha256:" + fingerprint(own), False), ("other", "sha256:" + "0" * 64, True))
+    for name, fp, warned in cases:
+        log = _log(tmp_path / f"{name}.jsonl", "b")
+        with JsonlLog(log, clock=lambda: 2) as opened:
+            opened.append("fsm/graph", {"name": name, "fingerprint": fp}, ignorable=True)
+        code, out, err = _draw(str(graph), "--log", str(log))
+        assert code == 0 and "class s_b current" in out  # drawn either way
+        assert ("runs another stage graph ('other', sha256:000" in err) is warned, err
+        assert ("may not be this graph's" in err) is warned

@@ -37,6 +37,7 @@ from fsm_stage.diagram import (
 )
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import atomic_write, output_error
+from fsm_stage.text import visible
 
 _SUFFIXES: dict[str, Format] = {
     ".mmd": "mermaid",
@@ -152,6 +153,13 @@ def draw(
         for warning in marks.warnings:
             click.echo(f"fsm-stage: warning: {warning}", err=True)  # it names the log
         plan_active, pending, reviewing = marks.plan_active, marks.pending, marks.reviewing
+        if marks.graph is not None and config.graph is not None:
+            from fsm_stage.graph import fingerprint
+
+            if marks.graph[1] != "sha256:" + fingerprint(config.graph):
+                click.echo(f"fsm-stage: warning: the session runs another stage graph "
+                           f"({visible(marks.graph[0])!r}, {visible(marks.graph[1])[:30]}) than {name}: "
+                           "the highlighted stage and transitions may not be this graph's", err=True)
         current = marks.stage if marks.stage is not None else (
             config.graph.initial_stage if config.graph is not None else None
         )

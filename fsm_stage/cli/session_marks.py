@@ -25,8 +25,10 @@ class SessionMarks:
     """The folded facts a diagram highlights: ``stage`` (None: no stage record), ``plan_active``
     and ``plan_pending`` (a plan-mode change requested, not yet applied), ``pending`` (a
     approved ``(source, target)`` transition applied at the next step, or None),
-    ``reviewing`` (the transition an open review asks about, or None) and the log's
-    ``warnings`` (torn tail, unknown event types; each names the log as messages do)."""
+    ``reviewing`` (the transition an open review asks about, or None), the log's
+    ``warnings`` (torn tail, unknown event types; each names the log as messages do) and the
+    ``graph`` the session records running (``(name, "sha256:<hex>")`` of its last ``fsm/graph``
+    event, or None)."""
 
     stage: str | None
     plan_active: bool
@@ -34,6 +36,7 @@ class SessionMarks:
     pending: tuple[str, str] | None
     warnings: tuple[str, ...] = ()
     reviewing: tuple[str, str] | None = None
+    graph: tuple[str, str] | None = None
 
 
 def pending_transition(events: Sequence[Event]) -> tuple[str, str] | None:
@@ -72,6 +75,7 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
             warnings = shown_as(res.warnings, path, arg)
     plan = PlanView()
     view = plan.view(fold(plan, res.events))
+    recorded = fold(REVIEW_FOLD, res.events).graph
     return SessionMarks(
         stage=fold(StageProjection(), res.events).stage,
         plan_active=bool(view["active"]),
@@ -79,4 +83,5 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
         pending=pending_transition(res.events),
         warnings=tuple(warnings),
         reviewing=reviewed_transition(res.events),
+        graph=None if recorded is None else (recorded.name, recorded.fingerprint),
     )

@@ -437,6 +437,8 @@ class PlanModeController:
         if self.closed:
             raise ToolFailure(c.text("errors.reloaded"))
         answer = outcome.answer
+        if answer.by == "deadline":  # closed by its deadline: nobody decided
+            raise ToolFailure(c.text("errors.expired"))
         if answer.outcome == "dismiss":
             raise ToolFailure(c.text("errors.dismissed"))
         if answer.outcome == "keep":

@@ -239,7 +239,10 @@ async def test_an_answer_after_the_deadline_is_closed_by_its_expiry(tmp_path: Pa
     assert (answer["outcome"], answer["by"]) == ("keep", "deadline")
     assert len(of(log, "tool/result")) == 1 and stage_now(app) == "explore"
     # the model is told nobody decided, not handed a keep that reads like a person's
-    assert "No reviewer answered before the review's deadline (1 s); nobody decided on it." in text_of(r)
+    assert "Nobody answered the stage review before its deadline" in text_of(r)
+    assert "user" not in text_of(r).lower()
+    assert answer["feedback"] == ("No reviewer answered before the review's deadline (1 s); "
+                                  "nobody decided on it.")
 
 
 # --- the command: --as, and the webhooks ----------------------------------------------------------

@@ -136,3 +136,29 @@ def test_not_requester_without_a_recorded_requester_approves_nothing() -> None:
     assert refusal(rules, "alice", requester=None, reviewers=None, outcome="keep") is None
     assert refusal(rules, "alice", requester="bob", reviewers=None, outcome="approve") is None
     assert refusal(rules, "bob", requester="bob", reviewers=None, outcome="approve") is not None
+
+
+def _result_text(host: Any) -> str:
+    """The text of the session's one tool result (what the model reads)."""
+    (result,) = [e.data for e in host.session.events if e.type == "tool/result"]
+    (part,) = result["message"]["content"]
+    return str(part["content"][0]["text"])
+
+
+def test_a_review_closed_by_its_deadline_tells_the_model_nobody_decided(tmp_path: Path) -> None:
+    """Keep or dismiss, an answer ``by: deadline`` reaches the model as "nobody answered", never
+    as the user's keep or dismissal (stage switch and plan mode alike)."""
+    for on_deadline in ("keep", "dismiss"):
+        host, _loop, _ = _run(f", deadline: 1s, on_deadline: {on_deadline}", _Late(1.3).approve(), tmp_path)
+        text = _result_text(host)
+        assert text.startswith("Error: Nobody answered the stage review before its deadline")
+        assert "user" not in text.lower() and host.current_stage() == "explore"
+    graph = load_config_text(two_stages(review="deadline: 1s") + "plan_mode:\n  section: Plan first.\n")
+    host = open_session(graph, MemoryLog(SessionHeader("plan", cwd=str(tmp_path))), review=_Late(1.3).approve())
+    assert host.plan is not None
+    host.plan.set(host.agent, True)
+    model = ScriptedModel([ModelReply.call("exit_plan_mode", {"plan": "# Plan\n\n1. Do it."}),
+                           ModelReply.say("waiting")])
+    asyncio.run(Loop(host.runtime, host.agent, model).prompt("plan it"))
+    assert _result_text(host).startswith("Error: Nobody answered the plan review before its deadline")
+    assert host.plan.logged(host.session)  # still in plan mode

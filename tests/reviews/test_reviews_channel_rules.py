@@ -154,7 +154,8 @@ def test_a_review_closed_by_its_deadline_tells_the_model_nobody_decided(tmp_path
         assert text.startswith("Error: Nobody answered the stage review before its deadline")
         assert "user" not in text.lower() and host.current_stage() == "explore"
     graph = load_config_text(two_stages(review="deadline: 1s") + "plan_mode:\n  section: Plan first.\n")
-    host = open_session(graph, MemoryLog(SessionHeader("plan", cwd=str(tmp_path))), review=_Late(1.3).approve())
+    log = MemoryLog(SessionHeader("plan", cwd=str(tmp_path)))
+    host = open_session(graph, log, review=_Late(1.3).approve())
     assert host.plan is not None
     host.plan.set(host.agent, True)
     model = ScriptedModel([ModelReply.call("exit_plan_mode", {"plan": "# Plan\n\n1. Do it."}),

@@ -369,7 +369,8 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
                     raise ReviewRefusedError(team.refusal or f"review {review_id} expired")
                 if team.refusal is not None:
                     refused = ReviewRefusedError(f"review {review_id}: {team.refusal}")
-                    refused.votes, refused.needed = team.votes, (team.needed if team.votes else 0)
+                    if team.voted_before:
+                        refused.votes, refused.needed = team.votes, team.needed
                     raise refused
                 specs = [*team.before, *([with_reviewers(spec, team.names)] if team.complete else [])]
                 events = session.append_many(specs, expect_last_seq=session.last_seq)

@@ -134,8 +134,9 @@ def rules_problem(rules: Mapping[str, Any] | None) -> str | None:
     rules: anyone). Unreadable: not a mapping (the fold's ``{"invalid": true}``), a key outside
     ``RULE_KEYS`` (a newer writer's rule this reader cannot enforce), ``approvers`` or ``notify``
     not a list of non-empty strings, ``quorum`` not a positive int, ``notRequester`` not a bool,
-    ``onDeadline`` not ``keep``/``dismiss``. An unreadable deadline expires at once
-    (``deadline_at``). Every answer path refuses a review whose rules cannot be read."""
+    ``onDeadline`` not ``keep``/``dismiss``, any rule null, ``approvers`` empty (the config writes
+    none of these). An unreadable deadline expires at once (``deadline_at``). Every answer path
+    refuses a review whose rules cannot be read."""
     if rules is None:
         return None
     if not isinstance(rules, Mapping) or UNREADABLE_RULES_KEY in rules:
@@ -143,6 +144,11 @@ def rules_problem(rules: Mapping[str, Any] | None) -> str | None:
     unknown = sorted((k for k in rules if k not in RULE_KEYS), key=str)
     if unknown:
         return f"its logged rules hold a rule this reader does not know ({str(unknown[0])[:40]!r})"
+    nulls = [k for k in RULE_KEYS if k in rules and rules[k] is None]
+    if nulls:
+        return f"its logged {sorted(nulls)[0]} is null"
+    if rules.get("approvers") == []:
+        return "its logged approvers name nobody"
     for key in ("approvers", "notify"):
         names = rules.get(key)
         if names is not None and not (isinstance(names, list)
@@ -186,23 +192,31 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
         if requester is None:  # who started it is unknown: nobody can be told apart from them
             return ("not_requester: the session does not record who started it (its header's "
                     "extra.requester), so no approval can be told apart from theirs")
-        if reviewer == requester:
+        if reviewer.casefold() == requester.casefold():  # one person, however an IdP spells them
             return f"{reviewer} started this session and may not approve its reviews (not_requester)"
+    return None
+
+
+def deadline_seconds(rules: Mapping[str, Any] | None) -> float | None:
+    """The logged ``deadlineSeconds`` of ``rules`` when readable: a positive finite number up
+    to ``MAX_DEADLINE_SECONDS`` (not a bool); None otherwise (absent or unreadable)."""
+    seconds = (rules or {}).get("deadlineSeconds")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) \
+            and 0 < seconds <= MAX_DEADLINE_SECONDS:
+        return float(seconds)
     return None
 
 
 def deadline_at(rules: Mapping[str, Any] | None, asked_ms: int) -> int | None:
     """Epoch ms when a review asked at ``asked_ms`` expires under ``rules`` (None: never, when
-    the rules log no ``deadlineSeconds``). A logged deadline that is not a positive finite
-    number up to ``MAX_DEADLINE_SECONDS`` (zero, negative, NaN, a string, one above what the
-    config allows) expires at once: a deadline nobody can read never means "no deadline"."""
-    seconds = (rules or {}).get("deadlineSeconds")
-    if seconds is None:
+    the rules log no ``deadlineSeconds`` key). A logged deadline that is not a positive finite
+    number up to ``MAX_DEADLINE_SECONDS`` (zero, negative, NaN, null, a string, a huge int, one
+    above what the config allows) expires at once: a deadline nobody can read never means "no
+    deadline"."""
+    if rules is None or not isinstance(rules, Mapping) or "deadlineSeconds" not in rules:
         return None
-    readable = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-    if readable and 0 < seconds <= MAX_DEADLINE_SECONDS:
-        return asked_ms + int(seconds * 1000)
-    return asked_ms
+    seconds = deadline_seconds(rules)
+    return asked_ms if seconds is None else asked_ms + int(seconds * 1000)
 
 
 #: ``fsm/review/vote {id, reviewer, option}``: one approval toward a review's quorum.
@@ -225,7 +239,8 @@ class VoteResult:
 class TeamDecision:
     """``decide``'s verdict: ``refusal`` (one line, or None), ``expiry`` (the answer that closes
     an expired review, logged before refusing), ``before`` (votes to log), ``complete`` (log the
-    answer now), the ``names`` it is by, the ``votes`` so far and the quorum ``needed``."""
+    answer now), the ``names`` it is by, the ``votes`` so far and the quorum ``needed``;
+    ``voted_before``: the refusal is a second vote by the same reviewer."""
 
     refusal: str | None = None
     expiry: Any = None
@@ -234,6 +249,7 @@ class TeamDecision:
     names: tuple[str, ...] = ()
     votes: tuple[str, ...] = ()
     needed: int = 1
+    voted_before: bool = False
 
 
 def requester_of(session: Any) -> str | None:
@@ -273,9 +289,8 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     now = wall_clock_ms() if now_ms is None else now_ms
     if deadline is not None and now >= deadline:
         expiry = expiry_spec(record, rules)
-        seconds = rules.get("deadlineSeconds")
-        shown = f"{seconds:g} s" if isinstance(seconds, int | float) and not isinstance(seconds, bool) \
-            else "unreadable, so expired at once"
+        seconds = deadline_seconds(rules)
+        shown = f"{seconds:g} s" if seconds is not None else "unreadable, so expired at once"
         return TeamDecision(f"review {record.id} expired (deadline {shown}); "
                             f"it was closed as {expiry.data['outcome']}", expiry)
     problem = rules_problem(record.rules)
@@ -286,21 +301,42 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
         if rules.get("approvers") or rules.get("notRequester") or quorum > 1:
             return TeamDecision("its rules need a named reviewer (answer as NAME)")
         return TeamDecision()
-    why = refusal(rules, reviewer, requester=requester_of(session), reviewers=reviewers, outcome=outcome)
+    if not isinstance(reviewer, str) or not REVIEWER_NAME_RE.fullmatch(reviewer):
+        return TeamDecision(f"{str(reviewer)[:70]!r} is not a reviewer name ({REVIEWER_NAME_RE.pattern})")
+    requester = requester_of(session)
+    why = refusal(rules, reviewer, requester=requester, reviewers=reviewers, outcome=outcome)
     if why is not None:
         return TeamDecision(why)
     if quorum == 1 or outcome != "approve":
         return TeamDecision(names=names)
     if not vote:
         return TeamDecision(f"needs {quorum} approvals: answer with vote_review")
-    votes = votes_of(session, record)
-    if reviewer in votes:
-        return TeamDecision(f"{reviewer} already voted to approve ({len(votes)} of {quorum})",
-                            votes=votes, needed=quorum)
-    votes = (*votes, reviewer)
+    logged = votes_of(session, record)
+    if reviewer.casefold() in {v.casefold() for v in logged}:
+        return TeamDecision(f"{reviewer} already voted to approve ({len(logged)} of {quorum})",
+                            votes=logged, needed=quorum, voted_before=True)
+    votes = (*_counted(logged, rules, requester, reviewers), reviewer)
     spec = NewEvent(REVIEW_VOTE, {"id": record.id, "reviewer": reviewer}, ignorable=True)
     return TeamDecision(before=(spec,), complete=len(votes) >= quorum, names=votes, votes=votes,
                         needed=quorum)
+
+
+def _counted(logged: tuple[str, ...], rules: Mapping[str, Any], requester: str | None,
+             reviewers: Reviewers | None) -> tuple[str, ...]:
+    """The logged votes that count toward a quorum now: each voter a reviewer name the rules
+    let approve (an approver, not the requester), one per person (names equal up to case are
+    one person). A vote the rules would refuse (written by hand, or a group member counted
+    without the reviewers file) does not count: fail closed."""
+    seen: set[str] = set()
+    out = []
+    for name in logged:
+        key = name.casefold()
+        if key in seen or not REVIEWER_NAME_RE.fullmatch(name):
+            continue
+        if refusal(rules, name, requester=requester, reviewers=reviewers, outcome="approve") is None:
+            seen.add(key)
+            out.append(name)
+    return tuple(out)
 
 
 def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
@@ -312,8 +348,8 @@ def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
 
     outcome = "keep" if rules.get("onDeadline") == "keep" else "dismiss"
     option = record.options[-1] if outcome == "keep" and record.options else None
-    seconds = rules.get("deadlineSeconds")
-    within = f" ({seconds:g} s)" if isinstance(seconds, int | float) and not isinstance(seconds, bool) else ""
+    seconds = deadline_seconds(rules)
+    within = f" ({seconds:g} s)" if seconds is not None else ""
     feedback = f"No reviewer answered before the review's deadline{within}; nobody decided on it."
     return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": None,
                                     "feedback": feedback, "by": "deadline"}, ignorable=True)

@@ -96,3 +96,14 @@ def cli(path: Path, *args: str, token: str | None = None, env: dict[str, str] | 
 def events(path: Path, kind: str) -> list[dict[str, Any]]:
     lines = path.read_text(encoding="utf-8").splitlines()[1:]
     return [e["data"] for e in map(json.loads, lines) if e["type"] == kind]
+
+
+def with_rules(path: Path, rules: Any) -> None:
+    """Rewrite the logged review request's ``rules`` (as a damaged or newer log would hold them)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        if obj.get("type") == "fsm/review/request":
+            obj["data"]["rules"] = rules
+            lines[i] = json.dumps(obj)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -3,12 +3,11 @@ CLI and the web inbox all refuse, nothing is written, and its deadline still clo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from team_rig import TOKENS, cli, suspended, write_reviewers
+from team_rig import TOKENS, cli, suspended, with_rules, write_reviewers
 
 from fsm_stage.errors import ReviewRefusedError
 from fsm_stage.log import open_log
@@ -29,24 +28,16 @@ UNREADABLE: list[tuple[Any, str]] = [
     ({"notify": "http://x"}, "notify is not a list of non-empty strings"),
     ({"approvers": ["alice"], "approversAlso": ["mallory"]}, "a rule this reader does not know"),
     ({"invalid": True}, "not a mapping"),
+    ({"approvers": []}, "approvers name nobody"),
+    ({"approvers": None}, "approvers is null"),
+    ({"approvers": ["alice"], "notify": None}, "notify is null"),
 ]
-
-
-def _with_rules(path: Path, rules: Any) -> None:
-    """Rewrite the logged review request's ``rules`` (as a damaged or newer log would hold them)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        obj = json.loads(line)
-        if obj.get("type") == "fsm/review/request":
-            obj["data"]["rules"] = rules
-            lines[i] = json.dumps(obj)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 @pytest.mark.parametrize(("rules", "why"), UNREADABLE)
 def test_unreadable_rules_refuse_every_answer_and_write_nothing(tmp_path: Path, rules: Any, why: str) -> None:
     path, rid = suspended(tmp_path, "verify")  # rules {approvers: [alice]}
-    _with_rules(path, rules)
+    with_rules(path, rules)
     with open_log(path) as log:
         (record,) = open_reviews(log)
         assert rules_problem(record.rules) is not None and why in str(rules_problem(record.rules))
@@ -64,7 +55,7 @@ def test_unreadable_rules_refuse_every_answer_and_write_nothing(tmp_path: Path, 
 
 def test_the_cli_refuses_unreadable_rules_in_one_line(tmp_path: Path) -> None:
     path, rid = suspended(tmp_path, "verify")
-    _with_rules(path, {"approvers": ["alice"], "quorum": "many"})
+    with_rules(path, {"approvers": ["alice"], "quorum": "many"})
     before = path.read_bytes()
     got = cli(path, "--approve", rid, "--as", "alice", "--reviewers", str(write_reviewers(tmp_path)),
               token=TOKENS["alice"])
@@ -86,7 +77,7 @@ def test_the_web_inbox_refuses_unreadable_rules(tmp_path: Path) -> None:
 
 def test_an_unreadable_deadline_still_expires_and_never_approves(tmp_path: Path) -> None:
     path, rid = suspended(tmp_path, "verify")
-    _with_rules(path, {"approvers": ["alice"], "deadlineSeconds": "1h", "onDeadline": "keep"})
+    with_rules(path, {"approvers": ["alice"], "deadlineSeconds": "1h", "onDeadline": "keep"})
     with open_log(path) as log:
         (record,) = open_reviews(log)
         verdict = decide(log, record, "approve", reviewer="alice", reviewers=None, vote=True)
@@ -96,3 +87,19 @@ def test_an_unreadable_deadline_still_expires_and_never_approves(tmp_path: Path)
             vote_review(log, rid, "approve", reviewer="alice")
         answers = [e.data for e in log.events if e.type == "fsm/review/answer"]
         assert [(a["outcome"], a["by"]) for a in answers] == [("keep", "deadline")]
+
+
+@pytest.mark.parametrize("seconds", [10**400, -(10**400), None, float("nan"), "1h", True])
+def test_an_unreadable_deadline_of_any_shape_expires_at_once_in_one_line(tmp_path: Path,
+                                                                        seconds: Any) -> None:
+    path, rid = suspended(tmp_path, "verify")
+    with_rules(path, {"approvers": ["alice"], "deadlineSeconds": seconds})
+    got = cli(path, "--approve", rid, "--as", "alice", "--reviewers", str(write_reviewers(tmp_path)),
+              token=TOKENS["alice"])
+    assert got.exit_code == 1 and "Traceback" not in got.output, got.output
+    assert "unreadable, so expired at once" in got.output
+    with open_log(path) as log:
+        (answer,) = [e.data for e in log.events if e.type == "fsm/review/answer"]
+        assert (answer["outcome"], answer["by"]) == ("dismiss", "deadline")
+        assert answer["feedback"] == ("No reviewer answered before the review's deadline; "
+                                      "nobody decided on it.")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import ConfigError, UserError
 
 if TYPE_CHECKING:  # the composition's parts load when a session is composed, not at import
     from fsm_stage.config import ConfigFile, GraphConfig, PlanModeConfig
@@ -94,6 +94,11 @@ class SessionHost:
         if isinstance(log, str | os.PathLike) or not hasattr(log, "append_many"):
             raise TypeError(f"open_session: log must be an EventLog (open_log(path, create=...), "
                             f"MemoryLog(...)), got {type(log).__name__}")
+        cwd = log.header.cwd
+        if isinstance(cwd, str) and not os.path.isabs(cwd):
+            raise UserError(f"open_session: the session's cwd {cwd!r} is not an absolute path "
+                            "(handoff documents are written under it): create the log with "
+                            "SessionHeader(id, cwd=os.path.abspath(...))")
         loaded = graph if isinstance(graph, ConfigFile | GraphConfig | None) else load_config(graph)
         file = loaded if isinstance(loaded, ConfigFile) else None
         stage_graph = loaded.graph if isinstance(loaded, ConfigFile) else loaded
@@ -211,7 +216,7 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     Raises ``ConfigError`` (one line) for a guard of the graph with no predicate in
     ``eligibility`` (an edge would otherwise be closed silently) and for a name in
     ``eligibility`` that is no guard of the graph (a misspelling), ``UserError`` for a graph
-    file that cannot be read and ``TypeError`` for a ``log`` that is not an ``EventLog`` (a
+    file that cannot be read or a log whose header's ``cwd`` is not an absolute path, and ``TypeError`` for a ``log`` that is not an ``EventLog`` (a
     path: open it with ``open_log`` first).
     """
     return SessionHost.compose(graph, log, review=review, plan_mode=plan_mode, handoffs=handoffs,

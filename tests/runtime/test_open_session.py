@@ -9,7 +9,7 @@ import pytest
 
 from fsm_stage import MemoryLog, ScriptedReviewChannel, SessionHeader, ToolCall, open_session
 from fsm_stage.config import load_config_text
-from fsm_stage.errors import ConfigError
+from fsm_stage.errors import ConfigError, UserError
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.resources import data_dir
 
@@ -33,6 +33,16 @@ def test_an_eligibility_name_that_is_no_guard_is_a_one_line_error() -> None:
             open_session(load_config_text(FEATURE_WORK), _log(), eligibility=given)
         shown = str(err.value)
         assert shown.count("\n") == 0 and "eligibility names no guard of the graph: tests_writen" in shown
+
+
+@pytest.mark.parametrize("cwd", [".", "work", ""])
+def test_a_session_whose_cwd_is_relative_is_refused_before_anything_runs(cwd: str) -> None:
+    """Handoff documents are written under the session's cwd: a relative one would only fail at
+    the first full switch, as a tool error the model reads."""
+    log = MemoryLog(SessionHeader("s", cwd=cwd))
+    with pytest.raises(UserError, match=f"cwd {cwd!r} is not an absolute path") as err:
+        open_session(load_config_text(FEATURE_WORK), log, eligibility={"tests_written": True})
+    assert "\n" not in str(err.value) and log.events == []
 
 
 def test_registered_guards_decide_the_edges() -> None:

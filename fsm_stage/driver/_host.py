@@ -216,8 +216,9 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     Raises ``ConfigError`` (one line) for a guard of the graph with no predicate in
     ``eligibility`` (an edge would otherwise be closed silently) and for a name in
     ``eligibility`` that is no guard of the graph (a misspelling), ``UserError`` for a graph
-    file that cannot be read or a log whose header's ``cwd`` is not an absolute path, and ``TypeError`` for a ``log`` that is not an ``EventLog`` (a
-    path: open it with ``open_log`` first).
+    file that cannot be read or a log whose header's ``cwd`` is not an absolute path, and
+    ``TypeError`` for a ``log`` that is not an ``EventLog`` (a path: open it with ``open_log``
+    first).
     """
     return SessionHost.compose(graph, log, review=review, plan_mode=plan_mode, handoffs=handoffs,
                                token_meter=token_meter, guidance=guidance, eligibility=eligibility,

@@ -358,8 +358,9 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
                     raise ReviewPayloadChangedError(
                         f"review {review_id}: the {what} changed since the review was asked; "
                         "it cannot be approved")
-            team = decide(session, record, outcome, reviewer=reviewer, reviewers=reviewers, vote=vote)
             spec = answer_spec(record, outcome, feedback=feedback, option=option, by=by, edited=edited)
+            team = decide(session, record, outcome, reviewer=reviewer, reviewers=reviewers, vote=vote,
+                          option=spec.data["option"] if outcome == "approve" else None)
             if edited is not None and team.needed > 1 and team.refusal is None and team.expiry is None:
                 team = attrs.evolve(team, refusal=f"an edited document needs a single approver (quorum "
                                     f"{team.needed}); approve as is, or keep with feedback")

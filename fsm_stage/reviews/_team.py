@@ -261,26 +261,33 @@ def requester_of(session: Any) -> str | None:
 def votes_of(session: Any, record: Any) -> tuple[str, ...]:
     """The distinct reviewers who voted to approve ``record``, in vote order (events after its
     request only)."""
-    names: list[str] = []
+    return tuple(vote_options(session, record))
+
+
+def vote_options(session: Any, record: Any) -> dict[str, str | None]:
+    """Each distinct voter on ``record`` (vote order) and the approve option their first vote
+    logged (None: a vote that logged none, as written before votes carried options)."""
+    out: dict[str, str | None] = {}
     events = session.events
     for i in range(record.seq + 1, len(events)):
         ev = events[i]
         if ev.type == REVIEW_VOTE and isinstance(ev.data, dict) and ev.data.get("id") == record.id:
-            name = ev.data.get("reviewer")
-            if isinstance(name, str) and name not in names:
-                names.append(name)
-    return tuple(names)
+            name, option = ev.data.get("reviewer"), ev.data.get("option")
+            if isinstance(name, str) and name not in out:
+                out[name] = option if isinstance(option, str) else None
+    return out
 
 
 def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, reviewers: Reviewers | None,
-           vote: bool, now_ms: int | None = None) -> TeamDecision:
+           vote: bool, now_ms: int | None = None, option: str | None = None) -> TeamDecision:
     """Whether ``reviewer`` may give ``outcome`` to ``record`` under its logged rules, now.
 
     Expired (past ``deadlineSeconds``): the ``onDeadline`` answer (``by: "deadline"``) is the
     ``expiry`` and the answer is refused. Rules naming approvers, ``notRequester`` or a quorum
     need a named ``reviewer``. A quorum above 1 needs ``vote`` (``vote_review``): an approval
-    adds a vote and completes once enough distinct reviewers voted; keep and dismiss complete
-    at once."""
+    adds a vote (logging ``option``, the approve option it chose) and completes once enough
+    distinct reviewers voted, all for one option (a vote for another option than the counted
+    votes' is refused: no voter's choice is dropped); keep and dismiss complete at once."""
     from fsm_stage.log.events import NewEvent, wall_clock_ms
 
     rules: Mapping[str, Any] = record.rules or {}
@@ -311,12 +318,19 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
         return TeamDecision(names=names)
     if not vote:
         return TeamDecision(f"needs {quorum} approvals: answer with vote_review")
-    logged = votes_of(session, record)
+    chosen = vote_options(session, record)
+    logged = tuple(chosen)
     if reviewer.casefold() in {v.casefold() for v in logged}:
         return TeamDecision(f"{reviewer} already voted to approve ({len(logged)} of {quorum})",
                             votes=logged, needed=quorum, voted_before=True)
-    votes = (*_counted(logged, rules, requester, reviewers), reviewer)
-    spec = NewEvent(REVIEW_VOTE, {"id": record.id, "reviewer": reviewer}, ignorable=True)
+    counted = _counted(logged, rules, requester, reviewers)
+    other = next((chosen[v] for v in counted if chosen[v] not in (None, option)), None)
+    if option is not None and other is not None:
+        return TeamDecision(f"the votes so far approve with {other!r}: a quorum approves one option "
+                            f"(vote {other!r}, or keep with feedback)")
+    votes = (*counted, reviewer)
+    data = {"id": record.id, "reviewer": reviewer, **({"option": option} if option is not None else {})}
+    spec = NewEvent(REVIEW_VOTE, data, ignorable=True)
     return TeamDecision(before=(spec,), complete=len(votes) >= quorum, names=votes, votes=votes,
                         needed=quorum)
 

@@ -21,7 +21,7 @@ def test_a_quorum_of_authenticated_reviewers_approves_through_the_cli(tmp_path: 
     first = cli(path, "--approve", rid, "--as", "alice", "--token-file", str(alice), "--reviewers", reviewers)
     assert first.exit_code == 0, first.output
     assert first.output == f"review {rid}: approval by alice recorded (1 of 2); the review stays open\n"
-    assert events(path, "fsm/review/vote") == [{"id": rid, "reviewer": "alice"}]
+    assert events(path, "fsm/review/vote") == [{"id": rid, "reviewer": "alice", "option": "Approve"}]
     assert events(path, "fsm/review/answer") == []
     second = cli(path, "--approve", rid, "--as", "carol", "--reviewers", reviewers, "--json",
                  token=TOKENS["carol"])  # a member of @leads, token from the environment

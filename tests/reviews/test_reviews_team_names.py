@@ -1,6 +1,7 @@
 """One person is one reviewer, however a name is spelled: case variants neither add a quorum
 vote nor get past not_requester, a string that is no reviewer name answers nothing, and a vote
-the rules would refuse (written into the log by hand) never counts toward a quorum."""
+the rules would refuse (written into the log by hand) never counts toward a quorum, and a quorum
+approves one option: no voter's choice is dropped."""
 
 from __future__ import annotations
 
@@ -57,3 +58,21 @@ def test_a_forged_vote_does_not_count_toward_the_quorum(tmp_path: Path) -> None:
         one = vote_review(log, rid, "approve", reviewer="alice")
         assert one.answer is None and one.votes == ("alice",) and one.needed == 2
     assert resume(path, tmp_path) == "explore"
+
+
+def test_a_quorum_approves_one_option(tmp_path: Path) -> None:
+    """Each vote logs the approve option it chose; a vote for another option than the votes
+    so far is refused (nothing written), so the shape applied is every voter's choice."""
+    path, rid = suspended(tmp_path, "verify")
+    with_rules(path, {"quorum": 2})
+    light = "Approve and keep the conversation"
+    with open_log(path) as log:
+        vote_review(log, rid, "approve", reviewer="carol")  # the default: Approve (full)
+        seen = len(log.events)
+        with pytest.raises(ReviewRefusedError, match="the votes so far approve with 'Approve'"):
+            vote_review(log, rid, "approve", reviewer="alice", option=light)
+        assert len(log.events) == seen
+        done = vote_review(log, rid, "approve", reviewer="alice", option="Approve")
+        assert done.answer is not None and (done.answer.option, done.answer.shape) == ("Approve", "full")
+        votes = [e.data for e in log.events if e.type == "fsm/review/vote"]
+        assert [(v["reviewer"], v["option"]) for v in votes] == [("carol", "Approve"), ("alice", "Approve")]

@@ -186,8 +186,11 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
             reviewers: Reviewers | None, outcome: str) -> str | None:
     """Why ``rules`` do not let ``reviewer`` give ``outcome``, as one line, or None."""
     if not may_answer(rules, reviewer, reviewers):
-        listed = ", ".join((rules or {})["approvers"])
-        return f"{reviewer} is not among the approvers of this review ({listed})"
+        approvers = (rules or {})["approvers"]
+        unresolved = reviewers is None and any(str(a).startswith("@") for a in approvers)
+        hint = "; @groups resolve only with the reviewers file (--reviewers FILE, reviewers=)" \
+            if unresolved else ""
+        return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)}){hint}"
     if outcome == "approve" and (rules or {}).get("notRequester"):
         if requester is None:  # who started it is unknown: nobody can be told apart from them
             return ("not_requester: the session does not record who started it (its header's "
@@ -306,7 +309,8 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     quorum: int = rules.get("quorum", 1)
     if reviewer is None:
         if rules.get("approvers") or rules.get("notRequester") or quorum > 1:
-            return TeamDecision("its rules need a named reviewer (answer as NAME)")
+            return TeamDecision("its rules need a named reviewer (answer as NAME: --as NAME on the "
+                                "command line, reviewer= from Python)")
         return TeamDecision()
     if not isinstance(reviewer, str) or not REVIEWER_NAME_RE.fullmatch(reviewer):
         return TeamDecision(f"{str(reviewer)[:70]!r} is not a reviewer name ({REVIEWER_NAME_RE.pattern})")

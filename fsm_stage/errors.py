@@ -177,9 +177,10 @@ class ReviewAlreadyAnsweredError(ReviewError, UserError):
 class ReviewRefusedError(ReviewError, UserError):
     """An answer the review's rules do not allow (a reviewer who is not an approver, the
     session's requester under ``not_requester``, a wrong token, an expired review, a second vote);
-    nothing was written. For a second vote ``votes`` holds the approvals logged so far (the
-    reviewer's among them) and ``needed`` the quorum; otherwise ``()`` and 0."""
+    nothing was written. For a second vote ``voted_before`` is True, ``votes`` holds the approvals
+    that count so far and ``needed`` the quorum; otherwise False, ``()`` and 0."""
 
+    voted_before: bool = False
     votes: tuple[str, ...] = ()
     needed: int = 0
 

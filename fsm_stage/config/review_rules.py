@@ -20,8 +20,10 @@ from fsm_stage._yaml import NativePath, ProblemReport
 from fsm_stage.config.fields import FieldRule, rule_metadata
 from fsm_stage.constants import MAX_DEADLINE_SECONDS
 
+#: A reviewer (or group) name: names equal up to case are one person.
+REVIEWER_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}"
 #: A reviewer name, or ``@group`` (a group of the reviewers file).
-APPROVER_PATTERN = r"@?[A-Za-z0-9_][A-Za-z0-9_.@-]*"
+APPROVER_PATTERN = "@?" + REVIEWER_NAME_PATTERN
 #: ``<number><unit>`` with unit s, m, h or d.
 DURATION_PATTERN = r"[0-9]+(?:\.[0-9]+)?[smhd]"
 _APPROVER_RE = re.compile(APPROVER_PATTERN)
@@ -118,19 +120,26 @@ def _check_one(value: object, npath: NativePath, report: ProblemReport) -> None:
     if isinstance(quorum, int) and not isinstance(quorum, bool):
         if quorum < 1:
             report.error((*npath, "quorum"), f"must be a positive whole number, got {quorum}")
-        elif isinstance(approvers, list) and quorum > len(set(approvers)) \
-                and all(isinstance(a, str) and not a.startswith("@") for a in approvers):
+        elif isinstance(approvers, list) and all(isinstance(a, str) and not a.startswith("@")
+                                                 for a in approvers) \
+                and quorum > len({a.casefold() for a in approvers}):
             report.error((*npath, "quorum"), f"needs {quorum} distinct approvers but `approvers` names only "
-                                             f"{len(set(approvers))}")
+                                             f"{len({a.casefold() for a in approvers})}")
     for key in ("approvers", "notify"):
         items = value.get(key)
         if isinstance(items, list) and len(items) > MAX_LIST:
             report.error((*npath, key), f"lists {len(items)} entries; at most {MAX_LIST}")
     if isinstance(approvers, list):
+        seen: dict[str, str] = {}
         for i, a in enumerate(approvers):
             if isinstance(a, str) and not _APPROVER_RE.fullmatch(a):
                 report.error((*npath, "approvers", i),
                              f"must match {APPROVER_PATTERN}, got {json.dumps(a)[:40]}")
+            elif isinstance(a, str) and a.casefold() in seen and seen[a.casefold()] != a:
+                report.error((*npath, "approvers", i), f"{a} and {seen[a.casefold()]} are one reviewer "
+                                                       "(names equal up to case are one person)")
+            elif isinstance(a, str):
+                seen[a.casefold()] = a
     notify = value.get("notify")
     if isinstance(notify, list):
         for i, url in enumerate(notify):

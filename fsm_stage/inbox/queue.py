@@ -170,7 +170,7 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
         result, wake = store.answer(item.key, rec.id, outcome, feedback=feedback, option=option, by=by,
                                     reviewer=reviewer, reviewers=reviewers, edited=edited)
     except ReviewRefusedError as err:
-        if reviewer is not None and reviewer in err.votes:  # a repeated approve-all, say
+        if err.voted_before:  # a repeated approve-all, say
             return decision("waiting", f"{reviewer} voted before: {what} ({len(err.votes)} of {err.needed} "
                                        "approvals; the review waits for the others)",
                             votes=err.votes, needed=err.needed)

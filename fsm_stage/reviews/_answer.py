@@ -371,7 +371,7 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
                 if team.refusal is not None:
                     refused = ReviewRefusedError(f"review {review_id}: {team.refusal}")
                     if team.voted_before:
-                        refused.votes, refused.needed = team.votes, team.needed
+                        refused.voted_before, refused.votes, refused.needed = True, team.votes, team.needed
                     raise refused
                 specs = [*team.before, *([with_reviewers(spec, team.names)] if team.complete else [])]
                 events = session.append_many(specs, expect_last_seq=session.last_seq)

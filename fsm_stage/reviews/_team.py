@@ -19,11 +19,12 @@ from typing import Any
 
 import attrs
 
+from fsm_stage.config.review_rules import REVIEWER_NAME_PATTERN
 from fsm_stage.constants import MAX_DEADLINE_SECONDS
 from fsm_stage.errors import ReviewRefusedError, UserError
 
-#: A reviewer name (also what ``approvers`` lists).
-REVIEWER_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+#: A reviewer name (also what ``approvers`` lists); names equal up to case are one person.
+REVIEWER_NAME_RE = re.compile(REVIEWER_NAME_PATTERN)
 #: Largest reviewers file read (bytes).
 MAX_REVIEWERS_FILE = 1 << 20
 
@@ -107,6 +108,10 @@ def load_reviewers(path: str | Path) -> Reviewers:
         where = f"{p}{_at(entries, name)}: reviewers.{name}"
         if not isinstance(name, str) or not REVIEWER_NAME_RE.fullmatch(name):
             raise UserError(f"{where}: a reviewer name matches {REVIEWER_NAME_RE.pattern}")
+        twin = next((n for n in out if n.casefold() == name.casefold()), None)
+        if twin is not None:
+            raise UserError(f"{where}: {name} and {twin} are one reviewer (names equal up to case are "
+                            "one person); keep one entry")
         if not isinstance(entry, dict) or set(entry) - {"token_sha256", "groups"}:
             raise UserError(f"{where}: expected {{token_sha256: <64 hex>, groups: [names]}}")
         digest, groups = entry.get("token_sha256"), entry.get("groups", [])
@@ -167,17 +172,21 @@ def rules_problem(rules: Mapping[str, Any] | None) -> str | None:
 def may_answer(rules: Mapping[str, Any] | None, name: str, reviewers: Reviewers | None) -> bool:
     """Whether ``rules.approvers`` (names and ``@group``s) includes ``name`` (no approvers:
     anyone). A group needs ``reviewers`` to resolve; without it only names match. ``name`` must
-    be a reviewer name (``REVIEWER_NAME_RE``): a group's ``@name`` is never a person."""
+    be a reviewer name (``REVIEWER_NAME_RE``): a group's ``@name`` is never a person. Names
+    equal up to case are one person."""
     approvers = (rules or {}).get("approvers")
     if not approvers:
         return True
     if not isinstance(name, str) or not REVIEWER_NAME_RE.fullmatch(name):
         return False  # "@leads" is a group, never a person
+    person = name.casefold()  # names equal up to case are one person
     for entry in approvers:
-        if entry == name:
+        if not isinstance(entry, str):
+            continue
+        if entry.casefold() == person:
             return True
-        if isinstance(entry, str) and entry.startswith("@") and reviewers is not None \
-                and name in reviewers.members(entry[1:]):
+        if entry.startswith("@") and reviewers is not None \
+                and person in {m.casefold() for m in reviewers.members(entry[1:])}:
             return True
     return False
 
@@ -324,14 +333,18 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
         return TeamDecision(f"needs {quorum} approvals: answer with vote_review")
     chosen = vote_options(session, record)
     logged = tuple(chosen)
-    if reviewer.casefold() in {v.casefold() for v in logged}:
-        return TeamDecision(f"{reviewer} already voted to approve ({len(logged)} of {quorum})",
-                            votes=logged, needed=quorum, voted_before=True)
     counted = _counted(logged, rules, requester, reviewers)
-    other = next((chosen[v] for v in counted if chosen[v] not in (None, option)), None)
-    if option is not None and other is not None:
+    other = next((o for o in chosen.values() if o is not None and o != option), None)
+    if option is not None and other is not None:  # every logged vote, counted now or not
         return TeamDecision(f"the votes so far approve with {other!r}: a quorum approves one option "
                             f"(vote {other!r}, or keep with feedback)")
+    if reviewer.casefold() in {v.casefold() for v in logged}:
+        if len(counted) >= quorum and reviewer.casefold() in {v.casefold() for v in counted}:
+            # enough votes count now (a reviewers file resolved a group member's earlier vote,
+            # say): the approval completes without a new vote, so no team is left stuck
+            return TeamDecision(complete=True, names=counted, votes=counted, needed=quorum)
+        return TeamDecision(f"{reviewer} already voted to approve ({len(counted)} of {quorum})",
+                            votes=counted, needed=quorum, voted_before=True)
     votes = (*counted, reviewer)
     data = {"id": record.id, "reviewer": reviewer, **({"option": option} if option is not None else {})}
     spec = NewEvent(REVIEW_VOTE, data, ignorable=True)

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from team_rig import resume, suspended, with_rules
+from team_rig import resume, suspended, with_rules, write_reviewers
 
 from fsm_stage.errors import ReviewRefusedError
 from fsm_stage.log import open_log
-from fsm_stage.reviews import open_reviews
+from fsm_stage.reviews import load_reviewers, open_reviews
 from fsm_stage.reviews._answer import vote_review
 
 
@@ -76,3 +76,44 @@ def test_a_quorum_approves_one_option(tmp_path: Path) -> None:
         assert done.answer is not None and (done.answer.option, done.answer.shape) == ("Approve", "full")
         votes = [e.data for e in log.events if e.type == "fsm/review/vote"]
         assert [(v["reviewer"], v["option"]) for v in votes] == [("carol", "Approve"), ("alice", "Approve")]
+
+
+def test_a_quorum_whose_earlier_votes_count_later_completes_without_a_new_vote(tmp_path: Path) -> None:
+    """carol (of @leads) votes with the reviewers file, alice without it: carol's vote does not
+    count for that answer (fail closed), but once both count the approval completes on the next
+    answer of either of them, with no third person needed; a vote for another option than any
+    logged one, counted or not, is refused, so the votes never disagree."""
+    path, rid = suspended(tmp_path, "implement")  # approvers alice, bob, @leads; quorum 2; requester bob
+    leads = load_reviewers(write_reviewers(tmp_path))
+    with open_log(path) as log:
+        assert vote_review(log, rid, "approve", reviewer="carol", reviewers=leads).votes == ("carol",)
+        with pytest.raises(ReviewRefusedError, match="the votes so far approve with 'Approve'"):
+            vote_review(log, rid, "approve", reviewer="alice", option="Approve and keep the conversation")
+        alone = vote_review(log, rid, "approve", reviewer="alice")  # no reviewers file: carol not counted
+        assert alone.answer is None and alone.votes == ("alice",)
+        with pytest.raises(ReviewRefusedError) as again:
+            vote_review(log, rid, "approve", reviewer="alice")  # still without the file: 1 of 2
+        assert again.value.voted_before and again.value.votes == ("alice",) and "(1 of 2)" in str(again.value)
+        done = vote_review(log, rid, "approve", reviewer="alice", reviewers=leads)
+        assert done.answer is not None and done.answer.reviewers == ("carol", "alice")
+        assert len([e for e in log.events if e.type == "fsm/review/vote"]) == 2
+    assert resume(path, tmp_path) == "implement"
+
+
+def test_names_equal_up_to_case_are_one_approver_everywhere(tmp_path: Path) -> None:
+    from fsm_stage.config import load_config_text
+    from fsm_stage.errors import ConfigError, UserError
+    from fsm_stage.reviews._team import may_answer
+
+    assert may_answer({"approvers": ["alice"]}, "Alice", None)
+    assert may_answer({"approvers": ["@leads"]}, "CAROL", load_reviewers(write_reviewers(tmp_path)))
+    graph = "name: g\nsection: s\nstages:\n  - {name: a, instruction: x, targets: [{to: b, review: %s}]}\n" \
+            "  - {name: b, instruction: y}\n"
+    for review, message in (("{approvers: [alice, Alice], quorum: 2}", "Alice and alice are one reviewer"),
+                            ("{approvers: [alice, %s]}" % ("b" * 65), "must match")):
+        with pytest.raises(ConfigError, match=message):
+            load_config_text(graph % review)
+    twins = tmp_path / "twins.yaml"
+    twins.write_text("reviewers:\n  carol: {}\n  Carol: {}\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r":3:3: reviewers.Carol: Carol and carol are one reviewer"):
+        load_reviewers(twins)

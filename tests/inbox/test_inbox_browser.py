@@ -85,7 +85,11 @@ def test_a_review_appears_live_and_an_approval_is_logged(browser: Any, server: t
     page.click(f"tr[data-review='s1.jsonl/{rid}'] td:nth-child(4) a")
     assert page.locator("article.markdown strong").inner_text() == "parser"
     if shutil.which("dot") is not None or os.environ.get("CI"):  # CI installs Graphviz
-        assert page.locator("img.graph").evaluate("img => img.naturalWidth") > 0
+        # the SVG is drawn on request: wait for it to load (or fail) instead of racing it
+        width = page.locator("img.graph").evaluate(
+            "img => img.complete ? img.naturalWidth : new Promise(done => {"
+            " img.onload = () => done(img.naturalWidth); img.onerror = () => done(0); })")
+        assert width > 0
     else:  # a plain machine without Graphviz: the page has no picture, and says nothing broke
         assert page.locator("img.graph").count() == 0
     page.screenshot(path=str(shots / "review.png"), full_page=True)

@@ -134,3 +134,6 @@ stage's ``model`` is an alias of the graph's ``models`` mapping."""
 #: Longest review deadline (seconds): 366 days. The config refuses a longer one; a logged one
 #: above it (a forged or damaged log) is unreadable and expires at once.
 MAX_DEADLINE_SECONDS: Final = 366 * 86400
+#: A reviewer (or group) name of review rules and reviewers files; names equal up to case are
+#: one person.
+REVIEWER_NAME_PATTERN: Final = r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}"

@@ -18,10 +18,8 @@ import attrs
 
 from fsm_stage._yaml import NativePath, ProblemReport
 from fsm_stage.config.fields import FieldRule, rule_metadata
-from fsm_stage.constants import MAX_DEADLINE_SECONDS
+from fsm_stage.constants import MAX_DEADLINE_SECONDS, REVIEWER_NAME_PATTERN
 
-#: A reviewer (or group) name: names equal up to case are one person.
-REVIEWER_NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}"
 #: A reviewer name, or ``@group`` (a group of the reviewers file).
 APPROVER_PATTERN = "@?" + REVIEWER_NAME_PATTERN
 #: ``<number><unit>`` with unit s, m, h or d.

@@ -19,8 +19,7 @@ from typing import Any
 
 import attrs
 
-from fsm_stage.config.review_rules import REVIEWER_NAME_PATTERN
-from fsm_stage.constants import MAX_DEADLINE_SECONDS
+from fsm_stage.constants import MAX_DEADLINE_SECONDS, REVIEWER_NAME_PATTERN
 from fsm_stage.errors import ReviewRefusedError, UserError
 
 #: A reviewer name (also what ``approvers`` lists); names equal up to case are one person.

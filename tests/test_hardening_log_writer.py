@@ -117,3 +117,42 @@ def test_the_repair_command_and_the_refusal_name_each_other(tmp_path: Path) -> N
     JsonlLog(log_path).close()
     res = CliRunner().invoke(main, ["repair", str(tmp_path / "missing.jsonl")])
     assert res.exit_code == 1 and "no such session log" in res.output
+
+
+def _turns_log(path: Path) -> None:
+    """A log of two whole turns: damage before the second ``turn/end`` is corruption to readers."""
+    with JsonlLog(path, header=SessionHeader(id="s1")) as log:
+        for turn in (1, 2):
+            log.append("turn/start", {"turn": turn})
+            log.append("fsm/note", {"turn": turn}, ignorable=True)
+            log.append("turn/end", {"turn": turn})
+
+
+def test_repair_removes_one_stray_line_even_before_a_later_turn_end(tmp_path: Path) -> None:
+    """Readers refuse the log (damage before a later ``turn/end`` is corruption, as DSH reads
+    it); repair removes the one line that is not JSON when the rest reads cleanly, saved aside."""
+    log_path = tmp_path / "log.jsonl"
+    _turns_log(log_path)
+    lines = log_path.read_bytes().splitlines(keepends=True)
+    lines.insert(3, b"garbage \xff\n")
+    log_path.write_bytes(b"".join(lines))
+    with pytest.raises(LogFormatError, match="a later turn/end exists"):
+        read_log(log_path)
+    summary = JsonlLog.repair(log_path)
+    assert "removed the damaged line 4" in summary and "every other line kept" in summary
+    assert [e.type for e in read_log(log_path).events].count("turn/end") == 2
+    (backup,) = tmp_path.glob("log.jsonl.damaged-*")
+    assert backup.read_bytes() == b"garbage \xff\n"
+
+
+def test_repair_refuses_corruption_that_one_removed_line_does_not_clear(tmp_path: Path) -> None:
+    log_path = tmp_path / "log.jsonl"
+    _turns_log(log_path)
+    lines = log_path.read_bytes().splitlines(keepends=True)
+    lines[3] = b'{"type":"fsm/note","seq":' + b"\xff garbage\n"  # an event line: its seq is lost
+    lines.insert(2, b"garbage\n")
+    log_path.write_bytes(b"".join(lines))
+    before = log_path.read_bytes()
+    with pytest.raises(LogFormatError, match="a later turn/end exists"):
+        JsonlLog.repair(log_path)
+    assert log_path.read_bytes() == before and not list(tmp_path.glob("log.jsonl.damaged-*"))

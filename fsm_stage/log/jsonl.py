@@ -259,11 +259,13 @@ class JsonlLog(LogBase):
         """Make a log with a damaged line writable again without losing an intact line.
 
         Under the writer lock: when dropping the damaged line alone leaves a log that reads
-        cleanly (seqs contiguous), only that line is removed; otherwise the file is cut at the
-        damaged line. Either way every removed byte is first saved (fsynced) to
-        ``<log>.damaged-<ms>``. Returns a one-line summary; a log with nothing to repair is
-        left alone. Raises ``LogFormatError`` (not a session log, corruption before a later
-        ``turn/end``), ``LogLockedError``, ``LogWriteError``.
+        cleanly (seqs contiguous), only that line is removed — also when a later ``turn/end``
+        makes readers refuse the log as corrupt, provided it is the one line that is not JSON;
+        otherwise the file is cut at the damaged line. Either way every removed byte is first
+        saved (fsynced) to ``<log>.damaged-<ms>``. Returns a one-line summary; a log with
+        nothing to repair is left alone. Raises ``LogFormatError`` (not a session log;
+        corruption before a later ``turn/end`` that removing one stray line does not clear),
+        ``LogLockedError``, ``LogWriteError``.
         """
         from fsm_stage.log.dsh import read_log_data
 
@@ -279,7 +281,21 @@ class JsonlLog(LogBase):
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     raise LogLockedError(f"{p} is open by another writer; close it first") from None
-            res = read_log(p)
+            try:
+                res = read_log(p)
+            except LogFormatError:  # damage before a later turn/end: a stray line, maybe
+                data = p.read_bytes()
+                span = _stray_line(data, str(p))
+                if span is None:
+                    raise
+                start, end = span
+                backup = _backup_path(p, "damaged")
+                atomic_write(backup, data[start:end])
+                atomic_write(p, data[:start] + data[end:])
+                _fsync_dir(p.parent)
+                line = data.count(b"\n", 0, start) + 1
+                return (f"{p}: removed the damaged line {line} (saved to {backup}); every other "
+                        "line kept")
             if res.torn_tail_offset is None:
                 return f"{p}: nothing to repair ({len(res.events)} events)"
             data = p.read_bytes()
@@ -467,6 +483,36 @@ def _hash_line_at(path: Path, offset: int) -> str:
     with open(path, "rb") as fh:
         fh.seek(offset)
         return hashlib.sha256(fh.readline()).hexdigest()[:16]
+
+
+def _stray_line(data: bytes, source: str) -> tuple[int, int] | None:
+    """The byte span of the one body line of ``data`` that is not JSON, when removing it
+    leaves a log that reads cleanly; None otherwise (no such line, several, or the rest is
+    damaged too)."""
+    from fsm_stage.log.dsh import read_log_data
+
+    spans: list[tuple[int, int]] = []
+    start = data.find(b"\n") + 1  # the header line stays
+    while 0 < start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end == -1 else end + 1
+        line = data[start:end]
+        if line.strip():
+            try:
+                json.loads(line)
+            except ValueError:  # also bytes that are not UTF-8
+                spans.append((start, end))
+                if len(spans) > 1:
+                    return None
+        start = end
+    if len(spans) != 1:
+        return None
+    first, last = spans[0]
+    try:
+        rest = read_log_data(data[:first] + data[last:], source=source)
+    except LogFormatError:
+        return None
+    return spans[0] if rest.torn_tail_offset is None else None
 
 
 def _backup_path(path: Path, kind: str) -> Path:

@@ -136,7 +136,7 @@ def test_repair_removes_one_stray_line_even_before_a_later_turn_end(tmp_path: Pa
     lines = log_path.read_bytes().splitlines(keepends=True)
     lines.insert(3, b"garbage \xff\n")
     log_path.write_bytes(b"".join(lines))
-    with pytest.raises(LogFormatError, match="a later turn/end exists"):
+    with pytest.raises(LogFormatError, match=r"a later turn/end exists \(fsm-stage repair LOG removes"):
         read_log(log_path)
     summary = JsonlLog.repair(log_path)
     assert "removed the damaged line 4" in summary and "every other line kept" in summary

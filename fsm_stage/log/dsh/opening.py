@@ -216,7 +216,8 @@ def scan_body(
             later_end, rest = _rest_after_defect(lines)
             if later_end:
                 raise LogFormatError(
-                    f"{decoder.source}: corrupt session log: {defect} and a later turn/end exists"
+                    f"{decoder.source}: corrupt session log: {defect} and a later turn/end exists "
+                    "(fsm-stage repair LOG removes a single stray line, saving it aside)"
                 ) from None
             scan.torn_tail_offset = scan.offset
             scan.damaged_line, scan.damage, scan.lines_after_damage = scan.line_no, str(defect), rest

@@ -360,11 +360,15 @@ AnswerRow = Callable[[dict[str, Any], str, "str | None", "str | None"], None]
 
 def ask_rows(rows: Iterable[dict[str, Any]], language: str, answer: AnswerRow) -> None:
     """Ask each listed review (``listing`` rows, taken one at a time from ``rows``) with the
-    terminal review and pass the choice to ``answer``: an approve option approves, the keep
-    option or typed feedback keeps (never consent, B80). The end of input leaves the rest open;
-    Ctrl-C stops at once (``KeyboardInterrupt``: exit 130); nothing unanswered is written."""
+    terminal review (after the review's rules line, when it has rules: ``_rules_line``) and
+    pass the choice to ``answer``: an approve option approves, the keep option or typed
+    feedback keeps (never consent, B80). The end of input leaves the rest open; Ctrl-C stops at
+    once (``KeyboardInterrupt``: exit 130); nothing unanswered is written."""
     channel = TerminalReviewChannel(language=language)
     for row in rows:
+        rules = _rules_line(row["rules"], row["deadline_ms"], int(time.time() * 1000))
+        if rules is not None:  # who may answer and until when, before the question
+            click.echo(rules)
         question = _question(row, language)
         try:
             (reply,) = asyncio.run(channel.ask([question], None))  # type: ignore[arg-type]

@@ -198,9 +198,11 @@ def test_answer_on_a_terminal_walks_each_review_as_the_reviewer(terminal: Tmux, 
     terminal.tmux("-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "50", command)
     pane = terminal.wait_for("Choose an option", timeout=20)
     assert "session s1 — review 1 of 2" in pane and "what was done" in pane
+    assert "rules: approvers @leads" in pane  # who may answer, before the question
     terminal.keys("1", "Enter")  # approve s1 (alice is in @leads)
     pane = terminal.wait_for("session s2 — review 2 of 2", timeout=20)
     assert f"approve: s1.jsonl {rids['s1']}" in pane
+    terminal.wait_for("rules: approvers alice; not the requester", timeout=20)
     terminal.wait_for("Choose an option", timeout=20)
     terminal.keys("1", "Enter")  # approve s2: alice asked for it herself
     pane = terminal.wait_for("EXIT=", timeout=20)

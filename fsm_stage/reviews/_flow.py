@@ -340,8 +340,8 @@ def _expired(session: Session, record: ReviewRecord, outcome: str,
     if verdict.expiry is None:
         return None, verdict.refusal
     expiry = verdict.expiry.data
-    return _record(session, record, expiry["outcome"], option=expiry["option"], by="deadline",
-                   moved=never), None
+    return _record(session, record, expiry["outcome"], option=expiry["option"], by=expiry["by"],
+                   feedback=expiry["feedback"], moved=never), None
 
 
 Interpret = Callable[[list[Answer]], tuple[str, str | None, str | None]]

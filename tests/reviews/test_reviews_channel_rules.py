@@ -74,6 +74,8 @@ def test_a_channel_answer_after_the_deadline_closes_the_review_as_its_rules_say(
     host, _loop, outcomes = _run(", deadline: 1s", _Late(1.3).approve(), tmp_path)
     assert outcomes[-1].reason == "completed" and host.current_stage() == "explore"
     assert [(a["outcome"], a["by"]) for a in _answers(host)] == [("dismiss", "deadline")]
+    assert _answers(host)[0]["feedback"] == ("No reviewer answered before the review's deadline (1 s); "
+                                             "nobody decided on it.")
 
 
 def test_a_group_name_is_never_a_reviewer(tmp_path: Path) -> None:

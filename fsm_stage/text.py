@@ -2,14 +2,15 @@
 
 ``visible(text)`` keeps printable text as it is and writes every control or unpaired-surrogate
 code point as a Python-style escape, so a key or name carrying ESC, BEL or NUL can never move
-the cursor, ring the bell or truncate a line when an error message is printed.
+the cursor, ring the bell or truncate a line when an error message is printed. Durations and
+deadlines as people read them: ``coarse_duration``, ``deadline_text``.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["coarse_duration", "is_plain", "lone_surrogate", "visible"]
+__all__ = ["coarse_duration", "deadline_text", "is_plain", "lone_surrogate", "visible"]
 
 _SHOWN_AS_IS = frozenset({" "})
 
@@ -72,3 +73,15 @@ def coarse_duration(seconds: int) -> str:
             rest = seconds % size // rest_size
             return f"{seconds // size}{unit}" + (f"{rest}{rest_unit}" if rest else "")
     return f"{seconds}s"
+
+
+def deadline_text(deadline_ms: int | None, now_ms: int) -> str:
+    """A review's deadline relative to ``now_ms`` (epoch ms): ``in 1h59m``, ``overdue 5m``
+    (``coarse_duration``), ``in <1s`` / ``overdue <1s`` within a second of it (at the deadline
+    itself: overdue), ``-`` for none."""
+    if deadline_ms is None:
+        return "-"
+    left = deadline_ms - now_ms
+    if left > 0:
+        return f"in {coarse_duration(left // 1000)}" if left >= 1000 else "in <1s"
+    return f"overdue {coarse_duration(-left // 1000)}" if -left >= 1000 else "overdue <1s"

@@ -174,20 +174,28 @@ def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[A
     read is one warning line on stderr (``warned``: the lines said already, to say each once),
     and so are reviews left out because ``--reviewer NAME`` came without the reviewers file
     that resolves their approvers' ``@group``s."""
+    from fsm_stage.inbox._auth import refusal
     from fsm_stage.inbox.queue import open_reviews, unreadable_warnings
 
+    # without the reviewers file, filter by --reviewer here (names only, as open_reviews would)
+    # so the reviews left out for their @groups can be counted from the same listing
+    name = given.allowed if given.reviewers is None else None
     items = open_reviews(store, kinds=given.kinds, stages=given.stages, targets=given.targets,
                          older_than=_seconds(given.older_than, "--older-than"),
                          deadline_within=_seconds(given.deadline_within, "--deadline-within"),
-                         reviewer=given.allowed, reviewers=given.reviewers)
+                         reviewer=given.allowed if name is None else None, reviewers=given.reviewers)
     lines = list(unreadable_warnings(store))
-    if given.allowed is not None and given.reviewers is None:
-        chosen = {(i.key, i.record.id) for i in items}
-        grouped = sum(1 for i in store.open_reviews()
-                      if (i.key, i.record.id) not in chosen and _names_groups(i.rules))
+    if name is not None:
+        kept, grouped = [], 0
+        for item in items:
+            if refusal(item.rules, name, ()) is None:
+                kept.append(item)
+            elif _names_groups(item.rules):
+                grouped += 1
+        items = kept
         if grouped:
             lines.append(f"{grouped} open review(s) name @groups among their approvers and were left "
-                         f"out: --reviewer {given.allowed} matches names only without --reviewers FILE")
+                         f"out: --reviewer {name} matches names only without --reviewers FILE")
     for line in lines:
         if warned is None or line not in warned:
             click.echo(f"fsm-stage: warning: {line}", err=True)

@@ -61,7 +61,7 @@ from fsm_stage.reviews._team import VoteResult, deadline_at, rules_problem
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
-from fsm_stage.text import visible
+from fsm_stage.text import deadline_text, visible
 
 __all__ = ["COMMANDS", "ask_rows", "fork", "listing", "on_terminal", "review"]
 
@@ -142,8 +142,6 @@ def listing(session: Session) -> list[dict[str, Any]]:
 
 def _rules_line(rules: Mapping[str, Any] | None, deadline_ms: int | None, now_ms: int) -> str | None:
     """Who may answer a review and until when, as one line (None: anyone, no deadline)."""
-    from fsm_stage.inbox.queue import deadline_text
-
     if rules is None:
         return None
     problem = rules_problem(rules)

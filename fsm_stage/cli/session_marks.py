@@ -17,7 +17,7 @@ from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanView, StageProjection, fold
-from fsm_stage.reviews._fold import REVIEW_FOLD
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState
 
 
 @dataclass(frozen=True)
@@ -39,17 +39,18 @@ class SessionMarks:
     graph: tuple[str, str] | None = None
 
 
-def pending_transition(events: Sequence[Event]) -> tuple[str, str] | None:
+def pending_transition(events: Sequence[Event], state: ReviewState | None = None) -> tuple[str, str] | None:
     """The approved, not yet applied stage transition ``(source, target)`` in ``events`` (the
-    review fold's pending stage review, as ``fsm-stage state`` shows it), or None."""
-    record = fold(REVIEW_FOLD, events).pending("stage")
+    review fold's pending stage review, as ``fsm-stage state`` shows it), or None. ``state``:
+    the review fold of ``events`` when the caller has it already."""
+    record = (state if state is not None else fold(REVIEW_FOLD, events)).pending("stage")
     return None if record is None else (record.from_, record.target)
 
 
-def reviewed_transition(events: Sequence[Event]) -> tuple[str, str] | None:
+def reviewed_transition(events: Sequence[Event], state: ReviewState | None = None) -> tuple[str, str] | None:
     """The stage transition ``(source, target)`` an open review asks about (asked, not yet
-    answered), or None; at most one stage review is open at a time."""
-    asked = [r for r in fold(REVIEW_FOLD, events).open if r.kind == "stage"]
+    answered), or None; at most one stage review is open at a time. ``state``: as above."""
+    asked = [r for r in (state if state is not None else fold(REVIEW_FOLD, events)).open if r.kind == "stage"]
     return (asked[-1].from_, asked[-1].target) if asked else None
 
 
@@ -75,13 +76,14 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
             warnings = shown_as(res.warnings, path, arg)
     plan = PlanView()
     view = plan.view(fold(plan, res.events))
-    recorded = fold(REVIEW_FOLD, res.events).graph
+    reviews = fold(REVIEW_FOLD, res.events)  # one fold for the three review marks
+    recorded = reviews.graph
     return SessionMarks(
         stage=fold(StageProjection(), res.events).stage,
         plan_active=bool(view["active"]),
         plan_pending=bool(view["pending"]),
-        pending=pending_transition(res.events),
+        pending=pending_transition(res.events, reviews),
         warnings=tuple(warnings),
-        reviewing=reviewed_transition(res.events),
+        reviewing=reviewed_transition(res.events, reviews),
         graph=None if recorded is None else (recorded.name, recorded.fingerprint),
     )

@@ -65,7 +65,6 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str | None, groups: tuple
         return None
     if reviewer.startswith("@"):
         return f"{reviewer} is a group, not a reviewer"
-    person = reviewer.casefold()  # names equal up to case are one person
-    if any(a.casefold() == person or (a.startswith("@") and a[1:] in groups) for a in approvers):
+    if _team.listed(approvers, reviewer, groups):
         return None
     return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)})"

@@ -19,6 +19,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from fsm_stage.constants import APPROVE_FRESH_LABEL
 from fsm_stage.inbox import _render
+from fsm_stage.reviews._edits import single_approver_refusal
 from fsm_stage.text import is_plain, visible
 
 if TYPE_CHECKING:
@@ -51,8 +52,7 @@ def not_editable(record: Any, document: str | None, doc_error: str | None, *,
         return f"a {record.kind} review has no document to edit"
     needed = (record.rules or {}).get("quorum", 1)
     if quorum and needed != 1:
-        return (f"an edited document needs a single approver (quorum {needed}); "
-                "approve as is, or keep with feedback")
+        return single_approver_refusal(needed)
     if record.kind == "stage" and (record.handoff_path is None
                                    or (record.shape != "full" and edit_option(record) is None)):
         return "this stage switch uses no handoff document (the light switch)"

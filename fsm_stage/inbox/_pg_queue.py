@@ -91,5 +91,5 @@ def _open(key: str, rows: list[tuple[int, int, str]]) -> tuple[tuple[OpenReview,
     state = fold(REVIEW_FOLD, [events[seq] for seq in sorted(events)])
     if not state.open:
         return (), None
-    return open_of(key, key, state, events.get), None
+    return open_of(key, key, state), None
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import attrs
 
-from fsm_stage.constants import REVIEW_REQUEST
 from fsm_stage.errors import DatabaseError, FsmStageError, UserError
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.events import Event, SessionHeader
@@ -70,17 +69,9 @@ class SessionView:
     stage: str | None
     dropped: str | None = None
 
-    def event_at(self, seq: int) -> Event | None:
-        """The event at ``seq`` (None outside the log)."""
-        return self.events[seq] if 0 <= seq < len(self.events) else None
-
-    def request_data(self, record: ReviewRecord) -> Mapping[str, Any]:
-        """The logged ``data`` of ``record``'s request event ({} when it is not a mapping)."""
-        return request_data(self.event_at(record.seq))
-
     def open(self) -> tuple[OpenReview, ...]:
         """The open reviews of this session, in request order."""
-        return open_of(self.header.id, self.key, self.state, self.event_at)
+        return open_of(self.header.id, self.key, self.state)
 
     def answers(self) -> Mapping[str, ReviewAnswer]:
         """Review id -> its logged answer."""
@@ -96,25 +87,12 @@ class SessionView:
         return tuple(out)
 
 
-def request_data(event: Event | None) -> Mapping[str, Any]:
-    """The ``data`` of a review request ``event`` ({} for anything else)."""
-    if event is not None and event.type == REVIEW_REQUEST and isinstance(event.data, Mapping):
-        return event.data
-    return {}
-
-
-def open_of(session_id: str, key: str, state: ReviewState,
-            event_at: Callable[[int], Event | None]) -> tuple[OpenReview, ...]:
-    """The open reviews of ``state`` (a session's review fold), in request order; ``event_at(seq)``
-    gives the logged request events (their time; the rules are the fold's, ``rules_problem``
-    decides whether anyone may answer)."""
-    out = []
-    for record in state.open:
-        event = event_at(record.seq)
-        rules = record.rules
-        asked = event.time if event is not None else 0
-        out.append(OpenReview(session_id, key, record, asked, rules, deadline_at(rules, asked)))
-    return tuple(out)
+def open_of(session_id: str, key: str, state: ReviewState) -> tuple[OpenReview, ...]:
+    """The open reviews of ``state`` (a session's review fold), in request order, with the
+    time and rules of their requests as the fold records them (``rules_problem`` decides
+    whether anyone may answer)."""
+    return tuple(OpenReview(session_id, key, r, r.time, r.rules, deadline_at(r.rules, r.time))
+                 for r in state.open)
 
 
 class SessionStore:

@@ -23,7 +23,7 @@ from fsm_stage.inbox._auth import refusal
 from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore
 from fsm_stage.log.events import wall_clock_ms
 from fsm_stage.reviews._team import Reviewers
-from fsm_stage.text import coarse_duration, visible
+from fsm_stage.text import deadline_text, visible
 
 __all__ = ["Decision", "answer_item", "answer_one", "approve_all", "deadline_text", "open_reviews",
            "review_json", "unreadable_warnings"]
@@ -94,18 +94,6 @@ def unreadable_warnings(store: SessionStore) -> list[str]:
                     f"are not listed: {why}") for key, why in store.unreadable().items()),
             *(_line(f"{store.root / key}: read in part, reviews after the damage are not listed: {why}")
               for key, why in store.damaged().items())]
-
-
-def deadline_text(deadline_ms: int | None, now_ms: int) -> str:
-    """A review's deadline relative to ``now_ms`` (epoch ms): ``in 1h59m``, ``overdue 5m``
-    (``text.coarse_duration``), ``in <1s`` / ``overdue <1s`` within a second of it (at the
-    deadline itself: overdue), ``-`` for none."""
-    if deadline_ms is None:
-        return "-"
-    left = deadline_ms - now_ms
-    if left > 0:
-        return f"in {coarse_duration(left // 1000)}" if left >= 1000 else "in <1s"
-    return f"overdue {coarse_duration(-left // 1000)}" if -left >= 1000 else "overdue <1s"
 
 
 def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:

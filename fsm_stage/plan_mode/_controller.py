@@ -437,7 +437,7 @@ class PlanModeController:
         if self.closed:
             raise ToolFailure(c.text("errors.reloaded"))
         answer = outcome.answer
-        if answer.by == "deadline":  # closed by its deadline: nobody decided
+        if answer.expired:  # closed by its deadline: nobody decided
             raise ToolFailure(c.text("errors.expired"))
         if answer.outcome == "dismiss":
             raise ToolFailure(c.text("errors.dismissed"))

@@ -47,7 +47,7 @@ from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.locations import StoredLog, open_log
 from fsm_stage.log.postgres import is_postgres_location, split_location
 from fsm_stage.log.projections.spend import SPEND_FOLD
-from fsm_stage.reviews._edits import edit_data, refuse_feedback
+from fsm_stage.reviews._edits import edit_data, refuse_feedback, single_approver_refusal
 from fsm_stage.reviews._fold import (
     MAX_REVIEW_DOCUMENT_BYTES,
     REVIEW_FOLD,
@@ -362,8 +362,7 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
             team = decide(session, record, outcome, reviewer=reviewer, reviewers=reviewers, vote=vote,
                           option=spec.data["option"] if outcome == "approve" else None)
             if edited is not None and team.needed > 1 and team.refusal is None and team.expiry is None:
-                team = attrs.evolve(team, refusal=f"an edited document needs a single approver (quorum "
-                                    f"{team.needed}); approve as is, or keep with feedback")
+                team = attrs.evolve(team, refusal=single_approver_refusal(team.needed))
             try:
                 if team.expiry is not None:
                     session.append_many([team.expiry], expect_last_seq=session.last_seq)

@@ -60,6 +60,13 @@ def refuse_feedback(text: str, what: str) -> None:
         raise RecordShapeError(f"{what} {problem}; nothing was written")
 
 
+def single_approver_refusal(needed: int) -> str:
+    """Why an edited document is refused under a quorum of ``needed`` (> 1) approvals: an edit
+    is one reviewer's version."""
+    return (f"an edited document needs a single approver (quorum {needed}); "
+            "approve as is, or keep with feedback")
+
+
 def edited_sha256(record: ReviewRecord, edited: str) -> str:
     """The payload hash of the edited version of ``record``'s document (the same rule as
     ``payloadSha256``: ``sha256(target + "\\n" + handoff)`` for a stage, ``sha256(plan)``)."""

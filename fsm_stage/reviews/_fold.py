@@ -22,7 +22,7 @@ import attrs
 
 from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
 from fsm_stage.log.events import Event, answered_call_id
-from fsm_stage.reviews._team import UNREADABLE_RULES_KEY
+from fsm_stage.reviews._team import EXPIRED_BY, UNREADABLE_RULES_KEY
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
            "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]
@@ -188,6 +188,11 @@ class ReviewAnswer:
     reviewers: tuple[str, ...] = ()
     edited: str | None = attrs.field(default=None, repr=False)
     edited_sha256: str | None = None
+
+    @property
+    def expired(self) -> bool:
+        """Whether the review's deadline closed it (nobody decided: ``by: "deadline"``)."""
+        return self.by == EXPIRED_BY
 
 
 @attrs.frozen

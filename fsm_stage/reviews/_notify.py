@@ -118,6 +118,7 @@ def notify_webhooks(secret: bytes | None = None, *, inbox_url: str | None = None
     ``stop()``: it stops listening and delivers what is queued (waiting up to 10 s)."""
     from fsm_stage.constants import REVIEW_ANSWER, REVIEW_REQUEST
     from fsm_stage.observe import add_listener
+    from fsm_stage.reviews._team import EXPIRED_BY
 
     sender = notifier if notifier is not None else Notifier(secret)
 
@@ -136,7 +137,7 @@ def notify_webhooks(secret: bytes | None = None, *, inbox_url: str | None = None
                 names = data.get("reviewers")
                 answer = {"outcome": data.get("outcome"), "by": data.get("by"),
                           "reviewer": ", ".join(names) if isinstance(names, list) and names else None}
-                event = "review.expired" if data.get("by") == "deadline" else "review.answered"
+                event = "review.expired" if data.get("by") == EXPIRED_BY else "review.answered"
                 sender.send(urls, payload(event, session.id, request, inbox_url=inbox_url, answer=answer))
 
     remove = add_listener(listener)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,11 @@ class Reviewers:
     def members(self, group: str) -> frozenset[str]:
         """Names of the reviewers in ``group``."""
         return frozenset(r.name for r in self.by_name.values() if group in r.groups)
+
+    def groups_of(self, name: str) -> frozenset[str]:
+        """The groups of ``name`` (names equal up to case are one person; empty when unknown)."""
+        person = name.casefold()
+        return frozenset(g for r in self.by_name.values() if r.name.casefold() == person for g in r.groups)
 
 
 def _at(node: object, key: object) -> str:
@@ -128,6 +133,8 @@ def load_reviewers(path: str | Path) -> Reviewers:
 
 #: The keys a review request's logged rules may hold (``config.review_rules.rules_json``).
 RULE_KEYS = frozenset({"approvers", "quorum", "notRequester", "deadlineSeconds", "onDeadline", "notify"})
+#: The ``by`` of the answer that closes a review at its deadline (``expiry_spec``).
+EXPIRED_BY = "deadline"
 #: What the review fold records for logged ``rules`` that are not a mapping (``rules_problem``
 #: reports it: an unknown key).
 UNREADABLE_RULES_KEY = "invalid"
@@ -178,16 +185,15 @@ def may_answer(rules: Mapping[str, Any] | None, name: str, reviewers: Reviewers 
         return True
     if not isinstance(name, str) or not REVIEWER_NAME_RE.fullmatch(name):
         return False  # "@leads" is a group, never a person
-    person = name.casefold()  # names equal up to case are one person
-    for entry in approvers:
-        if not isinstance(entry, str):
-            continue
-        if entry.casefold() == person:
-            return True
-        if entry.startswith("@") and reviewers is not None \
-                and person in {m.casefold() for m in reviewers.members(entry[1:])}:
-            return True
-    return False
+    return listed(approvers, name, reviewers.groups_of(name) if reviewers is not None else ())
+
+
+def listed(approvers: Iterable[object], name: str, groups: Collection[str]) -> bool:
+    """Whether ``approvers`` (names and ``@group``s) name ``name``, or a group of ``groups``
+    (the groups ``name`` belongs to). Names equal up to case are one person."""
+    person = name.casefold()
+    return any(isinstance(a, str) and (a.casefold() == person or (a.startswith("@") and a[1:] in groups))
+               for a in approvers)
 
 
 def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | None,
@@ -267,12 +273,6 @@ def requester_of(session: Any) -> str | None:
     """The person who started ``session`` (its header's ``extra["requester"]``), or None."""
     value = session.header.extra.get(REQUESTER_KEY)
     return value if isinstance(value, str) else None
-
-
-def votes_of(session: Any, record: Any) -> tuple[str, ...]:
-    """The distinct reviewers who voted to approve ``record``, in vote order (events after its
-    request only)."""
-    return tuple(vote_options(session, record))
 
 
 def vote_options(session: Any, record: Any) -> dict[str, str | None]:
@@ -382,7 +382,7 @@ def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
     within = f" ({seconds:g} s)" if seconds is not None else ""
     feedback = f"No reviewer answered before the review's deadline{within}; nobody decided on it."
     return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": None,
-                                    "feedback": feedback, "by": "deadline"}, ignorable=True)
+                                    "feedback": feedback, "by": EXPIRED_BY}, ignorable=True)
 
 
 def with_reviewers(spec: Any, names: tuple[str, ...]) -> Any:

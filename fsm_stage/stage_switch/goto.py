@@ -166,7 +166,7 @@ def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outco
             target: str, handoff: str | None, full: bool) -> ToolOutput:
     """The tool's output (or ``ToolFailure``) for a settled review (also on a resume)."""
     answer, red = outcome.answer, outcome.redemption
-    if answer.by == "deadline":  # closed by its deadline: nobody decided
+    if answer.expired:  # closed by its deadline: nobody decided
         raise ToolFailure(ctl.catalog.text("errors.expired"))
     if answer.outcome == "dismiss":
         raise ToolFailure(ctl.catalog.text("errors.dismissed"))

@@ -75,7 +75,11 @@ def _outcome(text: str, *, c_parser: bool, strict: bool = False) -> tuple[Any, .
 def _assert_same(text: str, *, strict: bool = False) -> bool:
     """The fast path agrees with the pure path on ``text``; True when the fast path handled it."""
     fast = fast_module.fast_parse(text)
+    unlocated = fast_module.fast_parse(text, locate=False)  # the loader's first try
+    assert (unlocated is None) == (fast is None)
     if fast is not None:
+        assert unlocated is not None and unlocated[1] == {}
+        assert _typed(unlocated[0]) == _typed(fast[0])
         problems, data, locs = _pure_plain(text)
         assert problems == []
         assert _typed(fast[0]) == _typed(data)

@@ -135,6 +135,8 @@ class _EventComposer:
         self.locate = locate
         self.locs: dict[NativePath, Loc] = {}
         self.tags: dict[str, str] = {}  # plain scalar -> resolved tag, memo for this document
+        # plain scalars of this document resolved to strings: read again without a ``scalar`` call
+        self.plain_strs: set[str] = set()
         self.constructor: Any = None
         self.depth = 0  # open collections; beyond ``MAX_DEPTH`` the pure path reports it
 
@@ -171,6 +173,7 @@ class _EventComposer:
         if tag is None:
             tag = self.tags[value] = _resolve_plain(value)
         if tag == _STR_TAG:
+            self.plain_strs.add(value)
             return value
         if tag == _NULL_TAG:
             return None
@@ -200,6 +203,7 @@ class _EventComposer:
 
     def _collection(self, event: Any, npath: NativePath, display: str) -> object:
         ev, get_event, locs, scalar = self.events, self.get_event, self.locs, self.scalar
+        known = self.plain_strs
         scalar_event = ev.ScalarEvent
         locate = self.locate
         kind = type(event)
@@ -213,13 +217,20 @@ class _EventComposer:
                     if type(key_event) is mapping_end:
                         return out
                     raise _NotPlainYaml  # a collection or alias as key
-                key = scalar(key_event)  # `<<` (merge) raises: its tag is not a fast one
+                key = key_event.value
+                if not (key in known and key_event.implicit[0] and key_event.anchor is None
+                        and key_event.ctag is None):  # else: a plain string read before, as it is
+                    key = scalar(key_event)  # `<<` (merge) raises: its tag is not a fast one
                 if type(key) is not str or key in out:
                     raise _NotPlainYaml  # null/boolean/number key, duplicate key: the pure path reports it
                 value_event = get_event()
                 if not locate:
                     if type(value_event) is scalar_event:
-                        out[key] = scalar(value_event)
+                        value = value_event.value
+                        if not (value in known and value_event.implicit[0] and value_event.anchor is None
+                                and value_event.ctag is None):
+                            value = scalar(value_event)
+                        out[key] = value
                     else:
                         out[key] = self.collection(value_event, npath, display)
                     continue
@@ -246,7 +257,11 @@ class _EventComposer:
                     return items
                 if not locate:
                     if item_kind is scalar_event:
-                        items.append(scalar(item_event))
+                        value = item_event.value
+                        if not (value in known and item_event.implicit[0] and item_event.anchor is None
+                                and item_event.ctag is None):
+                            value = scalar(item_event)
+                        items.append(value)
                     else:
                         items.append(self.collection(item_event, npath, display))
                     continue

@@ -150,11 +150,16 @@ def strict_converter(
 
     def optional_factory(t: Any) -> Callable[[object, Any], object]:
         inner = next(a for a in get_args(t) if a is not type(None))
+        inner_hook: Callable[[object, Any], object] | None = None  # looked up on first use
 
         def hook(value: object, _: Any) -> object:
+            nonlocal inner_hook
             if value is None:
                 raise _TypeProblem("is null; give a value, or remove the key to use the default")
-            return conv.structure(value, inner)
+            if inner_hook is None:
+                get_hook = getattr(conv, "get_structure_hook", None)  # cattrs >= 24.1
+                inner_hook = get_hook(inner) if get_hook is not None else conv.structure
+            return inner_hook(value, inner)
 
         return hook
 
@@ -172,6 +177,11 @@ def strict_converter(
             if item_hook is None:
                 get_hook = getattr(conv, "get_structure_hook", None)  # cattrs >= 24.1
                 item_hook = get_hook(item_type) if get_hook is not None else conv.structure
+            hook_of = item_hook
+            try:  # every item valid (the common case): no bookkeeping per item
+                return tuple([hook_of(item, item_type) for item in value])
+            except Exception:  # structured again below, item by item, to report every problem
+                pass
             out: list[object] = []
             errors: list[Exception] = []
             for i, item in enumerate(value):

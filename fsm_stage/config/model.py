@@ -358,23 +358,31 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
         "handoff_dir": config.handoff_dir,
         "min_handoff_tokens": config.min_handoff_tokens,
         "language": config.language,
-        "stages": [
-            {
-                "name": s.name,
-                "instruction": s.instruction,
-                "targets": [{"to": e.target, "guards": list(e.guards)} if e.review is None
-                            else {"to": e.target, "guards": list(e.guards), **_review_part(e.review)}
-                            for e in (s.targets if s.targets is not None else config.edges_from(s.name))],
-                **_policy_part(s.tools),
-                **normalised_choice(s),
-            }
-            for s in config.stages
-        ],
+        "stages": [_stage_part(s, s.targets if s.targets is not None else config.edges_from(s.name))
+                   for s in config.stages],
         **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}}
            if config.tool_groups else {}),
         **({"models": dict(config.models)} if config.models else {}),
         **_review_part(config.review),
     }
+
+
+def _stage_part(stage: StageConfig, edges: tuple[EdgeConfig, ...]) -> dict[str, Any]:
+    """One stage of ``normalised``: name, instruction, its edges (``{"to", "guards"}`` plus
+    ``review`` when set) and the policy and model keys it sets."""
+    part: dict[str, Any] = {
+        "name": stage.name,
+        "instruction": stage.instruction,
+        "targets": [{"to": e.target, "guards": list(e.guards)} if e.review is None
+                    else {"to": e.target, "guards": list(e.guards), **_review_part(e.review)}
+                    for e in edges],
+    }
+    if stage.tools is not None:
+        part["tools"] = normalised_policy(stage.tools)
+    if (stage.model is not None or stage.reasoning_effort is not None or stage.model_settings is not None
+            or stage.budget is not None):
+        part.update(normalised_choice(stage))
+    return part
 
 
 def _review_part(rules: ReviewRulesConfig | None) -> dict[str, Any]:

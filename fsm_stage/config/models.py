@@ -131,6 +131,10 @@ def _check_budget(value: object, npath: NativePath, report: ProblemReport) -> No
             report.error((*npath, key), f"must be a positive whole number, got {v!r:.40}")
 
 
+#: The keys ``_check_choice`` reads: a stage with none of them has nothing to check.
+_CHOICE_KEYS = frozenset({"model", "model_settings", "budget", "on_budget"})
+
+
 def _check_choice(part: Mapping[str, Any], npath: NativePath, aliases: Mapping[str, Any],
                   report: ProblemReport) -> None:
     model = part.get("model")
@@ -166,7 +170,7 @@ def check_models(graph: Mapping[str, Any], plan_mode: object, report: ProblemRep
     stages = graph.get("stages")
     if isinstance(stages, list):
         for i, stage in enumerate(stages):
-            if isinstance(stage, Mapping):
+            if (type(stage) is dict or isinstance(stage, Mapping)) and not _CHOICE_KEYS.isdisjoint(stage):
                 _check_choice(stage, ("stages", i), aliases, report)
     if isinstance(plan_mode, Mapping):
         _check_choice(plan_mode, ("plan_mode",), aliases, report)

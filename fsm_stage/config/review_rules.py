@@ -157,7 +157,8 @@ def check_review_rules(graph: Mapping[str, Any], plan_mode: object, report: Prob
             targets = stage.get("targets") if isinstance(stage, Mapping) else None
             if isinstance(targets, list):
                 for j, edge in enumerate(targets):
-                    if type(edge) is not str and isinstance(edge, Mapping) and "review" in edge:
+                    if (type(edge) is dict or (type(edge) is not str and isinstance(edge, Mapping))) \
+                            and "review" in edge:
                         _check_one(edge.get("review"), ("stages", i, "targets", j, "review"), report)
     if isinstance(plan_mode, Mapping):
         _check_one(plan_mode.get("review"), ("plan_mode", "review"), report)

@@ -164,10 +164,10 @@ def _check_targets(
     for j, edge in enumerate(stage["targets"]):
         target: object = edge
         guards: object = ()
-        mapping = not isinstance(edge, str) and isinstance(edge, Mapping)
+        mapping = type(edge) is not str and (type(edge) is dict or isinstance(edge, Mapping))
         if mapping:
             target, guards = edge.get("to"), edge.get("guards", ())
-        if not isinstance(target, str):
+        if type(target) is not str and not isinstance(target, str):
             continue
         problem = None
         if target == own:
@@ -229,14 +229,15 @@ def _trial_values(graph: GraphConfig) -> Iterator[tuple[str, str]]:
     is yielded: yielding each would cost stages × stages."""
     all_to_all_seen = False
     for stage in graph.stages:
-        if stage.targets is None:
+        edges = stage.targets
+        if edges is None:
             if all_to_all_seen:
                 continue
             all_to_all_seen = True
-        edges = graph.edges_from(stage.name)
-        listed = ", ".join(e.target for e in edges)
+            edges = graph.edges_from(stage.name)
+        listed = ", ".join([e.target for e in edges])
         yield stage.name, listed
-        if listed and any(e.guards for e in edges):
+        if listed and any([e.guards for e in edges]):
             yield stage.name, ""
 
 

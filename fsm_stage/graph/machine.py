@@ -222,7 +222,8 @@ def _add_lazy_edges(
     for source in states:
         out = edges.get(source)
         if out is not None:
-            dests.update(dict.fromkeys(e.target for e in out))
+            for edge in out:
+                dests[edge.target] = None
         elif source in lazy.any_set:
             dests.update(dict.fromkeys(s for s in states if s != source))
             if len(dests) == len(states):

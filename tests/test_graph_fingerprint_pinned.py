@@ -1,0 +1,47 @@
+"""Graph fingerprints are stable across versions: a session log records its graph's
+fingerprint and refuses another one on resume (``GraphChangedError``), so a faster
+``normalised`` or ``fingerprint`` must give every existing graph the same value."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fsm_stage.config import load_config, load_config_text
+from fsm_stage.graph import fingerprint
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Values computed by fsm_stage 0.2.0 (fingerprint format ``fsm_stage.graph/2``).
+PINNED = {
+    "stage_graphs/feature-work.yaml": "14fb0b775b8ccb397443715e81a4342fe0751e179c1344f2c6b0563f32d3a022",
+    "stage_graphs/model-per-stage.yaml": "d46bfc705067e71ea236da1c49d880788caf40f137673bb99196637acc1815b6",
+    "stage_graphs/release-train.yaml": "6e25deee97fc6ce0ac8154331775adf1d652059f7e1efeec5e6112b5d1c337fb",
+    "stage_graphs/seed-stage-switch.yaml": "530030369f6977d919e6d3efe845cf1375fcc5cc5803b2cec3dc68e12a0ccfba",
+    # every key `normalised` reads: tool groups, model aliases, graph and edge review rules,
+    # a stage policy, model, effort, settings, budget and on_budget, omitted targets
+    "tests/data/fingerprints/every-key.yaml":
+        "b402bb40c6e48cba32e985516f66fea4e1ca9e52e471ed2459e17f9d580b8e8f",
+}
+
+
+@pytest.mark.parametrize("path", sorted(PINNED))
+def test_fingerprints_of_existing_graphs_do_not_change(path: str) -> None:
+    graph = load_config(REPO / path).graph
+    assert graph is not None
+    assert fingerprint(graph) == PINNED[path]
+
+
+def test_fingerprints_of_generated_graphs_do_not_change() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import bench_compile
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    ring = load_config_text(bench_compile.generate_yaml(), "g.yaml").graph
+    every_other = load_config_text(bench_compile.generate_yaml(50, None), "g.yaml").graph
+    assert ring is not None and every_other is not None
+    assert fingerprint(ring) == "2d2f40579ad2239c0daffd4467faf2a85c76796a5686afb2abcff0430f13ef5e"
+    assert fingerprint(every_other) == "fdeea86a9780702280d96f4f649eab22baa6348d3329b0648e7e996548239f5a"

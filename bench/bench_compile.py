@@ -196,7 +196,7 @@ def run(quick: bool = False, smoke: bool = False, all_to_all: bool = True) -> di
         )
     finally:
         fast_module.USE_C_PARSER = saved
-    result["interleaved"] = interleaved(text, stages, 1 if smoke else 5 if quick else 9)
+    result["interleaved"] = interleaved(text, stages, 1 if smoke else 5 if quick else 21)
     result["all_to_all"] = (_measure(generate_yaml(stages, None), repeat, fire=True) if all_to_all
                             else "skipped in --quick")
     return result

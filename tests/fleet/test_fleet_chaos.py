@@ -163,7 +163,9 @@ def _check_logs(store: Any, ids: list[str], tmp: Path) -> None:
         assert summary["state"] == "complete", sid
         assert summary["users"] == [f"in-{sid}"], sid  # no input lost, none taken twice
         assert summary["entered"] == ["plan", "build", "done"], sid  # each approval applied once
-        assert summary["redeemed"] == 2, sid
+        # two approvals used, once each; reviews the chaos left unused closed unapplied (e.g. a
+        # call closed by crash repair, then asked again), which changes nothing
+        assert summary["redeemed"] == 2, (sid, summary["closed"])
     effects = [json.loads(line) for line in (tmp / "effects.jsonl").read_text().splitlines()]
     keys = [e["key"] for e in effects]
     assert len(keys) == len(set(keys)), "one tool call ran twice under the same idempotency key"

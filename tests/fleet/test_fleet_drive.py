@@ -54,6 +54,11 @@ def _copy(events: Any, upto: int) -> MemoryLog:
     return log
 
 
+#: Why a crash after any append of the uninterrupted run may close a review unapplied
+#: (``_summary``'s ``closed``): the approval was used by the batch the crash cut.
+CRASH_CLOSED = frozenset({"already-current"})
+
+
 def _summary(log: Any) -> dict[str, Any]:
     """What must not depend on crashes: the end state, the user messages (each input once),
     the approved reviews (each applied once), and one result per dispatched call."""
@@ -65,12 +70,16 @@ def _summary(log: Any) -> dict[str, Any]:
     calls = [e.data["callId"] for e in events if e.type == TOOL_CALL]
     results = [e.data["message"]["source"]["callId"] for e in events if e.type == TOOL_RESULT]
     state = review_state(log)
-    redeemed = sorted(state.redeemed)
+    # an approval is used when its redemption applied it, or found the log already at its target
+    # (``already-current``: a crash cut the redemption off the batch that moved the stage); any
+    # other review closed unapplied (``closed``: its reasons) changed nothing
+    closed = sorted({red.reason or "" for red in state.redeemed.values() if not red.applied})
+    used = [rid for rid, red in state.redeemed.items() if red.applied or red.reason == "already-current"]
     assert len(results) == len(set(results)), "a tool call has two results"
     assert len(calls) == len(set(calls)) and set(calls) <= set(results), "a dispatched call has no result"
     entered = [m.group(1) for e in events if e.type == USER_MESSAGE
                for m in [re.match(r"Current stage: (\w+)", e.data["content"][0].get("text", ""))] if m]
-    return {"state": session_state(events)[0], "users": users, "redeemed": len(redeemed),
+    return {"state": session_state(events)[0], "users": users, "redeemed": len(used), "closed": closed,
             "entered": entered, "final": [e.data for e in events if e.type == END]}
 
 
@@ -160,10 +169,13 @@ def test_a_crash_after_any_append_ends_as_the_uninterrupted_run(tmp_path: Path,
     want = _summary(log)
     assert want["state"] == "complete" and want["users"] == ["in-5"] and want["redeemed"] == 2
     assert want["entered"] == ["plan", "build", "done"]  # each approved transition once
+    assert want.pop("closed") == []
     for cut in range(1, len(log.events)):
         crashed = _copy(log.events, cut)
         _run_to_end(crashed)
-        assert _summary(crashed) == want, f"crash after event {cut - 1}"
+        got = _summary(crashed)
+        assert set(got.pop("closed")) <= CRASH_CLOSED, f"crash after event {cut - 1}"
+        assert got == want, f"crash after event {cut - 1}"
     tasks = {json.loads(line)["task"] for line in effects.read_text().splitlines()}
     assert tasks == {"5"}  # no turn ran without its task (a turn cut before any work is not continued)
 

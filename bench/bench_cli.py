@@ -207,10 +207,10 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "state": state_process(events, 1 if smoke else 3),
         "startup": startup(2 if smoke else 7 if quick else 15),
         "simulate": simulate_scaling(10 if smoke else 50 if quick else 200,
-                                     1 if smoke else 3 if quick else 2),
+                                     1 if smoke else 3 if quick else 5),
     }
     if not smoke and not quick:
-        out["simulate_large"] = simulate_scaling(800, 3)
+        out["simulate_large"] = simulate_scaling(800, 5)
     return out
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -17,8 +18,9 @@ from fsm_stage.runtime.tools import ToolCall, ToolSpec
 @attrs.frozen
 class StepRequest:
     """What to send for step ``step`` of turn ``turn``: ``system`` text (the joined
-    ``sections``), ``tools`` and ``messages`` (copies of the tool specs and deep copies of the
-    model-visible history: mutate freely), ``header_reason`` (``initial`` / ``resume`` /
+    ``sections``), ``tools`` and ``messages`` (copies of the tool specs and a tuple of deep
+    copies of the model-visible history: mutate freely; with ``begin_step(copy_messages=False)``
+    the session's own messages, a read-only sequence), ``header_reason`` (``initial`` / ``resume`` /
     ``change`` logged now, or None) and ``model``: the current stage's and plan mode's model
     choice (``ModelChoice``: provider-qualified ``model``, ``reasoning_effort``, ``settings``;
     ``DEFAULT_CHOICE`` when the graph declares none: use the host's own)."""
@@ -28,7 +30,7 @@ class StepRequest:
     system: str
     sections: tuple[RenderedSection, ...]
     tools: tuple[ToolSpec, ...]
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     header_reason: str | None = None
     model: ModelChoice = DEFAULT_CHOICE
 

@@ -311,7 +311,7 @@ class StagedSession:
         reason = self._log_header(header)
         tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
                       for t in request.tools)  # the converter copies parameters
-        messages = deep_copies(request.messages) if copy_messages else tuple(request.messages)
+        messages = deep_copies(request.messages) if copy_messages else request.messages
         return StepRequest(turn, step, request.system, assembly.sections, tools, messages, reason,
                            request.model)
 

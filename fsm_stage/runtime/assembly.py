@@ -99,12 +99,13 @@ class Assembly:
 
 @attrs.frozen
 class Request:
-    """What goes to the model: ``system`` text, ``messages`` (surface history), ``tools`` and
-    the ``model`` choice of the current stage and plan mode (``DEFAULT_CHOICE``: the host's own
-    model and settings)."""
+    """What goes to the model: ``system`` text, ``messages`` (surface history: a tuple, or the
+    session's read-only ``PrefixView`` where a caller asked for the shared messages), ``tools``
+    and the ``model`` choice of the current stage and plan mode (``DEFAULT_CHOICE``: the host's
+    own model and settings)."""
 
     system: str
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     tools: tuple[ToolSpec, ...]
     model: ModelChoice = DEFAULT_CHOICE
 

@@ -385,12 +385,12 @@ class Runtime:
     def build_request(self, agent: Agent, assembly: Assembly | None = None, *, copy: bool = True) -> Request:
         """The request for ``agent``'s next model call: the assembly's system text and tools
         (``assemble(agent)`` unless given, e.g. a frozen one for a retry) and the surface
-        messages of its session (deep copies; ``copy=False``: the session's shared, read-only
-        messages, for a caller that copies them itself)."""
+        messages of its session (a tuple of deep copies; ``copy=False``: the session's shared,
+        read-only ``shared_messages()`` sequence, for a caller that copies them itself)."""
         asm = assembly if assembly is not None else self.assemble(agent)
         session = agent.session
-        messages = session.messages() if copy else session.shared_messages()
-        return Request(system=asm.system, messages=tuple(messages), tools=asm.tools, model=asm.model)
+        messages = tuple(session.messages()) if copy else session.shared_messages()
+        return Request(system=asm.system, messages=messages, tools=asm.tools, model=asm.model)
 
     def render_context(self, agent: Agent | None) -> tuple[RenderedSection, ...]:
         """Only the runtime-context entries of ``assemble`` (rendered, non-empty, by order)."""

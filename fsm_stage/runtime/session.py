@@ -27,6 +27,7 @@ from fsm_stage.constants import (
 from fsm_stage.log.events import Event, EventLog, NewEvent, SessionHeader, SurfaceOp
 from fsm_stage.log.projections import Fold, OpenTurn, ProjectionCursor, TurnState
 from fsm_stage.observe import appended
+from fsm_stage.runtime.prefix import PrefixView
 
 S = TypeVar("S")
 
@@ -51,6 +52,10 @@ _BLOCK: contextvars.ContextVar[set[Session] | None] = contextvars.ContextVar("fs
                                                                              default=None)
 
 
+#: The one empty history every session without model-visible messages hands out (no object per
+#: session for it).
+_NO_MESSAGES: PrefixView[dict[str, Any]] = PrefixView([], 0)
+
 class Session:
     """An agent's session over an ``EventLog``.
 
@@ -72,10 +77,10 @@ class Session:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._cursors: dict[int, ProjectionCursor[Any]] = {}
-        # (surface, replace generation, nodes done, messages, their tuple, the tuple before it when
-        # this one only grew it, else None): what ``shared_messages`` built last
-        self._messages: tuple[object, int, int, list[dict[str, Any]], tuple[dict[str, Any], ...],
-                              tuple[dict[str, Any], ...] | None] | None = None
+        # (surface, replace generation, nodes done, messages, the view of them handed last, the
+        # view before it when this one only grew it, else None): what ``shared_messages`` built last
+        self._messages: tuple[object, int, int, list[dict[str, Any]], PrefixView[dict[str, Any]],
+                              PrefixView[dict[str, Any]] | None] | None = None
         # a shared empty tuple until a validator is added (a live session stays small)
         self._validators: list[Callable[[Event], None]] | tuple[()] = ()
 
@@ -288,19 +293,21 @@ class Session:
         """
         return list(deep_copies(self.shared_messages()))
 
-    def shared_messages(self) -> tuple[dict[str, Any], ...]:
-        """``messages()`` without the copy, as a tuple: the dicts are shared with the log and
-        later calls, so they are **read-only** by contract (the step driver reads them and
+    def shared_messages(self) -> PrefixView[dict[str, Any]]:
+        """``messages()`` without the copy, as an immutable sequence (``PrefixView``: equal to
+        the tuple of the same messages; ``tuple(...)`` makes one): the dicts are shared with the
+        log and later calls, so they are **read-only** by contract (the step driver reads them and
         copies once for a host).
 
-        O(new surface nodes) per call to build: while the surface only grew (no replace), the
-        messages built by the previous call are reused and only the new nodes are built; a call
-        with no new node returns the very tuple the previous call returned.
+        O(new surface nodes) per call: while the surface only grew (no replace), the messages
+        built by the previous call are reused, only the new nodes are built and the result is a
+        view of the first ``n`` of one growing list (no per-call copy of the history); a call
+        with no new node returns the very view the previous call returned.
         """
         surface = self._log.surface
         nodes = surface.nodes
         cached = self._messages
-        before: tuple[dict[str, Any], ...] | None = None
+        before: PrefixView[dict[str, Any]] | None = None
         if cached is not None and cached[0] is surface and cached[1] == surface.replace_generation:
             if cached[2] == len(nodes):
                 return cached[4]
@@ -309,15 +316,15 @@ class Session:
         else:
             out, start = [], 0
         self._build_messages(nodes, start, out)
-        shared = tuple(out)
+        shared = PrefixView(out, len(out)) if out else _NO_MESSAGES
         self._messages = (surface, surface.replace_generation, len(nodes), out, shared, before)
         return shared
 
     def extends(self, newer: Sequence[Any], older: Sequence[Any]) -> bool:
-        """True when ``newer`` is the tuple ``shared_messages()`` returns now and ``older`` is that
-        tuple or the one it returned just before, with the surface only grown in between: ``newer``
-        then starts with ``older``'s very messages (O(1), no comparison). False says nothing
-        either way (compare them)."""
+        """True when ``newer`` is the sequence ``shared_messages()`` returns now and ``older`` is
+        that one or the one it returned just before, with the surface only grown in between:
+        ``newer`` then starts with ``older``'s very messages (O(1), no comparison). False says
+        nothing either way (compare them)."""
         cached = self._messages
         return cached is not None and newer is cached[4] and (older is newer or older is cached[5])
 

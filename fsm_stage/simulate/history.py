@@ -10,9 +10,10 @@ a new ``SharedHistory``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import islice
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fsm_stage.runtime.prefix import PrefixView
 
 if TYPE_CHECKING:
     from fsm_stage.simulate.report import MessageView
@@ -52,63 +53,25 @@ class SharedHistory:
         return MessageHistory(self, n)
 
 
-class MessageHistory(Sequence["MessageView"]):
-    """The first ``len(self)`` views of a ``SharedHistory``: an immutable ``Sequence`` that
-    compares equal to any tuple / sequence with the same views in order (as the tuple it
-    stands for would). ``tokens``: their token sum (O(1)). Slicing returns a tuple."""
+class MessageHistory(PrefixView["MessageView"]):
+    """The first ``len(self)`` views of a ``SharedHistory`` (a ``PrefixView`` of its items:
+    immutable, equal to any tuple or view with the same views in order, slices are tuples).
+    ``tokens``: their token sum (O(1))."""
 
-    __slots__ = ("_n", "shared")
+    __slots__ = ("shared",)
 
     def __init__(self, shared: SharedHistory, n: int) -> None:
-        self.shared, self._n = shared, n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, index: int) -> MessageView: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[MessageView, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> MessageView | tuple[MessageView, ...]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._n)
-            return tuple(self.shared.items[start:stop:step])
-        i = index + self._n if index < 0 else index
-        if not 0 <= i < self._n:
-            raise IndexError("message history index out of range")
-        return self.shared.items[i]
-
-    def __iter__(self) -> Iterator[MessageView]:
-        return islice(self.shared.items, self._n)
+        super().__init__(shared.items, n)
+        self.shared = shared
 
     @property
     def tokens(self) -> int:
         """Token sum of these messages."""
-        return self.shared.cumulative[self._n]
+        return self.shared.cumulative[len(self)]
 
     def common_prefix(self, other: Sequence[MessageView]) -> int | None:
         """How many leading views ``other`` shares with this one when both view the same
         ``SharedHistory`` (the shorter length, O(1)); None when ``other`` is not such a view."""
         if isinstance(other, MessageHistory) and other.shared is self.shared:
-            return min(self._n, other._n)
+            return min(len(self), len(other))
         return None
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, MessageHistory):
-            if self.common_prefix(other) is not None:
-                return self._n == other._n
-            return self._n == other._n and all(a == b for a, b in zip(self, other, strict=True))
-        if isinstance(other, tuple):
-            return tuple(self) == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return repr(tuple(self))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (tuple, (tuple(self),))

@@ -11,6 +11,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fsm_stage.runtime.prefix import PrefixView
 from fsm_stage.simulate.history import MessageHistory, SharedHistory
 from fsm_stage.simulate.report import MessageView, ToolView, _source_label, message_view, tool_views
 from fsm_stage.tokens import HeuristicTokenMeter
@@ -37,7 +38,7 @@ class RequestViews:
         self._view_contents: dict[str, Any] = {}
         self._history = SharedHistory()  # the views the records' messages are prefixes of
         self._marks: list[list[Any]] = [[] for _ in MARK_FIELDS]  # the fields of each history view
-        self._seen: tuple[Mapping[str, Any], ...] = ()  # the messages the history's views were made of
+        self._seen: Sequence[Mapping[str, Any]] = ()  # the messages the history's views were made of
         self._tool_specs: tuple[Any, ...] | None = None  # the specs ``_tools`` shows
         self._tools: tuple[ToolView, ...] = ()
 
@@ -63,7 +64,8 @@ class RequestViews:
         objects while the surface only grows), only the new ones are looked at; ``extends(newer,
         older)`` (``Session.extends``) may vouch for that in O(1), else the two are compared."""
         seen, k = self._seen, len(self._seen)
-        shown = tuple(messages)  # the request's own tuple: no copy
+        # the request's own sequence (a tuple, or the session's ``PrefixView``): no copy
+        shown = messages if isinstance(messages, tuple | PrefixView) else tuple(messages)
         if k == len(self._history) and k <= len(shown) and (
                 (extends is not None and extends(shown, seen)) or shown[:k] == seen):  # identity first
             new = shown[k:]

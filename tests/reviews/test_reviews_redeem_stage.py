@@ -18,6 +18,7 @@ from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.reviews import SuspendingReviewChannel, answer_review
+from fsm_stage.runtime.prefix import PrefixView
 from fsm_stage.runtime.tools import ToolCall
 
 
@@ -184,18 +185,22 @@ def test_session_messages_are_copies_that_cannot_change_the_log(tmp_path: Path) 
     assert "EDITED" not in (tmp_path / "child.jsonl").read_text()
 
 
-def test_shared_messages_is_one_read_only_tuple_until_the_surface_grows(tmp_path: Path) -> None:
-    """``shared_messages`` hands the same tuple while nothing was appended (a request built from
-    it takes it as is, no copy per request), a new one holding the older dicts plus the new
-    message after an append, and ``messages()`` still deep-copies."""
+def test_shared_messages_is_one_read_only_sequence_until_the_surface_grows(tmp_path: Path) -> None:
+    """``shared_messages`` hands the same immutable sequence while nothing was appended (a
+    request built from it takes it as is, no copy per request), a new one holding the older
+    dicts plus the new message after an append (a view of the same list: no copy of the
+    history), and ``messages()`` still deep-copies."""
     rig, _call, _rid = _asked(tmp_path)
     session = rig.session
     first = session.shared_messages()
-    assert isinstance(first, tuple) and session.shared_messages() is first
+    assert isinstance(first, PrefixView) and session.shared_messages() is first
+    assert first == tuple(first) and not hasattr(first, "append")
     assert rig.runtime.build_request(rig.agent, copy=False).messages is first
+    assert isinstance(rig.runtime.build_request(rig.agent).messages, tuple)  # deep copies
     session.append_message({"id": "u9", "role": "user", "content": [{"type": "text", "text": "more"}]})
     grown = session.shared_messages()
-    assert grown is not first and len(grown) == len(first) + 1
+    assert grown is not first and len(grown) == len(first) + 1 and first.shares_items(grown)
+    assert len(first) == len(grown) - 1 and first != grown  # the older view does not grow
     assert all(a is b for a, b in zip(first, grown, strict=False))
     assert grown[-1]["content"][0]["text"] == "more"
     copies = session.messages()

@@ -91,9 +91,9 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
         if known is None:
             continue
         field, rule, pattern = known
-        child = (*npath, key)
-        if isinstance(v, str):
-            if rule.non_blank and not v.strip():
+        if type(v) is str or isinstance(v, str):
+            if rule.non_blank and (not v or v.isspace()):
+                child = (*npath, key)
                 if field.default is attrs.NOTHING:
                     report.error(child, f"is blank; expected {rule.expected}")
                 else:
@@ -101,23 +101,23 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
                     report.error(child, f"is blank; `{shown}` must be a non-empty string when supplied")
             elif rule.max_length is not None and len(v) > rule.max_length and key not in _CROSS_REFERENCES:
                 why = " (a stage name becomes the handoff file name <stage>.md)" if cl is StageConfig else ""
-                report.error(
-                    child, f"is too long: must be at most {rule.max_length} characters{why}, got {len(v)}"
-                )
+                report.error((*npath, key),
+                             f"is too long: must be at most {rule.max_length} characters{why}, got {len(v)}")
             elif pattern is not None and not pattern.fullmatch(v) and key not in _CROSS_REFERENCES:
-                report.error(child, f"must match {rule.pattern}, got {json.dumps(v, ensure_ascii=False)}")
+                report.error((*npath, key),
+                             f"must match {rule.pattern}, got {json.dumps(v, ensure_ascii=False)}")
             else:
                 for regex, message in rule.forbid:
                     if re.search(regex, v):
-                        report.error(child, f"{json.dumps(v, ensure_ascii=False)} {message}")
+                        report.error((*npath, key), f"{json.dumps(v, ensure_ascii=False)} {message}")
                         break
-        elif isinstance(v, int | float) and not isinstance(v, bool) and rule.minimum is not None:
+        elif rule.minimum is not None and isinstance(v, int | float) and not isinstance(v, bool):
             # an int is always finite (``math.isfinite`` would overflow on one beyond float range)
             if (isinstance(v, float) and not math.isfinite(v)) or v < rule.minimum:
                 shown = str(v) if len(str(v)) <= 40 else f"{str(v)[:20]}…"
-                report.error(child, f"must be a non-negative finite number, got {shown}")
+                report.error((*npath, key), f"must be a non-negative finite number, got {shown}")
         elif isinstance(v, list) and rule.min_items is not None and len(v) < rule.min_items:
-            report.error(child, f"is empty; expected {rule.expected}")
+            report.error((*npath, key), f"is empty; expected {rule.expected}")
 
 
 def check_graph(data: Mapping[str, Any], report: GraphReport) -> None:

@@ -342,3 +342,29 @@ def test_strict_converter_structures_valid_data() -> None:
     report = ProblemReport.from_yaml("items: [{kind: a, n: 3, options: {x: 1}, on: true}]\n", "s.yaml")
     obj, problems = positioned_problems(report, Items, converter=strict_converter())
     assert problems == [] and obj == Items((Item("a", 3, {"x": 1}, True),))
+
+
+@attrs.frozen
+class Names:
+    names: tuple[str, ...]
+
+
+def test_strict_converter_structures_each_list_item_once_and_reports_every_bad_one() -> None:
+    seen: list[object] = []
+    conv = strict_converter()
+
+    def counting(value: object, _: object) -> str:
+        seen.append(value)
+        if not isinstance(value, str):
+            raise ValueError(f"not a name: {value!r}")
+        return value
+
+    conv.register_structure_hook(str, counting)
+    report = ProblemReport.from_yaml("names: [a, 1, b, 2, c]\n", "s.yaml")
+    obj, problems = positioned_problems(report, Names, converter=conv)
+    assert obj is None and seen == ["a", 1, "b", 2, "c"]  # a hook with effects runs once per item
+    assert [str(p) for p in problems] == ["s.yaml:1:12: names[1]: not a name: 1",
+                                          "s.yaml:1:18: names[3]: not a name: 2"]
+    seen.clear()
+    ok, _ = positioned_problems(ProblemReport.from_yaml("names: [a, b]\n", "s.yaml"), Names, converter=conv)
+    assert ok == Names(("a", "b")) and seen == ["a", "b"]

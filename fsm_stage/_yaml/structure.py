@@ -178,21 +178,23 @@ def strict_converter(
                 get_hook = getattr(conv, "get_structure_hook", None)  # cattrs >= 24.1
                 item_hook = get_hook(item_type) if get_hook is not None else conv.structure
             hook_of = item_hook
-            try:  # every item valid (the common case): no bookkeeping per item
-                return tuple([hook_of(item, item_type) for item in value])
-            except Exception:  # structured again below, item by item, to report every problem
-                pass
             out: list[object] = []
-            errors: list[Exception] = []
-            for i, item in enumerate(value):
+            append = out.append
+            try:  # every item valid (the common case): no index bookkeeping per item
+                for item in value:
+                    append(hook_of(item, item_type))
+                return tuple(out)
+            except Exception as first:  # the item at len(out) failed: note it, go on with the rest
+                failed = len(out)
+                first.add_note(IterableValidationNote(f"@ index {failed}", failed, item_type))
+                errors: list[Exception] = [first]
+            for i in range(failed + 1, len(value)):  # each item is structured once
                 try:
-                    out.append(item_hook(item, item_type))
+                    append(hook_of(value[i], item_type))
                 except Exception as exc:
                     exc.add_note(IterableValidationNote(f"@ index {i}", i, item_type))
                     errors.append(exc)
-            if errors:
-                raise IterableValidationError(f"While structuring {t!r}", errors, t)
-            return tuple(out)
+            raise IterableValidationError(f"While structuring {t!r}", errors, t)
 
         return hook
 

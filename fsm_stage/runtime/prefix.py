@@ -66,7 +66,7 @@ class PrefixView(Sequence[T]):
         if isinstance(other, PrefixView):
             if self.shares_items(other):
                 return self._n == other._n
-            return self._n == other._n and all(a == b for a, b in zip(self, other, strict=True))
+            return self._n == other._n and tuple(self) == tuple(other)  # items as tuples compare them
         if isinstance(other, tuple):
             return tuple(self) == other
         return NotImplemented

@@ -47,3 +47,9 @@ def test_a_view_copies_and_pickles_as_a_tuple() -> None:
 def test_a_length_outside_the_list_is_refused(n: int) -> None:
     with pytest.raises(ValueError, match=r"n must be within 0\.\.1"):
         PrefixView(["only"], n)
+
+
+def test_views_compare_as_tuples_do_even_for_items_unequal_to_themselves() -> None:
+    nan = float("nan")
+    assert PrefixView([nan], 1) == PrefixView([nan], 1) == (nan,)  # tuples compare identity first
+    assert PrefixView([nan], 1) != PrefixView([float("nan")], 1)

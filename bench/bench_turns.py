@@ -75,28 +75,32 @@ def _driver(rt: Any, sid: str) -> Any:
 
 
 def long_turn(early: int, late: int, sample: int) -> dict[str, Any]:
-    """Seconds per step (one ``run_tool`` each) after ``early`` and after ``late`` calls in one turn."""
+    """Seconds per step (one ``run_tool`` each) after ``early`` and after ``late`` calls in one
+    turn: the median of the ``sample`` steps timed one by one at each point (a burst of the
+    machine lands on a few steps, not on the row), the means beside them."""
     from fsm_stage.runtime.tools import ToolCall
 
     driver = _driver(_runtime(), "long-turn")
     loop = asyncio.new_event_loop()
     driver.start_turn()
-    marks: dict[int, float] = {}
+    steps: dict[int, list[float]] = {early: [], late: []}
     k = 0
     for checkpoint in (early, late):
         while k < checkpoint + sample:
-            if k == checkpoint:
-                t0 = time.perf_counter()
+            t0 = time.perf_counter()
             driver.begin_step(copy_messages=False)
             call = ToolCall.of("tool_0", {"arg0": str(k)}, id=f"c{k}")
             driver.record_reply("", [call])
             loop.run_until_complete(driver.run_tool(call))
             driver.end_step()
+            if k >= checkpoint:
+                steps[checkpoint].append(time.perf_counter() - t0)
             k += 1
-        marks[checkpoint] = (time.perf_counter() - t0) / sample
     loop.close()
-    return {"early_calls": early, "late_calls": late, "sample": sample, "early_s": marks[early],
-            "late_s": marks[late], "ratio": marks[late] / marks[early]}
+    early_s, late_s = statistics.median(steps[early]), statistics.median(steps[late])
+    return {"early_calls": early, "late_calls": late, "sample": sample, "early_s": early_s,
+            "late_s": late_s, "ratio": late_s / early_s, "early_mean_s": statistics.mean(steps[early]),
+            "late_mean_s": statistics.mean(steps[late])}
 
 
 def midturn_bytes(sessions: int) -> dict[str, Any]:

@@ -649,8 +649,11 @@ def rows_turns(r: dict[str, Any] | None, err: str | None) -> list[Row]:
     long.baseline = f"{_us(x['early_s'])} after {x['early_calls']:,}"
     long.ratio = f"{x['ratio']:.2f}x"
     long.status = _status(x["ratio"] <= 1.2)
-    long.details.append(f"means over {x['sample']} steps at each point of one turn; the open turn is "
-                        "folded incrementally (`OpenTurnFold`), so a step no longer re-reads the turn")
+    means = (f" (means {_us(x['late_mean_s'])} and {_us(x['early_mean_s'])})"
+             if "late_mean_s" in x else "")
+    long.details.append(f"medians of {x['sample']} steps timed one by one at each point of one turn"
+                        f"{means}; the open turn is folded incrementally (`OpenTurnFold`), so a step "
+                        "no longer re-reads the turn")
     m = r["midturn"]
     mid.ours = _bytes(m["midturn_b"])
     ok = m["midturn_b"] <= 4096

@@ -163,12 +163,6 @@ class Filters:
     reviewers: Any = None
 
 
-def _names_groups(rules: Any) -> bool:
-    """Whether logged review ``rules`` list an ``@group`` among their approvers."""
-    approvers = rules.get("approvers") if isinstance(rules, dict) else None
-    return isinstance(approvers, list) and any(isinstance(a, str) and a.startswith("@") for a in approvers)
-
-
 def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[Any]:
     """The open reviews of ``store`` that ``given`` selects; a session log that could not be
     read is one warning line on stderr (``warned``: the lines said already, to say each once),
@@ -176,6 +170,7 @@ def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[A
     that resolves their approvers' ``@group``s."""
     from fsm_stage.inbox._auth import refusal
     from fsm_stage.inbox.queue import open_reviews, unreadable_warnings
+    from fsm_stage.reviews._team import names_groups
 
     # without the reviewers file, filter by --reviewer here (names only, as open_reviews would)
     # so the reviews left out for their @groups can be counted from the same listing
@@ -190,7 +185,7 @@ def _queue(store: Any, given: Filters, warned: set[str] | None = None) -> list[A
         for item in items:
             if refusal(item.rules, name, ()) is None:
                 kept.append(item)
-            elif _names_groups(item.rules):
+            elif names_groups(item.rules):
                 grouped += 1
         items = kept
         if grouped:

@@ -289,13 +289,8 @@ class JsonlLog(LogBase):
                 if span is None:
                     raise
                 start, end = span
-                backup = _backup_path(p, "damaged")
-                atomic_write(backup, data[start:end])
-                atomic_write(p, data[:start] + data[end:])
-                _fsync_dir(p.parent)
                 line = data.count(b"\n", 0, start) + 1
-                return (f"{p}: removed the damaged line {line} (saved to {backup}); every other "
-                        "line kept")
+                return _removed(p, f"line {line}", _drop_line(p, data, start, end))
             if res.torn_tail_offset is None:
                 return f"{p}: nothing to repair ({len(res.events)} events)"
             data = p.read_bytes()
@@ -307,12 +302,11 @@ class JsonlLog(LogBase):
                 with contextlib.suppress(LogFormatError):
                     rest = read_log_data(data[:start] + data[end:], source=str(p))
                     only_line = rest.torn_tail_offset is None
-            backup = _backup_path(p, "damaged")
-            atomic_write(backup, data[start:end] if only_line else data[start:])
-            if only_line:  # a new file under the name (the damaged one stays under other links)
-                atomic_write(p, data[:start] + data[end:])
-                _fsync_dir(p.parent)
+            if only_line:
+                backup = _drop_line(p, data, start, end)
             else:
+                backup = _backup_path(p, "damaged")
+                atomic_write(backup, data[start:])
                 os.ftruncate(fd, start)
                 os.fsync(fd)
         except OSError as err:
@@ -323,7 +317,7 @@ class JsonlLog(LogBase):
             lock.release()
         where = f"line {res.damaged_line}" if res.damaged_line is not None else f"byte {start}"
         if only_line:
-            return f"{p}: removed the damaged {where} (saved to {backup}); every other line kept"
+            return _removed(p, where, backup)
         return (
             f"{p}: cut the log at the damaged {where}; the {len(data) - start} bytes from there "
             f"are saved to {backup}; {len(res.events)} events kept"
@@ -483,6 +477,22 @@ def _hash_line_at(path: Path, offset: int) -> str:
     with open(path, "rb") as fh:
         fh.seek(offset)
         return hashlib.sha256(fh.readline()).hexdigest()[:16]
+
+
+def _drop_line(path: Path, data: bytes, start: int, end: int) -> Path:
+    """Remove the damaged line ``data[start:end]`` of the log at ``path`` (its bytes ``data``):
+    the line is saved (fsynced) to a new ``<log>.damaged-<ms>`` first, then the rest is written
+    as a new file under the name (the damaged one stays under other links). Returns the backup."""
+    backup = _backup_path(path, "damaged")
+    atomic_write(backup, data[start:end])
+    atomic_write(path, data[:start] + data[end:])
+    _fsync_dir(path.parent)
+    return backup
+
+
+def _removed(path: Path, where: str, backup: Path) -> str:
+    """``repair``'s summary after ``_drop_line``."""
+    return f"{path}: removed the damaged {where} (saved to {backup}); every other line kept"
 
 
 def _stray_line(data: bytes, source: str) -> tuple[int, int] | None:

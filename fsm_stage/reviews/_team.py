@@ -196,12 +196,19 @@ def listed(approvers: Iterable[object], name: str, groups: Collection[str]) -> b
                for a in approvers)
 
 
+def names_groups(rules: object) -> bool:
+    """Whether logged review ``rules`` list an ``@group`` among their approvers (which only the
+    reviewers file resolves)."""
+    approvers = rules.get("approvers") if isinstance(rules, Mapping) else None
+    return isinstance(approvers, list) and any(isinstance(a, str) and a.startswith("@") for a in approvers)
+
+
 def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | None,
             reviewers: Reviewers | None, outcome: str) -> str | None:
     """Why ``rules`` do not let ``reviewer`` give ``outcome``, as one line, or None."""
     if not may_answer(rules, reviewer, reviewers):
         approvers = (rules or {})["approvers"]
-        unresolved = reviewers is None and any(str(a).startswith("@") for a in approvers)
+        unresolved = reviewers is None and names_groups(rules)
         hint = "; @groups resolve only with the reviewers file (--reviewers FILE, reviewers=)" \
             if unresolved else ""
         return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)}){hint}"
@@ -337,8 +344,9 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     if option is not None and other is not None:  # every logged vote, counted now or not
         return TeamDecision(f"the votes so far approve with {other!r}: a quorum approves one option "
                             f"(vote {other!r}, or keep with feedback)")
-    if reviewer.casefold() in {v.casefold() for v in logged}:
-        if len(counted) >= quorum and reviewer.casefold() in {v.casefold() for v in counted}:
+    person = reviewer.casefold()
+    if any(v.casefold() == person for v in logged):
+        if len(counted) >= quorum and any(v.casefold() == person for v in counted):
             # enough votes count now (a reviewers file resolved a group member's earlier vote,
             # say): the approval completes without a new vote, so no team is left stuck
             return TeamDecision(complete=True, names=counted, votes=counted, needed=quorum)

@@ -17,6 +17,7 @@ A refused path raises ``HandoffPathError`` (a ``UserError``); OS failures propag
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import posixpath
@@ -101,12 +102,14 @@ def _normalised_dir(handoff_dir: str) -> PurePosixPath:
     return PurePosixPath(norm)
 
 
+@functools.lru_cache(maxsize=1024)
 def handoff_relative_path(handoff_dir: str, session_id: str, stage: str) -> PurePosixPath:
     """``<handoff_dir>/<segment(session_id)>/<stage>.md``, normalised (docs/contracts.md, S72d).
 
     ``stage`` must be a valid stage name (``[a-z][a-z0-9_-]*``), which guarantees a safe file
     name; anything else raises ``HandoffPathError``. ``handoff_dir`` must be relative and stay
-    inside the cwd (``HandoffPathError`` otherwise).
+    inside the cwd (``HandoffPathError`` otherwise). A pure function of its three strings, so
+    the last 1,024 answers are kept (a refusal is raised again each time).
     """
     if not re.fullmatch(r"[a-z][a-z0-9_-]*", stage):
         raise HandoffPathError(f"stage name {stage!r} is not a safe handoff file name")

@@ -31,6 +31,9 @@ EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+")
 #: Types fsm_stage invents that are always written ``ignorable: true`` besides ``fsm/…``.
 OWN_EVENT_TYPES: frozenset[str] = frozenset({SYSTEM_MESSAGE})
 
+# ``json.dumps(data, allow_nan=False)`` with its encoder built once (dumps builds one per call)
+_JSON_CHECK = json.JSONEncoder(allow_nan=False).encode
+
 
 def is_ignorable(type_: str, ignorable: bool, ignorable_types: Collection[str] = ()) -> bool:
     """Whether an event of ``type_`` is written with ``"ignorable": true``: when the caller asks, for
@@ -57,7 +60,7 @@ def check_new_event(
         )
     if check_json:
         try:
-            json.dumps(spec.data, allow_nan=False)
+            _JSON_CHECK(spec.data)
         except (TypeError, ValueError) as err:
             raise LogWriteError(f"event {t!r} data is not JSON: {err}") from None
     ignorable = is_ignorable(t, spec.ignorable, ignorable_types)

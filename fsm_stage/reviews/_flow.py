@@ -17,9 +17,9 @@ the next call of that kind, so a transient log failure never leaves a review ope
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import attrs
@@ -219,22 +219,34 @@ def _check_free(state: ReviewState, kind: str, label: str) -> None:
         raise _ReviewBusy(BUSY_APPROVED.format(kind=label, id=rec.id))
 
 
-@contextmanager
-def reserve(session: Session, kind: str, label: str) -> Iterator[None]:
-    """Refuse (``_ReviewBusy``) unless no review of ``kind`` is open, approved-unredeemed or being
-    opened by another call in this process; hold that slot until the block exits."""
-    key = (session.id, kind)
-    with session_lock(session.id):
-        if _INFLIGHT.get(key):
-            raise _ReviewBusy(BUSY_OPEN.format(kind=label, id="being opened"))
-        _heal(session, kind)
-        _check_free(state_of(session), kind, label)
-        _INFLIGHT[key] = 1
-    try:
-        yield
-    finally:
+def reserve(session: Session, kind: str, label: str) -> AbstractContextManager[None]:
+    """Refuse (``_ReviewBusy``, on entering the block) unless no review of ``kind`` is open,
+    approved-unredeemed or being opened by another call in this process; hold that slot until
+    the block exits."""
+    return _Reserved(session, kind, label)
+
+
+class _Reserved:
+    """``reserve``'s block."""
+
+    __slots__ = ("_key", "_kind", "_label", "_session")
+
+    def __init__(self, session: Session, kind: str, label: str) -> None:
+        self._session, self._kind, self._label = session, kind, label
+        self._key = (session.id, kind)
+
+    def __enter__(self) -> None:
+        session, key = self._session, self._key
         with session_lock(session.id):
-            _INFLIGHT.pop(key, None)
+            if _INFLIGHT.get(key):
+                raise _ReviewBusy(BUSY_OPEN.format(kind=self._label, id="being opened"))
+            _heal(session, self._kind)
+            _check_free(state_of(session), self._kind, self._label)
+            _INFLIGHT[key] = 1
+
+    def __exit__(self, *exc: object) -> None:
+        with session_lock(self._session.id):
+            _INFLIGHT.pop(self._key, None)
 
 
 def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
@@ -242,7 +254,7 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
     """Log ``fsm/review/request`` (after ``extra``, e.g. ``fsm/graph``) in one conditional batch,
     re-checking the one-open-review rule against the log; returns the folded record."""
     turn, step = step_of(session)
-    rid = "rv_" + uuid.uuid4().hex[:20]
+    rid = "rv_" + os.urandom(10).hex()
     data = {"id": rid, "callId": call_id, "kind": ticket.kind, "from": ticket.from_, "target": ticket.target,
             "options": list(ticket.options), "shape": ticket.shape, "handoffPath": ticket.handoff_path,
             "payloadSha256": ticket.payload_sha256, "turn": turn, "step": step, **request_data(ticket)}
@@ -304,11 +316,14 @@ def settle(session: Session, record: ReviewRecord, moved: Callable[[], str | Non
 
 def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str | None = None,
             feedback: str | None = None, by: str, moved: Callable[[], str | None]) -> Outcome:
-    """Log the answer (conditional); an answer logged first by someone else wins."""
+    """Log the answer (conditional); an answer logged first by someone else wins (and is
+    settled: ``settle``). The answer this call logged was decided on ``moved()`` under the lock,
+    so it is returned as the log now folds it, without asking ``moved()`` again."""
     with session_lock(session.id):
         while True:
             state = state_of(session)
             if record.id in state.answered or record.id in state.redeemed:
+                out = settle(session, record, moved)
                 break
             batch = [answer_spec(record, outcome, feedback=feedback, option=option, by=by)]
             if outcome == "approve":
@@ -317,10 +332,12 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
                     batch.append(redeemed_spec(record.id, False, reason))
             try:
                 session.append_many(batch, expect_last_seq=session.last_seq)
-                break
             except AppendConflictError:
                 continue
-        out = settle(session, record, moved)
+            state = state_of(session)
+            answer = state.answered.get(record.id)
+            out = None if answer is None else Outcome(record, answer, state.redeemed.get(record.id))
+            break
     assert out is not None
     return out
 

@@ -343,7 +343,8 @@ class ReviewFold:
         d = event.data if isinstance(event.data, Mapping) else _EMPTY
         if t == GRAPH_EVENT:
             name, fp = _str(d.get("name")), _str(d.get("fingerprint"))
-            return state if fp is None else attrs.evolve(state, graph=GraphRecord(name or "", fp, event.seq))
+            return state if fp is None else ReviewState(state.records, state.answered, state.redeemed,
+                                                        GraphRecord(name or "", fp, event.seq), state.live)
         rid = _str(d.get("id"))
         if rid is None:
             return state
@@ -360,8 +361,8 @@ class ReviewFold:
                 step=_int(d.get("step")), seq=event.seq, time=event.time,
                 rules=_rules(d.get("rules")),
                 document=_str(d.get("document")), document_omitted=d.get("documentOmitted") is True)
-            return attrs.evolve(state, records=_add(state.records, rid, rec, rec.call_id),
-                                live=(*state.live, rid))
+            return ReviewState(_add(state.records, rid, rec, rec.call_id), state.answered, state.redeemed,
+                               state.graph, (*state.live, rid))
         if rid not in state.records:
             return state
         if t == REVIEW_ANSWER:
@@ -374,12 +375,12 @@ class ReviewFold:
                                if isinstance(names, list) else (), _str(d.get("edited")),
                                _str(d.get("editedSha256")))
             live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
-            return attrs.evolve(state, answered=_add(state.answered, rid, ans), live=live)
+            return ReviewState(state.records, _add(state.answered, rid, ans), state.redeemed, state.graph, live)
         if rid in state.redeemed:
             return state
         red = Redemption(d.get("applied") is True, _str(d.get("reason")), event.seq)
-        return attrs.evolve(state, redeemed=_add(state.redeemed, rid, red),
-                            live=tuple(i for i in state.live if i != rid))
+        return ReviewState(state.records, state.answered, _add(state.redeemed, rid, red), state.graph,
+                           tuple(i for i in state.live if i != rid))
 
     def view(self, state: ReviewState) -> dict[str, Any]:
         """``{open: [{id, kind, target, since_seq}], pending: {stage, plan}, graph}`` (JSON)."""

@@ -9,7 +9,7 @@ exit, which survives a crash); ``redeem_specs`` the event that redeems it.
 
 from __future__ import annotations
 
-import uuid
+import os
 from typing import Protocol
 
 from fsm_stage.config import PlanModeConfig
@@ -84,7 +84,7 @@ async def review_exit(ctl: PlanReviewer, agent: Agent, plan: str, channel: Revie
     ``asyncio.CancelledError`` propagate (a cancellation is logged as a dismiss answer)."""
     session = agent.session
     call = current_tool_call()
-    call_id = call.id if call is not None else "call_" + uuid.uuid4().hex[:20]
+    call_id = call.id if call is not None else "call_" + os.urandom(10).hex()
     payload = plan_payload_sha256(plan)
     try:
         record = existing(session, "plan", call_id, payload)

@@ -14,7 +14,7 @@ Sources: ``{"kind": "user"}``; a plugin notice ``{"kind": "plugin", "plugin": <n
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,8 +26,13 @@ IdFactory = Callable[[], str]
 
 
 def new_id() -> str:
-    """A fresh message id (uuid4 string, like DSH's ``createUserMessage``)."""
-    return str(uuid.uuid4())
+    """A fresh message id: a random (version 4) UUID string, like DSH's ``createUserMessage``
+    (``uuid.uuid4()``'s bits and text, built without the ``UUID`` object)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    x = b.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def text_block(text: str) -> Block:

@@ -15,7 +15,7 @@ import copy
 import marshal
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from fsm_stage.constants import (
@@ -160,8 +160,7 @@ class Session:
             block.add(self)
         return n
 
-    @contextlib.contextmanager
-    def one_refresh(self) -> Iterator[None]:
+    def one_refresh(self) -> contextlib.AbstractContextManager[None]:
         """A step or boundary that reads the log once: inside the block the first ``refresh()``
         catches up and the later ones return 0 (on PostgreSQL each refresh is a query; the
         review flow refreshes before every fold it decides on). Decisions in the block that
@@ -171,11 +170,7 @@ class Session:
         ``mark_stale()`` after waiting on anything outside the process (a reviewer).
         The block belongs to the running task (a context variable): another task reading the
         same session meanwhile (an MCP server listing reviews while one is asked) reads the log."""
-        token = _BLOCK.set(set())
-        try:
-            yield
-        finally:
-            _BLOCK.reset(token)
+        return _OneRefresh()
 
     def mark_stale(self) -> None:
         """Make the next ``refresh()`` read the log (see ``one_refresh``)."""
@@ -356,6 +351,18 @@ def deep_copies(messages: Sequence[Any]) -> tuple[Any, ...]:
         return tuple(copy.deepcopy(items))
 
 
+class _OneRefresh:
+    """``Session.one_refresh``'s block: a fresh set of sessions already refreshed in it."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _BLOCK.set(set())
+
+    def __exit__(self, *exc: object) -> None:
+        _BLOCK.reset(self._token)
+
+
 _LOCKS: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
 _LOCKS_GUARD = threading.Lock()
 
@@ -372,6 +379,9 @@ def session_lock(session_id: str) -> threading.RLock:
     (a weak-value map: the registry does not grow with every session a long-lived host has
     seen). ``Runtime.session_lock(session_id)`` is the same lock.
     """
+    lock = _LOCKS.get(session_id)  # the common case: held already, no guard needed to read
+    if lock is not None:
+        return lock
     with _LOCKS_GUARD:
         lock = _LOCKS.get(session_id)
         if lock is None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +109,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
         raise ToolFailure(ctl.catalog.text("errors.requires_handoff"))
     handoff_text = handoff if full else None
     call = current_tool_call()
-    call_id = call.id if call is not None else "call_" + uuid.uuid4().hex[:20]
+    call_id = call.id if call is not None else "call_" + os.urandom(10).hex()
     payload = stage_payload_sha256(target, handoff_text)
     # one read of the log until the reviewer is asked, one after (``Session.one_refresh``)
     with session.one_refresh():

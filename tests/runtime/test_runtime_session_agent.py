@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from runtime_helpers import new_agent
 from fsm_stage.constants import TURN_END, TURN_START
 from fsm_stage.log.events import Event, MemoryLog, Replace, SessionHeader
 from fsm_stage.runtime.agent import Agent, InboxAgent
-from fsm_stage.runtime.messages import message_text, notice, stage_notice, user_message
+from fsm_stage.runtime.messages import message_text, new_id, notice, stage_notice, user_message
 from fsm_stage.runtime.session import Session
 
 
@@ -117,6 +118,16 @@ def test_message_builders() -> None:
     st = stage_notice("Current stage: a\nDo a.", summary="Current stage: a")
     assert st["source"] == {"kind": "stage-switch", "form": "notice", "summary": "Current stage: a"}
     assert message_text(st) == "Current stage: a\nDo a."
+
+
+def test_message_ids_are_random_uuid4_strings() -> None:
+    """``new_id`` gives what ``str(uuid.uuid4())`` gives: the canonical text of a version-4,
+    RFC 4122 UUID, fresh each time."""
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
 
 
 def test_head_is_system_tracks_surface_node_zero() -> None:

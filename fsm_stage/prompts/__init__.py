@@ -197,7 +197,8 @@ def _render_key(template_text: str, variables: Mapping[str, Any]) -> _RenderKey 
     if "random" in template_text or "lipsum" in template_text:
         return None
     # the type is part of the key: ``True == 1`` but they render differently
-    return template_text, tuple(sorted(((k, type(v), v) for k, v in variables.items()), key=lambda kv: kv[0]))
+    # keys are unique, so sorting the triples compares keys only (never the values)
+    return template_text, tuple(sorted([(k, type(v), v) for k, v in variables.items()]))
 
 
 def render(template_text: str, /, **variables: Any) -> str:
@@ -355,6 +356,8 @@ class Catalog:
     language: str
     sources: tuple[Path, ...]
     _data: Mapping[str, Any] = attrs.field(repr=False, alias="data")
+    #: Texts already looked up by dotted key (``raw``); the data is read-only.
+    _texts: dict[str, str] = attrs.field(factory=dict, init=False, repr=False)
 
     def _lookup(self, key: str) -> Any:
         node: Any = self._data
@@ -370,9 +373,13 @@ class Catalog:
         Raises ``KeyError`` naming the key and the catalog when the key is missing or names a
         group rather than a text.
         """
+        found = self._texts.get(key)
+        if found is not None:
+            return found
         node = self._lookup(key)
         if not isinstance(node, str):
             raise KeyError(f"catalog {self.name!r} ({self.language}): {key!r} is a group, not a text")
+        self._texts[key] = node
         return node
 
     def text(self, key: str, **variables: Any) -> str:

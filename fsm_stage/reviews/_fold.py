@@ -244,13 +244,19 @@ class ReviewState:
 
     def open_of(self, kind: str) -> ReviewRecord | None:
         """The open review of ``kind`` (the last one if a racing writer logged two)."""
-        found = [r for r in self.open if r.kind == kind]
-        return found[-1] if found else None
+        records, answered, redeemed = self.records, self.answered, self.redeemed
+        for i in reversed(self.live):
+            if i not in answered and i not in redeemed and records[i].kind == kind:
+                return records[i]
+        return None
 
     def pending(self, kind: str) -> ReviewRecord | None:
         """The approved, unredeemed review of ``kind`` (the last approved one), or None."""
-        found = [r for r in self.approved if r.kind == kind]
-        return found[-1] if found else None
+        records, redeemed = self.records, self.redeemed
+        for i in reversed(self.live):
+            if i not in redeemed and self._approved(i) and records[i].kind == kind:
+                return records[i]
+        return None
 
     def by_call(self, call_id: str, kind: str | None = None,
                 payload_sha256: str | None = None) -> ReviewRecord | None:

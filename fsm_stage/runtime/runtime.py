@@ -344,10 +344,14 @@ class Runtime:
                             f"got a {type(messages).__name__} holding a {type(bad[0]).__name__}")
         self.track(agent.session)
         out = list(messages)
+        # The registry holds session locks weakly: referenced here, the lock lives through the
+        # boundary, so the participants' many short holds find it rather than make a new one.
+        held = session_lock(agent.session.id)
         # one read of the log for the whole boundary (``Session.one_refresh``)
         with boundary(agent.session.id), agent.session.one_refresh():  # span fsm_stage.step.boundary
             for fn in list(self._pre_steps):
                 out = fn(agent, out, aborted)
+        del held
         return out
 
     @property
@@ -413,15 +417,19 @@ class Runtime:
         the complete arguments: a denied call runs nothing and gets an error result (logged with
         ``fsm/tool/refused``); an ``ask`` call runs only after the review channel approves it
         (``ReviewPending`` when the channel suspends)."""
+        held = None
         if agent is not None:
             self.track(agent.session)
+            held = session_lock(agent.session.id)  # lives through the call, as in ``pre_step``
         session = agent.session if (log and agent is not None) else None
         for gate in self._unique_gates():
             gated = await gate.call(self, agent, call, turn=turn, step=step, signal=signal, log=log)
             if gated is not None:
                 return gated
-        return await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
-                                   signal=signal)
+        result = await dispatch_tool(self._tools, call, agent, session=session, turn=turn, step=step,
+                                     signal=signal)
+        del held
+        return result
 
     @property
     def tool_gates(self) -> tuple[ToolGate, ...]:

@@ -238,7 +238,7 @@ async def dispatch_tool(
         call_seq = session.append(TOOL_CALL, data).seq
     result = await execute_tool(tools, call, agent, signal)
     message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
-    result = attrs.evolve(result, message=message)
+    result = ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
     if session is not None:
         session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
                        source_event_seqs=[call_seq] if call_seq is not None else None)

@@ -216,29 +216,24 @@ class StageProjection:
 
     def apply(self, state: StageState, event: Event) -> StageState:
         t = event.type
-        changes: dict[str, Any] = {}
         at = _STAGE_AT_HEADER.apply(state.at, event)
-        if at is not state.at:
-            changes["at"] = at
+        open_turn, has_prompt = state.open_turn, state.has_stage_prompt
+        head_seq, head_is_system = state.head_seq, state.head_is_system
         if t == USER_MESSAGE:
-            if not state.has_stage_prompt and is_stage_prompt(event):
-                changes["has_stage_prompt"] = True
+            if not has_prompt and is_stage_prompt(event):
+                has_prompt = True
         elif t == TURN_START:
-            if not state.open_turn:
-                changes["open_turn"] = True
-        elif t == TURN_END and state.open_turn:
-            changes["open_turn"] = False
+            open_turn = True
+        elif t == TURN_END:
+            open_turn = False
         op = event.surface_op
-        if op is not None:
-            new_head = (op == "append" and state.head_seq is None) or (
-                isinstance(op, Replace) and state.head_seq is not None and op.start == state.head_seq
-            )
-            if new_head:
-                changes["head_seq"] = event.seq
-                changes["head_is_system"] = t == SYSTEM_MESSAGE
-        if not changes:
+        if op is not None and ((op == "append" and head_seq is None) or (
+                isinstance(op, Replace) and head_seq is not None and op.start == head_seq)):
+            head_seq, head_is_system = event.seq, t == SYSTEM_MESSAGE
+        if (at is state.at and open_turn == state.open_turn and has_prompt == state.has_stage_prompt
+                and head_seq == state.head_seq and head_is_system == state.head_is_system):
             return state
-        return attrs.evolve(state, **changes)
+        return StageState(at, open_turn, has_prompt, head_seq, head_is_system)
 
     def view(self, state: StageState) -> dict[str, Any]:
         return {

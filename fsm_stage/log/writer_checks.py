@@ -33,6 +33,30 @@ OWN_EVENT_TYPES: frozenset[str] = frozenset({SYSTEM_MESSAGE})
 
 # ``json.dumps(data, allow_nan=False)`` with its encoder built once (dumps builds one per call)
 _JSON_CHECK = json.JSONEncoder(allow_nan=False).encode
+_PLAIN_SCALARS = frozenset({str, bool, type(None)})
+_PLAIN_DEPTH = 4
+_PLAIN_INT_BITS = 64
+
+
+def _plain_json(value: object, depth: int = 0) -> bool:
+    """True when ``value`` is certainly JSON that ``json.dumps(allow_nan=False)`` accepts: only
+    exact ``dict`` (``str`` keys), ``list``, ``str``, ``bool``, ``None`` and ``int`` of at most
+    64 bits, nested at most ``_PLAIN_DEPTH`` deep. False means "not decided here" (floats,
+    subclasses, tuples, deep or cyclic data): the caller runs ``json.dumps``."""
+    if type(value) in _PLAIN_SCALARS:
+        return True
+    if type(value) is int:
+        return value.bit_length() <= _PLAIN_INT_BITS
+    if depth >= _PLAIN_DEPTH:
+        return False
+    if type(value) is dict:
+        for k, v in value.items():
+            if type(k) is not str or (type(v) not in _PLAIN_SCALARS and not _plain_json(v, depth + 1)):
+                return False
+        return True
+    if type(value) is list:
+        return all(type(v) in _PLAIN_SCALARS or _plain_json(v, depth + 1) for v in value)
+    return False
 
 
 def is_ignorable(type_: str, ignorable: bool, ignorable_types: Collection[str] = ()) -> bool:
@@ -58,7 +82,7 @@ def check_new_event(
         raise LogWriteError(
             f"invalid event type {t!r}: expected `domain/verb` (e.g. `turn/start`, `fsm/note`)"
         )
-    if check_json:
+    if check_json and not _plain_json(spec.data):
         try:
             _JSON_CHECK(spec.data)
         except (TypeError, ValueError) as err:

@@ -176,3 +176,57 @@ def test_allow_unknown_types_defaults_differ_by_store_and_say_so(tmp_path: Path)
     for cls, other in ((MemoryLog, "JsonlLog"), (JsonlLog, "MemoryLog")):
         doc = " ".join((cls.__doc__ or "").split())
         assert "allow_unknown_types" in doc and "defaults to" in doc and other in doc
+
+
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(1 << 80), max_value=1 << 80),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+                    st.binary(max_size=4), st.just(math.nan))
+
+
+def _nested(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keys = st.one_of(st.text(max_size=4), st.integers(-3, 3), st.none(), st.booleans())
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner, inner), st.frozensets(st.integers(0, 3), max_size=2),
+        st.dictionaries(keys, inner, max_size=4)), max_leaves=30)
+
+
+def _dumps_accepts(data: Any) -> bool:
+    import json
+
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@settings(max_examples=600, deadline=None)
+@given(_nested(_LEAVES))
+def test_the_json_check_refuses_exactly_what_json_dumps_refuses(data: Any) -> None:
+    """Events of plain JSON types are checked without ``json.dumps`` (a walk over exact dicts,
+    lists, strings, booleans, None and 64-bit ints); anything else still goes through it, so the
+    verdict is json.dumps(allow_nan=False)'s for any data: NaN, sets, bytes, non-string keys,
+    huge ints and tuples decide as before."""
+    refused = False
+    try:
+        check_new_event(NewEvent("fsm/probe", data))
+    except LogWriteError as err:
+        refused = "not JSON" in str(err)
+    assert refused is not _dumps_accepts(data)
+
+
+def test_deep_cyclic_and_huge_data_is_decided_by_json_dumps() -> None:
+    """Data deeper than the walk goes to ``json.dumps``: a cycle is refused with its error, and
+    a deep but finite nesting is accepted; an int too long for ``str`` is refused, as
+    ``json.dumps`` refuses it (an int of at most 64 bits is taken by the walk)."""
+    with pytest.raises(LogWriteError, match="not JSON"):
+        check_new_event(NewEvent("fsm/probe", {"n": [1 << 20000]}))
+    check_new_event(NewEvent("fsm/probe", {"n": [(1 << 64) - 1, -(1 << 64) + 1, 1 << 200]}))
+    cyclic: dict[str, Any] = {}
+    cyclic["a"] = {"b": [cyclic]}
+    with pytest.raises(LogWriteError, match="not JSON"):
+        check_new_event(NewEvent("fsm/probe", cyclic))
+    deep: Any = "leaf"
+    for _ in range(50):
+        deep = {"k": [deep]}
+    check_new_event(NewEvent("fsm/probe", deep))

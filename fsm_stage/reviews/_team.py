@@ -19,8 +19,9 @@ from typing import Any
 
 import attrs
 
-from fsm_stage.constants import MAX_DEADLINE_SECONDS, REVIEWER_NAME_PATTERN
+from fsm_stage.constants import MAX_DEADLINE_SECONDS, REVIEW_ANSWER, REVIEWER_NAME_PATTERN
 from fsm_stage.errors import ReviewRefusedError, UserError
+from fsm_stage.log.events import NewEvent, wall_clock_ms
 
 #: A reviewer name (also what ``approvers`` lists); names equal up to case are one person.
 REVIEWER_NAME_RE = re.compile(REVIEWER_NAME_PATTERN)
@@ -306,8 +307,6 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     adds a vote (logging ``option``, the approve option it chose) and completes once enough
     distinct reviewers voted, all for one option (a vote for another option than the counted
     votes' is refused: no voter's choice is dropped); keep and dismiss complete at once."""
-    from fsm_stage.log.events import NewEvent, wall_clock_ms
-
     rules: Mapping[str, Any] = record.rules or {}
     names = (reviewer,) if reviewer is not None else ()
     deadline = deadline_at(rules, record.time)
@@ -381,9 +380,6 @@ def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
     """The answer that closes ``record`` at its deadline: ``onDeadline`` (keep or dismiss), by
     ``deadline``, its ``feedback`` saying no reviewer answered in time (so the model never reads
     it as a person's decision); an expired review never approves."""
-    from fsm_stage.constants import REVIEW_ANSWER
-    from fsm_stage.log.events import NewEvent
-
     outcome = "keep" if rules.get("onDeadline") == "keep" else "dismiss"
     option = record.options[-1] if outcome == "keep" and record.options else None
     seconds = deadline_seconds(rules)
@@ -404,7 +400,6 @@ def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
     """Close every open review of ``session`` whose deadline passed (one conditional append
     each: of racing readers one writes it); returns the ids closed."""
     from fsm_stage.errors import AppendConflictError
-    from fsm_stage.log.events import wall_clock_ms
     from fsm_stage.reviews._fold import REVIEW_FOLD
 
     now = wall_clock_ms() if now_ms is None else now_ms

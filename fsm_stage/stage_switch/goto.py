@@ -44,9 +44,12 @@ thread (the write and its fsyncs cost about what the session log's own appends d
 longer ones, and every write of another blocking store, go through ``asyncio.to_thread``."""
 
 
-def _refusal_text(ctl: StageController, agent: Agent, session: Session, target: str) -> str | None:
-    """The model-facing reason ``current -> target`` is refused, or None when allowed."""
-    current = ctl.current(session)
+def _refusal_text(ctl: StageController, agent: Agent, session: Session, target: str,
+                  current: str | None = None) -> str | None:
+    """The model-facing reason ``current -> target`` is refused, or None when allowed
+    (``current``: the stage now, when the caller has just read it)."""
+    if current is None:
+        current = ctl.current(session)
     if not ctl.graph.has_state(current):
         return None  # a stage no longer in the graph may go to any configured stage
     refusal = ctl.graph.explain_refusal(StageCursor(current), target, ctl.eligible_fn(agent))
@@ -97,7 +100,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
     from_stage = ctl.current(session)
     if target == from_stage:
         raise ToolFailure(ctl.catalog.text("errors.already_current", stage=target))
-    refusal = _refusal_text(ctl, agent, session, target)
+    refusal = _refusal_text(ctl, agent, session, target, from_stage)
     if refusal is not None:
         raise ToolFailure(refusal)
     review = ctl.review
@@ -137,7 +140,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
                 return "closed"
             with ctl.session_lock(session):
                 if (ctl.current(session) != asked_from
-                        or _refusal_text(ctl, agent, session, target) is not None):
+                        or _refusal_text(ctl, agent, session, target, asked_from) is not None):
                     return "stage-changed"
             return None
 

@@ -352,6 +352,8 @@ def _expired(session: Session, record: ReviewRecord, outcome: str,
     """The review's rules on a channel's (nobody's) ``outcome`` now, by the log's clock: past the
     deadline, its ``onDeadline`` answer (``by: "deadline"``; an expired review never approves) is
     logged and returned as ``(outcome, None)``; else ``(None, refusal or None)``."""
+    if record.rules is None:  # no rules: anyone answers, no deadline (what decide finds for them)
+        return None, None
     verdict = decide(session, record, outcome, reviewer=None, reviewers=None, vote=False,
                      now_ms=_now(session))
     if verdict.expiry is None:

@@ -381,7 +381,8 @@ class ReviewFold:
                                if isinstance(names, list) else (), _str(d.get("edited")),
                                _str(d.get("editedSha256")))
             live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
-            return ReviewState(state.records, _add(state.answered, rid, ans), state.redeemed, state.graph, live)
+            return ReviewState(state.records, _add(state.answered, rid, ans), state.redeemed, state.graph,
+                               live)
         if rid in state.redeemed:
             return state
         red = Redemption(d.get("applied") is True, _str(d.get("reason")), event.seq)

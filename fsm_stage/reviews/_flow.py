@@ -316,14 +316,13 @@ def settle(session: Session, record: ReviewRecord, moved: Callable[[], str | Non
 
 def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str | None = None,
             feedback: str | None = None, by: str, moved: Callable[[], str | None]) -> Outcome:
-    """Log the answer (conditional); an answer logged first by someone else wins (and is
-    settled: ``settle``). The answer this call logged was decided on ``moved()`` under the lock,
-    so it is returned as the log now folds it, without asking ``moved()`` again."""
+    """Log the answer (conditional); an answer logged first by someone else wins. The outcome
+    is then settled (``settle``): ``moved()`` is asked again after the append, since what it reads
+    (the controller closed by a reload, a guard's predicate) is not guarded by the session lock."""
     with session_lock(session.id):
         while True:
             state = state_of(session)
             if record.id in state.answered or record.id in state.redeemed:
-                out = settle(session, record, moved)
                 break
             batch = [answer_spec(record, outcome, feedback=feedback, option=option, by=by)]
             if outcome == "approve":
@@ -332,12 +331,10 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
                     batch.append(redeemed_spec(record.id, False, reason))
             try:
                 session.append_many(batch, expect_last_seq=session.last_seq)
+                break
             except AppendConflictError:
                 continue
-            state = state_of(session)
-            answer = state.answered.get(record.id)
-            out = None if answer is None else Outcome(record, answer, state.redeemed.get(record.id))
-            break
+        out = settle(session, record, moved)
     assert out is not None
     return out
 

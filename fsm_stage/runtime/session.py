@@ -351,10 +351,12 @@ def deep_copies(messages: Sequence[Any]) -> tuple[Any, ...]:
         return tuple(copy.deepcopy(items))
 
 
-class _OneRefresh:
-    """``Session.one_refresh``'s block: a fresh set of sessions already refreshed in it."""
+class _OneRefresh(contextlib.ContextDecorator):
+    """``Session.one_refresh``'s block: a fresh set of sessions already refreshed in it. Also a
+    decorator, as a ``contextlib.contextmanager`` block is (each call gets a block of its own)."""
 
-    __slots__ = ("_token",)
+    def _recreate_cm(self) -> _OneRefresh:
+        return _OneRefresh()
 
     def __enter__(self) -> None:
         self._token = _BLOCK.set(set())

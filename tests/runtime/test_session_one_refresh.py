@@ -62,6 +62,25 @@ def test_only_the_first_refresh_of_a_block_reads_the_log() -> None:
     assert log.refreshes == 6
 
 
+def test_one_refresh_is_also_a_decorator_with_a_block_per_call() -> None:
+    """As a ``contextlib.contextmanager`` block is: every call of the decorated function runs in
+    a block of its own (its first refresh reads the log), nested calls included."""
+    session, log = _session()
+
+    @session.one_refresh()
+    def step(depth: int) -> None:
+        session.refresh()
+        session.refresh()
+        if depth:
+            step(depth - 1)
+        session.refresh()  # the outer block again after the nested one ended
+
+    step(0)
+    assert log.refreshes == 1
+    step(2)
+    assert log.refreshes == 4
+
+
 def test_the_block_belongs_to_the_running_task() -> None:
     session, log = _session()
     with session.one_refresh():

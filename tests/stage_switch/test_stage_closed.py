@@ -3,6 +3,8 @@ B93): ``ControllerClosedError`` (a ``RuntimeError``) with a one-line message say
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fsm_stage.plan_mode import PlanModeController
@@ -56,3 +58,33 @@ def test_attach_after_close_raises_the_same_error_for_both_controllers() -> None
         h.controller.attach(h.runtime)
     with pytest.raises(ControllerClosedError):
         plan.attach(h.runtime)
+
+
+def test_a_reload_during_the_answer_append_closes_the_approval_unused() -> None:
+    """The controller closed (a reload on another thread) while the approval is being logged:
+    the answer is settled after its append, so the approval is redeemed ``closed`` and the next
+    controller does not apply a switch the model was told failed."""
+    from fsm_stage.stage_switch import StageController
+
+    h = Harness()
+    h.review.approve()
+    h.open_turn()
+    h.boundary()
+    append_many = h.log.append_many
+
+    def reload_during_answer(specs: Any, **kw: Any) -> Any:
+        out = append_many(specs, **kw)
+        if any(s.type == "fsm/review/answer" for s in specs):
+            h.controller.close()
+        return out
+
+    h.log.append_many = reload_during_answer  # type: ignore[method-assign]
+    result = h.goto("beta", "## Done\n- x")
+    h.log.append_many = append_many  # type: ignore[method-assign]
+    assert result.is_error and "reloaded" in result.text
+    redeemed = [e.data for e in h.session.events if e.type == "fsm/review/redeemed"]
+    assert [(d["applied"], d["reason"]) for d in redeemed] == [(False, "closed")]
+    after = StageController(h.config, handoffs=h.handoff_store, token_meter=h.meter)
+    h.runtime.attach(after)
+    h.boundary()
+    assert after.current(h.session) == "alpha"

@@ -148,6 +148,11 @@ def strict_converter(
 
     conv.register_structure_hook_func(_is_literal, literal_hook)
 
+    def hook_for(t: Any) -> Callable[[object, Any], object]:
+        """The structure hook ``conv`` uses for ``t`` (``conv.structure`` before cattrs 24.1)."""
+        get_hook = getattr(conv, "get_structure_hook", None)
+        return get_hook(t) if get_hook is not None else conv.structure
+
     def optional_factory(t: Any) -> Callable[[object, Any], object]:
         inner = next(a for a in get_args(t) if a is not type(None))
         inner_hook: Callable[[object, Any], object] | None = None  # looked up on first use
@@ -157,8 +162,7 @@ def strict_converter(
             if value is None:
                 raise _TypeProblem("is null; give a value, or remove the key to use the default")
             if inner_hook is None:
-                get_hook = getattr(conv, "get_structure_hook", None)  # cattrs >= 24.1
-                inner_hook = get_hook(inner) if get_hook is not None else conv.structure
+                inner_hook = hook_for(inner)
             return inner_hook(value, inner)
 
         return hook
@@ -175,8 +179,7 @@ def strict_converter(
             if not isinstance(value, list):
                 raise _TypeProblem(f"expected a list, got {describe_value(value)}")
             if item_hook is None:
-                get_hook = getattr(conv, "get_structure_hook", None)  # cattrs >= 24.1
-                item_hook = get_hook(item_type) if get_hook is not None else conv.structure
+                item_hook = hook_for(item_type)
             hook_of = item_hook
             out: list[object] = []
             append = out.append

@@ -91,7 +91,7 @@ def check_field_rules(value: Mapping[str, Any], cl: type, npath: NativePath, rep
         if known is None:
             continue
         field, rule, pattern = known
-        if type(v) is str or isinstance(v, str):
+        if isinstance(v, str):
             if rule.non_blank and (not v or v.isspace()):
                 child = (*npath, key)
                 if field.default is attrs.NOTHING:
@@ -167,7 +167,7 @@ def _check_targets(
         mapping = type(edge) is not str and (type(edge) is dict or isinstance(edge, Mapping))
         if mapping:
             target, guards = edge.get("to"), edge.get("guards", ())
-        if type(target) is not str and not isinstance(target, str):
+        if not isinstance(target, str):
             continue
         problem = None
         if target == own:

@@ -56,6 +56,7 @@ _BLOCK: contextvars.ContextVar[set[Session] | None] = contextvars.ContextVar("fs
 #: session for it).
 _NO_MESSAGES: PrefixView[dict[str, Any]] = PrefixView([], 0)
 
+
 class Session:
     """An agent's session over an ``EventLog``.
 

@@ -72,6 +72,6 @@ class MessageHistory(PrefixView["MessageView"]):
     def common_prefix(self, other: Sequence[MessageView]) -> int | None:
         """How many leading views ``other`` shares with this one when both view the same
         ``SharedHistory`` (the shorter length, O(1)); None when ``other`` is not such a view."""
-        if isinstance(other, MessageHistory) and other.shared is self.shared:
+        if isinstance(other, MessageHistory) and self.shares_items(other):
             return min(len(self), len(other))
         return None

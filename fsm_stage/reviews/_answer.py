@@ -161,9 +161,10 @@ def read_handoff_document(session: Session, path: str) -> str:
     session's cwd when the header has one, at most ``MAX_HANDOFF_BYTES``, UTF-8. Raises
     ``OSError`` / ``UnicodeDecodeError`` (the caller treats the document as unreadable)."""
     cwd = session.header.cwd
-    real = os.path.realpath(path)
-    if cwd is not None and os.path.commonpath([os.path.realpath(cwd), real]) != os.path.realpath(cwd):
-        raise PermissionError(f"{path} is outside the session cwd {cwd}")
+    if cwd is not None:
+        root = os.path.realpath(cwd)
+        if os.path.commonpath([root, os.path.realpath(path)]) != root:
+            raise PermissionError(f"{path} is outside the session cwd {cwd}")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
@@ -172,8 +173,14 @@ def read_handoff_document(session: Session, path: str) -> str:
             raise OSError(f"{path} is not a regular file")
         if info.st_size > MAX_HANDOFF_BYTES:
             raise OSError(f"{path} is larger than {MAX_HANDOFF_BYTES} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_HANDOFF_BYTES + 1)
+        # read what fstat saw plus one byte, then (a file that grew since) up to the limit + 1:
+        # a buffer the size of the file, not of the limit
+        data = os.read(fd, info.st_size + 1)
+        while data and len(data) <= MAX_HANDOFF_BYTES:
+            more = os.read(fd, MAX_HANDOFF_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
     finally:
         os.close(fd)
     if len(data) > MAX_HANDOFF_BYTES:

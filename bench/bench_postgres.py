@@ -9,7 +9,9 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   ``open_log(url)`` (every lost race refreshes and retries): events/s for all workers together;
   and 1, 2, 4 and 8 workers each appending to a session of its own (row 17: the 2-worker
   speed-up; 2,000 events per worker in the full run). The clock runs from the moment every
-  worker is connected until the last one has appended (interpreter exits are not timed).
+  worker is connected until the last one has appended (interpreter exits are not timed). The
+  1- and 2-worker runs alternate ``ROUNDS`` times with the driver's floor (``BARE_WORKER``: the
+  same one-row ``INSERT`` per event through plain psycopg) and each figure is the median run.
 
 * **statements per reviewed step** (row 18): the SQL statements ``PostgresLog`` sends for one
   reviewed transition (``goto_stage`` → scripted Approve → the boundary's ``pre_step`` flush,
@@ -59,6 +61,28 @@ with open_log(url) as log:
         log.append("fsm/bench", {"worker": worker, "i": i})
     print("done", flush=True)
 """
+
+BARE_WORKER = """
+import json, sys, time
+import psycopg
+dsn, session, worker, count = sys.argv[1], sys.argv[4], int(sys.argv[2]), int(sys.argv[3])
+with psycopg.connect(dsn, autocommit=True) as conn:
+    sys.stdout.write("ready\\n"); sys.stdout.flush()
+    sys.stdin.readline()
+    for i in range(count):
+        event = {"type": "fsm/bench", "seq": i, "time": int(time.time() * 1000),
+                 "data": {"worker": worker, "i": i}, "ignorable": True}
+        line = json.dumps(event, separators=(",", ":")) + "\\n"
+        conn.execute("INSERT INTO fsm_events (session, seq, n, line) VALUES (%s, %s, 1, %s)",
+                     (session, i, line))
+    print("done", flush=True)
+"""
+"""The driver's floor for row 17: the same one-row autocommit ``INSERT`` per event through
+psycopg, no fsm_stage (no writer checks, no listener lock, no checkpoint)."""
+
+ROUNDS = 3
+"""Row 17's 1- and 2-worker runs (ours and the bare driver's) alternate this many times; each
+figure is the median of its runs."""
 
 
 def _durable_step(cluster: TempCluster, steps: int) -> list[float]:
@@ -215,20 +239,21 @@ def open_cost(cluster: TempCluster, sizes: tuple[int, int], repeat: int) -> dict
 
 
 def _throughput(cluster: TempCluster, workers: int, per_worker: int, *,
-                distinct: bool = False) -> dict[str, Any]:
+                distinct: bool = False, bare: bool = False) -> dict[str, Any]:
     """Events/s of ``workers`` processes appending to one session (or each to its own:
-    ``distinct``)."""
+    ``distinct``) through ``open_log`` (or, ``bare``, plain psycopg ``INSERT``s: ``BARE_WORKER``)."""
     from fsm_stage.log import open_log
 
-    kind = "distinct" if distinct else "one"
+    kind = ("bare" if bare else "distinct") if distinct else "one"
     tag = uuid.uuid4().hex[:8]
     sessions = [f"bench-tp-{kind}-{workers}-{w}-{tag}" if distinct else f"bench-tp-{workers}-{tag}"
                 for w in range(workers)]
     for session in sorted(set(sessions)):
         open_log(cluster.url(session), create=SessionHeader(session)).close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, cluster.url(sessions[w]), str(w),
-                               str(per_worker)], env=env, text=True, stdin=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", BARE_WORKER if bare else WORKER,
+                               cluster.dsn if bare else cluster.url(sessions[w]), str(w), str(per_worker),
+                               sessions[w]], env=env, text=True, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE) for w in range(workers)]
     for p in procs:  # every worker connected before the clock starts
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
@@ -255,6 +280,11 @@ def _throughput(cluster: TempCluster, workers: int, per_worker: int, *,
             "events_per_s": total / elapsed}
 
 
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median events/s among ``runs`` (the upper median of an even count)."""
+    return sorted(runs, key=lambda x: x["events_per_s"])[len(runs) // 2]
+
+
 def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     """Measure (see the module docs); ``quick``/``smoke`` shrink the sizes."""
     reason = unavailable_reason()
@@ -274,13 +304,25 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         ours = _durable_step(cluster, steps)
         theirs = _langgraph_step(cluster, steps)
         tp = [_throughput(cluster, w, per_worker) for w in (1, 4, 8)]
-        distinct = [_throughput(cluster, w, per_worker_distinct, distinct=True) for w in (1, 2, 4, 8)]
+        rounds: dict[tuple[bool, int], list[dict[str, Any]]] = {}
+        for _round in range(1 if smoke else ROUNDS):  # ours and the floor, 1 and 2 workers, alternating
+            for bare in (False, True):
+                for w in (1, 2):
+                    rounds.setdefault((bare, w), []).append(
+                        _throughput(cluster, w, per_worker_distinct, distinct=True, bare=bare))
+        distinct = [_median_run(rounds[False, 1]), _median_run(rounds[False, 2])]
+        distinct += [_throughput(cluster, w, per_worker_distinct, distinct=True) for w in (4, 8)]
+        floor = [_median_run(rounds[True, 1]), _median_run(rounds[True, 2])]
     out: dict[str, Any] = {
         "steps": steps,
         "fsm_step_median_s": statistics.median(ours),
         "throughput": tp,
         "distinct": distinct,
         "distinct_scaling_2": distinct[1]["events_per_s"] / distinct[0]["events_per_s"],
+        "distinct_rounds": {f"{'bare' if bare else 'ours'}-{w}": [x["events_per_s"] for x in runs]
+                            for (bare, w), runs in sorted(rounds.items())},
+        "bare_driver": floor,
+        "bare_scaling_2": floor[1]["events_per_s"] / floor[0]["events_per_s"],
         "statements": statements,
         "open": opening,
     }

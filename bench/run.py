@@ -694,6 +694,15 @@ def row_pg_scaling(r: dict[str, Any] | None, err: str | None) -> Row:
     row.details.append("distinct sessions: " + ", ".join(
         f"{w} worker(s) {x['events_per_s']:,.0f} ev/s ({x['events_per_s'] / d[1]['events_per_s']:.2f}x)"
         for w, x in sorted(d.items())))
+    if "bare_driver" in r:
+        b = r["bare_driver"]
+        row.details.append(
+            "the driver's floor in the same rounds (the same one-row autocommit INSERT per event through "
+            f"plain psycopg, no fsm_stage): 1 worker {b[0]['events_per_s']:,.0f} ev/s, 2 workers "
+            f"{b[1]['events_per_s']:,.0f} ev/s ({r['bare_scaling_2']:.2f}x)")
+        row.details.append("1 and 2 workers, ours and the floor's, alternate; each figure is the median run: "
+                           + "; ".join(f"{k} {', '.join(f'{v:,.0f}' for v in vs)} ev/s"
+                                       for k, vs in r["distinct_rounds"].items()))
     row.details.append(f"{d[1]['events']:,} events per worker, timed from every worker connected to the "
                        "last append (the workers' interpreter exits are not timed)")
     return row

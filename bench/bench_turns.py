@@ -3,8 +3,8 @@
 * **long turn** (row 14): one step after another inside ONE turn, each step one tool call run
   through ``StagedSession.run_tool`` (begin_step → record_reply → run_tool → end_step) on an
   in-memory log; the cost of the steps after ``late`` calls already in the turn vs after
-  ``early`` calls. Independent of the turn's length is a ratio near 1 (the open turn used to
-  be re-folded per call: quadratic).
+  ``early`` calls, timed alternately on two sessions brought to those points. Independent of
+  the turn's length is a ratio near 1 (the open turn used to be re-folded per call: quadratic).
 * **mid-turn session** (row 15): bytes per live session once a turn is open (``start_turn`` +
   ``begin_step`` logged its ``request/header``) with a realistic header: a ~2 KB system text and
   8 tool specs shared by every session (the same runtime), distinct session ids, ``MemoryLog``.
@@ -76,26 +76,35 @@ def _driver(rt: Any, sid: str) -> Any:
 
 def long_turn(early: int, late: int, sample: int) -> dict[str, Any]:
     """Seconds per step (one ``run_tool`` each) after ``early`` and after ``late`` calls in one
-    turn: the median of the ``sample`` steps timed one by one at each point (a burst of the
-    machine lands on a few steps, not on the row), the means beside them."""
+    turn: two sessions of one runtime, each brought to its point untimed, then ``sample`` steps
+    of each timed one by one, alternating (a burst of the machine lands on both sides, not on
+    one); the medians, the means beside them."""
     from fsm_stage.runtime.tools import ToolCall
 
-    driver = _driver(_runtime(), "long-turn")
+    rt = _runtime()
     loop = asyncio.new_event_loop()
-    driver.start_turn()
+    drivers = {early: _driver(rt, "long-turn-early"), late: _driver(rt, "long-turn-late")}
+    done = dict.fromkeys(drivers, 0)
+
+    def step(point: int) -> float:
+        driver, k = drivers[point], done[point]
+        t0 = time.perf_counter()
+        driver.begin_step(copy_messages=False)
+        call = ToolCall.of("tool_0", {"arg0": str(k)}, id=f"c{k}")
+        driver.record_reply("", [call])
+        loop.run_until_complete(driver.run_tool(call))
+        driver.end_step()
+        done[point] = k + 1
+        return time.perf_counter() - t0
+
+    for point, driver in drivers.items():
+        driver.start_turn()
+        while done[point] < point:
+            step(point)
     steps: dict[int, list[float]] = {early: [], late: []}
-    k = 0
-    for checkpoint in (early, late):
-        while k < checkpoint + sample:
-            t0 = time.perf_counter()
-            driver.begin_step(copy_messages=False)
-            call = ToolCall.of("tool_0", {"arg0": str(k)}, id=f"c{k}")
-            driver.record_reply("", [call])
-            loop.run_until_complete(driver.run_tool(call))
-            driver.end_step()
-            if k >= checkpoint:
-                steps[checkpoint].append(time.perf_counter() - t0)
-            k += 1
+    for _ in range(sample):
+        for point in (early, late):
+            steps[point].append(step(point))
     loop.close()
     early_s, late_s = statistics.median(steps[early]), statistics.median(steps[late])
     return {"early_calls": early, "late_calls": late, "sample": sample, "early_s": early_s,

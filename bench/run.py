@@ -651,9 +651,9 @@ def rows_turns(r: dict[str, Any] | None, err: str | None) -> list[Row]:
     long.status = _status(x["ratio"] <= 1.2)
     means = (f" (means {_us(x['late_mean_s'])} and {_us(x['early_mean_s'])})"
              if "late_mean_s" in x else "")
-    long.details.append(f"medians of {x['sample']} steps timed one by one at each point of one turn"
-                        f"{means}; the open turn is folded incrementally (`OpenTurnFold`), so a step "
-                        "no longer re-reads the turn")
+    long.details.append(f"medians of {x['sample']} steps at each point, timed one by one and alternately "
+                        f"on two sessions of one runtime{means}; the open turn is folded incrementally "
+                        "(`OpenTurnFold`), so a step no longer re-reads the turn")
     m = r["midturn"]
     mid.ours = _bytes(m["midturn_b"])
     ok = m["midturn_b"] <= 4096

@@ -10,8 +10,9 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   and 1, 2, 4 and 8 workers each appending to a session of its own (row 17: the 2-worker
   speed-up; 2,000 events per worker in the full run). The clock runs from the moment every
   worker is connected until the last one has appended (interpreter exits are not timed). The
-  1- and 2-worker runs alternate ``ROUNDS`` times with the driver's floor (``BARE_WORKER``: the
-  same one-row ``INSERT`` per event through plain psycopg) and each figure is the median run.
+  1- and 2-worker runs come in ``ROUNDS`` rounds with the driver's floor (``BARE_WORKER``: the
+  same one-row ``INSERT`` per event through plain psycopg), in an alternating order; each side's
+  scaling is the median of its per-round ratios (4 and 8 workers: one run each).
 
 * **statements per reviewed step** (row 18): the SQL statements ``PostgresLog`` sends for one
   reviewed transition (``goto_stage`` → scripted Approve → the boundary's ``pre_step`` flush,
@@ -80,9 +81,10 @@ with psycopg.connect(dsn, autocommit=True) as conn:
 """The driver's floor for row 17: the same one-row autocommit ``INSERT`` per event through
 psycopg, no fsm_stage (no writer checks, no listener lock, no checkpoint)."""
 
-ROUNDS = 3
-"""Row 17's 1- and 2-worker runs (ours and the bare driver's) alternate this many times; each
-figure is the median of its runs."""
+ROUNDS = 5
+"""Row 17's rounds (3 in ``--quick``, 1 in ``--smoke``): each runs ours and the driver's floor
+with 1 and 2 workers, in an order that alternates from round to round (which side first, and 1
+or 2 workers first); the scaling is the median of the rounds' own 2-to-1 ratios."""
 
 
 def _durable_step(cluster: TempCluster, steps: int) -> list[float]:
@@ -292,7 +294,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         raise RuntimeError(reason)
     steps = 20 if smoke else 200 if quick else 1000
     per_worker = 10 if smoke else 100 if quick else 250
-    per_worker_distinct = 10 if smoke else 200 if quick else 2_000  # long enough to time the scaling
+    per_worker_distinct = 10 if smoke else 1_000 if quick else 2_000  # long enough to time the scaling
     from fsm_stage.log.pg_schema import migrate
     from fsm_stage.log.postgres import connect
 
@@ -305,24 +307,28 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         theirs = _langgraph_step(cluster, steps)
         tp = [_throughput(cluster, w, per_worker) for w in (1, 4, 8)]
         rounds: dict[tuple[bool, int], list[dict[str, Any]]] = {}
-        for _round in range(1 if smoke else ROUNDS):  # ours and the floor, 1 and 2 workers, alternating
-            for bare in (False, True):
-                for w in (1, 2):
+        for r in range(1 if smoke else 3 if quick else ROUNDS):
+            for bare in ((False, True) if r % 2 == 0 else (True, False)):  # which side first alternates
+                for w in ((1, 2) if r // 2 % 2 == 0 else (2, 1)):  # and 1 or 2 workers first
                     rounds.setdefault((bare, w), []).append(
                         _throughput(cluster, w, per_worker_distinct, distinct=True, bare=bare))
         distinct = [_median_run(rounds[False, 1]), _median_run(rounds[False, 2])]
         distinct += [_throughput(cluster, w, per_worker_distinct, distinct=True) for w in (4, 8)]
         floor = [_median_run(rounds[True, 1]), _median_run(rounds[True, 2])]
+        ratios = {bare: [two["events_per_s"] / one["events_per_s"]
+                         for one, two in zip(rounds[bare, 1], rounds[bare, 2], strict=True)]
+                  for bare in (False, True)}
     out: dict[str, Any] = {
         "steps": steps,
         "fsm_step_median_s": statistics.median(ours),
         "throughput": tp,
         "distinct": distinct,
-        "distinct_scaling_2": distinct[1]["events_per_s"] / distinct[0]["events_per_s"],
+        "distinct_scaling_2": statistics.median(ratios[False]),
         "distinct_rounds": {f"{'bare' if bare else 'ours'}-{w}": [x["events_per_s"] for x in runs]
                             for (bare, w), runs in sorted(rounds.items())},
+        "round_ratios": {"ours": ratios[False], "bare": ratios[True]},
         "bare_driver": floor,
-        "bare_scaling_2": floor[1]["events_per_s"] / floor[0]["events_per_s"],
+        "bare_scaling_2": statistics.median(ratios[True]),
         "statements": statements,
         "open": opening,
     }

@@ -5,6 +5,9 @@
   in-memory log; the cost of the steps after ``late`` calls already in the turn vs after
   ``early`` calls, timed alternately on two sessions brought to those points. Independent of
   the turn's length is a ratio near 1 (the open turn used to be re-folded per call: quadratic).
+  The steps take the history's own messages (``begin_step(copy_messages=False)``, read-only);
+  the same steps with the default deep copies, whose cost grows with the history, are timed
+  beside them.
 * **mid-turn session** (row 15): bytes per live session once a turn is open (``start_turn`` +
   ``begin_step`` logged its ``request/header``) with a realistic header: a ~2 KB system text and
   8 tool specs shared by every session (the same runtime), distinct session ids, ``MemoryLog``.
@@ -74,11 +77,13 @@ def _driver(rt: Any, sid: str) -> Any:
                          config={"provider": "p", "model": "m"})
 
 
-def long_turn(early: int, late: int, sample: int) -> dict[str, Any]:
+def long_turn(early: int, late: int, sample: int, *, copy_messages: bool = False) -> dict[str, Any]:
     """Seconds per step (one ``run_tool`` each) after ``early`` and after ``late`` calls in one
     turn: two sessions of one runtime, each brought to its point untimed, then ``sample`` steps
     of each timed one by one, alternating (a burst of the machine lands on both sides, not on
-    one); the medians, the means beside them."""
+    one); the medians, the means beside them. ``copy_messages`` is ``begin_step``'s: False (the
+    row) hands the history's own messages, read-only, as ``Loop(copy_messages=False)`` and the
+    simulator do; True (the default for hosts) adds a deep copy of the history to every step."""
     from fsm_stage.runtime.tools import ToolCall
 
     rt = _runtime()
@@ -89,7 +94,7 @@ def long_turn(early: int, late: int, sample: int) -> dict[str, Any]:
     def step(point: int) -> float:
         driver, k = drivers[point], done[point]
         t0 = time.perf_counter()
-        driver.begin_step(copy_messages=False)
+        driver.begin_step(copy_messages=copy_messages)
         call = ToolCall.of("tool_0", {"arg0": str(k)}, id=f"c{k}")
         driver.record_reply("", [call])
         loop.run_until_complete(driver.run_tool(call))
@@ -195,6 +200,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     early, late, sample = (20, 100, 10) if smoke else (100, 500, 50) if quick else (100, 2000, 100)
     out: dict[str, Any] = {
         "long_turn": long_turn(early, late, sample),
+        "long_turn_copies": long_turn(early, late, max(10, sample // 4), copy_messages=True),
         "midturn": midturn_bytes(50 if smoke else 500 if quick else 2000),
         "host_import": host_import(2 if smoke else 7 if quick else 15),
     }

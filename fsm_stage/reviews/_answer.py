@@ -14,6 +14,7 @@ Event shapes: ``docs/reviews.md``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -158,26 +159,28 @@ def reviewed_document(session: Session, record: ReviewRecord) -> str:
 def read_handoff_document(session: Session, path: str) -> str:
     """The text of the handoff document a review request names, read safely: only a regular
     file (no symlink as the last component, no FIFO or device: opened non-blocking) inside the
-    session's cwd when the header has one, at most ``MAX_HANDOFF_BYTES``, UTF-8. Raises
-    ``OSError`` / ``UnicodeDecodeError`` (the caller treats the document as unreadable)."""
+    session's cwd when the header has one, at most ``MAX_HANDOFF_BYTES``, UTF-8. Inside a cwd the
+    document's folder is resolved, checked to lie in the resolved cwd, then opened folder by
+    folder from the cwd without following a symlink, so a folder swapped for a symlink after the
+    check is refused, not followed out. Raises ``OSError`` (also for a path that is not a
+    string, holds a NUL or loops through more symlinks than can be resolved) /
+    ``UnicodeDecodeError`` (the caller treats the document as unreadable)."""
+    if not isinstance(path, str) or "\0" in path:
+        raise OSError(errno.EINVAL, f"{path!r} is not a usable path")
     cwd = session.header.cwd
-    if cwd is not None:
-        root = os.path.realpath(cwd)
-        if os.path.commonpath([root, os.path.realpath(path)]) != root:
-            raise PermissionError(f"{path} is outside the session cwd {cwd}")
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    flags = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
+    fd = os.open(path, flags) if cwd is None else _open_inside(cwd, path, flags)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(f"{path} is not a regular file")
         if info.st_size > MAX_HANDOFF_BYTES:
             raise OSError(f"{path} is larger than {MAX_HANDOFF_BYTES} bytes")
-        # read what fstat saw plus one byte, then (a file that grew since) up to the limit + 1:
-        # a buffer the size of the file, not of the limit
-        data = os.read(fd, info.st_size + 1)
+        # buffers of at most the file's size or _READ_CHUNK, never one of the limit; a file that
+        # grew after fstat (or a pseudo-file that reports size 0) is read on to its end or the limit
+        data = bytearray(os.read(fd, max(info.st_size + 1, _READ_CHUNK)))
         while data and len(data) <= MAX_HANDOFF_BYTES:
-            more = os.read(fd, MAX_HANDOFF_BYTES + 1 - len(data))
+            more = os.read(fd, min(_READ_CHUNK, MAX_HANDOFF_BYTES + 1 - len(data)))
             if not more:
                 break
             data += more
@@ -186,6 +189,38 @@ def read_handoff_document(session: Session, path: str) -> str:
     if len(data) > MAX_HANDOFF_BYTES:
         raise OSError(f"{path} is larger than {MAX_HANDOFF_BYTES} bytes")
     return data.decode("utf-8")
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+_READ_CHUNK = 64 * 1024
+
+
+def _open_inside(cwd: str, path: str, flags: int) -> int:
+    """A descriptor of ``path`` opened with ``flags`` when its folder resolves inside ``cwd``:
+    the resolved folders are opened one by one from the resolved cwd, none through a symlink,
+    and the document by its own name (``flags`` refuse a symlink there). Raises
+    ``PermissionError`` outside the cwd, ``OSError`` otherwise."""
+    head, name = os.path.split(path)
+    if name in ("", os.curdir, os.pardir):
+        raise IsADirectoryError(errno.EISDIR, f"{path} names a folder, not a document")
+    try:
+        root, real = os.path.realpath(cwd), os.path.realpath(head or os.curdir)
+    except RecursionError:  # a symlink chain deeper than realpath follows
+        raise OSError(errno.ELOOP, f"{path}: too many levels of symbolic links") from None
+    if os.path.commonpath([root, real]) != root:
+        raise PermissionError(f"{path} is outside the session cwd {cwd}")
+    folder = os.open(root, _DIR_FLAGS & ~_NOFOLLOW)
+    try:
+        if real != root:
+            for part in os.path.relpath(real, root).split(os.sep):
+                inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+        return os.open(name, flags, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 PAYLOAD_NAMES = {"stage": "handoff document", "plan": "plan", "tool": "tool call's arguments",

@@ -104,3 +104,69 @@ def test_a_document_that_grows_past_the_limit_after_fstat_is_refused(
     monkeypatch.setattr(os, "fstat", fstat_then_grow)
     with pytest.raises(OSError, match=f"larger than {MAX_HANDOFF_BYTES} bytes"):
         read_handoff_document(_session(tmp_path), str(doc))
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folders are resolved and checked, then opened one by one without following a
+    symlink: a folder turned into a symlink to outside the cwd in between is not followed."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "handoff").mkdir(parents=True)
+    (ws / "handoff" / "next.md").write_text("approved text")
+    outside.mkdir()
+    (outside / "next.md").write_text("SECRET")
+    real_realpath = os.path.realpath
+
+    def resolve_then_swap(p: str) -> str:
+        got = real_realpath(p)
+        if p.endswith("handoff"):  # the document's folder has been checked: swap it now
+            (ws / "handoff").rename(ws / "was-handoff")
+            (ws / "handoff").symlink_to(outside)
+        return got
+
+    monkeypatch.setattr(os.path, "realpath", resolve_then_swap)
+    with pytest.raises(OSError) as caught:
+        read_handoff_document(_session(ws), str(ws / "handoff" / "next.md"))
+    assert not isinstance(caught.value, PermissionError)  # refused by the walk, not by the check
+    monkeypatch.undo()
+    assert (ws / "handoff").is_symlink()  # the swap happened, and SECRET was never returned
+
+
+def test_a_symlinked_folder_that_stays_inside_the_cwd_still_reads(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "doc.md").write_text("inside")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert read_handoff_document(_session(tmp_path), str(tmp_path / "link" / "doc.md")) == "inside"
+
+
+@pytest.mark.parametrize("path", ["bad\0name.md", b"bytes.md", None, 7])
+def test_a_path_that_is_not_a_usable_string_is_an_oserror(tmp_path: Path, path: object) -> None:
+    for cwd in (tmp_path, None):
+        with pytest.raises(OSError, match="not a usable path"):
+            read_handoff_document(_session(cwd), path)  # type: ignore[arg-type]
+
+
+def test_names_of_folders_are_refused_as_documents(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    sub = str(tmp_path / "sub")
+    for path in (str(tmp_path), str(tmp_path) + "/", sub + "/..", sub + "/."):
+        with pytest.raises(OSError):
+            read_handoff_document(_session(tmp_path), path)
+
+
+def test_a_symlink_chain_too_long_to_resolve_is_an_oserror(tmp_path: Path) -> None:
+    (tmp_path / "l0").mkdir()
+    for i in range(1, 1500):  # deeper than realpath follows (recursion) or the kernel does (ELOOP)
+        (tmp_path / f"l{i}").symlink_to(tmp_path / f"l{i - 1}")
+    for cwd in (tmp_path, None):
+        with pytest.raises(OSError):
+            read_handoff_document(_session(cwd), str(tmp_path / "l1499" / "doc.md"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").is_file(), reason="no /proc on this system")
+def test_a_file_that_reports_size_zero_is_read_to_its_end() -> None:
+    """A pseudo-file reports size 0 and may return nothing from a non-zero offset: the first
+    read takes a whole chunk."""
+    want = Path("/proc/self/cmdline").read_bytes().decode("utf-8")
+    assert os.stat("/proc/self/cmdline").st_size == 0 and len(want) > 1
+    assert read_handoff_document(_session(None), "/proc/self/cmdline") == want

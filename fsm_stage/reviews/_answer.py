@@ -162,12 +162,13 @@ def read_handoff_document(session: Session, path: str) -> str:
     session's cwd when the header has one, at most ``MAX_HANDOFF_BYTES``, UTF-8. Inside a cwd the
     document's folder is resolved, checked to lie in the resolved cwd, then opened folder by
     folder from the cwd without following a symlink, so a folder swapped for a symlink after the
-    check is refused, not followed out. Raises ``OSError`` (also for a path that is not a
-    string, holds a NUL or loops through more symlinks than can be resolved) /
+    check is refused, not followed out. Raises ``OSError`` (also for a path or cwd that is
+    not a string or holds a NUL, and a path that loops through more symlinks than can be resolved) /
     ``UnicodeDecodeError`` (the caller treats the document as unreadable)."""
-    if not isinstance(path, str) or "\0" in path:
-        raise OSError(errno.EINVAL, f"{path!r} is not a usable path")
     cwd = session.header.cwd
+    for given in (path, cwd) if cwd is not None else (path,):
+        if not isinstance(given, str) or "\0" in given:
+            raise OSError(errno.EINVAL, f"{given!r} is not a usable path")
     flags = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
     fd = os.open(path, flags) if cwd is None else _open_inside(cwd, path, flags)
     try:

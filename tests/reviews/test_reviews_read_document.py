@@ -146,6 +146,13 @@ def test_a_path_that_is_not_a_usable_string_is_an_oserror(tmp_path: Path, path: 
             read_handoff_document(_session(cwd), path)  # type: ignore[arg-type]
 
 
+def test_a_session_cwd_holding_a_nul_is_an_oserror(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("x")
+    with pytest.raises(OSError, match="not a usable path"):
+        read_handoff_document(_session(Path(str(tmp_path) + "\0evil")), str(doc))
+
+
 def test_names_of_folders_are_refused_as_documents(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     sub = str(tmp_path / "sub")

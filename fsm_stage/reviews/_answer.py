@@ -163,11 +163,12 @@ def read_handoff_document(session: Session, path: str) -> str:
     document's folder is resolved, checked to lie in the resolved cwd, then opened folder by
     folder from the cwd without following a symlink, so a folder swapped for a symlink after the
     check is refused, not followed out. Raises ``OSError`` (also for a path or cwd that is
-    not a string or holds a NUL, and a path that loops through more symlinks than can be resolved) /
+    not a string, holds a NUL or a character the filesystem encoding cannot take, and for a
+    folder of the path that is missing, not a folder or a symlink loop, even before a ``..``) /
     ``UnicodeDecodeError`` (the caller treats the document as unreadable)."""
     cwd = session.header.cwd
     for given in (path, cwd) if cwd is not None else (path,):
-        if not isinstance(given, str) or "\0" in given:
+        if not isinstance(given, str) or "\0" in given or not _encodable(given):
             raise OSError(errno.EINVAL, f"{given!r} is not a usable path")
     flags = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
     fd = os.open(path, flags) if cwd is None else _open_inside(cwd, path, flags)
@@ -194,8 +195,19 @@ def read_handoff_document(session: Session, path: str) -> str:
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+# folders are opened to search them only (O_PATH where the system has it): a folder the reader
+# may pass through but not list (mode 0711) stays passable, as for an open by path
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 _READ_CHUNK = 64 * 1024
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` encodes in the filesystem encoding (a lone surrogate may not)."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _open_inside(cwd: str, path: str, flags: int) -> int:
@@ -206,8 +218,11 @@ def _open_inside(cwd: str, path: str, flags: int) -> int:
     head, name = os.path.split(path)
     if name in ("", os.curdir, os.pardir):
         raise IsADirectoryError(errno.EISDIR, f"{path} names a folder, not a document")
-    try:
-        root, real = os.path.realpath(cwd), os.path.realpath(head or os.curdir)
+    try:  # the system's own lookup first: a missing name, a file or a loop before a ".." is an
+        # error there, which realpath would cancel as text
+        if not stat.S_ISDIR(os.stat(head or os.curdir).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, f"{head} is not a folder")
+        root, real = os.path.realpath(cwd, strict=True), os.path.realpath(head or os.curdir, strict=True)
     except RecursionError:  # a symlink chain deeper than realpath follows
         raise OSError(errno.ELOOP, f"{path}: too many levels of symbolic links") from None
     if os.path.commonpath([root, real]) != root:

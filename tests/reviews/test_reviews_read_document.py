@@ -117,8 +117,8 @@ def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(tmp_path: Pat
     (outside / "next.md").write_text("SECRET")
     real_realpath = os.path.realpath
 
-    def resolve_then_swap(p: str) -> str:
-        got = real_realpath(p)
+    def resolve_then_swap(p: str, *, strict: bool = False) -> str:
+        got = real_realpath(p, strict=strict)
         if p.endswith("handoff"):  # the document's folder has been checked: swap it now
             (ws / "handoff").rename(ws / "was-handoff")
             (ws / "handoff").symlink_to(outside)
@@ -177,3 +177,60 @@ def test_a_file_that_reports_size_zero_is_read_to_its_end() -> None:
     want = Path("/proc/self/cmdline").read_bytes().decode("utf-8")
     assert os.stat("/proc/self/cmdline").st_size == 0 and len(want) > 1
     assert read_handoff_document(_session(None), "/proc/self/cmdline") == want
+
+
+def test_a_lone_surrogate_in_the_path_or_the_cwd_is_an_oserror(tmp_path: Path) -> None:
+    bad = "\ud800"  # a hostile log's JSON may hold one; the filesystem encoding cannot
+    with pytest.raises(OSError, match="not a usable path"):
+        read_handoff_document(_session(tmp_path), str(tmp_path / f"{bad}.md"))
+    with pytest.raises(OSError, match="not a usable path"):
+        read_handoff_document(_session(Path(f"{tmp_path}/{bad}")), str(tmp_path / "doc.md"))
+    with pytest.raises(OSError, match="not a usable path"):
+        read_handoff_document(_session(None), f"{bad}.md")
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "loop"])
+def test_a_dotdot_after_something_that_is_not_a_folder_is_refused(tmp_path: Path, kind: str) -> None:
+    """``x/../doc.md`` is opened by the system only when x is a folder: a missing name, a file
+    or a symlink loop before the ``..`` is refused, not cancelled as text."""
+    (tmp_path / "doc.md").write_text("approved text")
+    if kind == "file":
+        (tmp_path / "x").write_text("a file")
+    elif kind == "loop":
+        (tmp_path / "x").symlink_to(tmp_path / "x")
+    with pytest.raises(OSError):
+        open(tmp_path / "x" / ".." / "doc.md").close()  # the system refuses it
+    with pytest.raises(OSError):
+        read_handoff_document(_session(tmp_path), f"{tmp_path}/x/../doc.md")
+
+
+def test_the_folders_are_opened_to_search_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening each folder needs no read permission on it (``O_PATH``), as an open by path needs
+    none: a folder the reader may pass through but not list stays passable."""
+    if not hasattr(os, "O_PATH"):
+        pytest.skip("this system has no O_PATH")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "doc.md").write_text("text")
+    flags_of: dict[str, int] = {}
+    real_open = os.open
+
+    def recording_open(name: str, flags: int, *args: object, **kwargs: object) -> int:
+        flags_of[os.path.basename(str(name))] = flags
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", recording_open)
+    assert read_handoff_document(_session(tmp_path), str(tmp_path / "a" / "b" / "doc.md")) == "text"
+    assert all(flags_of[name] & os.O_PATH for name in (tmp_path.name, "a", "b"))
+    assert not flags_of["doc.md"] & os.O_PATH  # the document itself is opened to read
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root passes every folder's permission check, so the "
+                    "difference does not show; test_the_folders_are_opened_to_search_only covers it")
+def test_a_folder_the_reader_may_pass_but_not_list_stays_passable(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "doc.md").write_text("text")
+    (tmp_path / "notes").chmod(0o311)  # search, no read
+    try:
+        assert read_handoff_document(_session(tmp_path), str(tmp_path / "notes" / "doc.md")) == "text"
+    finally:
+        (tmp_path / "notes").chmod(0o755)

@@ -4,6 +4,8 @@ returns, what it refuses, and that it reads exactly the file's bytes whatever th
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -224,13 +226,47 @@ def test_the_folders_are_opened_to_search_only(tmp_path: Path, monkeypatch: pyte
     assert not flags_of["doc.md"] & os.O_PATH  # the document itself is opened to read
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root passes every folder's permission check, so the "
-                    "difference does not show; test_the_folders_are_opened_to_search_only covers it")
-def test_a_folder_the_reader_may_pass_but_not_list_stays_passable(tmp_path: Path) -> None:
-    (tmp_path / "notes").mkdir()
-    (tmp_path / "notes" / "doc.md").write_text("text")
-    (tmp_path / "notes").chmod(0o311)  # search, no read
+def _read_as_unprivileged(cwd: Path, path: Path) -> str:
+    """``read_handoff_document`` in a forked child that dropped to ``nobody`` when this runs as
+    root (root passes every folder's permission check), else in this process."""
+    if os.geteuid() != 0:
+        return read_handoff_document(_session(cwd), str(path))
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: modules are loaded already, nothing is executed anew
+        try:
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            try:
+                out = "ok:" + read_handoff_document(_session(cwd), str(path))
+            except OSError as exc:
+                out = f"error:{exc}"
+            os.write(writable, out.encode("utf-8", "replace"))
+        finally:
+            os._exit(0)
+    os.close(writable)
+    with os.fdopen(readable, "rb") as pipe:
+        got = pipe.read().decode("utf-8")
+    os.waitpid(pid, 0)
+    if not got.startswith("ok:"):
+        raise PermissionError(got)
+    return got[3:]
+
+
+def test_a_folder_the_reader_may_pass_but_not_list_stays_passable() -> None:
+    """Search permission is all an open by path needs on a folder; so it is for the re-read."""
+    top = Path(tempfile.mkdtemp(prefix="fsm-read-doc-"))  # not under pytest's 0700 folders
     try:
-        assert read_handoff_document(_session(tmp_path), str(tmp_path / "notes" / "doc.md")) == "text"
+        (top / "notes").mkdir()
+        (top / "notes" / "doc.md").write_text("text")
+        (top / "notes" / "doc.md").chmod(0o644)
+        top.chmod(0o711)
+        (top / "notes").chmod(0o311)  # search, no read (for everyone but root)
+        assert _read_as_unprivileged(top, top / "notes" / "doc.md") == "text"
+        (top / "notes").chmod(0o600)  # no search: refused, as an open by path would be
+        with pytest.raises(PermissionError):
+            _read_as_unprivileged(top, top / "notes" / "doc.md")
     finally:
-        (tmp_path / "notes").chmod(0o755)
+        (top / "notes").chmod(0o755)
+        shutil.rmtree(top)

@@ -5,9 +5,10 @@
   in-memory log; the cost of the steps after ``late`` calls already in the turn vs after
   ``early`` calls, timed alternately on two sessions brought to those points. Independent of
   the turn's length is a ratio near 1 (the open turn used to be re-folded per call: quadratic).
-  The steps take the history's own messages (``begin_step(copy_messages=False)``, read-only);
-  the same steps with the default deep copies, whose cost grows with the history, are timed
-  beside them.
+  Each session grows by one call per timed step (the points are ``early``…``early + sample - 1``
+  and ``late``…``late + sample - 1`` calls). The steps take the history's own messages
+  (``begin_step(copy_messages=False)``, read-only); the same steps with the default deep
+  copies, whose cost grows with the history, are timed beside them.
 * **mid-turn session** (row 15): bytes per live session once a turn is open (``start_turn`` +
   ``begin_step`` logged its ``request/header``) with a realistic header: a ~2 KB system text and
   8 tool specs shared by every session (the same runtime), distinct session ids, ``MemoryLog``.

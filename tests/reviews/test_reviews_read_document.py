@@ -12,7 +12,7 @@ import pytest
 
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.reviews._answer import MAX_HANDOFF_BYTES, read_handoff_document
+from fsm_stage.reviews._document import MAX_HANDOFF_BYTES, read_handoff_document
 from fsm_stage.runtime.session import Session
 
 

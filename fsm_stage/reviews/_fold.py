@@ -14,7 +14,7 @@ review asked before the fork point and not redeemed there counts as redeemed ``f
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
@@ -230,31 +230,36 @@ class ReviewState:
     def open(self) -> tuple[ReviewRecord, ...]:
         """Requested, not answered (and not closed by a redemption, e.g. a fork), in request order."""
         records = self.records
-        return tuple(records[i] for i in self.live if i not in self.answered and i not in self.redeemed)
+        return tuple(records[i] for i in self.live if self._is_open(i))
 
     @property
     def approved(self) -> tuple[ReviewRecord, ...]:
         """Answered approve and not redeemed, in request order."""
         records = self.records
-        return tuple(records[i] for i in self.live if i not in self.redeemed and self._approved(i))
+        return tuple(records[i] for i in self.live if self._is_pending(i))
 
-    def _approved(self, review_id: str) -> bool:
+    def _is_open(self, review_id: str) -> bool:
+        return review_id not in self.answered and review_id not in self.redeemed
+
+    def _is_pending(self, review_id: str) -> bool:
+        if review_id in self.redeemed:
+            return False
         answer = self.answered.get(review_id)
         return answer is not None and answer.outcome == "approve"
 
     def open_of(self, kind: str) -> ReviewRecord | None:
         """The open review of ``kind`` (the last one if a racing writer logged two)."""
-        records, answered, redeemed = self.records, self.answered, self.redeemed
-        for i in reversed(self.live):
-            if i not in answered and i not in redeemed and records[i].kind == kind:
-                return records[i]
-        return None
+        return self._last_of(kind, self._is_open)
 
     def pending(self, kind: str) -> ReviewRecord | None:
         """The approved, unredeemed review of ``kind`` (the last approved one), or None."""
-        records, redeemed = self.records, self.redeemed
+        return self._last_of(kind, self._is_pending)
+
+    def _last_of(self, kind: str, keep: Callable[[str], bool]) -> ReviewRecord | None:
+        """The last live record of ``kind`` that ``keep`` keeps (walking the live ids backwards)."""
+        records = self.records
         for i in reversed(self.live):
-            if i not in redeemed and self._approved(i) and records[i].kind == kind:
+            if records[i].kind == kind and keep(i):
                 return records[i]
         return None
 

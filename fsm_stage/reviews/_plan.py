@@ -9,7 +9,6 @@ exit, which survives a crash); ``redeem_specs`` the event that redeems it.
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 from fsm_stage.config import PlanModeConfig
@@ -33,7 +32,7 @@ from fsm_stage.reviews._fold import ReviewRecord, plan_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolFailure, current_tool_call
+from fsm_stage.runtime.tools import ToolFailure, current_call_id
 
 __all__ = ["approved_exit", "redeem_specs", "review_exit"]
 
@@ -83,8 +82,7 @@ async def review_exit(ctl: PlanReviewer, agent: Agent, plan: str, channel: Revie
     dismissal (B85) or a channel failure (its own message, B86); ``ReviewPending`` and
     ``asyncio.CancelledError`` propagate (a cancellation is logged as a dismiss answer)."""
     session = agent.session
-    call = current_tool_call()
-    call_id = call.id if call is not None else "call_" + os.urandom(10).hex()
+    call_id = current_call_id()
     payload = plan_payload_sha256(plan)
     try:
         record = existing(session, "plan", call_id, payload)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -50,6 +51,13 @@ def current_tool_call() -> ToolCall | None:
     A tool reads it to learn the model's call id (e.g. to bind a durable review to the call).
     """
     return _CURRENT_CALL.get()
+
+
+def current_call_id() -> str:
+    """The id of the ``ToolCall`` being executed in this task (``current_tool_call``), or a fresh
+    ``call_<20 hex digits>`` outside a call (a review then binds to an id of its own)."""
+    call = _CURRENT_CALL.get()
+    return call.id if call is not None else "call_" + os.urandom(10).hex()
 
 
 def _frozen_copy(value: Mapping[str, Any]) -> Mapping[str, Any]:

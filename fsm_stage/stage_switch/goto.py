@@ -25,7 +25,7 @@ from fsm_stage.reviews._flow import Outcome, Ticket, conduct, existing, open_req
 from fsm_stage.reviews._fold import stage_payload_sha256
 from fsm_stage.reviews._stage import Decline, build_review_question, evaluate_review, stage_option_labels
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_tool_call
+from fsm_stage.runtime.tools import ToolFailure, ToolOutput, current_call_id
 from fsm_stage.stage_switch.durable import graph_specs
 from fsm_stage.stage_switch.texts import NO_AGENT_MESSAGE, RELOADED_MESSAGE
 from fsm_stage.stage_switch.tool import goto_stage_argument_problem, presentation_meta, render_result
@@ -111,8 +111,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
     if full and (handoff is None or not handoff.strip()):
         raise ToolFailure(ctl.catalog.text("errors.requires_handoff"))
     handoff_text = handoff if full else None
-    call = current_tool_call()
-    call_id = call.id if call is not None else "call_" + os.urandom(10).hex()
+    call_id = current_call_id()
     payload = stage_payload_sha256(target, handoff_text)
     # one read of the log until the reviewer is asked, one after (``Session.one_refresh``)
     with session.one_refresh():

@@ -169,3 +169,23 @@ def test_runtime_optional_registries_and_disposers() -> None:
     assert rt.tools == {}
     res = run(rt.call_tool(None, ToolCall("c", "echo", json.dumps({"x": "1"}))))
     assert res.is_error
+
+
+def test_current_call_id_is_the_running_calls_id_or_a_fresh_one_outside_a_call() -> None:
+    import re
+
+    from fsm_stage.runtime.tools import ToolOutput, ToolSpec, current_call_id, execute_tool
+
+    outside = {current_call_id() for _ in range(50)}
+    assert len(outside) == 50 and all(re.fullmatch(r"call_[0-9a-f]{20}", i) for i in outside)
+    seen: list[str] = []
+
+    class Probe:
+        spec = ToolSpec("probe", "Report the call id.", {"type": "object"})
+
+        async def execute(self, args: Any, agent: Any, signal: Any = None) -> ToolOutput:
+            seen.append(current_call_id())
+            return ToolOutput("ok")
+
+    run(execute_tool({"probe": Probe()}, ToolCall.of("probe", {}, id="call_model_7"), new_agent(), None))
+    assert seen == ["call_model_7"]

@@ -351,6 +351,16 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
     if isinstance(config, PlanModeConfig):
         return {"section": config.section, **_policy_part(config.tools), **normalised_choice(config),
                 **_review_part(config.review)}
+    return normalised_graph_part(
+        config,
+        [normalised_stage_part(s, s.targets if s.targets is not None else config.edges_from(s.name))
+         for s in config.stages],
+    )
+
+
+def normalised_graph_part(config: GraphConfig, stages: object) -> dict[str, Any]:
+    """``normalised(config)`` with ``stages`` as its ``"stages"`` value (the fingerprint writes
+    the stage list itself, so it passes a placeholder)."""
     return {
         "name": config.name,
         "initial": config.initial_stage,
@@ -358,8 +368,7 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
         "handoff_dir": config.handoff_dir,
         "min_handoff_tokens": config.min_handoff_tokens,
         "language": config.language,
-        "stages": [_stage_part(s, s.targets if s.targets is not None else config.edges_from(s.name))
-                   for s in config.stages],
+        "stages": stages,
         **({"tool_groups": {k: list(v) for k, v in config.tool_groups.items()}}
            if config.tool_groups else {}),
         **({"models": dict(config.models)} if config.models else {}),
@@ -367,16 +376,25 @@ def normalised(config: ConfigFile | GraphConfig | PlanModeConfig) -> dict[str, A
     }
 
 
-def _stage_part(stage: StageConfig, edges: tuple[EdgeConfig, ...]) -> dict[str, Any]:
-    """One stage of ``normalised``: name, instruction, its edges (``{"to", "guards"}`` plus
-    ``review`` when set) and the policy and model keys it sets."""
-    part: dict[str, Any] = {
-        "name": stage.name,
-        "instruction": stage.instruction,
-        "targets": [{"to": e.target, "guards": list(e.guards)} if e.review is None
-                    else {"to": e.target, "guards": list(e.guards), **_review_part(e.review)}
-                    for e in edges],
-    }
+def normalised_stage_part(stage: StageConfig, edges: tuple[EdgeConfig, ...]) -> dict[str, Any]:
+    """One stage of ``normalised``: ``name``, ``instruction``, ``targets`` (one
+    ``normalised_edge`` per edge of ``edges``) and ``normalised_stage_extras``."""
+    return {"name": stage.name, "instruction": stage.instruction,
+            "targets": [normalised_edge(e) for e in edges], **normalised_stage_extras(stage)}
+
+
+def normalised_edge(edge: EdgeConfig) -> dict[str, Any]:
+    """One edge of ``normalised``: ``{"to", "guards"}``, plus ``review`` when set."""
+    part: dict[str, Any] = {"to": edge.target, "guards": list(edge.guards)}
+    if edge.review is not None:
+        part.update(_review_part(edge.review))
+    return part
+
+
+def normalised_stage_extras(stage: StageConfig) -> dict[str, Any]:
+    """What ``normalised`` writes for a stage besides its name, instruction and targets: its
+    tool policy and model keys when set, ``{}`` for a stage that sets neither."""
+    part: dict[str, Any] = {}
     if stage.tools is not None:
         part["tools"] = normalised_policy(stage.tools)
     if (stage.model is not None or stage.reasoning_effort is not None or stage.model_settings is not None

@@ -97,10 +97,12 @@ class SessionHeader:
     Checked at construction as ``read_log(strict=True)`` checks a header line: ``id`` a
     non-empty str (``ValueError`` when empty), ``cwd``/``parent_session``/``origin`` a str or
     None, ``created_at``/``delegation_depth`` non-negative ints, ``seed_length``/``version``
-    a non-negative int or None, ``extra`` a mapping (``TypeError`` naming the field otherwise)."""
+    a non-negative int or None, ``extra`` a mapping (``TypeError`` naming the field otherwise).
+    ``created_at`` is epoch milliseconds, now (``wall_clock_ms()``) when not given; a header
+    read from a log keeps the logged value (0 when the line has none)."""
 
     id: str = attrs.field(validator=_header_id)
-    created_at: int = attrs.field(default=0, validator=_header_count)
+    created_at: int = attrs.field(factory=lambda: wall_clock_ms(), validator=_header_count)
     cwd: str | None = attrs.field(default=None, validator=_header_opt_str)
     delegation_depth: int = attrs.field(default=0, validator=_header_count)
     parent_session: str | None = attrs.field(default=None, validator=_header_opt_str)

@@ -10,7 +10,7 @@ import pytest
 
 from fsm_stage.log import open_log
 from fsm_stage.log.dsh import read_log
-from fsm_stage.log.events import MemoryLog, SessionHeader
+from fsm_stage.log.events import MemoryLog, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import JsonlLog
 
 
@@ -59,3 +59,17 @@ def test_the_stores_refuse_a_header_that_is_not_a_session_header(tmp_path: Path,
         words = rf"open_log\(create=\) must be a SessionHeader or None, got {name}"
         with pytest.raises(TypeError, match=words):
             open_log(location, create=bad)
+
+
+def test_a_new_header_is_stamped_now_and_a_read_one_keeps_its_time(tmp_path: Path) -> None:
+    """DSH writes ``createdAt`` as the session's creation time: a header built without one is
+    stamped with the wall clock (not 1970), and a logged value (0 included) is kept on read."""
+    before = wall_clock_ms()
+    header = SessionHeader("s", cwd="/w")
+    assert before <= header.created_at <= wall_clock_ms()
+    with JsonlLog(tmp_path / "s.jsonl", header=header) as log:
+        log.append("turn/start", {"turn": 1})
+    assert read_log(tmp_path / "s.jsonl").header.created_at == header.created_at
+    with JsonlLog(tmp_path / "z.jsonl", header=SessionHeader("z", created_at=0)) as log:
+        log.append("turn/start", {"turn": 1})
+    assert read_log(tmp_path / "z.jsonl").header.created_at == 0

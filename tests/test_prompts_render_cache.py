@@ -44,3 +44,18 @@ def test_errors_are_not_cached() -> None:
     for _ in range(2):
         with pytest.raises(PromptTemplateError, match="undefined variable"):
             cat.text("a")
+
+
+def test_a_catalog_keeps_its_own_copy_of_the_data() -> None:
+    """The text cache (``raw``) never goes stale: the catalog copies ``data`` read-only, so
+    changing the dict it was built from changes nothing, and ``as_dict`` is a new plain copy."""
+    data: dict[str, Any] = {"group": {"a": "first"}, "b": "second"}
+    cat = Catalog(name="t", language="en", sources=(), data=data)
+    assert cat.raw("group.a") == "first"
+    data["group"]["a"] = "changed"
+    data["b"] = "changed"
+    assert (cat.raw("group.a"), cat.raw("b"), cat.has("group.a")) == ("first", "second", True)
+    plain = cat.as_dict()
+    assert plain == {"group": {"a": "first"}, "b": "second"} and type(plain["group"]) is dict
+    plain["group"]["a"] = "edited"
+    assert cat.text("group.a") == "first"

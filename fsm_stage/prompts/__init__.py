@@ -21,6 +21,7 @@ import functools
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -287,6 +288,16 @@ def deep_merge(base: Any, overlay: Any) -> Any:
 # --------------------------------------------------------------------------- catalogs
 
 
+def _read_only(tree: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only deep copy of a catalog tree: every group a ``MappingProxyType`` of a new dict."""
+    return MappingProxyType({k: _read_only(v) if isinstance(v, Mapping) else v for k, v in tree.items()})
+
+
+def _plain(tree: Mapping[str, Any]) -> dict[str, Any]:
+    """A catalog tree as new plain nested dicts."""
+    return {k: _plain(v) if isinstance(v, Mapping) else copy.deepcopy(v) for k, v in tree.items()}
+
+
 def _iter_leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
@@ -355,7 +366,8 @@ class Catalog:
     name: str
     language: str
     sources: tuple[Path, ...]
-    _data: Mapping[str, Any] = attrs.field(repr=False, alias="data")
+    #: a read-only deep copy of the ``data`` given (a later change to that dict changes nothing here)
+    _data: Mapping[str, Any] = attrs.field(repr=False, alias="data", converter=_read_only)
     #: Texts already looked up by dotted key (``raw``); the data is read-only.
     _texts: dict[str, str] = attrs.field(factory=dict, init=False, repr=False)
 
@@ -421,7 +433,7 @@ class Catalog:
 
     def as_dict(self) -> dict[str, Any]:
         """A deep copy of the merged catalog as plain nested dicts."""
-        return copy.deepcopy(dict(self._data))
+        return _plain(self._data)
 
 
 _cache: dict[tuple[Any, ...], Catalog] = {}

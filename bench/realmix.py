@@ -32,6 +32,10 @@ def sessions_dir() -> Path:
     return base / "data" / "dsh-sessions"
 
 
+class NoRecordings(RuntimeError):
+    """The recorded DSH sessions the real-mix rows need are not there (``sessions_dir()``)."""
+
+
 @cache
 def _recordings() -> tuple[tuple[tuple[dict[str, Any], int], ...], ...]:
     """Per readable recorded session: its body lines as ``(record, events in it)``."""
@@ -41,7 +45,8 @@ def _recordings() -> tuple[tuple[tuple[dict[str, Any], int], ...], ...]:
     out: list[tuple[tuple[dict[str, Any], int], ...]] = []
     folder = sessions_dir()
     if not folder.is_dir():
-        raise RuntimeError(f"no recorded DSH sessions at {folder} (set FSM_STAGE_SHARED)")
+        raise NoRecordings(f"no recorded DSH sessions at {folder}: set FSM_STAGE_SHARED to the folder "
+                           "holding data/dsh-sessions (default: ../shared next to the repository)")
     for path in sorted(folder.glob("*.jsonl")):
         try:
             res = read_log(path)

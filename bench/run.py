@@ -205,6 +205,8 @@ def call_bench(module: str, quick: bool, smoke: bool) -> tuple[dict[str, Any] | 
     except ModuleNotFoundError as exc:
         return None, f"not landed ({exc.name} not found)", time.perf_counter() - t0
     except Exception as exc:
+        if type(exc).__name__ == "NoRecordings":  # realmix: no recorded sessions to measure on
+            return None, f"skipped: {exc}", time.perf_counter() - t0
         tb = traceback.format_exc(limit=-3)
         return None, f"failed: {type(exc).__name__}: {exc}".splitlines()[0][:200] + "\n" + tb, \
             time.perf_counter() - t0
@@ -341,6 +343,14 @@ def _rate(x: float) -> str:
     return f"{x:,.0f} ev/s"
 
 
+def _not_measured(row: Row, module: str, err: str | None) -> None:
+    """Say why ``row`` has no figures: ``skipped`` when the part said so (no recorded sessions,
+    a PostgreSQL part in ``--smoke``), else it stays ``missing``."""
+    row.details.append(f"{module}: {err}")
+    if err is not None and err.startswith("skipped"):
+        row.status = SKIPPED
+
+
 def rows_log(r: dict[str, Any] | None, err: str | None) -> list[Row]:
     """Rows 1 and 2 from ``bench_log.run`` (``{"sizes": {n: {...}}, "largest": n, ...}``)."""
     reads = Row(1, "reads",
@@ -351,8 +361,8 @@ def rows_log(r: dict[str, Any] | None, err: str | None) -> list[Row]:
                "stage + plan projections) vs a bare `json.loads` loop over the same file",
                target="≥ 65% of bare parse")
     if r is None:
-        reads.details.append(f"bench_log: {err}")
-        fold.details.append(f"bench_log: {err}")
+        _not_measured(reads, "bench_log", err)
+        _not_measured(fold, "bench_log", err)
         return [reads, fold]
     sizes = {int(k): v for k, v in r["sizes"].items()}
     n = max(sizes)
@@ -485,7 +495,7 @@ def row_state(r: dict[str, Any] | None, err: str | None) -> Row:
               "in the full run): CPU and peak RSS vs a process running a bare `json.loads` loop over the "
               "same file", target="≤ 2x bare CPU and ≤ 100 MB peak")
     if r is None or "state" not in r:
-        row.details.append(f"bench_cli: {err}")
+        _not_measured(row, "bench_cli", err if r is None else r.get("state_skipped", err))
         return row
     x = r["state"]
     at = "" if x["events"] >= 1_000_000 else f" (at {x['events']:,} events: no 1M log in this run)"
@@ -512,7 +522,7 @@ def row_simulate(r: dict[str, Any] | None, err: str | None) -> Row:
               "time and peak memory ratios",
               target="time ratio ≤ 4.5 at each size; memory linear (ratio ≤ 5)")
     if r is None or "simulate" not in r:
-        row.details.append(f"bench_cli: {err}")
+        _not_measured(row, "bench_cli", err)
         return row
     runs = [r["simulate"], *([r["simulate_large"]] if isinstance(r.get("simulate_large"), dict) else [])]
     last = runs[-1]
@@ -539,7 +549,7 @@ def row_startup(r: dict[str, Any] | None, err: str | None) -> Row:
     row = Row(9, "CLI start-up", "`fsm-stage --help` (the console script's code) vs `python -c pass`, "
               "wall time of fresh processes", target="≤ 10x `python -c pass`")
     if r is None or "startup" not in r:
-        row.details.append(f"bench_cli: {err}")
+        _not_measured(row, "bench_cli", err)
         return row
     x = r["startup"]
     row.ours, row.baseline = _ms(x["help_s"]), _ms(x["pass_s"])

@@ -105,3 +105,28 @@ def test_profile_covers_the_reviewed_transition(run_mod: ModuleType) -> None:
     text = run_mod.profile(3, top=60)
     for name in ("goto_stage", "on_pre_step", "fire"):
         assert name in text
+
+
+def test_rows_without_recorded_sessions_are_skipped_and_say_why(run_mod: ModuleType, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows 1, 2 and 7 run on the recorded DSH sessions: without them they are ``skipped``
+    with the folder to set (not ``missing``, which means a library is not installed), and
+    rows 8-9, which need no recording, are still measured."""
+    monkeypatch.setenv("FSM_STAGE_SHARED", str(tmp_path))
+    monkeypatch.syspath_prepend(str(BENCH))
+    for name in ("realmix", "bench_log"):
+        sys.modules.pop(name, None)
+    result, err, _ = run_mod.call_bench("bench_log", quick=False, smoke=True)
+    assert result is None and err.startswith("skipped: no recorded DSH sessions at ")
+    assert "FSM_STAGE_SHARED" in err
+    assert [row.status for row in run_mod.rows_log(None, err)] == ["skipped", "skipped"]
+    import bench_cli
+
+    monkeypatch.setattr(bench_cli, "simulate_scaling", lambda *a: {"stub": True})
+    monkeypatch.setattr(bench_cli, "startup", lambda *a: {"stub": True})
+    cli = bench_cli.run(smoke=True)
+    assert cli["state_skipped"].startswith("skipped: no recorded DSH sessions")
+    assert "startup" in cli and "simulate" in cli
+    state = run_mod.row_state(cli, None)
+    assert state.status == "skipped" and "FSM_STAGE_SHARED" in state.details[0]
+    assert run_mod.row_state(None, "failed: ValueError: x").status == "missing"

@@ -99,3 +99,25 @@ def test_canonical_json_writes_what_json_dumps_writes(
                                   model="openai:gpt-4o" if modelled and i == 1 else None))
     graph = GraphConfig(name="g", section=instructions[0] or "s", stages=tuple(stages))
     assert canonical_json(graph) == _reference_json(graph)
+
+
+@pytest.mark.parametrize("edge", [
+    EdgeConfig("b", guards=None),  # type: ignore[arg-type]
+    EdgeConfig("b", guards=0),  # type: ignore[arg-type]
+    EdgeConfig("b", guards=[]),  # type: ignore[arg-type]
+    EdgeConfig("b", review={}),  # type: ignore[arg-type]
+    EdgeConfig("b", review=""),  # type: ignore[arg-type]
+])
+def test_edges_built_oddly_in_code_get_what_json_dumps_gives(edge: EdgeConfig) -> None:
+    """Edges built in code with values the loader never makes (a None or falsy guards or review)
+    are not taken for plain ones: the fingerprint raises where ``json.dumps`` of ``normalised``
+    does, and is equal where it is not."""
+    stages = (StageConfig("a", "x", (edge,)), StageConfig("b", "y", ()))
+    graph = GraphConfig(name="g", section="s", stages=stages)
+    try:
+        expected: object = _reference_json(graph)
+    except Exception as exc:  # the reference's own failure is the expectation
+        with pytest.raises(type(exc)):
+            canonical_json(graph)
+    else:
+        assert canonical_json(graph) == expected

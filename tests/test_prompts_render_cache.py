@@ -59,3 +59,19 @@ def test_a_catalog_keeps_its_own_copy_of_the_data() -> None:
     assert plain == {"group": {"a": "first"}, "b": "second"} and type(plain["group"]) is dict
     plain["group"]["a"] = "edited"
     assert cat.text("group.a") == "first"
+
+
+def test_a_catalog_pickles_and_copies_deeply() -> None:
+    """A controller holding a catalog can be pickled or deep-copied, and a list leaf of a
+    catalog built in code is the catalog's own too."""
+    import copy
+    import pickle
+
+    cat = prompts.load_catalog("stage_switch")
+    for twin in (copy.deepcopy(cat), pickle.loads(pickle.dumps(cat))):
+        assert twin.as_dict() == cat.as_dict()
+        assert twin.raw("review.approve_label") == cat.raw("review.approve_label")
+    data: dict[str, Any] = {"items": ["a"]}
+    built = Catalog(name="t", language="en", sources=(), data=data)
+    data["items"].append("b")
+    assert built.as_dict() == {"items": ["a"]}

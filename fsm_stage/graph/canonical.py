@@ -52,7 +52,7 @@ def _dumps(value: object) -> str:
 #: the string encoder ``json.dumps(..., ensure_ascii=False)`` uses (C when available), so text
 #: written by ``_stage_json`` is byte for byte what ``_dumps`` writes
 _string: Final[Callable[[str], str]] = json.encoder.encode_basestring
-_review_of: Final = operator.attrgetter("review")  # an edge's rules (None, or an attrs object: true)
+_review_of: Final = operator.attrgetter("review")
 #: the stage list's place in the graph part while the rest of it is written by ``_dumps``
 _STAGES: Final = object()
 
@@ -68,10 +68,10 @@ def _stage_json(stage: StageConfig, every: bool) -> str:
     else through ``_dumps``. Same bytes either way; non-string values (``TypeError``) take
     ``_dumps`` too."""
     edges = () if every or stage.targets is None else stage.targets
-    if not normalised_stage_extras(stage) and not any(map(_review_of, edges)):
+    if not normalised_stage_extras(stage) and list(map(_review_of, edges)).count(None) == len(edges):
         try:
             targets = '"*"' if every else "[" + ",".join(
-                [f'{{"guards":{"[]" if not e.guards else _strings(e.guards)},"to":{_string(e.target)}}}'
+                [f'{{"guards":{"[]" if e.guards == () else _strings(e.guards)},"to":{_string(e.target)}}}'
                  for e in edges]) + "]"
             instruction = "null" if stage.instruction is None else _string(stage.instruction)
             return f'{{"instruction":{instruction},"name":{_string(stage.name)},"targets":{targets}}}'

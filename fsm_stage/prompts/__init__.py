@@ -21,7 +21,6 @@ import functools
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -288,13 +287,8 @@ def deep_merge(base: Any, overlay: Any) -> Any:
 # --------------------------------------------------------------------------- catalogs
 
 
-def _read_only(tree: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A read-only deep copy of a catalog tree: every group a ``MappingProxyType`` of a new dict."""
-    return MappingProxyType({k: _read_only(v) if isinstance(v, Mapping) else v for k, v in tree.items()})
-
-
 def _plain(tree: Mapping[str, Any]) -> dict[str, Any]:
-    """A catalog tree as new plain nested dicts."""
+    """A deep copy of a catalog tree as plain nested dicts (picklable, unlike read-only views)."""
     return {k: _plain(v) if isinstance(v, Mapping) else copy.deepcopy(v) for k, v in tree.items()}
 
 
@@ -366,9 +360,9 @@ class Catalog:
     name: str
     language: str
     sources: tuple[Path, ...]
-    #: a read-only deep copy of the ``data`` given (a later change to that dict changes nothing here)
-    _data: Mapping[str, Any] = attrs.field(repr=False, alias="data", converter=_read_only)
-    #: Texts already looked up by dotted key (``raw``); the data is read-only.
+    #: a private deep copy of the ``data`` given (a later change to that dict changes nothing here)
+    _data: Mapping[str, Any] = attrs.field(repr=False, alias="data", converter=_plain)
+    #: Texts already looked up by dotted key (``raw``); the data is the catalog's own copy.
     _texts: dict[str, str] = attrs.field(factory=dict, init=False, repr=False)
 
     def _lookup(self, key: str) -> Any:

@@ -90,7 +90,7 @@ def read_streams(path: str | os.PathLike[str], *, strict: bool = False) -> list[
         raise LogFormatError(f"not a session event stream: {source}: no session_event/session.event lines")
     return [
         ReadResult(
-            header=SessionHeader(id=sid or "<stream>", version=None),
+            header=SessionHeader(id=sid or "<stream>", created_at=0, version=None),
             raw_header={},
             events=evs,
             warnings=(),

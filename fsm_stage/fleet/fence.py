@@ -37,6 +37,7 @@ class FencedLog:
         self.worker = worker
         self.epoch: int | None = None
         self._checked = 0  # events up to here were checked for newer claims
+        self._superseded_by = 0  # the highest claim epoch seen in them
 
     @property
     def inner(self) -> Any:
@@ -91,13 +92,16 @@ class FencedLog:
         raise LogWriteError(f"session {self.header.id!r}: could not claim it: other writers kept appending")
 
     def _check(self) -> None:
+        """Raise ``ClaimLostError`` unless this driver's claim is the newest. A lost claim stays
+        lost: the events scanned once are not scanned again, so a caller that caught the error
+        and appended again (closing its turn, say) must be refused again, not let through."""
         if self.epoch is None:
             raise ClaimLostError(f"session {self.header.id!r}: this driver has not claimed it")
-        top = self._highest(self._checked)
+        self._superseded_by = max(self._superseded_by, self._highest(self._checked))
         self._checked = len(self._log)
-        if top > self.epoch:
+        if self._superseded_by > self.epoch:
             raise ClaimLostError(f"session {self.header.id!r}: claim {self.epoch} of {self.worker!r} was "
-                                 f"superseded by claim {top}; this driver stops")
+                                 f"superseded by claim {self._superseded_by}; this driver stops")
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append ``specs`` atomically if this driver still holds the claim (module docstring)."""

@@ -381,6 +381,8 @@ class PostgresLog(Listening, LogBase):
             healed = False
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 if expect_last_seq is not None and expect_last_seq != self.last_seq:
+                    if healed and (mine := self._landed_earlier(sent)) is not None:
+                        return mine
                     raise AppendConflictError(expect_last_seq, self.last_seq)
                 try:  # optimistic first (one round trip); after a lost race, queue on the row lock
                     locked = expect_last_seq is None and attempt > 0
@@ -391,14 +393,14 @@ class PostgresLog(Listening, LogBase):
                     if not err.transient or healed or not sent:
                         raise
                     healed = True  # one dropped connection (a server restart): did the batch land?
-                    seqs, lines = sent[-1]
-                    if self._landed(seqs, lines):
-                        self.refresh()
-                        return list(self._events[seqs[0]:seqs[0] + len(seqs)])
+                    if (mine := self._landed_earlier(sent)) is not None:
+                        return mine
                     self.refresh()
-                    continue  # not written: write again on the new connection
+                    continue  # not written (yet): write again on the new connection
                 except _SeqTakenSignal:
                     self.refresh()
+                    if healed and (mine := self._landed_earlier(sent)) is not None:
+                        return mine  # the write whose connection broke committed after all
                     if expect_last_seq is not None and expect_last_seq != self.last_seq:
                         raise AppendConflictError(expect_last_seq, self.last_seq) from None
                     continue  # plain: retry at the real end; conditional: rolled back, end unchanged
@@ -410,6 +412,20 @@ class PostgresLog(Listening, LogBase):
                     self._checkpointed(self._cp_sent)
                 return evs
             raise LogWriteError(f"{self.source}: append lost {MAX_APPEND_ATTEMPTS} races in a row; giving up")
+
+    def _landed_earlier(self, sent: list[tuple[list[int], list[str]]]) -> list[Event] | None:
+        """The events of a write attempt of this append stored exactly as sent, else None.
+
+        A write whose connection broke may still commit later: its server process can be
+        waiting on a lock when the client gives up on it. It can only land at the seqs it was
+        sent for, so once those seqs are taken (the retry's seq is taken, or the log moved past
+        the expected end) the attempts are asked again before anything is written elsewhere:
+        an append never lands twice."""
+        for seqs, lines in sent:
+            if self._landed(seqs, lines):
+                self.refresh()
+                return list(self._events[seqs[0]:seqs[0] + len(seqs)])
+        return None
 
     def _landed(self, seqs: list[int], lines: list[str]) -> bool:
         """Whether the rows of an unconfirmed write are stored exactly as sent (read again on a

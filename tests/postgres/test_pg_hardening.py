@@ -192,3 +192,63 @@ def test_repair_decides_on_the_stores_end_not_a_stale_view(pg_url: Callable[...,
     closed = driver.repair()
     assert [e.type for e in closed] == ["turn/end"] and closed[0].data["reason"] == {"kind": "interrupted"}
     mine.close()
+
+
+def test_a_write_whose_connection_broke_but_committed_later_lands_once(own_cluster: TempCluster) -> None:
+    """The client gives up on an INSERT its server process is still running (waiting on a lock):
+    the heal finds nothing yet and writes again; then the first one commits. The retry finds
+    its seq taken, and instead of appending the batch again after it (a conditional append
+    retried at the new end, as the fleet's ``FencedLog`` does) it recognises its own rows."""
+    import os
+    import socket
+    import time
+
+    from fsm_stage.errors import AppendConflictError
+
+    log = PostgresLog(own_cluster.dsn, "late", create=_header("late"))
+    log.append("fsm/note", {"n": 0})
+    admin, blocker = connect(own_cluster.dsn), connect(own_cluster.dsn, autocommit=False)
+
+    def waiting() -> int:
+        row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                            "AND query LIKE '%INSERT INTO fsm_events%'").fetchone()
+        return int(row[0])
+
+    def until(n: int) -> None:
+        deadline = time.monotonic() + 20
+        while waiting() < n:
+            assert time.monotonic() < deadline, "the INSERT never queued on the lock"
+            time.sleep(0.02)
+
+    out: dict[str, object] = {}
+
+    def writer() -> None:  # a conditional append retried at the new end, like FencedLog's
+        for _ in range(5):
+            try:
+                out["event"] = log.append("fsm/note", {"n": 1}, expect_last_seq=log.last_seq)
+                return
+            except AppendConflictError:
+                log.refresh()
+
+    try:
+        blocker.execute("LOCK TABLE fsm_events IN SHARE ROW EXCLUSIVE MODE")  # INSERTs wait, reads do not
+        thread = threading.Thread(target=writer)
+        thread.start()
+        until(1)
+        cut = socket.socket(fileno=os.dup(log._conn.fileno()))  # the client sees its connection drop
+        cut.shutdown(socket.SHUT_RDWR)
+        cut.close()
+        until(2)  # the heal found nothing yet and wrote again: both INSERTs wait
+        blocker.commit()
+        thread.join(30)
+        assert not thread.is_alive()
+        rows = admin.execute("SELECT seq, line FROM fsm_events WHERE session = 'late' "
+                             "ORDER BY seq").fetchall()
+        assert [seq for seq, _ in rows] == [0, 1] and '"n":1' in rows[1][1]
+        assert getattr(out.get("event"), "seq", None) == 1
+        log.refresh()
+        assert [e.data for e in log.events] == [{"n": 0}, {"n": 1}]
+    finally:
+        blocker.close()
+        admin.close()
+        log.close()

@@ -32,7 +32,7 @@ import attrs
 
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.driver import Loop, Model
-from fsm_stage.errors import UserError
+from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
 from fsm_stage.fleet.fence import FencedLog
 from fsm_stage.fleet.records import APPLY, END, fold, session_state
 from fsm_stage.runtime import Tool, user_message
@@ -141,8 +141,25 @@ async def drive(log: Any, *, graph: ConfigFile | str | Path, model: Model,
         for tool in tools:
             host.runtime.add_tool(tool)
         return await _run(host, fenced, model, final, epoch, max_turns, max_interrupted)
+    except ClaimLostError:
+        raise
+    except Exception as exc:
+        # a driver superseded mid-turn can trip over the newer driver's events in its own
+        # checks (a step that already has a reply, say) before an append of its own is refused:
+        # that is the lost claim, not a failure of the session
+        if _superseded(fenced):
+            raise ClaimLostError(f"session {fenced.header.id!r}: claim {epoch} of {worker!r} was "
+                                 f"superseded ({type(exc).__name__}: {exc})") from exc
+        raise
     finally:
         _close(host)
+
+
+def _superseded(fenced: FencedLog) -> bool:
+    try:
+        return fenced.superseded()
+    except Exception:  # the store is unreachable: the original error stands
+        return False
 
 
 async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str], epoch: int,
@@ -159,7 +176,12 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
         if session.is_turn_open:
             suspended = loop.driver.suspended()
             if suspended is None:
-                loop.repair()
+                if not loop.repair() and session.is_turn_open:
+                    # run by a live loop of this process (another drive of this session, whose
+                    # next append the claim just taken refuses): not this one's to close; retry
+                    # later instead of looping here without ever yielding the event loop
+                    raise LogLockedError(f"session {session.id!r}: its open turn is being run by another "
+                                         "loop of this process; try again once it stops")
                 continue
             waiting = [c.review_id for c in suspended.calls if not c.answered]
             if waiting:

@@ -103,6 +103,18 @@ class FencedLog:
             raise ClaimLostError(f"session {self.header.id!r}: claim {self.epoch} of {self.worker!r} was "
                                  f"superseded by claim {self._superseded_by}; this driver stops")
 
+    def superseded(self) -> bool:
+        """Whether a newer claim than this driver's is in the log (after catching up); False
+        before ``claim()``. Never raises for the claim itself (``refresh`` may: the store's errors)."""
+        if self.epoch is None:
+            return False
+        self.refresh()
+        try:
+            self._check()
+        except ClaimLostError:
+            return True
+        return False
+
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append ``specs`` atomically if this driver still holds the claim (module docstring)."""
         for _ in range(_ATTEMPTS):

@@ -27,6 +27,7 @@ from fsm_stage.config import ConfigFile
 from fsm_stage.driver import Model
 from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
 from fsm_stage.fleet.drive import MAX_INTERRUPTED, drive
+from fsm_stage.fleet.fence import FencedLog
 from fsm_stage.fleet.inputs import record_answer, record_input
 from fsm_stage.fleet.records import END, fold
 from fsm_stage.fleet.store import Store
@@ -134,6 +135,8 @@ async def _drive_step(session_id: str) -> dict[str, Any]:
                                   max_interrupted=app.max_interrupted)).to_json()
         except ClaimLostError as err:
             result = {"state": "claim-lost", "message": str(err)}
+        except LogLockedError as err:
+            result = {"state": "busy", "message": str(err)}
         except Exception as err:
             result = {"state": "error", "message": str(err) or type(err).__name__}
         finally:
@@ -151,8 +154,10 @@ async def _fail_step(session_id: str, message: str) -> bool:
     app = _app()
     try:
         log = await asyncio.to_thread(app.store.open, session_id)
-        try:
-            log.append(END, {"state": "failed", "message": message[:500]})
+        try:  # claimed first: a driver still running the session stops at its next append
+            fenced = FencedLog(log, app.worker)
+            fenced.claim()
+            fenced.append(END, {"state": "failed", "message": message[:500]})
         finally:
             log.close()
     except Exception:

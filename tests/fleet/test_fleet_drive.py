@@ -342,3 +342,93 @@ def test_cli_usage_mistakes_are_usage_errors() -> None:
     assert STATE_NAMES == STATES
     assert CliRunner().invoke(main, ["sessions", ".", "--state", "waiting"]).exit_code == 2
     assert CliRunner().invoke(main, ["answer", ".", "s1", "rv_x"]).exit_code == 2
+
+
+def test_a_second_drive_in_the_process_of_a_live_turn_is_busy_not_a_spin() -> None:
+    """Driver A of this process awaits its model with the turn open; driver B (same process,
+    newer claim) cannot close A's live turn: it returns control as busy at once instead of
+    looping without ever yielding the event loop (which stopped A and every other session)."""
+    from fsm_stage.errors import LogLockedError
+
+    log = _log()
+    record_input(log, "message", "task: 1", input_id="in-1")
+    gate: asyncio.Event | None = None
+
+    class Slow(fleet_model.FleetModel):  # type: ignore[misc]
+        async def complete(self, request: Any, *, signal: Any) -> Any:
+            assert gate is not None
+            await gate.wait()
+            return await super().complete(request, signal=signal)
+
+    async def both() -> tuple[BaseException | None, object]:
+        nonlocal gate
+        gate = asyncio.Event()
+        a = asyncio.create_task(drive(log, graph=GRAPH, model=Slow(), tools=fleet_model.tools(), worker="A"))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        busy: BaseException | None = None
+        try:
+            await asyncio.wait_for(drive(log, graph=GRAPH, model=fleet_model.model(),
+                                         tools=fleet_model.tools(), worker="B"), 10)
+        except LogLockedError as exc:
+            busy = exc
+        gate.set()
+        return busy, (await asyncio.gather(a, return_exceptions=True))[0]
+
+    busy, first = asyncio.run(both())
+    assert busy is not None and "being run by another loop of this process" in str(busy)
+    assert isinstance(first, ClaimLostError)  # A's next append met B's claim
+    assert _run_to_end(log).state == "complete"  # the next drive closes A's turn and goes on
+
+
+def test_a_superseded_driver_tripping_on_the_newer_ones_events_reports_the_lost_claim(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver whose own checks fail on the newer driver's events (before any append of its
+    own is refused) ends with ``ClaimLostError``, not a session error the workflow would count
+    toward failing the run; an error with no newer claim stays what it was."""
+    log = _log()
+    record_input(log, "message", "task: 2", input_id="in-2")
+
+    class Tripping(fleet_model.FleetModel):  # type: ignore[misc]
+        async def complete(self, request: Any, *, signal: Any) -> Any:
+            FencedLog(log, "newer").claim()
+            raise ValueError("the step already has a reply")
+
+    with pytest.raises(ClaimLostError, match=r"superseded \(ValueError: the step already has a reply\)"):
+        asyncio.run(drive(log, graph=GRAPH, model=Tripping(), tools=fleet_model.tools(), worker="old"))
+
+    class Failing(fleet_model.FleetModel):  # type: ignore[misc]
+        async def complete(self, request: Any, *, signal: Any) -> Any:
+            raise ValueError("model down")
+
+    other = _log("s2")
+    record_input(other, "message", "task: 3", input_id="in-3")
+    with pytest.raises(ValueError, match="model down"):  # no newer claim: the error stands
+        asyncio.run(drive(other, graph=GRAPH, model=Failing(), tools=fleet_model.tools()))
+
+
+def test_failing_a_run_claims_first_so_a_running_driver_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fsm/fleet/end {failed}`` is written under a claim of its own: a driver still mid-turn
+    is refused at its next append instead of writing on after the end."""
+    pytest.importorskip("dbos")
+    from fsm_stage.fleet import workflows
+
+    log = _log()
+    running = FencedLog(log, "B")
+    running.claim()
+    running.append("turn/start", {"turn": 1})
+
+    class App:
+        worker = "failer"
+
+        class store:
+            @staticmethod
+            def open(_session: str) -> MemoryLog:
+                return log
+
+    monkeypatch.setattr(workflows, "_app", lambda: App)
+    step = getattr(workflows._fail_step, "__wrapped__", workflows._fail_step)
+    assert asyncio.run(step("s1", "8 errors in a row")) is True
+    assert [e.type for e in log.events][-2:] == [CLAIM, END]
+    with pytest.raises(ClaimLostError):
+        running.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})

@@ -388,7 +388,8 @@ class PostgresLog(Listening, LogBase):
                     locked = expect_last_seq is None and attempt > 0
                     evs = self._call(f"append of {len(specs)} event(s)",
                                      (lambda conn: self._write_locked(conn, specs, sent)) if locked else
-                                     (lambda conn: self._write(conn, specs, sent)), retry=False)
+                                     (lambda conn: self._write(conn, specs, sent, expect_last_seq)),
+                                     retry=False)
                 except DatabaseError as err:
                     if not err.transient or healed or not sent:
                         raise
@@ -453,10 +454,14 @@ class PostgresLog(Listening, LogBase):
         except psycopg.errors.TransactionRollback:  # deadlock / serialization: nothing written
             raise _SeqTakenSignal from None
 
-    def _write(self, conn: Any, specs: Sequence[NewEvent],
-               sent: list[tuple[list[int], list[str]]]) -> list[Event]:
+    def _write(self, conn: Any, specs: Sequence[NewEvent], sent: list[tuple[list[int], list[str]]],
+               expect_last_seq: int | None = None) -> list[Event]:
         """Check and insert the batch after the local end (its rows noted in ``sent`` first);
-        ``_SeqTakenSignal`` when that seq is taken."""
+        ``_SeqTakenSignal`` when that seq is taken, or when the local end is no longer
+        ``expect_last_seq`` (a reconnect reads the events written meanwhile: a conditional
+        append must not then land after them)."""
+        if expect_last_seq is not None and expect_last_seq != len(self._events) - 1:
+            raise _SeqTakenSignal
         evs = prepare_batch(
             specs,
             next_seq=len(self._events),

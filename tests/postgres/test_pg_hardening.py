@@ -252,3 +252,25 @@ def test_a_write_whose_connection_broke_but_committed_later_lands_once(own_clust
         blocker.close()
         admin.close()
         log.close()
+
+
+def test_a_conditional_append_stays_conditional_across_a_reconnect(own_cluster: TempCluster) -> None:
+    """A handle whose connection died reconnects on its next call and reads what was written
+    meanwhile; a conditional append made on the old end must then conflict, not land after it."""
+    from fsm_stage.errors import AppendConflictError
+
+    log = PostgresLog(own_cluster.dsn, "recond", create=_header("recond"))
+    other = PostgresLog(own_cluster.dsn, "recond")
+    log.append("fsm/note", {"n": 0})
+    other.refresh()
+    expect = log.last_seq
+    log._conn.close()  # dropped: the next call reconnects
+    other.append("fsm/note", {"n": "other"})
+    with pytest.raises(AppendConflictError):
+        log.append("fsm/note", {"n": 1}, expect_last_seq=expect)
+    log.refresh()
+    assert [e.data["n"] for e in log.events] == [0, "other"]
+    log.append("fsm/note", {"n": 1}, expect_last_seq=log.last_seq)  # decided again on the new end
+    assert [e.data["n"] for e in PostgresLog(own_cluster.dsn, "recond").events] == [0, "other", 1]
+    log.close()
+    other.close()

@@ -97,23 +97,23 @@ class FencedLog:
         and appended again (closing its turn, say) must be refused again, not let through."""
         if self.epoch is None:
             raise ClaimLostError(f"session {self.header.id!r}: this driver has not claimed it")
-        self._superseded_by = max(self._superseded_by, self._highest(self._checked))
-        self._checked = len(self._log)
-        if self._superseded_by > self.epoch:
+        if self._newest_claim() > self.epoch:
             raise ClaimLostError(f"session {self.header.id!r}: claim {self.epoch} of {self.worker!r} was "
                                  f"superseded by claim {self._superseded_by}; this driver stops")
 
+    def _newest_claim(self) -> int:
+        """The highest claim epoch in the log as read (each event scanned once)."""
+        self._superseded_by = max(self._superseded_by, self._highest(self._checked))
+        self._checked = len(self._log)
+        return self._superseded_by
+
     def superseded(self) -> bool:
         """Whether a newer claim than this driver's is in the log (after catching up); False
-        before ``claim()``. Never raises for the claim itself (``refresh`` may: the store's errors)."""
+        before ``claim()``. Raises what ``refresh`` raises (the store's errors)."""
         if self.epoch is None:
             return False
         self.refresh()
-        try:
-            self._check()
-        except ClaimLostError:
-            return True
-        return False
+        return self._newest_claim() > self.epoch
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append ``specs`` atomically if this driver still holds the claim (module docstring)."""

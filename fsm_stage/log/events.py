@@ -87,6 +87,11 @@ def _header_extra(_inst: object, attr: attrs.Attribute[Any], value: Any) -> None
         raise TypeError(f"SessionHeader.{attr.name} must be a mapping, got {type(value).__name__}")
 
 
+def wall_clock_ms() -> int:
+    """Current wall-clock time in integer epoch milliseconds."""
+    return int(_time.time() * 1000)
+
+
 #: ``SessionHeader.extra`` of a header without unmodelled keys (one shared read-only mapping).
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
@@ -102,7 +107,7 @@ class SessionHeader:
     read from a log keeps the logged value (0 when the line has none)."""
 
     id: str = attrs.field(validator=_header_id)
-    created_at: int = attrs.field(factory=lambda: wall_clock_ms(), validator=_header_count)
+    created_at: int = attrs.field(factory=wall_clock_ms, validator=_header_count)
     cwd: str | None = attrs.field(default=None, validator=_header_opt_str)
     delegation_depth: int = attrs.field(default=0, validator=_header_count)
     parent_session: str | None = attrs.field(default=None, validator=_header_opt_str)
@@ -271,11 +276,6 @@ def answered_call_id(ev: Event) -> str | None:
             if isinstance(block, Mapping) and isinstance(block.get("toolCallId"), str):
                 return str(block["toolCallId"])
     return None
-
-
-def wall_clock_ms() -> int:
-    """Current wall-clock time in integer epoch milliseconds."""
-    return int(_time.time() * 1000)
 
 
 def check_last_seq(expected: int | None, length: int) -> None:

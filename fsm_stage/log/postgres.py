@@ -378,10 +378,10 @@ class PostgresLog(Listening, LogBase):
             if not specs:
                 return []
             sent: list[tuple[list[int], list[str]]] = []  # the rows of each write attempt
-            healed = False
+            unsure: tuple[list[int], list[str]] | None = None  # the write whose connection broke
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 if expect_last_seq is not None and expect_last_seq != self.last_seq:
-                    if healed and (mine := self._landed_earlier(sent)) is not None:
+                    if unsure is not None and (mine := self._if_landed(unsure)) is not None:
                         return mine
                     raise AppendConflictError(expect_last_seq, self.last_seq)
                 try:  # optimistic first (one round trip); after a lost race, queue on the row lock
@@ -391,16 +391,16 @@ class PostgresLog(Listening, LogBase):
                                      (lambda conn: self._write(conn, specs, sent, expect_last_seq)),
                                      retry=False)
                 except DatabaseError as err:
-                    if not err.transient or healed or not sent:
+                    if not err.transient or unsure is not None or not sent:
                         raise
-                    healed = True  # one dropped connection (a server restart): did the batch land?
-                    if (mine := self._landed_earlier(sent)) is not None:
+                    unsure = sent[-1]  # one dropped connection (a server restart): did the batch land?
+                    if (mine := self._if_landed(unsure)) is not None:
                         return mine
                     self.refresh()
                     continue  # not written (yet): write again on the new connection
                 except _SeqTakenSignal:
                     self.refresh()
-                    if healed and (mine := self._landed_earlier(sent)) is not None:
+                    if unsure is not None and (mine := self._if_landed(unsure)) is not None:
                         return mine  # the write whose connection broke committed after all
                     if expect_last_seq is not None and expect_last_seq != self.last_seq:
                         raise AppendConflictError(expect_last_seq, self.last_seq) from None
@@ -414,19 +414,20 @@ class PostgresLog(Listening, LogBase):
                 return evs
             raise LogWriteError(f"{self.source}: append lost {MAX_APPEND_ATTEMPTS} races in a row; giving up")
 
-    def _landed_earlier(self, sent: list[tuple[list[int], list[str]]]) -> list[Event] | None:
-        """The events of a write attempt of this append stored exactly as sent, else None.
+    def _if_landed(self, attempt: tuple[list[int], list[str]]) -> list[Event] | None:
+        """The events of the write ``attempt`` (its seqs and lines) when it is stored exactly as
+        sent, else None.
 
         A write whose connection broke may still commit later: its server process can be
         waiting on a lock when the client gives up on it. It can only land at the seqs it was
         sent for, so once those seqs are taken (the retry's seq is taken, or the log moved past
-        the expected end) the attempts are asked again before anything is written elsewhere:
-        an append never lands twice."""
-        for seqs, lines in sent:
-            if self._landed(seqs, lines):
-                self.refresh()
-                return list(self._events[seqs[0]:seqs[0] + len(seqs)])
-        return None
+        the expected end) it is asked about again before anything is written elsewhere: an
+        append never lands twice."""
+        seqs, lines = attempt
+        if not self._landed(seqs, lines):
+            return None
+        self.refresh()
+        return list(self._events[seqs[0]:seqs[0] + len(seqs)])
 
     def _landed(self, seqs: list[int], lines: list[str]) -> bool:
         """Whether the rows of an unconfirmed write are stored exactly as sent (read again on a

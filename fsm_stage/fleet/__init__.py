@@ -2,7 +2,8 @@
 durable workflows schedule, lease, wake and recover (docs/fleet.md).
 
 ``drive`` takes one session to its next wait point; ``Store`` names where logs (and the DBOS
-database) live; ``record_input`` / ``list_sessions`` work without DBOS; ``fsm_stage.fleet.workflows``
+database) live; ``fsm_stage.fleet.inputs.record_input`` (a durable input: what a drive answers)
+and ``fsm_stage.fleet.listing.list_sessions`` work without DBOS; ``fsm_stage.fleet.workflows``
 (imported on first use, needs ``dbos``) runs sessions as DBOS workflows, ``fsm_stage.fleet.worker``
 is the ``fsm-stage worker`` process.
 """

@@ -1,15 +1,19 @@
 """File input/output shared by every layer: reading user-named input files and atomic writes.
 
 ``read_text_input`` turns every way a user-named file can be unreadable (missing, a directory,
-no permission, not UTF-8, binary) into a one-line ``UserError``. ``atomic_write`` replaces a
-file through a temporary sibling, fsync and ``os.replace`` so a reader never sees a half-written
-file; the new file gets the usual ``0o666 & ~umask`` permissions (``mkstemp`` alone gives 0600).
+no permission, not UTF-8, binary) into a one-line ``UserError``. ``atomic_write`` (by path) and
+``replace_at`` (in an open folder) replace a file through a temporary sibling, fsync and a
+rename so a reader never sees a half-written file; the new file gets the usual
+``0o666 & ~umask`` permissions. ``descend`` walks open folders name by name without resolving
+a path first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import secrets
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from fsm_stage.errors import InputFileError as InputFileError
@@ -51,32 +55,89 @@ def read_text_input(path: str | os.PathLike[str], *, what: str = "file") -> str:
         ) from None
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+_TMP_NAME_PREFIX = 200  # characters of the target's name kept in its temporary sibling's name
+_TMP_ATTEMPTS = 8
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically (temporary sibling, fsync, ``os.replace``).
+def replace_at(folder: int, name: str, data: bytes, *, mode: int | None = None,
+               sync_folder: bool = True) -> None:
+    """Replace the entry ``name`` of the open folder ``folder`` (a descriptor opened for reading,
+    not ``O_PATH``) with ``data`` atomically: a temporary sibling ``.<name>.<12 hex>.tmp``
+    (the name cut to 200 characters) is created exclusively and never through a symlink,
+    written whole, fsynced and renamed over ``name``; then the folder is fsynced when
+    ``sync_folder`` (so the name survives a crash; a filesystem that refuses fsync on folders
+    is let be). A reader sees the old or the new file, never part of one.
+
+    ``mode``: exact permission bits (``fchmod``); None gives ``0o666`` less the umask, applied
+    by the kernel (the process umask is never changed). Raises ``OSError``; the temporary file
+    is removed on every failure."""
+    base = f".{name[:_TMP_NAME_PREFIX]}."
+    for attempt in range(_TMP_ATTEMPTS):
+        tmp = base + secrets.token_hex(6) + ".tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666,
+                         dir_fd=folder)
+            break
+        except FileExistsError:
+            if attempt == _TMP_ATTEMPTS - 1:
+                raise
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    if sync_folder:
+        with contextlib.suppress(OSError):  # some filesystems refuse fsync on folders
+            os.fsync(folder)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None,
+                 sync_folder: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically (``replace_at`` in its folder: temporary
+    sibling, fsync, rename), also fsyncing the folder when ``sync_folder`` (a new file that must
+    survive a crash: a log, a backup taken before the original is cut).
 
     ``mode`` defaults to ``0o666 & ~umask``. The parent folder must exist. Raises ``OSError``
     (nothing is left behind: the temporary file is removed) — callers that write a user-named
     output turn it into a ``UserError`` with ``output_error``.
     """
     target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    fd = os.open(target.parent, _FOLDER_FLAGS)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, (0o666 & ~_umask()) if mode is None else mode)
-        os.replace(tmp, target)
+        replace_at(fd, target.name, data, mode=mode, sync_folder=sync_folder)
+    finally:
+        os.close(fd)
+
+
+def descend(folder: int, names: Iterable[str], enter: Callable[[int, str], int]) -> int:
+    """The descriptor of the folder reached from the open ``folder`` through ``names``, each
+    opened by ``enter(parent descriptor, name)`` relative to its parent (so a path is never
+    resolved first and opened later). ``folder`` is handed over: it and every folder passed
+    are closed, also when ``enter`` raises (the error propagates); the caller closes the
+    returned descriptor."""
+    fd = folder
+    try:
+        for name in names:
+            child = enter(fd, name)
+            os.close(fd)
+            fd = child
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        os.close(fd)
         raise
+    return fd
 
 
 def output_error(path: str | os.PathLike[str], err: OSError, *, what: str = "file") -> UserError:

@@ -22,7 +22,6 @@ import hashlib
 import os
 import posixpath
 import re
-import secrets
 import stat
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
@@ -31,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from fsm_stage.errors import HandoffPathError as HandoffPathError
+from fsm_stage.fileio import atomic_write, descend, replace_at
 
 __all__ = [
     "DEFAULT_HANDOFF_DIR",
@@ -214,8 +214,10 @@ class MemoryHandoffStore:
         return self.files.get(path)
 
 
-_TMP_NAME_PREFIX = 200
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+# folders a read only passes through are opened to search them (O_PATH where the system has
+# it): a folder the reader may pass but not list (mode 0711) stays passable, as for a path
+_SEARCH_FLAGS = _DIR_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -261,7 +263,7 @@ class LocalHandoffStore:
         try:
             shown = posixpath.join(shown, parts[-1])
             self._refuse_symlinked_file(fd, parts[-1], shown)
-            self._atomic_write(fd, parts[-1], data)
+            replace_at(fd, parts[-1], data)
         finally:
             os.close(fd)
         return posixpath.join(root, str(relative))
@@ -270,7 +272,7 @@ class LocalHandoffStore:
         """Read the document at ``cwd / relative`` back (UTF-8), through the same confined walk.
 
         Raises ``HandoffPathError`` for a symlinked folder or document (as ``write``),
-        ``FileNotFoundError`` when it does not exist.
+        ``FileNotFoundError`` when it does not exist. Folders need search permission only.
         """
         root = _root_for(cwd, self.default_root)
         parts = _check_relative(relative)
@@ -291,31 +293,31 @@ class LocalHandoffStore:
 
     @staticmethod
     def _open_folders(root: str, names: tuple[str, ...], *, create: bool) -> tuple[int, str]:
-        """Descriptor of ``root/names…`` (left open) and its shown path; see ``write``."""
+        """Descriptor of ``root/names…`` (left open) and its shown path; see ``write``. A
+        write (``create``) opens the folders for reading (the last one is fsynced), a read
+        for searching only."""
+        flags = _DIR_FLAGS if create else _SEARCH_FLAGS
         try:
-            fd = os.open(root, _DIR_FLAGS)
+            fd = os.open(root, flags)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR:
                 raise HandoffPathError(f"session cwd {root!r} is not a folder") from exc
             raise HandoffPathError(f"session cwd {root!r} does not exist or is not reachable") from exc
-        shown = root
-        try:
-            for name in names:
-                shown = posixpath.join(shown, name)
-                child = LocalHandoffStore._enter(fd, name, shown, create=create)
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, shown
+        shown = [root]
+
+        def enter(parent: int, name: str) -> int:
+            shown[0] = posixpath.join(shown[0], name)
+            return LocalHandoffStore._enter(parent, name, shown[0], create=create, flags=flags)
+
+        return descend(fd, names, enter), shown[0]
 
     @staticmethod
-    def _enter(parent: int, name: str, shown: str, *, create: bool) -> int:
-        """Open folder ``name`` under ``parent`` without following a symlink (creating it)."""
+    def _enter(parent: int, name: str, shown: str, *, create: bool, flags: int) -> int:
+        """Open folder ``name`` under ``parent`` with ``flags`` without following a symlink
+        (creating it when ``create``)."""
         for _attempt in range(3):
             try:
-                return os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=parent)
+                return os.open(name, flags | _NOFOLLOW, dir_fd=parent)
             except FileNotFoundError:
                 if not create:
                     raise
@@ -348,40 +350,13 @@ class LocalHandoffStore:
         if not stat.S_ISREG(st.st_mode):
             raise HandoffPathError(f"handoff document {shown!r} exists and is not a regular file")
 
-    @staticmethod
-    def _atomic_write(dir_fd: int, name: str, data: bytes) -> None:
-        # Bounded, so a document whose own name fits in a file name can be written.
-        tmp = f".{name[:_TMP_NAME_PREFIX]}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                     0o644, dir_fd=dir_fd)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-        with suppress(OSError):  # some filesystems refuse fsync on folders
-            os.fsync(dir_fd)
-
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically: temp file in the same folder, fsync,
-    ``os.replace``, folder fsync. Hard links to the old file keep the old content. The folder
-    must exist; ``OSError`` propagates and no temporary file is left behind."""
-    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
-    fd = os.open(folder, _DIR_FLAGS)
-    try:
-        LocalHandoffStore._atomic_write(fd, name, _utf8(text, os.fspath(path)))
-    finally:
-        os.close(fd)
+    """Replace ``path`` with ``text`` (UTF-8) atomically: ``fileio.atomic_write`` with the
+    folder fsynced. Hard links to the old file keep the old content. The folder must exist;
+    ``OSError`` propagates and no temporary file is left behind; ``HandoffPathError`` when
+    ``text`` is not UTF-8 encodable (a lone surrogate)."""
+    atomic_write(path, _utf8(text, os.fspath(path)), sync_folder=True)
 
 
 def read_handoff(path: str | os.PathLike[str]) -> str:

@@ -61,3 +61,79 @@ def test_atomic_write_into_missing_folder_leaves_nothing_and_maps_to_user_error(
     assert isinstance(err, UserError)
     assert str(err) == f"{p}: cannot write diagram: folder {p.parent} does not exist"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_leaves_the_process_umask_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permissions come from the kernel applying the umask at creation: the process umask is
+    never set to 0 and back, which another thread creating a file meanwhile would inherit."""
+    def no_umask(mask: int) -> int:
+        raise AssertionError("os.umask was called")
+
+    old_mask = os.umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", no_umask)
+        atomic_write(tmp_path / "a.txt", b"a")
+    finally:
+        monkeypatch.undo()
+        os.umask(old_mask)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o640
+
+
+def test_atomic_write_with_an_explicit_mode_sets_it_exactly(tmp_path: Path) -> None:
+    old_mask = os.umask(0o077)
+    try:
+        atomic_write(tmp_path / "a.txt", b"a", mode=0o664)
+    finally:
+        os.umask(old_mask)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o664
+
+
+def test_atomic_write_takes_the_longest_file_name(tmp_path: Path) -> None:
+    """The temporary sibling's name is bounded, so any name the folder takes can be written."""
+    name = "n" * 255
+    atomic_write(tmp_path / name, b"x")
+    assert (tmp_path / name).read_bytes() == b"x"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_atomic_write_never_writes_through_a_planted_temporary_symlink(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The temporary sibling is created exclusively: a name taken meanwhile (here a symlink
+    planted under the first name tried) is skipped, never followed or overwritten."""
+    import secrets
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    names = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(names))
+    (tmp_path / ".out.txt.aaaaaaaaaaaa.tmp").symlink_to(outside)
+    atomic_write(tmp_path / "out.txt", b"new")
+    assert (tmp_path / "out.txt").read_bytes() == b"new"
+    assert outside.read_text() == "keep"
+
+
+@pytest.mark.parametrize("sync_folder", [False, True])
+def test_atomic_write_syncs_the_file_and_the_folder_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync_folder: bool) -> None:
+    """The file's data is always fsynced before the rename; the folder (so the new name
+    survives a crash) only with ``sync_folder=True``."""
+    import stat
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    atomic_write(tmp_path / "out.txt", b"x", sync_folder=sync_folder)
+    assert synced == (["file", "folder"] if sync_folder else ["file"])
+
+
+def test_atomic_write_failure_leaves_no_temporary_file(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "inside").write_text("x")  # a non-empty folder cannot be replaced
+    with pytest.raises(OSError):
+        atomic_write(tmp_path / "taken", b"x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]

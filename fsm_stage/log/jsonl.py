@@ -193,10 +193,8 @@ class JsonlLog(LogBase):
                 raise LogFormatError(f"{self.path}: no such session log (create one with "
                                      "open_log(path, create=SessionHeader(...)))")
             line = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-            atomic_write(self.path, line)
-            # the one addition to ``atomic_write``: fsync the folder so the new file's name is
-            # durable too (a log must survive a crash right after it was created)
-            _fsync_dir(self.path.parent)
+            # the folder is fsynced too: a log must survive a crash right after it was created
+            atomic_write(self.path, line, sync_folder=True)
             self._fd = self._open_locked()
             self._header = header
             self._events: list[Event] = []
@@ -306,7 +304,7 @@ class JsonlLog(LogBase):
                 backup = _drop_line(p, data, start, end)
             else:
                 backup = _backup_path(p, "damaged")
-                atomic_write(backup, data[start:])
+                atomic_write(backup, data[start:], sync_folder=True)  # saved before the cut
                 os.ftruncate(fd, start)
                 os.fsync(fd)
         except OSError as err:
@@ -484,9 +482,8 @@ def _drop_line(path: Path, data: bytes, start: int, end: int) -> Path:
     the line is saved (fsynced) to a new ``<log>.damaged-<ms>`` first, then the rest is written
     as a new file under the name (the damaged one stays under other links). Returns the backup."""
     backup = _backup_path(path, "damaged")
-    atomic_write(backup, data[start:end])
-    atomic_write(path, data[:start] + data[end:])
-    _fsync_dir(path.parent)
+    atomic_write(backup, data[start:end], sync_folder=True)
+    atomic_write(path, data[:start] + data[end:], sync_folder=True)
     return backup
 
 
@@ -542,14 +539,5 @@ def _save_tail(path: Path, offset: int) -> Path:
         fh.seek(offset)
         tail = fh.read()
     backup = _backup_path(path, "torn")
-    atomic_write(backup, tail)
+    atomic_write(backup, tail, sync_folder=True)
     return backup
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -10,6 +10,7 @@ import errno
 import os
 import stat
 
+from fsm_stage.fileio import descend
 from fsm_stage.runtime.session import Session
 
 __all__ = ["MAX_HANDOFF_BYTES", "read_handoff_document"]
@@ -88,13 +89,10 @@ def _open_inside(cwd: str, path: str, flags: int) -> int:
         raise OSError(errno.ELOOP, f"{path}: too many levels of symbolic links") from None
     if os.path.commonpath([root, real]) != root:
         raise PermissionError(f"{path} is outside the session cwd {cwd}")
-    folder = os.open(root, _DIR_FLAGS & ~_NOFOLLOW)
+    parts = os.path.relpath(real, root).split(os.sep) if real != root else []
+    folder = descend(os.open(root, _DIR_FLAGS & ~_NOFOLLOW), parts,
+                     lambda parent, part: os.open(part, _DIR_FLAGS, dir_fd=parent))
     try:
-        if real != root:
-            for part in os.path.relpath(real, root).split(os.sep):
-                inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
-                os.close(folder)
-                folder = inner
         return os.open(name, flags, dir_fd=folder)
     finally:
         os.close(folder)

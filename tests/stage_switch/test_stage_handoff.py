@@ -325,3 +325,32 @@ def test_local_store_writes_a_small_handoff_inline_and_a_large_one_in_a_thread(
         assert calls == expected_calls
         written = list(cwd.rglob("beta.md"))
         assert len(written) == 1 and written[0].read_text(encoding="utf-8") == text
+
+
+def test_local_store_reads_through_folders_it_may_search_but_not_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LocalHandoffStore.read`` opens the cwd and each folder to search it only (``O_PATH``),
+    as an open by path would: a folder of mode 0711 stays passable. A write opens them for
+    reading, since the document's folder is fsynced after the rename."""
+    if not hasattr(os, "O_PATH"):
+        pytest.skip("this system has no O_PATH")
+    store = LocalHandoffStore()
+    relative = PurePosixPath("handoff/s1/beta.md")
+    store.write(relative, "text", cwd=str(tmp_path))
+    flags_of: dict[str, list[int]] = {}
+    real_open = os.open
+
+    def recording_open(name: str, flags: int, *args: object, **kwargs: object) -> int:
+        flags_of.setdefault(os.path.basename(str(name)), []).append(flags)
+        return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", recording_open)
+    assert store.read(relative, cwd=str(tmp_path)) == "text"
+    assert all(flags_of[name] == [flags_of[name][0]] and flags_of[name][0] & os.O_PATH
+               for name in (tmp_path.name, "handoff", "s1"))
+    assert not flags_of["beta.md"][0] & os.O_PATH
+    flags_of.clear()
+    store.write(relative, "new", cwd=str(tmp_path))
+    assert not any(f & os.O_PATH for name in (tmp_path.name, "handoff", "s1") for f in flags_of[name])
+    monkeypatch.undo()
+    assert store.read(relative, cwd=str(tmp_path)) == "new"

@@ -30,6 +30,10 @@ class Row:
     status: str = MISSING
     details: list[str] = attrs.field(factory=list)
 
+    def measured(self, ours: str, baseline: str, ratio: str, *, ok: bool) -> None:
+        """Fill the row's figures and its status (``pass`` when ``ok``, else ``MISS``)."""
+        self.ours, self.baseline, self.ratio, self.status = ours, baseline, ratio, _status(ok)
+
 
 def _us(s: float) -> str:
     return f"{s * 1e6:,.1f} µs" if s < 1e-3 else f"{s * 1e3:,.2f} ms"
@@ -202,10 +206,10 @@ def rows_compile(r: dict[str, Any] | None, err: str | None, machine_s: float | N
     row.ours = _ms(total)
     inter = r.get("interleaved")
     if isinstance(inter, dict):
-        row.ours = _ms(inter["total_s"])
-        row.baseline = _ms(inter["machine_s"])
-        row.ratio = f"{inter['ratio']:,.2f}x"
-        row.status = _status(inter["ratio"] <= 2.5)
+        row.measured(_ms(inter["total_s"]),
+                     _ms(inter["machine_s"]),
+                     f"{inter['ratio']:,.2f}x",
+                     ok=inter["ratio"] <= 2.5)
         row.details.append(f"baseline interleaved with ours in the same process, {inter['repeat']} rounds: "
                            f"load + validate + compile {_ms(inter['total_s'])}, bare `transitions.Machine` "
                            f"{_ms(inter['machine_s'])}, median same-round ratio {inter['ratio']:.2f}x; "
@@ -284,14 +288,13 @@ def row_state(r: dict[str, Any] | None, err: str | None) -> Row:
               "in the full run): CPU and peak RSS vs a process running a bare `json.loads` loop over the "
               "same file", target="≤ 2x bare CPU and ≤ 100 MB peak")
     if r is None or "state" not in r:
-        _not_measured(row, "bench_cli", err if r is None else r.get("state_skipped", err))
-        return row
+        return _not_measured(row, "bench_cli", err if r is None else r.get("state_skipped", err))
     x = r["state"]
     at = "" if x["events"] >= 1_000_000 else f" (at {x['events']:,} events: no 1M log in this run)"
-    row.ours = f"{x['state_cpu_s']:.2f} s CPU, {_mb(x['state_rss_b'])} peak"
-    row.baseline = f"{x['bare_cpu_s']:.2f} s CPU, {_mb(x['bare_rss_b'])} peak"
-    row.ratio = f"{x['cpu_ratio']:.2f}x CPU" + at
-    row.status = _status(x["cpu_ratio"] <= 2.0 and x["state_rss_b"] <= 100e6)
+    row.measured(f"{x['state_cpu_s']:.2f} s CPU, {_mb(x['state_rss_b'])} peak",
+                 f"{x['bare_cpu_s']:.2f} s CPU, {_mb(x['bare_rss_b'])} peak",
+                 f"{x['cpu_ratio']:.2f}x CPU" + at,
+                 ok=x["cpu_ratio"] <= 2.0 and x["state_rss_b"] <= 100e6)
     mix = x["mix"]
     row.details.append(f"log: {x['events']:,} events on {x['lines']:,} lines ({x['bytes'] / 1e6:,.1f} MB); "
                        f"one pass over the recordings holds {mix['events']:,} events on "
@@ -311,8 +314,7 @@ def row_simulate(r: dict[str, Any] | None, err: str | None) -> Row:
               "time and peak memory ratios",
               target="time ratio ≤ 4.5 at each size; memory linear (ratio ≤ 5)")
     if r is None or "simulate" not in r:
-        _not_measured(row, "bench_cli", err)
-        return row
+        return _not_measured(row, "bench_cli", err)
     runs = [r["simulate"], *([r["simulate_large"]] if isinstance(r.get("simulate_large"), dict) else [])]
     last = runs[-1]
     row.ours = f"{last['large_s']:.2f} s, {_mb(last['large_peak_b'])} ({last['large_turns']} turns)"
@@ -338,12 +340,9 @@ def row_startup(r: dict[str, Any] | None, err: str | None) -> Row:
     row = Row(9, "CLI start-up", "`fsm-stage --help` (the console script's code) vs `python -c pass`, "
               "wall time of fresh processes", target="≤ 10x `python -c pass`")
     if r is None or "startup" not in r:
-        _not_measured(row, "bench_cli", err)
-        return row
+        return _not_measured(row, "bench_cli", err)
     x = r["startup"]
-    row.ours, row.baseline = _ms(x["help_s"]), _ms(x["pass_s"])
-    row.ratio = f"{x['ratio']:.1f}x"
-    row.status = _status(x["ratio"] <= 10.0)
+    row.measured(_ms(x["help_s"]), _ms(x["pass_s"]), f"{x['ratio']:.1f}x", ok=x["ratio"] <= 10.0)
     row.details.append(f"medians of {x['repeat']} interleaved runs; `--help` loads {x['fsm_stage_modules']} "
                        f"fsm_stage modules ({x['modules']} modules in all): the command list comes from "
                        "a static table, no command module is imported")
@@ -380,10 +379,10 @@ def row_review_fold(r: dict[str, Any] | None, err: str | None) -> Row:
               "review per review event ~64x", target="≤ 10x")
     if r is None:
         return _not_measured(row, "bench_reviews", err)
-    row.ours = _ms(r["state_big_s"])
-    row.baseline = _ms(r["state_small_s"])
-    row.ratio = f"{r['state_ratio']:.1f}x"
-    row.status = _status(r["state_ratio"] <= 10)
+    row.measured(_ms(r["state_big_s"]),
+                 _ms(r["state_small_s"]),
+                 f"{r['state_ratio']:.1f}x",
+                 ok=r["state_ratio"] <= 10)
     row.details.append(f"{r['reviews_big']:,} vs {r['reviews_small']:,} reviews, medians")
     return row
 
@@ -395,10 +394,10 @@ def row_session_length(r: dict[str, Any] | None, err: str | None) -> Row:
               "(interleaved windows)", target="ratio within 0.8–1.2")
     if r is None:
         return _not_measured(row, "bench_reviews", err)
-    row.ours = _us(r["long_s"])
-    row.baseline = _us(r["short_s"])
-    row.ratio = f"{r['length_ratio']:.2f}x"
-    row.status = _status(0.8 <= r["length_ratio"] <= 1.2)
+    row.measured(_us(r["long_s"]),
+                 _us(r["short_s"]),
+                 f"{r['length_ratio']:.2f}x",
+                 ok=0.8 <= r["length_ratio"] <= 1.2)
     row.details.append(f"after {r['long']:,} vs {r['short']:,} transitions ({r['events_long']:,} events), "
                        f"windows of {r['window']}, medians of the per-round ratios")
     return row
@@ -411,8 +410,7 @@ def row_observe(r: dict[str, Any] | None, err: str | None) -> Row:
               target="≤ 1.10x no hook")
     if r is None:
         return _not_measured(row, "bench_observe", err)
-    row.ours, row.baseline = _us(r["on_s"]), _us(r["off_s"])
-    row.ratio, row.status = f"{r['ratio']:.2f}x", _status(r["ratio"] <= 1.10)
+    row.measured(_us(r["on_s"]), _us(r["off_s"]), f"{r['ratio']:.2f}x", ok=r["ratio"] <= 1.10)
     if "proxy_ratio" in r:
         row.details.append(f"with `opentelemetry.trace` imported but no tracer provider configured: "
                            f"{_us(r['proxy_on_s'])} vs {_us(r['proxy_off_s'])} = {r['proxy_ratio']:.2f}x")
@@ -485,9 +483,10 @@ def row_pg_scaling(r: dict[str, Any] | None, err: str | None) -> Row:
     if r is None or "distinct" not in r:
         return _not_measured(row, "bench_postgres", err)
     d = {x["workers"]: x for x in r["distinct"]}
-    row.ours, row.baseline = f"{d[2]['events_per_s']:,.0f} ev/s (2)", f"{d[1]['events_per_s']:,.0f} ev/s (1)"
-    row.ratio = f"{r['distinct_scaling_2']:.2f}x"
-    row.status = _status(r["distinct_scaling_2"] >= 1.8)
+    row.measured(f"{d[2]['events_per_s']:,.0f} ev/s (2)",
+                 f"{d[1]['events_per_s']:,.0f} ev/s (1)",
+                 f"{r['distinct_scaling_2']:.2f}x",
+                 ok=r["distinct_scaling_2"] >= 1.8)
     row.details.append("distinct sessions (the median run of each; 4 and 8 workers one run each): "
                        + ", ".join(f"{w} worker(s) {x['events_per_s']:,.0f} ev/s"
                                    for w, x in sorted(d.items())))
@@ -519,10 +518,10 @@ def row_pg_statements(r: dict[str, Any] | None, err: str | None) -> Row:
     if r is None or "statements" not in r:
         return _not_measured(row, "bench_postgres", err)
     x = r["statements"]
-    row.ours = f"{x['other']:.0f} besides the appends"
-    row.baseline = f"{x['appends']:.0f} appends"
-    row.ratio = f"{x['total']:.0f} statements in all"
-    row.status = _status(x["other"] <= 3)
+    row.measured(f"{x['other']:.0f} besides the appends",
+                 f"{x['appends']:.0f} appends",
+                 f"{x['total']:.0f} statements in all",
+                 ok=x["other"] <= 3)
     row.details.append(f"medians over {x['steps']} reviewed transitions on one session; the first step: "
                        f"{x['first_step']}")
     return row
@@ -536,10 +535,10 @@ def row_inbox_pg(r: dict[str, Any] | None, err: str | None) -> Row:
     if r is None or "postgres" not in r:
         return _not_measured(row, "bench_inbox", err if r is None else r.get("postgres_error"))
     pg, js = r["postgres"], r["jsonl"]
-    row.ours = f"cold {_ms(pg['cold_s'])}, warm {_ms(pg['warm_s'])}"
-    row.baseline = f"JSONL cold {_ms(js['cold_s'])}, warm {_ms(js['warm_s'])}"
-    row.ratio = f"{pg['cold_s'] / js['cold_s']:.2f}x JSONL (cold)"
-    row.status = _status(max(pg["cold_s"], pg["warm_s"]) < 1.0)
+    row.measured(f"cold {_ms(pg['cold_s'])}, warm {_ms(pg['warm_s'])}",
+                 f"JSONL cold {_ms(js['cold_s'])}, warm {_ms(js['warm_s'])}",
+                 f"{pg['cold_s'] / js['cold_s']:.2f}x JSONL (cold)",
+                 ok=max(pg["cold_s"], pg["warm_s"]) < 1.0)
     row.details.append(f"{r['sessions']:,} sessions, one open stage review each; through Starlette's "
                        "TestClient (rendering included); warm: median of 5. PostgreSQL reads only the review "
                        "rows of the sessions whose last seq moved, in one query (`inbox/_pg_queue.py`)")
@@ -554,10 +553,10 @@ def row_pg_open(r: dict[str, Any] | None, err: str | None) -> Row:
     x = None if r is None else r.get("open")
     if x is None:
         return _not_measured(row, "bench_postgres", err)
-    row.ours = f"{_ms(x['big_s'])} ({x['sizes'][1]:,} events)"
-    row.baseline = f"{_ms(x['small_s'])} ({x['sizes'][0]:,} events)"
-    row.ratio = f"{x['ratio']:.2f}x"
-    row.status = _status(x["ratio"] <= 2.0)
+    row.measured(f"{_ms(x['big_s'])} ({x['sizes'][1]:,} events)",
+                 f"{_ms(x['small_s'])} ({x['sizes'][0]:,} events)",
+                 f"{x['ratio']:.2f}x",
+                 ok=x["ratio"] <= 2.0)
     row.details.append(f"medians of {x['repeat']} interleaved opens (connection included); the long session "
                        f"once open holds {x['big_events_held']:,} events, {_mb(x['big_bytes_held'])} "
                        f"({x['big_note']})")

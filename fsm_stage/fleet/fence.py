@@ -67,44 +67,48 @@ class FencedLog:
         refresh = getattr(self._log, "refresh", None)
         return int(refresh()) if callable(refresh) else 0
 
-    def _highest(self, start: int) -> int:
+    def _highest(self, start: int) -> tuple[int, int]:
+        """``(highest claim epoch, end)`` of the events from ``start`` to ``end``, the end of
+        the copy scanned (events another thread appends meanwhile are left for the next scan)."""
         top = 0
-        events = self._log.events
-        for ev in events[start:]:
+        scanned = self._log.events[start:]
+        for ev in scanned:
             if ev.type == CLAIM and isinstance(ev.data, Mapping) and isinstance(ev.data.get("epoch"), int):
                 top = max(top, ev.data["epoch"])
-        return top
+        return top, start + len(scanned)
 
     def claim(self) -> int:
         """Append this driver's claim (epoch one above the log's highest); returns the epoch.
         Raises ``LogWriteError`` when other writers kept winning the race."""
         for _ in range(_ATTEMPTS):
             self.refresh()
-            epoch = self._highest(0) + 1
-            try:
-                self._log.append(CLAIM, {"epoch": epoch, "worker": self.worker},
-                                 expect_last_seq=len(self._log) - 1)
+            top, end = self._highest(0)
+            epoch = top + 1
+            try:  # conditional on the end scanned: nothing unseen lies before the claim
+                self._log.append(CLAIM, {"epoch": epoch, "worker": self.worker}, expect_last_seq=end - 1)
             except AppendConflictError:
                 continue
             self.epoch = epoch
-            self._checked = len(self._log)
+            self._checked = end + 1
             return epoch
         raise LogWriteError(f"session {self.header.id!r}: could not claim it: other writers kept appending")
 
-    def _check(self) -> None:
-        """Raise ``ClaimLostError`` unless this driver's claim is the newest. A lost claim stays
-        lost: the events scanned once are not scanned again, so a caller that caught the error
-        and appended again (closing its turn, say) must be refused again, not let through."""
+    def _check(self) -> int:
+        """Raise ``ClaimLostError`` unless this driver's claim is the newest; returns how many
+        events were checked (an append is conditional on that end). A lost claim stays lost: the
+        events scanned once are not scanned again, so a caller that caught the error and
+        appended again (closing its turn, say) must be refused again, not let through."""
         if self.epoch is None:
             raise ClaimLostError(f"session {self.header.id!r}: this driver has not claimed it")
         if self._newest_claim() > self.epoch:
             raise ClaimLostError(f"session {self.header.id!r}: claim {self.epoch} of {self.worker!r} was "
                                  f"superseded by claim {self._superseded_by}; this driver stops")
+        return self._checked
 
     def _newest_claim(self) -> int:
         """The highest claim epoch in the log as read (each event scanned once)."""
-        self._superseded_by = max(self._superseded_by, self._highest(self._checked))
-        self._checked = len(self._log)
+        top, self._checked = self._highest(self._checked)
+        self._superseded_by = max(self._superseded_by, top)
         return self._superseded_by
 
     def superseded(self) -> bool:
@@ -119,11 +123,15 @@ class FencedLog:
         """Append ``specs`` atomically if this driver still holds the claim (module docstring)."""
         for _ in range(_ATTEMPTS):
             self.refresh()
-            self._check()
+            end = self._check()
             if expect_last_seq is not None:
+                if expect_last_seq >= end:  # events read meanwhile (another thread's refresh)
+                    end = self._check()
+                if expect_last_seq >= end:  # the caller expects events this fence has not checked
+                    raise AppendConflictError(expect_last_seq, end - 1)
                 return self._log.append_many(specs, expect_last_seq=expect_last_seq)  # type: ignore[no-any-return]
-            try:
-                return self._log.append_many(specs, expect_last_seq=len(self._log) - 1)  # type: ignore[no-any-return]
+            try:  # conditional on the end checked: a claim appended since makes it conflict
+                return self._log.append_many(specs, expect_last_seq=end - 1)  # type: ignore[no-any-return]
             except AppendConflictError:
                 continue
         raise LogWriteError(f"session {self.header.id!r}: append kept conflicting with other writers")

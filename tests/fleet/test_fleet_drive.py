@@ -139,6 +139,63 @@ def test_a_driver_that_lost_its_claim_cannot_write() -> None:
         FencedLog(log, "unclaimed").append("fsm/note", {})
 
 
+class _ClaimAfterScan:
+    """A log whose next read of ``events`` (armed by ``arm``) hands out the events as they were,
+    then lets a newer driver's claim land: what another thread's refresh does between a fence's
+    scan for claims and its append."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        self.log, self.armed = log, False
+
+    def arm(self) -> None:
+        self.armed = True
+
+    @property
+    def events(self) -> Any:
+        seen = list(self.log.events)
+        if self.armed:
+            self.armed = False
+            self.log.append("fsm/fleet/claim", {"epoch": 99, "worker": "other"})
+        return seen
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.log, name)
+
+    def __len__(self) -> int:
+        return len(self.log)
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_a_claim_landing_between_the_fences_scan_and_its_append_stops_the_driver(conditional: bool) -> None:
+    """The fence's append is conditional on the end it checked for claims (not on the log's
+    end read afterwards), so a claim that lands after the scan makes it conflict; the retry
+    scans that claim and refuses. A caller's own ``expect_last_seq`` past the checked end is
+    checked first."""
+    log = _log()
+    racing = _ClaimAfterScan(log)
+    fence = FencedLog(racing, "old")
+    assert fence.claim() == 1
+    racing.arm()
+    with pytest.raises(ClaimLostError, match="superseded by claim 99"):
+        if conditional:
+            fence.append_many([NewEvent("fsm/note", {"n": 1})], expect_last_seq=len(log.events))
+        else:
+            fence.append("fsm/note", {"n": 1})
+    assert [e.type for e in log.events][-1] == "fsm/fleet/claim"  # nothing written after it
+
+
+def test_a_claim_landing_while_the_fence_claims_is_outbid_not_skipped() -> None:
+    """``claim()`` appends conditionally on the end it scanned for the highest epoch: a claim
+    landing after the scan makes it conflict, and the retry claims above it."""
+    log = _log()
+    racing = _ClaimAfterScan(log)
+    racing.arm()
+    fence = FencedLog(racing, "new")
+    assert fence.claim() == 100
+    fence.append("fsm/note", {"n": 1})
+    assert [e.data.get("epoch") for e in log.events if e.type == "fsm/fleet/claim"] == [99, 100]
+
+
 def _finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: int) -> tuple[MemoryLog, Path]:
     """A session given ``task: N`` (input ``in-N``) and driven to its end, every review approved;
     the host tool's effects are recorded in ``tmp_path/effects.jsonl`` (returned too)."""

@@ -57,19 +57,25 @@ def read_text_input(path: str | os.PathLike[str], *, what: str = "file") -> str:
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+"""``os.open`` flags of a folder opened for reading (listing it, fsync)."""
+SEARCH_FLAGS = FOLDER_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
+"""``os.open`` flags of a folder opened only to open, create or rename names in it (``O_PATH``
+where the system has it): that needs search (and write) permission only, as by path, so a
+folder of mode 0711 stays passable."""
 _TMP_NAME_PREFIX = 200  # characters of the target's name kept in its temporary sibling's name
 _TMP_ATTEMPTS = 8
 
 
 def replace_at(folder: int, name: str, data: bytes, *, mode: int | None = None,
                sync_folder: bool = True) -> None:
-    """Replace the entry ``name`` of the open folder ``folder`` (a descriptor opened for reading,
-    not ``O_PATH``) with ``data`` atomically: a temporary sibling ``.<name>.<12 hex>.tmp``
-    (the name cut to 200 characters) is created exclusively and never through a symlink,
-    written whole, fsynced and renamed over ``name``; then the folder is fsynced when
-    ``sync_folder`` (so the name survives a crash; a filesystem that refuses fsync on folders
-    is let be). A reader sees the old or the new file, never part of one.
+    """Replace the entry ``name`` of the open folder ``folder`` with ``data`` atomically: a
+    temporary sibling ``.<name>.<12 hex>.tmp`` (the name cut to 200 characters) is created
+    exclusively and never through a symlink, written whole, fsynced and renamed over ``name``;
+    then the folder is fsynced when ``sync_folder`` (so the name survives a crash; that needs
+    ``folder`` opened with ``FOLDER_FLAGS``; a folder opened with ``SEARCH_FLAGS``, or a
+    filesystem that refuses fsync on folders, is let be). A reader sees the old or the new
+    file, never part of one.
 
     ``mode``: exact permission bits (``fchmod``); None gives ``0o666`` less the umask, applied
     by the kernel (the process umask is never changed). Raises ``OSError``; the temporary file
@@ -115,7 +121,12 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
     output turn it into a ``UserError`` with ``output_error``.
     """
     target = Path(path)
-    fd = os.open(target.parent, _FOLDER_FLAGS)
+    fd = -1
+    if sync_folder:
+        with contextlib.suppress(PermissionError):  # a folder one may write in but not list:
+            fd = os.open(target.parent, FOLDER_FLAGS)  # its fsync is refused, and let be
+    if fd == -1:
+        fd = os.open(target.parent, SEARCH_FLAGS)
     try:
         replace_at(fd, target.name, data, mode=mode, sync_folder=sync_folder)
     finally:

@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from fsm_stage.errors import HandoffPathError as HandoffPathError
-from fsm_stage.fileio import atomic_write, descend, replace_at
+from fsm_stage.fileio import FOLDER_FLAGS, SEARCH_FLAGS, atomic_write, descend, replace_at
 
 __all__ = [
     "DEFAULT_HANDOFF_DIR",
@@ -214,10 +214,6 @@ class MemoryHandoffStore:
         return self.files.get(path)
 
 
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-# folders a read only passes through are opened to search them (O_PATH where the system has
-# it): a folder the reader may pass but not list (mode 0711) stays passable, as for a path
-_SEARCH_FLAGS = _DIR_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -296,7 +292,7 @@ class LocalHandoffStore:
         """Descriptor of ``root/names…`` (left open) and its shown path; see ``write``. A
         write (``create``) opens the folders for reading (the last one is fsynced), a read
         for searching only."""
-        flags = _DIR_FLAGS if create else _SEARCH_FLAGS
+        flags = FOLDER_FLAGS if create else SEARCH_FLAGS
         try:
             fd = os.open(root, flags)
         except OSError as exc:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from unprivileged import as_nobody
 
 from fsm_stage.errors import UserError
 from fsm_stage.fileio import InputFileError, atomic_write, output_error, read_text_input
@@ -137,3 +138,29 @@ def test_atomic_write_failure_leaves_no_temporary_file(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         atomic_write(tmp_path / "taken", b"x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+@pytest.mark.parametrize("sync_folder", [False, True])
+def test_atomic_write_into_a_folder_one_may_write_in_but_not_list(sync_folder: bool) -> None:
+    """Writing a file by path needs write and search permission on its folder, not read
+    permission; so does ``atomic_write`` (the folder's own fsync is then let be)."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="fsm-fileio-"))  # not under pytest's 0700 folders
+    drop = top / "drop"
+    try:
+        drop.mkdir()
+        top.chmod(0o711)
+        drop.chmod(0o333)  # write + search for everyone, no read (root ignores it)
+        def write() -> str:
+            atomic_write(drop / "out.txt", b"x", sync_folder=sync_folder)
+            return "written"
+
+        assert as_nobody(write) == "ok:written"
+        drop.chmod(0o755)
+        assert (drop / "out.txt").read_bytes() == b"x"
+        assert [p.name for p in drop.iterdir()] == ["out.txt"]
+    finally:
+        drop.chmod(0o755)
+        shutil.rmtree(top)

@@ -10,7 +10,7 @@ import errno
 import os
 import stat
 
-from fsm_stage.fileio import descend
+from fsm_stage.fileio import SEARCH_FLAGS, descend
 from fsm_stage.runtime.session import Session
 
 __all__ = ["MAX_HANDOFF_BYTES", "read_handoff_document"]
@@ -20,9 +20,8 @@ MAX_HANDOFF_BYTES = 4 * 1024 * 1024
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# folders are opened to search them only (O_PATH where the system has it): a folder the reader
-# may pass through but not list (mode 0711) stays passable, as for an open by path
-_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+# folders are opened to search them only: a folder the reader may pass but not list stays passable
+_DIR_FLAGS = SEARCH_FLAGS | _NOFOLLOW
 _READ_CHUNK = 64 * 1024
 
 

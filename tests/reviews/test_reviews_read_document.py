@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from unprivileged import as_nobody
 
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.memory import MemoryLog
@@ -227,28 +228,9 @@ def test_the_folders_are_opened_to_search_only(tmp_path: Path, monkeypatch: pyte
 
 
 def _read_as_unprivileged(cwd: Path, path: Path) -> str:
-    """``read_handoff_document`` in a forked child that dropped to ``nobody`` when this runs as
-    root (root passes every folder's permission check), else in this process."""
-    if os.geteuid() != 0:
-        return read_handoff_document(_session(cwd), str(path))
-    readable, writable = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: modules are loaded already, nothing is executed anew
-        try:
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            try:
-                out = "ok:" + read_handoff_document(_session(cwd), str(path))
-            except OSError as exc:
-                out = f"error:{exc}"
-            os.write(writable, out.encode("utf-8", "replace"))
-        finally:
-            os._exit(0)
-    os.close(writable)
-    with os.fdopen(readable, "rb") as pipe:
-        got = pipe.read().decode("utf-8")
-    os.waitpid(pid, 0)
+    """``read_handoff_document`` as ``nobody`` (``as_nobody``); raises ``PermissionError``
+    with the child's error text when the read failed."""
+    got = as_nobody(lambda: read_handoff_document(_session(cwd), str(path)))
     if not got.startswith("ok:"):
         raise PermissionError(got)
     return got[3:]

@@ -11,6 +11,7 @@ a path first.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Callable, Iterable
@@ -63,40 +64,44 @@ SEARCH_FLAGS = FOLDER_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
 """``os.open`` flags of a folder opened only to open, create or rename names in it (``O_PATH``
 where the system has it): that needs search (and write) permission only, as by path, so a
 folder of mode 0711 stays passable."""
-_TMP_NAME_PREFIX = 200  # characters of the target's name kept in its temporary sibling's name
+_TMP_NAME_PREFIX = 200  # bytes of the target's name kept in its temporary sibling's name
 _TMP_ATTEMPTS = 8
 
 
 def replace_at(folder: int, name: str, data: bytes, *, mode: int | None = None,
                sync_folder: bool = True) -> None:
     """Replace the entry ``name`` of the open folder ``folder`` with ``data`` atomically: a
-    temporary sibling ``.<name>.<12 hex>.tmp`` (the name cut to 200 characters) is created
-    exclusively and never through a symlink, written whole, fsynced and renamed over ``name``;
-    then the folder is fsynced when ``sync_folder`` (so the name survives a crash; that needs
-    ``folder`` opened with ``FOLDER_FLAGS``; a folder opened with ``SEARCH_FLAGS``, or a
-    filesystem that refuses fsync on folders, is let be). A reader sees the old or the new
-    file, never part of one.
+    temporary sibling ``.<name>.<12 hex>.tmp`` (the name cut to 200 bytes in the filesystem
+    encoding, so any name the folder takes fits) is created exclusively and never through a
+    symlink, written whole, fsynced and renamed over ``name``; then the folder is fsynced when
+    ``sync_folder`` (so the name survives a crash; that needs ``folder`` opened with
+    ``FOLDER_FLAGS``; a folder opened with ``SEARCH_FLAGS``, or a filesystem that refuses fsync
+    on folders, is let be). A reader sees the old or the new file, never part of one.
 
-    ``mode``: exact permission bits (``fchmod``); None gives ``0o666`` less the umask, applied
-    by the kernel (the process umask is never changed). Raises ``OSError``; the temporary file
-    is removed on every failure."""
-    base = f".{name[:_TMP_NAME_PREFIX]}."
+    ``mode``: exact permission bits, set after the data is written (until then the file is its
+    owner's only, so nobody opens it under looser bits than ``mode``); None gives ``0o666``
+    less the umask, applied by the kernel (the process umask is never changed). Raises
+    ``OSError`` (``IsADirectoryError`` for the names ``""``, ``.`` and ``..``); the temporary
+    file is removed on every failure."""
+    if name in ("", os.curdir, os.pardir):
+        raise IsADirectoryError(errno.EISDIR, "a folder's own name cannot be replaced by a file", name)
+    prefix = os.fsdecode(os.fsencode(name)[:_TMP_NAME_PREFIX])  # a cut character: escaped bytes
     for attempt in range(_TMP_ATTEMPTS):
-        tmp = base + secrets.token_hex(6) + ".tmp"
+        tmp = f".{prefix}.{secrets.token_hex(6)}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666,
-                         dir_fd=folder)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+                         0o666 if mode is None else 0o600, dir_fd=folder)
             break
         except FileExistsError:
             if attempt == _TMP_ATTEMPTS - 1:
                 raise
     try:
         try:
-            if mode is not None:
-                os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            if mode is not None:
+                os.fchmod(fd, mode)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -142,11 +147,10 @@ def descend(folder: int, names: Iterable[str], enter: Callable[[int, str], int])
     fd = folder
     try:
         for name in names:
-            child = enter(fd, name)
-            os.close(fd)
-            fd = child
+            parent, fd = fd, enter(fd, name)
+            os.close(parent)
     except BaseException:
-        os.close(fd)
+        os.close(fd)  # the parent when ``enter`` raised, else the child whose parent's close did
         raise
     return fd
 

@@ -319,6 +319,8 @@ class LocalHandoffStore:
                     raise
                 with suppress(FileExistsError):
                     os.mkdir(name, 0o755, dir_fd=parent)
+                    with suppress(OSError):  # the new folder's name survives a crash too (some
+                        os.fsync(parent)  # filesystems refuse fsync on folders)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise

@@ -164,3 +164,45 @@ def test_atomic_write_into_a_folder_one_may_write_in_but_not_list(sync_folder: b
     finally:
         drop.chmod(0o755)
         shutil.rmtree(top)
+
+
+def test_atomic_write_with_a_strict_mode_never_exposes_the_data_under_looser_bits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an explicit ``mode`` the temporary file is created for its owner only and gets
+    ``mode`` after the data is written, so nobody can open it meanwhile under the umask's
+    looser bits (an open descriptor keeps reading what is written later)."""
+    seen: list[int] = []
+    real_write = os.write
+
+    def recording_write(fd: int, data: object) -> int:
+        seen.append(os.fstat(fd).st_mode & 0o777)
+        return real_write(fd, data)  # type: ignore[arg-type]
+
+    old_mask = os.umask(0o022)
+    try:
+        monkeypatch.setattr(os, "write", recording_write)
+        atomic_write(tmp_path / "secret", b"s" * 10, mode=0o640)
+    finally:
+        monkeypatch.undo()
+        os.umask(old_mask)
+    assert seen and all(bits == 0o600 for bits in seen)
+    assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("name", [".", "/", "..", "sub/.."])
+def test_atomic_write_to_a_folders_own_name_says_it_is_a_directory(tmp_path: Path, name: str) -> None:
+    (tmp_path / "sub").mkdir()
+    target = name if name == "/" else tmp_path / name
+    with pytest.raises(IsADirectoryError) as info:
+        atomic_write(target, b"x")
+    message = str(output_error(target, info.value, what="diagram"))
+    assert message.endswith(": cannot write diagram: it is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"] and not any((tmp_path / "sub").iterdir())
+
+
+@pytest.mark.parametrize("name", ["é" * 127, "日" * 85], ids=["latin", "cjk"])
+def test_atomic_write_takes_the_longest_name_in_any_script(tmp_path: Path, name: str) -> None:
+    """The temporary sibling's name is cut by bytes, not characters (127 x "é" is 254 bytes)."""
+    atomic_write(tmp_path / name, b"x")
+    assert (tmp_path / name).read_bytes() == b"x"
+    assert [p.name for p in tmp_path.iterdir()] == [name]

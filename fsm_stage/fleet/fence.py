@@ -100,16 +100,20 @@ class FencedLog:
         appended again (closing its turn, say) must be refused again, not let through."""
         if self.epoch is None:
             raise ClaimLostError(f"session {self.header.id!r}: this driver has not claimed it")
-        if self._newest_claim() > self.epoch:
+        newest, end = self._newest_claim()
+        if newest > self.epoch:
             raise ClaimLostError(f"session {self.header.id!r}: claim {self.epoch} of {self.worker!r} was "
-                                 f"superseded by claim {self._superseded_by}; this driver stops")
-        return self._checked
+                                 f"superseded by claim {newest}; this driver stops")
+        return end
 
-    def _newest_claim(self) -> int:
-        """The highest claim epoch in the log as read (each event scanned once)."""
-        top, self._checked = self._highest(self._checked)
+    def _newest_claim(self) -> tuple[int, int]:
+        """``(the highest claim epoch in the log as read, the end this call scanned to)``: each
+        event is scanned once, and the end is this call's own (another thread's scan may move
+        ``_checked`` on meanwhile)."""
+        top, end = self._highest(self._checked)
+        self._checked = max(self._checked, end)
         self._superseded_by = max(self._superseded_by, top)
-        return self._superseded_by
+        return self._superseded_by, end
 
     def superseded(self) -> bool:
         """Whether a newer claim than this driver's is in the log (after catching up); False
@@ -117,7 +121,7 @@ class FencedLog:
         if self.epoch is None:
             return False
         self.refresh()
-        return self._newest_claim() > self.epoch
+        return self._newest_claim()[0] > self.epoch
 
     def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
         """Append ``specs`` atomically if this driver still holds the claim (module docstring)."""

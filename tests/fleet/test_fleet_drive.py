@@ -184,6 +184,31 @@ def test_a_claim_landing_between_the_fences_scan_and_its_append_stops_the_driver
     assert [e.type for e in log.events][-1] == "fsm/fleet/claim"  # nothing written after it
 
 
+def test_a_scan_by_another_thread_between_the_check_and_the_append_lets_nothing_through() -> None:
+    """The append is conditional on the end this call's own scan reached, not on the fence's
+    shared scan position, which another thread's ``superseded()`` may have moved past a newer
+    claim in between."""
+    log = _log()
+
+    class Interleaved(FencedLog):  # the other thread runs inside this one's check
+        armed = False
+
+        def _newest_claim(self) -> tuple[int, int]:
+            seen = super()._newest_claim()
+            if self.armed:
+                self.armed = False
+                log.append("fsm/fleet/claim", {"epoch": 99, "worker": "other"})
+                assert self.superseded()
+            return seen
+
+    fence = Interleaved(log, "old")
+    fence.claim()
+    fence.armed = True
+    with pytest.raises(ClaimLostError, match="superseded by claim 99"):
+        fence.append("fsm/note", {"n": 1})
+    assert [e.type for e in log.events][-1] == "fsm/fleet/claim"
+
+
 def test_a_claim_landing_while_the_fence_claims_is_outbid_not_skipped() -> None:
     """``claim()`` appends conditionally on the end it scanned for the highest epoch: a claim
     landing after the scan makes it conflict, and the retry claims above it."""

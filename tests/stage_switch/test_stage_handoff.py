@@ -354,3 +354,25 @@ def test_local_store_reads_through_folders_it_may_search_but_not_list(
     assert not any(f & os.O_PATH for name in (tmp_path.name, "handoff", "s1") for f in flags_of[name])
     monkeypatch.undo()
     assert store.read(relative, cwd=str(tmp_path)) == "new"
+
+
+def test_local_store_makes_every_folder_it_creates_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder the store creates is fsynced into its parent (else a crash could lose the new
+    folder, and the fsynced document in it with it); then the document and its folder."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        info = os.fstat(fd)
+        synced.append(next((str(p.relative_to(tmp_path)) for p in [tmp_path, *tmp_path.rglob("*")]
+                            if p.stat().st_ino == info.st_ino), "?"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    LocalHandoffStore().write(PurePosixPath("handoff/s1/beta.md"), "text", cwd=str(tmp_path))
+    assert synced[:2] == [".", "handoff"]  # each new folder's parent, as it was created
+    assert synced[-1] == "handoff/s1" and len(synced) == 4  # the document (temporary name), its folder
+    synced.clear()
+    LocalHandoffStore().write(PurePosixPath("handoff/s1/beta.md"), "again", cwd=str(tmp_path))
+    assert synced[-1] == "handoff/s1" and len(synced) == 2  # nothing created: the document and its folder

@@ -66,6 +66,7 @@ where the system has it): that needs search (and write) permission only, as by p
 folder of mode 0711 stays passable."""
 _TMP_NAME_PREFIX = 200  # bytes of the target's name kept in its temporary sibling's name
 _TMP_ATTEMPTS = 8
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
 
 def replace_at(folder: int, name: str, data: bytes, *, mode: int | None = None,
@@ -83,13 +84,23 @@ def replace_at(folder: int, name: str, data: bytes, *, mode: int | None = None,
     less the umask, applied by the kernel (the process umask is never changed). Raises
     ``OSError`` (``IsADirectoryError`` for the names ``""``, ``.`` and ``..``); the temporary
     file is removed on every failure."""
+    _replace(folder, "", name, data, mode=mode, sync_folder=sync_folder)
+
+
+def _replace(folder: int | None, parent: str, name: str, data: bytes, *, mode: int | None,
+             sync_folder: bool) -> None:
+    """``replace_at`` in the open ``folder``, or, where the system has no ``dir_fd`` (Windows),
+    by paths in the folder ``parent`` (``folder`` None; the folder is not fsynced there)."""
     if name in ("", os.curdir, os.pardir):
         raise IsADirectoryError(errno.EISDIR, "a folder's own name cannot be replaced by a file", name)
     prefix = os.fsdecode(os.fsencode(name)[:_TMP_NAME_PREFIX])  # a cut character: escaped bytes
+    target = name if folder is not None else os.path.join(parent, name)
     for attempt in range(_TMP_ATTEMPTS):
         tmp = f".{prefix}.{secrets.token_hex(6)}.tmp"
+        if folder is None:
+            tmp = os.path.join(parent, tmp)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY,
                          0o666 if mode is None else 0o600, dir_fd=folder)
             break
         except FileExistsError:
@@ -101,16 +112,16 @@ def replace_at(folder: int, name: str, data: bytes, *, mode: int | None = None,
             while view:
                 view = view[os.write(fd, view):]
             if mode is not None:
-                os.fchmod(fd, mode)
+                os.chmod(fd if os.chmod in os.supports_fd else tmp, mode)
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        os.replace(tmp, target, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=folder)
         raise
-    if sync_folder:
+    if sync_folder and folder is not None:
         with contextlib.suppress(OSError):  # some filesystems refuse fsync on folders
             os.fsync(folder)
 
@@ -121,11 +132,15 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
     sibling, fsync, rename), also fsyncing the folder when ``sync_folder`` (a new file that must
     survive a crash: a log, a backup taken before the original is cut).
 
-    ``mode`` defaults to ``0o666 & ~umask``. The parent folder must exist. Raises ``OSError``
-    (nothing is left behind: the temporary file is removed) — callers that write a user-named
-    output turn it into a ``UserError`` with ``output_error``.
+    ``mode`` defaults to ``0o666 & ~umask``. The parent folder must exist. Where the system has
+    no ``dir_fd`` (Windows) the same steps run by path, without the folder's fsync. Raises
+    ``OSError`` (nothing is left behind: the temporary file is removed) — callers that write a
+    user-named output turn it into a ``UserError`` with ``output_error``.
     """
     target = Path(path)
+    if os.open not in os.supports_dir_fd:  # Windows: by path
+        _replace(None, str(target.parent), target.name, data, mode=mode, sync_folder=sync_folder)
+        return
     fd = -1
     if sync_folder:
         with contextlib.suppress(PermissionError):  # a folder one may write in but not list:
@@ -133,7 +148,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
     if fd == -1:
         fd = os.open(target.parent, SEARCH_FLAGS)
     try:
-        replace_at(fd, target.name, data, mode=mode, sync_folder=sync_folder)
+        _replace(fd, "", target.name, data, mode=mode, sync_folder=sync_folder)
     finally:
         os.close(fd)
 

@@ -206,3 +206,34 @@ def test_atomic_write_takes_the_longest_name_in_any_script(tmp_path: Path, name:
     atomic_write(tmp_path / name, b"x")
     assert (tmp_path / name).read_bytes() == b"x"
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_atomic_write_works_by_path_where_the_system_has_no_dir_fd(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a system without ``dir_fd`` (Windows) the same replace runs by path: the temporary
+    sibling, its fsync and ``os.replace``, no folder descriptor (nor folder fsync)."""
+    import stat
+
+    monkeypatch.setattr(os, "supports_dir_fd", set())
+    real_open, real_fsync = os.open, os.fsync
+    opened: list[str] = []
+    synced: list[str] = []
+
+    def no_dir_fd_open(path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        assert dir_fd is None
+        opened.append(str(path))
+        return real_open(path, flags, mode)
+
+    def recording_fsync(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "open", no_dir_fd_open)
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    (tmp_path / "out.txt").write_bytes(b"old")
+    atomic_write(tmp_path / "out.txt", b"new", mode=0o640, sync_folder=True)
+    monkeypatch.undo()
+    assert (tmp_path / "out.txt").read_bytes() == b"new"
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o640
+    assert [os.path.dirname(p) for p in opened] == [str(tmp_path)] and synced == ["file"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]

@@ -15,11 +15,15 @@ measuring and excluded; the session object itself is included on every side.
                   partials onto each object); also with ``auto_transitions=False``.
 * ``psm``         one python-statemachine instance per session (measured on fewer instances:
                   ~1 MB each, 10,000 would need ~10 GB; the per-instance cost is flat).
+
+Usage: ``python bench/bench_memory.py [--quick | --smoke]`` prints the numbers; ``run(quick, smoke)``
+returns them.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -152,3 +156,9 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     except (ImportError, AttributeError, TypeError) as exc:
         out["missing"]["live_session"] = _missing(exc)
     return out
+
+
+if __name__ == "__main__":
+    result = run(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv)
+    for key, value in result.items():
+        print(f"{key}: {value}")

@@ -25,6 +25,9 @@ fsynced) with a ``LocalHandoffStore``, and LangGraph's ``SqliteSaver.put`` besid
 
 Times are medians over ``repeat`` runs of ``n`` iterations (setup excluded), per iteration.
 Ratios, not absolute times, are the point: the machine is shared and noisy.
+
+Usage: ``python bench/bench_transitions.py [--quick | --smoke]`` prints the numbers; ``run(quick, smoke)``
+returns them.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import gc
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,7 +50,6 @@ from fsm_stage.log.events import MemoryLog, SessionHeader
 
 STAGES = 100
 FANOUT = 5
-TARGET_RATIO = 2.0  # a reviewed transition costs at most 2x the raw trigger + append
 STAGE_EVENT = "fsm/stage"  # the baselines' stand-in for fsm_stage's durable stage record
 
 Loop = Callable[[], None]
@@ -475,3 +478,9 @@ def make_reviewed(n_stages: int = STAGES, *, full: bool = True, log_tool: bool =
         return run_loop
 
     return make
+
+
+if __name__ == "__main__":
+    result = run(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv)
+    for key, value in result.items():
+        print(f"{key}: {value}")

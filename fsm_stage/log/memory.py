@@ -7,6 +7,7 @@ test simulate a refused append. Open one with ``MemoryLog(header)`` or ``open_lo
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Sequence
 from types import TracebackType
 
@@ -25,6 +26,9 @@ from fsm_stage.log.surface import Surface
 from fsm_stage.log.writer_checks import prepare_batch
 
 _NO_TYPES: frozenset[str] = frozenset()
+# One lock for every MemoryLog of the process (a lock per log would add its bytes to every live
+# session): an append is microseconds of Python, which the interpreter lock serialises anyway.
+_APPEND_LOCK = threading.RLock()  # re-entrant: a clock or a subclass may append to another log
 
 class MemoryLog(LogBase):
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
@@ -84,23 +88,25 @@ class MemoryLog(LogBase):
         """Append a batch atomically (all or nothing); raises ``LogWriteError`` (log unchanged),
         ``LogWriteError`` for an event a strict reader would refuse. With
         ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
-        the batch is written only if the log still ends there, else ``AppendConflictError``."""
-        check_last_seq(expect_last_seq, len(self._events))
-        if self.fail_next is not None:
-            err, self.fail_next = self.fail_next, None
-            name = specs[0].type if specs else "?"
-            raise LogWriteError(f"append of {name!r} refused: {err}") from err
-        evs = prepare_batch(
-            specs,
-            next_seq=len(self._events),
-            now=self._clock(),
-            surface=self.surface,
-            ignorable_types=self._ignorable_types,
-            allow_unknown=self._allow_unknown_types,
-        )
-        self._events.extend(evs)
-        self.surface.extend(evs)
-        return evs
+        the batch is written only if the log still ends there, else ``AppendConflictError``.
+        Threads sharing the log append one at a time (the check and the write are one step)."""
+        with _APPEND_LOCK:
+            check_last_seq(expect_last_seq, len(self._events))
+            if self.fail_next is not None:
+                err, self.fail_next = self.fail_next, None
+                name = specs[0].type if specs else "?"
+                raise LogWriteError(f"append of {name!r} refused: {err}") from err
+            evs = prepare_batch(
+                specs,
+                next_seq=len(self._events),
+                now=self._clock(),
+                surface=self.surface,
+                ignorable_types=self._ignorable_types,
+                allow_unknown=self._allow_unknown_types,
+            )
+            self._events.extend(evs)
+            self.surface.extend(evs)
+            return evs
 
     # -- lifecycle (the same shape as ``JsonlLog``, so ``with open_log(...)`` fits both) -----
     def close(self) -> None:

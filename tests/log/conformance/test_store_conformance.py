@@ -130,3 +130,38 @@ def test_a_conditional_append_from_a_stale_position_conflicts(store: Store) -> N
         log.append_many([NewEvent("fsm/c", {}), NewEvent("fsm/d", {})], expect_last_seq=0)
     assert (err.value.expected, err.value.actual) == (0, 1)
     assert len(store.reopen(log)) == 2
+
+
+def test_conditional_appends_from_threads_sharing_one_handle_land_once_per_position(store: Store) -> None:
+    """Threads of one process sharing a log handle may race for the same end: each position
+    is won by exactly one conditional append (the check and the write are one step), the
+    others conflict, and the seqs stay contiguous."""
+    import sys
+    import threading
+
+    log = store.open()
+    won: list[int] = []
+    guard = threading.Lock()
+
+    def writer(k: int) -> None:
+        for i in range(150):
+            expect = len(log.events) - 1
+            try:
+                log.append("fsm/race", {"writer": k, "i": i}, expect_last_seq=expect)
+            except AppendConflictError:
+                continue
+            with guard:
+                won.append(expect)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert sorted(won) == list(range(-1, len(won) - 1))  # one winner per position
+    assert [e.seq for e in log.events] == list(range(len(log.events))) and len(log.events) == len(won)

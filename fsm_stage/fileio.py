@@ -133,20 +133,25 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
     survive a crash: a log, a backup taken before the original is cut).
 
     ``mode`` defaults to ``0o666 & ~umask``. The parent folder must exist. Where the system has
-    no ``dir_fd`` (Windows) the same steps run by path, without the folder's fsync. Raises
+    no ``dir_fd`` (Windows), or the folder cannot be opened (no ``O_PATH`` and no read
+    permission), the same steps run by path, without the folder's fsync. Raises
     ``OSError`` (nothing is left behind: the temporary file is removed) — callers that write a
     user-named output turn it into a ``UserError`` with ``output_error``.
     """
     target = Path(path)
-    if os.open not in os.supports_dir_fd:  # Windows: by path
+    fd = -1
+    if os.open in os.supports_dir_fd:  # else (Windows) by path
+        if sync_folder:
+            with contextlib.suppress(PermissionError):  # a folder one may write in but not list:
+                fd = os.open(target.parent, FOLDER_FLAGS)  # its fsync is refused, and let be
+        if fd == -1:
+            # without O_PATH (macOS) opening a folder needs read permission, which a write by path
+            # does not: a folder one may not read is written in by path
+            with contextlib.suppress(PermissionError):
+                fd = os.open(target.parent, SEARCH_FLAGS)
+    if fd == -1:
         _replace(None, str(target.parent), target.name, data, mode=mode, sync_folder=sync_folder)
         return
-    fd = -1
-    if sync_folder:
-        with contextlib.suppress(PermissionError):  # a folder one may write in but not list:
-            fd = os.open(target.parent, FOLDER_FLAGS)  # its fsync is refused, and let be
-    if fd == -1:
-        fd = os.open(target.parent, SEARCH_FLAGS)
     try:
         _replace(fd, "", target.name, data, mode=mode, sync_folder=sync_folder)
     finally:

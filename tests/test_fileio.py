@@ -158,6 +158,19 @@ def test_atomic_write_into_a_folder_one_may_write_in_but_not_list(sync_folder: b
             return "written"
 
         assert as_nobody(write) == "ok:written"
+        (drop / "out.txt").unlink()
+
+        def write_without_o_path() -> str:  # as on macOS: a folder is opened only to read it
+            import fsm_stage.fileio as fileio
+
+            saved, fileio.SEARCH_FLAGS = fileio.SEARCH_FLAGS, fileio.FOLDER_FLAGS
+            try:
+                atomic_write(drop / "out.txt", b"x", sync_folder=sync_folder)
+            finally:
+                fileio.SEARCH_FLAGS = saved
+            return "written"
+
+        assert as_nobody(write_without_o_path) == "ok:written"
         drop.chmod(0o755)
         assert (drop / "out.txt").read_bytes() == b"x"
         assert [p.name for p in drop.iterdir()] == ["out.txt"]

@@ -93,7 +93,9 @@ def _replace(folder: int | None, parent: str, name: str, data: bytes, *, mode: i
     by paths in the folder ``parent`` (``folder`` None; the folder is not fsynced there)."""
     if name in ("", os.curdir, os.pardir):
         raise IsADirectoryError(errno.EISDIR, "a folder's own name cannot be replaced by a file", name)
-    prefix = os.fsdecode(os.fsencode(name)[:_TMP_NAME_PREFIX])  # a cut character: escaped bytes
+    prefix = name[:_TMP_NAME_PREFIX]
+    while len(os.fsencode(prefix)) > _TMP_NAME_PREFIX:  # at most 200 characters to drop
+        prefix = prefix[:-1]
     target = name if folder is not None else os.path.join(parent, name)
     for attempt in range(_TMP_ATTEMPTS):
         tmp = f".{prefix}.{secrets.token_hex(6)}.tmp"
@@ -112,7 +114,10 @@ def _replace(folder: int | None, parent: str, name: str, data: bytes, *, mode: i
             while view:
                 view = view[os.write(fd, view):]
             if mode is not None:
-                os.chmod(fd if os.chmod in os.supports_fd else tmp, mode)
+                if hasattr(os, "fchmod"):
+                    os.fchmod(fd, mode)
+                else:  # Windows before Python 3.13: by path (``tmp`` is one there)
+                    os.chmod(tmp, mode)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -175,12 +180,20 @@ def descend(folder: int, names: Iterable[str], enter: Callable[[int, str], int])
     return fd
 
 
+def _is_dir(p: Path) -> bool:
+    """``p.is_dir()``, False where even asking fails (a name too long, a loop)."""
+    try:
+        return p.is_dir()
+    except OSError:
+        return False
+
+
 def output_error(path: str | os.PathLike[str], err: OSError, *, what: str = "file") -> UserError:
     """A one-line ``UserError`` for an output that cannot be written (``PATH: cannot write WHAT: reason``)."""
     p = Path(path)
     shown = visible(str(p))
     if isinstance(err, FileNotFoundError):
         return UserError(f"{shown}: cannot write {what}: folder {visible(str(p.parent))} does not exist")
-    if isinstance(err, IsADirectoryError) or p.is_dir():
+    if isinstance(err, IsADirectoryError) or _is_dir(p):
         return UserError(f"{shown}: cannot write {what}: it is a directory")
     return UserError(f"{shown}: cannot write {what}: {_reason(err)}")

@@ -250,3 +250,25 @@ def test_atomic_write_works_by_path_where_the_system_has_no_dir_fd(
     assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o640
     assert [os.path.dirname(p) for p in opened] == [str(tmp_path)] and synced == ["file"]
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_the_temporary_name_is_cut_at_a_whole_character_on_any_filesystem_encoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows encodes names as UTF-8 with surrogatepass, which cannot decode half a character:
+    the temporary name is cut by characters until it fits, never by bytes then decoded."""
+    monkeypatch.setattr(os, "supports_dir_fd", set())
+    monkeypatch.setattr(os, "fsencode", lambda s: s.encode("utf-8", "surrogatepass"))
+    monkeypatch.setattr(os, "fsdecode", lambda b: b.decode("utf-8", "surrogatepass"))
+    name = "漢" * 70  # 210 bytes: the cut falls inside a character
+    atomic_write(tmp_path / name, b"x")
+    monkeypatch.undo()
+    assert (tmp_path / name).read_bytes() == b"x"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_output_error_of_a_name_too_long_to_ask_about_is_one_line(tmp_path: Path) -> None:
+    target = tmp_path / ("n" * 300)
+    with pytest.raises(OSError) as info:
+        atomic_write(target, b"x")
+    message = str(output_error(target, info.value, what="diagram"))
+    assert message.startswith(f"{target}: cannot write diagram: ") and "\n" not in message

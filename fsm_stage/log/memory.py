@@ -7,6 +7,7 @@ test simulate a refused append. Open one with ``MemoryLog(header)`` or ``open_lo
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Collection, Sequence
 from types import TracebackType
@@ -27,8 +28,18 @@ from fsm_stage.log.writer_checks import prepare_batch
 
 _NO_TYPES: frozenset[str] = frozenset()
 # One lock for every MemoryLog of the process (a lock per log would add its bytes to every live
-# session): an append is microseconds of Python, which the interpreter lock serialises anyway.
-_APPEND_LOCK = threading.RLock()  # re-entrant: a clock or a subclass may append to another log
+# session). It is held only to check the end and write (no caller's code runs under it: the
+# clock is read before), and a child process starts with a new one.
+_APPEND_LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    global _APPEND_LOCK
+    _APPEND_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 class MemoryLog(LogBase):
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
@@ -90,6 +101,7 @@ class MemoryLog(LogBase):
         ``expect_last_seq`` (the seq of the last event the writer saw, ``-1`` for an empty log)
         the batch is written only if the log still ends there, else ``AppendConflictError``.
         Threads sharing the log append one at a time (the check and the write are one step)."""
+        now = self._clock()
         with _APPEND_LOCK:
             check_last_seq(expect_last_seq, len(self._events))
             if self.fail_next is not None:
@@ -99,7 +111,7 @@ class MemoryLog(LogBase):
             evs = prepare_batch(
                 specs,
                 next_seq=len(self._events),
-                now=self._clock(),
+                now=now,
                 surface=self.surface,
                 ignorable_types=self._ignorable_types,
                 allow_unknown=self._allow_unknown_types,

@@ -41,6 +41,7 @@ def _new_lock_in_child() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_lock_in_child)
 
+
 class MemoryLog(LogBase):
     """In-memory ``EventLog``. ``fail_next`` lets tests simulate a refused append.
 

@@ -299,13 +299,15 @@ class LocalHandoffStore:
             if exc.errno == errno.ENOTDIR:
                 raise HandoffPathError(f"session cwd {root!r} is not a folder") from exc
             raise HandoffPathError(f"session cwd {root!r} does not exist or is not reachable") from exc
-        shown = [root]
+        shown = root
 
         def enter(parent: int, name: str) -> int:
-            shown[0] = posixpath.join(shown[0], name)
-            return LocalHandoffStore._enter(parent, name, shown[0], create=create, flags=flags)
+            nonlocal shown
+            shown = posixpath.join(shown, name)
+            return LocalHandoffStore._enter(parent, name, shown, create=create, flags=flags)
 
-        return descend(fd, names, enter), shown[0]
+        folder = descend(fd, names, enter)
+        return folder, shown
 
     @staticmethod
     def _enter(parent: int, name: str, shown: str, *, create: bool, flags: int) -> int:

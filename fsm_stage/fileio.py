@@ -137,12 +137,15 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
     sibling, fsync, rename), also fsyncing the folder when ``sync_folder`` (a new file that must
     survive a crash: a log, a backup taken before the original is cut).
 
-    ``mode`` defaults to ``0o666 & ~umask``. The parent folder must exist. Where the system has
+    ``mode`` defaults to ``0o666 & ~umask``. The parent folder must exist; a path that names a
+    folder (``"out/"``, ``"a/."``) raises ``IsADirectoryError``. Where the system has
     no ``dir_fd`` (Windows), or the folder cannot be opened (no ``O_PATH`` and no read
     permission), the same steps run by path, without the folder's fsync. Raises
     ``OSError`` (nothing is left behind: the temporary file is removed) — callers that write a
     user-named output turn it into a ``UserError`` with ``output_error``.
     """
+    if os.path.basename(os.fspath(path)) in ("", os.curdir, os.pardir):  # "out/", "a/.": a folder
+        raise IsADirectoryError(errno.EISDIR, "a folder cannot be replaced by a file", os.fspath(path))
     target = Path(path)
     fd = -1
     if os.open in os.supports_dir_fd:  # else (Windows) by path

@@ -498,6 +498,19 @@ def test_cli_draw_onto_a_directory_is_one_line_and_leaves_it_alone(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "out.mmd"]
 
 
+@pytest.mark.parametrize("given", ["adir", "adir/", ".", "new.mmd/", "adir/."])
+def test_cli_draw_to_a_folder_without_a_suffix_or_with_a_trailing_slash_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    """A folder has no suffix to tell a format from, and a trailing "/" names a folder even
+    when none exists: each is "it is a directory" (exit 1), not a usage error about the format
+    nor a file written under the name without its slash."""
+    (tmp_path / "adir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    _one_error_line(CliRunner().invoke(main, ["draw", str(FEATURE_WORK), "-o", given]),
+                    "cannot write diagram: it is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"] and not any((tmp_path / "adir").iterdir())
+
+
 def test_cli_draw_refuses_to_overwrite_its_own_graph(tmp_path: Path) -> None:
     """`-o` naming GRAPH itself: refused, the graph file unchanged."""
     path = tmp_path / "g.yaml"

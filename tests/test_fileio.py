@@ -202,10 +202,10 @@ def test_atomic_write_with_a_strict_mode_never_exposes_the_data_under_looser_bit
     assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o640
 
 
-@pytest.mark.parametrize("name", [".", "/", "..", "sub/.."])
+@pytest.mark.parametrize("name", [".", "/", "..", "sub/..", "new.txt/", "sub/."])
 def test_atomic_write_to_a_folders_own_name_says_it_is_a_directory(tmp_path: Path, name: str) -> None:
     (tmp_path / "sub").mkdir()
-    target = name if name == "/" else tmp_path / name
+    target = name if name == "/" else os.path.join(tmp_path, name)  # as given: a Path drops "/" and "/."
     with pytest.raises(IsADirectoryError) as info:
         atomic_write(target, b"x")
     message = str(output_error(target, info.value, what="diagram"))

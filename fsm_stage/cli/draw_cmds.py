@@ -61,7 +61,8 @@ def _same_file(a: Path, b: Path) -> bool:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=True, path_type=Path),
+    "output_arg",
+    type=click.Path(dir_okay=True),
     help="Write here instead of stdout; the suffix (.mmd .dot .gv .svg .png) picks the format.",
 )
 @click.option(
@@ -95,7 +96,7 @@ def _same_file(a: Path, b: Path) -> bool:
 )
 def draw(
     graph: str,
-    output: Path | None,
+    output_arg: str | None,
     fmt: Format | None,
     current: str | None,
     log: str | None,
@@ -115,9 +116,14 @@ def draw(
         raise click.UsageError("--stage and --log both pick the highlighted stage; pass one")
     if graph == "-" and log == "-":
         raise click.UsageError("GRAPH and --log cannot both be '-' (standard input)")
+    output = None if output_arg is None else Path(output_arg)
     # before the format: the suffix is .yaml
     if output is not None and graph != "-" and _same_file(output, Path(graph)):
         raise UserError(f"{output}: cannot write diagram: it is the input stage graph")
+    # before the format too: a folder has no suffix to tell it (a trailing "/" names one)
+    if output_arg is not None and (os.path.basename(output_arg) in ("", os.curdir, os.pardir)
+                                   or Path(output_arg).is_dir()):
+        raise output_error(output_arg, IsADirectoryError(), what="diagram")
     if fmt is None:
         if output is not None:
             fmt = _SUFFIXES.get(output.suffix.lower())

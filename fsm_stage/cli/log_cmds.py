@@ -461,7 +461,7 @@ def _human_lines(path: str, r: dict[str, Any]) -> list[str]:
         )
     if st.get("tools") is not None:
         lines.append(f"tools:        {st['tools']}")
-    for key, label in (("stage", "spend:"), ("plan_mode", "plan spend:")):
+    for key, label in (("stage", "stage spend:"), ("plan_mode", "plan spend:")):
         sp = r.get("spend", {}).get(key)
         if sp is not None:
             lines.append(f"{label:<14}{_spend_line(sp)}")

@@ -381,7 +381,7 @@ def test_state_shows_spend_against_the_budget(tmp_path: Path) -> None:
     report = json.loads(state("--json", "--graph", str(graph)))
     assert report["spend"] == {"stage": {"tokens_in": 5, "tokens_out": 7, "turns": 1, "steps": 1,
                                          "budget": {"tokens_out": 50, "turns": 1}, "on_budget": "stop"}}
-    assert "spend:        tokens in 5, out 7/50, turns 1/1, steps 1 (budget, on_budget: stop)" in state(
+    assert "stage spend:  tokens in 5, out 7/50, turns 1/1, steps 1 (budget, on_budget: stop)" in state(
         "--graph", str(graph))
     assert json.loads(state("--json"))["spend"]["stage"] == {"tokens_in": 5, "tokens_out": 7, "turns": 1,
                                                              "steps": 1}

@@ -94,6 +94,14 @@ def test_open_log_keeps_the_one_writer_rule(tmp_path: Path) -> None:
         open_log(path)
 
 
+def test_open_log_creates_missing_parent_folders(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "s.jsonl"
+    with open_log(path, create=HEADER) as log:
+        log.append("user/message", {"content": "x"}, surface_op="append")
+    with open_log(path) as again:
+        assert [e.type for e in again.events] == ["user/message"]
+
+
 def test_options_reach_the_store(tmp_path: Path) -> None:
     with open_log(tmp_path / "s.jsonl", create=HEADER, clock=lambda: 42, ignorable_types=["x/y"]) as log:
         assert log.append("x/y", {}).time == 42

@@ -5,7 +5,8 @@ no permission, not UTF-8, binary) into a one-line ``UserError``. ``atomic_write`
 ``replace_at`` (in an open folder) replace a file through a temporary sibling, fsync and a
 rename so a reader never sees a half-written file; the new file gets the usual
 ``0o666 & ~umask`` permissions. ``descend`` walks open folders name by name without resolving
-a path first.
+a path first; where the system has no ``dir_fd`` (``has_dir_fd``: Windows) callers walk by path
+and refuse what ``is_link`` names.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -64,6 +66,24 @@ SEARCH_FLAGS = FOLDER_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
 """``os.open`` flags of a folder opened only to open, create or rename names in it (``O_PATH``
 where the system has it): that needs search (and write) permission only, as by path, so a
 folder of mode 0711 stays passable."""
+_REPARSE_POINT = getattr(stat, "FILE_ATTRIBUTE_REPARSE_POINT", 0)
+
+
+_OPEN_TAKES_DIR_FD = os.open in os.supports_dir_fd  # by identity: asked before anyone wraps os.open
+
+
+def has_dir_fd() -> bool:
+    """Whether ``os.open`` takes ``dir_fd`` here (POSIX); where it does not (Windows, whose
+    ``os.supports_dir_fd`` is empty) the writers and readers of this package work by path."""
+    return _OPEN_TAKES_DIR_FD and bool(os.supports_dir_fd)
+
+
+def is_link(info: os.stat_result) -> bool:
+    """Whether an ``lstat`` result is a symlink, or on Windows any reparse point (a junction
+    too): what a confined walk by path refuses to pass."""
+    return stat.S_ISLNK(info.st_mode) or bool(getattr(info, "st_file_attributes", 0) & _REPARSE_POINT)
+
+
 _TMP_NAME_PREFIX = 200  # bytes of the target's name kept in its temporary sibling's name
 _TMP_ATTEMPTS = 8
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
@@ -148,7 +168,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, mode: int | None 
         raise IsADirectoryError(errno.EISDIR, "a folder cannot be replaced by a file", os.fspath(path))
     target = Path(path)
     fd = -1
-    if os.open in os.supports_dir_fd:  # else (Windows) by path
+    if has_dir_fd():  # else (Windows) by path
         if sync_folder:
             with contextlib.suppress(PermissionError):  # a folder one may write in but not list:
                 fd = os.open(target.parent, FOLDER_FLAGS)  # its fsync is refused, and let be

@@ -30,7 +30,15 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from fsm_stage.errors import HandoffPathError as HandoffPathError
-from fsm_stage.fileio import FOLDER_FLAGS, SEARCH_FLAGS, atomic_write, descend, replace_at
+from fsm_stage.fileio import (
+    FOLDER_FLAGS,
+    SEARCH_FLAGS,
+    atomic_write,
+    descend,
+    has_dir_fd,
+    is_link,
+    replace_at,
+)
 
 __all__ = [
     "DEFAULT_HANDOFF_DIR",
@@ -250,11 +258,16 @@ class LocalHandoffStore:
         later, so swapping a folder for a symlink mid-write cannot redirect it. Raises
         ``HandoffPathError`` when the cwd does not exist or is not a folder, when any folder
         below the cwd or the document is a symlink (or not of the expected kind), or when
-        ``text`` cannot be UTF-8 encoded (a lone surrogate).
+        ``text`` cannot be UTF-8 encoded (a lone surrogate). Where the system has no ``dir_fd``
+        (Windows) the same refusals are checked by path (``_document_by_path``).
         """
         root = _root_for(cwd, self.default_root)
         parts = _check_relative(relative)
         data = _utf8(text, posixpath.join(root, str(relative)))
+        if not has_dir_fd():
+            target, _shown = self._document_by_path(root, parts, create=True)
+            atomic_write(target, data, sync_folder=True)
+            return posixpath.join(root, str(relative))
         fd, shown = self._open_folders(root, parts[:-1], create=True)
         try:
             shown = posixpath.join(shown, parts[-1])
@@ -272,6 +285,10 @@ class LocalHandoffStore:
         """
         root = _root_for(cwd, self.default_root)
         parts = _check_relative(relative)
+        if not has_dir_fd():
+            target, _shown = self._document_by_path(root, parts, create=False)
+            with open(target, "rb") as handle:
+                return handle.read().decode("utf-8")
         fd, shown = self._open_folders(root, parts[:-1], create=False)
         try:
             shown = posixpath.join(shown, parts[-1])
@@ -330,25 +347,62 @@ class LocalHandoffStore:
                     st = os.lstat(name, dir_fd=parent)
                 except FileNotFoundError:
                     continue
-                if stat.S_ISLNK(st.st_mode):
-                    raise HandoffPathError(
-                        f"{shown!r} is a symlink; handoff documents are only written through real "
-                        "folders inside the session cwd"
-                    ) from exc
-                if not stat.S_ISDIR(st.st_mode):
-                    raise HandoffPathError(f"{shown!r} exists and is not a folder") from exc
+                _refuse_non_folder(st, shown, exc)
         raise HandoffPathError(f"could not open folder {shown!r}: it keeps changing")  # pragma: no cover
 
     @staticmethod
-    def _refuse_symlinked_file(dir_fd: int, name: str, shown: str) -> None:
+    def _document_by_path(root: str, parts: tuple[str, ...], *, create: bool) -> tuple[str, str]:
+        """Where the system has no ``dir_fd`` (Windows): the document's path and shown path,
+        each folder below ``root`` checked by ``lstat`` (created when ``create``) and refused as
+        ``write`` refuses it, symlinks and junctions alike, and so is the document. The checks
+        come before the use, so unlike the walk by descriptors this one is not proof against a
+        folder swapped for a link in between."""
+        if not os.path.isdir(root):
+            what = "is not a folder" if os.path.lexists(root) else "does not exist or is not reachable"
+            raise HandoffPathError(f"session cwd {root!r} {what}")
+        path, shown = root, root
+        for name in parts[:-1]:
+            path, shown = os.path.join(path, name), posixpath.join(shown, name)
+            for _attempt in range(3):
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with suppress(FileExistsError):
+                        os.mkdir(path, 0o755)
+                    continue
+                _refuse_non_folder(st, shown)
+                break
+            else:  # pragma: no cover - created and removed again three times
+                raise HandoffPathError(f"could not open folder {shown!r}: it keeps changing")
+        path, shown = os.path.join(path, parts[-1]), posixpath.join(shown, parts[-1])
+        LocalHandoffStore._refuse_symlinked_file(None, path, shown, "write" if create else "read")
+        return path, shown
+
+    @staticmethod
+    def _refuse_symlinked_file(dir_fd: int | None, name: str, shown: str, doing: str = "write") -> None:
+        """Raise ``HandoffPathError`` when the document ``name`` exists and is a link or not a
+        regular file (``doing``: what is refused, for the message)."""
         try:
             st = os.lstat(name, dir_fd=dir_fd)
         except FileNotFoundError:
             return
-        if stat.S_ISLNK(st.st_mode):
-            raise HandoffPathError(f"handoff document {shown!r} is a symlink; refusing to overwrite it")
+        if is_link(st):
+            raise HandoffPathError(f"handoff document {shown!r} is a symlink; refusing to {doing} it")
         if not stat.S_ISREG(st.st_mode):
             raise HandoffPathError(f"handoff document {shown!r} exists and is not a regular file")
+
+
+def _refuse_non_folder(st: os.stat_result, shown: str, cause: BaseException | None = None) -> None:
+    """Raise ``HandoffPathError`` unless ``st`` (an ``lstat``) is a real folder."""
+    if is_link(st):
+        raise HandoffPathError(
+            f"{shown!r} is a symlink; handoff documents are only written through real "
+            "folders inside the session cwd"
+        ) from cause
+    if not stat.S_ISDIR(st.st_mode):
+        raise HandoffPathError(f"{shown!r} exists and is not a folder") from cause
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -10,7 +10,7 @@ import errno
 import os
 import stat
 
-from fsm_stage.fileio import SEARCH_FLAGS, descend
+from fsm_stage.fileio import SEARCH_FLAGS, descend, has_dir_fd, is_link
 from fsm_stage.runtime.session import Session
 
 __all__ = ["MAX_HANDOFF_BYTES", "read_handoff_document"]
@@ -20,6 +20,8 @@ MAX_HANDOFF_BYTES = 4 * 1024 * 1024
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # none on Windows, which has no FIFO to block on
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 # folders are opened to search them only: a folder the reader may pass but not list stays passable
 _DIR_FLAGS = SEARCH_FLAGS | _NOFOLLOW
 _READ_CHUNK = 64 * 1024
@@ -39,7 +41,7 @@ def read_handoff_document(session: Session, path: str) -> str:
     for given in (path, cwd) if cwd is not None else (path,):
         if not isinstance(given, str) or "\0" in given or not _encodable(given):
             raise OSError(errno.EINVAL, f"{given!r} is not a usable path")
-    flags = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
+    flags = os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC | _BINARY
     fd = os.open(path, flags) if cwd is None else _open_inside(cwd, path, flags)
     try:
         info = os.fstat(fd)
@@ -74,8 +76,9 @@ def _encodable(text: str) -> bool:
 def _open_inside(cwd: str, path: str, flags: int) -> int:
     """A descriptor of ``path`` opened with ``flags`` when its folder resolves inside ``cwd``:
     the resolved folders are opened one by one from the resolved cwd, none through a symlink,
-    and the document by its own name (``flags`` refuse a symlink there). Raises
-    ``PermissionError`` outside the cwd, ``OSError`` otherwise."""
+    and the document by its own name (``flags`` refuse a symlink there); where the system has
+    no ``dir_fd`` (Windows) the resolved folder is used by path and a document that is a link
+    (or junction) is refused. Raises ``PermissionError`` outside the cwd, ``OSError`` otherwise."""
     head, name = os.path.split(path)
     if name in ("", os.curdir, os.pardir):
         raise IsADirectoryError(errno.EISDIR, f"{path} names a folder, not a document")
@@ -88,6 +91,11 @@ def _open_inside(cwd: str, path: str, flags: int) -> int:
         raise OSError(errno.ELOOP, f"{path}: too many levels of symbolic links") from None
     if os.path.commonpath([root, real]) != root:
         raise PermissionError(f"{path} is outside the session cwd {cwd}")
+    if not has_dir_fd():  # Windows: by path, the resolved folder and the name checked by lstat
+        target = os.path.join(real, name)
+        if is_link(os.lstat(target)):
+            raise OSError(errno.ELOOP, f"{path} is a link")
+        return os.open(target, flags)
     parts = os.path.relpath(real, root).split(os.sep) if real != root else []
     folder = descend(os.open(root, _DIR_FLAGS & ~_NOFOLLOW), parts,
                      lambda parent, part: os.open(part, _DIR_FLAGS, dir_fd=parent))

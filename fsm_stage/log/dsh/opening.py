@@ -78,11 +78,16 @@ def open_log_bytes(path: Path) -> OpenedLog:
     return _decompressed(data, str(path))
 
 
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # none on Windows, which has no FIFO to block on
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+
 def _open_regular(path: Path) -> IO[bytes]:
     """``path`` opened for reading when it is a regular file: a FIFO, socket or device is
     refused (``LogFormatError``) instead of blocking the reader for ever; a folder raises
     ``IsADirectoryError`` as ``open`` does."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC | _BINARY)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -90,7 +95,8 @@ def _open_regular(path: Path) -> IO[bytes]:
         if not stat.S_ISREG(mode):
             raise LogFormatError(f"{path}: not a regular file (a FIFO, socket or device is never read "
                                  "as a session log)")
-        os.set_blocking(fd, True)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)

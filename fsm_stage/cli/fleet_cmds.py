@@ -12,6 +12,7 @@ REVIEW --approve | --keep | --dismiss`` records a review answer and wakes it. ST
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -99,7 +100,8 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C interrupts instead
+                loop.add_signal_handler(sig, stop.set)
         await run_worker(app, sessions=sessions, dead_after=dead_after, stop=stop,
                          on_ready=lambda: click.echo(f"fsm-stage worker {app.worker}: serving "
                                                      f"{app.store.shown}", err=True))

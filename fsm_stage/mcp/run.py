@@ -108,7 +108,8 @@ async def serve_stdio(app: StageServer) -> None:
             async with stdio_server(stdin=cast(Any, _StdinLines())) as (read, write):
                 await app.server.run(read, write, app.server.create_initialization_options())
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
     if interrupted:
         raise KeyboardInterrupt
 

@@ -21,6 +21,7 @@ from fsm_stage.handoff import LocalHandoffStore, handoff_relative_path
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.log.memory import MemoryLog
 from fsm_stage.runtime.session import Session
 
 REL = handoff_relative_path("handoff", "agent-1", "beta")
@@ -134,6 +135,10 @@ def test_a_review_re_reads_its_document_by_path(tmp_path: Path, no_dir_fd: None)
             read_handoff_document(session, str(tmp_path / "ws/handoff/link.md"))
     finally:
         session.log.close()  # type: ignore[attr-defined]
+    no_cwd = Session(MemoryLog(SessionHeader("s")))
+    assert read_handoff_document(no_cwd, str(doc)) == "# H\r\n"
+    with pytest.raises(OSError, match="is a link"):
+        read_handoff_document(no_cwd, str(tmp_path / "ws/handoff/link.md"))
 
 
 def test_a_full_reviewed_transition_runs_and_reads_back_by_path(tmp_path: Path, no_dir_fd: None) -> None:

@@ -42,7 +42,7 @@ def read_handoff_document(session: Session, path: str) -> str:
         if not isinstance(given, str) or "\0" in given or not _encodable(given):
             raise OSError(errno.EINVAL, f"{given!r} is not a usable path")
     flags = os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC | _BINARY
-    fd = os.open(path, flags) if cwd is None else _open_inside(cwd, path, flags)
+    fd = _open_no_link(path, flags) if cwd is None else _open_inside(cwd, path, flags)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -73,6 +73,14 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def _open_no_link(path: str, flags: int) -> int:
+    """``os.open(path, flags)``; where the system has no ``O_NOFOLLOW`` (Windows) a ``path``
+    that is a link (or junction) is refused first, by ``lstat``, with ``ELOOP`` as the flag would."""
+    if not _NOFOLLOW and is_link(os.lstat(path)):
+        raise OSError(errno.ELOOP, f"{path} is a link")
+    return os.open(path, flags)
+
+
 def _open_inside(cwd: str, path: str, flags: int) -> int:
     """A descriptor of ``path`` opened with ``flags`` when its folder resolves inside ``cwd``:
     the resolved folders are opened one by one from the resolved cwd, none through a symlink,
@@ -91,11 +99,8 @@ def _open_inside(cwd: str, path: str, flags: int) -> int:
         raise OSError(errno.ELOOP, f"{path}: too many levels of symbolic links") from None
     if os.path.commonpath([root, real]) != root:
         raise PermissionError(f"{path} is outside the session cwd {cwd}")
-    if not has_dir_fd():  # Windows: by path, the resolved folder and the name checked by lstat
-        target = os.path.join(real, name)
-        if is_link(os.lstat(target)):
-            raise OSError(errno.ELOOP, f"{path} is a link")
-        return os.open(target, flags)
+    if not has_dir_fd():  # Windows: the resolved folder by path
+        return _open_no_link(os.path.join(real, name), flags)
     parts = os.path.relpath(real, root).split(os.sep) if real != root else []
     folder = descend(os.open(root, _DIR_FLAGS & ~_NOFOLLOW), parts,
                      lambda parent, part: os.open(part, _DIR_FLAGS, dir_fd=parent))

@@ -7,12 +7,11 @@ test simulate a refused append. Open one with ``MemoryLog(header)`` or ``open_lo
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Collection, Sequence
 from types import TracebackType
 
 from fsm_stage.errors import LogWriteError
+from fsm_stage.locks import process_lock
 from fsm_stage.log.events import (
     Clock,
     Event,
@@ -30,16 +29,7 @@ _NO_TYPES: frozenset[str] = frozenset()
 # One lock for every MemoryLog of the process (a lock per log would add its bytes to every live
 # session). It is held only to check the end and write (no caller's code runs under it: the
 # clock is read before), and a child process starts with a new one.
-_APPEND_LOCK = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    global _APPEND_LOCK
-    _APPEND_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
+_APPEND = process_lock()
 
 
 class MemoryLog(LogBase):
@@ -103,7 +93,7 @@ class MemoryLog(LogBase):
         the batch is written only if the log still ends there, else ``AppendConflictError``.
         Threads sharing the log append one at a time (the check and the write are one step)."""
         now = self._clock()
-        with _APPEND_LOCK:
+        with _APPEND.lock:
             check_last_seq(expect_last_seq, len(self._events))
             if self.fail_next is not None:
                 err, self.fail_next = self.fail_next, None

@@ -21,6 +21,7 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
+from fsm_stage.locks import process_lock
 from fsm_stage.log.events import Event, answered_call_id
 from fsm_stage.reviews._team import EXPIRED_BY, UNREADABLE_RULES_KEY
 
@@ -28,6 +29,7 @@ __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFo
            "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+_JOURNAL: Final = process_lock()  # guards extending any Indexed journal (see ``Indexed.added``)
 V = TypeVar("V")
 
 
@@ -81,21 +83,28 @@ class Indexed(Mapping[str, V]):
         return self._n
 
     def added(self, key: str, value: V, call_id: str | None = None) -> Indexed[V]:
-        """This view plus ``key → value`` (``call_id``: index it under that tool call id too)."""
-        journal = self._journal
-        if len(journal.entries) != self._n:  # a branch from an older view: copy its prefix
-            journal = _Journal()
-            for k, v in self.items():
-                journal.index[k] = len(journal.entries)
-                journal.entries.append((k, v))
-            for cid, positions in self._journal.calls.items():
-                kept = [p for p in positions if p < self._n]
-                if kept:
-                    journal.calls[cid] = kept
-        journal.index[key] = len(journal.entries)
-        journal.entries.append((key, value))
-        if call_id is not None:
-            journal.calls.setdefault(call_id, []).append(self._n)
+        """This view plus ``key → value`` (``call_id``: index it under that tool call id too).
+        Threads may extend views of one journal at once (two readers folding the same new events):
+        the check whether this view is the newest and the write are one step under a process-wide
+        lock, so the later of two extensions of one view copies the prefix instead of adding to
+        the journal the other just extended."""
+        with _JOURNAL.lock:
+            journal = self._journal
+            if len(journal.entries) != self._n:  # a branch from an older view: copy its prefix
+                journal = _Journal()
+                old = self._journal
+                for i in range(self._n):
+                    k, v = old.entries[i]
+                    journal.index[k] = i
+                    journal.entries.append((k, v))
+                for cid, positions in old.calls.items():
+                    kept = [p for p in positions if p < self._n]
+                    if kept:
+                        journal.calls[cid] = kept
+            journal.index[key] = len(journal.entries)
+            journal.entries.append((key, value))
+            if call_id is not None:
+                journal.calls.setdefault(call_id, []).append(self._n)
         return Indexed(journal, self._n + 1)
 
     def by_call(self, call_id: str) -> Iterator[V]:

@@ -4,6 +4,7 @@ are forked. Breaking any one rule in ``fsm_stage.reviews._fold`` fails its test.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fsm_stage.log.events import Event
@@ -89,3 +90,49 @@ def test_by_call_selects_by_kind_and_payload_newest_first() -> None:
     assert state.by_call("c1", "stage", "p1").id == "rv_5"  # type: ignore[union-attr]
     assert state.by_call("c1", "stage", "p2") is None and state.by_call("c1", "tool") is None
     assert state.by_call("c2", "tool", "ab").id == "rv_t"  # type: ignore[union-attr]
+
+
+class _PausingEntries(list[Any]):
+    """A journal's entry list whose first ``len`` asked by thread ``first`` waits (at most
+    ``wait`` seconds) for thread ``second`` to extend the same view: the interleaving that made
+    two readers folding the same new events in parallel write into one journal."""
+
+    def __init__(self, items: list[Any], started: threading.Event, done: threading.Event) -> None:
+        super().__init__(items)
+        self.started, self.done, self.armed = started, done, True
+
+    def __len__(self) -> int:
+        n = super().__len__()
+        if self.armed and threading.current_thread().name == "first":
+            self.armed = False
+            self.started.set()
+            self.done.wait(0.5)  # with the journal lock held, the second thread waits for us
+        return n
+
+
+def test_two_threads_extending_one_view_get_two_consistent_views() -> None:
+    from fsm_stage.reviews._fold import Indexed
+
+    base: Indexed[str] = Indexed.of({"r0": "zero"}, call_of=lambda v: "c0")
+    started, done = threading.Event(), threading.Event()
+    base._journal.entries = _PausingEntries(base._journal.entries, started, done)
+    views: dict[str, Indexed[str]] = {}
+
+    def extend(name: str) -> None:
+        if name == "second":
+            started.wait(5)
+        try:
+            views[name] = base.added("r1", name, "c1")
+        finally:
+            if name == "second":
+                done.set()
+
+    threads = [threading.Thread(target=extend, args=(n,), name=n) for n in ("first", "second")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    for name, view in views.items():
+        assert list(view.items()) == [("r0", "zero"), ("r1", name)]
+        assert list(view.by_call("c1")) == [name] and list(view.by_call("c0")) == ["zero"]
+    assert set(views) == {"first", "second"} and list(base) == ["r0"]

@@ -423,7 +423,8 @@ class ReviewFold:
         """The inverse of ``dump``; raises ``ValueError`` for anything else."""
         try:
             records = {r["id"]: ReviewRecord(**{**r, "options": tuple(r["options"])}) for r in raw["records"]}
-            answered = {a["id"]: ReviewAnswer(**a) for a in raw["answered"]}
+            answered = {a["id"]: ReviewAnswer(**{**a, "reviewers": tuple(a["reviewers"])})
+                        for a in raw["answered"]}
             redeemed = {r["id"]: Redemption(r["applied"], r["reason"], r["seq"]) for r in raw["redeemed"]}
             graph = None if raw["graph"] is None else GraphRecord(**raw["graph"])
         except (KeyError, TypeError) as err:

@@ -136,3 +136,21 @@ def test_two_threads_extending_one_view_get_two_consistent_views() -> None:
         assert list(view.items()) == [("r0", "zero"), ("r1", name)]
         assert list(view.by_call("c1")) == [name] and list(view.by_call("c0")) == ["zero"]
     assert set(views) == {"first", "second"} and list(base) == ["r0"]
+
+
+def test_a_checkpointed_state_loads_equal_to_the_folded_one() -> None:
+    """``dump`` → JSON → ``load`` gives the state the fold gave: the same records, answers
+    (``reviewers`` a tuple again, not the JSON list), redemptions and live reviews."""
+    import json
+
+    approve = ("answer", {"id": "rv_1", "outcome": "approve", "option": "Approve", "by": "inbox",
+                          "reviewers": ["al", "bo"], "edited": "# H", "editedSha256": "cd"})
+    state = _fold(_request("rv_1"), approve, _request("rv_2", "plan"), _answer("keep", "rv_2"),
+                  _request("rv_3", "tool"), _redeemed(False, "forked", "rv_3"), _request("rv_4"))
+    loaded = REVIEW_FOLD.load(json.loads(json.dumps(REVIEW_FOLD.dump(state))))
+    for field in ("records", "answered", "redeemed"):
+        assert dict(getattr(loaded, field)) == dict(getattr(state, field)), field
+    assert loaded.answered["rv_1"].reviewers == ("al", "bo")
+    assert hash(loaded.answered["rv_1"]) == hash(state.answered["rv_1"])
+    assert loaded.live == state.live == ("rv_1", "rv_4")
+    assert [r.id for r in loaded.open] == ["rv_4"] and loaded.pending("stage") == state.pending("stage")

@@ -71,6 +71,7 @@ class Checkpoint:
     header_hash: str = ""
     file_id: tuple[int, int] = (0, 0)
     mtime_ns: int = 0
+    strict: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +87,7 @@ class Checkpoint:
             "headerHash": self.header_hash,
             "fileId": list(self.file_id),
             "mtimeNs": self.mtime_ns,
+            "strict": self.strict,
         }
 
     @classmethod
@@ -108,6 +110,9 @@ class Checkpoint:
         rows = raw["rows"]
         if not isinstance(rows, dict):
             raise ValueError("bad checkpoint rows")
+        strict = raw.get("strict", False)
+        if not isinstance(strict, bool):
+            raise ValueError("bad checkpoint strictness")
         return cls(
             LogIdentity(ident["id"], ident["created_at"], ident["cwd"]),
             raw["seq"],
@@ -120,6 +125,7 @@ class Checkpoint:
             raw["headerHash"],
             (file_id[0], file_id[1]),
             raw["mtimeNs"],
+            strict,
         )
 
 
@@ -190,9 +196,12 @@ def _restore(
     projections: Sequence[Projection[Any]],
     st: os.stat_result,
     header_hash: str,
+    strict: bool,
 ) -> tuple[dict[str, Any] | None, str | None]:
     if cp is None:
         return None, "no checkpoint"
+    if strict and not cp.strict:
+        return None, "the checkpoint was written by a lenient read; a strict read checks every line"
     if cp.identity != identity:
         return None, "checkpoint identity differs (recreated or swapped log)"
     if cp.header_hash != header_hash:
@@ -234,7 +243,9 @@ def cold_fold(
 
     Costs O(new events) after a matching checkpoint, O(log) otherwise. Raises
     ``LogFormatError`` like ``read_log``. With ``store`` and ``write`` a fresh checkpoint is
-    saved (plain files only; zstd logs cannot seek and always refold).
+    saved (plain files only; zstd logs cannot seek and always refold). A ``strict`` read
+    resumes only from a checkpoint a strict read wrote: a lenient read's watermark may lie past
+    lines a strict read refuses.
     """
     p = Path(path)
     source = str(p)
@@ -256,7 +267,7 @@ def cold_fold(
             note = "zstd log: checkpoints need a seekable plain file"
         elif store is not None and st is not None:
             cp = store.load(p)
-            states, note = _restore(cp, identity, projections, st, header_hash)
+            states, note = _restore(cp, identity, projections, st, header_hash, strict)
             if states is not None and cp is not None:
                 fh.seek(cp.offset)
                 if line_digest(fh.readline()) == cp.line_hash:
@@ -332,6 +343,7 @@ def cold_fold(
                 header_hash=header_hash,
                 file_id=file_id,
                 mtime_ns=mtime_ns,
+                strict=strict,
             ),
         )
     if decoder.unknown:
@@ -358,7 +370,8 @@ def checkpoint_log(store: CheckpointStore, log: JsonlLog, cursors: Sequence[Proj
     and at close — the log is already durable, so the cache never leads it).
 
     Every cursor is read up to the log's end first. Returns False for an empty log or a
-    failed (fail-soft) write.
+    failed (fail-soft) write. The checkpoint is marked lenient (a strict ``cold_fold`` refolds
+    once and writes its own): the log may have been opened by a lenient read.
     """
     if len(log) == 0:
         return False

@@ -314,3 +314,32 @@ def test_packed_row_builds_the_eager_decoders_events() -> None:
     assert isinstance(lazy, PackedRow) and (lazy.seq0, lazy.size, len(lazy)) == (3, 2, 2)
     assert list(lazy) == list(eager) and lazy[-1] == eager[-1] and lazy[0:1] == list(eager)[0:1]
     assert [e.time for e in lazy] == [10, 14]
+
+
+def test_a_strict_read_does_not_resume_from_a_lenient_checkpoint(tmp_path: Path) -> None:
+    """A lenient read checkpoints past a line a strict read refuses; a strict read then refolds
+    from the start and refuses the log instead of trusting the lenient read's watermark."""
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    with JsonlLog(path, header=HEADER, clock=lambda: 1, allow_unknown_types=True) as log:
+        log.append("step/start", {"turn": 1, "step": 0})
+        log.append("made/up", {})  # not ignorable: a strict reader refuses it
+        log.append("plan/mode", {"active": True})
+    lenient = cold_fold(path, standard_projections(), store=store)
+    assert lenient.unknown_types == {"made/up": 1}
+    with pytest.raises(LogFormatError, match="made/up"):
+        cold_fold(path, standard_projections(), store=store, strict=True)
+    # the lenient read's checkpoint is still used by lenient reads
+    assert cold_fold(path, standard_projections(), store=store).resumed_from == 2
+
+
+def test_a_strict_read_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
+    path, store = tmp_path / "s.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 5)
+    cold_fold(path, standard_projections(), store=store)  # lenient: not trusted by a strict read
+    first = cold_fold(path, standard_projections(), store=store, strict=True)
+    assert first.resumed_from is None
+    assert first.checkpoint_note is not None and "lenient" in first.checkpoint_note
+    again = cold_fold(path, standard_projections(), store=store, strict=True)
+    assert again.resumed_from == 5 and again.events_applied == 0
+    # a lenient read trusts a strict read's checkpoint
+    assert cold_fold(path, standard_projections(), store=store).resumed_from == 5

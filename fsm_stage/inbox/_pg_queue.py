@@ -8,7 +8,9 @@ from a few rows per session: the review requests, answers and redemptions, and t
 moved since the last call, in **one** query (the ``(session, seq)`` primary key finds the
 sessions, a ``LIKE`` on the stored line picks the rows; over-matching is harmless, each row is
 decoded and filtered by its type), folds them with ``REVIEW_FOLD`` and keeps the result per
-session until its last seq moves again. A session whose rows do not decode is left out of the
+session until its last seq moves again. ``import`` stores lines verbatim, and JSON may spell any
+of these types or codes with ``\\/`` or ``\\uXXXX``: a row holding either escape is read too,
+so no spelling hides a row from the queue. A session whose rows do not decode is left out of the
 queue (its page says why), as a file that cannot be read is.
 """
 
@@ -28,8 +30,10 @@ from fsm_stage.reviews._fold import CLOSED_CALL_CODES, REVIEW_FOLD, ReviewFold
 
 __all__ = ["ReviewQueue"]
 
-#: ``LIKE`` patterns of the stored rows that may hold a review event.
-REVIEW_ROWS = ["%fsm/review/%"]
+#: ``LIKE`` patterns of the stored rows that may hold a review event, or a type or code the
+#: other patterns look for spelled with a JSON escape (a literal ``\/`` or ``\u``; ``\`` is
+#: ``LIKE``'s escape character, hence doubled).
+REVIEW_ROWS = ["%fsm/review/%", r"%\\/%", r"%\\u%"]
 #: ... and of the ``tool/result`` rows that may close a reviewed call.
 CLOSING_CODES = sorted(f'%"{code}"%' for code in CLOSED_CALL_CODES)
 

@@ -246,3 +246,40 @@ def test_a_damaged_review_row_names_the_session_instead_of_dropping_its_review(
     assert csrf is not None
     queue = client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
     assert "could not be read" in queue.text and "dmg" in queue.text and kept in queue.text
+
+
+def test_the_queue_finds_review_rows_whose_json_spells_the_type_with_escapes(
+        fresh_db: Callable[[], str], tmp_path: Path) -> None:
+    """``import`` stores lines verbatim, and JSON may spell ``fsm/review/…``, ``tool/result``
+    or a closing code with ``\\/`` or ``\\uXXXX``: the queue still reads those rows, so its open
+    reviews agree with folding each whole session (an escaped answer or cancelling result
+    closes the review; an escaped request opens one)."""
+    from fsm_stage.constants import TOOL_RESULT
+    from fsm_stage.inbox._store import SessionStore
+    from fsm_stage.log.postgres import connect
+    from fsm_stage.reviews import answer_review
+
+    dsn = _database(fresh_db)
+    rids = {sid: _suspended(dsn, sid, tmp_path, "stage") for sid in ("answered", "asked", "cancelled")}
+    with open_log(f"{dsn}&session=answered") as log:
+        answer_review(log, rids["answered"], "keep")
+    with open_log(f"{dsn}&session=cancelled") as log:
+        call_id = next(e.data["callId"] for e in log.events if e.type == "tool/call")
+        log.append(TOOL_RESULT, {"callId": call_id, "content": "cancelled", "isError": True,
+                                 "error": {"code": "ABORTED", "message": "cancelled"}})
+    escapes = {"answered": ("fsm/review/answer", "fsm\\/review\\/answer"),
+               "asked": ("fsm/review/request", "fsm/r\\u0065view/request"),
+               "cancelled": ('"ABORTED"', '"ABORT\\u0045D"')}
+    with connect(dsn) as conn:
+        for sid, (plain, escaped) in escapes.items():
+            done = conn.execute("UPDATE fsm_events SET line = replace(line, %s, %s) "
+                                "WHERE session = %s AND strpos(line, %s) > 0",
+                                (plain, escaped, sid, plain))
+            assert done.rowcount == 1
+        # the cancelling result's type escaped as well
+        conn.execute("UPDATE fsm_events SET line = replace(line, 'tool/result', 'tool\\/result') "
+                     "WHERE session = 'cancelled' AND strpos(line, 'ABORT') > 0")
+        conn.commit()
+    folded = {(i.session_id, i.record.id) for v in SessionStore(dsn).sessions() for i in v.open()}
+    assert folded == {("asked", rids["asked"])}
+    assert {(i.session_id, i.record.id) for i in SessionStore(dsn).open_reviews()} == folded

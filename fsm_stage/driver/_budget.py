@@ -109,7 +109,7 @@ def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence
                         language=rule.language)
         if _redeem(session, rule, record, answer.option if answer.outcome == "approve" else None):
             return Gate(retry=True)
-    ticket = Ticket(BUDGET_KIND, rule.label, "", _options(rule), None, None, payload)
+    ticket = Ticket(BUDGET_KIND, rule.label, "", _options(rule), None, None, payload, rule.rules)
     try:
         record = open_request(session, ticket, call_id, wording.text(
             "budget.review_label", rule.language))

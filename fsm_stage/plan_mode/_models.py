@@ -2,7 +2,8 @@
 
 While plan mode is logged on, the ``plan_mode`` mapping's ``model`` / ``reasoning_effort`` /
 ``model_settings`` win over the stage's, and its ``budget`` covers the plan-mode stretch; no plan
-budget applies while an approved exit is pending (the boundary is about to leave plan mode).
+budget applies while an approved exit is pending (the boundary is about to leave plan mode). A
+plan budget review is asked under the rules of the plan's own review.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from fsm_stage.config.review_rules import merged_rules, rules_json
 from fsm_stage.runtime.stage_models import DEFAULT_CHOICE, BudgetRule, ModelChoice, ModelSource, choice_of
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ def plan_model_source(ctl: PlanModeController, aliases: Mapping[str, str] | None
     def budget(agent: Agent | None) -> BudgetRule | None:
         if config.budget is None or agent is None or not on(agent) or ctl.get(agent).pending is False:
             return None
-        return BudgetRule("plan", "plan mode", config.budget, config.on_budget, language)
+        return BudgetRule("plan", "plan mode", config.budget, config.on_budget, language,
+                          rules=rules_json(merged_rules(ctl.graph_review, config.review)))
 
     return ModelSource("plan", PLAN_MODEL_ORDER, choice, budget)

@@ -149,7 +149,9 @@ def over_budget(budget: BudgetConfig | None, spend: Spend, now_ms: int, *, new_t
 class BudgetRule:
     """A budget in force for the next step: ``scope`` (``stage`` or ``plan``), ``label`` (the
     stage name, or ``plan mode``), the ``budget`` limits and ``on_budget`` (``stop`` /
-    ``review``)."""
+    ``review``); for ``review``, the ``targets`` a reviewer may move to (through ``move``) and
+    the ``rules`` the budget review is asked under (``config.review_rules.rules_json``; None:
+    anyone may answer)."""
 
     scope: str
     label: str
@@ -158,6 +160,7 @@ class BudgetRule:
     language: str = "en"
     targets: tuple[str, ...] = ()
     move: Callable[[str], object] | None = attrs.field(default=None, eq=False)
+    rules: Mapping[str, Any] | None = None
 
 
 @attrs.frozen

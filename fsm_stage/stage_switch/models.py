@@ -2,13 +2,16 @@
 
 The current stage's ``model`` / ``reasoning_effort`` / ``model_settings`` (aliases resolved
 through the graph's ``models``) and its ``budget``; no budget applies while a transition is
-pending, because the boundary is about to leave the stage.
+pending, because the boundary is about to leave the stage. A budget review is asked under the
+graph's ``review`` rules and offers a move only to a target whose edge is reviewed under those
+same rules (a move to another would skip its edge's own rules).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fsm_stage.config.review_rules import merged_rules, rules_json
 from fsm_stage.runtime.stage_models import BudgetRule, ModelChoice, ModelSource, choice_of
 
 if TYPE_CHECKING:
@@ -34,8 +37,10 @@ def stage_model_source(ctl: StageController) -> ModelSource:
         part = config.stage(stage)
         if part is None or part.budget is None or ctl.pending_stage(agent.session) is not None:
             return None
-        targets = tuple(e.target for e in config.edges_from(stage))
+        rules = rules_json(config.review)
+        targets = tuple(e.target for e in config.edges_from(stage)
+                        if rules_json(merged_rules(config.review, e.review)) == rules)
         return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, targets,
-                          lambda target: ctl.set(agent, target))
+                          lambda target: ctl.set(agent, target), rules)
 
     return ModelSource("stage", STAGE_MODEL_ORDER, choice, budget)

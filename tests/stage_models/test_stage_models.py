@@ -450,3 +450,70 @@ def test_review_budget_stop_with_refused_feedback_is_dismissed_not_a_crash(tmp_p
     assert outcomes[-1][0].reason == "blocked"
     answers = [e.data for e in agent.session.events if e.type == "fsm/review/answer"]
     assert [(a["outcome"], a.get("feedback")) for a in answers] == [("approve", None), ("dismiss", None)]
+
+
+def _with_rules(text: str, graph_rules: str, edge: str | None = None) -> str:
+    """``text`` with graph-level ``review:`` rules and, given ``edge``, build -> design's own."""
+    text = text.replace("stages:\n", f"review: {graph_rules}\nstages:\n", 1)
+    if edge is not None:
+        text = text.replace("    targets: [design]\n", f"    targets: [{{to: design, review: {edge}}}]\n", 1)
+    return text
+
+
+def _budget_review_opened(tmp_path: Path, text: str) -> tuple[InboxAgent, StageController, Loop, Any]:
+    """A session in build whose budget ran out, its budget review open and waiting."""
+    runtime, agent, stage = compose(tmp_path, text)
+    runtime.review = None  # no live reviewer: reviews wait in the log
+    o3 = model("openai:o3", to_build(), ModelReply.say("designing again"))
+    loop = Loop(runtime, agent, model("x:default"),
+                models={"openai:o3": o3, "fast": model("openai:gpt-5-mini", ModelReply.say("1"))})
+    run_prompts(loop, "go")
+    (goto,) = open_reviews(agent.session)
+    answer_review(agent.session, goto.id, "approve", reviewer="alice")
+    asyncio.run(loop.resume())
+    assert stage.current(agent.session) == "build"
+    (blocked,) = asyncio.run(loop.prompt("again"))
+    (review,) = open_reviews(agent.session)
+    assert blocked.reason == "blocked" and review.kind == "budget"
+    return agent, stage, loop, review
+
+
+def test_a_budget_review_is_asked_under_the_graphs_review_rules(tmp_path: Path) -> None:
+    """The graph's ``review`` rules cover every review: a budget review's answer, which can move
+    the stage, is refused to anyone they do not name, as the goto_stage review's is."""
+    from fsm_stage.errors import ReviewRefusedError
+
+    agent, stage, loop, review = _budget_review_opened(
+        tmp_path, _with_rules(graph_text(on_budget="review"), "{approvers: [alice]}"))
+    assert review.rules == {"approvers": ["alice"]}
+    for who in ({"by": "cli"}, {"reviewer": "mallory"}):
+        with pytest.raises(ReviewRefusedError):
+            answer_review(agent.session, review.id, "approve", option="Move to design", **who)
+    assert stage.current(agent.session) == "build"
+    answer_review(agent.session, review.id, "approve", option="Move to design", reviewer="alice")
+    (outcome,) = asyncio.run(loop.run_until_idle())
+    assert outcome.reason == "completed" and stage.current(agent.session) == "design"
+
+
+def test_a_budget_review_does_not_offer_a_move_its_edge_reviews_under_other_rules(tmp_path: Path) -> None:
+    """A move to a target whose edge has review rules of its own is not an option of the budget
+    review (its answer would skip them): the model's goto_stage is reviewed under them instead."""
+    text = _with_rules(graph_text(on_budget="review"), "{approvers: [alice]}", edge="{approvers: [bob]}")
+    _, _, _, review = _budget_review_opened(tmp_path, text)
+    assert review.options == ("Continue with a fresh budget", "Stop")
+    assert review.rules == {"approvers": ["alice"]}
+
+
+def test_a_plan_budget_review_is_asked_under_the_plan_reviews_rules(tmp_path: Path) -> None:
+    text = graph_text() + "  budget: {turns: 1}\n  on_budget: review\n  review: {approvers: [alice]}\n"
+    runtime, agent, _ = compose(tmp_path, text, plan=True)
+    runtime.review = None
+    agent.session.append("plan/mode", {"active": True})
+    planner = model("anthropic:claude-opus-4", ModelReply.say("planning"), ModelReply.say("more"))
+    loop = Loop(runtime, agent, planner)
+    (first,) = asyncio.run(loop.prompt("go"))
+    (blocked,) = asyncio.run(loop.prompt("again"))
+    assert (first.reason, blocked.reason) == ("completed", "blocked")
+    (review,) = open_reviews(agent.session)
+    assert review.kind == "budget" and review.from_ == "plan mode"
+    assert review.rules == {"approvers": ["alice"]}

@@ -96,10 +96,9 @@ class _Inbox:
         if self.trusted_header is not None:
             name = request.headers.get(self.trusted_header, "").strip()
             return name if 0 < len(name) <= 128 and name.isprintable() else None
-        stored = request.session.get("reviewer")
-        if isinstance(stored, str) and self.reviewers is not None and stored in self.reviewers.by_name:
-            return stored
-        return None
+        if self.reviewers is None:
+            return None
+        return self.reviewers.logged_in(request.session.get("reviewer"), request.session.get("stamp"))
 
     def groups(self, name: str) -> tuple[str, ...]:
         return self.reviewers.groups_of(name) if self.reviewers is not None else ()

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from fsm_stage.inbox import _render
+from fsm_stage.inbox._auth import login_stamp
 from fsm_stage.inbox._editor import not_editable
 from fsm_stage.inbox._security import csrf_ok
 from fsm_stage.inbox.queue import deadline_text
@@ -47,6 +48,7 @@ def login(inbox: _Inbox) -> Callable[[Request], Awaitable[Response]]:
             if who is not None:
                 request.session.clear()
                 request.session["reviewer"] = who.name
+                request.session["stamp"] = login_stamp(who)
                 return RedirectResponse("/", status_code=303)
             error = "unknown name or wrong token"
         return inbox.page(request, "login.html", {"error": error}, status=401 if error else 200)

@@ -231,3 +231,40 @@ def test_the_review_page_shows_the_document_stored_with_the_review(tmp_path: Pat
     _login(client)
     page = client.get(f"/review/s1.jsonl/{rid}").text
     assert "next: the lexer." in page and "cannot be read" not in page
+
+
+@pytest.mark.parametrize("revoked", ["rotated", "removed"])
+def test_a_revoked_token_ends_the_reviewers_logged_in_sessions(tmp_path: Path, revoked: str) -> None:
+    """A login lasts only while the reviewers file keeps the token it was made with: after the
+    token is rotated or removed (and the inbox restarted with the same secret key), the old
+    cookie is logged out and approves nothing."""
+    from fsm_stage.inbox._auth import token_sha256
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rid = stage_session(logs, "s1")
+    reviewers = write_reviewers(tmp_path / "reviewers.yaml")
+    first = TestClient(create_app(logs, reviewers_file=reviewers, secret_key="k" * 40))
+    _login(first)
+    cookie = first.cookies.get("fsm_inbox")
+    assert cookie
+    alice = f"{{token_sha256: {token_sha256('a-new-token-0123456789')}}}" if revoked == "rotated" else "{}"
+    reviewers.write_text(f"reviewers:\n  alice: {alice}\n"
+                         f"  bob: {{token_sha256: {token_sha256(TOKENS['bob'])}}}\n")
+    second = TestClient(create_app(logs, reviewers_file=reviewers, secret_key="k" * 40))
+    second.cookies.set("fsm_inbox", cookie)
+    queue = second.get("/", follow_redirects=False)
+    assert queue.status_code == 303 and queue.headers["location"] == "/login"
+    page = second.get("/login")
+    done = second.post(f"/review/s1.jsonl/{rid}", data={"csrf": _csrf(page.text), "action": "approve"},
+                       follow_redirects=False)
+    assert done.status_code in (303, 403)
+    assert [e for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"] == []
+    # bob, whose token did not change, stays logged in across the same restart
+    third = TestClient(create_app(logs, reviewers_file=write_reviewers(tmp_path / "again.yaml"),
+                                  secret_key="k" * 40))
+    _login(third, "bob")
+    bob = third.cookies.get("fsm_inbox")
+    fourth = TestClient(create_app(logs, reviewers_file=reviewers, secret_key="k" * 40))
+    fourth.cookies.set("fsm_inbox", bob)
+    assert fourth.get("/", follow_redirects=False).status_code == 200

@@ -215,8 +215,8 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
         return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)}){hint}"
     if outcome == "approve" and (rules or {}).get("notRequester"):
         if requester is None:  # who started it is unknown: nobody can be told apart from them
-            return ("not_requester: the session does not record who started it (its header's "
-                    "extra.requester), so no approval can be told apart from theirs")
+            return ("not_requester: the session does not record who started it as a reviewer name "
+                    "(its header's extra.requester), so no approval can be told apart from theirs")
         if reviewer.casefold() == requester.casefold():  # one person, however an IdP spells them
             return f"{reviewer} started this session and may not approve its reviews (not_requester)"
     return None
@@ -278,9 +278,11 @@ class TeamDecision:
 
 
 def requester_of(session: Any) -> str | None:
-    """The person who started ``session`` (its header's ``extra["requester"]``), or None."""
+    """The person who started ``session`` (its header's ``extra["requester"]``), or None when it
+    records none or a value that is no reviewer name (``REVIEWER_NAME_RE``: ``""``, ``"bob "``,
+    a number), which ``not_requester`` cannot tell apart from anyone."""
     value = session.header.extra.get(REQUESTER_KEY)
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, str) and REVIEWER_NAME_RE.fullmatch(value) else None
 
 
 def vote_options(session: Any, record: Any) -> dict[str, str | None]:

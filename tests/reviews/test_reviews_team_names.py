@@ -117,3 +117,21 @@ def test_names_equal_up_to_case_are_one_approver_everywhere(tmp_path: Path) -> N
     twins.write_text("reviewers:\n  carol: {}\n  Carol: {}\n", encoding="utf-8")
     with pytest.raises(UserError, match=r":3:3: reviewers.Carol: Carol and carol are one reviewer"):
         load_reviewers(twins)
+
+
+@pytest.mark.parametrize("requester", ["", "  ", "bob ", "Bob Smith", "@leads", 7])
+def test_a_requester_that_is_no_reviewer_name_lets_nobody_approve(tmp_path: Path, requester: object) -> None:
+    """``not_requester`` fails closed on a header whose requester is not a reviewer name: as
+    with no requester at all, nobody can be told apart from them, so no approval is accepted
+    (a keep still is)."""
+    path, rid = suspended(tmp_path, "verify")  # requester bob
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["requester"] = requester
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with_rules(path, {"notRequester": True})
+    with open_log(path) as log:
+        for who in ("bob", "alice"):
+            with pytest.raises(ReviewRefusedError, match="who started it"):
+                vote_review(log, rid, "approve", reviewer=who)
+        assert vote_review(log, rid, "keep", reviewer="alice").answer is not None

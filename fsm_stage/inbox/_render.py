@@ -1,8 +1,10 @@
 """Model-written text made inert for the inbox pages, and the stage graph as SVG.
 
 ``markdown_html(text)`` renders Markdown with raw HTML disabled (markdown-it-py: ``<script>``
-becomes text, ``javascript:`` links are not links) after ``text.visible`` has turned every
-control character and escape sequence into visible escapes (newlines and tabs kept).
+becomes text, ``javascript:`` links are not links) between two passes of ``text.visible``, which
+turns every control, bidi and format character into a visible escape (newlines and tabs kept):
+before, for the characters as written, and after, for those Markdown decoded from character
+references such as ``&#x202E;``.
 ``one_line(text, limit)`` is the same for a table cell. ``graph_svg`` draws ``diagram.to_dot``
 with Graphviz when ``dot`` is installed (None otherwise: the page shows the DOT text).
 """
@@ -37,12 +39,13 @@ def _markdown() -> Any:
 
 
 def markdown_html(text: str) -> Markup:
-    """``text`` (Markdown, model-written) as inert HTML: no raw HTML, control characters as escapes."""
+    """``text`` (Markdown, model-written) as inert HTML: no raw HTML, control, bidi and format
+    characters as escapes however they were spelled (character references included)."""
     cut = text[:MAX_DOCUMENT_CHARS]
     shown = visible(cut, keep="\n\t")
     if len(text) > MAX_DOCUMENT_CHARS:
         shown += f"\n\n*(cut: the document has {len(text)} characters)*"
-    return Markup(_markdown().render(shown))
+    return Markup(visible(_markdown().render(shown), keep="\n\t"))
 
 
 def one_line(text: object, limit: int = 160) -> str:

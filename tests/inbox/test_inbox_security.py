@@ -99,6 +99,22 @@ def test_a_plan_with_script_and_escape_sequences_renders_inert(tmp_path: Path) -
     assert 'href="javascript:' not in page
 
 
+def test_character_references_to_bidi_and_format_characters_render_as_escapes(tmp_path: Path) -> None:
+    """Markdown decodes ``&#x202E;`` into U+202E: the rendered page shows every control, bidi and
+    format character as a visible escape, however the document spelled it."""
+    import unicodedata
+
+    client, logs = _client(tmp_path)
+    doc = ("# Plan\n2. delete &#x202E;txet.sgol/ ,ylno&#x202C; scratch\n"
+           "3. ok&#x2028;done &#x200B;x &#x61C; &#8238; &#x85; &#0; `&#x202E;` [a](b&#x202E;c)")
+    rid = plan_session(logs, "s1", doc)
+    _login(client)
+    page = client.get(f"/review/s1.jsonl/{rid}").text
+    hidden = {c for c in page if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c not in "\n\t\r"}
+    assert hidden == set()
+    assert "\\u202e" in page and "\\u200b" in page
+
+
 def test_an_approval_is_an_event_by_the_inbox_reviewer(tmp_path: Path) -> None:
     client, logs = _client(tmp_path)
     rid = stage_session(logs, "s1")

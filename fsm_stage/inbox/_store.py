@@ -211,6 +211,8 @@ class SessionStore:
     def load(self, key: str, *, stamp: Any = None) -> SessionView | None:
         """The folded log ``key`` (a file name in the folder; a PostgreSQL session id), None when
         missing or unreadable. ``stamp`` (from a listing) saves looking it up again."""
+        if "\0" in key:  # no file name or PostgreSQL text holds NUL: nothing to look up
+            return None
         if self.conninfo is not None:
             return self._load_pg(key, stamp)
         if "/" in key or "\\" in key or key.startswith(".") or not key.endswith(".jsonl"):

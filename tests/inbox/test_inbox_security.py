@@ -179,8 +179,20 @@ def test_paths_outside_the_folder_are_not_served(tmp_path: Path) -> None:
     client, _logs = _client(tmp_path)
     (tmp_path / "secret.jsonl").write_text("{}\n")
     _login(client)
-    for path in ("/session/..%2Fsecret.jsonl", "/session/.hidden.jsonl", "/session/nope.jsonl"):
-        assert client.get(path).status_code == 404
+    for path in ("/session/..%2Fsecret.jsonl", "/session/.hidden.jsonl", "/session/nope.jsonl",
+                 "/session/a%00.jsonl", "/review/a%00.jsonl/rv_1", "/review/a%00.jsonl/rv_1/edit",
+                 "/graph/a%00.jsonl/rv_1.svg"):
+        assert client.get(path).status_code == 404, path
+
+
+def test_a_nul_in_a_bulk_selection_is_refused_in_one_line(tmp_path: Path) -> None:
+    client, logs = _client(tmp_path)
+    rid = stage_session(logs, "s1")
+    csrf = _login(client)
+    done = client.post("/bulk", data={"csrf": csrf, "action": "approve", "selected": ["a\x00.jsonl/x",
+                                                                                      f"s1.jsonl/{rid}"]})
+    assert done.status_code == 200
+    assert [e.data["id"] for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"] == [rid]
 
 
 def test_only_loopback_hosts_count_as_loopback() -> None:

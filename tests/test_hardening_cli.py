@@ -82,3 +82,21 @@ def test_control_characters_in_user_error_lines_are_escaped(tmp_path: Path) -> N
     code, err = _run("state", str(tmp_path / "no\x07such\x1b[2J.jsonl"))
     assert code == 1 and err.startswith("fsm-stage: ")
     assert "\x1b" not in err and "\x07" not in err and "no\\x07such\\x1b[2J" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf"])
+@pytest.mark.parametrize("args", [
+    ["inbox", "list", "{tmp}", "--follow", "--interval", "{value}"],
+    ["draw", "stage_graphs/feature-work.yaml", "-o", "{tmp}/g.png", "--scale", "{value}"],
+    ["worker", "--graph", "g.yaml", "--store", "{tmp}", "--model", "m:f", "--dead-after", "{value}"],
+    ["worker", "--graph", "g.yaml", "--store", "{tmp}", "--model", "m:f", "--poll", "{value}"],
+], ids=["inbox-interval", "draw-scale", "fleet-dead-after", "fleet-poll"])
+def test_a_float_option_refuses_nan_and_infinities_as_a_usage_error(tmp_path: Path, args: list[str],
+                                                                     value: str) -> None:
+    """NaN passes every range comparison (``time.sleep(nan)`` then raised): every float option
+    of the command line refuses it, and the infinities, in one usage line."""
+    argv = [a.format(tmp=tmp_path, value=value) for a in args]
+    out = CliRunner().invoke(main, argv)
+    assert out.exit_code == 2, out.output
+    assert "is not a finite number" in out.stderr or "not in the range" in out.stderr, out.stderr
+    assert "Traceback" not in out.output

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from fsm_stage.cli.inputs import display_name, read_text_arg
+from fsm_stage.cli.params import FiniteFloatRange
 from fsm_stage.config import load_config_text
 from fsm_stage.diagram import (
     EXPAND_ANY_MAX_STAGES,
@@ -82,7 +83,7 @@ def _same_file(a: Path, b: Path) -> bool:
 )
 @click.option("--width", type=click.IntRange(min=1), metavar="PX", help="Render this many pixels wide.")
 @click.option(
-    "--scale", type=click.FloatRange(min=0, min_open=True), metavar="F", help="Render scale factor (e.g. 2)."
+    "--scale", type=FiniteFloatRange(min=0, min_open=True), metavar="F", help="Render scale factor (e.g. 2)."
 )
 @click.option(
     "--dpi", type=click.IntRange(min=1), metavar="N", help="Resolution of DOT/SVG/PNG output (dot -Gdpi)."

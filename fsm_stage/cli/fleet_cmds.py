@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from fsm_stage.cli.params import FiniteFloatRange
 from fsm_stage.errors import UserError
 
 #: ``fsm_stage.fleet.records.STATES``, spelt here so ``--help`` imports no fleet code (a test
@@ -66,9 +67,9 @@ def _load(spec: str, what: str) -> Any:
               help="Sessions driven at once by this worker.")
 @click.option("--sessions", default=64, show_default=True, type=click.IntRange(1, 100000),
               help="Session workflows this worker holds (waiting ones included).")
-@click.option("--dead-after", default=5.0, show_default=True, type=click.FloatRange(1.0, 3600.0),
+@click.option("--dead-after", default=5.0, show_default=True, type=FiniteFloatRange(1.0, 3600.0),
               help="Seconds of silence after which a worker's sessions are taken over.")
-@click.option("--poll", default=30.0, show_default=True, type=click.FloatRange(0.1, 86400.0),
+@click.option("--poll", default=30.0, show_default=True, type=FiniteFloatRange(0.1, 86400.0),
               help="Seconds a waiting session re-reads its log without a wake-up.")
 @click.option("--max-interrupted", default=3, show_default=True, type=click.IntRange(1, 1000),
               help="Turns in a row ending interrupted (worker crashes) before a run is failed.")

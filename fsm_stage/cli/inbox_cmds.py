@@ -27,6 +27,7 @@ import click
 
 from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
 from fsm_stage.cli._wake import waker, webhooks
+from fsm_stage.cli.params import FiniteFloatRange
 from fsm_stage.errors import UserError
 
 #: Environment variable holding the cookie-signing key (default: random per start).
@@ -232,7 +233,7 @@ def _who(command: str, as_name: str | None, token_file: Path | None, reviewers_f
               help="Reviewers file resolving the @groups of --reviewer NAME.")
 @click.option("--follow", is_flag=True, help="Then print the reviews asked and closed from now on, "
                                              "until Ctrl-C (exit 130).")
-@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 3600),
+@click.option("--interval", default=1.0, show_default=True, type=FiniteFloatRange(0.05, 3600),
               help="With --follow: seconds between two looks at LOCATION.")
 def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], older_than: str | None,
              deadline_within: str | None, as_json: bool, targets: tuple[str, ...], allowed: str | None,

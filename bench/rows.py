@@ -541,7 +541,8 @@ def row_inbox_pg(r: dict[str, Any] | None, err: str | None) -> Row:
                  ok=max(pg["cold_s"], pg["warm_s"]) < 1.0)
     row.details.append(f"{r['sessions']:,} sessions, one open stage review each; through Starlette's "
                        "TestClient (rendering included); warm: median of 5. PostgreSQL reads only the review "
-                       "rows of the sessions whose last seq moved, in one query (`inbox/_pg_queue.py`)")
+                       "rows of the sessions whose last seq moved, in one query, and their headers in a "
+                       "second (`inbox/_pg_queue.py`)")
     return row
 
 

@@ -26,7 +26,7 @@ from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import fold
 from fsm_stage.log.projections.stage import stage_from_event
-from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewAnswer, ReviewRecord, ReviewState
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewAnswer, ReviewRecord, ReviewState, as_fork
 from fsm_stage.reviews._team import Reviewers, VoteResult, deadline_at
 
 __all__ = ["OnAnswer", "OpenReview", "SessionStore", "SessionView"]
@@ -375,7 +375,9 @@ def _view(key: str, path: Path | None, res: ReadResult) -> SessionView:
         stage = stage_from_event(ev)
         if stage is not None:
             break
-    return SessionView(key, path, res.header, events, fold(REVIEW_FOLD, events), stage, _dropped(res))
+    # a fork sees its parent's unused reviews as redeemed "forked": never open, never answerable
+    reviews = as_fork(fold(REVIEW_FOLD, events), res.header.seed_length)
+    return SessionView(key, path, res.header, events, reviews, stage, _dropped(res))
 
 
 def _dropped(res: ReadResult) -> str | None:

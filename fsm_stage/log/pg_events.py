@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
 from fsm_stage.errors import LogFormatError
-from fsm_stage.log.dsh import RecordDecoder
+from fsm_stage.log.dsh import RecordDecoder, parse_header
 from fsm_stage.log.events import Event, SessionHeader
 
 BLOCK = 512
@@ -35,6 +35,19 @@ def split_header(text: str) -> tuple[str, str]:
     lead = len(text) - len(text.lstrip())
     line, _, rest = text[lead:].partition("\n")
     return line, rest
+
+
+def stored_header(text: str, *, source: str, strict: bool = False,
+                  warnings: list[str] | None = None) -> SessionHeader:
+    """The ``SessionHeader`` of a stored header text (``fsm_sessions.header``; ``parse_header``'s
+    checks). Raises ``LogFormatError`` for text that is not JSON or not a session header."""
+    try:
+        rec = json.loads(split_header(text)[0])
+    except ValueError:
+        raise LogFormatError(f"{source}: stored header is not JSON") from None
+    if not isinstance(rec, dict) or rec.get("type") != "session":
+        raise LogFormatError(f"{source}: stored header is not a session header")
+    return parse_header(rec, source=source, strict=strict, warnings=warnings)
 
 
 def decode_rows(

@@ -34,7 +34,7 @@ from fsm_stage.errors import (
     UserError,
     _SeqTakenSignal,
 )
-from fsm_stage.log.dsh import ReadResult, parse_header
+from fsm_stage.log.dsh import ReadResult
 from fsm_stage.log.events import Clock, Event, LogBase, NewEvent, SessionHeader, wall_clock_ms
 from fsm_stage.log.jsonl import encode_line
 from fsm_stage.log.pg_checkpoints import CHECKPOINT_EVERY, Restored, Seeds, checkpointed, encode, restore
@@ -56,6 +56,7 @@ from fsm_stage.log.pg_events import (
     event_range,
     header_line,
     split_header,
+    stored_header,
 )
 from fsm_stage.log.pg_listen import Listening, close_quietly
 from fsm_stage.log.pg_schema import NOTIFY_CHANNEL, check_schema, listener_lock
@@ -239,13 +240,8 @@ class PostgresLog(Listening, LogBase):
         if row is None:
             raise LogFormatError(f"{self.source}: no such session log{_CREATE_HINT}")
         self._header_text = str(row[0])
-        try:
-            rec = json.loads(split_header(self._header_text)[0])
-        except ValueError:
-            raise LogFormatError(f"{self.source}: stored header is not JSON") from None
-        if not isinstance(rec, dict) or rec.get("type") != "session":
-            raise LogFormatError(f"{self.source}: stored header is not a session header")
-        self._header = parse_header(rec, source=self.source, strict=self._strict, warnings=self.warnings)
+        self._header = stored_header(self._header_text, source=self.source, strict=self._strict,
+                                     warnings=self.warnings)
         if self._header.id != self.session:
             raise LogFormatError(f"{self.source}: stored header has id {self._header.id!r}")
         restored = self._restore(*row[1:])

@@ -82,3 +82,18 @@ def login(page: Any, base: str, name: str = "alice") -> None:
     page.fill("input[name=token]", TOKENS[name])
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/")
+
+
+def dsh_fork(folder: Path, parent: str, child: str) -> Path:
+    """``folder/<child>.jsonl``: a fork of ``folder/<parent>.jsonl`` as DeepSeek Harness writes
+    one (header with ``parentSession`` and ``seedLength``, the parent's events verbatim, then
+    ``session/end-seed``); no ``forked`` redemptions are written."""
+    import json
+
+    lines = (folder / f"{parent}.jsonl").read_text().splitlines()
+    header, seed = json.loads(lines[0]), lines[1:]
+    header.update({"id": child, "parentSession": header["id"], "seedLength": len(seed)})
+    end = {"type": "session/end-seed", "seq": len(seed), "time": header["createdAt"], "data": {}}
+    path = folder / f"{child}.jsonl"
+    path.write_text("\n".join([json.dumps(header), *seed, json.dumps(end)]) + "\n")
+    return path

@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from inbox_fixtures import TOKENS, add_rules, plan_session, set_requester, stage_session, write_reviewers
+from inbox_fixtures import (
+    TOKENS,
+    add_rules,
+    dsh_fork,
+    plan_session,
+    set_requester,
+    stage_session,
+    write_reviewers,
+)
 
 from fsm_stage.cli import main
 from fsm_stage.constants import REVIEW_REQUEST
@@ -274,3 +282,33 @@ def test_deadline_text_reads_at_a_glance_on_both_sides_of_the_deadline() -> None
     assert deadline_text(now - 1_000, now) == "overdue 1s"
     assert [deadline_text(now + d, now) for d in (999, 1)] == ["in <1s"] * 2
     assert [deadline_text(now + d, now) for d in (0, -1, -999)] == ["overdue <1s"] * 3
+
+
+def test_a_forks_inherited_reviews_are_not_listed_nor_answered(tmp_path: Path) -> None:
+    """A DeepSeek Harness fork copies its parent's open review verbatim; the fork sees it
+    redeemed ``forked`` (an approval is used only on the branch it was asked on), so the queue
+    lists only the parent's and approve-all answers only that one."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+    from fsm_stage.log import open_log
+    from fsm_stage.reviews import open_reviews as session_reviews
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rid = stage_session(logs, "parent")
+    child = dsh_fork(logs, "parent", "child")
+    with open_log(child) as log:  # the library's own view of the fork
+        assert tuple(session_reviews(log)) == ()
+    assert [(i.key, i.record.id) for i in open_reviews(logs)] == [("parent.jsonl", rid)]
+    client = TestClient(create_app(logs, reviewers_file=write_reviewers(tmp_path / "r.yaml"),
+                                   secret_key="k" * 40))
+    page = client.get("/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token is not None
+    client.post("/login", data={"csrf": token.group(1), "name": "alice", "token": TOKENS["alice"]})
+    assert "<h2>Answer</h2>" not in client.get(f"/review/child.jsonl/{rid}").text
+    done = approve_all(logs)
+    assert [(d.key, d.result) for d in done] == [("parent.jsonl", "answered")]
+    assert _answers(child) == []

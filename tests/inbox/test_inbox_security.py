@@ -192,7 +192,8 @@ def test_a_nul_in_a_bulk_selection_is_refused_in_one_line(tmp_path: Path) -> Non
     done = client.post("/bulk", data={"csrf": csrf, "action": "approve", "selected": ["a\x00.jsonl/x",
                                                                                       f"s1.jsonl/{rid}"]})
     assert done.status_code == 200
-    assert [e.data["id"] for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"] == [rid]
+    answers = [e.data["id"] for e in read_log(logs / "s1.jsonl").events if e.type == "fsm/review/answer"]
+    assert answers == [rid]
 
 
 def test_only_loopback_hosts_count_as_loopback() -> None:

@@ -283,3 +283,24 @@ def test_the_queue_finds_review_rows_whose_json_spells_the_type_with_escapes(
     folded = {(i.session_id, i.record.id) for v in SessionStore(dsn).sessions() for i in v.open()}
     assert folded == {("asked", rids["asked"])}
     assert {(i.session_id, i.record.id) for i in SessionStore(dsn).open_reviews()} == folded
+
+
+def test_an_imported_forks_inherited_reviews_are_not_in_the_queue(fresh_db: Callable[[], str],
+                                                                  tmp_path: Path) -> None:
+    """A DeepSeek Harness fork imported into PostgreSQL: the queue reads its header's
+    ``seedLength`` and leaves out the reviews it inherited, as folding the whole session does."""
+    from inbox_fixtures import dsh_fork, stage_session
+
+    from fsm_stage.inbox._store import SessionStore
+    from fsm_stage.log.pg_transfer import import_jsonl
+
+    dsn = _database(fresh_db)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rid = stage_session(logs, "parent")
+    for name in ("parent", "child"):
+        path = dsh_fork(logs, "parent", "child") if name == "child" else logs / "parent.jsonl"
+        import_jsonl(path.read_bytes(), dsn, source=str(path))
+    folded = {(i.session_id, i.record.id) for v in SessionStore(dsn).sessions() for i in v.open()}
+    assert folded == {("parent", rid)}
+    assert {(i.session_id, i.record.id) for i in SessionStore(dsn).open_reviews()} == folded

@@ -127,6 +127,9 @@ def _check_one(value: object, npath: NativePath, report: ProblemReport) -> None:
         items = value.get(key)
         if isinstance(items, list) and len(items) > MAX_LIST:
             report.error((*npath, key), f"lists {len(items)} entries; at most {MAX_LIST}")
+    if isinstance(approvers, list) and not approvers:
+        report.error((*npath, "approvers"), "is empty; expected a non-empty list of reviewer names or "
+                                            "@groups (omit `approvers` to let anyone answer)")
     if isinstance(approvers, list):
         seen: dict[str, str] = {}
         for i, a in enumerate(approvers):
@@ -149,8 +152,10 @@ def _check_one(value: object, npath: NativePath, report: ProblemReport) -> None:
 def check_review_rules(graph: Mapping[str, Any], plan_mode: object, report: ProblemReport) -> None:
     """Positioned problems of every ``review`` mapping of a graph's plain data and its
     ``plan_mode``: the deadline grammar and bound, a quorum larger than the named approvers,
-    approver names, webhook URLs, list sizes."""
+    approver names (none: an error), webhook URLs, list sizes; and a warning for an edge's or
+    plan mode's rules that let anyone answer where the graph's do not (they replace them whole)."""
     _check_one(graph.get("review"), ("review",), report)
+    strict_default = _restricts(graph.get("review"))
     stages = graph.get("stages")
     if isinstance(stages, list):
         for i, stage in enumerate(stages):
@@ -160,5 +165,25 @@ def check_review_rules(graph: Mapping[str, Any], plan_mode: object, report: Prob
                     if (type(edge) is dict or (type(edge) is not str and isinstance(edge, Mapping))) \
                             and "review" in edge:
                         _check_one(edge.get("review"), ("stages", i, "targets", j, "review"), report)
+                        _check_loosened(edge.get("review"), ("stages", i, "targets", j, "review"),
+                                        strict_default, report)
     if isinstance(plan_mode, Mapping):
         _check_one(plan_mode.get("review"), ("plan_mode", "review"), report)
+        if "review" in plan_mode:
+            _check_loosened(plan_mode.get("review"), ("plan_mode", "review"), strict_default, report)
+
+
+def _restricts(value: object) -> bool:
+    """Whether plain ``review`` data limits who may answer (approvers, a quorum above 1 or
+    not_requester); anything not a mapping counts as limiting (its own problem is reported)."""
+    if not isinstance(value, Mapping):
+        return value is not None
+    quorum = value.get("quorum")
+    return value.get("approvers") is not None or value.get("not_requester") is True \
+        or (isinstance(quorum, int) and quorum > 1)
+
+
+def _check_loosened(value: object, npath: NativePath, strict_default: bool, report: ProblemReport) -> None:
+    if strict_default and isinstance(value, Mapping) and not _restricts(value):
+        report.warn(npath, "replaces the graph's `review` rules whole and limits nobody: anyone may answer "
+                           "these reviews (repeat the graph's approvers here to keep them)")

@@ -368,3 +368,34 @@ def test_an_answer_from_the_cli_posts_the_reviews_webhook(tmp_path: Path, receiv
     ((headers, raw),) = got
     assert json.loads(raw)["event"] == "review.answered"
     assert headers[SIGNATURE_HEADER] == signature(raw, b"cli-secret")
+
+
+@pytest.mark.parametrize("where", ["graph", "edge", "plan"])
+def test_an_empty_approvers_list_is_a_positioned_error(where: str) -> None:
+    """``approvers: []`` names nobody: every reader refuses such logged rules, so the config
+    refuses to write them (omit the key to let anyone answer)."""
+    from fsm_stage.errors import ConfigError
+
+    graph = "review: {approvers: []}\n" if where == "graph" else ""
+    edge = "{to: b, review: {approvers: []}}" if where == "edge" else "b"
+    plan = "plan_mode:\n  section: p\n  review: {approvers: []}\n" if where == "plan" else ""
+    text = (f"name: g\nsection: s\n{graph}stages:\n  - name: a\n    instruction: A.\n"
+            f"    targets: [{edge}]\n  - {{name: b, instruction: B.}}\n{plan}")
+    with pytest.raises(ConfigError) as err:
+        load_config_text(text)
+    key = {"graph": "review.approvers", "edge": "stages[0].targets[0].review.approvers",
+           "plan": "plan_mode.review.approvers"}[where]
+    assert f"{key}: is empty" in str(err.value)
+
+
+@pytest.mark.parametrize("edge_rules", ["{}", "{quorum: 1}", "{deadline: 1h}"])
+def test_edge_rules_that_let_anyone_answer_under_graph_rules_that_do_not_warn(edge_rules: str) -> None:
+    """An edge's ``review`` replaces the graph's whole: one that names no approvers, quorum or
+    not_requester lets anyone answer that edge's reviews, which the validator says."""
+    text = ("name: g\nsection: s\nreview: {approvers: [alice]}\nstages:\n  - name: a\n    instruction: A.\n"
+            f"    targets: [{{to: b, review: {edge_rules}}}]\n  - {{name: b, instruction: B.}}\n")
+    cfg = load_config_text(text)
+    (warning,) = [w for w in cfg.warnings if "review" in str(w)]
+    assert "stages[0].targets[0].review" in str(warning) and "anyone may answer" in str(warning)
+    strict = text.replace(f"review: {edge_rules}", "review: {approvers: [bob]}")
+    assert [w for w in load_config_text(strict).warnings if "review" in str(w)] == []

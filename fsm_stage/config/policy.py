@@ -218,6 +218,30 @@ def _check_globs(rule: Mapping[str, Any], path: NativePath, report: ProblemRepor
             for k, v in enumerate(values):
                 if isinstance(v, str) and not v.strip():
                     report.error((*path, key, k), "is blank; expected a non-empty string")
+                elif isinstance(v, str) and key == "paths":
+                    _check_path_glob(v, (*path, key, k), report)
+
+
+def _check_path_glob(glob: str, path: NativePath, report: ProblemReport) -> None:
+    """A path glob is matched against paths made relative to the session cwd, with ``/``
+    separators and ``..`` resolved: one that could never match such a path is an error (an
+    ``ask`` rule that never applies fails open), one naming only a folder a warning."""
+    shown = json.dumps(glob, ensure_ascii=False)
+    if glob.startswith("/"):
+        why = "is absolute"
+    elif glob.startswith("~"):
+        why = "is home-relative"
+    elif ".." in glob.split("/"):
+        why = "holds `..`"
+    elif "\\" in glob:
+        why = "holds a backslash"
+    else:
+        if glob.endswith("/") and glob.strip("/"):
+            report.warn(path, f"{shown} matches only the folder itself, not what it holds; "
+                              f"write {json.dumps(glob.rstrip('/') + '/**')} for both")
+        return
+    report.error(path, f"{why}: {shown} could never match; path globs are relative to the session cwd, "
+                       "with `/` separators and `..` resolved (e.g. `secret/**`)")
 
 
 def _check_name(

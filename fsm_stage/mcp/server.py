@@ -367,11 +367,17 @@ class StageServer:
     # --- resources ----------------------------------------------------------------------------------
 
     def instructions(self, ms: McpSession) -> str:
-        """The current stage and its instruction (markdown)."""
+        """The current stage and its instruction (markdown); for a stage the served graph does
+        not have (renamed since the log was written), that, and the stages goto_stage may move
+        to (S37d)."""
         if ms.stage is None:
             return "This server has no stage graph."
         current = ms.stage.current(ms.session)
-        stage = next(s for s in ms.stage.config.stages if s.name == current)
+        stage = ms.stage.config.stage(current)
+        if stage is None:
+            targets = ", ".join(ms.stage.targets(ms.agent, ms.session))
+            return (f"Current stage: {current}\n\nThe served stage graph has no stage `{current}`; "
+                    f"goto_stage may move to: {targets}.")
         return f"Current stage: {current}\n\n{stage.instruction}"
 
     def diagram(self, ms: McpSession) -> str:

@@ -178,10 +178,21 @@ def _groups(graph: GraphConfig | None) -> tuple[tuple[str, tuple[str, ...]], ...
     return tuple((k, tuple(v)) for k, v in graph.tool_groups.items())
 
 
+#: The policy of a stage the graph does not have, where some stage restricts tools: none runs.
+_UNKNOWN_STAGE = ToolPolicyConfig(allow=())
+
+
 def stage_policy(graph: GraphConfig, stage: str) -> ToolPolicy | None:
-    """The compiled policy of ``stage`` (None: no ``tools`` key, everything runs)."""
+    """The compiled policy of ``stage`` (None: no ``tools`` key, everything runs). A stage the
+    graph does not have (it changed under a session) cannot be classified: where any stage of
+    the graph has ``tools`` it gets the strictest policy, every tool denied (fsm_stage's own
+    still run)."""
     configured = graph.stage(stage)
-    if configured is None or configured.tools is None:
+    if configured is None:
+        if any(s.tools is not None for s in graph.stages):
+            return compile_policy(_UNKNOWN_STAGE, _groups(graph))
+        return None
+    if configured.tools is None:
         return None
     return compile_policy(configured.tools, _groups(graph))
 

@@ -2,9 +2,9 @@
 
 ``call_paths(args, expected, workspace)`` returns every path a call names, each as its
 workspace-relative forms (lexical, and physical through symlinks when the cwd exists), or the
-reasons it cannot be classified. ``workspace(cwd)`` probes (once per cwd, cached) whether the
-file system folds case. ``PathGlob`` matches those forms by path segment. The rules are the
-tables of docs/tool-policy.md.
+reasons it cannot be classified. ``workspace(cwd)`` resolves the cwd and probes (once per
+folder, cached) whether the file system folds case. ``PathGlob`` matches those forms by path
+segment. The rules are the tables of docs/tool-policy.md.
 """
 
 from __future__ import annotations
@@ -106,19 +106,27 @@ def _probe_case(real: str) -> Case:
     return "unknown"
 
 
-@functools.lru_cache(maxsize=64)
 def workspace(cwd: str | None) -> Workspace:
-    """The ``Workspace`` of a session cwd (cached per cwd string for the process: the case probe
-    stats at most two entries once). A relative or missing cwd is kept lexically with case
-    ``unknown``."""
+    """The ``Workspace`` of a session cwd, resolved at every call (a cwd created, or replaced
+    by a link, since the last call is read as it is now); only the case probe of a resolved
+    folder is cached for the process (it stats at most two entries once). A relative or
+    missing cwd is kept lexically with case ``unknown``."""
     if cwd is None or not cwd.startswith("/") or "\x00" in cwd:
-        return Workspace(None, None, "unknown")
+        return _NO_WORKSPACE
     root = _lexical(cwd)
     try:
         real = os.path.realpath(root) if os.path.isdir(root) else None
     except (OSError, ValueError):
         real = None
-    return Workspace(root, real, _probe_case(real) if real is not None else "unknown")
+    return Workspace(root, real, _case_of(real) if real is not None else "unknown")
+
+
+_NO_WORKSPACE = Workspace(None, None, "unknown")
+
+
+@functools.lru_cache(maxsize=64)
+def _case_of(real: str) -> Case:
+    return _probe_case(real)
 
 
 def _fold(text: str) -> str:
@@ -139,9 +147,13 @@ def normalise(path: str, ws: Workspace) -> tuple[tuple[str, ...], str | None]:
     """The workspace-relative forms of ``path`` (``""`` is the cwd itself; POSIX separators, no
     ``.``, ``..``, empty or trailing parts), or ``((), why)`` when it cannot be classified:
     empty, NUL, longer than ``MAX_PATH_CHARS``, ``~``, a drive or URL scheme, absolute without
-    a session cwd, leaving the cwd lexically or through a symlink."""
+    a session cwd, leaving the cwd lexically or through a symlink, or (where ``/`` is the only
+    separator) holding a backslash: a tool there reads ``k\\..\\x`` as one name, so no
+    reading of it is safe."""
     if not path or "\x00" in path or len(path) > MAX_PATH_CHARS:
         return (), "is empty, too long or holds a NUL"
+    if "\\" in path and os.sep != "\\":
+        return (), "holds a backslash (a separator on Windows, a name character here)"
     text = path.replace("\\", "/")
     if text.startswith("~") or _SCHEME.match(text.split("/", 1)[0]):
         return (), "is home-relative, a drive or a URL"

@@ -6,8 +6,8 @@ Top keys: ``description``, ``graph`` (relative to the file), ``session`` (``id``
 omitted = a fresh temporary folder, ``""`` = the file's folder, ``subagent``, ``parent``),
 ``system`` (text or a list of ``{name, order, text}``), ``eligible`` and ``steps``, each a
 one-key mapping: ``user``, ``command``, ``model`` (``TEXT`` or ``{text, calls}``), ``eligible``,
-``end_turn`` (``completed`` | ``aborted``), ``answer`` (``{call, outcome, option, feedback}``),
-``resume`` (``true``), ``expect``. The graph loader's machinery words and
+``end_turn`` (``completed`` | ``aborted`` | ``blocked``), ``answer`` (``{call, outcome, option,
+feedback, reviewer}``), ``resume`` (``true``), ``expect``. The graph loader's machinery words and
 positions YAML errors, duplicate keys, tags, wrong types and unknown keys; data the simulator
 would ignore is refused too (a ``review`` on a tool that asks none, ``result`` on
 ``goto_stage``, duplicate call ids, duplicate / blank / ``plan:policy`` system sections), as is
@@ -149,7 +149,7 @@ class _Loader:
 
 _TOP_KEYS = ("description", "graph", "session", "system", "eligible", "steps")
 _STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "answer", "resume", "expect")
-_ANSWER_KEYS = ("call", "outcome", "option", "feedback")
+_ANSWER_KEYS = ("call", "outcome", "option", "feedback", "reviewer")
 _ANSWER_OUTCOMES = ("approve", "keep", "dismiss")
 _EXPECT_KEYS: dict[str, Any] = {
     "stage": str,
@@ -256,8 +256,8 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
         values = _flags(problems, value, kpath)
         return None if values is None else EligibilityFlip(values, where)
     if kind == "end_turn":
-        if value not in ("completed", "aborted"):
-            problems.add(kpath, f"expected completed or aborted, got {_yaml_value(value)}")
+        if value not in ("completed", "aborted", "blocked"):
+            problems.add(kpath, f"expected completed, aborted or blocked, got {_yaml_value(value)}")
             return None
         return EndTurn(value, where)
     if kind == "expect":
@@ -292,10 +292,10 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
 
 
 def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerReview | None:
-    """``answer: {call, outcome, option, feedback}``: every problem positioned at its key."""
+    """``answer: {call, outcome, option, feedback, reviewer}``: every problem positioned at its key."""
     if not isinstance(value, Mapping):
         problems.add(kpath, "expected a mapping {call: ID | last, outcome: approve | keep | dismiss, "
-                     "option, feedback}")
+                     "option, feedback, reviewer}")
         return None
     before = problems.count()
     for k in value:
@@ -307,7 +307,7 @@ def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerRe
     elif outcome not in _ANSWER_OUTCOMES:
         problems.add((*kpath, "outcome"), f"expected approve, keep or dismiss, got {_yaml_value(outcome)}")
     texts: dict[str, str | None] = {}
-    for k in ("call", "option", "feedback"):
+    for k in ("call", "option", "feedback", "reviewer"):
         v = value.get(k)
         if k in value and (not isinstance(v, str) or not v.strip()):
             problems.add((*kpath, k), f"expected a non-empty string, got {_yaml_value(v)}")
@@ -319,7 +319,7 @@ def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerRe
     if problems.count() != before:
         return None
     return AnswerReview(cast(AnswerOutcome, outcome), texts["call"] or "last", texts["option"],
-                        texts["feedback"], where)
+                        texts["feedback"], where, texts["reviewer"])
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

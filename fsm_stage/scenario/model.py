@@ -124,13 +124,15 @@ class EligibilityFlip:
 
 @attrs.frozen
 class EndTurn:
-    """``end_turn: completed | aborted``: the open turn ends here.
+    """``end_turn: completed | aborted | blocked``: the open turn ends here.
 
     ``aborted``: the user stops the turn before the next model request. ``completed``: asserts
     the turn has ended on its own (a model step without tool calls) — an error otherwise.
+    ``blocked``: the waiting turn starts and a budget stops it before its first request (its
+    budget review, when it asks one, waits for an ``answer`` step) — an error otherwise.
     """
 
-    reason: Literal["completed", "aborted"] = "aborted"
+    reason: Literal["completed", "aborted", "blocked"] = "aborted"
     where: str = attrs.field(default="", eq=False)
 
 
@@ -139,12 +141,14 @@ AnswerOutcome = Literal["approve", "keep", "dismiss"]
 
 @attrs.frozen
 class AnswerReview:
-    """``answer: {call, outcome, option, feedback}``: a human answers a suspended review later
-    (``fsm_stage.reviews._answer.answer_review``, as ``fsm-stage review`` does).
+    """``answer: {call, outcome, option, feedback, reviewer}``: a human answers a suspended
+    review later (``fsm_stage.reviews._answer.answer_review``, as ``fsm-stage review`` does).
 
-    ``call``: the call id whose review is answered, or ``last`` (the latest open review);
-    ``outcome``: ``approve`` / ``keep`` / ``dismiss``; ``option``: the approve option's label
-    (default the first, ``Approve``); ``feedback``: the reviewer's comments (``keep`` only).
+    ``call``: the call id whose review is answered, or ``last`` (the latest open review, a
+    budget review included); ``outcome``: ``approve`` / ``keep`` / ``dismiss``; ``option``: the
+    approve option's label (default the first, ``Approve``); ``feedback``: the reviewer's
+    comments (``keep`` only); ``reviewer``: the named reviewer answering (``vote_review``: the
+    review's rules decide, a quorum takes one step per reviewer; None: nobody named).
     """
 
     outcome: AnswerOutcome
@@ -152,6 +156,7 @@ class AnswerReview:
     option: str | None = None
     feedback: str | None = None
     where: str = attrs.field(default="", eq=False)
+    reviewer: str | None = None
 
 
 @attrs.frozen

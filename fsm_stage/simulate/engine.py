@@ -16,6 +16,7 @@ from typing import Any
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import STEP_START
+from fsm_stage.driver._budget import BUDGET_KIND
 from fsm_stage.driver._host import guard_names, open_session
 from fsm_stage.driver._loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.errors import ReviewSuspended, UserError
@@ -24,7 +25,7 @@ from fsm_stage.log.events import EventLog
 from fsm_stage.log.projections import PlanModeFold
 from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.policy._gate import policy_state
-from fsm_stage.reviews._answer import answer_review, open_reviews
+from fsm_stage.reviews._answer import answer_review, open_reviews, vote_review
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed, ScriptedReviewChannel
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
@@ -220,6 +221,9 @@ class _Engine:
 
     def _answer_review(self, questions: Sequence[Question]) -> list[Answer]:
         q = questions[0]
+        if q.id == BUDGET_KIND:  # asked at a step boundary, of no call: an `answer` step answers it
+            self._note("review", "budget review: nobody answers now (an `answer` step answers it)")
+            raise ReviewSuspended("a budget review is answered by an `answer` step")
         call = self.scenario_call()
         review = call.review if call is not None else None
         if review is None:
@@ -295,10 +299,17 @@ class _Engine:
                         f"{step.where}: model step with no turn to answer in: the previous model step "
                         "had no tool calls, so its turn ended; start a turn with a user prompt (or a "
                         "command that steers text) first")
+                at = self.i
                 outcomes = await self.loop.run_until_idle()
                 self.raise_fatal()
                 if outcomes:
                     self._suspension_note(outcomes[-1])
+                if self.i == at:  # no request was made: a budget stopped the turn before it
+                    why = self.loop.driver.stopped or "the turn ended before its first request"
+                    self._note("turn", f"turn stopped before a request: {why}")
+                    raise SimulationError(
+                        f"{step.where}: model step, but no request was made: {why}; write `end_turn: "
+                        "blocked` here, then an `answer` step for the budget review, then this model step")
                 continue
             self.i += 1
             await self._do(step, in_turn=False)
@@ -327,6 +338,8 @@ class _Engine:
             self._note("eligible", ", ".join(f"{k}={str(v).lower()}" for k, v in step.values.items()))
         elif isinstance(step, AnswerReview | Resume):
             await self._answer_or_resume(step)
+        elif isinstance(step, EndTurn) and step.reason == "blocked":
+            await self._blocked(step, in_turn=in_turn)
         elif isinstance(step, EndTurn):
             if step.reason == "aborted" and self.loop.driver.suspended() is not None:
                 self.loop.abort("user")
@@ -342,6 +355,20 @@ class _Engine:
                 raise SimulationError(f"{step.where}: end_turn: aborted, but no turn is open")
         elif isinstance(step, Expect):
             self._check(step)
+
+    async def _blocked(self, step: EndTurn, *, in_turn: bool) -> None:
+        """``end_turn: blocked``: run the waiting turn, which a budget must stop before its first
+        request (``SimulationError`` otherwise)."""
+        if in_turn or not self.agent.wants_turn or self.loop.driver.suspended() is not None:
+            raise SimulationError(f"{step.where}: end_turn: blocked needs a waiting turn (a user prompt "
+                                  "after the last turn ended)")
+        asked = len(self.records)
+        outcomes = await self.loop.run_until_idle()
+        self.raise_fatal()
+        stopped = self.loop.driver.stopped
+        if len(self.records) != asked or not outcomes or outcomes[-1].reason != "blocked" or stopped is None:
+            raise SimulationError(f"{step.where}: end_turn: blocked, but no budget stopped the turn")
+        self._note("turn", f"turn {outcomes[-1].turn} stopped before a request: {stopped}")
 
     def _suspension_note(self, outcome: TurnOutcome) -> None:
         if outcome.reason == "suspended":
@@ -366,10 +393,18 @@ class _Engine:
                                   f"(open: {open_})")
         record = found[-1]
         try:
-            answer_review(self.session, record.id, step.outcome, feedback=step.feedback, option=step.option)
+            if step.reviewer is None:
+                answer_review(self.session, record.id, step.outcome, feedback=step.feedback,
+                              option=step.option)
+                voted = ""
+            else:  # a named reviewer: the review's rules decide, a quorum counts votes
+                vote = vote_review(self.session, record.id, step.outcome, reviewer=step.reviewer,
+                                   feedback=step.feedback, option=step.option)
+                voted = f" by {step.reviewer}" + ("" if vote.answer is not None
+                                                  else f" (vote {len(vote.votes)} of {vote.needed})")
         except UserError as exc:
             raise SimulationError(f"{step.where}: answer: {exc}") from None
-        self._note("review", f"answer {record.id} ({record.call_id}): {step.outcome}"
+        self._note("review", f"answer {record.id} ({record.call_id}): {step.outcome}{voted}"
                    + (f" ({step.option})" if step.option else "")
                    + (f" ({step.feedback})" if step.feedback else ""))
 

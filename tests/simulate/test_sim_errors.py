@@ -70,7 +70,7 @@ def test_every_bad_scenario_file_is_reported(tmp_path: Path) -> None:
     lines = err.splitlines()
     assert len(lines) == 3 and "Traceback" not in err
     assert lines[0].startswith(f"{bad1}:2:10: steps[0].usr: unknown step kind")
-    assert lines[1].startswith(f"{bad2}:2:45: steps[2].end_turn: expected completed or aborted")
+    assert lines[1].startswith(f"{bad2}:2:45: steps[2].end_turn: expected completed, aborted or blocked")
     assert "missing.yaml: cannot read scenario: no such file" in lines[2]
 
 
@@ -209,7 +209,7 @@ def test_null_values_are_spelled_as_yaml(tmp_path: Path) -> None:
     assert _problems(head + "eligible: {guidance: null}\nsteps: [{user: hi}, {model: ok}]\n") == [
         "eligible.guidance: expected true or false, got null"]
     assert _problems(head + "steps: [{user: hi}, {model: ok}, {end_turn: null}]\n") == [
-        "steps[2].end_turn: expected completed or aborted, got null"]
+        "steps[2].end_turn: expected completed, aborted or blocked, got null"]
     assert _problems(head + "steps: [{command: null}]\n") == [
         "steps[0].command: expected a slash command like '/plan' or '/stage verify', got null"]
     (tmp_path / "gdir").mkdir()

@@ -242,10 +242,10 @@ def test_bad_answer_and_resume_steps_are_positioned_errors() -> None:
         "s.yaml:4:47: steps[1].answer.option: `option` picks an approve option; only with `outcome: approve`",
         "s.yaml:5:42: steps[2].answer.feedback: `feedback` is the reviewer's comments; only with "
         "`outcome: keep`",
-        "s.yaml:5:48: steps[2].answer.by: unknown key (expected call, outcome, option, feedback)",
+        "s.yaml:5:48: steps[2].answer.by: unknown key (expected call, outcome, option, feedback, reviewer)",
         "s.yaml:6:13: steps[3].answer: missing `outcome`: approve, keep or dismiss",
         "s.yaml:7:13: steps[4].answer: expected a mapping {call: ID | last, outcome: approve | keep | "
-        "dismiss, option, feedback}",
+        "dismiss, option, feedback, reviewer}",
         "s.yaml:8:13: steps[5].resume: expected true (resume the suspended turn), got 'yes'",
         "s.yaml:9:13: steps[6].resume: expected true (resume the suspended turn), got false",
     ]

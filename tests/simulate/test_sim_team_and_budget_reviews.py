@@ -1,0 +1,122 @@
+"""Scenarios over graphs with team rules and budget reviews: an ``answer`` step names its
+``reviewer`` (the review's rules decide; a quorum takes one step per reviewer), a budget review
+waits for an ``answer`` step, and ``fsm-stage scenario`` + ``simulate`` reproduce such a log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sim_helpers import graph_ref, invoke, run_text
+
+from fsm_stage.log.dsh import read_log
+from fsm_stage.scenario import AnswerReview, load_scenario_text
+from fsm_stage.simulate import SimulationError
+
+GRAPH = """\
+name: team
+section: When done, call goto_stage with one of << stage_targets >>.
+review: {approvers: [alice, bob], quorum: QUORUM}
+stages:
+  - name: design
+    instruction: Design.
+    targets: [build]
+  - name: build
+    instruction: Build.
+    targets: [design]
+    budget: {turns: TURNS}
+    on_budget: review
+"""
+
+TEAM = """\
+graph: g.yaml
+session: {id: team-demo}
+steps:
+  - user: Start.
+  - model:
+      calls:
+        - tool: goto_stage
+          id: call_goto
+          args: {stage: build, handoff: "# Handoff\\n\\nBuild it."}
+          review: suspend
+ANSWERS  - resume: true
+  - expect: {next_request: {stage: build}}
+  - model: Building.
+  - user: More.
+  - expect: {stage: build}
+  - model: Done.
+"""
+
+
+def _write(tmp_path: Path, quorum: int, answers: str, turns: int = 9) -> Path:
+    graph = GRAPH.replace("QUORUM", str(quorum)).replace("TURNS", str(turns))
+    (tmp_path / "g.yaml").write_text(graph, encoding="utf-8")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(TEAM.replace("ANSWERS", answers), encoding="utf-8")
+    return scenario
+
+
+def test_an_answer_step_names_its_reviewer_and_the_rules_decide(tmp_path: Path) -> None:
+    _write(tmp_path, 1, "")
+    text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve}\n")
+    with pytest.raises(SimulationError, match=r"s\.yaml:11:5: answer: .*its rules need a named reviewer"):
+        run_text(text, tmp_path)
+    named = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    result = run_text(named, tmp_path)
+    assert result.ok, result.failures
+
+
+def test_a_quorum_takes_one_answer_step_per_reviewer(tmp_path: Path) -> None:
+    _write(tmp_path, 2, "")
+    votes = ("  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n"
+             "  - answer: {call: call_goto, outcome: approve, reviewer: bob}\n")
+    assert run_text(TEAM.replace("ANSWERS", votes), tmp_path).ok
+
+
+BUDGET_TAIL = """\
+  - user: More.
+  - end_turn: blocked
+  - answer: {call: last, outcome: approve, option: Continue with a fresh budget, reviewer: alice}
+  - expect: {stage: build}
+  - model: Building with a fresh budget.
+"""
+
+
+def test_a_budget_review_waits_for_an_answer_step(tmp_path: Path) -> None:
+    """The budget ran out: the scripted reviewer does not answer at the boundary (no call asked
+    it), the turn stops, and an ``answer`` step with the budget's option continues."""
+    _write(tmp_path, 1, "", turns=1)
+    text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    text = text.removesuffix("  - user: More.\n  - expect: {stage: build}\n  - model: Done.\n") + BUDGET_TAIL
+    log = tmp_path / "rec.jsonl"
+    scenario = tmp_path / "budget.yaml"
+    scenario.write_text(text, encoding="utf-8")
+    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
+    assert code == 0, out + err
+    assert "budget review: nobody answers now" in out and "stopped before a request: budget of stage" in out
+    kinds = [e.data.get("kind") for e in read_log(log).events if e.type == "fsm/review/request"]
+    assert kinds == ["stage", "budget"]
+    actions = [e.data.get("action") for e in read_log(log).events if e.type == "fsm/budget"]
+    assert "fresh" in actions
+
+
+def test_the_answer_steps_reviewer_round_trips_through_dump_and_load() -> None:
+    text = (f"graph: {graph_ref('feature-work.yaml')}\nsteps:\n"
+            "  - answer: {call: last, outcome: approve, reviewer: alice}\n")
+    (step,) = load_scenario_text(text, "s.yaml").steps
+    assert step == AnswerReview("approve", "last", None, None, reviewer="alice")
+
+
+def test_a_model_step_a_budget_stops_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """A model step whose turn a budget stops before any request: one error naming the step
+    and what to do (the run once retried the stopped turn forever, growing the log)."""
+    _write(tmp_path, 1, "", turns=1)
+    text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    text = text.replace("  - expect: {stage: build}\n  - model: Done.\n", "  - model: Never asked.\n")
+    with pytest.raises(SimulationError) as err:
+        run_text(text, tmp_path)
+    assert "s.yaml:16:5: model step, but no request was made: budget of stage build ran out" in str(err.value)
+    assert "write `end_turn: blocked` here" in str(err.value)
+    no_turn = TEAM.replace("ANSWERS", "").replace("  - resume: true\n", "  - end_turn: blocked\n", 1)
+    with pytest.raises(SimulationError, match="end_turn: blocked needs a waiting turn"):
+        run_text(no_turn, tmp_path)

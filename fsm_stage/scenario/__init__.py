@@ -2,9 +2,9 @@
 
 ``model`` holds the attrs file model (``Scenario`` and its step kinds), ``load`` the positioned
 loader (``load_scenario``, ``load_scenario_text``; raises ``ConfigError``), ``dump`` the YAML
-writer (``dump_scenario``) and ``replay`` the scenario recovered from a recorded session log
-(``replay_events``, ``steps_from_events``). The file format is documented in the README
-("Simulate"); import every public name from here.
+writer (``dump_scenario``), ``replay`` the scenario recovered from a recorded session log
+(``replay_events``, ``steps_from_events``) and ``wording`` its recogniser of recorded texts. The
+file format is documented in the README ("Simulate"); import every public name from here.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from fsm_stage.scenario.model import (
 )
 from fsm_stage.scenario.replay import (
     GUIDANCE_PREDICATE,
-    PLAN_CATALOG,
     WAKE_PLACEHOLDER,
     Replay,
     replay_events,
     steps_from_events,
 )
+from fsm_stage.scenario.wording import PLAN_CATALOG
 
 __all__ = [
     "GUIDANCE_PREDICATE",

@@ -38,9 +38,9 @@ from fsm_stage.constants import (
     TURN_START,
     USER_MESSAGE,
 )
+from fsm_stage.driver._budget import BUDGET_KIND, BUDGET_PLUGIN
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import stage_from_event
-from fsm_stage.prompts import LANGUAGES, Catalog, load_catalog
 from fsm_stage.runtime.commands import parse_command
 from fsm_stage.runtime.tools import ERROR_PREFIX
 from fsm_stage.scenario.load import _SURROGATE
@@ -60,7 +60,7 @@ from fsm_stage.scenario.model import (
     ToolCall,
     UserPrompt,
 )
-from fsm_stage.stage_switch import CATALOG_NAME as STAGE_CATALOG
+from fsm_stage.scenario.wording import Wording
 from fsm_stage.stage_switch import NO_AGENT_MESSAGE
 
 # --- replay: a recorded session log -> scenario steps (``fsm-stage scenario LOG``) -----------------
@@ -136,82 +136,13 @@ def _is_wake_message(data: Mapping[str, Any]) -> bool:
         return False
     kind = src.get("kind")
     return kind not in ("user", *STAGE_SOURCE_KINDS) and src.get("form") != "snapshot" and not (
-        kind == "plugin" and src.get("plugin") == PLAN_SOURCE_PLUGIN)
-
-
-PLAN_CATALOG = "plan_mode"
-"""The plan-mode controller's wording catalog (``templates/<language>/plan_mode.yaml``)."""
-
-
-_BEFORE_REVIEW_KEYS: tuple[str, ...] = (
-    "errors.invalid_arguments", "errors.already_current", "errors.no_user_questions",
-    "errors.missing_token_meter", "errors.requires_handoff", "errors.no_fs",
-    "errors.handoff_write_failed")
-"""Stage-switch refusals of a ``goto_stage`` call made before any review is asked (besides the
-graph's own refusals, ``not_a_target`` / ``guard``): a replay gives such a call no ``review``.
-(``already_current`` can also follow an approval when the stage moved meanwhile; a replay then
-reaches the target first and is refused the same way.)"""
-
-
-_PLAN_BEFORE_REVIEW_KEYS: tuple[str, ...] = (
-    "errors.not_in_plan", "errors.bad_plan", "errors.no_channel", "errors.no_agent")
-"""Plan-mode refusals of an ``exit_plan_mode`` call made before any review is asked: a replay
-gives such a call no ``review``."""
-
-
-class _Wording:
-    """Recognises the controllers' recorded tool-result texts (in every shipped language) to
-    recover what a log does not keep structurally: review comments and guard refusals."""
-
-    def __init__(self) -> None:
-        self.patterns: dict[str, list[re.Pattern[str]]] = {}
-        for language in LANGUAGES:
-            plan = load_catalog(PLAN_CATALOG, language)
-            stage = load_catalog(STAGE_CATALOG, language)
-            for kind, catalog, key in (("plan_feedback", plan, "errors.keep_planning_feedback"),
-                                       ("stage_feedback", stage, "errors.keep_stage_feedback"),
-                                       ("guard", stage, "errors.guard_blocked"),
-                                       ("not_a_target", stage, "errors.not_a_target"),
-                                       ("not_a_target", stage, "errors.not_configured"),
-                                       *(("before_review", stage, key) for key in _BEFORE_REVIEW_KEYS),
-                                       *(("plan_before_review", plan, key)
-                                         for key in _PLAN_BEFORE_REVIEW_KEYS)):
-                pattern = _catalog_pattern(catalog, key)
-                if pattern is not None:
-                    self.patterns.setdefault(kind, []).append(pattern)
-
-    def match(self, kind: str, text: str) -> dict[str, str] | None:
-        """The template variables of a ``kind`` text (``Error:`` prefix ignored), or None."""
-        body = text.removeprefix(ERROR_PREFIX)
-        for pattern in self.patterns.get(kind, ()):
-            m = pattern.fullmatch(body)
-            if m is not None:
-                return m.groupdict()
-        return None
-
-
-def _catalog_pattern(catalog: Catalog, key: str) -> re.Pattern[str] | None:
-    """A regex matching ``catalog.text(key, …)`` for any variable values (one group each)."""
-    if not catalog.has(key):
-        return None
-    names = sorted(catalog.variables(key))
-    rendered = catalog.text(key, **{n: f"\0{n}\0" for n in names})
-    regex, seen = "", set[str]()
-    for i, part in enumerate(re.split(r"\0(\w+)\0", rendered)):
-        if i % 2 == 0:
-            regex += re.escape(part)
-        elif part in seen:
-            regex += f"(?P={part})"
-        else:
-            seen.add(part)
-            regex += f"(?P<{part}>.*?)"
-    return re.compile(regex, re.DOTALL)
+        kind == "plugin" and src.get("plugin") in (PLAN_SOURCE_PLUGIN, BUDGET_PLUGIN))
 
 
 class _Replay:
     """State of ``steps_from_events`` while it walks a log."""
 
-    def __init__(self, graph: GraphConfig | None = None, wording: _Wording | None = None) -> None:
+    def __init__(self, graph: GraphConfig | None = None, wording: Wording | None = None) -> None:
         self.graph, self.wording = graph, wording
         self.stages_recorded = False   # the log holds stage records (set by ``replay_events``)
         self.stage: str | None = None  # the recorded stage (host fold) so far
@@ -231,6 +162,7 @@ class _Replay:
         self.turn_models = 0
         self.last_had_calls = False
         self.requests: dict[str, tuple[str, tuple[str, ...]]] = {}  # callId -> (review id, options)
+        self.budget_reviews: set[str] = set()  # ids of budget reviews (they belong to no call)
         self.answers: dict[str, Mapping[str, Any]] = {}  # review id -> its first logged answer
         self.suspended: set[str] = set()  # callIds whose review was answered outside the channel
 
@@ -239,6 +171,8 @@ class _Replay:
         if isinstance(rid, str) and isinstance(call_id, str):
             labels = tuple(o for o in options if isinstance(o, str)) if isinstance(options, list) else ()
             self.requests.setdefault(call_id, (rid, labels))
+            if data.get("kind") == BUDGET_KIND:
+                self.budget_reviews.add(rid)
         where = self.calls_by_id.get(call_id) if isinstance(call_id, str) else None
         if where is not None:  # asked: a goto_stage got past its edge's guards, so they held
             step = self.steps[where[0]]
@@ -247,25 +181,37 @@ class _Replay:
                 self._guards_held(where[0], step.calls[where[1]])
 
     def review_answer(self, data: Mapping[str, Any]) -> None:
-        """Keep the first answer; one given outside the channel (``by: api`` / ``cli``) while its
-        call was open means the review was suspended: ``review: suspend`` + an ``answer`` step."""
+        """Keep the first answer; one given outside the channel (``by: api`` / ``cli`` /
+        ``inbox:NAME``) while its call was open means the review was suspended: ``review:
+        suspend`` + an ``answer`` step per named reviewer (``reviewers``: a quorum votes once
+        each). A budget review's answer is an ``answer`` step after its ``end_turn: blocked``."""
         rid = data.get("id")
         if not isinstance(rid, str) or rid in self.answers:
             return
         self.answers[rid] = data
         call_id = next((c for c, (r, _o) in self.requests.items() if r == rid), None)
-        if data.get("by") not in ("api", "cli") or call_id is None or call_id not in self.calls_by_id:
+        by = data.get("by")
+        outside = by in ("api", "cli") or (isinstance(by, str) and by.startswith("inbox:"))
+        budget = rid in self.budget_reviews
+        if not outside or call_id is None or (call_id not in self.calls_by_id and not budget):
             return
-        self._suspend(call_id)
+        if not budget:
+            self._suspend(call_id)
         outcome = data.get("outcome")
         if outcome not in ("approve", "keep", "dismiss"):
             return
         option, feedback = data.get("option"), data.get("feedback")
         options = self.requests[call_id][1]
-        self.steps.append(AnswerReview(
-            outcome, call_id,
-            option if outcome == "approve" and isinstance(option, str) and options[:1] != (option,) else None,
-            feedback if outcome == "keep" and isinstance(feedback, str) and feedback.strip() else None))
+        names = data.get("reviewers")
+        reviewers: list[str | None] = ([n for n in names if isinstance(n, str)] or [None]) \
+            if isinstance(names, list) else [by[len("inbox:"):] if isinstance(by, str)
+                                             and by.startswith("inbox:") else None]
+        chosen = option if outcome == "approve" and isinstance(option, str) and options[:1] != (option,) \
+            else None
+        comments = feedback if outcome == "keep" and isinstance(feedback, str) and feedback.strip() else None
+        for reviewer in reviewers:
+            self.steps.append(AnswerReview(outcome, "last" if budget else call_id, chosen, comments,
+                                           reviewer=reviewer))
 
     def _suspend(self, call_id: str) -> None:
         i, j = self.calls_by_id[call_id]
@@ -429,9 +375,17 @@ class _Replay:
     def turn_start(self) -> None:
         self.in_turn, self.turn_models, self.last_had_calls = True, 0, False
 
-    def turn_end(self) -> None:
-        """Close the turn so the replay closes it at the same place."""
-        if self.turn_models == 0 and self.prompted:
+    def turn_end(self, data: Mapping[str, Any] | None = None) -> None:
+        """Close the turn so the replay closes it at the same place (a turn a budget stopped
+        before any request: ``end_turn: blocked``, its prompt still waiting)."""
+        reason = data.get("reason") if data is not None else None
+        if self.turn_models == 0 and isinstance(reason, Mapping) and reason.get("kind") == "blocked" \
+                and "budget" in str(reason.get("message", "")):
+            if not self.prompted:
+                self.steps.append(UserPrompt(self.wake_text or WAKE_PLACEHOLDER))
+            self.steps.append(EndTurn("blocked"))
+            self.prompted = True  # the stopped turn's messages wait for the next one
+        elif self.turn_models == 0 and self.prompted:
             self.steps.append(ModelStep(""))  # the recorded turn ended before any answer
             self.prompted = False
         elif self.last_had_calls:
@@ -476,7 +430,7 @@ def _walk(events: Sequence[Event], replay: _Replay,
         elif ev.type == TURN_START:
             replay.turn_start()
         elif ev.type == TURN_END:
-            replay.turn_end()
+            replay.turn_end(data)
         elif ev.type == PLAN_MODE_EVENT:
             replay.plan = data.get("active") is True
         elif ev.type == REQUEST_HEADER:
@@ -563,7 +517,7 @@ def replay_events(events: Sequence[Event], graph: GraphConfig | None = None, *,
 
     ``on_progress(events_done)`` is called every few thousand events (a progress bar).
     """
-    start = _Replay(graph, _Wording())
+    start = _Replay(graph, Wording())
     start.stages_recorded = any(stage_from_event(ev) is not None for ev in events)
     replay = _walk(events, start, on_progress)
     warnings: list[str] = []

@@ -120,3 +120,44 @@ def test_a_model_step_a_budget_stops_is_an_error_not_a_hang(tmp_path: Path) -> N
     no_turn = TEAM.replace("ANSWERS", "").replace("  - resume: true\n", "  - end_turn: blocked\n", 1)
     with pytest.raises(SimulationError, match="end_turn: blocked needs a waiting turn"):
         run_text(no_turn, tmp_path)
+
+
+def _trace(path: Path) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for ev in read_log(path).events:
+        d = ev.data if isinstance(ev.data, dict) else {}
+        if ev.type == "fsm/review/request":
+            out.append((ev.type, d.get("kind"), d.get("target")))
+        elif ev.type == "fsm/review/answer":
+            out.append((ev.type, d.get("outcome"), d.get("option"), tuple(d.get("reviewers") or ())))
+        elif ev.type in ("fsm/budget", "turn/end"):
+            out.append((ev.type, d.get("action") or (d.get("reason") or {}).get("kind")))
+    return out
+
+
+def test_scenario_then_simulate_reproduces_team_answers_and_a_budget_review(tmp_path: Path) -> None:
+    """`fsm-stage scenario` of a log with a named reviewer's answers (a quorum of two) and a
+    budget stop answered later writes `reviewer`, `end_turn: blocked` and the budget's `answer`;
+    simulating it writes the same reviews, answers, budget events and turn ends."""
+    _write(tmp_path, 2, "", turns=1)
+    votes = ("  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n"
+             "  - answer: {call: call_goto, outcome: approve, reviewer: bob}\n")
+    text = TEAM.replace("ANSWERS", votes).removesuffix(
+        "  - user: More.\n  - expect: {stage: build}\n  - model: Done.\n") + BUDGET_TAIL.replace(
+        "reviewer: alice}", "reviewer: alice}\n  - answer: {call: last, outcome: approve, "
+        "option: Continue with a fresh budget, reviewer: bob}")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text, encoding="utf-8")
+    log = tmp_path / "rec.jsonl"
+    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w0"))
+    assert code == 0, out + err
+    replay = tmp_path / "replay.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
+    assert code == 0, err
+    written = replay.read_text(encoding="utf-8")
+    assert "end_turn: blocked" in written and "reviewer: bob" in written and "fresh budget" in written
+    log2 = tmp_path / "replayed.jsonl"
+    code, out, err = invoke("simulate", str(replay), "--log", str(log2), "--cwd", str(tmp_path / "w1"))
+    assert code == 0, out + err
+    assert _trace(log2) == _trace(log)
+    assert ("fsm/budget", "fresh") in _trace(log)

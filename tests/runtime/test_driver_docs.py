@@ -62,3 +62,16 @@ def test_user_message_is_exported_from_the_runtime() -> None:
     from fsm_stage.runtime.messages import user_message
 
     assert fsm_stage.runtime.user_message is user_message and "user_message" in fsm_stage.runtime.__all__
+
+
+def test_the_documented_cross_process_resume_runs() -> None:
+    """The suspend / answer elsewhere / resume example: the answer comes from the CLI in another
+    process, and the reopened session ends in the approved stage."""
+    text = (ROOT / "docs" / "step-driver.md").read_text(encoding="utf-8")
+    example = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "third_process" in b)
+    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert re.fullmatch(r"review rv_[0-9a-f]+: approve \(Approve\), logged at seq \d+", lines[0]), lines
+    assert lines[-1] == "implement"

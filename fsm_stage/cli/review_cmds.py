@@ -168,7 +168,10 @@ def _human(rows: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     for r in rows:
         v = {k: visible(str(r[k])) for k in ("id", "kind", "from", "target", "call_id", "payload_sha256")}
-        lines.append(f"{v['id']}  {v['kind']}: {v['from']} -> {v['target']}  (call {v['call_id']}, "
+        # a budget review moves nowhere by itself: its options say where it may go
+        where = f"{v['from']} (its budget ran out)" if r["kind"] == "budget" and not r["target"] \
+            else f"{v['from']} -> {v['target']}"
+        lines.append(f"{v['id']}  {v['kind']}: {where}  (call {v['call_id']}, "
                      f"since seq {r['since_seq']}"
                      + (f", {r['age_seconds']} s ago)" if r["age_seconds"] is not None else ")"))
         lines.append(f"  options: {' | '.join(visible(str(o)) for o in r['options'])}; "

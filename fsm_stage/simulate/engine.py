@@ -316,6 +316,8 @@ class _Engine:
         if self.loop.driver.suspended() is not None:
             self._note("turn", "the scenario ends with the turn suspended (open reviews: "
                        f"{', '.join(r.id for r in open_reviews(self.session)) or 'none, answered'})")
+        elif self.agent.wants_turn and self.loop.driver.stopped is not None:
+            self._note("turn", f"the scenario ends with the turn stopped: {self.loop.driver.stopped}")
         elif self.agent.wants_turn:
             raise SimulationError(f"{self.scenario.path}: the scenario ends with a user message that no "
                                   "model step answers; add a model step")

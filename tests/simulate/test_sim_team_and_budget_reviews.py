@@ -161,3 +161,19 @@ def test_scenario_then_simulate_reproduces_team_answers_and_a_budget_review(tmp_
     assert code == 0, out + err
     assert _trace(log2) == _trace(log)
     assert ("fsm/budget", "fresh") in _trace(log)
+
+
+def test_an_open_budget_review_is_listed_with_where_its_budget_ran_out(tmp_path: Path) -> None:
+    _write(tmp_path, 1, "", turns=1)
+    text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    text = text.replace("  - expect: {stage: build}\n  - model: Done.\n", "  - end_turn: blocked\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text, encoding="utf-8")
+    log = tmp_path / "rec.jsonl"
+    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
+    assert code == 0, out + err
+    code, out, err = invoke("review", str(log), "--list")
+    assert code == 0, err
+    (line,) = [ln for ln in out.splitlines() if " budget: " in ln]
+    assert "budget: build (its budget ran out)  (call budget:stage:" in line
+    assert "options: Continue with a fresh budget | Move to design | Stop" in out

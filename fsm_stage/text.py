@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["coarse_duration", "deadline_text", "is_plain", "lone_surrogate", "visible"]
+__all__ = ["coarse_duration", "deadline_text", "is_plain", "lone_surrogate", "review_route", "visible"]
 
 _SHOWN_AS_IS = frozenset({" "})
 
@@ -73,6 +73,15 @@ def coarse_duration(seconds: int) -> str:
             rest = seconds % size // rest_size
             return f"{seconds // size}{unit}" + (f"{rest}{rest_unit}" if rest else "")
     return f"{seconds}s"
+
+
+def review_route(kind: str, source: str, target: str) -> str:
+    """What a review decides about, for a listing: ``explore → implement``; a budget review,
+    which moves nowhere by itself (its options say where it may go), ``build (its budget ran
+    out)``. Not escaped: callers show it through ``visible`` or their template's escaping."""
+    if kind == "budget" and not target:
+        return f"{source} (its budget ran out)"
+    return f"{source} → {target}"
 
 
 def deadline_text(deadline_ms: int | None, now_ms: int) -> str:

@@ -285,10 +285,10 @@ def _follow_only(follow: bool) -> None:
 def _row(item: Any, now: int, mark: str = "") -> str:
     """One table line of ``item`` (control characters escaped)."""
     from fsm_stage.inbox.queue import deadline_text, review_json
-    from fsm_stage.text import coarse_duration, visible
+    from fsm_stage.text import coarse_duration, review_route, visible
 
     row = review_json(item, now)
-    cells = (row["session"], row["id"], row["kind"], f"{row['from']} → {row['target']}",
+    cells = (row["session"], row["id"], row["kind"], review_route(row["kind"], row["from"], row["target"]),
              coarse_duration(row["age_seconds"]), deadline_text(item.deadline_ms, now))
     return mark + "\t".join(visible(str(c)) for c in cells)
 

@@ -61,7 +61,7 @@ from fsm_stage.reviews._team import VoteResult, deadline_at, rules_problem
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
-from fsm_stage.text import deadline_text, visible
+from fsm_stage.text import deadline_text, review_route, visible
 
 __all__ = ["COMMANDS", "ask_rows", "fork", "listing", "on_terminal", "review"]
 
@@ -168,9 +168,7 @@ def _human(rows: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     for r in rows:
         v = {k: visible(str(r[k])) for k in ("id", "kind", "from", "target", "call_id", "payload_sha256")}
-        # a budget review moves nowhere by itself: its options say where it may go
-        where = f"{v['from']} (its budget ran out)" if r["kind"] == "budget" and not r["target"] \
-            else f"{v['from']} -> {v['target']}"
+        where = visible(review_route(str(r["kind"]), str(r["from"]), str(r["target"])))
         lines.append(f"{v['id']}  {v['kind']}: {where}  (call {v['call_id']}, "
                      f"since seq {r['since_seq']}"
                      + (f", {r['age_seconds']} s ago)" if r["age_seconds"] is not None else ")"))

@@ -17,7 +17,7 @@ from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanView, StageProjection, fold
-from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
             warnings = shown_as(res.warnings, path, arg)
     plan = PlanView()
     view = plan.view(fold(plan, res.events))
-    reviews = fold(REVIEW_FOLD, res.events)  # one fold for the three review marks
+    # one fold for the three review marks; a fork's inherited reviews are not its own
+    reviews = as_fork(fold(REVIEW_FOLD, res.events), res.header.seed_length)
     recorded = reviews.graph
     return SessionMarks(
         stage=fold(StageProjection(), res.events).stage,

@@ -236,7 +236,7 @@ def _check_path_glob(glob: str, path: NativePath, report: ProblemReport) -> None
     elif "\\" in glob:
         why = "holds a backslash"
     else:
-        if glob.endswith("/") and glob.strip("/"):
+        if glob.endswith("/") and glob.rstrip("/") and not glob.rstrip("/").endswith("**"):
             report.warn(path, f"{shown} matches only the folder itself, not what it holds; "
                               f"write {json.dumps(glob.rstrip('/') + '/**')} for both")
         return

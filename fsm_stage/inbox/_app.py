@@ -71,6 +71,7 @@ class _Inbox:
         env = self.templates.env
         env.autoescape = True
         env.filters["line"] = _render.one_line
+        env.filters["route"] = _render.route
         env.filters["markdown"] = _render.markdown_html
         env.filters["when"] = _render.when
         env.globals["keep_label"] = APPROVE_KEEP_CONVERSATION_LABEL

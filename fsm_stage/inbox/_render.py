@@ -22,10 +22,10 @@ from markupsafe import Markup
 
 from fsm_stage.constants import TOOL_CALL
 from fsm_stage.log.events import Event
-from fsm_stage.text import coarse_duration, visible
+from fsm_stage.text import coarse_duration, review_route, visible
 
 __all__ = ["age", "call_arguments", "diff_lines", "edits_diff_lines", "event_summary", "graph_svg",
-           "kept_diff_lines", "markdown_html", "one_line", "when"]
+           "kept_diff_lines", "markdown_html", "one_line", "route", "when"]
 
 #: Longest document rendered (characters); the rest is cut with a visible note.
 MAX_DOCUMENT_CHARS = 512 * 1024
@@ -46,6 +46,12 @@ def markdown_html(text: str) -> Markup:
     if len(text) > MAX_DOCUMENT_CHARS:
         shown += f"\n\n*(cut: the document has {len(text)} characters)*"
     return Markup(visible(_markdown().render(shown), keep="\n\t"))
+
+
+def route(record: Any) -> str:
+    """What ``record`` (a ``ReviewRecord``) decides about, on one line (``text.review_route``;
+    autoescaped by the template)."""
+    return review_route(one_line(record.kind, 20), one_line(record.from_, 40), one_line(record.target, 40))
 
 
 def one_line(text: object, limit: int = 160) -> str:

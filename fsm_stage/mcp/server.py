@@ -368,16 +368,14 @@ class StageServer:
 
     def instructions(self, ms: McpSession) -> str:
         """The current stage and its instruction (markdown); for a stage the served graph does
-        not have (renamed since the log was written), that, and the stages goto_stage may move
-        to (S37d)."""
+        not have (the log was recorded under another graph), that."""
         if ms.stage is None:
             return "This server has no stage graph."
         current = ms.stage.current(ms.session)
         stage = ms.stage.config.stage(current)
         if stage is None:
-            targets = ", ".join(ms.stage.targets(ms.agent, ms.session))
-            return (f"Current stage: {current}\n\nThe served stage graph has no stage `{current}`; "
-                    f"goto_stage may move to: {targets}.")
+            return (f"Current stage: {current}\n\nThe served stage graph has no stage `{current}`: "
+                    "this session was recorded under another graph.")
         return f"Current stage: {current}\n\n{stage.instruction}"
 
     def diagram(self, ms: McpSession) -> str:

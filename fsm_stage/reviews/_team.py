@@ -400,13 +400,14 @@ def with_reviewers(spec: Any, names: tuple[str, ...]) -> Any:
 
 def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
     """Close every open review of ``session`` whose deadline passed (one conditional append
-    each: of racing readers one writes it); returns the ids closed."""
+    each: of racing readers one writes it); returns the ids closed. A fork's inherited reviews
+    are not its own (``as_fork``): they are never closed in it."""
     from fsm_stage.errors import AppendConflictError
-    from fsm_stage.reviews._fold import REVIEW_FOLD
+    from fsm_stage.reviews._fold import REVIEW_FOLD, as_fork
 
     now = wall_clock_ms() if now_ms is None else now_ms
     closed: list[str] = []
-    for record in session.read(REVIEW_FOLD).open:
+    for record in as_fork(session.read(REVIEW_FOLD), session.header.seed_length).open:
         deadline = deadline_at(record.rules, record.time)
         if deadline is None or now < deadline:
             continue

@@ -312,3 +312,26 @@ def test_a_forks_inherited_reviews_are_not_listed_nor_answered(tmp_path: Path) -
     done = approve_all(logs)
     assert [(d.key, d.result) for d in done] == [("parent.jsonl", "answered")]
     assert _answers(child) == []
+
+
+def test_a_fork_neither_expires_nor_marks_the_reviews_it_inherited(tmp_path: Path) -> None:
+    """Overdue reviews a fork inherited are not its own: expiring overdue reviews writes no
+    answer into the fork, and the diagram marks of the fork show no review in progress."""
+    from fsm_stage.cli.session_marks import session_marks
+    from fsm_stage.log import open_log
+    from fsm_stage.reviews._team import expire_overdue
+    from fsm_stage.runtime.session import Session
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stage_session(logs, "parent")
+    add_rules(logs / "parent.jsonl", {"deadlineSeconds": 1})
+    child = dsh_fork(logs, "parent", "child")
+    later = wall_clock_ms() + 3_600_000
+    with open_log(child) as log:
+        assert expire_overdue(Session(log), now_ms=later) == []
+    assert _answers(child) == []
+    assert session_marks(str(child)).reviewing is None
+    assert session_marks(str(logs / "parent.jsonl")).reviewing is not None
+    with open_log(logs / "parent.jsonl") as log:
+        assert len(expire_overdue(Session(log), now_ms=later)) == 1

@@ -113,3 +113,6 @@ def test_a_path_glob_naming_a_folder_warns_that_it_matches_only_the_folder() -> 
                          '    tools: {ask: [{tool: write_file, paths: ["secret/"]}]}\n', 1)
     (warning,) = [w for w in load_config_text(text).warnings if "paths[0]" in str(w)]
     assert "secret/**" in str(warning)
+    for glob in ("secret/**/", "**/"):  # these match what the folder holds: no warning
+        quiet = text.replace('"secret/"', f'"{glob}"')
+        assert [w for w in load_config_text(quiet).warnings if "paths[0]" in str(w)] == []

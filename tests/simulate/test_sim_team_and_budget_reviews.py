@@ -177,3 +177,6 @@ def test_an_open_budget_review_is_listed_with_where_its_budget_ran_out(tmp_path:
     (line,) = [ln for ln in out.splitlines() if " budget: " in ln]
     assert "budget: build (its budget ran out)  (call budget:stage:" in line
     assert "options: Continue with a fresh budget | Move to design | Stop" in out
+    code, out, err = invoke("inbox", "list", str(tmp_path))
+    assert code == 0, err
+    assert "\tbudget\tbuild (its budget ran out)\t" in out

@@ -38,6 +38,9 @@ BUDGET_PLUGIN = "fsm_stage-budget"
 CONTINUE_LABEL = "Continue with a fresh budget"
 MOVE_PREFIX = "Move to "
 STOP_LABEL = "Stop"
+#: ``fsm/review/redeemed`` reasons of an approved budget review that no longer applies as asked.
+RULES_CHANGED = "rules-changed"
+EDGE_REMOVED = "edge-removed"
 
 
 @attrs.frozen
@@ -126,18 +129,34 @@ def _options(rule: BudgetRule) -> tuple[str, ...]:
     return (CONTINUE_LABEL, *(MOVE_PREFIX + t for t in rule.targets), STOP_LABEL)
 
 
+def _unchanged(rule: BudgetRule, record: ReviewRecord, move: str | None) -> str | None:
+    """Why an approved budget review no longer applies as asked, or None: it was asked under
+    other review rules than the graph's now (a log written before budget reviews carried rules,
+    or a graph that changed: its approval may not satisfy them), or its move's edge is no
+    longer one the budget review offers (removed, or reviewed under rules of its own)."""
+    if (dict(record.rules) if record.rules else None) != (dict(rule.rules) if rule.rules else None):
+        return RULES_CHANGED
+    if move is not None and move not in rule.targets:
+        return EDGE_REMOVED
+    return None
+
+
 def _redeem(session: Session, rule: BudgetRule, record: ReviewRecord, option: str | None) -> bool:
     """Redeem an answered budget review once (a conditional append): a fresh budget, or a move
-    queued through ``rule.move``. Returns True when the step may be retried."""
+    queued through ``rule.move``, when ``_unchanged`` holds (else redeemed not applied, and the
+    next boundary asks again). Returns True when the step may be retried."""
     specs: list[NewEvent] = []
     move: str | None = None
-    if option == CONTINUE_LABEL:
+    if option is not None and option.startswith(MOVE_PREFIX) and rule.move is not None:
+        move = option[len(MOVE_PREFIX):]
+    why = _unchanged(rule, record, move) if option is not None else None
+    if why is not None:
+        move = None
+    elif option == CONTINUE_LABEL:
         specs.append(NewEvent(BUDGET_EVENT, {"scope": rule.scope, "stage": rule.label, "action": "fresh",
                                              "review": record.id}, ignorable=True))
-    elif option is not None and option.startswith(MOVE_PREFIX) and rule.move is not None:
-        move = option[len(MOVE_PREFIX):]
-    applied = option is not None and (move is not None or bool(specs))
-    reason = None if applied else "kept"
+    applied = option is not None and why is None and (move is not None or bool(specs))
+    reason = None if applied else (why or "kept")
     try:
         session.append_many([*specs, redeemed_spec(record.id, applied, reason)],
                             expect_last_seq=session.last_seq)

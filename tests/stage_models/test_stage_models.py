@@ -517,3 +517,38 @@ def test_a_plan_budget_review_is_asked_under_the_plan_reviews_rules(tmp_path: Pa
     (review,) = open_reviews(agent.session)
     assert review.kind == "budget" and review.from_ == "plan mode"
     assert review.rules == {"approvers": ["alice"]}
+
+
+@pytest.mark.parametrize(("later_rules", "edge", "reason"), [
+    ("{approvers: [alice]}", None, "rules-changed"),  # asked under no rules; the graph now has some
+    (None, "{approvers: [bob]}", "edge-removed"),  # the move's edge now has rules of its own
+])
+def test_an_approved_budget_review_is_not_applied_once_its_rules_or_edge_changed(
+        tmp_path: Path, later_rules: str | None, edge: str | None, reason: str) -> None:
+    """A budget review answered by nobody in particular, under rules that no longer hold when it
+    is redeemed (a graph change, or a log written before budget reviews carried rules): the
+    answer is redeemed not applied, the stage stays, and the next boundary asks again."""
+    from fsm_stage.log import open_log
+
+    path = tmp_path / "s.jsonl"
+    text = graph_text(on_budget="review")
+    log = open_log(path, create=SessionHeader("s", cwd=str(tmp_path)))
+    runtime, agent, _ = compose(tmp_path, text, log=log)
+    runtime.review = None
+    models = {"openai:o3": model("openai:o3", to_build()),
+              "fast": model("openai:gpt-5-mini", ModelReply.say("1"))}
+    run_prompts(Loop(runtime, agent, model("x:default"), models=models), "go", "again")
+    (review,) = [r for r in open_reviews(agent.session) if r.kind == "budget"]
+    answer_review(agent.session, review.id, "approve", option="Move to design", by="cli")
+    agent.session.log.close()
+    cfg = load_config_text(_with_rules(text, later_rules or "{}", edge))
+    host = open_session(cfg, open_log(path), review=None, guidance=False, repair=False,
+                        accept_graph_change=True)
+    (outcome,) = asyncio.run(Loop(host.runtime, host.agent, model("x:default")).prompt("continue"))
+    assert outcome.reason == "blocked" and host.stage.current(host.session) == "build"
+    redeemed = [e.data for e in host.session.events
+                if e.type == "fsm/review/redeemed" and e.data["id"] == review.id]
+    assert redeemed == [{"id": review.id, "applied": False, "reason": reason}]
+    asked = [r for r in open_reviews(host.session) if r.kind == "budget"]
+    assert len(asked) == 1 and asked[0].id != review.id
+    host.close()

@@ -163,6 +163,7 @@ class _Replay:
         self.last_had_calls = False
         self.requests: dict[str, tuple[str, tuple[str, ...]]] = {}  # callId -> (review id, options)
         self.budget_reviews: set[str] = set()  # ids of budget reviews (they belong to no call)
+        self.blocked = False  # the last turn was stopped by a budget; its prompt still waits
         self.answers: dict[str, Mapping[str, Any]] = {}  # review id -> its first logged answer
         self.suspended: set[str] = set()  # callIds whose review was answered outside the channel
 
@@ -270,6 +271,7 @@ class _Replay:
             self.prompted = True
 
     def model(self, data: Mapping[str, Any]) -> None:
+        self.blocked = False
         needs_prompt = (not self.in_turn or self.turn_models == 0 or not self.last_had_calls)
         if needs_prompt and not self.prompted:
             # something other than the user woke the agent (a goal, a report, a continuation)
@@ -384,7 +386,7 @@ class _Replay:
             if not self.prompted:
                 self.steps.append(UserPrompt(self.wake_text or WAKE_PLACEHOLDER))
             self.steps.append(EndTurn("blocked"))
-            self.prompted = True  # the stopped turn's messages wait for the next one
+            self.prompted = self.blocked = True  # the stopped turn's messages wait for the next one
         elif self.turn_models == 0 and self.prompted:
             self.steps.append(ModelStep(""))  # the recorded turn ended before any answer
             self.prompted = False
@@ -443,8 +445,8 @@ def _walk(events: Sequence[Event], replay: _Replay,
     for call_id in still_open:  # the log ends while these reviews wait: the replay ends suspended
         if call_id not in replay.suspended:
             replay._suspend(call_id)
-    if (replay.in_turn or replay.prompted) and not still_open:
-        replay.turn_end()
+    if (replay.in_turn or (replay.prompted and not replay.blocked)) and not still_open:
+        replay.turn_end()  # a log that ends on a budget stop ends so: its prompt waits
     steps = replay.steps
     # a call whose result was never recorded: answer it with an empty canned failure
     def answered(c: ToolCall) -> bool:

@@ -180,3 +180,28 @@ def test_an_open_budget_review_is_listed_with_where_its_budget_ran_out(tmp_path:
     code, out, err = invoke("inbox", "list", str(tmp_path))
     assert code == 0, err
     assert "\tbudget\tbuild (its budget ran out)\t" in out
+
+
+def test_a_log_ending_on_a_budget_stop_or_a_kept_budget_review_replays(tmp_path: Path) -> None:
+    """The replay of a log that ends on a budget stop ends there too (no empty model step after
+    it), also after a budget review answered keep and asked again."""
+    _write(tmp_path, 1, "", turns=1)
+    head = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    head = head.removesuffix("  - expect: {stage: build}\n  - model: Done.\n") + "  - end_turn: blocked\n"
+    kept = head + ("  - answer: {call: last, outcome: keep, feedback: not now, reviewer: alice}\n"
+                   "  - user: Again.\n  - end_turn: blocked\n")
+    for name, text in (("ends", head), ("kept", kept)):
+        scenario = tmp_path / f"{name}.yaml"
+        scenario.write_text(text, encoding="utf-8")
+        log = tmp_path / f"{name}.jsonl"
+        code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / name))
+        assert code == 0, out + err
+        replay = tmp_path / f"re-{name}.yaml"
+        code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
+        assert code == 0, err
+        assert replay.read_text(encoding="utf-8").rstrip().endswith("end_turn: blocked"), name
+        log2 = tmp_path / f"re-{name}.jsonl"
+        code, out, err = invoke("simulate", str(replay), "--log", str(log2),
+                                "--cwd", str(tmp_path / f"r{name}"))
+        assert code == 0, out + err
+        assert _trace(log2) == _trace(log)

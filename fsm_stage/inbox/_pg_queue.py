@@ -10,7 +10,7 @@ moved since the last call in **one** query (the ``(session, seq)`` primary key f
 sessions, a ``LIKE`` on the stored line picks the rows; over-matching is harmless, each row is
 decoded and filtered by its type) and their headers in a second, folds them with ``REVIEW_FOLD``
 and keeps the result per session until its last seq moves again. ``import`` stores lines
-verbatim, and JSON may spell any of these types or codes with ``\\/`` or ``\\uXXXX``: a row
+verbatim, and JSON may spell any of these types or codes with ``\\/`` or ``\\u00XX``: a row
 holding either escape is read too, so no spelling hides a row from the queue. A session whose
 rows do not decode is left out of the queue (its page says why), as a file that cannot be read
 is.
@@ -33,9 +33,10 @@ from fsm_stage.reviews._fold import CLOSED_CALL_CODES, REVIEW_FOLD, ReviewFold, 
 __all__ = ["ReviewQueue"]
 
 #: ``LIKE`` patterns of the stored rows that may hold a review event, or a type or code the
-#: other patterns look for spelled with a JSON escape (a literal ``\/`` or ``\u``; ``\`` is
-#: ``LIKE``'s escape character, hence doubled).
-REVIEW_ROWS = ["%fsm/review/%", r"%\\/%", r"%\\u%"]
+#: other patterns look for spelled with a JSON escape: every character they look for is ASCII,
+#: so its escape is ``\/`` or ``\u00XX`` (``\`` is ``LIKE``'s escape character, hence doubled;
+#: an escaped non-ASCII character, common in ASCII-only logs, selects nothing more).
+REVIEW_ROWS = ["%fsm/review/%", r"%\\/%", r"%\\u00%"]
 #: ... and of the ``tool/result`` rows that may close a reviewed call.
 CLOSING_CODES = sorted(f'%"{code}"%' for code in CLOSED_CALL_CODES)
 

@@ -75,13 +75,14 @@ def coarse_duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def review_route(kind: str, source: str, target: str) -> str:
-    """What a review decides about, for a listing: ``explore → implement``; a budget review,
-    which moves nowhere by itself (its options say where it may go), ``build (its budget ran
-    out)``. Not escaped: callers show it through ``visible`` or their template's escaping."""
+def review_route(kind: str, source: str, target: str, *, arrow: str = "→") -> str:
+    """What a review decides about, for a listing: ``explore → implement`` (``arrow`` between);
+    a budget review, which moves nowhere by itself (its options say where it may go), ``build
+    (its budget ran out)``. Not escaped: callers show it through ``visible`` or their
+    template's escaping."""
     if kind == "budget" and not target:
         return f"{source} (its budget ran out)"
-    return f"{source} → {target}"
+    return f"{source} {arrow} {target}"
 
 
 def deadline_text(deadline_ms: int | None, now_ms: int) -> str:

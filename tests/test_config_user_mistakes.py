@@ -368,3 +368,16 @@ def test_strict_converter_structures_each_list_item_once_and_reports_every_bad_o
     seen.clear()
     ok, _ = positioned_problems(ProblemReport.from_yaml("names: [a, b]\n", "s.yaml"), Names, converter=conv)
     assert ok == Names(("a", "b")) and seen == ["a", "b"]
+
+
+@pytest.mark.parametrize(("key", "where"), [
+    ("review: {approvers: [alice]}", "review rules go on an edge (`targets: [{to: NAME, review: {...}}]`)"),
+    ("guards: [ready]", "guards go on an edge (`targets: [{to: NAME, guards: [...]}]`)"),
+])
+def test_a_key_written_on_the_stage_instead_of_its_edge_says_where_it_goes(key: str, where: str) -> None:
+    text = ("name: g\nsection: s\nstages:\n  - name: a\n    instruction: A.\n"
+            f"    {key}\n    targets: [b]\n  - {{name: b, instruction: B.}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config_text(text, "g.yaml")
+    name = key.split(":")[0]
+    assert f"g.yaml:6:5: stages[0].{name}: unknown key {name} here: {where}" in str(err.value)

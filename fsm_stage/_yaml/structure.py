@@ -51,6 +51,8 @@ class Vocabulary:
     ``extra_keys(cl, npath)``    keys accepted beside ``cl``'s fields at ``npath`` (listed in
                                  unknown-key messages).
     ``missing(cl, key, report)`` ``(key as shown, expected words or None)`` for a missing key.
+    ``placed``                   ``(class, key)`` -> where that key goes instead, for a key
+                                 written in the wrong mapping (its unknown-key message says so).
     """
 
     key_of: Callable[[attrs.Attribute[Any]], str] = attribute_name
@@ -58,6 +60,7 @@ class Vocabulary:
     expected: Mapping[type, str] = attrs.field(factory=dict)
     extra_keys: Callable[[type, NativePath], Sequence[str]] = _no_extra_keys
     missing: Callable[[type, str, ProblemReport], tuple[str, str | None]] = _missing_as_key
+    placed: Mapping[tuple[type, str], str] = attrs.field(factory=dict)
 
 
 PLAIN_VOCABULARY = Vocabulary()
@@ -293,7 +296,10 @@ def walk_cattrs(
     if isinstance(exc, ForbiddenExtraKeysError):
         known = _known_keys(exc.cl, npath, vocabulary)
         for key in sorted(exc.extra_fields):
-            report.error((*npath, key), unknown_key_message(key, known), at_key=True)
+            where = vocabulary.placed.get((exc.cl, key))
+            message = unknown_key_message(key, known) if where is None else \
+                f"unknown key {key} here: {where}; expected one of: {', '.join(known)}"
+            report.error((*npath, key), message, at_key=True)
         return
     if isinstance(exc, _TypeProblem) or (plain and isinstance(exc, TypeError | ValueError) and str(exc)):
         report.error(npath, str(exc))

@@ -64,6 +64,14 @@ def _missing(cl: type, key: str, report: ProblemReport) -> tuple[str, str | None
     return shown, rule.expected
 
 
+#: Keys written in the wrong mapping, and where they go.
+_PLACED: dict[tuple[type, str], str] = {
+    (StageConfig, "review"): "review rules go on an edge (`targets: [{to: NAME, review: {...}}]`), "
+                             "at graph level or on `plan_mode`",
+    (StageConfig, "guards"): "guards go on an edge (`targets: [{to: NAME, guards: [...]}]`)",
+}
+
+
 def _vocabulary(expected: Mapping[type, str] | None = None) -> Vocabulary:
     return Vocabulary(
         key_of=yaml_key,
@@ -71,6 +79,7 @@ def _vocabulary(expected: Mapping[type, str] | None = None) -> Vocabulary:
         expected=dict(expected or {}),
         extra_keys=_extra_keys,
         missing=_missing,
+        placed=_PLACED,
     )
 
 

@@ -111,7 +111,8 @@ def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:
 class Decision:
     """What answering one review did: its ``key`` / ``session_id`` / ``review_id``, the
     ``result`` (``RESULTS``), a one-line ``message`` (control characters escaped), the quorum
-    ``votes`` so far and ``needed``, and ``wake`` (the wake-up's warning, or None)."""
+    ``votes`` so far (for an approval: the reviewers it names) and ``needed``, and ``wake`` (the
+    wake-up's warning, or None)."""
 
     key: str
     session_id: str
@@ -171,7 +172,8 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
                                  f"approvals){note}", votes=result.votes, needed=result.needed, wake=wake)
     edits = ("" if edited is None else " with edits" if result.answer.edited is not None
              else " (the document is unchanged: an ordinary approval)")
-    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=result.votes, needed=result.needed,
+    approvers = result.votes or tuple(getattr(result.answer, "reviewers", ()) or ())
+    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=approvers, needed=result.needed,
                     wake=wake)
 
 

@@ -128,7 +128,7 @@ def test_approve_all_as_an_authenticated_reviewer(tmp_path: Path, monkeypatch: p
     out = CliRunner().invoke(main, ["inbox", "approve-all", str(logs), "--yes", "--json", "--as", "alice",
                                     "--reviewers", str(reviewers)])
     results = {r["session"]: r for r in json.loads(out.output)["results"]}
-    assert results["s1"]["result"] == "answered"
+    assert results["s1"]["result"] == "answered" and results["s1"]["votes"] == ["alice"]  # who approved
     assert results["s2"]["result"] == "voted" and results["s2"]["votes"] == ["alice"]
     assert results["p1"]["result"] == "refused" and "not_requester" in results["p1"]["message"]
     assert out.exit_code == 1

@@ -184,7 +184,7 @@ def _assemble(
             "has_stage_prompt": stage_state.has_stage_prompt,
         },
         "last_header": snake_keys(told.view(states[told.key])),
-        "reviews": {"open": review_view["open"]},
+        "reviews": {"open": review_view["open"], "approved": review_view["approved"]},
         "graph": recorded,
         "surface": surface,
         "torn_tail_offset": torn,
@@ -471,6 +471,8 @@ def _human_lines(path: str, r: dict[str, Any]) -> list[str]:
         lines.append(f"open review:  {rv['id']} ({rv['kind']} -> {rv['target']}, "
                      f"since seq {rv['since_seq']}); "
                      "answer with fsm-stage review")
+    for rv in r["reviews"].get("approved", ()):
+        lines.append(f"approved:     {rv['id']} ({rv['kind']}: {rv['option']}); applied at the next step")
     if r["graph"] is not None:
         lines.append(f"graph:        {r['graph']['name']} {r['graph']['fingerprint']}")
     told = r["last_header"]

@@ -205,3 +205,27 @@ def test_a_log_ending_on_a_budget_stop_or_a_kept_budget_review_replays(tmp_path:
                                 "--cwd", str(tmp_path / f"r{name}"))
         assert code == 0, out + err
         assert _trace(log2) == _trace(log)
+
+
+def test_state_shows_an_approved_budget_answer_not_applied_yet(tmp_path: Path) -> None:
+    """Between the answer and the next boundary a budget review is neither open nor applied:
+    `state` lists it as approved, with the option chosen."""
+    import json
+
+    _write(tmp_path, 1, "", turns=1)
+    text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    text = text.replace("  - expect: {stage: build}\n  - model: Done.\n",
+                        "  - end_turn: blocked\n"
+                        "  - answer: {call: last, outcome: approve, option: Move to design, reviewer: bob}\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text, encoding="utf-8")
+    log = tmp_path / "rec.jsonl"
+    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
+    assert code == 0, out + err
+    code, out, err = invoke("state", "--json", str(log))
+    assert code == 0, err
+    reviews = json.loads(out)["reviews"]
+    assert reviews["open"] == []
+    assert [(r["kind"], r["option"]) for r in reviews["approved"]] == [("budget", "Move to design")]
+    code, out, err = invoke("state", str(log))
+    assert "(budget: Move to design); applied at the next step" in out

@@ -56,6 +56,23 @@ def _write(tmp_path: Path, quorum: int, answers: str, turns: int = 9) -> Path:
     return scenario
 
 
+def _simulate(tmp_path: Path, scenario: Path, name: str) -> tuple[Path, str]:
+    """``fsm-stage simulate SCENARIO --log tmp_path/<name>.jsonl``, which must pass: the log and
+    the report."""
+    log = tmp_path / f"{name}.jsonl"
+    code, out, err = invoke("simulate", str(scenario), "--log", str(log),
+                            "--cwd", str(tmp_path / f"w-{name}"))
+    assert code == 0, out + err
+    return log, out
+
+
+def _record(tmp_path: Path, text: str, name: str = "rec") -> tuple[Path, str]:
+    """Simulate scenario ``text``, written as ``tmp_path/<name>.yaml`` (``_simulate``)."""
+    scenario = tmp_path / f"{name}.yaml"
+    scenario.write_text(text, encoding="utf-8")
+    return _simulate(tmp_path, scenario, name)
+
+
 def test_an_answer_step_names_its_reviewer_and_the_rules_decide(tmp_path: Path) -> None:
     _write(tmp_path, 1, "")
     text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve}\n")
@@ -88,11 +105,7 @@ def test_a_budget_review_waits_for_an_answer_step(tmp_path: Path) -> None:
     _write(tmp_path, 1, "", turns=1)
     text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
     text = text.removesuffix("  - user: More.\n  - expect: {stage: build}\n  - model: Done.\n") + BUDGET_TAIL
-    log = tmp_path / "rec.jsonl"
-    scenario = tmp_path / "budget.yaml"
-    scenario.write_text(text, encoding="utf-8")
-    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
-    assert code == 0, out + err
+    log, out = _record(tmp_path, text)
     assert "budget review: nobody answers now" in out and "stopped before a request: budget of stage" in out
     kinds = [e.data.get("kind") for e in read_log(log).events if e.type == "fsm/review/request"]
     assert kinds == ["stage", "budget"]
@@ -146,19 +159,13 @@ def test_scenario_then_simulate_reproduces_team_answers_and_a_budget_review(tmp_
         "  - user: More.\n  - expect: {stage: build}\n  - model: Done.\n") + BUDGET_TAIL.replace(
         "reviewer: alice}", "reviewer: alice}\n  - answer: {call: last, outcome: approve, "
         "option: Continue with a fresh budget, reviewer: bob}")
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(text, encoding="utf-8")
-    log = tmp_path / "rec.jsonl"
-    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w0"))
-    assert code == 0, out + err
+    log, _ = _record(tmp_path, text)
     replay = tmp_path / "replay.yaml"
     code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
     assert code == 0, err
     written = replay.read_text(encoding="utf-8")
     assert "end_turn: blocked" in written and "reviewer: bob" in written and "fresh budget" in written
-    log2 = tmp_path / "replayed.jsonl"
-    code, out, err = invoke("simulate", str(replay), "--log", str(log2), "--cwd", str(tmp_path / "w1"))
-    assert code == 0, out + err
+    log2, _ = _simulate(tmp_path, replay, "replayed")
     assert _trace(log2) == _trace(log)
     assert ("fsm/budget", "fresh") in _trace(log)
 
@@ -167,11 +174,7 @@ def test_an_open_budget_review_is_listed_with_where_its_budget_ran_out(tmp_path:
     _write(tmp_path, 1, "", turns=1)
     text = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
     text = text.replace("  - expect: {stage: build}\n  - model: Done.\n", "  - end_turn: blocked\n")
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(text, encoding="utf-8")
-    log = tmp_path / "rec.jsonl"
-    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
-    assert code == 0, out + err
+    log, _ = _record(tmp_path, text)
     code, out, err = invoke("review", str(log), "--list")
     assert code == 0, err
     (line,) = [ln for ln in out.splitlines() if " budget: " in ln]
@@ -191,19 +194,12 @@ def test_a_log_ending_on_a_budget_stop_or_a_kept_budget_review_replays(tmp_path:
     kept = head + ("  - answer: {call: last, outcome: keep, feedback: not now, reviewer: alice}\n"
                    "  - user: Again.\n  - end_turn: blocked\n")
     for name, text in (("ends", head), ("kept", kept)):
-        scenario = tmp_path / f"{name}.yaml"
-        scenario.write_text(text, encoding="utf-8")
-        log = tmp_path / f"{name}.jsonl"
-        code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / name))
-        assert code == 0, out + err
+        log, _ = _record(tmp_path, text, name)
         replay = tmp_path / f"re-{name}.yaml"
         code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
         assert code == 0, err
         assert replay.read_text(encoding="utf-8").rstrip().endswith("end_turn: blocked"), name
-        log2 = tmp_path / f"re-{name}.jsonl"
-        code, out, err = invoke("simulate", str(replay), "--log", str(log2),
-                                "--cwd", str(tmp_path / f"r{name}"))
-        assert code == 0, out + err
+        log2, _ = _simulate(tmp_path, replay, f"re-{name}")
         assert _trace(log2) == _trace(log)
 
 
@@ -217,11 +213,7 @@ def test_state_shows_an_approved_budget_answer_not_applied_yet(tmp_path: Path) -
     text = text.replace("  - expect: {stage: build}\n  - model: Done.\n",
                         "  - end_turn: blocked\n"
                         "  - answer: {call: last, outcome: approve, option: Move to design, reviewer: bob}\n")
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(text, encoding="utf-8")
-    log = tmp_path / "rec.jsonl"
-    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
-    assert code == 0, out + err
+    log, _ = _record(tmp_path, text)
     code, out, err = invoke("state", "--json", str(log))
     assert code == 0, err
     reviews = json.loads(out)["reviews"]

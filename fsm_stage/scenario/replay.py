@@ -21,6 +21,7 @@ import attrs
 from fsm_stage.config import GraphConfig
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
+    BUDGET_EVENT,
     COMMAND_RUN,
     EXIT_PLAN_MODE,
     GOTO_STAGE,
@@ -164,6 +165,7 @@ class _Replay:
         self.requests: dict[str, tuple[str, tuple[str, ...]]] = {}  # callId -> (review id, options)
         self.budget_reviews: set[str] = set()  # ids of budget reviews (they belong to no call)
         self.blocked = False  # the last turn was stopped by a budget; its prompt still waits
+        self.budget_stop = False  # this turn logged a budget stop (``fsm/budget {action: stop}``)
         self.answers: dict[str, Mapping[str, Any]] = {}  # review id -> its first logged answer
         self.suspended: set[str] = set()  # callIds whose review was answered outside the channel
 
@@ -376,13 +378,14 @@ class _Replay:
 
     def turn_start(self) -> None:
         self.in_turn, self.turn_models, self.last_had_calls = True, 0, False
+        self.budget_stop = False
 
     def turn_end(self, data: Mapping[str, Any] | None = None) -> None:
         """Close the turn so the replay closes it at the same place (a turn a budget stopped
         before any request: ``end_turn: blocked``, its prompt still waiting)."""
         reason = data.get("reason") if data is not None else None
-        if self.turn_models == 0 and isinstance(reason, Mapping) and reason.get("kind") == "blocked" \
-                and "budget" in str(reason.get("message", "")):
+        if self.turn_models == 0 and self.budget_stop and isinstance(reason, Mapping) \
+                and reason.get("kind") == "blocked":
             if not self.prompted:
                 self.steps.append(UserPrompt(self.wake_text or WAKE_PLACEHOLDER))
             self.steps.append(EndTurn("blocked"))
@@ -433,6 +436,8 @@ def _walk(events: Sequence[Event], replay: _Replay,
             replay.turn_start()
         elif ev.type == TURN_END:
             replay.turn_end(data)
+        elif ev.type == BUDGET_EVENT and data.get("action") == "stop":
+            replay.budget_stop = True
         elif ev.type == PLAN_MODE_EVENT:
             replay.plan = data.get("active") is True
         elif ev.type == REQUEST_HEADER:

@@ -185,10 +185,15 @@ def test_an_open_budget_review_is_listed_with_where_its_budget_ran_out(tmp_path:
     assert "\tbudget\tbuild (its budget ran out)\t" in out
 
 
-def test_a_log_ending_on_a_budget_stop_or_a_kept_budget_review_replays(tmp_path: Path) -> None:
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_log_ending_on_a_budget_stop_or_a_kept_budget_review_replays(tmp_path: Path, language: str) -> None:
     """The replay of a log that ends on a budget stop ends there too (no empty model step after
-    it), also after a budget review answered keep and asked again."""
+    it), also after a budget review answered keep and asked again, whatever the graph's language
+    (the stop is recognised by its ``fsm/budget`` event, not by its wording)."""
     _write(tmp_path, 1, "", turns=1)
+    graph = tmp_path / "g.yaml"
+    text = graph.read_text(encoding="utf-8").replace("stages:\n", f"language: {language}\nstages:\n", 1)
+    graph.write_text(text, encoding="utf-8")
     head = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
     head = head.removesuffix("  - expect: {stage: build}\n  - model: Done.\n") + "  - end_turn: blocked\n"
     kept = head + ("  - answer: {call: last, outcome: keep, feedback: not now, reviewer: alice}\n"

@@ -167,7 +167,7 @@ def _human(rows: list[dict[str, Any]]) -> str:
     now = int(time.time() * 1000)
     lines: list[str] = []
     for r in rows:
-        v = {k: visible(str(r[k])) for k in ("id", "kind", "from", "target", "call_id", "payload_sha256")}
+        v = {k: visible(str(r[k])) for k in ("id", "kind", "call_id", "payload_sha256")}
         where = visible(review_route(str(r["kind"]), str(r["from"]), str(r["target"]), arrow="->"))
         lines.append(f"{v['id']}  {v['kind']}: {where}  (call {v['call_id']}, "
                      f"since seq {r['since_seq']}"

@@ -17,7 +17,7 @@ from fsm_stage.cli.inputs import display_name, shown_as, spooled
 from fsm_stage.log.dsh import read_log
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import PlanView, StageProjection, fold
-from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
+from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, fold_reviews
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
     plan = PlanView()
     view = plan.view(fold(plan, res.events))
     # one fold for the three review marks; a fork's inherited reviews are not its own
-    reviews = as_fork(fold(REVIEW_FOLD, res.events), res.header.seed_length)
+    reviews = fold_reviews(res.events, res.header.seed_length)
     recorded = reviews.graph
     return SessionMarks(
         stage=fold(StageProjection(), res.events).stage,

@@ -27,8 +27,7 @@ from fsm_stage.errors import LogFormatError
 from fsm_stage.inbox._store import OpenReview, one_line, open_of
 from fsm_stage.log.events import Event
 from fsm_stage.log.pg_events import decode_rows, stored_header
-from fsm_stage.log.projections import fold
-from fsm_stage.reviews._fold import CLOSED_CALL_CODES, REVIEW_FOLD, ReviewFold, as_fork
+from fsm_stage.reviews._fold import CLOSED_CALL_CODES, ReviewFold, fold_reviews
 
 __all__ = ["ReviewQueue"]
 
@@ -105,7 +104,7 @@ def _open(key: str, header: str | None,
     except (LogFormatError, RecursionError) as err:
         why = str(err) if isinstance(err, LogFormatError) else "a review row is nested too deeply to read"
         return (), one_line(why)
-    state = as_fork(fold(REVIEW_FOLD, [events[seq] for seq in sorted(events)]), seed_length)
+    state = fold_reviews([events[seq] for seq in sorted(events)], seed_length)
     if not state.open:
         return (), None
     return open_of(key, key, state), None

@@ -24,9 +24,8 @@ import attrs
 from fsm_stage.errors import DatabaseError, FsmStageError, UserError
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.events import Event, SessionHeader
-from fsm_stage.log.projections import fold
 from fsm_stage.log.projections.stage import stage_from_event
-from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewAnswer, ReviewRecord, ReviewState, as_fork
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord, ReviewState, fold_reviews
 from fsm_stage.reviews._team import Reviewers, VoteResult, deadline_at
 
 __all__ = ["OnAnswer", "OpenReview", "SessionStore", "SessionView"]
@@ -376,7 +375,7 @@ def _view(key: str, path: Path | None, res: ReadResult) -> SessionView:
         if stage is not None:
             break
     # a fork sees its parent's unused reviews as redeemed "forked": never open, never answerable
-    reviews = as_fork(fold(REVIEW_FOLD, events), res.header.seed_length)
+    reviews = fold_reviews(events, res.header.seed_length)
     return SessionView(key, path, res.header, events, reviews, stage, _dropped(res))
 
 

@@ -172,8 +172,8 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
                                  f"approvals){note}", votes=result.votes, needed=result.needed, wake=wake)
     edits = ("" if edited is None else " with edits" if result.answer.edited is not None
              else " (the document is unchanged: an ordinary approval)")
-    approvers = result.votes or tuple(getattr(result.answer, "reviewers", ()) or ())
-    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=approvers, needed=result.needed,
+    return decision("answered", f"{outcome}{edits}: {what}{note}",
+                    votes=result.votes or tuple(result.answer.reviewers), needed=result.needed,
                     wake=wake)
 
 

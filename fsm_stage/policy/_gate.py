@@ -88,6 +88,11 @@ class ToolPolicy:
             g: PathGlob(g) for rule in (*(config.allow or ()), *config.ask) for g in (rule.paths or ())
         }
 
+    @property
+    def reads_paths(self) -> bool:
+        """Whether some rule limits paths (only then does a decision need the session cwd)."""
+        return bool(self._globs)
+
     def _patterns(self, rule: ToolRuleConfig) -> tuple[str, ...]:
         if rule.tool.startswith(GROUP_PREFIX):
             return tuple(self.groups.get(rule.tool[1:], ()))  # an unknown group admits nothing
@@ -264,7 +269,9 @@ class PolicyState:
                             if call.arguments.strip() else {})
         except (ValueError, RecursionError):  # not JSON, or a key given twice
             args = _UNREADABLE
-        ws = workspace(self.cwd)
+        # the cwd is resolved (file system calls) only for a policy whose rules limit paths
+        policies = (self.stage_policy, self.plan_policy if self.plan_mode else None)
+        ws = workspace(self.cwd) if any(p is not None and p.reads_paths for p in policies) else _NO_CWD
         found = []
         if self.stage_policy is not None:
             found.append(self.stage_policy.decide(call.name, args, ws))

@@ -54,9 +54,9 @@ from fsm_stage.reviews._fold import (
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
-    as_fork,
     budget_payload_sha256,
     plan_payload_sha256,
+    session_reviews,
     stage_payload_sha256,
     tool_payload_sha256,
 )
@@ -94,7 +94,7 @@ def review_state(target: Session | EventLog) -> ReviewState:
     with ``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
     session = _session(target)
     session.refresh()
-    return as_fork(session.read(REVIEW_FOLD), session.header.seed_length)
+    return session_reviews(session)
 
 
 def open_reviews(target: Session | EventLog) -> tuple[ReviewRecord, ...]:

@@ -46,7 +46,7 @@ from fsm_stage.reviews._fold import (
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
-    as_fork,
+    session_reviews,
 )
 from fsm_stage.reviews._team import decide
 from fsm_stage.runtime.session import Session
@@ -121,7 +121,7 @@ def state_of(session: Session) -> ReviewState:
     """The review fold of ``session`` after catching up with other writers; in a fork (a header
     with ``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
     session.refresh()
-    return as_fork(session.read(REVIEW_FOLD), session.header.seed_length)
+    return session_reviews(session)
 
 
 class _StepFold:

@@ -8,13 +8,15 @@ unredeemed review of that kind (at most one). ``REVIEW_FOLD`` is the shared inst
 (``Session.read(REVIEW_FOLD)`` is O(new events)). ``plan_payload_sha256`` /
 ``stage_payload_sha256`` / ``tool_payload_sha256`` hash what a reviewer is shown. A
 ``Projection`` (``key="reviews"``). ``as_fork(state, seed_length)`` is the state a fork sees: a
-review asked before the fork point and not redeemed there counts as redeemed ``forked``.
+review asked before the fork point and not redeemed there counts as redeemed ``forked``;
+``session_reviews(session)`` and ``fold_reviews(events, seed_length)`` are the fold as a
+session sees it, fork included (every reader goes through one of the three).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar
 
@@ -23,10 +25,12 @@ import attrs
 from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
 from fsm_stage.locks import process_lock
 from fsm_stage.log.events import Event, answered_call_id
+from fsm_stage.log.projections import fold
 from fsm_stage.reviews._team import EXPIRED_BY, UNREADABLE_RULES_KEY
 
 __all__ = ["REVIEW_FOLD", "GraphRecord", "Redemption", "ReviewAnswer", "ReviewFold", "ReviewRecord",
-           "ReviewState", "as_fork", "plan_payload_sha256", "stage_payload_sha256", "tool_payload_sha256"]
+           "ReviewState", "as_fork", "fold_reviews", "plan_payload_sha256", "session_reviews",
+           "stage_payload_sha256", "tool_payload_sha256"]
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 _JOURNAL: Final = process_lock()  # guards extending any Indexed journal (see ``Indexed.added``)
@@ -478,3 +482,16 @@ def as_fork(state: ReviewState, seed_length: int | None) -> ReviewState:
 
 REVIEW_FOLD: Final = ReviewFold()
 """The shared ``ReviewFold`` (one cursor per session)."""
+
+
+def session_reviews(session: Any) -> ReviewState:
+    """The review fold of ``session`` (a ``Session``; not refreshed here) as it sees it: in a
+    fork (a header with ``seedLength``) the parent's unused reviews count as redeemed
+    ``forked`` (``as_fork``)."""
+    return as_fork(session.read(REVIEW_FOLD), session.header.seed_length)
+
+
+def fold_reviews(events: Sequence[Event], seed_length: int | None) -> ReviewState:
+    """The review fold of ``events`` (a whole session, or its review rows) as the session whose
+    header says ``seedLength = seed_length`` sees it (``as_fork``; None: not a fork)."""
+    return as_fork(fold(REVIEW_FOLD, events), seed_length)

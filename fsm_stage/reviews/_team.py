@@ -403,11 +403,11 @@ def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
     each: of racing readers one writes it); returns the ids closed. A fork's inherited reviews
     are not its own (``as_fork``): they are never closed in it."""
     from fsm_stage.errors import AppendConflictError
-    from fsm_stage.reviews._fold import REVIEW_FOLD, as_fork
+    from fsm_stage.reviews._fold import session_reviews
 
     now = wall_clock_ms() if now_ms is None else now_ms
     closed: list[str] = []
-    for record in as_fork(session.read(REVIEW_FOLD), session.header.seed_length).open:
+    for record in session_reviews(session).open:
         deadline = deadline_at(record.rules, record.time)
         if deadline is None or now < deadline:
             continue

@@ -206,9 +206,11 @@ class _Replay:
         option, feedback = data.get("option"), data.get("feedback")
         options = self.requests[call_id][1]
         names = data.get("reviewers")
-        reviewers: list[str | None] = ([n for n in names if isinstance(n, str)] or [None]) \
-            if isinstance(names, list) else [by[len("inbox:"):] if isinstance(by, str)
-                                             and by.startswith("inbox:") else None]
+        reviewers: list[str | None] = [None]
+        if isinstance(names, list):
+            reviewers = [n for n in names if isinstance(n, str)] or [None]
+        elif isinstance(by, str) and by.startswith("inbox:"):
+            reviewers = [by.removeprefix("inbox:")]
         chosen = option if outcome == "approve" and isinstance(option, str) and options[:1] != (option,) \
             else None
         comments = feedback if outcome == "keep" and isinstance(feedback, str) and feedback.strip() else None

@@ -30,7 +30,7 @@ from fsm_stage.errors import LogFormatError, UserError
 from fsm_stage.log.checkpoints import CheckpointStore, cold_fold
 from fsm_stage.log.dsh import ReadResult, read_log
 from fsm_stage.log.dsh.opening import BodyScan, gc_paused, open_session_log, scan_body, unknown_types_warning
-from fsm_stage.log.dsh.records import PackedRow, RecordDecoder, unknown_keys_warning
+from fsm_stage.log.dsh.records import LAZY_ROWS, RecordDecoder, unknown_keys_warning
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.projections import (
     OpenTurn,
@@ -315,7 +315,8 @@ def streamed_report(
     applies = [p.apply for p in projections]
     # Each event goes only to the projections whose ``READS`` name its type (all of them, and
     # the surface, when it has a surface op); the rest are decoded and checked, then skipped.
-    # Packed chunk rows (``assistant/chunk`` only, no surface ops) are skipped by their span.
+    # Packed chunk rows (``assistant/chunk`` only, no surface ops) and plain events of types no
+    # projection reads are skipped by their span, never built.
     route = routes(projections)
     by_type, every = route.by_type, route.every
     surface: Surface | None = Surface()
@@ -323,14 +324,15 @@ def streamed_report(
     last = -1 if at is None else at
     total = 0
     with fh:
-        decoder = RecordDecoder(source=str(path), strict=strict, lazy_packed=route.skip_packed)
+        decoder = RecordDecoder(source=str(path), strict=strict, lazy_packed=route.skip_packed,
+                                unread=route.unread)
         scan = BodyScan(offset=session.body_start, line_no=1, warnings=warnings)
         with gc_paused():
             for n, (off, _raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
                 if n % 4096 == 0:
                     bar(off)
                 total += len(evs)
-                if type(evs) is PackedRow or (at is not None and evs[0].seq > last):
+                if type(evs) in LAZY_ROWS or (at is not None and evs[0].seq > last):
                     continue
                 for ev in evs:
                     if at is not None and ev.seq > last:

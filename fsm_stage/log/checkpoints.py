@@ -26,8 +26,8 @@ import attrs
 from fsm_stage.errors import LogFormatError
 from fsm_stage.fileio import atomic_write
 from fsm_stage.log.dsh import (
+    LAZY_ROWS,
     BodyScan,
-    PackedRow,
     RecordDecoder,
     gc_paused,
     open_session_log,
@@ -289,7 +289,8 @@ def cold_fold(
         # projection reads that type a row is validated and skipped by its span, never built.
         route = routes(projections)
         decoder = RecordDecoder(
-            source=source, next_seq=first_seq, strict=strict, lazy_packed=route.skip_packed
+            source=source, next_seq=first_seq, strict=strict, lazy_packed=route.skip_packed,
+            unread=route.unread,
         )
         scan = BodyScan(offset=start, line_no=line_no, warnings=warnings)
         keys = [pr.key for pr in projections]
@@ -301,8 +302,8 @@ def cold_fold(
         last_seq = skip_upto
         with gc_paused():
             for n, (off, raw, evs) in enumerate(scan_body(iter(fh), decoder, scan), 1):
-                if type(evs) is PackedRow:
-                    first, last_seq = evs.seq0, evs.seq0 + evs.size - 1
+                if type(evs) in LAZY_ROWS:  # a packed row or one event nobody reads: its span
+                    first, last_seq = evs.seq0, evs.seq0 + evs.size - 1  # type: ignore[attr-defined]
                     applied += max(0, last_seq - max(first, skip_upto + 1) + 1)
                 else:
                     for ev in evs:

@@ -13,7 +13,7 @@ from log_helpers import DSH_DIR, PLAN_REVIEW, dsh_files, is_session_log
 
 from fsm_stage.errors import LogFormatError
 from fsm_stage.log.checkpoints import CheckpointStore, checkpoint_log, cold_fold
-from fsm_stage.log.dsh import PackedRow, RecordDecoder, read_log
+from fsm_stage.log.dsh import PackedRow, RecordDecoder, UnreadEvent, read_log
 from fsm_stage.log.events import Event, SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.log.projections import (
@@ -22,6 +22,7 @@ from fsm_stage.log.projections import (
     ProjectionCursor,
     StageProjection,
     fold,
+    routes,
     standard_projections,
 )
 
@@ -314,6 +315,46 @@ def test_packed_row_builds_the_eager_decoders_events() -> None:
     assert isinstance(lazy, PackedRow) and (lazy.seq0, lazy.size, len(lazy)) == (3, 2, 2)
     assert list(lazy) == list(eager) and lazy[-1] == eager[-1] and lazy[0:1] == list(eager)[0:1]
     assert [e.time for e in lazy] == [10, 14]
+
+
+def test_unread_event_builds_the_eager_decoders_event() -> None:
+    """A plain event of a type nobody reads is checked like any other and built only when read;
+    every other shape (another type, an envelope with more keys, a seq out of order) is not lazy."""
+    rec = {"type": "step/start", "seq": 4, "time": 9, "data": {"turn": 1, "step": 2}}
+    eager = RecordDecoder(source="x", next_seq=4).decode(rec, 1)
+    decoder = RecordDecoder(source="x", next_seq=4, unread=frozenset({"step/start"}))
+    lazy = decoder.decode(rec, 1)
+    assert isinstance(lazy, UnreadEvent) and (lazy.seq0, lazy.size, len(lazy)) == (4, 1, 1)
+    assert decoder.next_seq == 5
+    assert list(lazy) == list(eager) and lazy[-1] == eager[0] and lazy[0:1] == list(eager)
+    other = decoder.decode({"type": "turn/end", "seq": 5, "time": 9, "data": {}}, 2)
+    assert type(other) is list and other[0].type == "turn/end"
+    flagged = decoder.decode({**rec, "seq": 6, "ignorable": True}, 3)
+    assert type(flagged) is list and flagged[0].ignorable
+    with pytest.raises(Exception, match="seq 9 where 7 was expected"):
+        decoder.decode({**rec, "seq": 9}, 4)
+
+
+def test_routes_name_the_types_no_projection_reads() -> None:
+    route = routes(standard_projections())
+    assert "step/start" in route.unread and "assistant/chunk" in route.unread
+    assert not route.unread & {"user/message", "turn/start", "plan/mode"}
+    with_chunks = routes([*standard_projections(), ChunkCount()]).unread
+    assert "step/start" in with_chunks and "assistant/chunk" not in with_chunks
+
+
+def test_checkpoint_on_an_unread_event_resumes_after_it(tmp_path: Path) -> None:
+    path, store = tmp_path / "u.jsonl", CheckpointStore(tmp_path / "ck")
+    make_log(path, 2)
+    with JsonlLog(path) as log:
+        last = log.append("step/start", {"turn": 1, "step": 0}).seq  # nobody reads it
+    first = cold_fold(path, standard_projections(), store=store)
+    assert first.last_seq == last and first.events_applied == last + 1
+    with JsonlLog(path) as log:
+        log.append("plan/mode", {"active": True})
+    again = cold_fold(path, standard_projections(), store=store)
+    assert again.resumed_from == last and again.events_applied == 1 and again.last_seq == last + 1
+    assert dict(again.states) == full_states(path)
 
 
 def test_a_strict_read_does_not_resume_from_a_lenient_checkpoint(tmp_path: Path) -> None:

@@ -209,13 +209,18 @@ class RecordDecoder:
     (torn-or-corrupt, decided by the caller) or ``LogFormatError`` (always fatal: malformed
     packed row, strict-mode vocabulary violation). With ``lazy_packed`` a packed row is checked
     just as strictly but returned as a ``PackedRow`` whose events are built only when read.
+    ``unread`` (event types nobody downstream reads, e.g. ``Routes.unread``): a plain event of
+    such a type in the common ``{type, seq, time, data}`` envelope is checked just as strictly
+    but returned as an ``UnreadEvent``, built only when read.
     """
 
     def __init__(
-        self, *, source: str, next_seq: int = 0, strict: bool = False, lazy_packed: bool = False
+        self, *, source: str, next_seq: int = 0, strict: bool = False, lazy_packed: bool = False,
+        unread: frozenset[str] = frozenset(),
     ) -> None:
         self.source = source
         self.lazy_packed = lazy_packed
+        self.unread = unread
         self.next_seq = next_seq
         self.strict = strict
         self.unknown: Counter[str] = Counter()
@@ -239,6 +244,8 @@ class RecordDecoder:
             seq, tm = get("seq"), get("time")
             if type(seq) is int and seq == self.next_seq and type(tm) is int and "data" in rec:
                 self.next_seq = seq + 1
+                if t in self.unread:
+                    return UnreadEvent(t, seq, tm, rec["data"])
                 return [Event(t, seq, tm, rec["data"], None, None, False)]
         if t in PACKED_ROW_TYPES:
             return self._packed(t, rec, line_no)
@@ -367,3 +374,34 @@ class PackedRow(Sequence[Event]):
     def __getitem__(self, i: slice) -> list[Event]: ...
     def __getitem__(self, i: int | slice) -> Event | list[Event]:
         return self._built()[i]
+
+
+class UnreadEvent(Sequence[Event]):
+    """One plain event of a type nobody downstream reads, validated but built only when read.
+
+    What ``RecordDecoder(unread=...)`` returns for such an event: ``seq0`` is its seq and
+    ``size`` (= ``len``) is 1, as for a ``PackedRow``. Indexing or iterating builds the same
+    ``Event`` the eager decoder returns, so a caller that needs it loses nothing; a fold skips
+    it by its seq alone.
+    """
+
+    __slots__ = ("_data", "_time", "_type", "seq0")
+
+    size = 1
+
+    def __init__(self, type_: str, seq: int, time: int, data: Any) -> None:
+        self._type, self.seq0, self._time, self._data = type_, seq, time, data
+
+    def __len__(self) -> int:
+        return 1
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Event]: ...
+    def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        return [Event(self._type, self.seq0, self._time, self._data, None, None, False)][i]
+
+
+LAZY_ROWS: tuple[type, ...] = (PackedRow, UnreadEvent)
+"""The decoder's lazily built returns: ``type(events) in LAZY_ROWS`` means skip by ``seq0``/``size``."""

@@ -20,6 +20,7 @@ import attrs
 
 from fsm_stage.constants import (
     ASSISTANT_CHUNK,
+    KNOWN_EVENT_TYPES,
     REQUEST_HEADER,
 )
 from fsm_stage.log.events import Event, EventLog
@@ -61,7 +62,8 @@ class Routes:
     those projections, in order; it is None when a projection declares no ``READS``, and then
     every event goes to ``every`` (all indexes). An event with a surface op or source seqs goes
     to ``every`` too; one of a type outside ``by_type`` goes nowhere. ``skip_packed`` is True
-    when no projection reads ``assistant/chunk`` (packed chunk rows can be skipped whole).
+    when no projection reads ``assistant/chunk`` (packed chunk rows can be skipped whole);
+    ``unread`` names the known types no projection reads (their plain events need not be built).
     """
 
     by_type: Mapping[str, tuple[int, ...]] | None
@@ -70,6 +72,14 @@ class Routes:
     @property
     def skip_packed(self) -> bool:
         return self.by_type is not None and ASSISTANT_CHUNK not in self.by_type
+
+    @property
+    def unread(self) -> frozenset[str]:
+        """The known event types no projection reads (empty when ``by_type`` is None): a
+        plain event of one of them, without a surface op or source seqs, goes nowhere."""
+        if self.by_type is None:
+            return frozenset()
+        return KNOWN_EVENT_TYPES - self.by_type.keys()
 
 
 def routes(projections: Sequence[Projection[Any]]) -> Routes:

@@ -34,6 +34,7 @@ class PlanModeFold:
 
     key = "plan-mode"
     STATE_VERSION = 1
+    READS = frozenset({PLAN_MODE_EVENT})
 
     def init(self) -> bool:
         return False

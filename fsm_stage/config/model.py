@@ -279,6 +279,11 @@ class GraphConfig:
         """The stage called ``name``, or None when it is not configured (O(1))."""
         return self._stage_index.get(name)
 
+    @functools.cached_property
+    def restricts_tools(self) -> bool:
+        """Whether any stage has a ``tools`` policy (computed once per instance; not a field)."""
+        return any(s.tools is not None for s in self.stages)
+
     def edges_from(self, name: str) -> tuple[EdgeConfig, ...]:
         """Allowed model transitions out of ``name`` in configured order.
 

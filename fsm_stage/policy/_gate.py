@@ -194,7 +194,7 @@ def stage_policy(graph: GraphConfig, stage: str) -> ToolPolicy | None:
     still run)."""
     configured = graph.stage(stage)
     if configured is None:
-        if any(s.tools is not None for s in graph.stages):
+        if graph.restricts_tools:
             return compile_policy(_UNKNOWN_STAGE, _groups(graph))
         return None
     if configured.tools is None:
@@ -352,11 +352,13 @@ def policy_state(runtime: _Gated, agent: Agent | None) -> PolicyState | None:
     stage_src, plan_src = policy_sources(runtime)
     graph = stage_src.config if stage_src is not None and isinstance(stage_src.config, GraphConfig) else None
     stage = sp = pp = None
-    if stage_src is not None and graph is not None:
-        stage = stage_src.current(agent.session)
-        sp = stage_policy(graph, stage)
     if plan_src is not None and isinstance(plan_src.config, PlanModeConfig):
         pp = plan_policy(plan_src.config, graph)
+    # a graph where no stage has ``tools`` gives every stage, known or not, no policy: the
+    # current stage is read only when some policy may apply
+    if stage_src is not None and graph is not None and (graph.restricts_tools or pp is not None):
+        stage = stage_src.current(agent.session)
+        sp = stage_policy(graph, stage)
     if sp is None and pp is None:
         return None
     active = bool(plan_src.effective(agent)) if plan_src is not None and pp is not None else False

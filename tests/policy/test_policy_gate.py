@@ -294,6 +294,25 @@ def test_no_policy_means_everything_runs() -> None:
     assert tools["apply_patch"].calls
 
 
+def test_a_graph_without_tool_rules_reads_no_stage_to_authorize_a_call() -> None:
+    """No stage has ``tools`` and plan mode has none: every call runs without the current
+    stage being read (one projection read less per tool call); a graph with rules reads it."""
+    from fsm_stage.policy._gate import policy_state
+
+    rt, agent, stage, _plan, _tools = wired(
+        "name: g\nsection: S.\nstages:\n  - {name: a, instruction: A.}\nplan_mode: {section: P.}\n"
+    )
+    reads: list[object] = []
+    real = stage.current
+    stage.current = lambda session: reads.append(session) or real(session)  # type: ignore[method-assign]
+    assert policy_state(rt, agent) is None and reads == []
+    rt2, agent2, stage2, _p, _t = wired()
+    reads2: list[object] = []
+    real2 = stage2.current
+    stage2.current = lambda session: reads2.append(session) or real2(session)  # type: ignore[method-assign]
+    assert policy_state(rt2, agent2) is not None and reads2 == [agent2.session]
+
+
 def test_notice_wording_for_open_and_empty_policies() -> None:
     from policy_helpers import config
 

@@ -15,7 +15,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -109,6 +109,20 @@ class _Inbox:
         from fsm_stage.inbox._auth import refusal
 
         return refusal(item.rules, name, self.groups(name))
+
+    def approve_refusal(self, view: SessionView, item: OpenReview, name: str) -> str | None:
+        """Why the logged rules refuse ``name``'s approval of ``item`` in ``view``'s session
+        beyond ``refusal`` (``not_requester``: the session's requester, or none recorded), or
+        None. The page shows it and disables Approve; the answer itself is decided again."""
+        from fsm_stage.reviews._team import REVIEWER_NAME_RE, requester_of
+        from fsm_stage.reviews._team import refusal as team_refusal
+
+        rules = item.rules
+        if not isinstance(rules, Mapping) or not rules.get("notRequester") \
+                or not REVIEWER_NAME_RE.fullmatch(name):
+            return None
+        return team_refusal(rules, name, requester=requester_of(view), reviewers=self.team(),
+                            outcome="approve")
 
     def page(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
         flash = request.session.pop("flash", [])

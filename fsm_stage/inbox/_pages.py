@@ -25,6 +25,10 @@ MAX_BULK = 500
 #: Events shown in a review page's timeline.
 TIMELINE = 30
 
+#: The status of the review page shown again after an answer that was not logged: a refusal by
+#: the review's rules 403, anything else (feedback refused, a store error) 422.
+ANSWER_FAILED_STATUS = {"refused": 403}
+
 
 def flash(request: Request, *messages: tuple[str, str]) -> None:
     """Queue ``(kind, text)`` messages for the next page the session sees (at most 50 kept)."""
@@ -141,7 +145,10 @@ def review(inbox: _Inbox) -> Page:
             elif action == "approve":
                 option = form.get("option")
                 chosen = option if isinstance(option, str) else None
-                flash(request, inbox.answer_one(name, item, "approve", chosen, None))
+                done = inbox.answer_one(name, item, "approve", chosen, None)
+                flash(request, done)
+                if done[0] != "ok":  # refused, or not logged: the page again, with why
+                    status = ANSWER_FAILED_STATUS.get(done[0], 422)
             elif action == "keep":
                 feedback = form.get("feedback")
                 # a browser sends a textarea's line ends as CRLF: stored as LF, as an edited document;
@@ -151,13 +158,18 @@ def review(inbox: _Inbox) -> Page:
                 text = raw if raw.strip() or not is_plain(raw) else None
                 done = inbox.answer_one(name, item, "keep", None, text)
                 flash(request, done)
-                if done[0] != "ok" and text is not None:
-                    typed, status = visible(text, keep="\n\t"), 422
+                if done[0] != "ok":  # the page again, with why and the typed feedback
+                    status = ANSWER_FAILED_STATUS.get(done[0], 422)
+                    typed = visible(text, keep="\n\t") if text is not None else ""
             else:
                 return PlainTextResponse("400: action must be approve or keep", status_code=400)
             if status == 200:
                 return RedirectResponse(request.url.path, status_code=303)
+            found = inbox.find(request.path_params["key"], rid)  # as it is now (an expiry may
+            if found is not None:                                # have closed it meanwhile)
+                view, item = found
         record = view.state.records[rid]
+        refusal = inbox.refusal(item, name) if item is not None else None
         args = _render.call_arguments(view.events, record.call_id)
         document, doc_error = review_document(view, record)
         answer = view.state.answered.get(rid)
@@ -173,7 +185,9 @@ def review(inbox: _Inbox) -> Page:
             "approve_options": record.options[:-1] if len(record.options) > 1 else record.options,
             "feedback": typed,
             "deadline": deadline_text(item.deadline_ms, _render_now()) if item is not None else None,
-            "refusal": inbox.refusal(item, name) if item is not None else None,
+            "refusal": refusal,
+            "approve_refusal": (inbox.approve_refusal(view, item, name)
+                                if item is not None and refusal is None else None),
             "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline,
             "other_graph": inbox.other_graph(view) if record.kind == "stage" else None},
             status)

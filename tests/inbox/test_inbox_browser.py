@@ -117,13 +117,23 @@ def test_bulk_approve_three_reviews(browser: Any, server: tuple[str, Path]) -> N
 
 
 def test_a_reviewer_not_allowed_sees_a_refusal(browser: Any, server: tuple[str, Path]) -> None:
+    """The page says why and offers no answer (Approve and Keep disabled, no editor link, the
+    queue's checkbox disabled); a form sent anyway is refused with 403 and the page again."""
     base, logs = server
     rid = stage_session(logs, "s1")
     add_rules(logs / "s1.jsonl", {"approvers": ["alice"]})
     page = browser.new_page()
     login(page, base, "bob")
+    assert page.locator(f"input[value='s1.jsonl/{rid}']").is_disabled()
     page.goto(f"{base}/review/s1.jsonl/{rid}")
-    page.click("button.approve[value='Approve']")
+    assert "not among the approvers" in page.locator(".flash.refused").first.inner_text()
+    assert page.locator("button.approve").first.is_disabled() and page.locator("button.keep").is_disabled()
+    assert page.locator("a.button.edit").count() == 0
+    page.evaluate("document.querySelectorAll('button').forEach(b => b.disabled = false)")
+    with page.expect_navigation() as nav:
+        page.click("button.approve[value='Approve']")
+    response = nav.value
+    assert response is not None and response.status == 403
     assert "not among the approvers" in page.locator(".flash.refused").first.inner_text()
     assert _answers(logs / "s1.jsonl") == []
 

@@ -190,6 +190,7 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     assert "vote recorded" in first.text and "1 of 2" in first.text
     assert _answers(logs / "s1.jsonl") == []
     twice = client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
+    assert twice.status_code == 200  # a repeated vote is no failure: the first one stands
     assert "alice voted before" in twice.text and _answers(logs / "s1.jsonl") == []
     csrf = _login(client, "bob")
     client.post(f"/review/s1.jsonl/{rids['s1']}", data={"csrf": csrf, "action": "approve"})
@@ -197,7 +198,12 @@ def test_the_web_inbox_votes_toward_a_quorum_and_keeps_not_requester(tmp_path: P
     assert answer["by"] == "inbox:bob" and answer["reviewers"] == ["alice", "bob"]
     audit = client.get("/session/s1.jsonl").text  # the audit table names the voters
     assert "<td>inbox:bob (alice, bob)</td>" in audit
+    page = client.get(f"/review/p1.jsonl/{rids['p1']}").text  # bob started p1: Approve is disabled
+    assert "bob started this session and may not approve" in page
+    assert re.search(r'class="approve" disabled>', page) and 'class="keep">' in page
+    assert "Approve with edits…" not in page
     refused = client.post(f"/review/p1.jsonl/{rids['p1']}", data={"csrf": csrf, "action": "approve"})
+    assert refused.status_code == 403 and 'class="flash refused"' in refused.text
     assert "not_requester" in refused.text and _answers(logs / "p1.jsonl") == []
     kept = client.post(f"/review/p1.jsonl/{rids['p1']}",
                        data={"csrf": csrf, "action": "keep", "feedback": "not yet"})

@@ -218,7 +218,7 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     warm = getattr(on_answer, "connect", None)
     if callable(warm):  # a fleet's wake-up hook: connect now, not at the first answer
         threading.Thread(target=warm, name="fsm-inbox-wake-connect", daemon=True).start()
-    from fsm_stage.inbox import _pages
+    from fsm_stage.inbox import _api, _pages
     from fsm_stage.inbox._editor import edit
 
     routes = [
@@ -227,6 +227,8 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
         Route("/", _guarded(inbox, _pages.queue(inbox)), methods=["GET"]),
         Route("/bulk", _guarded(inbox, _pages.bulk(inbox)), methods=["POST"]),
         Route("/api/version", _guarded(inbox, _pages.version(inbox)), methods=["GET"]),
+        Route("/api/reviews", _api.reviews_route(inbox), methods=["GET"]),
+        Route("/api/reviews/{key}/{rid}", _api.answer_route(inbox), methods=["POST"]),
         Route("/review/{key}/{rid}", _guarded(inbox, _pages.review(inbox)), methods=["GET", "POST"]),
         Route("/review/{key}/{rid}/edit", _guarded(inbox, edit(inbox)), methods=["GET", "POST"]),
         Route("/graph/{key}/{rid}.svg", _guarded(inbox, _pages.graph(inbox)), methods=["GET"]),

@@ -1,0 +1,169 @@
+"""The inbox's JSON API (``fsm_stage.inbox._api``): reviewers elsewhere list and answer reviews with
+a bearer token or through the trusted proxy, under the same rules as the pages; the browser's
+cookie never authenticates it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inbox_fixtures import TOKENS, add_rules, set_requester, stage_session, write_reviewers
+
+from fsm_stage.log.dsh import read_log
+
+pytest.importorskip("starlette")
+pytest.importorskip("jinja2")
+pytest.importorskip("markdown_it")
+
+
+def _answers(path: Path) -> list[dict[str, Any]]:
+    return [dict(e.data) for e in read_log(path).events if e.type == "fsm/review/answer"]
+
+
+def _client(tmp_path: Path, logs: Path, **kw: Any) -> Any:
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    if "trusted_header" not in kw:
+        kw["reviewers_file"] = write_reviewers(tmp_path / "reviewers.yaml")
+    return TestClient(create_app(logs, secret_key="k" * 40, **kw))
+
+
+def _bearer(name: str, token: str | None = None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {name}:{TOKENS[name] if token is None else token}"}
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    return folder
+
+
+def test_listing_needs_a_bearer_token_and_says_who_may_answer(tmp_path: Path, logs: Path) -> None:
+    s1, s2 = stage_session(logs, "s1"), stage_session(logs, "s2", target="verify")
+    add_rules(logs / "s2.jsonl", {"approvers": ["alice"]})
+    client = _client(tmp_path, logs)
+    bare = client.get("/api/reviews")
+    assert bare.status_code == 401 and bare.headers["www-authenticate"].startswith("Bearer")
+    assert client.get("/api/reviews", headers=_bearer("bob", "wrong-token")).status_code == 401
+    assert client.get("/api/reviews", headers={"Authorization": "Basic Ym9iOng="}).status_code == 401
+    listed = client.get("/api/reviews", headers=_bearer("bob"))
+    assert listed.status_code == 200
+    body = listed.json()
+    assert body["format_version"] == 1 and body["reviewer"] == "bob"
+    rows = {r["id"]: r for r in body["open"]}
+    assert set(rows) == {s1, s2}
+    assert rows[s1]["refusal"] is None and rows[s1]["key"] == "s1.jsonl" and rows[s1]["target"] == "implement"
+    assert "bob is not among the approvers" in rows[s2]["refusal"]
+
+
+def test_the_cookie_of_a_browser_login_does_not_authenticate_the_api(tmp_path: Path, logs: Path) -> None:
+    rid = stage_session(logs, "s1")
+    client = _client(tmp_path, logs)
+    page = client.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    client.post("/login", data={"csrf": csrf.group(1), "name": "alice", "token": TOKENS["alice"]})
+    assert client.get("/").status_code == 200  # logged in for the pages
+    assert client.get("/api/reviews").status_code == 401
+    sent = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"})
+    assert sent.status_code == 401 and _answers(logs / "s1.jsonl") == []
+    # a cross-site JSON POST needs a CORS preflight, which the inbox never grants
+    preflight = client.options(f"/api/reviews/s1.jsonl/{rid}", headers={
+        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type, authorization"})
+    assert preflight.status_code >= 400 and "access-control-allow-origin" not in preflight.headers
+
+
+def test_approve_and_keep_answer_through_the_review_rules(tmp_path: Path, logs: Path) -> None:
+    s1, s2 = stage_session(logs, "s1"), stage_session(logs, "s2", target="verify")
+    add_rules(logs / "s2.jsonl", {"approvers": ["alice"]})
+    client = _client(tmp_path, logs)
+    refused = client.post(f"/api/reviews/s2.jsonl/{s2}", json={"action": "approve"}, headers=_bearer("bob"))
+    assert refused.status_code == 403 and refused.json()["result"] == "refused"
+    assert "not among the approvers" in refused.json()["message"] and _answers(logs / "s2.jsonl") == []
+    done = client.post(f"/api/reviews/s2.jsonl/{s2}", json={"action": "approve"}, headers=_bearer("alice"))
+    assert done.status_code == 200
+    assert {k: done.json()[k] for k in ("key", "id", "result", "votes")} == {
+        "key": "s2.jsonl", "id": s2, "result": "answered", "votes": ["alice"]}
+    (answer,) = _answers(logs / "s2.jsonl")
+    assert (answer["outcome"], answer["by"]) == ("approve", "inbox:alice")
+    again = client.post(f"/api/reviews/s2.jsonl/{s2}", json={"action": "keep"}, headers=_bearer("alice"))
+    assert again.status_code == 409 and len(_answers(logs / "s2.jsonl")) == 1
+    kept = client.post(f"/api/reviews/s1.jsonl/{s1}", json={"action": "keep", "feedback": "split it\nfirst"},
+                       headers=_bearer("bob"))
+    assert kept.status_code == 200
+    (answer,) = _answers(logs / "s1.jsonl")
+    assert (answer["outcome"], answer["feedback"], answer["by"]) == ("keep", "split it\nfirst", "inbox:bob")
+    missing = client.post("/api/reviews/s1.jsonl/rv_nope", json={"action": "keep"}, headers=_bearer("bob"))
+    assert missing.status_code == 404
+
+
+def test_not_requester_is_listed_and_refused_for_approval_only(tmp_path: Path, logs: Path) -> None:
+    rid = stage_session(logs, "s1")
+    add_rules(logs / "s1.jsonl", {"notRequester": True})
+    set_requester(logs / "s1.jsonl", "bob")
+    client = _client(tmp_path, logs)
+    (row,) = client.get("/api/reviews", headers=_bearer("bob")).json()["open"]
+    assert "bob started this session and may not approve" in row["refusal"]
+    (row,) = client.get("/api/reviews", headers=_bearer("alice")).json()["open"]
+    assert row["refusal"] is None
+    refused = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"}, headers=_bearer("bob"))
+    assert refused.status_code == 403 and _answers(logs / "s1.jsonl") == []
+    kept = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "keep"}, headers=_bearer("bob"))
+    assert kept.status_code == 200 and _answers(logs / "s1.jsonl")[0]["outcome"] == "keep"
+
+
+@pytest.mark.parametrize(("kw", "status", "says"), [
+    ({"content": b'{"action": "approve"}', "headers": {"Content-Type": "text/plain"}}, 415,
+     "application/json"),
+    ({"data": {"action": "approve"}}, 415, "application/json"),  # a form, as another site could send
+    ({"content": b"{not json", "headers": {"Content-Type": "application/json"}}, 400, "not JSON"),
+    ({"json": ["approve"]}, 400, "JSON object"),
+    ({"json": {"action": "approve", "by": "x"}}, 400, "unknown field(s) 'by'"),
+    ({"json": {"action": "merge"}}, 400, "action must be"),
+    ({"json": {"action": "approve", "option": 3}}, 400, "option must be a string"),
+    ({"json": {"action": "keep", "option": "Approve"}}, 400, "go with approve"),
+    ({"json": {"action": "approve", "feedback": "no"}}, 400, "goes with keep"),
+])
+def test_a_bad_request_is_refused_in_one_line_and_writes_nothing(
+        tmp_path: Path, logs: Path, kw: dict[str, Any], status: int, says: str) -> None:
+    rid = stage_session(logs, "s1")
+    client = _client(tmp_path, logs)
+    headers = {**_bearer("alice"), **kw.pop("headers", {})}
+    sent = client.post(f"/api/reviews/s1.jsonl/{rid}", headers=headers, **kw)
+    assert sent.status_code == status and says in sent.json()["error"]
+    assert _answers(logs / "s1.jsonl") == []
+
+
+def test_refused_feedback_and_an_oversized_body_write_nothing(tmp_path: Path, logs: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsm_stage.inbox import _api
+
+    rid = stage_session(logs, "s1")
+    client = _client(tmp_path, logs)
+    url = f"/api/reviews/s1.jsonl/{rid}"
+    control = client.post(url, json={"action": "keep", "feedback": "\x1b[2J"}, headers=_bearer("alice"))
+    assert control.status_code == 422 and "control characters" in control.json()["message"]
+    monkeypatch.setattr(_api, "MAX_API_BODY_BYTES", 100)
+    big = client.post(url, json={"action": "keep", "feedback": "x" * 200}, headers=_bearer("alice"))
+    assert big.status_code == 413
+    assert _answers(logs / "s1.jsonl") == []
+
+
+def test_behind_a_trusted_proxy_the_header_names_the_caller(tmp_path: Path, logs: Path) -> None:
+    rid = stage_session(logs, "s1")
+    add_rules(logs / "s1.jsonl", {"approvers": ["carol"]})
+    client = _client(tmp_path, logs, trusted_header="X-Forwarded-User")
+    assert client.get("/api/reviews").status_code == 401
+    assert client.get("/api/reviews", headers=_bearer("alice")).status_code == 401  # the proxy decides
+    as_dave = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"},
+                          headers={"X-Forwarded-User": "dave"})
+    assert as_dave.status_code == 403
+    as_carol = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"},
+                           headers={"X-Forwarded-User": "carol"})
+    assert as_carol.status_code == 200 and _answers(logs / "s1.jsonl")[0]["by"] == "inbox:carol"

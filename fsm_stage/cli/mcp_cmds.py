@@ -95,9 +95,13 @@ def _host_port(value: str) -> tuple[str, int]:
               help="With --as: the reviewers file (reviewers: {name: {token_sha256, groups}}).")
 @click.option("--token-file", "token_file", metavar="FILE", default=None,
               help=f"With --as: a file holding the reviewer's token (default: ${TOKEN_ENV}).")
+@click.option("--accept-graph-change", is_flag=True,
+              help="Go on with logs recorded under another version of the stage graph (a renamed or "
+                   "removed stage, an edited edge): the next stage write records this graph. Without "
+                   "it such a session refuses every transition.")
 def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str | None,
             state_key_file: Path | None, eligibility: tuple[str, ...], as_name: str | None,
-            reviewers_file: str | None, token_file: str | None) -> None:
+            reviewers_file: str | None, token_file: str | None, accept_graph_change: bool) -> None:
     """Serve goto_stage / exit_plan_mode / get_stage with human review through the MCP client."""
     try:
         from fsm_stage.mcp.durable import McpReviewer
@@ -126,7 +130,8 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
         security = state_security(key_file)
     except (ValueError, OSError) as err:
         raise UserError(f"request-state key ({KEY_ENV} or --state-key-file): {err}") from None
-    registry = SessionRegistry(config, table, cwd=workdir, guards=guards)
+    registry = SessionRegistry(config, table, cwd=workdir, guards=guards,
+                               accept_graph_change=accept_graph_change)
     try:  # Ctrl-C reaches the CLI's handler (exit 130) on every transport, logs closed first
         app = build_server(registry, security=security, reviewer=reviewer)
         with webhooks():  # the reviews' notify rules: requested / answered / expired

@@ -61,7 +61,7 @@ class McpSession:
     """One session served over MCP (see the module docstring)."""
 
     def __init__(self, handle: str, log: EventLog, config: ConfigFile, cwd: Path, *,
-                 guards: Mapping[str, Predicate] | None = None) -> None:
+                 guards: Mapping[str, Predicate] | None = None, accept_graph_change: bool = False) -> None:
         self.handle = handle
         self.log = log
         self.config = config
@@ -71,7 +71,8 @@ class McpSession:
         # A guard with no --eligibility predicate is closed, explicitly.
         given = dict.fromkeys(guard_names(graph), False) | dict(guards or {}) if graph is not None else None
         self.host = open_session(config, log, handoffs=LocalHandoffStore(cwd), token_meter=self.meter,
-                                 guidance=False, eligibility=given, repair=False)
+                                 guidance=False, eligibility=given, repair=False,
+                                 accept_graph_change=accept_graph_change)
         self.session, self.runtime, self.agent = self.host.session, self.host.runtime, self.host.agent
         self.stage, self.plan = self.host.stage, self.host.plan
         self.lock = asyncio.Lock()
@@ -125,17 +126,19 @@ def _open(location: str, cwd: Path) -> EventLog:
 
 class SessionRegistry:
     """Every session of one server, by handle; ``get(None)`` is the ``default`` session (the
-    first one when no ``default`` was given)."""
+    first one when no ``default`` was given). ``accept_graph_change``: a log recorded under
+    another stage graph goes on under this one (its first stage write records the new graph)
+    instead of refusing every transition with ``GraphChangedError``."""
 
     def __init__(self, config: ConfigFile, logs: Mapping[str, str], *, cwd: Path,
-                 guards: Mapping[str, Predicate] | None = None) -> None:
+                 guards: Mapping[str, Predicate] | None = None, accept_graph_change: bool = False) -> None:
         self.config = config
         self.cwd = cwd.resolve()
         self._sessions: dict[str, McpSession] = {}
         try:
             for handle, location in logs.items():
                 self._sessions[handle] = McpSession(handle, _open(location, self.cwd), config, self.cwd,
-                                                    guards=guards)
+                                                    guards=guards, accept_graph_change=accept_graph_change)
         except BaseException:
             self.close()
             raise

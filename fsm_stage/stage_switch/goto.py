@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fsm_stage.config.review_rules import merged_rules, rules_json
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
+from fsm_stage.errors import GraphChangedError, ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.graph import StageCursor
 from fsm_stage.handoff import HandoffPathError, LocalHandoffStore, handoff_relative_path
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
@@ -127,7 +127,7 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
                     record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
         except _ReviewBusy as busy:
             raise ToolFailure(busy.text) from None
-        except ReviewPayloadChangedError as exc:
+        except (ReviewPayloadChangedError, GraphChangedError) as exc:  # one line to the model, no traceback
             raise ToolFailure(str(exc)) from None
         question = build_review_question(ctl.catalog, target, handoff_text, from_stage=from_stage,
                                          handoff_path=record.handoff_path if full else None)

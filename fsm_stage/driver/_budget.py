@@ -129,6 +129,13 @@ def _options(rule: BudgetRule) -> tuple[str, ...]:
     return (CONTINUE_LABEL, *(MOVE_PREFIX + t for t in rule.targets), STOP_LABEL)
 
 
+def move_target(option: str | None) -> str | None:
+    """The stage a budget review's chosen ``option`` moves to ("Move to X": X), else None."""
+    if option is not None and option.startswith(MOVE_PREFIX):
+        return option[len(MOVE_PREFIX):]
+    return None
+
+
 def _unchanged(rule: BudgetRule, record: ReviewRecord, move: str | None) -> str | None:
     """Why an approved budget review no longer applies as asked, or None: it was asked under
     other review rules than the graph's now (a log written before budget reviews carried rules,
@@ -146,9 +153,7 @@ def _redeem(session: Session, rule: BudgetRule, record: ReviewRecord, option: st
     queued through ``rule.move``, when ``_unchanged`` holds (else redeemed not applied, and the
     next boundary asks again). Returns True when the step may be retried."""
     specs: list[NewEvent] = []
-    move: str | None = None
-    if option is not None and option.startswith(MOVE_PREFIX) and rule.move is not None:
-        move = option[len(MOVE_PREFIX):]
+    move = move_target(option) if rule.move is not None else None
     why = _unchanged(rule, record, move) if option is not None else None
     if why is not None:
         move = None

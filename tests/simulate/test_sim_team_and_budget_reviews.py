@@ -226,3 +226,6 @@ def test_state_shows_an_approved_budget_answer_not_applied_yet(tmp_path: Path) -
     assert [(r["kind"], r["option"]) for r in reviews["approved"]] == [("budget", "Move to design")]
     code, out, err = invoke("state", str(log))
     assert "(budget: Move to design); applied at the next step" in out
+    code, out, err = invoke("draw", str(tmp_path / "g.yaml"), "--log", str(log), "--format", "mermaid")
+    assert code == 0, err
+    assert "s_build --> s_design: (pending)" in out and "class s_design pending" in out, out

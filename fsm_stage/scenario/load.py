@@ -147,7 +147,7 @@ class _Loader:
         return obj
 
 
-_TOP_KEYS = ("description", "graph", "session", "system", "eligible", "steps")
+_TOP_KEYS = ("description", "graph", "session", "system", "eligible", "reviewers", "steps")
 _STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "answer", "resume", "expect")
 _ANSWER_KEYS = ("call", "outcome", "option", "feedback", "reviewer")
 _ANSWER_OUTCOMES = ("approve", "keep", "dismiss")
@@ -381,6 +381,7 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
             problems.add(("graph",), f"{str(graph_path)!r} is a folder; expected a stage-graph file")
         elif path != "<string>" and not graph_path.is_file():
             problems.add(("graph",), f"graph file {str(graph_path)!r} does not exist")
+    reviewers = _file(problems, plain, "reviewers", path, "a reviewers file (reviewers: {name: {groups}})")
     session = problems.structure(plain.get("session", {}), SessionSettings, ("session",))
     if session is not None and session.id is not None and not session.id.strip():
         problems.add(("session", "id"), "must be a non-empty string")
@@ -415,7 +416,22 @@ def load_scenario_text(text: str, path: str = "<string>") -> Scenario:
     assert session is not None and eligible is not None
     return Scenario(path=path, graph=graph_path, session=session, eligible=eligible,
                     steps=tuple(steps), description=description if isinstance(description, str) else "",
-                    system=system or ())
+                    system=system or (), reviewers=reviewers)
+
+
+def _file(problems: _Loader, plain: dict[str, Any], key: str, path: str, what: str) -> Path | None:
+    """The optional file ``plain[key]`` resolved against the scenario's folder (checked to be a
+    file unless the scenario has no file: ``path == "<string>"``), None when absent."""
+    if key not in plain:
+        return None
+    value = plain[key]
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        problems.add((key,), f"expected {what}, as a path relative to the scenario")
+        return None
+    resolved = Path(os.path.normpath(Path(path).parent / value))
+    if path != "<string>" and not resolved.is_file():
+        problems.add((key,), f"{str(resolved)!r} is not a file; expected {what}")
+    return resolved
 
 
 def load_scenario(path: str | Path) -> Scenario:

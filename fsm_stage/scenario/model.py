@@ -254,7 +254,9 @@ class SystemText:
 
 @attrs.frozen
 class Scenario:
-    """A parsed scenario. ``graph`` is resolved against the scenario file's folder."""
+    """A parsed scenario. ``graph`` and ``reviewers`` (a reviewers file resolving ``@group``
+    approvers for ``answer`` steps that name a reviewer; None: none) are resolved against the
+    scenario file's folder."""
 
     path: str
     graph: Path
@@ -263,6 +265,7 @@ class Scenario:
     steps: tuple[Step, ...]
     description: str = ""
     system: tuple[SystemText, ...] = ()
+    reviewers: Path | None = None
 
     @property
     def session_id(self) -> str:

@@ -27,6 +27,7 @@ from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.policy._gate import policy_state
 from fsm_stage.reviews._answer import answer_review, open_reviews, vote_review
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed, ScriptedReviewChannel
+from fsm_stage.reviews._team import load_reviewers
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
@@ -149,6 +150,9 @@ class _Engine:
         self._system_assembly: Assembly | None = None
 
         self.log = log
+        # ``reviewers:``: the file resolving ``@group`` approvers for named answers (one-line
+        # ``UserError`` for a file that cannot be read, before anything runs)
+        self.team = load_reviewers(scenario.reviewers) if scenario.reviewers is not None else None
         self.review = ScriptedReviewChannel(default=self._answer_review)
         self.runtime = _SimRuntime(self, review=self.review)
         self.runtime.add_assemble_hook(self._on_assemble)
@@ -401,7 +405,7 @@ class _Engine:
                 voted = ""
             else:  # a named reviewer: the review's rules decide, a quorum counts votes
                 vote = vote_review(self.session, record.id, step.outcome, reviewer=step.reviewer,
-                                   feedback=step.feedback, option=step.option)
+                                   feedback=step.feedback, option=step.option, reviewers=self.team)
                 voted = f" by {step.reviewer}" + ("" if vote.answer is not None
                                                   else f" (vote {len(vote.votes)} of {vote.needed})")
         except UserError as exc:

@@ -101,7 +101,7 @@ G = graph_ref("feature-work.yaml")
     ("steps: [{user: hi}]\n", "F:1:1: (file): missing or empty `graph`"),
     (f"graph: {G}\nsteps: []\n", "F:2:8: steps: missing or empty `steps` list"),
     (f"graph: {G}\nstepz: []\nsteps: [{{user: hi}}]\n", "F:2:1: stepz: unknown key (expected description, "
-     "graph, session, system, eligible, steps)"),
+     "graph, session, system, eligible, reviewers, steps)"),
     (f"graph: {G}\nsession: {{idd: x}}\nsteps: [{{user: hi}}]\n", "F:2:11: session.idd: unknown key"),
     (f"graph: {G}\nsession: {{subagent: yes}}\nsteps: [{{user: hi}}]\n",
      "F:2:21: session.subagent: expected true or false, got a string (\"yes\")"),

@@ -90,6 +90,38 @@ def test_a_quorum_takes_one_answer_step_per_reviewer(tmp_path: Path) -> None:
     assert run_text(TEAM.replace("ANSWERS", votes), tmp_path).ok
 
 
+def test_group_approvers_resolve_through_the_scenarios_reviewers_file(tmp_path: Path) -> None:
+    """``reviewers:`` names a reviewers file (relative to the scenario) whose groups resolve an
+    edge's ``@group`` approvers; without it the answer fails with the rules' hint."""
+    _write(tmp_path, 1, "")
+    graph = tmp_path / "g.yaml"
+    text = graph.read_text(encoding="utf-8").replace("approvers: [alice, bob]", "approvers: ['@leads']")
+    graph.write_text(text, encoding="utf-8")
+    team = "reviewers:\n  alice: {groups: [leads]}\n  bob: {}\n"
+    (tmp_path / "team.yaml").write_text(team, encoding="utf-8")
+    by_bob = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: bob}\n")
+    with pytest.raises(SimulationError, match=r"not among the approvers.*@groups resolve only with the"):
+        run_text(by_bob, tmp_path)
+    by_alice = TEAM.replace("ANSWERS", "  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n")
+    with pytest.raises(SimulationError, match="alice is not among the approvers"):
+        run_text(by_alice, tmp_path)  # no reviewers file: @leads names nobody
+    with_team = "reviewers: team.yaml\n" + by_alice
+    assert run_text(with_team, tmp_path).ok
+    with pytest.raises(SimulationError, match="bob is not among the approvers"):
+        run_text("reviewers: team.yaml\n" + by_bob, tmp_path)
+
+
+def test_a_missing_reviewers_file_is_a_positioned_error(tmp_path: Path) -> None:
+    from fsm_stage.errors import ConfigError
+
+    path = tmp_path / "s.yaml"
+    text = f"graph: {graph_ref('feature-work.yaml')}\nreviewers: nope.yaml\nsteps:\n  - user: Hi.\n"
+    with pytest.raises(ConfigError, match=r"s\.yaml:2:\d+: reviewers: .*nope\.yaml' is not a file"):
+        load_scenario_text(text, str(path))
+    with pytest.raises(ConfigError, match="reviewers: expected a reviewers file"):
+        load_scenario_text(text.replace("nope.yaml", "[1]"), str(path))
+
+
 BUDGET_TAIL = """\
   - user: More.
   - end_turn: blocked

@@ -175,9 +175,12 @@ def _flags(problems: _Loader, value: Any, path: _Path) -> dict[str, bool] | None
 
 def _check_call(problems: _Loader, call: ToolCall, path: _Path) -> None:
     """Refuse call data the simulator would silently ignore."""
-    if call.review is not None and call.tool not in REVIEWED_TOOLS:
-        problems.add((*path, "review"), f"{call.tool} never asks a review (only "
-                     f"{' and '.join(sorted(REVIEWED_TOOLS))} do); remove `review`")
+    kind = call.review.kind if call.review is not None else None
+    if call.tool not in REVIEWED_TOOLS and kind not in (None, "approve", "suspend") \
+            and (call.result is not None or call.error):
+        key = "result" if call.result is not None else "error"
+        problems.add((*path, key), f"a call its reviewer does not approve ({kind}) never runs; "
+                     f"remove `{key}`")
     if call.tool in REVIEWED_TOOLS and (call.result is not None or call.error):
         key = "result" if call.result is not None else "error"
         problems.add((*path, key), f"{call.tool} is run by fsm_stage; `result`/`error` only answer your "

@@ -58,8 +58,9 @@ class Review:
 class ToolCall:
     """One tool call of a model step.
 
-    ``args``: the JSON arguments. ``review``: the scripted answer when the tool asks a review
-    (only ``exit_plan_mode`` / ``goto_stage`` do). ``result``: the canned text answering a tool
+    ``args``: the JSON arguments. ``review``: the scripted answer when the call asks a review
+    (``exit_plan_mode`` / ``goto_stage``, or your tool under an ``ask`` rule of the tool policy;
+    the simulator checks against the graph which calls can). ``result``: the canned text answering a tool
     that neither fsm_stage nor the graph provides (your own tools, replayed logs); ``None`` = the
     tool must exist. ``error``: a flag — the ``result`` text is returned as the tool's failure.
     ``id``: the call id (default ``call-<request>-<index>``; unique within the scenario).

@@ -306,7 +306,14 @@ class _Replay:
         step = self.steps[i]
         assert isinstance(step, ModelStep)
         call = step.calls[j]
+        # a host tool a policy's ``ask`` rule reviewed ran only if approved: its recorded result
+        # answers it then; refused, it never ran (the result is the refusal fsm_stage writes)
+        logged = self._logged_review(call_id) if call.tool not in REVIEWED_TOOLS else None
+        ran = logged is None or logged.kind == "approve"
         if call_id in self.suspended:
+            if call.tool not in REVIEWED_TOOLS and ran:
+                call = attrs.evolve(call, result=text, error=is_error)
+                self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
             if not self.steps or not isinstance(self.steps[-1], Resume):
                 self.steps.append(Resume())
             return
@@ -315,8 +322,10 @@ class _Replay:
                                 or self._review(i, call, text, is_error))
             if call.review is None:
                 self.refused.add(call_id)
+        elif ran:
+            call = attrs.evolve(call, review=logged, result=text, error=is_error)
         else:
-            call = attrs.evolve(call, result=text, error=is_error)
+            call = attrs.evolve(call, review=logged)
         self.steps[i] = attrs.evolve(step, calls=(*step.calls[:j], call, *step.calls[j + 1:]))
 
     def _logged_review(self, call_id: str) -> Review | None:

@@ -83,14 +83,14 @@ def test_next_request_check_after_the_last_model_step_counts_as_one_failed_check
 
 
 def test_scenario_data_that_would_be_ignored_is_refused() -> None:
-    """A `review` on a tool that never asks one, `result`/`error` on a tool fsm_stage
+    """A `result` on a call its reviewer refuses, `result`/`error` on a tool fsm_stage
     runs itself, `error` without the failure text, duplicate call ids, duplicate or reserved or
     blank system sections."""
     head = f"graph: {FW}\n"
     call = "steps:\n  - user: hi\n  - model:\n      calls:\n"
-    assert _problems(head + call + "        - {tool: read_file, result: ok, review: approve}\n") == [
-        "steps[1].model.calls[0].review: read_file never asks a review (only exit_plan_mode and "
-        "goto_stage do); remove `review`"]
+    assert _problems(head + call + "        - {tool: read_file, result: ok, review: keep}\n") == [
+        "steps[1].model.calls[0].result: a call its reviewer does not approve (keep) never runs; "
+        "remove `result`"]
     assert _problems(head + call + "        - {tool: goto_stage, args: {stage: verify}, result: ok}\n") == [
         "steps[1].model.calls[0].result: goto_stage is run by fsm_stage; `result`/`error` only "
         "answer your own tools"]

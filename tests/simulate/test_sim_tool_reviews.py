@@ -1,0 +1,108 @@
+"""A host tool an ``ask`` rule of the tool policy reviews: a scenario scripts its review like
+goto_stage's (approve, keep, suspend + answer + resume), a missing outcome is one error, a review
+on a call no rule asks about is refused before the run, and ``fsm-stage scenario`` replays it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sim_helpers import invoke, run_text
+
+from fsm_stage.errors import ConfigError
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.events import EventLog
+from fsm_stage.scenario import load_scenario_text
+from fsm_stage.simulate import SimulationError
+
+GRAPH = """\
+name: ask
+section: When done, call goto_stage with one of << stage_targets >>.
+stages:
+  - name: build
+    instruction: Build.
+    targets: [ship]
+    tools: {ask: [shell]}
+  - name: ship
+    instruction: Ship.
+    targets: [build]
+"""
+
+
+def _scenario(tmp_path: Path, call: str, tail: str = "  - model: Done.\n") -> str:
+    (tmp_path / "g.yaml").write_text(GRAPH, encoding="utf-8")
+    return ("graph: g.yaml\nsteps:\n  - user: Start.\n  - model:\n      calls:\n"
+            "        - tool: shell\n          id: call_sh\n          args: {cmd: ls}\n" + call + tail)
+
+
+def _tool_events(log: Path | EventLog) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    for e in (read_log(log).events if isinstance(log, Path) else log.events):
+        if e.type in ("fsm/review/answer", "fsm/tool/refused"):
+            out.append((e.type, e.data.get("outcome")))
+        elif e.type == "tool/result":
+            out.append((e.type, e.data["message"]["content"][0]["content"][0]["text"]))
+    return out
+
+
+def test_an_ask_rule_without_a_scripted_outcome_is_one_error_naming_the_step(tmp_path: Path) -> None:
+    text = _scenario(tmp_path, '          result: "a b"\n')
+    with pytest.raises(SimulationError, match=r"s\.yaml:4:5: shell asked the human a review .* no `review:`"):
+        run_text(text, tmp_path)
+    code, _out, err = invoke("simulate", str(tmp_path / "s.yaml"))
+    assert code == 1 and "Traceback" not in err and "shell asked the human a review" in err
+
+
+def test_approve_runs_the_tool_and_keep_refuses_it(tmp_path: Path) -> None:
+    approved = run_text(_scenario(tmp_path, '          review: approve\n          result: "a b"\n'), tmp_path)
+    assert approved.ok and _tool_events(approved.log) == [
+        ("fsm/review/answer", "approve"), ("tool/result", "a b")]
+    kept = run_text(_scenario(tmp_path, "          review: {feedback: not now}\n"), tmp_path)
+    assert kept.ok
+    events = _tool_events(kept.log)
+    assert events[0] == ("fsm/review/answer", "keep")
+    assert "the reviewer did not approve (not now)" in str(events)
+
+
+def test_a_suspended_tool_review_is_answered_then_resumed(tmp_path: Path) -> None:
+    text = _scenario(tmp_path, '          review: suspend\n          result: "a b"\n',
+                     "  - answer: {call: call_sh, outcome: approve}\n  - resume: true\n  - model: Done.\n")
+    result = run_text(text, tmp_path)
+    assert result.ok and ("tool/result", "a b") in _tool_events(result.log)
+
+
+def test_review_on_a_call_no_rule_asks_about_is_refused_before_the_run(tmp_path: Path) -> None:
+    text = _scenario(tmp_path, '          review: approve\n          result: "a b"\n').replace(
+        "tool: shell", "tool: read_file")
+    with pytest.raises(SimulationError, match=r"read_file is never reviewed under .*g\.yaml.*remove"):
+        run_text(text, tmp_path)
+
+
+def test_a_result_for_a_call_its_reviewer_refuses_is_a_load_error(tmp_path: Path) -> None:
+    text = _scenario(tmp_path, '          review: keep\n          result: "a b"\n')
+    with pytest.raises(ConfigError, match=r"s\.yaml:\d+:\d+: .*result: a call its reviewer does not approve "
+                                          r"\(keep\) never runs; remove `result`"):
+        load_scenario_text(text, str(tmp_path / "s.yaml"))
+
+
+@pytest.mark.parametrize("call,tail", [
+    ('          review: approve\n          result: "a b"\n', "  - model: Done.\n"),
+    ("          review: keep\n", "  - model: Done.\n"),
+    ('          review: suspend\n          result: "a b"\n',
+     "  - answer: {call: call_sh, outcome: approve}\n  - resume: true\n  - model: Done.\n"),
+    ("          review: suspend\n",
+     "  - answer: {call: call_sh, outcome: keep, feedback: later}\n  - resume: true\n  - model: Done.\n"),
+])
+def test_fsm_stage_scenario_replays_a_tool_review(tmp_path: Path, call: str, tail: str) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(_scenario(tmp_path, call, tail), encoding="utf-8")
+    log = tmp_path / "rec.jsonl"
+    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
+    assert code == 0, out + err
+    replay = tmp_path / "replay.yaml"
+    code, out, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
+    assert code == 0, err
+    log2 = tmp_path / "rec2.jsonl"
+    code, out, err = invoke("simulate", str(replay), "--log", str(log2), "--cwd", str(tmp_path / "w2"))
+    assert code == 0, out + err
+    assert _tool_events(log2) == _tool_events(log)

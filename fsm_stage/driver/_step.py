@@ -47,7 +47,7 @@ from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import SNAPSHOT_FOLD, snapshot_if_changed
 from fsm_stage.runtime.messages import Message, new_id
 from fsm_stage.runtime.runtime import Runtime
-from fsm_stage.runtime.session import Session, deep_copies
+from fsm_stage.runtime.session import TURN_FOLD, Session, deep_copies
 from fsm_stage.runtime.tools import (
     ToolCall,
     ToolResult,
@@ -110,7 +110,8 @@ class StagedSession:
         self.agent = agent
         self.config: dict[str, Any] = dict(config or {})
         self.accept = accept
-        self._last_header: bytes | None = None  # digest of the last logged request header
+        # digest of the last request header this driver logged + the log's header count after it
+        self._last_header: bytes | None = None
         self._signal: AbortSignal | None = None
         self._live = False
         self._running: dict[str, asyncio.Task[Any]] | None = None  # made by the first tool call
@@ -334,19 +335,21 @@ class StagedSession:
 
     def _log_header(self, header: dict[str, Any]) -> str | None:
         """Log ``request/header`` when the header differs from the last one logged (kept as a
-        digest of its canonical JSON, not a copy); the logged tool list and system text are
-        shared with every other session that logs identical ones (``_shared_json``)."""
+        digest of its canonical JSON, not a copy), or when another writer (a second driver on
+        the session) logged a header since this driver's; the logged tool list and system text
+        are shared with every other session that logs identical ones (``_shared_json``)."""
         text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
         digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        logged = self.session.read(TURN_FOLD).headers  # request/header events in the log
         if self._last_header is None:
-            reason = "resume" if self.session.has_request_header else "initial"
-        elif digest != self._last_header:
+            reason = "resume" if logged else "initial"
+        elif digest + logged.to_bytes(8, "big") != self._last_header:
             reason = "change"
         else:
             return None
         data = {key: _records.shared_json(json.dumps(header[key])) for key in ("config", "system", "tools")}
         self.session.append(REQUEST_HEADER, {"header": data, "reason": reason})
-        self._last_header = digest
+        self._last_header = digest + (logged + 1).to_bytes(8, "big")
         return reason
 
     @_writes

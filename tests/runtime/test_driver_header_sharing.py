@@ -42,3 +42,22 @@ def test_identical_headers_are_shared_and_a_change_is_logged_once() -> None:
     assert _headers(a)[1]["header"]["system"] == "Now in another stage."
     # the logged data is plain JSON, equal to a round trip of what was sent
     assert json.loads(json.dumps(_headers(a)[1])) == _headers(a)[1]
+
+
+def test_a_second_driver_on_the_session_makes_the_first_log_its_header_again() -> None:
+    """Two drivers on one session, with different headers, take turns: each request's header is
+    the log's last one (a driver kept only its own last digest and skipped its unchanged header
+    after the other had logged another: the log then said the model saw the other's)."""
+    rt = Runtime()
+    rt.add_tool(Echo())
+    agent = new_agent("two-drivers")
+    a = StagedSession(rt, agent, config={"provider": "p", "model": "m1"})
+    b = StagedSession(rt, agent, config={"provider": "p", "model": "m2"})
+    for d in (a, b, a, a):
+        d.start_turn()
+        assert d.begin_step() is not None
+        d.record_reply("ok")
+        d.end_step()
+        d.end_turn()
+    logged = [(h["reason"], h["header"]["config"]["model"]) for h in _headers(a)]
+    assert logged == [("initial", "m1"), ("resume", "m2"), ("change", "m1")]

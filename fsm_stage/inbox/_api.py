@@ -17,7 +17,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from fsm_stage.errors import DatabaseError
@@ -37,10 +37,24 @@ MAX_API_BODY_BYTES = 8 * 1024 * 1024
 
 #: The HTTP status of each ``Decision.result``: logged (or, ``waiting``, logged before) 200;
 #: refused by the review's rules 403; not logged for another reason (feedback refused, the
-#: document changed, a store error) 422.
+#: document changed, a store error) 422; either of those on a review that is closed now (a
+#: racing answer won, or its deadline closed it as this answer arrived) 409.
 RESULT_STATUS = {"answered": 200, "voted": 200, "waiting": 200, "refused": 403, "error": 422}
 
 _FIELDS = frozenset({"action", "option", "feedback", "edited"})
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object of the body names a key twice (the key is the message)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -104,7 +118,9 @@ def reviews_route(inbox: _Inbox) -> Handler:
                 why = inbox.approve_refusal(found[0], item, name) if found is not None else None
             row["refusal"] = why
             rows.append(row)
-        return JSONResponse({"format_version": API_VERSION, "reviewer": name, "open": rows})
+        # logs the store could not read, or read only in part: their reviews are missing here
+        return JSONResponse({"format_version": API_VERSION, "reviewer": name, "open": rows,
+                             "unreadable": inbox.store.unreadable(), "damaged": inbox.store.damaged()})
 
     return _authenticated(inbox, run)
 
@@ -116,13 +132,20 @@ async def _body(request: Request) -> dict[str, Any] | JSONResponse:
     if kind != "application/json":
         return _error(415, "send the answer as Content-Type: application/json")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_API_BODY_BYTES:
-            return _error(413, f"the body is larger than {MAX_API_BODY_BYTES:,} bytes")
-        chunks.append(chunk)
     try:
-        body = json.loads(b"".join(chunks))
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_API_BODY_BYTES:
+                return _error(413, f"the body is larger than {MAX_API_BODY_BYTES:,} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody is left to answer; nothing was read, nothing is written
+        return _error(400, "the client went away before the body was sent")
+    try:
+        # UTF-8 only (json.loads would also take UTF-16/32), and a key given twice is refused: a
+        # relay that read the first "action" must not see another one answered
+        body = json.loads(b"".join(chunks).decode("utf-8"), object_pairs_hook=_unique_keys)
+    except _RepeatedKey as err:
+        return _error(400, f"the field {str(err)[:60]!r} is given twice")
     except (ValueError, RecursionError):
         return _error(400, "the body is not JSON (UTF-8)")
     if not isinstance(body, dict):
@@ -167,7 +190,9 @@ def answer_route(inbox: _Inbox) -> Handler:
         done = answer_one(inbox.store, item, body["action"], reviewer=name, by=f"inbox:{name}",
                           reviewers=inbox.team(), groups=inbox.groups(name), option=body.get("option"),
                           feedback=feedback, edited=body.get("edited"))
-        return JSONResponse({"format_version": API_VERSION, **done.to_json()},
-                            status_code=RESULT_STATUS.get(done.result, 422))
+        status = RESULT_STATUS.get(done.result, 422)
+        if status != 200 and inbox.closed_now(key, rid):
+            status = 409  # answered by someone else meanwhile, or closed by its deadline just now
+        return JSONResponse({"format_version": API_VERSION, **done.to_json()}, status_code=status)
 
     return _authenticated(inbox, run)

@@ -22,7 +22,7 @@ from typing import Any, cast
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -95,7 +95,10 @@ class _Inbox:
     # -- who is asking ------------------------------------------------------------------------
     def reviewer(self, request: Request) -> str | None:
         if self.trusted_header is not None:
-            name = request.headers.get(self.trusted_header, "").strip()
+            given = request.headers.getlist(self.trusted_header)
+            if len(given) != 1:  # none, or a proxy that appended to the client's own header
+                return None
+            name = given[0].strip()
             return name if 0 < len(name) <= 128 and name.isprintable() else None
         if self.reviewers is None:
             return None
@@ -105,10 +108,19 @@ class _Inbox:
         return self.reviewers.groups_of(name) if self.reviewers is not None else ()
 
     def refusal(self, item: OpenReview, name: str) -> str | None:
-        """Why the review's logged rules refuse ``name``'s answer (None: allowed)."""
+        """Why the review's logged rules refuse ``name``'s answer (None: allowed); a name that
+        is no reviewer name (a proxy's ``Alice Smith``) may answer nothing."""
         from fsm_stage.inbox._auth import refusal
+        from fsm_stage.reviews._team import REVIEWER_NAME_RE
 
+        if not REVIEWER_NAME_RE.fullmatch(name):
+            return f"{name[:70]!r} is not a reviewer name ({REVIEWER_NAME_RE.pattern}): it may answer nothing"
         return refusal(item.rules, name, self.groups(name))
+
+    def closed_now(self, key: str, review_id: str) -> bool:
+        """Whether review ``review_id`` of session ``key`` exists and is closed, read again now."""
+        found = self.find(key, review_id)
+        return found is not None and found[1] is None
 
     def approve_refusal(self, view: SessionView, item: OpenReview, name: str) -> str | None:
         """Why the logged rules refuse ``name``'s approval of ``item`` in ``view``'s session
@@ -176,7 +188,11 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
     async def run(request: Request) -> Response:
         name = inbox.reviewer(request)
         if request.method == "POST":
-            form = await request.form(max_part_size=MAX_FORM_FIELD_BYTES)
+            try:
+                form = await request.form(max_part_size=MAX_FORM_FIELD_BYTES)
+            except ClientDisconnect:  # nobody is left to answer; nothing was written
+                return PlainTextResponse("400: the client went away before the form was sent",
+                                         status_code=400)
             if not csrf_ok(request.session, form.get("csrf")):
                 return PlainTextResponse("403: missing or wrong CSRF token", status_code=403)
             if name is None:

@@ -26,7 +26,8 @@ MAX_BULK = 500
 TIMELINE = 30
 
 #: The status of the review page shown again after an answer that was not logged: a refusal by
-#: the review's rules 403, anything else (feedback refused, a store error) 422.
+#: the review's rules 403, anything else (feedback refused, a store error) 422; 409 when the
+#: review is closed by then (a racing answer, or its deadline as this answer arrived).
 ANSWER_FAILED_STATUS = {"refused": 403}
 
 
@@ -168,6 +169,8 @@ def review(inbox: _Inbox) -> Page:
             found = inbox.find(request.path_params["key"], rid)  # as it is now (an expiry may
             if found is not None:                                # have closed it meanwhile)
                 view, item = found
+            if item is None:
+                status = 409  # closed meanwhile: a racing answer won, or its deadline closed it
         record = view.state.records[rid]
         refusal = inbox.refusal(item, name) if item is not None else None
         args = _render.call_arguments(view.events, record.call_id)

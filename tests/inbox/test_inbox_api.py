@@ -167,3 +167,65 @@ def test_behind_a_trusted_proxy_the_header_names_the_caller(tmp_path: Path, logs
     as_carol = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"},
                            headers={"X-Forwarded-User": "carol"})
     assert as_carol.status_code == 200 and _answers(logs / "s1.jsonl")[0]["by"] == "inbox:carol"
+
+
+def test_the_listing_names_logs_it_could_not_read(tmp_path: Path, logs: Path) -> None:
+    stage_session(logs, "s1")
+    (logs / "s3.jsonl").write_text("", encoding="utf-8")  # empty: not a session log
+    body = _client(tmp_path, logs).get("/api/reviews", headers=_bearer("alice")).json()
+    assert len(body["open"]) == 1 and set(body["unreadable"]) == {"s3.jsonl"} and body["damaged"] == {}
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b'{"action": "keep", "action": "approve"}', "'action' is given twice"),
+    ('{"action": "approve"}'.encode("utf-16"), "not JSON (UTF-8)"),
+    (b'\xef\xbb\xbf{"action": "approve"}', "not JSON (UTF-8)"),
+])
+def test_a_repeated_key_or_a_body_not_in_utf8_is_refused(tmp_path: Path, logs: Path, content: bytes,
+                                                         says: str) -> None:
+    rid = stage_session(logs, "s1")
+    sent = _client(tmp_path, logs).post(f"/api/reviews/s1.jsonl/{rid}", content=content,
+                                        headers={**_bearer("alice"), "Content-Type": "application/json"})
+    assert sent.status_code == 400 and says in sent.json()["error"] and _answers(logs / "s1.jsonl") == []
+
+
+def test_a_proxy_name_that_is_no_reviewer_name_or_a_repeated_header_answers_nothing(tmp_path: Path,
+                                                                                   logs: Path) -> None:
+    rid = stage_session(logs, "s1")
+    client = _client(tmp_path, logs, trusted_header="X-Forwarded-User")
+    (row,) = client.get("/api/reviews", headers={"X-Forwarded-User": "Alice Smith"}).json()["open"]
+    assert "is not a reviewer name" in row["refusal"]
+    page = client.get(f"/review/s1.jsonl/{rid}", headers={"X-Forwarded-User": "Alice Smith"}).text
+    assert "is not a reviewer name" in page and 'class="keep" disabled' in page
+    twice = client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"},
+                        headers=[("X-Forwarded-User", "mallory"), ("X-Forwarded-User", "alice")])
+    assert twice.status_code == 401 and _answers(logs / "s1.jsonl") == []
+
+
+def test_an_answer_that_loses_a_race_or_meets_the_deadline_gets_409(tmp_path: Path, logs: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from fsm_stage.inbox import queue
+    from fsm_stage.inbox._store import SessionStore
+
+    rid = stage_session(logs, "s1")
+    real = queue.answer_one
+
+    def racing(store: Any, item: Any, *args: Any, **kw: Any) -> Any:  # bob answers first
+        SessionStore(logs).answer("s1.jsonl", item.record.id, "keep", feedback=None, option=None,
+                                  by="inbox:bob", reviewer="bob")
+        return real(store, item, *args, **kw)
+
+    monkeypatch.setattr(queue, "answer_one", racing)
+    lost = _client(tmp_path, logs).post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"},
+                                        headers=_bearer("alice"))
+    assert lost.status_code == 409 and [a["by"] for a in _answers(logs / "s1.jsonl")] == ["inbox:bob"]
+    monkeypatch.setattr(queue, "answer_one", real)
+    late = stage_session(logs, "s2")
+    add_rules(logs / "s2.jsonl", {"deadlineSeconds": 0.001})
+    time.sleep(0.05)
+    expired = _client(tmp_path, logs).post(f"/api/reviews/s2.jsonl/{late}", json={"action": "approve"},
+                                           headers=_bearer("alice"))
+    assert expired.status_code == 409 and "expired" in expired.json()["message"]
+    assert [a["by"] for a in _answers(logs / "s2.jsonl")] == ["deadline"]  # closed by its deadline

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -32,6 +33,7 @@ from fsm_stage.errors import ConfigError, UserError
 from fsm_stage.fileio import atomic_write, output_error, read_text_input
 from fsm_stage.handoff import session_segment
 from fsm_stage.log.dsh import ReadResult, read_log
+from fsm_stage.log.events import Event
 from fsm_stage.log.projections import stage_from_event
 from fsm_stage.resources import data_dir
 from fsm_stage.scenario import Scenario, SessionSettings, dump_scenario, load_scenario_text, replay_events
@@ -274,6 +276,10 @@ def scenario_cmd(location: str, graph: Path | None, output: Path | None, session
         progress.close()
         for warning in replay.warnings:
             click.echo(f"fsm-stage: warning: {warning}", err=True)
+        if _names_groups(res.events):
+            click.echo("fsm-stage: note: the log's reviews name @group approvers; add `reviewers: FILE` "
+                       "(the reviewers file, relative to the scenario) before replaying its answers by "
+                       "named reviewers", err=True)
         sub, parent = res.header.is_subagent, res.header.parent_session
         session = SessionSettings(id=session_id if session_id is not None else res.header.id,
                                   subagent=sub,
@@ -291,6 +297,15 @@ def scenario_cmd(location: str, graph: Path | None, output: Path | None, session
         atomic_write(output, text.encode("utf-8"))
     except OSError as err:
         raise output_error(output, err, what="scenario") from None
+
+
+def _names_groups(events: Sequence[Event]) -> bool:
+    """Whether a logged review request's rules name an ``@group`` approver."""
+    from fsm_stage.constants import REVIEW_REQUEST
+    from fsm_stage.reviews._team import names_groups
+
+    return any(e.type == REVIEW_REQUEST and isinstance(e.data, dict) and names_groups(e.data.get("rules"))
+               for e in events)
 
 
 COMMANDS = [simulate_cmd, scenario_cmd]

@@ -13,7 +13,7 @@ grant, a refused or failed review is reported and the rest go on.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -111,8 +111,9 @@ def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:
 class Decision:
     """What answering one review did: its ``key`` / ``session_id`` / ``review_id``, the
     ``result`` (``RESULTS``), a one-line ``message`` (control characters escaped), the quorum
-    ``votes`` so far (for an approval: the reviewers it names) and ``needed``, and ``wake`` (the
-    wake-up's warning, or None)."""
+    ``votes`` so far (for an approval: the reviewers it names; none for a keep or a refusal) and
+    ``needed`` (the review's logged quorum, 1 without one), and ``wake`` (the wake-up's warning,
+    or None)."""
 
     key: str
     session_id: str
@@ -150,8 +151,11 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
         groups = entry.groups if entry is not None else ()
     why = refusal(item.rules, reviewer, tuple(groups))
 
+    quorum = item.rules.get("quorum") if isinstance(item.rules, Mapping) else None
+    needed = quorum if isinstance(quorum, int) and not isinstance(quorum, bool) and quorum > 1 else 1
+
     def decision(result: str, message: str, **kw: Any) -> Decision:
-        return Decision(item.key, item.session_id, rec.id, result, _line(message), **kw)
+        return Decision(item.key, item.session_id, rec.id, result, _line(message), **{"needed": needed, **kw})
 
     if why is not None:
         return decision("refused", f"refused: {what}: {why}")
@@ -172,9 +176,9 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
                                  f"approvals){note}", votes=result.votes, needed=result.needed, wake=wake)
     edits = ("" if edited is None else " with edits" if result.answer.edited is not None
              else " (the document is unchanged: an ordinary approval)")
-    return decision("answered", f"{outcome}{edits}: {what}{note}",
-                    votes=result.votes or tuple(result.answer.reviewers), needed=result.needed,
-                    wake=wake)
+    voters = tuple(result.answer.reviewers) if outcome == "approve" else ()  # a keep is no vote
+    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=result.votes or voters,
+                    needed=result.needed, wake=wake)
 
 
 def answer_item(store: SessionStore, item: OpenReview, outcome: str, *, reviewer: str, by: str,

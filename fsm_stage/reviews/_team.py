@@ -210,8 +210,8 @@ def refusal(rules: Mapping[str, Any] | None, reviewer: str, *, requester: str | 
     if not may_answer(rules, reviewer, reviewers):
         approvers = (rules or {})["approvers"]
         unresolved = reviewers is None and names_groups(rules)
-        hint = "; @groups resolve only with the reviewers file (--reviewers FILE, reviewers=)" \
-            if unresolved else ""
+        hint = ("; @groups resolve only with the reviewers file (--reviewers FILE, reviewers=, a "
+                "scenario's reviewers:)") if unresolved else ""
         return f"{reviewer} is not among the approvers of this review ({', '.join(approvers)}){hint}"
     if outcome == "approve" and (rules or {}).get("notRequester"):
         if requester is None:  # who started it is unknown: nobody can be told apart from them

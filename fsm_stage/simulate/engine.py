@@ -377,9 +377,20 @@ class _Engine:
         self._note("turn", f"turn {outcomes[-1].turn} stopped before a request: {stopped}")
 
     def _suspension_note(self, outcome: TurnOutcome) -> None:
-        if outcome.reason == "suspended":
-            self._note("turn", f"turn {outcome.turn} suspended: review {outcome.review_id} of "
-                       f"{outcome.call_id} waits for an answer")
+        if outcome.reason != "suspended":
+            return
+        self._note("turn", f"turn {outcome.turn} suspended: review {outcome.review_id} of "
+                   f"{outcome.call_id} waits for an answer")
+        scripted = self.calls.get(outcome.call_id or "")
+        if scripted is not None and scripted.review is not None and scripted.review.kind == "approve":
+            # the channel answered, but the review's rules need a named reviewer: the scenario
+            # would go on as if approved while the review stays open
+            where = self.model_step.where if self.model_step is not None else self.scenario.path
+            raise SimulationError(
+                f"{where}: {scripted.tool} ({outcome.call_id}): the review's rules need a named reviewer "
+                "(approvers, a quorum or not_requester), so a scripted `review: approve` answers for "
+                "nobody; write `review: suspend`, then `answer` steps with `reviewer: NAME` and "
+                "`resume: true`")
 
     async def _answer_or_resume(self, step: AnswerReview | Resume) -> None:
         """``answer``: record the answer (``answer_review``); ``resume``: ``Loop.resume()``."""
@@ -451,9 +462,15 @@ class _Engine:
             policy=self._policy_line(request), model=model)
 
     def _policy_line(self, request: Request) -> str | None:
-        """The tool policy in effect for this request, None when none applies."""
+        """The tool policy in effect for this request: ``every tool`` in a stage without one (and
+        plan mode off or unrestricting) of a graph that declares some; None when it declares none."""
         state = policy_state(self.runtime, self.agent)
-        return None if state is None else state.describe([t.name for t in request.tools])
+        if state is not None:
+            return state.describe([t.name for t in request.tools])
+        graph, plan = self.config.graph, self.config.plan_mode
+        declared = ((graph is not None and graph.restricts_tools)
+                    or (plan is not None and plan.tools is not None))
+        return "every tool" if declared else None
 
     def _note(self, kind: str, text: str) -> None:
         self.notes.append(Note(kind, text, len(self.records)))

@@ -119,12 +119,13 @@ async def run_goto_stage(ctl: StageController, args: Mapping[str, Any], agent: A
             record = existing(session, "stage", call_id, payload)
             if record is None:
                 with reserve(session, "stage", "stage"):
+                    graph = graph_specs(ctl, session)  # a changed graph refuses before anything is written
                     handoff_path = (await _write_handoff(ctl, session, target, handoff)
                                     if full and handoff else None)
                     options = stage_option_labels(ctl.catalog, full)
                     ticket = Ticket("stage", from_stage, target, options, "full" if full else "light",
                                     handoff_path, payload, _rules(ctl, from_stage, target), handoff_text)
-                    record = open_request(session, ticket, call_id, "stage", graph_specs(ctl, session))
+                    record = open_request(session, ticket, call_id, "stage", graph)
         except _ReviewBusy as busy:
             raise ToolFailure(busy.text) from None
         except (ReviewPayloadChangedError, GraphChangedError) as exc:  # one line to the model, no traceback

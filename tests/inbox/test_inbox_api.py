@@ -229,3 +229,18 @@ def test_an_answer_that_loses_a_race_or_meets_the_deadline_gets_409(tmp_path: Pa
                                            headers=_bearer("alice"))
     assert expired.status_code == 409 and "expired" in expired.json()["message"]
     assert [a["by"] for a in _answers(logs / "s2.jsonl")] == ["deadline"]  # closed by its deadline
+
+
+def test_a_refused_or_kept_answer_reports_the_quorum_and_no_votes(tmp_path: Path, logs: Path) -> None:
+    s1, s2 = stage_session(logs, "s1"), stage_session(logs, "s2", target="verify")
+    add_rules(logs / "s1.jsonl", {"approvers": ["alice", "bob"], "quorum": 2})
+    client = _client(tmp_path, logs, trusted_header="X-Forwarded-User")
+    refused = client.post(f"/api/reviews/s1.jsonl/{s1}", json={"action": "approve"},
+                          headers={"X-Forwarded-User": "dave"}).json()
+    assert (refused["result"], refused["votes"], refused["needed"]) == ("refused", [], 2)
+    voted = client.post(f"/api/reviews/s1.jsonl/{s1}", json={"action": "approve"},
+                        headers={"X-Forwarded-User": "alice"}).json()
+    assert (voted["result"], voted["votes"], voted["needed"]) == ("voted", ["alice"], 2)
+    kept = client.post(f"/api/reviews/s2.jsonl/{s2}", json={"action": "keep"},
+                       headers={"X-Forwarded-User": "dave"}).json()
+    assert (kept["result"], kept["votes"], kept["needed"]) == ("answered", [], 1)

@@ -14,6 +14,8 @@ from mcp.client import Client
 from mcp_helpers import GRAPH, approve, events, stages, text_of
 
 from fsm_stage.config import load_config
+from fsm_stage.log.dsh import read_log
+from fsm_stage.log.projections import StageProjection, fold
 from fsm_stage.mcp.server import build_server
 from fsm_stage.mcp.sessions import SessionRegistry
 
@@ -47,10 +49,12 @@ async def _recorded_in_implement(tmp_path: Path) -> Path:
 
 
 async def _goto(tmp_path: Path, log: Path, stage: str, **kw: Any) -> Any:
+    """goto_stage ``stage`` as a full transition (a handoff document, a large context)."""
     registry = SessionRegistry(load_config(_renamed(tmp_path)), {"default": str(log)}, cwd=tmp_path, **kw)
+    args = {"stage": stage, "handoff": "# Handoff\nwhat was done", "context_tokens": 100_000}
     try:
         async with Client(build_server(registry).server, elicitation_callback=approve()) as c:
-            return await c.call_tool("goto_stage", {"stage": stage})
+            return await c.call_tool("goto_stage", args)
     finally:
         registry.close()
 
@@ -64,13 +68,15 @@ async def test_a_changed_graph_refuses_in_one_line_naming_the_flag(tmp_path: Pat
     assert "fsm-stage mcp --accept-graph-change" in text_of(refused)
     assert not [r for r in caplog.records if r.exc_info], "a graph change is no tool bug: no traceback"
     assert stages(log) == ["implement"]
+    assert not list(tmp_path.rglob("*.md")), "refused before the handoff document is written"
 
 
 async def test_accepting_the_change_leaves_the_renamed_stage_and_records_the_graph(tmp_path: Path) -> None:
     log = await _recorded_in_implement(tmp_path)
     moved = await _goto(tmp_path, log, "explore", accept_graph_change=True)
     assert not moved.is_error, text_of(moved)
-    assert stages(log) == ["implement", "explore"]
+    assert "handoff" in text_of(moved).lower(), text_of(moved)
+    assert fold(StageProjection(), read_log(log).events).stage == "explore"  # a full move: a handoff notice
     graphs = [e["data"]["fingerprint"] for e in events(log) if e["type"] == "fsm/graph"]
     assert len(graphs) == 2 and graphs[0] != graphs[1]
 

@@ -91,7 +91,8 @@ def test_rules_decide_who_may_answer(tmp_path: Path) -> None:
     # without the reviewers file a group member is refused, and told why
     assert refusal(rules, "carol", requester=None, reviewers=None, outcome="approve") == (
         "carol is not among the approvers of this review (@leads, bob); "
-        "@groups resolve only with the reviewers file (--reviewers FILE, reviewers=)")
+        "@groups resolve only with the reviewers file (--reviewers FILE, reviewers=, a "
+        "scenario's reviewers:)")
 
 
 def test_graph_rules_become_the_logged_rules() -> None:

@@ -83,6 +83,16 @@ def test_an_answer_step_names_its_reviewer_and_the_rules_decide(tmp_path: Path) 
     assert result.ok, result.failures
 
 
+def test_a_scripted_approve_of_a_review_that_needs_a_named_reviewer_is_an_error(tmp_path: Path) -> None:
+    """The channel's approve answers for nobody under approvers: the run stops saying what to
+    write (it went on with the review open and passed)."""
+    _write(tmp_path, 1, "")
+    text = TEAM.replace("review: suspend", "review: approve").replace("ANSWERS  - resume: true\n", "")
+    with pytest.raises(SimulationError, match=r"s\.yaml:\d+:\d+: goto_stage \(call_goto\): the review's "
+                                              r"rules need a named reviewer .* `review: suspend`"):
+        run_text(text, tmp_path)
+
+
 def test_a_quorum_takes_one_answer_step_per_reviewer(tmp_path: Path) -> None:
     _write(tmp_path, 2, "")
     votes = ("  - answer: {call: call_goto, outcome: approve, reviewer: alice}\n"
@@ -107,6 +117,9 @@ def test_group_approvers_resolve_through_the_scenarios_reviewers_file(tmp_path: 
         run_text(by_alice, tmp_path)  # no reviewers file: @leads names nobody
     with_team = "reviewers: team.yaml\n" + by_alice
     assert run_text(with_team, tmp_path).ok
+    log, _out = _record(tmp_path, with_team, "team-rec")
+    code, _text, err = invoke("scenario", str(log), "--graph", str(graph))
+    assert code == 0 and "name @group approvers; add `reviewers: FILE`" in err
     with pytest.raises(SimulationError, match="bob is not among the approvers"):
         run_text("reviewers: team.yaml\n" + by_bob, tmp_path)
 

@@ -106,3 +106,14 @@ def test_fsm_stage_scenario_replays_a_tool_review(tmp_path: Path, call: str, tai
     code, out, err = invoke("simulate", str(replay), "--log", str(log2), "--cwd", str(tmp_path / "w2"))
     assert code == 0, out + err
     assert _tool_events(log2) == _tool_events(log)
+
+
+def test_the_policy_line_says_every_tool_in_a_stage_without_rules(tmp_path: Path) -> None:
+    text = _scenario(tmp_path, '          review: approve\n          result: "a b"\n',
+                     "  - model:\n      calls:\n        - tool: goto_stage\n          args: {stage: ship, "
+                     "handoff: done}\n          review: approve\n  - model: Shipped.\n")
+    result = run_text(text, tmp_path)
+    assert result.ok
+    assert [(r.stage, r.policy) for r in result.records] == [
+        ("build", "stage build: every tool; ask shell"), ("build", "stage build: every tool; ask shell"),
+        ("ship", "every tool")]

@@ -263,7 +263,9 @@ class Loop:
 
     async def resume(self) -> TurnOutcome:
         """Continue a suspended turn (this process or a new one over the reopened log): settle
-        the suspended calls (``StagedSession.resume``), end the step and run the next steps.
+        the suspended calls (``StagedSession.resume``), run the reply's calls the first dispatch
+        did not reach through the runtime as it would have (a tool it lacks gets the unknown-tool
+        error result), end the step and run the next steps.
         Returns ``suspended`` again while a review is unanswered; raises ``DriverStateError``
         when nothing is suspended."""
         if self.driver.suspended() is None:
@@ -286,6 +288,12 @@ class Loop:
             if resume:
                 try:
                     await driver.resume()
+                    # the reply's calls that no registered tool ran (the first dispatch stopped at
+                    # the suspended call): through the runtime, as then (an unknown tool's error)
+                    for call in driver.unsettled():
+                        if driver.signal.aborted:
+                            break
+                        await driver.run_tool(call)
                 except ReviewPending as pending:
                     return TurnOutcome(turn, "suspended", self._steps(), pending.review_id, pending.call_id)
                 outcome = self._settle(turn)

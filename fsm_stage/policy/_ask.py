@@ -19,7 +19,7 @@ from typing import Any
 
 from fsm_stage.config.review_rules import rules_json
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
-from fsm_stage.errors import RecordShapeError, ReviewPayloadChangedError, _ReviewBusy
+from fsm_stage.errors import RecordShapeError, ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.policy import _gate as gate
 from fsm_stage.policy._gate import CATALOG, Decision, PolicyState
 from fsm_stage.prompts import load_catalog
@@ -128,6 +128,11 @@ async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCa
         return Decision("deny", f"{decision.rule}: the reviewer dismissed the review", decision.scope)
     except RecordShapeError as refused:  # the channel's feedback was refused: dismissed, so denied
         return Decision("deny", f"{decision.rule}: {refused}", decision.scope)
+    except ReviewPending:
+        raise  # suspended: the call waits for its answer
+    except Exception as failed:  # the channel failed (the review was dismissed): denied, as goto_stage is
+        why = str(failed) or type(failed).__name__
+        return Decision("deny", f"{decision.rule}: the review failed ({why})", decision.scope)
     if outcome.answer.outcome == "approve":
         def check() -> str | None:
             if reviewed_from(state) != record.from_:

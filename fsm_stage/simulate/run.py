@@ -27,7 +27,7 @@ from fsm_stage.log.events import EventLog, MemoryLog, SessionHeader, wall_clock_
 from fsm_stage.log.jsonl import JsonlLog, writer_lock
 from fsm_stage.log.pg_transfer import open_new_session
 from fsm_stage.log.postgres import is_postgres_location
-from fsm_stage.scenario import REVIEWED_TOOLS, EligibilityFlip, Expect, ModelStep, Scenario
+from fsm_stage.scenario import EligibilityFlip, Expect, Scenario
 from fsm_stage.simulate.engine import GUIDANCE, _Engine
 from fsm_stage.simulate.result import SimulationError, SimulationResult
 from fsm_stage.tokens import HeuristicTokenMeter
@@ -58,17 +58,6 @@ def prepare(scenario: Scenario, *, graph: str | Path | None = None) -> tuple[Pat
     return graph_path, config
 
 
-def _may_ask(config: ConfigFile, tool: str, args: object) -> bool:
-    """Whether some stage's policy, or plan mode's, asks a review of a call of ``tool`` with
-    ``args`` (the policy's verdict on them, paths read without a session cwd)."""
-    from fsm_stage.policy._gate import plan_policy, stage_policy
-
-    graph = config.graph
-    policies = [stage_policy(graph, s.name) for s in graph.stages] if graph is not None else []
-    policies.append(plan_policy(config.plan_mode, graph))
-    return any(p is not None and p.decide(tool, args).verdict == "ask" for p in policies)
-
-
 def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> list[str]:
     stages = [st.name for st in config.graph.stages] if config.graph is not None else []
     known_flags = (guard_names(config.graph) if config.graph is not None else frozenset()) | {GUIDANCE}
@@ -87,13 +76,6 @@ def _name_problems(scenario: Scenario, config: ConfigFile, graph_path: Path) -> 
 
     flags(scenario.eligible, f"{scenario.path}: eligible")
     for step in scenario.steps:
-        if isinstance(step, ModelStep):
-            for call in step.calls:
-                if call.review is not None and call.tool not in REVIEWED_TOOLS \
-                        and not _may_ask(config, call.tool, call.args):
-                    out.append(f"{step.where}: {call.tool} is never reviewed under {graph_path}: no stage's "
-                               "or plan mode's `ask` rule names it with these arguments (only goto_stage, "
-                               "exit_plan_mode and such calls ask one); remove `review`")
         if isinstance(step, EligibilityFlip):
             flags(step.values, step.where)
         elif isinstance(step, Expect):

@@ -203,6 +203,18 @@ def test_ask_refused_by_the_reviewer_runs_nothing() -> None:
     assert [e.type for e in agent.session.events[-3:]] == ["fsm/review/answer", "tool/result", TOOL_REFUSED]
 
 
+def test_a_failing_review_channel_refuses_the_call_in_one_line() -> None:
+    """A channel that raises is a refusal (its dismiss logged), as for goto_stage, never an
+    exception out of call_tool."""
+    rt, agent, _stage, _plan, tools = wired(review=_scripted().fail(RuntimeError("the dialog crashed")))
+    jump(rt, agent, "verify")
+    result = run(rt.call_tool(agent, call("apply_patch", patch="p")))
+    assert result.is_error and tools["apply_patch"].calls == []
+    assert "the review failed (the dialog crashed)" in result.text
+    answer = next(e for e in reversed(agent.session.events) if e.type == "fsm/review/answer")
+    assert (answer.data["outcome"], answer.data["by"]) == ("dismiss", "channel")
+
+
 def test_ask_without_a_review_channel_is_refused() -> None:
     rt, agent, _stage, _plan, tools = wired()
     jump(rt, agent, "verify")

@@ -89,6 +89,12 @@ def _writes(fn: F) -> F:
     return cast(F, functools.wraps(fn)(run))
 
 
+
+def _header_digest(header: Mapping[str, Any]) -> bytes:
+    """16 bytes identifying a request header: blake2b of its canonical JSON."""
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
 class StagedSession:
     """The step driver for ``agent`` (an ``InboxAgent``) on ``runtime``.
 
@@ -338,19 +344,35 @@ class StagedSession:
         digest of its canonical JSON, not a copy), or when another writer (a second driver on
         the session) logged a header since this driver's; the logged tool list and system text
         are shared with every other session that logs identical ones (``_shared_json``)."""
-        text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        digest = _header_digest(header)
         logged = self.session.read(TURN_FOLD).headers  # request/header events in the log
         if self._last_header is None:
             reason = "resume" if logged else "initial"
-        elif digest + logged.to_bytes(8, "big") != self._last_header:
-            reason = "change"
-        else:
+        elif digest + logged.to_bytes(8, "big") == self._last_header:
+            return None  # unchanged, and still the log's last header
+        elif self._last_header[16:] != logged.to_bytes(8, "big") and digest == self._last_logged_digest():
+            self._last_header = digest + logged.to_bytes(8, "big")  # another writer logged this one
             return None
+        else:
+            reason = "change"
         data = {key: _records.shared_json(json.dumps(header[key])) for key in ("config", "system", "tools")}
         self.session.append(REQUEST_HEADER, {"header": data, "reason": reason})
         self._last_header = digest + (logged + 1).to_bytes(8, "big")
         return reason
+
+    def _last_logged_digest(self) -> bytes | None:
+        """The digest of the log's last ``request/header`` (None: none readable); read only when
+        another writer logged a header since this driver's."""
+        events = self.session.events
+        for i in range(len(events) - 1, -1, -1):
+            if events[i].type == REQUEST_HEADER:
+                data = events[i].data
+                logged = data.get("header") if isinstance(data, dict) else None
+                try:
+                    return _header_digest(logged) if isinstance(logged, dict) else None
+                except (TypeError, ValueError):
+                    return None
+        return None
 
     @_writes
     def record_reply(self, text: str = "", tool_calls: Sequence[ToolCall] = (), *,

@@ -61,3 +61,22 @@ def test_a_second_driver_on_the_session_makes_the_first_log_its_header_again() -
         d.end_turn()
     logged = [(h["reason"], h["header"]["config"]["model"]) for h in _headers(a)]
     assert logged == [("initial", "m1"), ("resume", "m2"), ("change", "m1")]
+
+
+def test_drivers_with_one_header_taking_turns_log_it_once() -> None:
+    """Another driver's header equal to this one's is the log's last header: not logged again."""
+    rt = Runtime()
+    rt.add_tool(Echo())
+    agent = new_agent("same-header")
+    models = ("m1", "m1", "m2", "m1")
+    drivers = [StagedSession(rt, agent, config={"provider": "p", "model": m}) for m in models]
+    for d in (*drivers, drivers[0], drivers[1]):
+        d.start_turn()
+        assert d.begin_step() is not None
+        d.record_reply("ok")
+        d.end_step()
+        d.end_turn()
+    logged = [(h["reason"], h["header"]["config"]["model"]) for h in _headers(drivers[0])]
+    # d0 initial m1; d1 resumes (a new driver always says so); d2 m2; d3 m1 resumes; d0 and d1:
+    # the log's last header is d3's m1, equal to theirs
+    assert logged == [("initial", "m1"), ("resume", "m1"), ("resume", "m2"), ("resume", "m1")]

@@ -162,12 +162,13 @@ def _assemble(
     review_view = REVIEW_FOLD.view(reviews)
     recorded = review_view["graph"]
     fp = _graph_fingerprint(graph)
-    if fp is not None and recorded is not None and recorded["fingerprint"] != fp:
-        warnings.append(f"the log was recorded with graph {recorded['name']!r} "
-                        f"{recorded['fingerprint'][:19]}…, "
+    if fp is not None and recorded is not None and (was := recorded["fingerprint"]) != fp:
+        warnings.append(f"the log was recorded with graph {recorded['name']!r} {was[:19]}…, "
                         f"{graph} is {fp[:19]}…: the graph changed since (GraphChangedError on resume)")
     plan_view = snake_keys(plan.view(states[plan.key]))
     plan_view["pending_exit"] = review_view["pending"]["plan"] is not None
+    from fsm_stage.driver._budget import stale_approvals
+    stale = stale_approvals(reviews, states[SPEND_FOLD.key])  # budget reviews of an ended visit
     out = {
         "format_version": JSON_FORMAT_VERSION,
         "header": snake_keys({k: v for k, v in header.to_json(absent_as_null=True).items() if k != "type"}),
@@ -184,7 +185,8 @@ def _assemble(
             "has_stage_prompt": stage_state.has_stage_prompt,
         },
         "last_header": snake_keys(told.view(states[told.key])),
-        "reviews": {"open": review_view["open"], "approved": review_view["approved"]},
+        "reviews": {"open": review_view["open"], "approved": [
+            {**e, "stale": e["id"] in stale} for e in review_view["approved"]]},
         "graph": recorded,
         "surface": surface,
         "torn_tail_offset": torn,
@@ -305,8 +307,7 @@ def streamed_report(
     counted (the report's ``events``; ``--at`` past the end is the same ``UserError``).
     """
     name = str(path) if source is None else source
-    session = open_session_log(path, strict=strict)
-    opened = session.log
+    opened = (session := open_session_log(path, strict=strict)).log
     fh, warnings = opened.stream, opened.warnings
     bar = Progress(0, enabled=False) if progress is None else progress
     bar.phase("reading and folding log", path.stat().st_size)
@@ -314,9 +315,8 @@ def streamed_report(
     states: list[Any] = [p.init() for p in projections]
     applies = [p.apply for p in projections]
     # Each event goes only to the projections whose ``READS`` name its type (all of them, and
-    # the surface, when it has a surface op); the rest are decoded and checked, then skipped.
-    # Packed chunk rows (``assistant/chunk`` only, no surface ops) and plain events of types no
-    # projection reads are skipped by their span, never built.
+    # the surface, when it has a surface op); packed chunk rows and plain events of types no
+    # projection reads are checked, then skipped by their span (never built).
     route = routes(projections)
     by_type, every = route.by_type, route.every
     surface: Surface | None = Surface()
@@ -474,7 +474,8 @@ def _human_lines(path: str, r: dict[str, Any]) -> list[str]:
                      f"since seq {rv['since_seq']}); "
                      "answer with fsm-stage review")
     for rv in r["reviews"].get("approved", ()):
-        lines.append(f"approved:     {rv['id']} ({rv['kind']}: {rv['option']}); applied at the next step")
+        when = "never applied: its stage visit ended" if rv.get("stale") else "applied at the next step"
+        lines.append(f"approved:     {rv['id']} ({rv['kind']}: {rv['option']}); {when}")
     if r["graph"] is not None:
         lines.append(f"graph:        {r['graph']['name']} {r['graph']['fingerprint']}")
     told = r["last_header"]

@@ -39,23 +39,20 @@ class SessionMarks:
     graph: tuple[str, str] | None = None
 
 
-def pending_transition(events: Sequence[Event], state: ReviewState | None = None, *,
-                       stage: str | None = None) -> tuple[str, str] | None:
+def pending_transition(events: Sequence[Event], state: ReviewState | None = None) -> tuple[str, str] | None:
     """The approved, not yet applied stage transition ``(source, target)`` in ``events`` (the
     review fold's pending stage review, as ``fsm-stage state`` shows it), or None. ``state``:
-    the review fold of ``events`` when the caller has it already. A budget review answered
-    "Move to X" and not yet applied is the move ``(stage, X)`` from the current ``stage`` (None:
-    not drawn), as the boundary applies it."""
+    the review fold of ``events`` when the caller has it already. A budget review of the
+    current stage visit answered "Move to X" and not yet applied is the move from the current
+    stage to X, as the next boundary applies it (``driver._budget.pending_move``)."""
     reviews = state if state is not None else fold(REVIEW_FOLD, events)
     record = reviews.pending("stage")
     if record is not None:
         return record.from_, record.target
-    from fsm_stage.driver._budget import BUDGET_KIND, move_target
+    from fsm_stage.driver._budget import pending_move
+    from fsm_stage.log.projections.spend import SPEND_FOLD
 
-    budget = reviews.pending(BUDGET_KIND)
-    answer = reviews.answered.get(budget.id) if budget is not None else None
-    target = move_target(answer.option) if answer is not None else None
-    return None if target is None or stage is None else (stage, target)
+    return pending_move(reviews, fold(SPEND_FOLD, events))
 
 
 def reviewed_transition(events: Sequence[Event], state: ReviewState | None = None) -> tuple[str, str] | None:
@@ -90,12 +87,11 @@ def session_marks(arg: str, *, strict: bool = False) -> SessionMarks:
     # one fold for the three review marks; a fork's inherited reviews are not its own
     reviews = fold_reviews(res.events, res.header.seed_length)
     recorded = reviews.graph
-    stage = fold(StageProjection(), res.events).stage
     return SessionMarks(
-        stage=stage,
+        stage=fold(StageProjection(), res.events).stage,
         plan_active=bool(view["active"]),
         plan_pending=bool(view["pending"]),
-        pending=pending_transition(res.events, reviews, stage=stage),
+        pending=pending_transition(res.events, reviews),
         warnings=tuple(warnings),
         reviewing=reviewed_transition(res.events, reviews),
         graph=None if recorded is None else (recorded.name, recorded.fingerprint),

@@ -1,17 +1,20 @@
 """What the step driver writes besides the events of a well-run step: the shape checks of what a
 host records (``RecordShapeError`` before anything is written), the closers of a cancelled call
-(DSH's ``AbortError`` results), the ``turn/end`` reasons, and the process-wide sharing of
-logged header JSON. ``StagedSession`` (``driver._step``) uses them; nothing here writes."""
+(DSH's ``AbortError`` results), the ``turn/end`` reasons, the process-wide sharing of
+logged header JSON and the header digests. ``StagedSession`` (``driver._step``) uses them;
+nothing here writes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
+from fsm_stage.constants import REQUEST_HEADER, TOOL_CALL, TOOL_RESULT
 from fsm_stage.driver._openstep import REVIEW_ANSWER, CallState
 from fsm_stage.errors import RecordShapeError
-from fsm_stage.log.events import NewEvent
+from fsm_stage.log.events import Event, NewEvent
 from fsm_stage.runtime.tools import ToolCall, step_position, tool_result_message
 from fsm_stage.text import lone_surrogate
 
@@ -107,3 +110,24 @@ def reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]:
     if kind == "blocked" and message:
         return {"kind": "blocked", "message": message}
     return {"kind": kind}
+
+
+def header_digest(header: Mapping[str, Any]) -> bytes:
+    """16 bytes identifying a request header (``{config, system, tools}``): blake2b of its
+    canonical JSON. Raises ``TypeError`` / ``ValueError`` for what JSON cannot hold."""
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def last_header_digest(events: Sequence[Event]) -> bytes | None:
+    """``header_digest`` of the last logged ``request/header`` (walking back from the end;
+    None: none, or one whose header is not readable)."""
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].type == REQUEST_HEADER:
+            data = events[i].data
+            logged = data.get("header") if isinstance(data, dict) else None
+            try:
+                return header_digest(logged) if isinstance(logged, dict) else None
+            except (TypeError, ValueError):
+                return None
+    return None

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import copy
 import functools
-import hashlib
 import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -88,12 +87,6 @@ def _writes(fn: F) -> F:
             return fn(self, *args, **kwargs)
     return cast(F, functools.wraps(fn)(run))
 
-
-
-def _header_digest(header: Mapping[str, Any]) -> bytes:
-    """16 bytes identifying a request header: blake2b of its canonical JSON."""
-    text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 class StagedSession:
     """The step driver for ``agent`` (an ``InboxAgent``) on ``runtime``.
@@ -344,13 +337,14 @@ class StagedSession:
         digest of its canonical JSON, not a copy), or when another writer (a second driver on
         the session) logged a header since this driver's; the logged tool list and system text
         are shared with every other session that logs identical ones (``_shared_json``)."""
-        digest = _header_digest(header)
+        digest = _records.header_digest(header)
         logged = self.session.read(TURN_FOLD).headers  # request/header events in the log
         if self._last_header is None:
             reason = "resume" if logged else "initial"
         elif digest + logged.to_bytes(8, "big") == self._last_header:
             return None  # unchanged, and still the log's last header
-        elif self._last_header[16:] != logged.to_bytes(8, "big") and digest == self._last_logged_digest():
+        elif (self._last_header[16:] != logged.to_bytes(8, "big")
+              and digest == _records.last_header_digest(self.session.events)):
             self._last_header = digest + logged.to_bytes(8, "big")  # another writer logged this one
             return None
         else:
@@ -359,20 +353,6 @@ class StagedSession:
         self.session.append(REQUEST_HEADER, {"header": data, "reason": reason})
         self._last_header = digest + (logged + 1).to_bytes(8, "big")
         return reason
-
-    def _last_logged_digest(self) -> bytes | None:
-        """The digest of the log's last ``request/header`` (None: none readable); read only when
-        another writer logged a header since this driver's."""
-        events = self.session.events
-        for i in range(len(events) - 1, -1, -1):
-            if events[i].type == REQUEST_HEADER:
-                data = events[i].data
-                logged = data.get("header") if isinstance(data, dict) else None
-                try:
-                    return _header_digest(logged) if isinstance(logged, dict) else None
-                except (TypeError, ValueError):
-                    return None
-        return None
 
     @_writes
     def record_reply(self, text: str = "", tool_calls: Sequence[ToolCall] = (), *,

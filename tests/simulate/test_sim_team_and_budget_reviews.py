@@ -4,6 +4,7 @@ waits for an ``answer`` step, and ``fsm-stage scenario`` + ``simulate`` reproduc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -274,3 +275,54 @@ def test_state_shows_an_approved_budget_answer_not_applied_yet(tmp_path: Path) -
     code, out, err = invoke("draw", str(tmp_path / "g.yaml"), "--log", str(log), "--format", "mermaid")
     assert code == 0, err
     assert "s_build --> s_design: (pending)" in out and "class s_design pending" in out, out
+
+
+STALE_GRAPH = """\
+name: stale
+section: When done, call goto_stage with one of << stage_targets >>.
+stages:
+  - name: design
+    instruction: Design.
+    targets: [build]
+  - name: build
+    instruction: Build.
+    targets: [design, verify]
+    budget: {turns: 1}
+    on_budget: review
+  - name: verify
+    instruction: Verify.
+    targets: [build]
+"""
+
+STALE = """\
+graph: g.yaml
+steps:
+  - user: Start.
+  - model:
+      calls:
+        - {tool: goto_stage, id: g1, args: {stage: build, handoff: "# H"}, review: approve}
+  - model: Building.
+  - user: More.
+  - end_turn: blocked
+  - answer: {call: last, outcome: approve, option: Move to verify}
+TAIL"""
+
+
+def test_an_approved_budget_move_of_an_ended_visit_is_stale_not_pending(tmp_path: Path) -> None:
+    """Answered "Move to verify", then the user jumped elsewhere: the next boundary redeems only
+    the current visit's review, so `state` says it is never applied and `draw` marks no move
+    (it drew one from the wrong stage)."""
+    graph = tmp_path / "g.yaml"
+    graph.write_text(STALE_GRAPH, encoding="utf-8")
+    waiting, _ = _record(tmp_path, STALE.replace("TAIL", ""), "waiting")
+    code, out, err = invoke("draw", str(graph), "--log", str(waiting), "--format", "mermaid")
+    assert code == 0 and "s_build --> s_verify: (pending)" in out, out + err
+    jump = "  - command: /stage design\n  - model: Designing.\n"
+    jumped, _ = _record(tmp_path, STALE.replace("TAIL", jump), "jumped")
+    code, out, err = invoke("state", "--json", str(jumped))
+    (approved,) = json.loads(out)["reviews"]["approved"]
+    assert (approved["kind"], approved["option"], approved["stale"]) == ("budget", "Move to verify", True)
+    code, out, err = invoke("state", str(jumped))
+    assert "(budget: Move to verify); never applied: its stage visit ended" in out
+    code, out, err = invoke("draw", str(graph), "--log", str(jumped), "--format", "mermaid")
+    assert code == 0 and "pending" not in out, out

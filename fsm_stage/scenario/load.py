@@ -176,15 +176,14 @@ def _flags(problems: _Loader, value: Any, path: _Path) -> dict[str, bool] | None
 def _check_call(problems: _Loader, call: ToolCall, path: _Path) -> None:
     """Refuse call data the simulator would silently ignore."""
     kind = call.review.kind if call.review is not None else None
-    if call.tool not in REVIEWED_TOOLS and kind not in (None, "approve", "suspend") \
-            and (call.result is not None or call.error):
-        key = "result" if call.result is not None else "error"
-        problems.add((*path, key), f"a call its reviewer does not approve ({kind}) never runs; "
-                     f"remove `{key}`")
-    if call.tool in REVIEWED_TOOLS and (call.result is not None or call.error):
-        key = "result" if call.result is not None else "error"
+    answered = call.result is not None or call.error
+    key = "result" if call.result is not None else "error"
+    if call.tool in REVIEWED_TOOLS and answered:
         problems.add((*path, key), f"{call.tool} is run by fsm_stage; `result`/`error` only answer your "
                      "own tools")
+    elif kind not in (None, "approve", "suspend") and answered:
+        problems.add((*path, key), f"a call its reviewer does not approve ({kind}) never runs; "
+                     f"remove `{key}`")
     elif call.error and call.result is None:
         problems.add((*path, "error"), "`error: true` returns the `result` text as the tool's failure; "
                      "add `result`")

@@ -91,6 +91,9 @@ def test_scenario_data_that_would_be_ignored_is_refused() -> None:
     assert _problems(head + call + "        - {tool: read_file, result: ok, review: keep}\n") == [
         "steps[1].model.calls[0].result: a call its reviewer does not approve (keep) never runs; "
         "remove `result`"]
+    assert _problems(head + call + "        - {tool: read_file, error: true, review: dismiss}\n") == [
+        "steps[1].model.calls[0].error: a call its reviewer does not approve (dismiss) never runs; "
+        "remove `error`"]
     assert _problems(head + call + "        - {tool: goto_stage, args: {stage: verify}, result: ok}\n") == [
         "steps[1].model.calls[0].result: goto_stage is run by fsm_stage; `result`/`error` only "
         "answer your own tools"]

@@ -168,6 +168,7 @@ class _Replay:
         self.budget_stop = False  # this turn logged a budget stop (``fsm/budget {action: stop}``)
         self.answers: dict[str, Mapping[str, Any]] = {}  # review id -> its first logged answer
         self.suspended: set[str] = set()  # callIds whose review was answered outside the channel
+        self.cancelled: set[str] = set()  # callIds whose review the aborted turn closed (by: cancel)
 
     def review_request(self, data: Mapping[str, Any]) -> None:
         rid, call_id, options = data.get("id"), data.get("callId"), data.get("options")
@@ -196,6 +197,12 @@ class _Replay:
         by = data.get("by")
         outside = by in ("api", "cli") or (isinstance(by, str) and by.startswith("inbox:"))
         budget = rid in self.budget_reviews
+        if by == "cancel" and call_id in self.calls_by_id and not budget:
+            # the turn was aborted while the review waited: nobody answered it (the replay's
+            # `end_turn: aborted` closes it again, with the call's aborted result)
+            self._suspend(call_id)
+            self.cancelled.add(call_id)
+            return
         if not outside or call_id is None or (call_id not in self.calls_by_id and not budget):
             return
         if not budget:
@@ -310,6 +317,8 @@ class _Replay:
         # answers it then; refused, it never ran (the result is the refusal fsm_stage writes)
         logged = self._logged_review(call_id) if call.tool not in REVIEWED_TOOLS else None
         ran = logged is None or logged.kind == "approve"
+        if call_id in self.cancelled:
+            return  # closed by the aborted turn: never ran, nothing resumed it
         if call_id in self.suspended:
             if call.tool not in REVIEWED_TOOLS and ran:
                 call = attrs.evolve(call, result=text, error=is_error)

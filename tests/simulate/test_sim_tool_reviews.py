@@ -35,11 +35,11 @@ def _scenario(tmp_path: Path, call: str, tail: str = "  - model: Done.\n") -> st
             "        - tool: shell\n          id: call_sh\n          args: {cmd: ls}\n" + call + tail)
 
 
-def _tool_events(log: Path | EventLog) -> list[tuple[str, object]]:
-    out: list[tuple[str, object]] = []
+def _tool_events(log: Path | EventLog) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
     for e in (read_log(log).events if isinstance(log, Path) else log.events):
         if e.type in ("fsm/review/answer", "fsm/tool/refused"):
-            out.append((e.type, e.data.get("outcome")))
+            out.append((e.type, e.data.get("outcome"), e.data.get("by")))
         elif e.type == "tool/result":
             out.append((e.type, e.data["message"]["content"][0]["content"][0]["text"]))
     return out
@@ -56,11 +56,11 @@ def test_an_ask_rule_without_a_scripted_outcome_is_one_error_naming_the_step(tmp
 def test_approve_runs_the_tool_and_keep_refuses_it(tmp_path: Path) -> None:
     approved = run_text(_scenario(tmp_path, '          review: approve\n          result: "a b"\n'), tmp_path)
     assert approved.ok and _tool_events(approved.log) == [
-        ("fsm/review/answer", "approve"), ("tool/result", "a b")]
+        ("fsm/review/answer", "approve", "channel"), ("tool/result", "a b")]
     kept = run_text(_scenario(tmp_path, "          review: {feedback: not now}\n"), tmp_path)
     assert kept.ok
     events = _tool_events(kept.log)
-    assert events[0] == ("fsm/review/answer", "keep")
+    assert events[0] == ("fsm/review/answer", "keep", "channel")
     assert "the reviewer did not approve (not now)" in str(events)
 
 
@@ -95,6 +95,7 @@ def test_a_result_for_a_call_its_reviewer_refuses_is_a_load_error(tmp_path: Path
      "  - answer: {call: call_sh, outcome: approve}\n  - resume: true\n  - model: Done.\n"),
     ("          review: suspend\n",
      "  - answer: {call: call_sh, outcome: keep, feedback: later}\n  - resume: true\n  - model: Done.\n"),
+    ("          review: suspend\n", "  - end_turn: aborted\n  - user: Again.\n  - model: Fine.\n"),
 ])
 def test_fsm_stage_scenario_replays_a_tool_review(tmp_path: Path, call: str, tail: str) -> None:
     scenario = tmp_path / "s.yaml"
@@ -133,7 +134,7 @@ def test_a_reviewed_call_after_a_suspended_one_runs_at_the_resume(tmp_path: Path
     (tmp_path / "g.yaml").write_text(GRAPH.replace("ask: [shell]", "ask: [shell, rm_rf]"), encoding="utf-8")
     result = run_text(text, tmp_path)
     assert result.ok
-    results = [t for kind, t in _tool_events(result.log) if kind == "tool/result"]
+    results = [e[1] for e in _tool_events(result.log) if e[0] == "tool/result"]
     assert results[0] == "a b" and "the reviewer did not approve" in str(results[1])
 
 
@@ -142,6 +143,6 @@ def test_an_aborted_tool_review_stops_the_turn_without_a_traceback(tmp_path: Pat
     result = run_text(text, tmp_path)
     assert result.ok
     events = _tool_events(result.log)
-    assert ("fsm/review/answer", "dismiss") in events and "the review failed" in str(events)
+    assert ("fsm/review/answer", "dismiss", "channel") in events and "the review failed" in str(events)
     ends = [e.data["reason"]["kind"] for e in result.log.events if e.type == "turn/end"]
     assert ends == ["aborted", "completed"]

@@ -137,7 +137,9 @@ def render_human(result: SimulationResult, *, full: bool = False) -> str:
     turns = len({r.turn for r in result.records})
     lines.append("")
     share = 100.0 * reused / total if total else 0.0
-    lines.append(f"{len(result.records)} requests in {turns} turn(s) · ~{total} tokens sent · {reused} "
+    n = len(result.records)
+    lines.append(f"{n} request{'s' if n != 1 else ''} in {turns} turn{'s' if turns != 1 else ''} · "
+                 f"~{total} tokens sent · {reused} "
                  f"reused from the previous request ({share:.0f}%) · expectations: "
                  f"{result.checks - len(result.failures)} of {result.checks} passed"
                  + (f" · {len(result.warnings)} warning{'s' if len(result.warnings) != 1 else ''}"

@@ -122,6 +122,9 @@ GRAPH_EVENT: Final = "fsm/graph"
 BUDGET_EVENT: Final = "fsm/budget"
 """``{scope: "stage"|"plan", stage, action: "stop"|"fresh"|"told", limits, spent, language}``: a
 budget stop, a fresh budget for the current visit, and the notice that told the model."""
+#: Review kind of a budget review (``on_budget: review``), and the prefix of its move options.
+BUDGET_KIND: Final = "budget"
+MOVE_PREFIX: Final = "Move to "
 REVIEW_OUTCOMES: Final = ("approve", "keep", "dismiss")
 APPROVE_FRESH_LABEL: Final = "Approve and start fresh"
 APPROVE_KEEP_CONVERSATION_LABEL: Final = "Approve and keep the conversation"

@@ -167,7 +167,7 @@ def _assemble(
                         f"{graph} is {fp[:19]}…: the graph changed since (GraphChangedError on resume)")
     plan_view = snake_keys(plan.view(states[plan.key]))
     plan_view["pending_exit"] = review_view["pending"]["plan"] is not None
-    from fsm_stage.driver._budget import stale_approvals
+    from fsm_stage.reviews._visits import stale_approvals
     stale = stale_approvals(reviews, states[SPEND_FOLD.key])  # budget reviews of an ended visit
     out = {
         "format_version": JSON_FORMAT_VERSION,

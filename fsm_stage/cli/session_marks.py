@@ -44,13 +44,13 @@ def pending_transition(events: Sequence[Event], state: ReviewState | None = None
     review fold's pending stage review, as ``fsm-stage state`` shows it), or None. ``state``:
     the review fold of ``events`` when the caller has it already. A budget review of the
     current stage visit answered "Move to X" and not yet applied is the move from the current
-    stage to X, as the next boundary applies it (``driver._budget.pending_move``)."""
+    stage to X, as the next boundary applies it (``reviews._visits.pending_move``)."""
     reviews = state if state is not None else fold(REVIEW_FOLD, events)
     record = reviews.pending("stage")
     if record is not None:
         return record.from_, record.target
-    from fsm_stage.driver._budget import pending_move
     from fsm_stage.log.projections.spend import SPEND_FOLD
+    from fsm_stage.reviews._visits import pending_move
 
     return pending_move(reviews, fold(SPEND_FOLD, events))
 

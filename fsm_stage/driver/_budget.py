@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from fsm_stage.constants import BUDGET_EVENT
+from fsm_stage.constants import BUDGET_EVENT, BUDGET_KIND, MOVE_PREFIX
 from fsm_stage.errors import AppendConflictError, ReviewDismissed, _ReviewBusy
 from fsm_stage.log.events import NewEvent
 from fsm_stage.log.events import wall_clock_ms as now_ms
@@ -24,19 +24,19 @@ from fsm_stage.reviews._answer import answer_review
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel
 from fsm_stage.reviews._edits import feedback_problem
 from fsm_stage.reviews._flow import Ticket, open_request, redeemed_spec, state_of
-from fsm_stage.reviews._fold import ReviewRecord, ReviewState, budget_payload_sha256
+from fsm_stage.reviews._fold import ReviewRecord, budget_payload_sha256
+from fsm_stage.reviews._visits import move_target
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.messages import Message, notice
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.stage_models import BudgetRule, over_budget
 
-#: Review kind and ``source.plugin`` of budget notices.
-BUDGET_KIND = "budget"
+#: ``source.plugin`` of budget notices.
 BUDGET_PLUGIN = "fsm_stage-budget"
-#: Option label prefixes of a budget review (catalog texts are the descriptions).
+#: Option label prefixes of a budget review (catalog texts are the descriptions; the move
+#: options' ``MOVE_PREFIX`` and the review kind ``BUDGET_KIND`` are in ``fsm_stage.constants``).
 CONTINUE_LABEL = "Continue with a fresh budget"
-MOVE_PREFIX = "Move to "
 STOP_LABEL = "Stop"
 #: ``fsm/review/redeemed`` reasons of an approved budget review that no longer applies as asked.
 RULES_CHANGED = "rules-changed"
@@ -127,41 +127,6 @@ def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence
 
 def _options(rule: BudgetRule) -> tuple[str, ...]:
     return (CONTINUE_LABEL, *(MOVE_PREFIX + t for t in rule.targets), STOP_LABEL)
-
-
-def move_target(option: str | None) -> str | None:
-    """The stage a budget review's chosen ``option`` moves to ("Move to X": X), else None."""
-    if option is not None and option.startswith(MOVE_PREFIX):
-        return option[len(MOVE_PREFIX):]
-    return None
-
-
-def of_this_visit(record: ReviewRecord, spend: SpendState) -> bool:
-    """Whether the budget review ``record`` was asked in the current stage visit (or plan-mode
-    stretch) of ``spend``: only then does the next boundary redeem its approval (the review of
-    a visit that ended is never applied)."""
-    visits = {"stage": spend.stage_spend.since, "plan": spend.plan_spend.since}
-    _, scope, since = [*record.call_id.split(":", 2), "", ""][:3]
-    if scope not in visits or since != str(visits[scope]):
-        return False
-    return scope != "stage" or record.from_ == spend.stage
-
-
-def stale_approvals(reviews: ReviewState, spend: SpendState) -> frozenset[str]:
-    """The ids of approved, unredeemed budget reviews asked in a visit that has ended: no
-    boundary applies them any more."""
-    return frozenset(r.id for r in reviews.approved if r.kind == BUDGET_KIND and not of_this_visit(r, spend))
-
-
-def pending_move(reviews: ReviewState, spend: SpendState) -> tuple[str, str] | None:
-    """``(current stage, X)`` when a budget review of the current visit was answered "Move to X"
-    and its move is not applied yet (the next boundary applies it), else None."""
-    record = reviews.pending(BUDGET_KIND)
-    answer = reviews.answered.get(record.id) if record is not None else None
-    target = move_target(answer.option) if answer is not None else None
-    if record is None or target is None or spend.stage is None or not of_this_visit(record, spend):
-        return None
-    return spend.stage, target
 
 
 def _unchanged(rule: BudgetRule, record: ReviewRecord, move: str | None) -> str | None:

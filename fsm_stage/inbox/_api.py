@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from fsm_stage.errors import DatabaseError
+from fsm_stage.policy._gate import unique_keys
 from fsm_stage.text import is_plain
 
 if TYPE_CHECKING:
@@ -42,19 +43,6 @@ MAX_API_BODY_BYTES = 8 * 1024 * 1024
 RESULT_STATUS = {"answered": 200, "voted": 200, "waiting": 200, "refused": 403, "error": 422}
 
 _FIELDS = frozenset({"action", "option", "feedback", "edited"})
-
-
-class _RepeatedKey(ValueError):
-    """A JSON object of the body names a key twice (the key is the message)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _RepeatedKey(key)
-        out[key] = value
-    return out
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -143,11 +131,11 @@ async def _body(request: Request) -> dict[str, Any] | JSONResponse:
     try:
         # UTF-8 only (json.loads would also take UTF-16/32), and a key given twice is refused: a
         # relay that read the first "action" must not see another one answered
-        body = json.loads(b"".join(chunks).decode("utf-8"), object_pairs_hook=_unique_keys)
-    except _RepeatedKey as err:
-        return _error(400, f"the field {str(err)[:60]!r} is given twice")
-    except (ValueError, RecursionError):
+        body = json.loads(b"".join(chunks).decode("utf-8"), object_pairs_hook=unique_keys)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         return _error(400, "the body is not JSON (UTF-8)")
+    except ValueError as repeated:  # unique_keys: a key given twice
+        return _error(400, str(repeated))
     if not isinstance(body, dict):
         return _error(400, "the body must be a JSON object")
     unknown = sorted(set(body) - _FIELDS)

@@ -52,11 +52,17 @@ _UNREADABLE = object()  # arguments that are not JSON: path rules cannot classif
 Verdict = Literal["allow", "ask", "deny"]
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict; ``ValueError`` when a key repeats."""
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict (``json.loads(..., object_pairs_hook=unique_keys)``); a
+    plain ``ValueError`` naming the key when one repeats (which value a reader takes is then its
+    parser's choice)."""
     out = dict(pairs)
     if len(out) != len(pairs):
-        raise ValueError("a key is given twice")
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key[:60]!r} is given twice")
+            seen.add(key)
     return out
 TOOL_REFUSED = "fsm/tool/refused"
 """Ignorable event logged with a refused call's error ``tool/result``:
@@ -265,7 +271,7 @@ class PolicyState:
         if call.name in OWN_TOOLS or not self.restricted:
             return Decision("allow", "unrestricted")
         try:
-            args: object = (json.loads(call.arguments, object_pairs_hook=_unique_keys)
+            args: object = (json.loads(call.arguments, object_pairs_hook=unique_keys)
                             if call.arguments.strip() else {})
         except (ValueError, RecursionError):  # not JSON, or a key given twice
             args = _UNREADABLE

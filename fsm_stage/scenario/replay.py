@@ -22,6 +22,7 @@ from fsm_stage.config import GraphConfig
 from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
     BUDGET_EVENT,
+    BUDGET_KIND,
     COMMAND_RUN,
     EXIT_PLAN_MODE,
     GOTO_STAGE,
@@ -39,7 +40,7 @@ from fsm_stage.constants import (
     TURN_START,
     USER_MESSAGE,
 )
-from fsm_stage.driver._budget import BUDGET_KIND, BUDGET_PLUGIN
+from fsm_stage.driver._budget import BUDGET_PLUGIN
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import stage_from_event
 from fsm_stage.runtime.commands import parse_command

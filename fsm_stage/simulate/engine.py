@@ -15,8 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fsm_stage.config import ConfigFile
-from fsm_stage.constants import STEP_START
-from fsm_stage.driver._budget import BUDGET_KIND
+from fsm_stage.constants import BUDGET_KIND, STEP_START
 from fsm_stage.driver._host import guard_names, open_session
 from fsm_stage.driver._loop import Loop, ModelReply, ScriptedModel, TurnOutcome
 from fsm_stage.errors import ReviewSuspended, UserError

@@ -177,7 +177,7 @@ def test_the_listing_names_logs_it_could_not_read(tmp_path: Path, logs: Path) ->
 
 
 @pytest.mark.parametrize(("content", "says"), [
-    (b'{"action": "keep", "action": "approve"}', "'action' is given twice"),
+    (b'{"action": "keep", "action": "approve"}', "the key 'action' is given twice"),
     ('{"action": "approve"}'.encode("utf-16"), "not JSON (UTF-8)"),
     (b'\xef\xbb\xbf{"action": "approve"}', "not JSON (UTF-8)"),
 ])

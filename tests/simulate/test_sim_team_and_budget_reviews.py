@@ -277,22 +277,10 @@ def test_state_shows_an_approved_budget_answer_not_applied_yet(tmp_path: Path) -
     assert "s_build --> s_design: (pending)" in out and "class s_design pending" in out, out
 
 
-STALE_GRAPH = """\
-name: stale
-section: When done, call goto_stage with one of << stage_targets >>.
-stages:
-  - name: design
-    instruction: Design.
-    targets: [build]
-  - name: build
-    instruction: Build.
-    targets: [design, verify]
-    budget: {turns: 1}
-    on_budget: review
-  - name: verify
-    instruction: Verify.
-    targets: [build]
-"""
+# GRAPH without review rules, a one-turn budget in build, and a third stage to move to
+STALE_GRAPH = (GRAPH.replace("review: {approvers: [alice, bob], quorum: QUORUM}\n", "")
+               .replace("targets: [design]\n", "targets: [design, verify]\n").replace("TURNS", "1")
+               + "  - name: verify\n    instruction: Verify.\n    targets: [build]\n")
 
 STALE = """\
 graph: g.yaml

@@ -287,9 +287,9 @@ class Loop:
         try:
             if resume:
                 try:
-                    await driver.resume()
-                    # the reply's calls that no registered tool ran (the first dispatch stopped at
-                    # the suspended call): through the runtime, as then (an unknown tool's error)
+                    await driver.resume(run_rest=False)
+                    # the reply's calls after the suspended one, in reply order, through the
+                    # runtime as the first dispatch would have run them (an unknown tool's error)
                     for call in driver.unsettled():
                         if driver.signal.aborted:
                             break

@@ -521,13 +521,14 @@ class StagedSession:
     # --- suspension and cancellation -------------------------------------------------------------
 
     @_writes
-    async def resume(self) -> list[ToolResult]:
+    async def resume(self, *, run_rest: bool = True) -> list[ToolResult]:
         """Settle a suspended step: re-run each suspended call through its tool (which reads its
         logged review answer) and write its ``tool/result`` (the ``tool/call`` is not logged
         again), then run the reply's not-dispatched calls whose tool is registered on the
-        runtime (others stay in ``unsettled()`` for ``record_tool_result``). The step stays
-        open for ``end_step``. Raises ``ReviewPending`` again (nothing written for that call)
-        while a review is unanswered, ``DriverStateError`` when nothing is suspended."""
+        runtime (others stay in ``unsettled()`` for ``record_tool_result``; ``run_rest=False``:
+        none of them, so the caller runs them in reply order). The step stays open for
+        ``end_step``. Raises ``ReviewPending`` again (nothing written for that call) while a
+        review is unanswered, ``DriverStateError`` when nothing is suspended."""
         view = self.view()
         if view is None or not view.suspended:
             raise DriverStateError("resume: no suspended tool call in the log's open turn")
@@ -537,7 +538,7 @@ class StagedSession:
             results.append(await self._run(state.call, state.turn, state.step, log_call=False,
                                            call_seq=state.call_seq))
         tools = self.runtime.tools
-        for state in view.step_calls:
+        for state in view.step_calls if run_rest else ():
             if state.call_seq is None and not state.answered and state.call.name in tools:
                 results.append(await self._run(state.call, state.turn, state.step, log_call=True))
         return results

@@ -12,6 +12,7 @@ grant, a refused or failed review is reported and the rest go on.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -96,15 +97,29 @@ def unreadable_warnings(store: SessionStore) -> list[str]:
               for key, why in store.damaged().items())]
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every float JSON cannot carry (``NaN``, ``Infinity``: Python's reader takes
+    them from a log) written as the token the log holds, a string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def review_json(item: OpenReview, now_ms: int) -> dict[str, Any]:
     """One queue row as JSON: ``{session, key, id, kind, from, target, call_id, options,
-    payload_sha256, asked_ms, age_seconds, deadline_ms, rules}`` (text exactly as logged)."""
+    payload_sha256, asked_ms, age_seconds, deadline_ms, rules}`` (text exactly as logged; a
+    number in the rules that JSON cannot carry, ``NaN`` or ``Infinity``, as that token in a
+    string: such rules refuse every answer)."""
     rec = item.record
     return {"session": item.session_id, "key": item.key, "id": rec.id, "kind": rec.kind, "from": rec.from_,
             "target": rec.target, "call_id": rec.call_id, "options": list(rec.options),
             "payload_sha256": rec.payload_sha256, "asked_ms": item.asked_ms,
             "age_seconds": max(0, (now_ms - item.asked_ms) // 1000), "deadline_ms": item.deadline_ms,
-            "rules": dict(item.rules) if item.rules is not None else None}
+            "rules": _json_safe(dict(item.rules)) if item.rules is not None else None}
 
 
 @attrs.frozen

@@ -26,7 +26,7 @@ from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.policy._gate import policy_state
 from fsm_stage.reviews._answer import answer_review, open_reviews, vote_review
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed, ScriptedReviewChannel
-from fsm_stage.reviews._team import load_reviewers
+from fsm_stage.reviews._team import Reviewers
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
@@ -126,7 +126,7 @@ class _Engine:
     """One scenario run (see ``simulate``)."""
 
     def __init__(self, scenario: Scenario, config: ConfigFile, graph_path: Path, log: EventLog,
-                 cwd: Path, meter: HeuristicTokenMeter) -> None:
+                 cwd: Path, meter: HeuristicTokenMeter, team: Reviewers | None = None) -> None:
         self.scenario, self.config, self.graph_path, self.cwd, self.meter = (
             scenario, config, graph_path, cwd, meter)
         self.steps = scenario.steps
@@ -149,9 +149,7 @@ class _Engine:
         self._system_assembly: Assembly | None = None
 
         self.log = log
-        # ``reviewers:``: the file resolving ``@group`` approvers for named answers (one-line
-        # ``UserError`` for a file that cannot be read, before anything runs)
-        self.team = load_reviewers(scenario.reviewers) if scenario.reviewers is not None else None
+        self.team = team  # the scenario's ``reviewers:`` file: ``@group`` approvers for named answers
         self.review = ScriptedReviewChannel(default=self._answer_review)
         self.runtime = _SimRuntime(self, review=self.review)
         self.runtime.add_assemble_hook(self._on_assemble)

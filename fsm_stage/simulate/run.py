@@ -27,6 +27,7 @@ from fsm_stage.log.events import EventLog, MemoryLog, SessionHeader, wall_clock_
 from fsm_stage.log.jsonl import JsonlLog, writer_lock
 from fsm_stage.log.pg_transfer import open_new_session
 from fsm_stage.log.postgres import is_postgres_location
+from fsm_stage.reviews._team import load_reviewers
 from fsm_stage.scenario import EligibilityFlip, Expect, Scenario
 from fsm_stage.simulate.engine import GUIDANCE, _Engine
 from fsm_stage.simulate.result import SimulationError, SimulationResult
@@ -201,6 +202,8 @@ async def simulate_async(
 ) -> SimulationResult:
     """Run ``scenario`` (see ``simulate``) inside a running event loop."""
     graph_path, config = prepare(scenario, graph=graph)
+    # the reviewers file is read before any log is opened (a PostgreSQL session is created there)
+    team = load_reviewers(scenario.reviewers) if scenario.reviewers is not None else None
     meter = meter if meter is not None else HeuristicTokenMeter()
     with contextlib.ExitStack() as stack:
         target: LogTarget | None = None
@@ -220,7 +223,7 @@ async def simulate_async(
         log: EventLog = target.writer(header) if target is not None else MemoryLog(header)
         if to_db:
             log = stack.enter_context(open_new_session(str(log_path), header, replace=replace_log))
-        engine = _Engine(scenario, config, graph_path, log, work, meter)
+        engine = _Engine(scenario, config, graph_path, log, work, meter, team)
         try:
             await engine.run()
         except SimulationError:

@@ -244,3 +244,87 @@ def test_a_refused_or_kept_answer_reports_the_quorum_and_no_votes(tmp_path: Path
     kept = client.post(f"/api/reviews/s2.jsonl/{s2}", json={"action": "keep"},
                        headers={"X-Forwarded-User": "dave"}).json()
     assert (kept["result"], kept["votes"], kept["needed"]) == ("answered", [], 1)
+
+
+def test_rules_holding_nan_are_listed_as_valid_json(tmp_path: Path, logs: Path) -> None:
+    """A log's rules may hold NaN (Python's reader takes it): the listing stays JSON, the number
+    shown as its token, instead of a 500 for every caller (inbox list --json printed NaN)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fsm_stage.cli import main
+
+    def strict(text: str) -> Any:
+        def refuse(token: str) -> Any:
+            raise ValueError(f"not JSON: {token}")
+
+        return json.loads(text, parse_constant=refuse)
+
+    rid = stage_session(logs, "s1")
+    add_rules(logs / "s1.jsonl", {"deadlineSeconds": float("nan"), "approvers": ["alice"]})
+    listed = _client(tmp_path, logs).get("/api/reviews", headers=_bearer("alice"))
+    assert listed.status_code == 200
+    (row,) = strict(listed.text)["open"]
+    assert row["id"] == rid and row["rules"]["deadlineSeconds"] == "NaN"
+    out = CliRunner().invoke(main, ["inbox", "list", str(logs), "--json"])
+    assert out.exit_code == 0 and strict(out.stdout)["open"][0]["rules"]["deadlineSeconds"] == "NaN"
+
+
+def test_a_client_gone_mid_body_is_a_400_and_writes_nothing(tmp_path: Path, logs: Path) -> None:
+    """The API's body and the page's form both end in one 400 when the client disconnects (it
+    was a traceback in the server's log)."""
+    import asyncio
+
+    from fsm_stage.inbox import create_app
+
+    rid = stage_session(logs, "s1")
+    app = create_app(logs, secret_key="k" * 40, reviewers_file=write_reviewers(tmp_path / "r.yaml"))
+
+    async def post(path: str, headers: dict[str, str]) -> list[int]:
+        messages = [{"type": "http.request", "body": b'{"act', "more_body": True}]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+                 "root_path": "", "client": ("127.0.0.1", 1), "server": ("testserver", 80),
+                 "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+        await app(scope, receive, send)
+        return [m["status"] for m in sent if m["type"] == "http.response.start"]
+
+    json_type = {"Content-Type": "application/json"}
+    api = asyncio.run(post(f"/api/reviews/s1.jsonl/{rid}", {**_bearer("alice"), **json_type}))
+    page = asyncio.run(post(f"/review/s1.jsonl/{rid}", {"Content-Type": "application/x-www-form-urlencoded"}))
+    assert api == [400] and page == [400] and _answers(logs / "s1.jsonl") == []
+
+
+def test_the_page_answers_409_when_a_racing_answer_closed_the_review(
+        tmp_path: Path, logs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from fsm_stage.inbox import queue
+    from fsm_stage.inbox._store import SessionStore
+
+    rid = stage_session(logs, "s1")
+    client = _client(tmp_path, logs, trusted_header="X-Forwarded-User")
+    who = {"X-Forwarded-User": "alice"}
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get(f"/review/s1.jsonl/{rid}", headers=who).text)
+    assert csrf is not None
+    real = queue.answer_one
+
+    def racing(store: Any, item: Any, *args: Any, **kw: Any) -> Any:  # bob answers first
+        SessionStore(logs).answer("s1.jsonl", item.record.id, "keep", feedback=None, option=None,
+                                  by="inbox:bob", reviewer="bob")
+        return real(store, item, *args, **kw)
+
+    monkeypatch.setattr(queue, "answer_one", racing)
+    lost = client.post(f"/review/s1.jsonl/{rid}", data={"csrf": csrf.group(1), "action": "approve"},
+                       headers=who, follow_redirects=False)
+    assert lost.status_code == 409 and "answered already" in lost.text
+    assert [a["by"] for a in _answers(logs / "s1.jsonl")] == ["inbox:bob"]

@@ -314,3 +314,14 @@ def test_an_approved_budget_move_of_an_ended_visit_is_stale_not_pending(tmp_path
     assert "(budget: Move to verify); never applied: its stage visit ended" in out
     code, out, err = invoke("draw", str(graph), "--log", str(jumped), "--format", "mermaid")
     assert code == 0 and "pending" not in out, out
+
+
+def test_a_bad_reviewers_file_is_one_line_before_any_log_is_written(tmp_path: Path) -> None:
+    _write(tmp_path, 1, "")
+    (tmp_path / "team.yaml").write_text("reviewers: [alice]\n", encoding="utf-8")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("reviewers: team.yaml\n" + TEAM.replace("ANSWERS", ""), encoding="utf-8")
+    log = tmp_path / "out.jsonl"
+    code, _out, err = invoke("simulate", str(scenario), "--log", str(log))
+    assert code == 1 and "team.yaml" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not log.exists()

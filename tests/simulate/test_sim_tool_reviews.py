@@ -129,13 +129,18 @@ def test_a_reviewed_call_after_a_suspended_one_runs_at_the_resume(tmp_path: Path
     result, and end_step failed with a traceback)."""
     text = _scenario(tmp_path, '          review: suspend\n          result: "a b"\n'
                                "        - tool: rm_rf\n          id: call_rm\n          args: {path: x}\n"
-                               "          review: keep\n",
+                               "          review: keep\n"
+                               "        - tool: read_file\n          id: call_rd\n          args: {path: x}\n"
+                               "          result: text\n",
                      "  - answer: {call: call_sh, outcome: approve}\n  - resume: true\n  - model: Done.\n")
     (tmp_path / "g.yaml").write_text(GRAPH.replace("ask: [shell]", "ask: [shell, rm_rf]"), encoding="utf-8")
     result = run_text(text, tmp_path)
     assert result.ok
     results = [e[1] for e in _tool_events(result.log) if e[0] == "tool/result"]
-    assert results[0] == "a b" and "the reviewer did not approve" in str(results[1])
+    assert results[0] == "a b" and "the reviewer did not approve" in str(results[1]) and results[2] == "text"
+    # in reply order, as without the suspension (the registered tool ran before the unknown one)
+    calls = [e.data["callId"] for e in result.log.events if e.type == "tool/call"]
+    assert calls == ["call_sh", "call_rm", "call_rd"]
 
 
 def test_an_aborted_tool_review_stops_the_turn_without_a_traceback(tmp_path: Path) -> None:

@@ -202,22 +202,30 @@ def test_a_proxy_name_that_is_no_reviewer_name_or_a_repeated_header_answers_noth
     assert twice.status_code == 401 and _answers(logs / "s1.jsonl") == []
 
 
-def test_an_answer_that_loses_a_race_or_meets_the_deadline_gets_409(tmp_path: Path, logs: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
+def _bob_answers_first(monkeypatch: pytest.MonkeyPatch, logs: Path) -> None:
+    """Make every inbox answer lose a race: bob keeps the review on s1 just before it is decided."""
     from fsm_stage.inbox import queue
     from fsm_stage.inbox._store import SessionStore
 
-    rid = stage_session(logs, "s1")
     real = queue.answer_one
 
-    def racing(store: Any, item: Any, *args: Any, **kw: Any) -> Any:  # bob answers first
+    def racing(store: Any, item: Any, *args: Any, **kw: Any) -> Any:
         SessionStore(logs).answer("s1.jsonl", item.record.id, "keep", feedback=None, option=None,
                                   by="inbox:bob", reviewer="bob")
         return real(store, item, *args, **kw)
 
     monkeypatch.setattr(queue, "answer_one", racing)
+
+
+def test_an_answer_that_loses_a_race_or_meets_the_deadline_gets_409(tmp_path: Path, logs: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from fsm_stage.inbox import queue
+
+    rid = stage_session(logs, "s1")
+    real = queue.answer_one
+    _bob_answers_first(monkeypatch, logs)
     lost = _client(tmp_path, logs).post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "approve"},
                                         headers=_bearer("alice"))
     assert lost.status_code == 409 and [a["by"] for a in _answers(logs / "s1.jsonl")] == ["inbox:bob"]
@@ -308,22 +316,12 @@ def test_the_page_answers_409_when_a_racing_answer_closed_the_review(
         tmp_path: Path, logs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
-    from fsm_stage.inbox import queue
-    from fsm_stage.inbox._store import SessionStore
-
     rid = stage_session(logs, "s1")
     client = _client(tmp_path, logs, trusted_header="X-Forwarded-User")
     who = {"X-Forwarded-User": "alice"}
     csrf = re.search(r'name="csrf" value="([^"]+)"', client.get(f"/review/s1.jsonl/{rid}", headers=who).text)
     assert csrf is not None
-    real = queue.answer_one
-
-    def racing(store: Any, item: Any, *args: Any, **kw: Any) -> Any:  # bob answers first
-        SessionStore(logs).answer("s1.jsonl", item.record.id, "keep", feedback=None, option=None,
-                                  by="inbox:bob", reviewer="bob")
-        return real(store, item, *args, **kw)
-
-    monkeypatch.setattr(queue, "answer_one", racing)
+    _bob_answers_first(monkeypatch, logs)
     lost = client.post(f"/review/s1.jsonl/{rid}", data={"csrf": csrf.group(1), "action": "approve"},
                        headers=who, follow_redirects=False)
     assert lost.status_code == 409 and "answered already" in lost.text

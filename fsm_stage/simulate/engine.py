@@ -107,6 +107,12 @@ class _CannedTool:
                       signal: AbortSignal | None = None) -> ToolOutput:
         call = self._engine.scenario_call()
         text = call.result if call is not None and call.result is not None else ""
+        if call is not None and call.result is None:  # another call of this tool gave one
+            engine = self._engine
+            where = engine.model_step.where if engine.model_step is not None else engine.scenario.path
+            cid = engine.current_call.id if engine.current_call is not None else call.tool
+            engine.warn(f"{where}: {call.tool} ({cid}) ran without a `result:`, so it answered the "
+                        "empty string")
         if call is not None and call.error:
             raise ToolFailure(text.removeprefix(ERROR_PREFIX))
         return ToolOutput(None, text)

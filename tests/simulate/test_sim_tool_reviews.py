@@ -151,3 +151,14 @@ def test_an_aborted_tool_review_stops_the_turn_without_a_traceback(tmp_path: Pat
     assert ("fsm/review/answer", "dismiss", "channel") in events and "the review failed" in str(events)
     ends = [e.data["reason"]["kind"] for e in result.log.events if e.type == "turn/end"]
     assert ends == ["aborted", "completed"]
+
+
+def test_a_call_that_runs_without_a_result_is_a_warning(tmp_path: Path) -> None:
+    """helper-63: an approved call of a tool another call answers ran silently with ``""``."""
+    text = _scenario(tmp_path, '          review: approve\n          result: "a b"\n'
+                               "        - tool: shell\n          id: call_2\n          args: {cmd: pwd}\n"
+                               "          review: approve\n")
+    result = run_text(text, tmp_path)
+    assert result.ok
+    assert any("shell (call_2) ran without a `result:`, so it answered the empty string" in w
+               for w in result.warnings), result.warnings

@@ -25,7 +25,7 @@ from fsm_stage.reviews._channel import Option, Question, ReviewChannel
 from fsm_stage.reviews._edits import feedback_problem
 from fsm_stage.reviews._flow import Ticket, open_request, redeemed_spec, state_of
 from fsm_stage.reviews._fold import ReviewRecord, budget_payload_sha256
-from fsm_stage.reviews._visits import move_target
+from fsm_stage.reviews._visits import budget_call_id, move_target
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.messages import Message, notice
@@ -102,7 +102,7 @@ def _stop_data(rule: BudgetRule, hit: Sequence[str], spend: Any, now: int) -> di
 def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence[str],
             reason: str) -> Gate:
     """The budget review of this visit: open it, wait for it, or redeem its answer (``retry``)."""
-    payload, call_id = _payload(rule, since), f"budget:{rule.scope}:{since}"
+    payload, call_id = _payload(rule, since), budget_call_id(rule.scope, since)
     reviews = state_of(session)
     record = reviews.by_call(call_id, BUDGET_KIND, payload)  # O(reviews of this visit)
     if record is not None and record.id not in reviews.redeemed:

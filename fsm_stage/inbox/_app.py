@@ -122,10 +122,11 @@ class _Inbox:
         found = self.find(key, review_id)
         return found is not None and found[1] is None
 
-    def approve_refusal(self, view: SessionView, item: OpenReview, name: str) -> str | None:
-        """Why the logged rules refuse ``name``'s approval of ``item`` in ``view``'s session
-        beyond ``refusal`` (``not_requester``: the session's requester, or none recorded), or
-        None. The page shows it and disables Approve; the answer itself is decided again."""
+    def approve_refusal(self, item: OpenReview, name: str, view: SessionView | None = None) -> str | None:
+        """Why the logged rules refuse ``name``'s approval of ``item`` beyond ``refusal``
+        (``not_requester``: the session's requester, or none recorded), or None. The session's
+        header is read from ``view``, else loaded only for such rules. The page shows it and
+        disables Approve; the answer itself is decided again."""
         from fsm_stage.reviews._team import REVIEWER_NAME_RE, requester_of
         from fsm_stage.reviews._team import refusal as team_refusal
 
@@ -133,6 +134,11 @@ class _Inbox:
         if not isinstance(rules, Mapping) or not rules.get("notRequester") \
                 or not REVIEWER_NAME_RE.fullmatch(name):
             return None
+        if view is None:
+            found = self.find(item.key, item.record.id)
+            if found is None:
+                return None
+            view = found[0]
         return team_refusal(rules, name, requester=requester_of(view), reviewers=self.team(),
                             outcome="approve")
 

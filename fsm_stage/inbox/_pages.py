@@ -189,7 +189,7 @@ def review(inbox: _Inbox) -> Page:
             "feedback": typed,
             "deadline": deadline_text(item.deadline_ms, _render_now()) if item is not None else None,
             "refusal": refusal,
-            "approve_refusal": (inbox.approve_refusal(view, item, name)
+            "approve_refusal": (inbox.approve_refusal(item, name, view)
                                 if item is not None and refusal is None else None),
             "dot": dot, "svg": dot is not None and _render.graph_svg(dot) is not None, "timeline": timeline,
             "other_graph": inbox.other_graph(view) if record.kind == "stage" else None},

@@ -55,8 +55,8 @@ from fsm_stage.reviews._fold import (
     ReviewRecord,
     ReviewState,
     budget_payload_sha256,
+    fresh_reviews,
     plan_payload_sha256,
-    session_reviews,
     stage_payload_sha256,
     tool_payload_sha256,
 )
@@ -92,9 +92,7 @@ def _session(target: Session | EventLog) -> Session:
 def review_state(target: Session | EventLog) -> ReviewState:
     """The folded ``ReviewState`` of a session or log (after ``refresh()``); in a fork (a header
     with ``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
-    session = _session(target)
-    session.refresh()
-    return session_reviews(session)
+    return fresh_reviews(_session(target))
 
 
 def open_reviews(target: Session | EventLog) -> tuple[ReviewRecord, ...]:

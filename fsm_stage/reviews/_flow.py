@@ -46,7 +46,7 @@ from fsm_stage.reviews._fold import (
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
-    session_reviews,
+    fresh_reviews,
 )
 from fsm_stage.reviews._team import decide
 from fsm_stage.runtime.session import Session
@@ -117,11 +117,9 @@ class Outcome:
     redemption: Redemption | None
 
 
-def state_of(session: Session) -> ReviewState:
-    """The review fold of ``session`` after catching up with other writers; in a fork (a header
-    with ``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
-    session.refresh()
-    return session_reviews(session)
+state_of: Callable[[Session], ReviewState] = fresh_reviews
+"""The review fold of a session after catching up with other writers; in a fork (a header with
+``seedLength``) the parent's unused reviews count as redeemed ``forked`` (``as_fork``)."""
 
 
 class _StepFold:

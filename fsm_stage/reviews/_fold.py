@@ -491,6 +491,12 @@ def session_reviews(session: Any) -> ReviewState:
     return as_fork(session.read(REVIEW_FOLD), session.header.seed_length)
 
 
+def fresh_reviews(session: Any) -> ReviewState:
+    """``session_reviews`` after the session caught up with other writers (``refresh()``)."""
+    session.refresh()
+    return session_reviews(session)
+
+
 def fold_reviews(events: Sequence[Event], seed_length: int | None) -> ReviewState:
     """The review fold of ``events`` (a whole session, or its review rows) as the session whose
     header says ``seedLength = seed_length`` sees it (``as_fork``; None: not a fork)."""

@@ -11,7 +11,13 @@ from fsm_stage.constants import BUDGET_KIND, MOVE_PREFIX
 from fsm_stage.log.projections.spend import SpendState
 from fsm_stage.reviews._fold import ReviewRecord, ReviewState
 
-__all__ = ["move_target", "of_this_visit", "pending_move", "stale_approvals"]
+__all__ = ["budget_call_id", "move_target", "of_this_visit", "pending_move", "stale_approvals"]
+
+
+def budget_call_id(scope: str, since: int | None) -> str:
+    """The ``callId`` of the budget review of a ``scope`` (``stage`` / ``plan``) visit that began
+    at ``since`` (its spend's first time; one review per visit)."""
+    return f"budget:{scope}:{since}"
 
 
 def move_target(option: str | None) -> str | None:
@@ -25,11 +31,9 @@ def of_this_visit(record: ReviewRecord, spend: SpendState) -> bool:
     """Whether the budget review ``record`` was asked in the current stage visit (or plan-mode
     stretch) of ``spend``: only then does the next boundary redeem its approval (the review of
     a visit that ended is never applied)."""
-    visits = {"stage": spend.stage_spend.since, "plan": spend.plan_spend.since}
-    _, scope, since = [*record.call_id.split(":", 2), "", ""][:3]
-    if scope not in visits or since != str(visits[scope]):
-        return False
-    return scope != "stage" or record.from_ == spend.stage
+    if record.call_id == budget_call_id("plan", spend.plan_spend.since):
+        return True
+    return record.call_id == budget_call_id("stage", spend.stage_spend.since) and record.from_ == spend.stage
 
 
 def stale_approvals(reviews: ReviewState, spend: SpendState) -> frozenset[str]:

@@ -1,4 +1,5 @@
-"""Rows 10, 17, 18 and 20: the PostgreSQL store's durable step, workers, statements and open.
+"""Rows 10, 17, 18, 20 and 21: the PostgreSQL store's durable step, workers, statements, open and
+reviewed step.
 
 On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Unix socket):
 
@@ -18,6 +19,10 @@ On one throwaway cluster (``tests/pg_testing.py``, ``TempCluster``, fsync on, Un
   reviewed transition (``goto_stage`` → scripted Approve → the boundary's ``pre_step`` flush,
   the shape of row 3) counted by wrapping the log's connection, split into the appends (the
   ``INSERT`` batches) and the rest (refreshes, row locks); medians over ``steps`` transitions.
+
+* **reviewed step vs LangGraph** (row 21): one reviewed transition as in row 18 (the call
+  logged, as the agent loop does) vs LangGraph's ``PostgresSaver.put`` + ``get_tuple`` of a
+  checkpoint holding a 20-message conversation, one step of each in turn (medians).
 
 * **open** (row 20): ``open_log`` of an existing session of 10,000 events vs one of 100
   (interleaved, medians): a checkpointed open reads only the rows after the newest checkpoint;
@@ -82,6 +87,8 @@ with psycopg.connect(dsn, autocommit=True) as conn:
 psycopg, no fsm_stage (no writer checks, no listener lock, no checkpoint)."""
 
 ROUNDS = 5
+MESSAGES = 20
+"""Row 21: the conversation length of LangGraph's checkpoint."""
 """Row 17's rounds (3 in ``--quick``, 1 in ``--smoke``): each runs ours and the driver's floor
 with 1 and 2 workers, in an order that alternates from round to round (which side first, and 1
 or 2 workers first); the scaling is the median of the rounds' own 2-to-1 ratios."""
@@ -147,62 +154,131 @@ class _Counting:
         return getattr(self._conn, name)
 
 
+class _ReviewedSession:
+    """A session on ``PostgresLog`` running reviewed transitions one at a time, each through
+    ``runtime.call_tool`` (logged, as the agent loop does) and the boundary's ``pre_step``."""
+
+    def __init__(self, cluster: TempCluster, counts: dict[str, int]) -> None:
+        import asyncio
+        from unittest import mock
+
+        import bench_transitions as bt
+
+        import fsm_stage.log.postgres as pg
+        from fsm_stage.handoff import MemoryHandoffStore
+        from fsm_stage.log import open_log
+        from fsm_stage.reviews import Answer, ScriptedReviewChannel
+        from fsm_stage.runtime.agent import InboxAgent
+        from fsm_stage.runtime.runtime import Runtime
+        from fsm_stage.runtime.session import Session
+        from fsm_stage.stage_switch import StageController
+
+        real_connect = pg.connect
+
+        def counting_connect(conninfo: str, **kw: Any) -> Any:
+            return _Counting(real_connect(conninfo, **kw), counts)
+
+        sid = f"bench-review-{uuid.uuid4().hex[:8]}"
+        self.names = bt.stage_names(bt.STAGES)
+        review = ScriptedReviewChannel()
+        self.controller = StageController(bt.ring_graph_config(bt.STAGES), handoffs=MemoryHandoffStore())
+        approve = self.controller.catalog.text("review.approve_label")
+        review.default = lambda questions: [Answer(questions[0].id, (approve,))]
+        self.runtime = Runtime(review=review, commands=False)
+        self.runtime.attach(self.controller)
+        with mock.patch.object(pg, "connect", counting_connect):
+            self.log = open_log(cluster.url(sid), create=SessionHeader(sid, cwd="/workspace"))
+        self.session = Session(self.log)
+        self.agent = InboxAgent(self.session)
+        self.session.append("turn/start", {"turn": 1})
+        self.loop = asyncio.new_event_loop()
+        self.done = 0
+
+    def step(self) -> float:
+        """One reviewed transition; its wall time in seconds."""
+        import bench_transitions as bt
+
+        from fsm_stage.runtime.tools import ToolCall
+
+        k = self.done
+        call = ToolCall.of("goto_stage", {"stage": self.names[(k + 1) % bt.STAGES],
+                                          "handoff": bt.handoff_text(k)}, id=f"call_{k}")
+        t0 = time.perf_counter()
+        result = self.loop.run_until_complete(self.runtime.call_tool(self.agent, call))
+        self.runtime.pre_step(self.agent, [], aborted=False)
+        elapsed = time.perf_counter() - t0
+        if result.is_error:
+            raise RuntimeError(f"goto_stage failed in the benchmark: {result.text}")
+        self.done += 1
+        return elapsed
+
+    def close(self) -> None:
+        """Close the loop and the log; raise when a transition did not apply."""
+        self.loop.close()
+        self.log.close()
+        if self.controller.current(self.session) != self.names[self.done % len(self.names)]:
+            raise RuntimeError("the reviewed transitions did not all apply")
+
+
 def statements_per_reviewed_step(cluster: TempCluster, steps: int) -> dict[str, Any]:
     """SQL statements of one reviewed transition on ``PostgresLog`` (see the module docs)."""
-    import asyncio
-    from unittest import mock
-
-    import bench_transitions as bt
-
-    import fsm_stage.log.postgres as pg
-    from fsm_stage.handoff import MemoryHandoffStore
-    from fsm_stage.log import open_log
-    from fsm_stage.reviews import Answer, ScriptedReviewChannel
-    from fsm_stage.runtime.agent import InboxAgent
-    from fsm_stage.runtime.runtime import Runtime
-    from fsm_stage.runtime.session import Session
-    from fsm_stage.runtime.tools import ToolCall
-    from fsm_stage.stage_switch import StageController
-
     counts: dict[str, int] = {}
-    real_connect = pg.connect
-    sid = f"bench-review-{uuid.uuid4().hex[:8]}"
-    names = bt.stage_names(bt.STAGES)
-    review = ScriptedReviewChannel()
-    controller = StageController(bt.ring_graph_config(bt.STAGES), handoffs=MemoryHandoffStore())
-    approve = controller.catalog.text("review.approve_label")
-    review.default = lambda questions: [Answer(questions[0].id, (approve,))]
-    runtime = Runtime(review=review, commands=False)
-    runtime.attach(controller)
     per_step: list[dict[str, int]] = []
-    def counting_connect(conninfo: str, **kw: Any) -> Any:
-        return _Counting(real_connect(conninfo, **kw), counts)
-
-    with mock.patch.object(pg, "connect", counting_connect):
-        log = open_log(cluster.url(sid), create=SessionHeader(sid, cwd="/workspace"))
-        session = Session(log)
-        agent = InboxAgent(session)
-        session.append("turn/start", {"turn": 1})
-        loop = asyncio.new_event_loop()
-        try:
-            for k in range(steps):
-                call = ToolCall.of("goto_stage", {"stage": names[(k + 1) % bt.STAGES],
-                                                  "handoff": bt.handoff_text(k)}, id=f"call_{k}")
-                counts.clear()
-                result = loop.run_until_complete(runtime.call_tool(agent, call))
-                if result.is_error:
-                    raise RuntimeError(f"goto_stage failed in the benchmark: {result.text}")
-                runtime.pre_step(agent, [], aborted=False)
-                per_step.append(dict(counts))
-        finally:
-            loop.close()
-            log.close()
-    if controller.current(session) != names[steps % bt.STAGES]:
-        raise RuntimeError("the reviewed transitions did not all apply")
+    reviewed = _ReviewedSession(cluster, counts)
+    try:
+        for _ in range(steps):
+            counts.clear()
+            reviewed.step()
+            per_step.append(dict(counts))
+    finally:
+        reviewed.close()
     inserts = statistics.median(c.get("insert", 0) for c in per_step)
     other = statistics.median(c.get("other", 0) for c in per_step)
     return {"steps": steps, "appends": inserts, "other": other, "total": inserts + other,
             "first_step": per_step[0]}
+
+
+def conversation(n: int) -> list[dict[str, str]]:
+    """``n`` chat messages of a short conversation (~200 characters each, roles alternating)."""
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}: " + "w" * 190}
+            for i in range(n)]
+
+
+def reviewed_vs_langgraph(cluster: TempCluster, steps: int, messages: int = MESSAGES) -> dict[str, Any]:
+    """Row 21: one reviewed transition on ``PostgresLog`` (logged call, as the agent loop does)
+    vs LangGraph's ``PostgresSaver.put`` + ``get_tuple`` of a checkpoint holding a ``messages``-long
+    conversation, one step of each in turn (medians, seconds)."""
+    try:
+        from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError as err:
+        return {"error": f"langgraph-checkpoint-postgres not installed ({err})"}
+    ours: list[float] = []
+    theirs: list[float] = []
+    chat = conversation(messages)
+    reviewed = _ReviewedSession(cluster, {})
+    try:
+        with PostgresSaver.from_conn_string(cluster.dsn) as saver:
+            saver.setup()
+            config: Any = {"configurable": {"thread_id": f"chat-{uuid.uuid4().hex[:8]}", "checkpoint_ns": ""}}
+            checkpoint = empty_checkpoint()
+            for i in range(steps):
+                ours.append(reviewed.step())
+                checkpoint = create_checkpoint(checkpoint, None, i)
+                latest = {"role": "user", "content": f"step {i}"}
+                checkpoint["channel_values"] = {"messages": [*chat[1:], latest]}
+                checkpoint["channel_versions"] = {"messages": i + 1}
+                t0 = time.perf_counter()
+                config = saver.put(config, checkpoint, {"source": "loop", "step": i, "parents": {}},
+                                   {"messages": i + 1})
+                got = saver.get_tuple(config)
+                theirs.append(time.perf_counter() - t0)
+                assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == messages
+    finally:
+        reviewed.close()
+    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    return {"steps": steps, "messages": messages, "ours_s": ours_s, "langgraph_s": theirs_s,
+            "ratio": ours_s / theirs_s}
 
 
 def open_cost(cluster: TempCluster, sizes: tuple[int, int], repeat: int) -> dict[str, Any]:
@@ -302,6 +378,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         with connect(cluster.dsn) as conn:
             migrate(conn)
         statements = statements_per_reviewed_step(cluster, 5 if smoke else 20)
+        versus = reviewed_vs_langgraph(cluster, 10 if smoke else 100 if quick else 400)
         opening = open_cost(cluster, (100, 1_000 if smoke else 10_000), 5 if smoke else 21)
         ours = _durable_step(cluster, steps)
         theirs = _langgraph_step(cluster, steps)
@@ -331,6 +408,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         "bare_scaling_2": statistics.median(ratios[True]),
         "statements": statements,
         "open": opening,
+        "reviewed_vs_langgraph": versus,
     }
     if isinstance(theirs, str):
         out["langgraph_error"] = theirs

@@ -367,8 +367,8 @@ def row_postgres(r: dict[str, Any] | None, err: str | None) -> Row:
     for tp in r.get("throughput", []):
         row.details.append(f"{tp['workers']} worker process(es) appending to one session: "
                            f"{tp['events_per_s']:,.0f} events/s ({tp['events']:,} events)")
-    row.details.append(f"{r['steps']} steps, medians; the issue sets no target for this row: "
-                       "ours is \"no slower than LangGraph's own PostgreSQL checkpointer\"")
+    row.details.append(f"{r['steps']} steps, medians; one append, not a reviewed step: row 21 times a "
+                       "reviewed step against LangGraph's checkpointer")
     return row
 
 
@@ -561,6 +561,25 @@ def row_pg_open(r: dict[str, Any] | None, err: str | None) -> Row:
     row.details.append(f"medians of {x['repeat']} interleaved opens (connection included); the long session "
                        f"once open holds {x['big_events_held']:,} events, {_mb(x['big_bytes_held'])} "
                        f"({x['big_note']})")
+    return row
+
+
+def row_pg_reviewed(r: dict[str, Any] | None, err: str | None) -> Row:
+    """Row 21 from ``bench_postgres.run``: a reviewed step vs LangGraph's checkpointer."""
+    row = Row(21, "PG reviewed step", "one reviewed transition on a throwaway PostgreSQL cluster (fsync on; "
+              "goto_stage with its call logged → Approve via scripted review → boundary flush) vs LangGraph "
+              "`PostgresSaver.put` + `get_tuple` of a checkpoint holding a 20-message conversation",
+              target="≤ 1x LangGraph `PostgresSaver`")
+    x = None if r is None else r.get("reviewed_vs_langgraph")
+    if x is None:
+        return _not_measured(row, "bench_postgres", err)
+    if "error" in x:
+        row.details.append(f"not measured: {x['error']}")
+        return row
+    row.measured(_ms(x["ours_s"]), _ms(x["langgraph_s"]), f"{x['ratio']:.2f}x", ok=x["ratio"] <= 1.0)
+    row.details.append(f"medians of {x['steps']} steps, one of each side in turn; LangGraph's checkpoint "
+                       f"holds {x['messages']} messages of ~200 characters; ours writes the call, the review "
+                       "request, the answer, the result and the transition with its redemption (row 18)")
     return row
 
 

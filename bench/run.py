@@ -78,6 +78,7 @@ from rows import (  # noqa: E402  (bench/ is on the path only from here)
     row_memory,
     row_observe,
     row_pg_open,
+    row_pg_reviewed,
     row_pg_scaling,
     row_pg_statements,
     row_postgres,
@@ -385,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         row_pg_statements(*results["bench_postgres"]),
         row_inbox_pg(*results["bench_inbox"]),
         row_pg_open(*results["bench_postgres"]),
+        row_pg_reviewed(*results["bench_postgres"]),
     ]
     seconds = time.perf_counter() - t0
     info["load average (1/5/15 min, at end)"] = _load()

@@ -35,7 +35,7 @@ def test_smoke_run_prints_every_row_and_writes_results(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    numbers = list(range(1, 21))  # 19: inbox queue on PostgreSQL, 20: PostgreSQL open
+    numbers = list(range(1, 22))  # 20: PostgreSQL open, 21: a reviewed step on PostgreSQL
     assert [r.split("|")[1].strip() for r in rows] == [str(n) for n in numbers]
     for r in rows:  # every row states a target and an outcome
         cells = [c.strip() for c in r.strip("|").split("|")]
@@ -98,6 +98,14 @@ def test_row_status_follows_the_targets(run_mod: ModuleType) -> None:
     counted["statements"] = {**counted["statements"], "other": 3.0, "total": 8.0}
     assert run_mod.row_pg_statements(counted, None).status == "pass"
     assert run_mod.row_pg_statements(None, "skipped in --smoke (…)").status == "skipped"
+    versus = {"steps": 10, "messages": 20, "ours_s": 2e-3, "langgraph_s": 1e-3, "ratio": 2.0}
+    slow_pg = run_mod.row_pg_reviewed({"reviewed_vs_langgraph": versus}, None)
+    assert (slow_pg.status, slow_pg.ratio) == ("MISS", "2.00x")
+    fast = {**versus, "ours_s": 0.9e-3, "ratio": 0.9}
+    assert run_mod.row_pg_reviewed({"reviewed_vs_langgraph": fast}, None).status == "pass"
+    no_langgraph = run_mod.row_pg_reviewed({"reviewed_vs_langgraph": {"error": "not installed"}}, None)
+    assert no_langgraph.status == "missing" and "not installed" in no_langgraph.details[0]
+    assert run_mod.row_pg_reviewed(None, "skipped in --smoke (…)").status == "skipped"
 
 
 def test_profile_covers_the_reviewed_transition(run_mod: ModuleType) -> None:

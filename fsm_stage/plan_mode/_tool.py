@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 class _ExitTool:
     """The ``exit_plan_mode`` tool object registered with the runtime."""
 
+    logs_call_with_review = True
+    """Its first write is the review request: ``dispatch_tool`` logs the call in that batch."""
+
     def __init__(self, controller: PlanModeController) -> None:
         self._controller = controller
         self.spec = controller.tool_spec()

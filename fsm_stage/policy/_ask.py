@@ -20,6 +20,7 @@ from typing import Any
 from fsm_stage.config.review_rules import rules_json
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import RecordShapeError, ReviewPayloadChangedError, ReviewPending, _ReviewBusy
+from fsm_stage.log.events import NewEvent
 from fsm_stage.policy import _gate as gate
 from fsm_stage.policy._gate import CATALOG, Decision, PolicyState
 from fsm_stage.prompts import load_catalog
@@ -29,9 +30,10 @@ from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, 
 from fsm_stage.reviews._fold import ReviewRecord, tool_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
+from fsm_stage.runtime.call_record import PendingCall, deferred
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
-from fsm_stage.runtime.tools import ToolCall, ToolResult, dispatch_tool, result_data, step_position
+from fsm_stage.runtime.tools import ToolCall, ToolResult, call_data, dispatch_tool, result_data
 
 TOOL_REVIEW_KIND = "tool"
 APPROVE = "Approve"
@@ -196,10 +198,19 @@ class PolicyGate:
         if found[0].verdict != "ask" or agent is None:
             return gate.refuse(session, call, *found, turn=turn, step=step)
         call_seq = None
-        if session is not None:
-            call_seq = session.append(TOOL_CALL, {**step_position(turn, step), "callId": call.id,
-                                                  "name": call.name, "arguments": call.arguments}).seq
-        denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step, signal=signal)
+        if session is None:
+            denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step,
+                                       signal=signal)
+        else:  # the call is logged with its review request (one write), before the tool runs
+            pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
+            with deferred(pending):
+                try:
+                    denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step,
+                                               signal=signal)
+                except ReviewPending:
+                    pending.ensure_written()  # a suspended call is a dispatched one
+                    raise
+            call_seq = pending.ensure_written()
         if denied is not None:
             return gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
                                call_seq=call_seq)

@@ -49,6 +49,7 @@ from fsm_stage.reviews._fold import (
     fresh_reviews,
 )
 from fsm_stage.reviews._team import decide
+from fsm_stage.runtime.call_record import pending_call
 from fsm_stage.runtime.session import Session
 
 __all__ = [
@@ -250,22 +251,28 @@ class _Reserved:
 def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
                  extra: Sequence[NewEvent] = ()) -> ReviewRecord:
     """Log ``fsm/review/request`` (after ``extra``, e.g. ``fsm/graph``) in one conditional batch,
-    re-checking the one-open-review rule against the log; returns the folded record."""
+    re-checking the one-open-review rule against the log; returns the folded record. The running
+    call's ``tool/call``, when the runtime left it pending (``runtime.call_record``), leads the
+    batch."""
     turn, step = step_of(session)
     rid = "rv_" + os.urandom(10).hex()
     data = {"id": rid, "callId": call_id, "kind": ticket.kind, "from": ticket.from_, "target": ticket.target,
             "options": list(ticket.options), "shape": ticket.shape, "handoffPath": ticket.handoff_path,
             "payloadSha256": ticket.payload_sha256, "turn": turn, "step": step, **request_data(ticket)}
+    call = pending_call(session)  # the call's tool/call, when the runtime left it to this batch
     with session_lock(session.id):
         _heal(session, ticket.kind)
         while True:
             _check_free(state_of(session), ticket.kind, label)
+            lead = call.lead(session) if call is not None else []
             try:
-                session.append_many([*extra, NewEvent(REVIEW_REQUEST, data, ignorable=True)],
-                                    expect_last_seq=session.last_seq)
+                events = session.append_many([*lead, *extra, NewEvent(REVIEW_REQUEST, data, ignorable=True)],
+                                             expect_last_seq=session.last_seq)
                 break
             except AppendConflictError:
                 continue
+        if call is not None and lead:
+            call.wrote(events)
         return session.read(REVIEW_FOLD).records[rid]
 
 

@@ -28,8 +28,10 @@ import attrs
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import ReviewPending
 from fsm_stage.errors import ToolFailure as ToolFailure
+from fsm_stage.log.events import NewEvent
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.abort import AbortSignal
+from fsm_stage.runtime.call_record import PendingCall, deferred, write_with
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
 
 if TYPE_CHECKING:
@@ -125,7 +127,12 @@ class ToolOutput:
 
 @runtime_checkable
 class Tool(Protocol):
-    """A tool: ``spec`` plus ``execute``; raise ``ToolFailure`` to fail the call."""
+    """A tool: ``spec`` plus ``execute``; raise ``ToolFailure`` to fail the call.
+
+    Optional attribute ``logs_call_with_review = True``: the tool's first write to the session
+    is always a review request through ``fsm_stage.reviews`` (``goto_stage``,
+    ``exit_plan_mode``), so ``dispatch_tool`` writes its ``tool/call`` in that batch instead of
+    before the tool runs."""
 
     @property
     def spec(self) -> ToolSpec: ...
@@ -238,12 +245,15 @@ async def dispatch_tool(
     ``tool/call {turn, step, callId, name, arguments}`` is appended before the tool runs;
     ``tool/result {turn, step, message[, meta]}`` after, with ``surfaceOp: append`` and
     ``sourceEventSeqs: [<tool/call seq>]``. ``meta`` is written only for successes that set it.
+    A tool whose ``logs_call_with_review`` is True (``goto_stage``, ``exit_plan_mode``) gets its
+    ``tool/call`` written in one batch with its review request (``fsm_stage.runtime.call_record``),
+    or with its result when it opened none.
     """
+    if session is not None and getattr(tools.get(call.name), "logs_call_with_review", False) is True:
+        return await _dispatch_reviewed(tools, call, agent, session, turn, step, signal, id_factory)
     call_seq: int | None = None
     if session is not None:
-        data = step_position(turn, step)
-        data.update(callId=call.id, name=call.name, arguments=call.arguments)
-        call_seq = session.append(TOOL_CALL, data).seq
+        call_seq = session.append(TOOL_CALL, call_data(call, turn, step)).seq
     result = await execute_tool(tools, call, agent, signal)
     message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
     result = ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
@@ -251,6 +261,31 @@ async def dispatch_tool(
         session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
                        source_event_seqs=[call_seq] if call_seq is not None else None)
     return result
+
+
+async def _dispatch_reviewed(tools: Mapping[str, Tool], call: ToolCall, agent: Agent | None, session: Session,
+                             turn: int | None, step: int | None, signal: AbortSignal | None,
+                             id_factory: IdFactory) -> ToolResult:
+    """``dispatch_tool`` for a tool that logs its call with its review request."""
+    pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
+    with deferred(pending):
+        try:
+            result = await execute_tool(tools, call, agent, signal)
+        except ReviewPending:
+            pending.ensure_written()  # a suspended call is a dispatched one
+            raise
+    message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
+    result = ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
+    write_with(pending, NewEvent(TOOL_RESULT, result_data(result, turn, step), "append"))
+    return result
+
+
+def call_data(call: ToolCall, turn: int | None, step: int | None) -> dict[str, Any]:
+    """The ``tool/call`` event data: ``{turn, step, callId, name, arguments}`` (unknown
+    position parts omitted)."""
+    data = step_position(turn, step)
+    data.update(callId=call.id, name=call.name, arguments=call.arguments)
+    return data
 
 
 def result_data(result: ToolResult, turn: int | None, step: int | None) -> dict[str, Any]:

@@ -154,6 +154,9 @@ def present_result(catalog: Catalog, args: Mapping[str, Any], result: Mapping[st
 class GotoStageTool:
     """The ``goto_stage`` tool (``fsm_stage.runtime.tools.Tool``) bound to a controller."""
 
+    logs_call_with_review = True
+    """Its first write is the review request: ``dispatch_tool`` logs the call in that batch."""
+
     def __init__(self, controller: StageController) -> None:
         self._controller = controller
         self.spec = controller.tool_spec()

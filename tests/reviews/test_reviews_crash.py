@@ -67,8 +67,9 @@ def test_the_uninterrupted_run_applies_once_in_atomic_batches(tmp_path: Path) ->
     with JsonlLog(tmp_path / "whole.jsonl") as log:
         rig = Rig(log, None)
         assert rig.stage.current(rig.session) == "implement" and rig.stage_records() == 1
-        # fsm/graph + the request share one append, and so do the switch + its redemption
-        assert total == len(log.events) - 2
+        # tool/call + fsm/graph + the request share one append, and so do the switch + its
+        # redemption
+        assert total == len(log.events) - 3
 
 
 def test_a_batch_torn_after_its_notice_is_not_applied_twice(tmp_path: Path) -> None:

@@ -1,0 +1,97 @@
+"""The ``tool/call`` record of a running call, written with the call's review request.
+
+A reviewed tool (``goto_stage``, ``exit_plan_mode``, a host tool under an ``ask`` rule) writes
+its review request before anything else reaches the log. Its ``tool/call`` may share that
+write: the durability contract only needs the call recorded before its review is asked
+(docs/performance.md). The runtime leaves the record pending (``pending_call``) while the
+tool runs; ``open_request`` takes it into the request's batch (``lead`` / ``wrote``), and
+``ensure_written`` writes it alone where no request was opened (a refusal, a suspension found
+on resume). One write fewer per reviewed call: one fsync on a ``JsonlLog``, one commit on
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from fsm_stage.errors import AppendConflictError
+from fsm_stage.log.events import Event, NewEvent
+
+if TYPE_CHECKING:
+    from fsm_stage.runtime.session import Session
+
+__all__ = ["PendingCall", "deferred", "pending_call", "write_with"]
+
+
+class PendingCall:
+    """One call's ``tool/call`` event for ``session``, not written yet (``seq`` None) or
+    written at ``seq``."""
+
+    __slots__ = ("seq", "session", "spec")
+
+    def __init__(self, session: Session, spec: NewEvent) -> None:
+        self.session, self.spec = session, spec
+        self.seq: int | None = None
+
+    def lead(self, session: Session) -> list[NewEvent]:
+        """``[the tool/call event]`` to put first in a batch appended to ``session`` while it is
+        unwritten; ``[]`` once written or for another session."""
+        return [self.spec] if self.seq is None and session is self.session else []
+
+    def wrote(self, events: Sequence[Event]) -> None:
+        """Mark it written as the first of ``events`` (the batch ``lead`` started)."""
+        if self.seq is None and events and events[0].type == self.spec.type:
+            self.seq = events[0].seq
+
+    def ensure_written(self) -> int:
+        """Its seq, appending it alone first when it is not written yet. Raises the log's
+        ``LogWriteError`` (nothing written)."""
+        if self.seq is None:
+            self.seq = self.session.append(self.spec.type, self.spec.data).seq
+        return self.seq
+
+
+_PENDING: contextvars.ContextVar[PendingCall | None] = contextvars.ContextVar(
+    "fsm_stage_pending_tool_call", default=None)
+
+
+def pending_call(session: Session) -> PendingCall | None:
+    """The running call's unwritten ``tool/call`` for ``session`` (None when the runtime wrote
+    it before the tool ran, when there is none, or when it is written)."""
+    pending = _PENDING.get()
+    if pending is None or pending.seq is not None or pending.session is not session:
+        return None
+    return pending
+
+
+@contextlib.contextmanager
+def deferred(pending: PendingCall) -> Iterator[PendingCall]:
+    """Leave ``pending`` to the code run in the block (this task and the tasks it starts)."""
+    token = _PENDING.set(pending)
+    try:
+        yield pending
+    finally:
+        _PENDING.reset(token)
+
+
+def write_with(pending: PendingCall, spec: NewEvent) -> list[Event]:
+    """Append ``spec`` (a ``tool/result``), after ``pending`` when that is unwritten, in one
+    conditional batch whose ``sourceEventSeqs`` point at the call; retried after a lost race
+    (another writer appended first). Returns the events written."""
+    session = pending.session
+    while True:
+        if pending.seq is not None:
+            return [session.append(spec.type, spec.data, surface_op=spec.surface_op,
+                                   source_event_seqs=[pending.seq])]
+        last = session.last_seq
+        result = NewEvent(spec.type, spec.data, spec.surface_op, [last + 1])
+        try:
+            events = session.append_many([pending.spec, result], expect_last_seq=last)
+        except AppendConflictError:
+            session.refresh()
+            continue
+        pending.seq = events[0].seq
+        return events

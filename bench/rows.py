@@ -578,8 +578,9 @@ def row_pg_reviewed(r: dict[str, Any] | None, err: str | None) -> Row:
         return row
     row.measured(_ms(x["ours_s"]), _ms(x["langgraph_s"]), f"{x['ratio']:.2f}x", ok=x["ratio"] <= 1.0)
     row.details.append(f"medians of {x['steps']} steps, one of each side in turn; LangGraph's checkpoint "
-                       f"holds {x['messages']} messages of ~200 characters; ours writes the call, the review "
-                       "request, the answer, the result and the transition with its redemption (row 18)")
+                       f"holds {x['messages']} messages of ~200 characters; ours commits the call with the "
+                       "review request, the answer, the result, and the transition with its redemption "
+                       "(row 18); LangGraph commits one checkpoint and reads it back")
     return row
 
 

@@ -414,6 +414,10 @@ class StagedSession:
                                    f"({state.call.name} {state.call.arguments})")
         if state.call_seq is not None or state.answered:
             raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
+        if self._running is not None and call.id in self._running:
+            # a reviewed tool logs its tool/call with its review request: until then only this
+            # process knows the call is running
+            raise DriverStateError(f"{doing}: tool call {call.id!r} is running")
         return state
 
     @_writes
@@ -422,9 +426,10 @@ class StagedSession:
         ``tool/call`` then ``tool/result`` (unknown tools become error results). Raises
         ``ReviewPending`` when the tool's review suspended (the ``tool/call`` stays open, the
         step stays open); on cancellation (``CancelledError``) writes the aborted error result
-        (after a ``dismiss`` answer for its review if the tool left it open) and re-raises.
-        ``DriverStateError`` / ``RecordShapeError`` for a call not in the reply, already run, or
-        differing from the reply."""
+        (after a ``dismiss`` answer for its review if the tool left it open; ``tool/call`` + the
+        aborted-before-dispatch result when a reviewed tool was cancelled before its review
+        request) and re-raises. ``DriverStateError`` / ``RecordShapeError`` for a call not in
+        the reply, already run or running, or differing from the reply."""
         _records.check_call(call, "run_tool")
         view = self._open_step("run_tool")
         state = self._call_state(view, call, "run_tool")
@@ -457,10 +462,19 @@ class StagedSession:
     def _abort_running(self, call: ToolCall) -> None:
         fold = self._turn()
         state = fold.call(call.id) if fold.open else None
-        if state is not None and state.call_seq is not None and not state.answered:
+        if state is None or state.answered:
+            return
+        if state.call_seq is not None:
             batch = [dismiss(state.review_id)] if state.review_id and not state.review_answered else []
             with contextlib.suppress(Exception):
                 self.session.append_many([*batch, *_records.abort_result(state, dispatched=True)])
+            return
+        # cancelled before its tool/call reached the log (a reviewed tool logs it with its review
+        # request): closed as never dispatched, as cancel() closes a call that never started
+        with contextlib.suppress(Exception):
+            last = self.session.last_seq
+            self.session.append_many(_records.abort_result(state, dispatched=False, at=last + 1),
+                                     expect_last_seq=last)
 
     @_writes
     async def authorize(self, call: ToolCall) -> ToolResult | None:

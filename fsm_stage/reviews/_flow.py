@@ -271,6 +271,10 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
                 break
             except AppendConflictError:
                 continue
+            except LogWriteError:
+                if call is not None and lead:
+                    call.failed()
+                raise
         if call is not None and lead:
             call.wrote(events)
         return session.read(REVIEW_FOLD).records[rid]

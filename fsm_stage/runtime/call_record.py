@@ -17,6 +17,7 @@ import contextvars
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from fsm_stage.constants import TURN_START
 from fsm_stage.errors import AppendConflictError
 from fsm_stage.log.events import Event, NewEvent
 
@@ -30,11 +31,33 @@ class PendingCall:
     """One call's ``tool/call`` event for ``session``, not written yet (``seq`` None) or
     written at ``seq``."""
 
-    __slots__ = ("seq", "session", "spec")
+    __slots__ = ("_unsure", "seq", "session", "spec")
 
     def __init__(self, session: Session, spec: NewEvent) -> None:
         self.session, self.spec = session, spec
         self.seq: int | None = None
+        self._unsure = False
+
+    def failed(self) -> None:
+        """A batch it led raised a write error: it may have committed all the same (a store
+        that lost its connection after the commit), so it is looked up before written again."""
+        self._unsure = True
+
+    def _logged_seq(self) -> int | None:
+        """The seq of a ``tool/call`` of this call id already in the log's open turn (after a
+        failed write that may have committed), else None."""
+        if not self._unsure:
+            return None
+        self.session.refresh()
+        call_id = self.spec.data.get("callId") if isinstance(self.spec.data, dict) else None
+        events = self.session.events
+        for i in range(len(events) - 1, -1, -1):
+            ev = events[i]
+            if ev.type == TURN_START:
+                break
+            if ev.type == self.spec.type and isinstance(ev.data, dict) and ev.data.get("callId") == call_id:
+                return ev.seq
+        return None
 
     def lead(self, session: Session) -> list[NewEvent]:
         """``[the tool/call event]`` to put first in a batch appended to ``session`` while it is
@@ -49,6 +72,8 @@ class PendingCall:
     def ensure_written(self) -> int:
         """Its seq, appending it alone first when it is not written yet. Raises the log's
         ``LogWriteError`` (nothing written)."""
+        if self.seq is None:
+            self.seq = self._logged_seq()
         if self.seq is None:
             self.seq = self.session.append(self.spec.type, self.spec.data).seq
         return self.seq
@@ -82,6 +107,8 @@ def write_with(pending: PendingCall, spec: NewEvent) -> list[Event]:
     conditional batch whose ``sourceEventSeqs`` point at the call; retried after a lost race
     (another writer appended first). Returns the events written."""
     session = pending.session
+    if pending.seq is None:
+        pending.seq = pending._logged_seq()
     while True:
         if pending.seq is not None:
             return [session.append(spec.type, spec.data, surface_op=spec.surface_op,

@@ -245,11 +245,12 @@ async def dispatch_tool(
     ``tool/call {turn, step, callId, name, arguments}`` is appended before the tool runs;
     ``tool/result {turn, step, message[, meta]}`` after, with ``surfaceOp: append`` and
     ``sourceEventSeqs: [<tool/call seq>]``. ``meta`` is written only for successes that set it.
-    A tool whose ``logs_call_with_review`` is True (``goto_stage``, ``exit_plan_mode``) gets its
-    ``tool/call`` written in one batch with its review request (``fsm_stage.runtime.call_record``),
-    or with its result when it opened none.
+    A tool whose ``logs_call_with_review`` is True (``goto_stage``, ``exit_plan_mode``), logged on
+    its agent's own session, gets its ``tool/call`` written in one batch with its review request
+    (``fsm_stage.runtime.call_record``), or with its result when it opened none.
     """
-    if session is not None and getattr(tools.get(call.name), "logs_call_with_review", False) is True:
+    if (session is not None and agent is not None and agent.session is session
+            and getattr(tools.get(call.name), "logs_call_with_review", False) is True):
         return await _dispatch_reviewed(tools, call, agent, session, turn, step, signal, id_factory)
     call_seq: int | None = None
     if session is not None:

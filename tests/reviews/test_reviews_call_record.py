@@ -15,7 +15,7 @@ from rig import Rig, run
 from tool_rig import ToolRig, runs
 
 from fsm_stage.constants import REVIEW_ANSWER, REVIEW_REQUEST, TOOL_CALL, TOOL_RESULT
-from fsm_stage.errors import ReviewPending
+from fsm_stage.errors import LogWriteError, ReviewPending
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.reviews import Answer, ScriptedReviewChannel, SuspendingReviewChannel
@@ -208,3 +208,112 @@ def test_a_call_cancelled_before_its_request_logs_nothing_and_closes_as_not_star
     result = next(e for e in rig.session.events if e.type == TOOL_RESULT)
     assert result.data["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
     assert not rig.session.is_turn_open
+
+
+def _started_driver(rig: Rig, call: ToolCall) -> Any:
+    driver = rig.host.driver
+    driver.start_turn()
+    driver.begin_step()
+    driver.record_reply("", [call])
+    return driver
+
+
+def test_a_run_tool_cancelled_before_its_request_closes_the_call_so_the_step_can_end(tmp_path: Path) -> None:
+    """The host cancels ``run_tool`` itself (a timeout) while the handoff is written: the call
+    is closed as aborted before dispatch, and the step ends."""
+    rig = Rig(BatchLog(tmp_path), APPROVE)
+    store = _HeldStore(rig.stage.handoffs)
+    rig.stage.handoffs = store
+    call = rig.goto_call("implement")
+    driver = _started_driver(rig, call)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(driver.run_tool(call))
+        while not store.started.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        store.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+    assert driver.unsettled() == ()
+    driver.end_step()
+    events = rig.session.events
+    assert [e.type for e in events].count(TOOL_CALL) == 1 and REVIEW_REQUEST not in [e.type for e in events]
+    result = next(e for e in events if e.type == TOOL_RESULT)
+    assert result.data["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+    _result_points_at_its_call(rig, "call_goto")
+
+
+@pytest.mark.parametrize("second", ["run_tool", "record_tool_result"])
+def test_a_running_reviewed_call_cannot_run_or_be_recorded_again(tmp_path: Path, second: str) -> None:
+    """Until its review request is written only this process knows the call runs: the driver
+    refuses the same call meanwhile (no second ``tool/call``)."""
+    from fsm_stage.errors import DriverStateError
+
+    rig = Rig(BatchLog(tmp_path), APPROVE)
+    store = _HeldStore(rig.stage.handoffs)
+    rig.stage.handoffs = store
+    call = rig.goto_call("implement")
+    driver = _started_driver(rig, call)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(driver.run_tool(call))
+        while not store.started.is_set():
+            await asyncio.sleep(0.005)
+        with pytest.raises(DriverStateError, match="is running"):
+            if second == "run_tool":
+                await driver.run_tool(call)
+            else:
+                driver.record_tool_result(call, "ran it myself")
+        store.release.set()
+        assert not (await task).is_error
+
+    run(scenario())
+    _result_points_at_its_call(rig, "call_goto")
+
+
+class _UnsureLog(BatchLog):
+    """The batch with the review request commits, then its write reports a failure (a store
+    that lost its connection after the commit)."""
+
+    armed = True
+
+    def append_many(self, specs: Sequence[NewEvent], *, expect_last_seq: int | None = None) -> list[Event]:
+        events = super().append_many(specs, expect_last_seq=expect_last_seq)
+        if self.armed and any(s.type == REVIEW_REQUEST for s in specs):
+            self.armed = False
+            raise LogWriteError("server closed the connection during the commit")
+        return events
+
+
+@pytest.mark.parametrize("tool", ["goto_stage", "exit_plan_mode"])
+def test_a_failed_write_that_committed_does_not_log_the_call_twice(tmp_path: Path, tool: str) -> None:
+    rig = Rig(_UnsureLog(tmp_path), APPROVE)
+    if tool == "exit_plan_mode":
+        rig.enter_plan()
+    call = rig.exit_call() if tool == "exit_plan_mode" else rig.goto_call("implement")
+    driver = _started_driver(rig, call)
+    result = run(driver.run_tool(call))
+    assert result.is_error and "closed the connection" in result.text
+    _result_points_at_its_call(rig, call.id)
+
+
+def test_a_call_logged_through_another_session_object_is_logged_before_its_request(tmp_path: Path) -> None:
+    """``dispatch_tool(session=...)`` with a session object other than the agent's: the call
+    is written before the tool runs, so it still precedes the request."""
+    from fsm_stage.runtime.session import Session
+    from fsm_stage.runtime.tools import dispatch_tool
+
+    log = BatchLog(tmp_path)
+    rig = Rig(log, APPROVE)
+    rig.open_turn()
+    rig.step()
+    other = Session(log)
+    result = run(dispatch_tool(rig.runtime.tools, rig.goto_call("implement"), rig.agent, session=other,
+                               turn=1, step=1))
+    assert not result.is_error, result.text
+    types = [e.type for e in rig.session.events]
+    assert types.index(TOOL_CALL) < types.index(REVIEW_REQUEST)
+    _result_points_at_its_call(rig, "call_goto")

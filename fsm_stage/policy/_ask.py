@@ -30,7 +30,7 @@ from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, 
 from fsm_stage.reviews._fold import ReviewRecord, tool_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.call_record import PendingCall, deferred
+from fsm_stage.runtime.call_record import PendingCall, run_deferred
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult, call_data, dispatch_tool, result_data
@@ -203,13 +203,8 @@ class PolicyGate:
                                        signal=signal)
         else:  # the call is logged with its review request (one write), before the tool runs
             pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
-            with deferred(pending):
-                try:
-                    denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step,
-                                               signal=signal)
-                except ReviewPending:
-                    pending.ensure_written()  # a suspended call is a dispatched one
-                    raise
+            denied = await run_deferred(pending, review_call(runtime.review, agent, call, *found, turn=turn,
+                                                             step=step, signal=signal))
             call_seq = pending.ensure_written()
         if denied is not None:
             return gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,

@@ -3,28 +3,29 @@
 A reviewed tool (``goto_stage``, ``exit_plan_mode``, a host tool under an ``ask`` rule) writes
 its review request before anything else reaches the log. Its ``tool/call`` may share that
 write: the durability contract only needs the call recorded before its review is asked
-(docs/performance.md). The runtime leaves the record pending (``pending_call``) while the
-tool runs; ``open_request`` takes it into the request's batch (``lead`` / ``wrote``), and
+(docs/performance.md). The runtime runs the tool with the record pending (``run_deferred``);
+``open_request`` takes it into the request's batch (``pending_call``, ``lead``, ``wrote``);
 ``ensure_written`` writes it alone where no request was opened (a refusal, a suspension found
-on resume). One write fewer per reviewed call: one fsync on a ``JsonlLog``, one commit on
-PostgreSQL.
+on resume), ``write_with`` with the result. One write fewer per reviewed call: one fsync on a
+``JsonlLog``, one commit on PostgreSQL.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from fsm_stage.constants import TURN_START
-from fsm_stage.errors import AppendConflictError
+from fsm_stage.errors import AppendConflictError, ReviewPending
 from fsm_stage.log.events import Event, NewEvent
 
 if TYPE_CHECKING:
     from fsm_stage.runtime.session import Session
 
-__all__ = ["PendingCall", "deferred", "pending_call", "write_with"]
+T = TypeVar("T")
+
+__all__ = ["PendingCall", "pending_call", "run_deferred", "write_with"]
 
 
 class PendingCall:
@@ -92,12 +93,16 @@ def pending_call(session: Session) -> PendingCall | None:
     return pending
 
 
-@contextlib.contextmanager
-def deferred(pending: PendingCall) -> Iterator[PendingCall]:
-    """Leave ``pending`` to the code run in the block (this task and the tasks it starts)."""
+async def run_deferred(pending: PendingCall, run: Awaitable[T]) -> T:
+    """Await ``run`` (the tool, or the review before it) with ``pending`` left to it (this task
+    and the tasks it starts); a suspension (``ReviewPending``) writes ``pending`` before it
+    propagates: a suspended call is a dispatched one."""
     token = _PENDING.set(pending)
     try:
-        yield pending
+        return await run
+    except ReviewPending:
+        pending.ensure_written()
+        raise
     finally:
         _PENDING.reset(token)
 

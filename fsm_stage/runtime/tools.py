@@ -31,7 +31,7 @@ from fsm_stage.errors import ToolFailure as ToolFailure
 from fsm_stage.log.events import NewEvent
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.abort import AbortSignal
-from fsm_stage.runtime.call_record import PendingCall, deferred, write_with
+from fsm_stage.runtime.call_record import PendingCall, run_deferred, write_with
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, text_block
 
 if TYPE_CHECKING:
@@ -269,12 +269,7 @@ async def _dispatch_reviewed(tools: Mapping[str, Tool], call: ToolCall, agent: A
                              id_factory: IdFactory) -> ToolResult:
     """``dispatch_tool`` for a tool that logs its call with its review request."""
     pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
-    with deferred(pending):
-        try:
-            result = await execute_tool(tools, call, agent, signal)
-        except ReviewPending:
-            pending.ensure_written()  # a suspended call is a dispatched one
-            raise
+    result = await run_deferred(pending, execute_tool(tools, call, agent, signal))
     message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
     result = ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
     write_with(pending, NewEvent(TOOL_RESULT, result_data(result, turn, step), "append"))

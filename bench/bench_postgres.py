@@ -127,15 +127,21 @@ def _langgraph_step(cluster: TempCluster, steps: int) -> list[float] | str:
         checkpoint = empty_checkpoint()
         for i in range(steps):
             checkpoint = create_checkpoint(checkpoint, None, i)
-            checkpoint["channel_values"] = {"messages": {**PAYLOAD, "i": i}}
-            checkpoint["channel_versions"] = {"messages": i + 1}
-            t0 = time.perf_counter()
-            config = saver.put(config, checkpoint, {"source": "loop", "step": i, "parents": {}},
-                               {"messages": i + 1})
-            got = saver.get_tuple(config)
-            times.append(time.perf_counter() - t0)
+            config, got, seconds = _put_get(saver, config, checkpoint, {**PAYLOAD, "i": i}, i)
+            times.append(seconds)
             assert got is not None and got.checkpoint["channel_values"]["messages"]["i"] == i
     return times
+
+
+def _put_get(saver: Any, config: Any, checkpoint: Any, messages: Any, i: int) -> tuple[Any, Any, float]:
+    """One LangGraph durable step: ``put`` of ``checkpoint`` holding ``messages``, then
+    ``get_tuple`` of it; ``(new config, what was read back, seconds)``."""
+    checkpoint["channel_values"] = {"messages": messages}
+    checkpoint["channel_versions"] = {"messages": i + 1}
+    t0 = time.perf_counter()
+    config = saver.put(config, checkpoint, {"source": "loop", "step": i, "parents": {}}, {"messages": i + 1})
+    got = saver.get_tuple(config)
+    return config, got, time.perf_counter() - t0
 
 
 class _Counting:
@@ -266,13 +272,8 @@ def reviewed_vs_langgraph(cluster: TempCluster, steps: int, messages: int = MESS
                 ours.append(reviewed.step())
                 checkpoint = create_checkpoint(checkpoint, None, i)
                 latest = {"role": "user", "content": f"step {i}"}
-                checkpoint["channel_values"] = {"messages": [*chat[1:], latest]}
-                checkpoint["channel_versions"] = {"messages": i + 1}
-                t0 = time.perf_counter()
-                config = saver.put(config, checkpoint, {"source": "loop", "step": i, "parents": {}},
-                                   {"messages": i + 1})
-                got = saver.get_tuple(config)
-                theirs.append(time.perf_counter() - t0)
+                config, got, seconds = _put_get(saver, config, checkpoint, [*chat[1:], latest], i)
+                theirs.append(seconds)
                 assert got is not None and len(got.checkpoint["channel_values"]["messages"]) == messages
     finally:
         reviewed.close()

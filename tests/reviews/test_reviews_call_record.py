@@ -52,11 +52,19 @@ def _result_points_at_its_call(rig: Rig | ToolRig, call_id: str) -> None:
     assert sum(e.type == TOOL_CALL and e.data["callId"] == call_id for e in events) == 1
 
 
-def test_goto_stage_logs_its_call_with_the_review_request(tmp_path: Path) -> None:
+def _in_step(tmp_path: Path, *, plan: bool = False) -> tuple[BatchLog, Rig]:
+    """A rig over a ``BatchLog`` with a turn and a step open (in plan mode when ``plan``)."""
     log = BatchLog(tmp_path)
     rig = Rig(log, APPROVE)
+    if plan:
+        rig.enter_plan()
     rig.open_turn()
     rig.step()
+    return log, rig
+
+
+def test_goto_stage_logs_its_call_with_the_review_request(tmp_path: Path) -> None:
+    log, rig = _in_step(tmp_path)
     result = run(rig.call(rig.goto_call("implement")))
     assert not result.is_error, result.text
     batches = _call_batches(log)
@@ -70,11 +78,7 @@ def test_goto_stage_logs_its_call_with_the_review_request(tmp_path: Path) -> Non
 
 
 def test_exit_plan_mode_logs_its_call_with_the_review_request(tmp_path: Path) -> None:
-    log = BatchLog(tmp_path)
-    rig = Rig(log, APPROVE)
-    rig.enter_plan()
-    rig.open_turn()
-    rig.step()
+    log, rig = _in_step(tmp_path, plan=True)
     result = run(rig.call(rig.exit_call()))
     assert not result.is_error, result.text
     batches = _call_batches(log)
@@ -84,10 +88,7 @@ def test_exit_plan_mode_logs_its_call_with_the_review_request(tmp_path: Path) ->
 
 
 def test_a_refused_goto_stage_writes_its_call_and_result_in_one_batch(tmp_path: Path) -> None:
-    log = BatchLog(tmp_path)
-    rig = Rig(log, APPROVE)
-    rig.open_turn()
-    rig.step()
+    log, rig = _in_step(tmp_path)
     result = run(rig.call(rig.goto_call("nowhere")))
     assert result.is_error
     assert _call_batches(log) == [[TOOL_CALL, TOOL_RESULT]]
@@ -218,19 +219,30 @@ def _started_driver(rig: Rig, call: ToolCall) -> Any:
     return driver
 
 
-def test_a_run_tool_cancelled_before_its_request_closes_the_call_so_the_step_can_end(tmp_path: Path) -> None:
-    """The host cancels ``run_tool`` itself (a timeout) while the handoff is written: the call
-    is closed as aborted before dispatch, and the step ends."""
+def _held_call(tmp_path: Path) -> tuple[Rig, _HeldStore, ToolCall, Any]:
+    """A rig whose handoff writes wait (``_HeldStore``), with a reply calling goto_stage."""
     rig = Rig(BatchLog(tmp_path), APPROVE)
     store = _HeldStore(rig.stage.handoffs)
     rig.stage.handoffs = store
     call = rig.goto_call("implement")
-    driver = _started_driver(rig, call)
+    return rig, store, call, _started_driver(rig, call)
+
+
+async def _running(driver: Any, store: _HeldStore, call: ToolCall) -> asyncio.Task[Any]:
+    """``driver.run_tool(call)`` as a task, once it is writing its handoff document."""
+    task = asyncio.create_task(driver.run_tool(call))
+    while not store.started.is_set():
+        await asyncio.sleep(0.005)
+    return task
+
+
+def test_a_run_tool_cancelled_before_its_request_closes_the_call_so_the_step_can_end(tmp_path: Path) -> None:
+    """The host cancels ``run_tool`` itself (a timeout) while the handoff is written: the call
+    is closed as aborted before dispatch, and the step ends."""
+    rig, store, call, driver = _held_call(tmp_path)
 
     async def scenario() -> None:
-        task = asyncio.create_task(driver.run_tool(call))
-        while not store.started.is_set():
-            await asyncio.sleep(0.005)
+        task = await _running(driver, store, call)
         task.cancel()
         store.release.set()
         with pytest.raises(asyncio.CancelledError):
@@ -252,16 +264,10 @@ def test_a_running_reviewed_call_cannot_run_or_be_recorded_again(tmp_path: Path,
     refuses the same call meanwhile (no second ``tool/call``)."""
     from fsm_stage.errors import DriverStateError
 
-    rig = Rig(BatchLog(tmp_path), APPROVE)
-    store = _HeldStore(rig.stage.handoffs)
-    rig.stage.handoffs = store
-    call = rig.goto_call("implement")
-    driver = _started_driver(rig, call)
+    rig, store, call, driver = _held_call(tmp_path)
 
     async def scenario() -> None:
-        task = asyncio.create_task(driver.run_tool(call))
-        while not store.started.is_set():
-            await asyncio.sleep(0.005)
+        task = await _running(driver, store, call)
         with pytest.raises(DriverStateError, match="is running"):
             if second == "run_tool":
                 await driver.run_tool(call)

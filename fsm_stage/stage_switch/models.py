@@ -25,6 +25,16 @@ STAGE_MODEL_ORDER = 10
 def stage_model_source(ctl: StageController) -> ModelSource:
     """The ``ModelSource`` of ``ctl``'s graph for the agent's current stage."""
     config = ctl.config
+    moves: dict[str, tuple[str, ...]] = {}  # per stage, computed once
+
+    def reviewed_moves(stage: str) -> tuple[str, ...]:
+        """The targets of ``stage`` whose edges are reviewed under the graph's own rules."""
+        found = moves.get(stage)
+        if found is None:
+            rules = rules_json(config.review)
+            found = moves[stage] = tuple(e.target for e in config.edges_from(stage)
+                                         if rules_json(merged_rules(config.review, e.review)) == rules)
+        return found
 
     def choice(agent: Agent | None) -> ModelChoice:
         stage = config.initial_stage if agent is None else ctl.current(agent.session)
@@ -37,10 +47,7 @@ def stage_model_source(ctl: StageController) -> ModelSource:
         part = config.stage(stage)
         if part is None or part.budget is None or ctl.pending_stage(agent.session) is not None:
             return None
-        rules = rules_json(config.review)
-        targets = tuple(e.target for e in config.edges_from(stage)
-                        if rules_json(merged_rules(config.review, e.review)) == rules)
-        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, targets,
-                          lambda target: ctl.set(agent, target), rules)
+        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, reviewed_moves(stage),
+                          lambda target: ctl.set(agent, target), rules_json(config.review))
 
     return ModelSource("stage", STAGE_MODEL_ORDER, choice, budget)

@@ -39,6 +39,7 @@ from fsm_stage.errors import (
     UserError,
 )
 from fsm_stage.integrations._toolspecs import to_mcp
+from fsm_stage.log.events import NewEvent
 from fsm_stage.mcp import durable
 from fsm_stage.mcp.choice import BUDGETS_OUTPUT, MODEL_OUTPUT, budgets_of, model_of
 from fsm_stage.mcp.meter import CONTEXT_TOKENS, CONTEXT_TOKENS_PARAM, context_tokens_problem
@@ -52,6 +53,7 @@ from fsm_stage.mcp.review import (
     review_message,
 )
 from fsm_stage.mcp.sessions import McpSession, SessionRegistry
+from fsm_stage.runtime.call_record import PendingCall, run_deferred
 from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
 from fsm_stage.text import lone_surrogate
 
@@ -243,9 +245,11 @@ class StageServer:
         if mode == "unavailable":
             return self._result(UNAVAILABLE, True)
         call_id = ms.open_call(name, arguments)  # a call cut short by a restart resumes here
+        logged: PendingCall | None = None  # a new call is logged with its review request
         if call_id is None:
             call_id = f"call_mcp_{uuid.uuid4().hex[:12]}"
-            ms.session.append(TOOL_CALL, {"callId": call_id, "name": name, "arguments": arguments})
+            logged = PendingCall(ms.session, NewEvent(TOOL_CALL, {"callId": call_id, "name": name,
+                                                                  "arguments": arguments}))
         call = ToolCall(call_id, name, arguments)
         if mode == "input_required":
             channel.arm(Suspend())
@@ -270,12 +274,15 @@ class StageServer:
         notes: list[str] = []
         review_id: str | None = None
         try:
-            result = await execute_tool(ms.runtime.tools, call, ms.agent)
+            run = execute_tool(ms.runtime.tools, call, ms.agent)
+            result = await (run if logged is None else run_deferred(logged, run))
         except ReviewPending as pending:  # the review-core controllers: the call stays open
             review_id, result = pending.review_id, None
         finally:
             asked, suspended = channel.asked, channel.suspended
             channel.arm(None)
+        if logged is not None:
+            logged.ensure_written()  # a call refused before its review: logged before its result
         if mode == "elicit" and result is None:
             if notes and durable.is_open(ms, review_id):
                 return self._result(notes[0], True)  # the call stays open; nothing was written

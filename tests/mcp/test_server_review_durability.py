@@ -83,3 +83,49 @@ async def test_an_unknown_argument_lists_session_among_the_expected(tmp_path: Pa
     async with Client(app.server, mode="legacy") as c:
         with pytest.raises(MCPError, match=r"unknown argument\(s\) x; expected: stage, handoff, session"):
             await c.call_tool("goto_stage", {"stage": "implement", "x": 1})
+
+
+def _batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The event types of every write to a ``JsonlLog`` from now on (one list per batch)."""
+    from fsm_stage.log.jsonl import JsonlLog
+
+    seen: list[list[str]] = []
+    original = JsonlLog.append_many
+
+    def recording(self: JsonlLog, specs: Any, **kw: Any) -> Any:
+        out = original(self, specs, **kw)
+        seen.append([e.type for e in out])
+        return out
+
+    monkeypatch.setattr(JsonlLog, "append_many", recording)
+    return seen
+
+
+async def test_the_call_is_logged_in_one_write_with_its_review_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app, log = make(tmp_path)
+    batches = _batches(monkeypatch)
+    async with Client(app.server, mode="legacy", elicitation_callback=lambda ctx, p: _accept()) as c:
+        r = await c.call_tool("goto_stage", {"stage": "implement"})
+    assert not r.is_error
+    first = next(b for b in batches if "tool/call" in b)
+    assert first[0] == "tool/call" and first[-1] == "fsm/review/request"
+    written = events(log)
+    call = next(e for e in written if e["type"] == "tool/call")
+    result = next(e for e in written if e["type"] == "tool/result")
+    assert result["sourceEventSeqs"] == [call["seq"]]
+    assert sum(e["type"] == "tool/call" for e in written) == 1
+
+
+async def test_a_call_refused_before_its_review_is_logged_before_its_result(tmp_path: Path) -> None:
+    app, log = make(tmp_path)
+    async with Client(app.server, mode="legacy", elicitation_callback=lambda ctx, p: _accept()) as c:
+        r = await c.call_tool("goto_stage", {"stage": "explore"})  # the current stage
+    assert r.is_error
+    written = [e for e in events(log) if e["type"].startswith("tool/")]
+    assert [e["type"] for e in written] == ["tool/call", "tool/result"]
+    assert written[1]["sourceEventSeqs"] == [written[0]["seq"]]
+
+
+async def _accept() -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"decision": "Approve"})

@@ -54,7 +54,8 @@ def row_transitions(r: dict[str, Any] | None, err: str | None) -> Row:
     """Row 3 from ``bench_transitions.run``."""
     row = Row(3, "transitions",
               "one reviewed transition (goto_stage → Approve via scripted review → boundary flush; "
-              "full shape, a distinct handoff per call, in-memory log and handoff store) vs one raw "
+              "full shape, a distinct handoff per call, the call not logged, in-memory log and handoff "
+              "store) vs one raw "
               "`transitions` trigger with one condition + one in-memory append",
               target="≤ 10x raw")
     if r is None:
@@ -254,9 +255,9 @@ def _mb(b: float) -> str:
 def row_durable(r: dict[str, Any] | None, err: str | None) -> Row:
     """Row 6 from ``bench_transitions.run``: the reviewed transition on durable storage."""
     row = Row(6, "durable transition",
-              "one reviewed transition on a `JsonlLog` (every append fsynced) with a `LocalHandoffStore` "
-              "(atomic, fsynced file + folder) vs one raw durable step (trigger + one fsynced JSON line); "
-              "LangGraph `SqliteSaver.put` beside it", target="≤ 4x raw durable step")
+              "one reviewed transition (the call not logged) on a `JsonlLog` (every append fsynced) with a "
+              "`LocalHandoffStore` (atomic, fsynced file + folder) vs one raw durable step (trigger + one "
+              "fsynced JSON line); LangGraph `SqliteSaver.put` beside it", target="≤ 4x raw durable step")
     if r is None:
         return _not_measured(row, "bench_transitions", err)
     if "raw_durable_s" not in r:

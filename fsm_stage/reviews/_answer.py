@@ -18,7 +18,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import attrs
 
@@ -86,7 +86,13 @@ means another writer appended; once the winner's answer is read the loser is ref
 
 
 def _session(target: Session | EventLog) -> Session:
-    return target if isinstance(target, Session) else Session(target)
+    if isinstance(target, Session):
+        return target
+    if isinstance(target, (str, bytes, PurePath)) or not callable(getattr(target, "append_many", None)):
+        path = isinstance(target, (str, PurePath))
+        hint = " (a path: open it first, with open_log(path) as log)" if path else ""
+        raise TypeError(f"expected a Session or an open EventLog, got {type(target).__name__}{hint}")
+    return Session(target)
 
 
 def review_state(target: Session | EventLog) -> ReviewState:
@@ -311,9 +317,10 @@ def _answer(target: Session | EventLog, review_id: str, outcome: str, *, feedbac
             if review_id in state.answered or review_id in state.redeemed:
                 done = state.answered.get(review_id)
                 closed = state.redeemed.get(review_id)
-                how = (done.outcome if done is not None
-                       else f"closed: {closed.reason}" if closed is not None and closed.reason else "closed")
-                raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({how})")
+                if done is None:  # closed without an answer (its call has a result, a fork, a reload)
+                    why = f" ({closed.reason})" if closed is not None and closed.reason else ""
+                    raise ReviewAlreadyAnsweredError(f"review {review_id} was closed without an answer{why}")
+                raise ReviewAlreadyAnsweredError(f"review {review_id} was answered already ({done.outcome})")
             if outcome == "approve":
                 now = current_payload_sha256(session, record, stored=True)
                 if now == "missing" and record.document_omitted:

@@ -19,7 +19,7 @@ from fsm_stage.errors import LogWriteError, ReviewPending
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.reviews import Answer, ScriptedReviewChannel, SuspendingReviewChannel
-from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolSpec
+from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolSpec, tool_result_message
 
 APPROVE = ScriptedReviewChannel(default=lambda q: [Answer(q[0].id, ("Approve",))])
 
@@ -323,3 +323,26 @@ def test_a_call_logged_through_another_session_object_is_logged_before_its_reque
     types = [e.type for e in rig.session.events]
     assert types.index(TOOL_CALL) < types.index(REVIEW_REQUEST)
     _result_points_at_its_call(rig, "call_goto")
+
+
+def test_answer_review_of_a_path_says_to_open_it_first(tmp_path: Path) -> None:
+    from fsm_stage.reviews import answer_review
+
+    with pytest.raises(TypeError, match="open it first"):
+        answer_review(tmp_path / "s.jsonl", "rv_x", "approve")  # type: ignore[arg-type]
+
+
+def test_a_review_closed_without_an_answer_is_not_reported_as_answered(tmp_path: Path) -> None:
+    """A review whose call got a result before anyone answered is closed (call-closed): a late
+    answer is refused saying so, not "answered already"."""
+    from fsm_stage.errors import ReviewAlreadyAnsweredError
+    from fsm_stage.reviews import answer_review
+
+    rig = Rig(BatchLog(tmp_path), SuspendingReviewChannel())
+    review_id = rig.suspend("stage")
+    call = next(e for e in rig.session.events if e.type == TOOL_CALL)
+    message = tool_result_message(rig.goto_call("implement"), "Error: interrupted", True)
+    rig.session.append(TOOL_RESULT, {"message": message, "error": {"code": "TOOL_OUTCOME_UNKNOWN"}},
+                       surface_op="append", source_event_seqs=[call.seq])  # what crash repair writes
+    with pytest.raises(ReviewAlreadyAnsweredError, match="closed without an answer"):
+        answer_review(rig.session, review_id, "approve", by="alice")

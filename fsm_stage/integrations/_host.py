@@ -24,8 +24,10 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.log.events import EventLog
 from fsm_stage.observe import span_attributes
 from fsm_stage.resources import data_dir
-from fsm_stage.reviews._answer import answer_review
+from fsm_stage.reviews._answer import answer_review, review_state
 from fsm_stage.reviews._channel import ReviewChannel, SuspendingReviewChannel
+from fsm_stage.reviews._flow import redeem
+from fsm_stage.reviews._fold import CALL_CLOSED
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.tools import ToolCall, ToolResult
 
@@ -96,10 +98,21 @@ class StageHost(SessionHost):
     # --- one step --------------------------------------------------------------------------------
 
     def settle_dropped(self, text: str = NOT_EXECUTED) -> None:
-        """Record an error result for each call of the open step the framework never executed."""
+        """Record an error result for each call of the open step the framework never executed.
+        A host tool's review of such a call (asked through ``authorize``) is closed with it
+        (``call-closed``): the call is gone, so its review neither waits in the inbox nor blocks
+        the session's next tool review."""
         for call in self.driver.unsettled():
             if self.open_review(call.id) is None:
                 self.driver.record_tool_result(call, text, is_error=True)
+                self._close_reviews_of(call.id)
+
+    def _close_reviews_of(self, call_id: str) -> None:
+        state = review_state(self.session)
+        for review_id in state.live:
+            record = state.records[review_id]
+            if record.call_id == call_id:
+                redeem(self.session, record, lambda: CALL_CLOSED)
 
     def step(self, user_text: str | None = None) -> StepRequest:
         """End the open step (settled) and begin the next one, starting a turn when none is

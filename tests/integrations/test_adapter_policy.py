@@ -105,3 +105,46 @@ def test_rule(row_id: str, package: str, tmp_path: Path) -> None:
     text = out if isinstance(out, str) else out.content
     assert verdict_in(host.session.events, call.id, len(ran)) == row.verdict, row.rule
     assert host.recorded_result(call.id) == text
+
+
+ASK_GRAPH = """\
+name: host-tool-reviews
+section: Call goto_stage with one of << stage_targets >>.
+stages:
+  - name: explore
+    instruction: Explore.
+    tools:
+      ask: [apply_patch]
+  - name: verify
+    instruction: Verify.
+"""
+
+
+def test_a_dropped_host_tool_call_closes_its_review(tmp_path: Path) -> None:
+    """The framework moves on without running a host tool whose review waits (a new prompt
+    instead of an answer): the call is settled as not executed and its review closed with it,
+    so the inbox does not list it and the next call's review is asked, not refused as busy."""
+    from fsm_stage.config import load_config_text
+    from fsm_stage.errors import ReviewPending
+    from fsm_stage.reviews import SuspendingReviewChannel, review_state
+
+    host = StageHost.open(MemoryLog(SessionHeader("s-drop", cwd=str(tmp_path))),
+                          graph=load_config_text(ASK_GRAPH, "g.yaml"), plan_mode=False,
+                          review=SuspendingReviewChannel())
+    host.step("patch it")
+    first = ToolCall.of("apply_patch", {"patch": "one"}, id="h1")
+    host.reply("", [first])
+
+    async def execute() -> str:
+        return "patched"
+
+    with pytest.raises(ReviewPending) as pending:
+        asyncio.run(host.run_host_tool(first, execute))
+    host.step("never mind, patch two")
+    state = review_state(host.session)
+    assert state.open == () and state.redeemed[pending.value.review_id].reason == "call-closed"
+    second = ToolCall.of("apply_patch", {"patch": "two"}, id="h2")
+    host.reply("", [second])
+    with pytest.raises(ReviewPending) as again:
+        asyncio.run(host.run_host_tool(second, execute))
+    assert again.value.review_id != pending.value.review_id

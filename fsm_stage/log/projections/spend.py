@@ -77,6 +77,12 @@ class SpendState:
     stops: tuple[Mapping[str, Any], ...] = ()
 
 
+def _add_tokens(spend: Spend, tokens_in: int, tokens_out: int) -> Spend:
+    """``spend`` with ``tokens_in`` / ``tokens_out`` more."""
+    return Spend(spend.tokens_in + tokens_in, spend.tokens_out + tokens_out, spend.turns, spend.steps,
+                 spend.since)
+
+
 def _count_step(spend: Spend, counted: int | None, turn: int | None, time: int) -> tuple[Spend, int | None]:
     """``spend`` with one more step, the current ``turn`` counted once (a turn a visit enters
     mid-way counts) and ``since`` set at the first; one new ``Spend`` (the folds' hot path)."""
@@ -113,23 +119,22 @@ class SpendFold:
             plan_spend, plan_turn = state.plan_spend, state.plan_turn
             if state.plan:
                 plan_spend, plan_turn = _count_step(plan_spend, plan_turn, turn, event.time)
-            return attrs.evolve(state, turn=turn, stage_spend=stage_spend, stage_turn=stage_turn,
-                                plan_spend=plan_spend, plan_turn=plan_turn)
+            # built directly, not through attrs.evolve: the hot path of a long log's fold
+            return SpendState(state.stage, state.plan, stage_spend, plan_spend, turn, stage_turn, plan_turn,
+                              state.stops)
         if t == ASSISTANT_MESSAGE:
             tin, tout = _usage_tokens(data)
             if not tin and not tout:
                 return state
-            add = {"tokens_in": state.stage_spend.tokens_in + tin,
-                   "tokens_out": state.stage_spend.tokens_out + tout}
-            new = attrs.evolve(state, stage_spend=attrs.evolve(state.stage_spend, **add))
-            if state.plan:
-                new = attrs.evolve(new, plan_spend=attrs.evolve(
-                    state.plan_spend, tokens_in=state.plan_spend.tokens_in + tin,
-                    tokens_out=state.plan_spend.tokens_out + tout))
-            return new
+            plan_spend = _add_tokens(state.plan_spend, tin, tout) if state.plan else state.plan_spend
+            return SpendState(state.stage, state.plan, _add_tokens(state.stage_spend, tin, tout), plan_spend,
+                              state.turn, state.stage_turn, state.plan_turn, state.stops)
         if t == TURN_START:
             turn = data.get("turn")
-            return attrs.evolve(state, turn=turn) if isinstance(turn, int) else state
+            if not isinstance(turn, int):
+                return state
+            return SpendState(state.stage, state.plan, state.stage_spend, state.plan_spend, turn,
+                              state.stage_turn, state.plan_turn, state.stops)
         if t == PLAN_MODE_EVENT:
             active = data.get("active")
             if not isinstance(active, bool) or active == state.plan:

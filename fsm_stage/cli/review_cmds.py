@@ -57,7 +57,7 @@ from fsm_stage.reviews._answer import (
 from fsm_stage.reviews._channel import Option, Question, ReviewDismissed
 from fsm_stage.reviews._edits import kept_diff
 from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES, ReviewAnswer, ReviewRecord
-from fsm_stage.reviews._team import VoteResult, deadline_at, rules_problem
+from fsm_stage.reviews._team import VoteResult, deadline_at, quorum_of, rules_problem
 from fsm_stage.reviews._terminal import TerminalReviewChannel
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.session import Session
@@ -150,8 +150,8 @@ def _rules_line(rules: Mapping[str, Any] | None, deadline_ms: int | None, now_ms
     parts = []
     if rules.get("approvers"):
         parts.append("approvers " + ", ".join(rules["approvers"]))
-    if rules.get("quorum", 1) != 1:
-        parts.append(f"quorum {rules['quorum']}")
+    if (quorum := quorum_of(rules)) != 1:
+        parts.append(f"quorum {quorum}")
     if rules.get("notRequester"):
         parts.append("not the requester")
     if deadline_ms is not None:

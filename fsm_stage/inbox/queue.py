@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -23,7 +23,7 @@ from fsm_stage.errors import FsmStageError, ReviewRefusedError
 from fsm_stage.inbox._auth import refusal
 from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore
 from fsm_stage.log.events import wall_clock_ms
-from fsm_stage.reviews._team import Reviewers
+from fsm_stage.reviews._team import Reviewers, quorum_of
 from fsm_stage.text import deadline_text, visible
 
 __all__ = ["Decision", "answer_item", "answer_one", "approve_all", "deadline_text", "open_reviews",
@@ -166,8 +166,7 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
         groups = entry.groups if entry is not None else ()
     why = refusal(item.rules, reviewer, tuple(groups))
 
-    quorum = item.rules.get("quorum") if isinstance(item.rules, Mapping) else None
-    needed = quorum if isinstance(quorum, int) and not isinstance(quorum, bool) and quorum > 1 else 1
+    needed = quorum_of(item.rules)
 
     def decision(result: str, message: str, **kw: Any) -> Decision:
         return Decision(item.key, item.session_id, rec.id, result, _line(message), **{"needed": needed, **kw})

@@ -176,6 +176,13 @@ def rules_problem(rules: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def quorum_of(rules: Mapping[str, Any] | None) -> int:
+    """The distinct approvals a review's logged ``rules`` need: their ``quorum``, else 1 (no
+    rules, no quorum, or one that is not a whole number above 1: ``rules_problem`` says why)."""
+    quorum = rules.get("quorum") if isinstance(rules, Mapping) else None
+    return quorum if isinstance(quorum, int) and not isinstance(quorum, bool) and quorum > 1 else 1
+
+
 def may_answer(rules: Mapping[str, Any] | None, name: str, reviewers: Reviewers | None) -> bool:
     """Whether ``rules.approvers`` (names and ``@group``s) includes ``name`` (no approvers:
     anyone). A group needs ``reviewers`` to resolve; without it only names match. ``name`` must
@@ -322,7 +329,7 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     problem = rules_problem(record.rules)
     if problem is not None:
         return TeamDecision(f"review {record.id}: {problem}; nobody may answer it (fail closed)")
-    quorum: int = rules.get("quorum", 1)
+    quorum = quorum_of(rules)
     if reviewer is None:
         if rules.get("approvers") or rules.get("notRequester") or quorum > 1:
             return TeamDecision("its rules need a named reviewer (answer as NAME: --as NAME on the "

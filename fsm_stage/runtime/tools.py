@@ -255,9 +255,7 @@ async def dispatch_tool(
     call_seq: int | None = None
     if session is not None:
         call_seq = session.append(TOOL_CALL, call_data(call, turn, step)).seq
-    result = await execute_tool(tools, call, agent, signal)
-    message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
-    result = ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
+    result = _with_message(await execute_tool(tools, call, agent, signal), id_factory)
     if session is not None:
         session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",
                        source_event_seqs=[call_seq] if call_seq is not None else None)
@@ -269,11 +267,15 @@ async def _dispatch_reviewed(tools: Mapping[str, Tool], call: ToolCall, agent: A
                              id_factory: IdFactory) -> ToolResult:
     """``dispatch_tool`` for a tool that logs its call with its review request."""
     pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
-    result = await run_deferred(pending, execute_tool(tools, call, agent, signal))
-    message = tool_result_message(call, result.text, result.is_error, id_factory=id_factory)
-    result = ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
+    result = _with_message(await run_deferred(pending, execute_tool(tools, call, agent, signal)), id_factory)
     write_with(pending, NewEvent(TOOL_RESULT, result_data(result, turn, step), "append"))
     return result
+
+
+def _with_message(result: ToolResult, id_factory: IdFactory) -> ToolResult:
+    """``result`` with its DSH ``tool-result`` message built (``id_factory`` names it)."""
+    message = tool_result_message(result.call, result.text, result.is_error, id_factory=id_factory)
+    return ToolResult(result.call, result.text, result.is_error, result.value, result.meta, message)
 
 
 def call_data(call: ToolCall, turn: int | None, step: int | None) -> dict[str, Any]:

@@ -29,12 +29,11 @@ from fsm_stage.constants import (
     REQUEST_HEADER,
     STEP_END,
     STEP_START,
-    TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
 )
-from fsm_stage.driver import _budget, _records
+from fsm_stage.driver import _budget, _hostcall, _records
 from fsm_stage.driver._openstep import CallState, OpenTurnFold, OpenTurnView
 from fsm_stage.driver._records import ABORTED, ABORTED_BEFORE_DISPATCH, TURN_END_KINDS, dismiss, shape
 from fsm_stage.driver._repair import hold_live, is_turn_live, release_live, repair_open_turn
@@ -98,7 +97,7 @@ class StagedSession:
     """
 
     # slotted: a process may hold thousands of drivers mid-turn (docs/performance.md, row 15)
-    __slots__ = ("__weakref__", "_dropped", "_fold", "_last_header", "_live", "_running",
+    __slots__ = ("__weakref__", "_authorized", "_dropped", "_fold", "_last_header", "_live", "_running",
                  "_signal", "accept", "agent", "budget", "config", "runtime")
 
     def __init__(self, runtime: Runtime, agent: InboxAgent, *, config: Mapping[str, Any] | None = None,
@@ -114,6 +113,7 @@ class StagedSession:
         self._signal: AbortSignal | None = None
         self._live = False
         self._running: dict[str, asyncio.Task[Any]] | None = None  # made by the first tool call
+        self._authorized: set[str] | None = None  # host calls authorize let run (memo_key), not recorded yet
         self.budget: _budget.Gate = _budget.OPEN
         self._fold = OpenTurnFold()
         self._dropped = False  # the live-turn mark was released by an exception mid-turn
@@ -402,7 +402,7 @@ class StagedSession:
             data["usage"] = usage_data
         return self.session.append(ASSISTANT_MESSAGE, data, surface_op="append")
 
-    def _call_state(self, view: OpenTurnFold, call: ToolCall, doing: str) -> CallState:
+    def _call_state(self, view: OpenTurnFold, call: ToolCall, doing: str, *, wait: bool = False) -> CallState:
         state = view.call(call.id)
         if state is not None and (state.turn, state.step) != view.open_step:
             state = None
@@ -412,7 +412,7 @@ class StagedSession:
         if state.call != call:
             raise RecordShapeError(f"{doing}: tool call {call.id!r} differs from the one in the reply "
                                    f"({state.call.name} {state.call.arguments})")
-        if state.call_seq is not None or state.answered:
+        if state.answered or (state.call_seq is not None and not (wait and state.suspended)):
             raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
         if self._running is not None and call.id in self._running:
             # a reviewed tool logs its tool/call with its review request: until then only this
@@ -479,42 +479,40 @@ class StagedSession:
     @_writes
     async def authorize(self, call: ToolCall) -> ToolResult | None:
         """The tool policy's verdict on a host tool call of the reply, before the host runs it
-        (``docs/tool-policy.md``): None — run it, then ``record_tool_result``; a ``ToolResult`` —
-        refused: nothing may run, and the refusal is already logged (``tool/call``, the error
-        ``tool/result``, ``fsm/tool/refused``). Check the complete (final) arguments. An ``ask``
-        rule puts the call to the review channel first; ``ReviewPending`` when it suspends
-        (call ``authorize`` again once the review is answered). Raises as ``record_tool_result``
-        for a call not in the reply or already run."""
+        (``docs/tool-policy.md``): None — run it, then ``record_tool_result`` (None again until
+        then); a ``ToolResult`` — refused, already logged: run nothing. Check the final arguments.
+        An ``ask`` rule reviews the call, logged with the request (``driver._hostcall``);
+        ``ReviewPending`` when it suspends: authorize the call again, in any process, once it is
+        answered. Raises as ``record_tool_result``."""
         _records.check_call(call, "authorize")
-        view = self._open_step("authorize")
-        state = self._call_state(view, call, "authorize")
-        return await self.runtime.authorize(self.agent, call, turn=state.turn, step=state.step,
-                                            signal=self.signal)
+        state = self._call_state(self._open_step("authorize"), call, "authorize", wait=True)
+        if _hostcall.memo_key(state) in (self._authorized or ()):
+            return None
+        refused = await _hostcall.authorize(self.runtime, self.agent, state, signal=self.signal)
+        if refused is None:
+            self._authorized = (self._authorized or set()) | {_hostcall.memo_key(state)}
+        return refused
 
     @_writes
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
                            meta: Any = None) -> ToolResult:
-        """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch
-        (``meta`` written for successes when not None). Raises ``RecordShapeError`` for a
-        non-str ``text``, non-bool ``is_error``, non-JSON ``meta``; ``DriverStateError`` as
-        ``run_tool``."""
+        """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch (the
+        result alone for a call its review logged; its review, if still open, closed ``call-closed``),
+        ``meta`` written for successes when not None. Raises ``RecordShapeError`` for a non-str
+        ``text``, non-bool ``is_error``, non-JSON ``meta``; ``DriverStateError`` as ``run_tool``."""
         _records.check_call(call, "record_tool_result")
         shape(isinstance(text, str), f"record_tool_result: text must be a str, got {type(text).__name__}")
         _records.utf8(text, "record_tool_result: text")
         shape(isinstance(is_error, bool), "record_tool_result: is_error must be a bool")
         meta_data = None if meta is None else _records.json_value(meta, "record_tool_result: meta")
         view = self._open_step("record_tool_result")
-        state = self._call_state(view, call, "record_tool_result")
-        message = tool_result_message(call, text, is_error)
-        result = ToolResult(call, text, is_error, message=message)
+        state = self._call_state(view, call, "record_tool_result", wait=True)
+        result = ToolResult(call, text, is_error, message=tool_result_message(call, text, is_error))
         if meta_data is not None:
             result = attrs.evolve(result, meta=meta_data)
-        call_seq = len(self.session)
-        self.session.append_many([
-            NewEvent(TOOL_CALL, {**step_position(state.turn, state.step), "callId": call.id,
-                                 "name": call.name, "arguments": call.arguments}),
-            NewEvent(TOOL_RESULT, result_data(result, state.turn, state.step), "append", [call_seq]),
-        ])
+        self.session.append_many(_hostcall.result_events(state, result, at=len(self.session)))
+        (self._authorized or set()).discard(_hostcall.memo_key(state))
+        _hostcall.close_review(self.session, state)
         return result
 
     @_writes
@@ -538,17 +536,19 @@ class StagedSession:
     async def resume(self, *, run_rest: bool = True) -> list[ToolResult]:
         """Settle a suspended step: re-run each suspended call through its tool (which reads its
         logged review answer) and write its ``tool/result`` (the ``tool/call`` is not logged
-        again), then run the reply's not-dispatched calls whose tool is registered on the
-        runtime (others stay in ``unsettled()`` for ``record_tool_result``; ``run_rest=False``:
-        none of them, so the caller runs them in reply order). The step stays open for
-        ``end_step``. Raises ``ReviewPending`` again (nothing written for that call) while a
-        review is unanswered, ``DriverStateError`` when nothing is suspended."""
+        again; a host tool's approved call is the host's to ``authorize``), then run the reply's
+        not-dispatched calls whose tool is registered on the runtime (others stay in
+        ``unsettled()``; ``run_rest=False``: none, so the caller runs them in reply order).
+        The step stays open for ``end_step``. Raises ``ReviewPending`` again (nothing written
+        for that call) while a review is unanswered, ``DriverStateError`` when nothing is suspended."""
         view = self.view()
         if view is None or not view.suspended:
             raise DriverStateError("resume: no suspended tool call in the log's open turn")
         self._hold_live()
         results: list[ToolResult] = []
         for state in view.suspended:
+            if _hostcall.left_to_host(self.runtime, self.session, state):
+                continue
             results.append(await self._run(state.call, state.turn, state.step, log_call=False,
                                            call_seq=state.call_seq))
         tools = self.runtime.tools

@@ -30,7 +30,7 @@ from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, 
 from fsm_stage.reviews._fold import ReviewRecord, tool_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
-from fsm_stage.runtime.call_record import PendingCall, run_deferred
+from fsm_stage.runtime.call_record import PendingCall, pending_call, run_deferred
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolCall, ToolResult, call_data, dispatch_tool, result_data
@@ -225,12 +225,17 @@ class PolicyGate:
         if found is None or found[0].verdict == "allow":
             return None
         decision, state = found
-        if decision.verdict == "ask" and agent is not None:
-            denied = await review_call(runtime.review, agent, call, decision, state, turn=turn, step=step,
-                                       signal=signal)
-            if denied is None:
-                return None
-            decision = denied
         session = agent.session if (log and agent is not None) else None
-        return gate.refuse(session, call, decision, state, turn=turn, step=step)
+        if decision.verdict != "ask" or agent is None:
+            return gate.refuse(session, call, decision, state, turn=turn, step=step)
+        # a caller that left the call's tool/call pending (the step driver) has it written with
+        # the review request, so a suspended review's call is in the log
+        pending = pending_call(session) if session is not None else None
+        denied = await review_call(runtime.review, agent, call, decision, state, turn=turn, step=step,
+                                   signal=signal)
+        call_seq = pending.ensure_written() if pending is not None else None
+        if denied is None:
+            return None
+        return gate.refuse(session, call, denied, state, turn=turn, step=step, log_call=call_seq is None,
+                           call_seq=call_seq)
 

@@ -113,16 +113,16 @@ async def _authorize_and_suspend(host: Any) -> str:
 
 
 def test_a_review_of_a_call_crash_repair_closed_is_void(tmp_path: Path) -> None:
-    """A host tool reviewed through ``authorize`` logs no ``tool/call``; after a crash the
-    repaired call ("did not start") leaves no open review behind to block the next one."""
-    import gc
-
+    """A log written before host tool calls were logged with their review request holds the
+    request alone (no ``tool/call``); after a crash the repaired call ("did not start") leaves no
+    open review behind to block the next one."""
     host = _host(POLICY, tmp_path)
     rid = asyncio.run(_authorize_and_suspend(host))
-    log = host.session.log
-    del host  # the process that ran the turn is gone
-    gc.collect()
-    again = open_session(load_config_text(POLICY), log, review=SuspendingReviewChannel())
+    earlier = MemoryLog(SessionHeader("s-earlier", cwd=str(tmp_path)))
+    for event in host.session.events:
+        if event.type != "tool/call":
+            earlier.append(event.type, event.data, surface_op=event.surface_op, ignorable=event.ignorable)
+    again = open_session(load_config_text(POLICY), earlier, review=SuspendingReviewChannel())
     state = review_state(again.session)
     assert rid in state.redeemed and state.redeemed[rid].reason == "call-closed"
     assert state.open == ()

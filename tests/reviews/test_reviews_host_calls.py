@@ -1,0 +1,235 @@
+"""A host tool reviewed through ``StagedSession.authorize`` (an ``ask`` rule on a tool the host
+runs itself): its ``tool/call`` is logged with the review request, so the review outlives the
+worker; ``authorize`` of the same call in a new process reads the logged answer, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm_stage import ToolCall, open_session
+from fsm_stage.config import load_config_text
+from fsm_stage.constants import REQUEST_HEADER
+from fsm_stage.errors import DriverStateError, ReviewPending
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews import (
+    ReviewChannel,
+    ScriptedReviewChannel,
+    SuspendingReviewChannel,
+    answer_review,
+    review_state,
+)
+from fsm_stage.runtime import user_message
+
+POLICY = """
+name: pol
+section: Call goto_stage when done.
+initial: verify
+stages:
+  - name: verify
+    instruction: Verify.
+    tools:
+      ask: [apply_patch]
+    targets: [done]
+  - name: done
+    instruction: Done.
+"""
+CALL = ToolCall("h1", "apply_patch", '{"p": "one"}')
+
+
+def _open(path: Path, review: ReviewChannel | None = None) -> Any:
+    """A worker over the JSONL log at ``path`` (created when missing), with crash repair."""
+    log = JsonlLog(path, header=SessionHeader("s", cwd=str(path.parent)))
+    return open_session(load_config_text(POLICY), log, review=review or SuspendingReviewChannel(),
+                        plan_mode=False)
+
+
+def _reply(host: Any, call: ToolCall = CALL) -> None:
+    host.agent.steer(user_message("patch it"))
+    host.driver.start_turn()
+    host.driver.begin_step()
+    host.driver.record_reply("", [call])
+
+
+_WORKER = """
+import asyncio, sys
+sys.path.insert(0, {tests!r})
+from test_reviews_host_calls import CALL, _open, _reply
+from fsm_stage.errors import ReviewPending
+host = _open(__import__("pathlib").Path({path!r}))
+if {reply!r}:
+    _reply(host)
+try:
+    asyncio.run(host.driver.authorize(CALL))
+except ReviewPending as pending:
+    print(pending.review_id)
+else:
+    print("ran")
+"""
+
+
+def _worker(path: Path, *, reply: bool = True) -> str:
+    """A worker process over ``path``: the model calls apply_patch (``reply``) and the worker
+    authorizes it; returns the review id the call waits for, or ``ran`` when authorized. The
+    process then exits without recording a result, as a crashed worker would."""
+    script = _WORKER.format(tests=str(Path(__file__).parent), path=str(path), reply=reply)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         check=True)
+    return out.stdout.strip()
+
+
+def _suspend(path: Path) -> str:
+    """Worker one: the model calls apply_patch, its review suspends; the worker exits."""
+    review_id = _worker(path)
+    assert review_id.startswith("rv_"), review_id
+    return review_id
+
+
+def _types(host: Any) -> list[str]:
+    return [e.type for e in host.session.events if e.type != REQUEST_HEADER]
+
+
+def _of_call(host: Any, event_type: str, call_id: str = "h1") -> list[Any]:
+    out = []
+    for e in host.session.events:
+        data = e.data if isinstance(e.data, dict) else {}
+        source = (data.get("message") or {}).get("source") or {}
+        if e.type == event_type and (data.get("callId") == call_id or source.get("callId") == call_id):
+            out.append(e)
+    return out
+
+
+def test_the_call_is_logged_with_its_review_request_and_stays_suspended_after_a_restart(
+        tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)  # worker two: crash repair leaves the suspended turn open
+    assert host.session.is_turn_open
+    calls = _of_call(host, "tool/call")
+    assert len(calls) == 1 and host.session.events[calls[0].seq + 1].type == "fsm/review/request"
+    suspended = host.driver.suspended()
+    assert suspended is not None and [(c.call.id, c.review_id) for c in suspended.calls] == [("h1", rid)]
+    assert [r.id for r in review_state(host.session).open] == [rid]
+
+
+def test_an_approval_given_elsewhere_lets_the_new_worker_run_the_call_once(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    answer_review(host.session, rid, "approve", by="alice")
+    assert asyncio.run(host.driver.authorize(CALL)) is None
+    assert asyncio.run(host.driver.authorize(CALL)) is None  # until recorded: the same verdict
+    host.driver.record_tool_result(CALL, "patched")
+    assert len(_of_call(host, "tool/call")) == 1
+    results = _of_call(host, "tool/result")
+    assert len(results) == 1 and results[0].source_event_seqs == (_of_call(host, "tool/call")[0].seq,)
+    red = review_state(host.session).redeemed[rid]
+    assert red.applied is True
+    assert _types(host).count("fsm/review/redeemed") == 1
+    with pytest.raises(DriverStateError, match="already ran"):
+        asyncio.run(host.driver.authorize(CALL))
+    assert host.driver.end_step() is True
+
+
+def test_a_refusal_given_elsewhere_is_the_calls_result(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    answer_review(host.session, rid, "keep", feedback="not on main")
+    refused = asyncio.run(host.driver.authorize(CALL))
+    assert refused is not None and refused.is_error and "not on main" in refused.text
+    results = _of_call(host, "tool/result")
+    assert len(results) == 1 and len(_of_call(host, "tool/call")) == 1
+    assert review_state(host.session).answered[rid].outcome == "keep"
+    assert all(not r.applied for r in review_state(host.session).redeemed.values())
+    host.driver.end_step()
+
+
+def test_an_unanswered_review_suspends_the_new_worker_again_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    before = len(host.session)
+    with pytest.raises(ReviewPending) as again:
+        asyncio.run(host.driver.authorize(CALL))
+    assert again.value.review_id == rid and len(host.session) == before
+    with pytest.raises(ReviewPending):
+        asyncio.run(host.driver.resume())
+    assert len(host.session) == before
+
+
+def test_resume_leaves_an_approved_host_call_to_the_host(tmp_path: Path) -> None:
+    """The runtime cannot run the host's tool: ``resume`` neither redeems the approval nor
+    writes a result for it, and ``authorize`` then lets the host run it."""
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    answer_review(host.session, rid, "approve")
+    before = len(host.session)
+    assert asyncio.run(host.driver.resume()) == [] and len(host.session) == before
+    assert asyncio.run(host.driver.authorize(CALL)) is None
+    assert review_state(host.session).redeemed[rid].applied is True
+
+
+def test_an_approval_used_by_a_worker_that_died_before_the_result_is_outcome_unknown(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    answer_review(_open(path).session, rid, "approve")
+    assert _worker(path, reply=False) == "ran"  # authorized: the tool may have run, no result
+    again = _open(path)
+    refused = asyncio.run(again.driver.authorize(CALL))
+    assert refused is not None and refused.is_error
+    result = _of_call(again, "tool/result")
+    assert len(result) == 1 and result[0].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+    assert _types(again).count("fsm/review/redeemed") == 1
+
+
+def test_an_in_process_approval_writes_the_call_with_the_request_and_the_result_alone(tmp_path: Path) -> None:
+    host = _open(tmp_path / "s.jsonl", ScriptedReviewChannel().approve())
+    _reply(host)
+    assert asyncio.run(host.driver.authorize(CALL)) is None
+    host.driver.record_tool_result(CALL, "patched")
+    assert _types(host)[-6:] == ["assistant/message", "tool/call", "fsm/review/request",
+                                 "fsm/review/answer", "fsm/review/redeemed", "tool/result"]
+
+
+def test_an_in_process_denial_logs_the_call_once(tmp_path: Path) -> None:
+    host = _open(tmp_path / "s.jsonl", ScriptedReviewChannel().keep("no"))
+    _reply(host)
+    refused = asyncio.run(host.driver.authorize(CALL))
+    assert refused is not None and refused.is_error
+    assert len(_of_call(host, "tool/call")) == 1 and len(_of_call(host, "tool/result")) == 1
+    assert len(_of_call(host, "fsm/tool/refused")) == 1
+    host.driver.end_step()
+
+
+def test_a_result_recorded_while_the_review_waits_closes_the_review(tmp_path: Path) -> None:
+    """The host gives up on the call (records an error without running it): its review is
+    closed with it, so the inbox does not list it and it blocks no later tool review."""
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    host.driver.record_tool_result(CALL, "Error: not run", is_error=True)
+    state = review_state(host.session)
+    assert state.open == () and state.redeemed[rid].reason == "call-closed"
+    assert len(_of_call(host, "tool/call")) == 1
+    host.driver.end_step()
+
+
+def test_a_call_id_reused_in_a_later_turn_is_reviewed_anew(tmp_path: Path) -> None:
+    """``authorize`` answers None again for a call it let run until its result is recorded; a
+    later turn's call with the same id (some providers number calls per reply) is a new call,
+    judged by its own review."""
+    host = _open(tmp_path / "s.jsonl", ScriptedReviewChannel().approve().keep("no"))
+    _reply(host)
+    assert asyncio.run(host.driver.authorize(CALL)) is None
+    asyncio.run(host.driver.cancel())  # the host stops before running or recording it
+    _reply(host)
+    refused = asyncio.run(host.driver.authorize(CALL))
+    assert refused is not None and refused.is_error and "(no)" in refused.text

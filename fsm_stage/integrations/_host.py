@@ -26,8 +26,6 @@ from fsm_stage.observe import span_attributes
 from fsm_stage.resources import data_dir
 from fsm_stage.reviews._answer import answer_review, review_state
 from fsm_stage.reviews._channel import ReviewChannel, SuspendingReviewChannel
-from fsm_stage.reviews._flow import redeem
-from fsm_stage.reviews._fold import CALL_CLOSED
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.tools import ToolCall, ToolResult
 
@@ -98,21 +96,13 @@ class StageHost(SessionHost):
     # --- one step --------------------------------------------------------------------------------
 
     def settle_dropped(self, text: str = NOT_EXECUTED) -> None:
-        """Record an error result for each call of the open step the framework never executed.
-        A host tool's review of such a call (asked through ``authorize``) is closed with it
-        (``call-closed``): the call is gone, so its review neither waits in the inbox nor blocks
-        the session's next tool review."""
+        """Record an error result for each call of the open step the framework never executed
+        (a suspended ``goto_stage`` / ``exit_plan_mode`` waits for ``resume_call`` instead). A
+        host tool's review of such a call is closed with it (``call-closed``): the call is gone,
+        so its review neither waits in the inbox nor blocks the session's next tool review."""
         for call in self.driver.unsettled():
-            if self.open_review(call.id) is None:
+            if call.name not in FSM_TOOLS or self.open_review(call.id) is None:
                 self.driver.record_tool_result(call, text, is_error=True)
-                self._close_reviews_of(call.id)
-
-    def _close_reviews_of(self, call_id: str) -> None:
-        state = review_state(self.session)
-        for review_id in state.live:
-            record = state.records[review_id]
-            if record.call_id == call_id:
-                redeem(self.session, record, lambda: CALL_CLOSED)
 
     def step(self, user_text: str | None = None) -> StepRequest:
         """End the open step (settled) and begin the next one, starting a turn when none is
@@ -173,10 +163,12 @@ class StageHost(SessionHost):
         text as feedback); a call answered elsewhere (CLI, another process) is settled from its
         logged answer. Returns the open step's unsettled calls when one of them waits on a
         review the framework knows nothing of (its history is older than the log: a retry, a
-        stale snapshot): the adapter replays them as the model's reply instead of asking the
-        model, so the framework asks for the approval again. ``[]`` otherwise."""
+        stale snapshot, a restart), or is a host tool's call the framework has not run: the
+        adapter replays them as the model's reply instead of asking the model, so the framework
+        asks for the approval again or runs the approved call. ``[]`` otherwise."""
         pending = self.pending_reviews()
-        if any(not answered and returned(call.id) is None for call, _r, answered in pending):
+        if any(returned(call.id) is None and (not answered or call.name not in FSM_TOOLS)
+               for call, _r, answered in pending):
             return list(self.driver.unsettled())
         await self.keep_unanswered(returned)
         return []
@@ -254,12 +246,23 @@ class StageHost(SessionHost):
 
     async def keep_unanswered(self, feedback: Callable[[str], str | None] = lambda _call_id: None) -> None:
         """The framework denied suspended calls without ``answer``: record keep (``feedback(call_id)``)
-        for each unanswered review and settle the step (``resume``), so the next step can begin."""
+        for each unanswered review and settle the step, so the next step can begin: fsm_stage's
+        calls through ``resume``, a host tool's call from its logged answer (a refusal; an approved
+        call the framework did not run is recorded as not executed)."""
         pending = self.pending_reviews()
         for call, review_id, answered in pending:
             if not answered:
                 self.answer(review_id, False, feedback=feedback(call.id))
-        if pending:
+        answers = review_state(self.session).answered
+        for call, review_id, _answered in pending:
+            if call.name in FSM_TOOLS:
+                continue
+            answer = answers.get(review_id)
+            if answer is not None and answer.outcome == "approve":  # approved, but the framework
+                self.driver.record_tool_result(call, NOT_EXECUTED, is_error=True)  # did not run it
+            else:
+                await self.driver.authorize(call)  # the logged answer: its refusal is recorded
+        if any(call.name in FSM_TOOLS for call, _r, _a in pending):
             await self.driver.resume()
 
     # --- reviews ---------------------------------------------------------------------------------

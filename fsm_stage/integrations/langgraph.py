@@ -82,6 +82,15 @@ def _answer(host: StageHost, review_id: str, value: Any) -> None:
         host.answer(review_id, value is True or value == "Approve")
 
 
+def _ask(host: StageHost, call: ToolCall, review_id: str, kind: str) -> None:
+    """``interrupt`` for the review ``review_id`` of ``call`` unless it is answered in the log
+    already; the value it resumes with is recorded as the answer."""
+    if not any(rid == review_id and answered for _c, rid, answered in host.pending_reviews()):
+        value = interrupt({"review_id": review_id, "call_id": call.id, "tool": call.name,
+                           "kind": kind, "arguments": json.loads(call.arguments)})
+        _answer(host, review_id, value)
+
+
 async def _run_fsm(host: StageHost, call: ToolCall) -> str:
     review_id = host.open_review(call.id)
     if review_id is None:
@@ -89,11 +98,7 @@ async def _run_fsm(host: StageHost, call: ToolCall) -> str:
             return await host.run_fsm_tool(call)
         except ReviewPending as pending:
             review_id = pending.review_id
-    if not any(rid == review_id and answered for _c, rid, answered in host.pending_reviews()):
-        value = interrupt({"review_id": review_id, "call_id": call.id, "tool": call.name,
-                           "kind": "plan" if call.name == "exit_plan_mode" else "stage",
-                           "arguments": json.loads(call.arguments)})
-        _answer(host, review_id, value)
+    _ask(host, call, review_id, "plan" if call.name == "exit_plan_mode" else "stage")
     return await host.resume_call(call.id)
 
 
@@ -102,8 +107,13 @@ async def _run_host_tool(host: StageHost, call: ToolCall,
                          ) -> ToolMessage | Command[Any]:
     """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
     the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
-    exception is recorded as an error result and re-raised)."""
-    refusal = await host.refusal(call)
+    exception is recorded as an error result and re-raised). An ``ask`` rule's review that waits
+    is an ``interrupt`` (kind ``tool``), as fsm_stage's own reviews are."""
+    try:
+        refusal = await host.refusal(call)
+    except ReviewPending as pending:
+        _ask(host, call, pending.review_id, "tool")
+        refusal = await host.refusal(call)  # the logged answer decides
     if refusal is not None:
         return ToolMessage(content=refusal, tool_call_id=call.id, name=call.name, status="error")
     try:

@@ -162,17 +162,39 @@ async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], 
 
 
 def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
-    """Copies of the host's ``tools`` whose executions go through ``_run_host_tool``."""
+    """Copies of the host's ``tools`` whose executions go through ``_run_host_tool``. A call an
+    ``ask`` rule reviews needs approval (an interruption, answered with ``approve`` / ``reject``);
+    otherwise the tool's own ``needs_approval`` decides."""
     out = []
     for tool in tools:
         def invoke(ctx: ToolContext[Any], args: str, _tool: FunctionTool = tool) -> Awaitable[Any]:
-            return _run_host_tool(host, host.required_call(ctx.tool_call_id, ctx.tool_name, args),
-                                  lambda: _tool.on_invoke_tool(ctx, args))
+            call = host.required_call(ctx.tool_call_id, ctx.tool_name, args)
+            review_id = host.open_review(call.id)
+            if review_id is not None:  # approved on RunState without approve(): record it
+                host.answer(review_id, True, by="openai-agents")
+            return _run_host_tool(host, call, lambda: _tool.on_invoke_tool(ctx, args))
         out.append(FunctionTool(name=tool.name, description=tool.description,
                                 params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,
                                 strict_json_schema=tool.strict_json_schema,
-                                needs_approval=tool.needs_approval))
+                                needs_approval=_policy_approval(host, tool)))
     return out
+
+
+def _policy_approval(host: StageHost, tool: FunctionTool,
+                     ) -> Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]:
+    """``needs_approval`` of a host tool copy: True while the policy's review of the call waits;
+    for a call the policy refused (logged) False, so the copy returns the refusal; else the
+    tool's own ``needs_approval``."""
+    async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        if host.settled_result(call_id) is None:
+            try:
+                if await host.refusal(host.required_call(call_id, tool.name, json.dumps(params))):
+                    return False
+            except ReviewPending:
+                return True
+        own = tool.needs_approval
+        return bool(await own(ctx, params, call_id)) if callable(own) else bool(own)
+    return needs_approval
 
 
 def _review_of(host: StageHost, item: ToolApprovalItem) -> str | None:

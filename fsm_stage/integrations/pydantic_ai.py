@@ -150,10 +150,7 @@ class StageCapability(AbstractCapability[Any]):
     def _fsm_tool(self, name: str) -> Callable[..., Awaitable[str]]:
         async def run(ctx: RunContext[Any], **args: Any) -> str:
             call = ToolCall(ctx.tool_call_id or "", name, json.dumps(args, ensure_ascii=False))
-            review_id = self.host.open_review(call.id)
-            if review_id is not None and ctx.tool_call_approved:
-                # DeferredToolResults(approvals={id: True}) given to pydantic-ai directly
-                self.host.answer(review_id, True, by="pydantic-ai")
+            self._approved_directly(ctx, call.id)
             try:
                 return await self.host.run_fsm_tool(self._logged(call))
             except ReviewPending as pending:
@@ -220,11 +217,23 @@ class StageCapability(AbstractCapability[Any]):
 
     async def wrap_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition,
                                 args: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Host tools go through ``_run_host_tool``; fsm_stage's own run in their tool function."""
+        """Host tools go through ``_run_host_tool``; fsm_stage's own run in their tool function.
+        A host tool whose ``ask`` review waits is a deferred approval (``ApprovalRequired``);
+        approved through ``DeferredToolResults`` directly, the approval is recorded."""
         if call.tool_name in FSM_TOOLS:
             return await handler(args)
         logged = self._logged(ToolCall(call.tool_call_id, call.tool_name, call.args_as_json_str()))
-        return await _run_host_tool(self.host, logged, lambda: handler(args))
+        self._approved_directly(ctx, logged.id)
+        try:
+            return await _run_host_tool(self.host, logged, lambda: handler(args))
+        except ReviewPending as pending:
+            raise ApprovalRequired({"review_id": pending.review_id, "kind": pending.kind}) from None
+
+    def _approved_directly(self, ctx: RunContext[Any], call_id: str) -> None:
+        """``DeferredToolResults(approvals={id: True})`` given to pydantic-ai directly: record it."""
+        review_id = self.host.open_review(call_id)
+        if review_id is not None and ctx.tool_call_approved:
+            self.host.answer(review_id, True, by="pydantic-ai")
 
     # --- reviews ---------------------------------------------------------------------------------
 

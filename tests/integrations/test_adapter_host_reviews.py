@@ -1,0 +1,267 @@
+"""A host tool under an ``ask`` rule, in every adapter: its review is the framework's own approval
+(pydantic-ai's deferred approval, a LangGraph interrupt, an Agents SDK interruption), the call is
+logged with its review request, and a new process over the same log finds the waiting call,
+records the answer and runs the tool exactly once (or tells the model it was refused)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sdk_check import sdk
+
+from fsm_stage.config import load_config_text
+from fsm_stage.integrations._host import StageHost
+from fsm_stage.log.events import SessionHeader
+from fsm_stage.log.jsonl import JsonlLog
+from fsm_stage.reviews import SuspendingReviewChannel, review_state
+
+ASK_GRAPH = """\
+name: host-tool-reviews
+section: Call goto_stage with one of << stage_targets >>.
+stages:
+  - name: explore
+    instruction: Explore.
+    tools:
+      ask: [apply_patch]
+  - name: verify
+    instruction: Verify.
+"""
+PATCH = {"patch": "+--greeting"}
+
+
+def _open(path: Path) -> StageHost:
+    """A worker's host over the JSONL log at ``path`` (a new process opens it the same way)."""
+    log = JsonlLog(path, header=SessionHeader("s-host", cwd=str(path.parent)))
+    return StageHost.open(log, graph=load_config_text(ASK_GRAPH, "g.yaml"), plan_mode=False,
+                          review=SuspendingReviewChannel())
+
+
+def _restart(host: StageHost, path: Path) -> StageHost:
+    """The worker exits (its log closed, the lock released); a new one opens the log."""
+    host.session.log.close()  # type: ignore[attr-defined]
+    return _open(path)
+
+
+def _settled_once(host: StageHost, ran: list[Any], *, approved: bool) -> None:
+    """One ``tool/call`` and one ``tool/result`` for the patch call, the tool run once when
+    approved (never otherwise), and the review answered and no longer open."""
+    types = [e.type for e in host.session.events]
+    assert types.count("tool/call") == 1 and types.count("tool/result") == 1
+    assert len(ran) == (1 if approved else 0)
+    state = review_state(host.session)
+    assert state.open == () and [a.outcome for a in state.answered.values()] == (
+        ["approve"] if approved else ["keep"])
+
+
+def _fresh() -> Path:
+    return Path(tempfile.mkdtemp()) / "s.jsonl"
+
+
+# --- pydantic-ai -----------------------------------------------------------------------------------
+
+
+def _pydantic_agent(host: StageHost, ran: list[Any]) -> tuple[Any, Any]:
+    sdk("pydantic_ai")
+    from pydantic_ai import Agent, DeferredToolRequests
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from fsm_stage.integrations.pydantic_ai import StageCapability
+
+    def model(messages: list[Any], _info: Any) -> Any:
+        returned = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if returned:
+            return ModelResponse(parts=[TextPart(f"Done: {returned[-1].content}")])
+        return ModelResponse(parts=[ToolCallPart("apply_patch", json.dumps(PATCH), "call_patch")])
+
+    cap = StageCapability(host)
+    agent: Any = Agent(FunctionModel(model), capabilities=[cap], output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    return agent, cap
+
+
+def test_pydantic_ai_a_host_tool_review_is_a_deferred_approval_that_survives_a_restart() -> None:
+    from pydantic_ai import DeferredToolRequests
+
+    path, ran = _fresh(), []
+    host = _open(path)
+    agent, _cap = _pydantic_agent(host, ran)
+    out = agent.run_sync("Patch the CLI.").output
+    assert isinstance(out, DeferredToolRequests) and [p.tool_name for p in out.approvals] == ["apply_patch"]
+    assert out.metadata["call_patch"]["kind"] == "tool" and ran == []
+    host2 = _restart(host, path)  # a new worker over the same log
+    agent2, cap2 = _pydantic_agent(host2, ran)
+    pending = cap2.pending()
+    assert pending is not None and [p.tool_call_id for p in pending.approvals] == ["call_patch"]
+    out = agent2.run_sync(message_history=cap2.message_history(), deferred_tool_results=cap2.results(pending))
+    assert out.output == "Done: patched"
+    _settled_once(host2, ran, approved=True)
+
+
+def test_pydantic_ai_a_refused_host_tool_never_runs_and_the_model_is_told() -> None:
+    path, ran = _fresh(), []
+    agent, cap = _pydantic_agent(_open(path), ran)
+    out = agent.run_sync("Patch the CLI.").output
+    agent.run_sync(message_history=cap.message_history(),
+                   deferred_tool_results=cap.results(out, approve=False, feedback="not on main"))
+    _settled_once(cap.host, ran, approved=False)
+    assert "not on main" in (cap.host.recorded_result("call_patch") or "")
+
+
+# --- LangGraph -------------------------------------------------------------------------------------
+
+
+def _langgraph(host: StageHost, ran: list[Any]) -> Any:
+    sdk("langgraph")
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from fsm_stage.integrations.langgraph import stage_graph
+
+    @tool
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    return stage_graph(host, _lg_model(), [apply_patch], checkpointer=InMemorySaver())
+
+
+def _lg_model() -> Any:
+    """LangChain's fake chat model: calls apply_patch once, then answers with its result."""
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class Chat(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatResult:
+            returned = [m for m in messages if isinstance(m, ToolMessage)]
+            reply = AIMessage(f"Done: {returned[-1].text}") if returned else AIMessage(
+                "", tool_calls=[{"name": "apply_patch", "args": PATCH, "id": "call_patch"}])
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    return Chat(responses=[])
+
+
+def _lg_run(graph: Any, payload: Any) -> Any:
+    return asyncio.run(graph.ainvoke(payload, {"configurable": {"thread_id": "t"}}))
+
+
+def test_langgraph_a_host_tool_review_is_an_interrupt_and_a_new_graph_resumes_from_the_log() -> None:
+    sdk("langgraph")
+
+    path, ran = _fresh(), []
+    host = _open(path)
+    out = _lg_run(_langgraph(host, ran), {"session": host.session.id, "prompt": "Patch the CLI."})
+    (pending,) = out["__interrupt__"]
+    assert pending.value["kind"] == "tool" and pending.value["tool"] == "apply_patch" and ran == []
+    assert pending.value["arguments"] == PATCH
+    host2 = _restart(host, path)  # a new worker, a new graph and checkpointer: the answer via the log
+    [(call, review_id, answered)] = host2.pending_reviews()
+    assert call.id == "call_patch" and not answered
+    host2.answer(review_id, True, by="bob")
+    out = _lg_run(_langgraph(host2, ran), {"session": host2.session.id})
+    assert "__interrupt__" not in out
+    _settled_once(host2, ran, approved=True)
+    assert host2.recorded_result("call_patch") == "patched"
+
+
+def test_langgraph_a_resume_false_refuses_the_host_tool() -> None:
+    sdk("langgraph")
+    from langgraph.types import Command
+
+    path, ran = _fresh(), []
+    host = _open(path)
+    graph = _langgraph(host, ran)
+    out = _lg_run(graph, {"session": host.session.id, "prompt": "Patch the CLI."})
+    assert out["__interrupt__"][0].value["tool"] == "apply_patch"
+    _lg_run(graph, Command(resume={"approve": False, "feedback": "not on main"}))
+    _settled_once(host, ran, approved=False)
+    assert "not on main" in (host.recorded_result("call_patch") or "")
+
+
+# --- the OpenAI Agents SDK -------------------------------------------------------------------------
+
+
+def _agents_sdk(host: StageHost, ran: list[Any]) -> Any:
+    sdk("agents")
+    from agents import Agent, function_tool, set_tracing_disabled
+    from oa_fake import FakeModel
+
+    from fsm_stage.integrations.openai_agents import StagedModel, host_tools, stage_tools
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    def move(h: StageHost) -> tuple[str, dict[str, str]] | None:
+        settled = any(e.type == "tool/result" for e in h.session.events)
+        return None if settled else ("apply_patch", PATCH)
+
+    fake = FakeModel(host, move)
+    return Agent(name="dev", model=StagedModel(fake, host),
+                 tools=[*stage_tools(host), *host_tools(host, [apply_patch])])
+
+
+def test_agents_sdk_a_host_tool_review_is_an_interruption_and_survives_a_restart() -> None:
+    sdk("agents")
+    from agents import Runner
+
+    from fsm_stage.integrations.openai_agents import approve
+
+    async def run() -> None:
+        path, ran = _fresh(), []
+        host = _open(path)
+        result = await Runner.run(_agents_sdk(host, ran), "Patch the CLI.")
+        assert [i.raw_item.name for i in result.interruptions] == ["apply_patch"] and ran == []
+        host2 = _restart(host, path)  # a new process: no RunState, the log only
+        [(call, _review_id, answered)] = host2.pending_reviews()
+        assert call.name == "apply_patch" and not answered
+        agent2 = _agents_sdk(host2, ran)
+        result = await Runner.run(agent2, "")  # the waiting call is replayed: asked again
+        assert [i.raw_item.name for i in result.interruptions] == ["apply_patch"]
+        state = result.to_state()
+        approve(host2, state, result.interruptions[0])
+        result = await Runner.run(agent2, state)
+        assert result.final_output == "Verified."
+        _settled_once(host2, ran, approved=True)
+
+    asyncio.run(run())
+
+
+def test_agents_sdk_a_rejected_host_tool_never_runs() -> None:
+    sdk("agents")
+    from agents import Runner
+
+    from fsm_stage.integrations.openai_agents import reject
+
+    async def run() -> None:
+        path, ran = _fresh(), []
+        host = _open(path)
+        agent = _agents_sdk(host, ran)
+        result = await Runner.run(agent, "Patch the CLI.")
+        state, (item,) = result.to_state(), result.interruptions
+        reject(host, state, item, "not on main")
+        result = await Runner.run(agent, state)
+        assert result.final_output == "Verified."
+        _settled_once(host, ran, approved=False)
+        assert "not on main" in (host.recorded_result(item.raw_item.call_id) or "")
+
+    asyncio.run(run())

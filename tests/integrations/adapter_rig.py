@@ -14,6 +14,18 @@ from fsm_stage.reviews import Answer, ReviewChannel, ScriptedReviewChannel
 from fsm_stage.runtime.assembly import SystemSection
 
 HOST_SECTION = "You are a careful coding agent."
+ASK_GRAPH = """\
+name: host-tool-reviews
+section: Call goto_stage with one of << stage_targets >>.
+stages:
+  - name: explore
+    instruction: Explore.
+    tools:
+      ask: [apply_patch]
+  - name: verify
+    instruction: Verify.
+"""
+"""A stage graph whose first stage asks a human before the host's ``apply_patch`` runs."""
 PLAN = "# Plan\n1. add --greeting\n2. test it"
 
 

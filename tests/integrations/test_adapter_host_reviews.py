@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from adapter_rig import ASK_GRAPH
 from sdk_check import sdk
 
 from fsm_stage.config import load_config_text
@@ -19,17 +20,6 @@ from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.reviews import SuspendingReviewChannel, review_state
 
-ASK_GRAPH = """\
-name: host-tool-reviews
-section: Call goto_stage with one of << stage_targets >>.
-stages:
-  - name: explore
-    instruction: Explore.
-    tools:
-      ask: [apply_patch]
-  - name: verify
-    instruction: Verify.
-"""
 PATCH = {"patch": "+--greeting"}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from adapter_rig import make_host
+from adapter_rig import ASK_GRAPH, make_host
 from policy_rules import PLAN_GRAPHS, ROWS, approving, config, verdict_in, workspace_at
 from sdk_check import sdk
 
@@ -105,19 +105,6 @@ def test_rule(row_id: str, package: str, tmp_path: Path) -> None:
     text = out if isinstance(out, str) else out.content
     assert verdict_in(host.session.events, call.id, len(ran)) == row.verdict, row.rule
     assert host.recorded_result(call.id) == text
-
-
-ASK_GRAPH = """\
-name: host-tool-reviews
-section: Call goto_stage with one of << stage_targets >>.
-stages:
-  - name: explore
-    instruction: Explore.
-    tools:
-      ask: [apply_patch]
-  - name: verify
-    instruction: Verify.
-"""
 
 
 def test_a_dropped_host_tool_call_closes_its_review(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_rig import GRAPH
 
 from fsm_stage import ToolCall, open_session
 from fsm_stage.config import load_config_text
@@ -27,26 +28,13 @@ from fsm_stage.reviews import (
 )
 from fsm_stage.runtime import user_message
 
-POLICY = """
-name: pol
-section: Call goto_stage when done.
-initial: verify
-stages:
-  - name: verify
-    instruction: Verify.
-    tools:
-      ask: [apply_patch]
-    targets: [done]
-  - name: done
-    instruction: Done.
-"""
 CALL = ToolCall("h1", "apply_patch", '{"p": "one"}')
 
 
 def _open(path: Path, review: ReviewChannel | None = None) -> Any:
     """A worker over the JSONL log at ``path`` (created when missing), with crash repair."""
     log = JsonlLog(path, header=SessionHeader("s", cwd=str(path.parent)))
-    return open_session(load_config_text(POLICY), log, review=review or SuspendingReviewChannel(),
+    return open_session(load_config_text(GRAPH), log, review=review or SuspendingReviewChannel(),
                         plan_mode=False)
 
 

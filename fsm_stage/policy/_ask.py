@@ -105,17 +105,17 @@ async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCa
         stale = flow.state_of(session).by_call(call.id, TOOL_REVIEW_KIND)
         if stale is not None and _approved_unused(session, stale):
             flow.redeem(session, stale, lambda: "payload-changed")
-        return Decision("deny", f"{decision.rule}: the call changed since it was reviewed", decision.scope)
+        return _unapproved(decision, ": the call changed since it was reviewed")
     if record is None:
         if channel is None:
-            return Decision("deny", f"{decision.rule} (no review channel to ask)", decision.scope)
+            return _unapproved(decision, " (no review channel to ask)")
         rules = rules_json(state.graph.review) if state.graph is not None else None
         ticket = flow.Ticket(TOOL_REVIEW_KIND, reviewed_from(state), call.name, (APPROVE, DENY), None, None,
                              digest, rules, call.arguments)
         try:
             record = flow.open_request(session, ticket, call.id, "tool")
         except _ReviewBusy as busy:
-            return Decision("deny", f"{decision.rule}: {busy.text}", decision.scope)
+            return _unapproved(decision, f": {busy.text}")
     question = review_question(call, decision, state)
 
     async def ask() -> list[Answer]:
@@ -127,14 +127,14 @@ async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCa
         outcome = await flow.conduct(session, record, ask=ask, interpret=_interpret(question.id),
                                      moved=lambda: None)
     except ReviewDismissed:
-        return Decision("deny", f"{decision.rule}: the reviewer dismissed the review", decision.scope)
+        return _unapproved(decision, ": the reviewer dismissed the review")
     except RecordShapeError as refused:  # the channel's feedback was refused: dismissed, so denied
-        return Decision("deny", f"{decision.rule}: {refused}", decision.scope)
+        return _unapproved(decision, f": {refused}")
     except ReviewPending:
         raise  # suspended: the call waits for its answer
     except Exception as failed:  # the channel failed (the review was dismissed): denied, as goto_stage is
         why = str(failed) or type(failed).__name__
-        return Decision("deny", f"{decision.rule}: the review failed ({why})", decision.scope)
+        return _unapproved(decision, f": the review failed ({why})")
     if outcome.answer.outcome == "approve":
         def check() -> str | None:
             if reviewed_from(state) != record.from_:
@@ -154,11 +154,15 @@ async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCa
             why = "the approval was used already (the approved call ran in another worker)"
         else:
             why = _REDEEM_REFUSALS.get(red.reason or "", f"the approval was not applied ({red.reason})")
-        return Decision("deny", f"{decision.rule}: {why}", decision.scope)
+        return _unapproved(decision, f": {why}")
     feedback = outcome.answer.feedback
     why = "dismissed" if outcome.answer.outcome == "dismiss" else "did not approve"
-    return Decision("deny", f"{decision.rule}: the reviewer {why}" + (f" ({feedback})" if feedback else ""),
-                    decision.scope)
+    return _unapproved(decision, f": the reviewer {why}" + (f" ({feedback})" if feedback else ""))
+
+
+def _unapproved(decision: Decision, why: str) -> Decision:
+    """The ``deny`` of an ``ask`` call the review did not approve: ``decision``'s rule + ``why``."""
+    return Decision("deny", decision.rule + why, decision.scope, unapproved=True)
 
 
 def _approved_unused(session: Session, record: ReviewRecord) -> bool:

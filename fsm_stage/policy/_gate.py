@@ -72,11 +72,14 @@ TOOL_REFUSED = "fsm/tool/refused"
 @attrs.frozen
 class Decision:
     """A policy's answer for one call: ``verdict``, the ``rule`` that decided (wording for the
-    model and the log), and ``scope`` (``"stage"`` or ``"plan mode"``)."""
+    model and the log), and ``scope`` (``"stage"`` or ``"plan mode"``); ``unapproved``: a
+    ``deny`` of a call an ``ask`` rule admits once a human approves it (the review refused it,
+    or could not be asked): the model is told so, not that the tool is barred here."""
 
     verdict: Verdict
     rule: str
     scope: str = "stage"
+    unapproved: bool = False
 
 
 def _describe(rule: ToolRuleConfig) -> str:
@@ -388,14 +391,17 @@ def _text(key: str, language: str, **variables: Any) -> str:
 
 
 def refusal_text(decision: Decision, state: PolicyState, call: ToolCall) -> str:
-    """The model-facing refusal (without the ``Error: `` prefix)."""
+    """The model-facing refusal (without the ``Error: `` prefix): a call the policy bars here
+    is told where it is allowed; a call that needed a human's approval is told it did not get it."""
     language = state.graph.language if state.graph is not None else "en"
-    stages = state.allowed_in(call)
     where = (
         _text("refusal.plan_mode", language, stage=state.stage or "")
         if decision.scope == "plan mode"
         else _text("refusal.stage", language, stage=state.stage or "")
     )
+    if decision.unapproved or decision.verdict == "ask":
+        return _text("refusal.not_approved", language, tool=call.name, where=where, rule=decision.rule)
+    stages = state.allowed_in(call)
     return _text(
         "refusal.denied", language, tool=call.name, where=where, rule=decision.rule, stages=", ".join(stages)
     ) + ("" if stages else _text("refusal.nowhere", language))

@@ -241,17 +241,28 @@ class DriverStateError(FsmStageError, RuntimeError):
 
 
 class TurnSuspendedError(DriverStateError):
-    """The open turn waits for a review (a suspended tool call): answer ``review_ids`` and
-    ``resume()``, or ``cancel()``. ``turn``; ``call_ids`` are the suspended calls."""
+    """The open turn has suspended tool calls (``call_ids``, bound to ``review_ids``; ``answered``
+    per call: its review has an answer): answer the reviews and ``resume()``, or ``cancel()``. A
+    call of the host's own tools whose review is answered waits for the host: ``authorize`` it,
+    run it, ``record_tool_result``. ``turn``: the open turn."""
 
     def __init__(self, turn: int | None, review_ids: tuple[str, ...] | list[str],
-                 call_ids: tuple[str, ...] | list[str]) -> None:
+                 call_ids: tuple[str, ...] | list[str], answered: tuple[bool, ...] | list[bool] = ()) -> None:
         self.turn = turn
         self.review_ids = tuple(review_ids)
         self.call_ids = tuple(call_ids)
-        super().__init__(
-            f"turn {turn} is suspended: review {', '.join(self.review_ids)} awaits an answer "
-            f"(tool call {', '.join(self.call_ids)}); answer it and call resume(), or cancel()")
+        self.answered = tuple(answered) or (False,) * len(self.call_ids)
+        rows = list(zip(self.review_ids, self.call_ids, self.answered, strict=False))
+        waiting = [(r, c) for r, c, a in rows if not a]
+        done = [c for _r, c, a in rows if a]
+        parts = []
+        if waiting:
+            parts.append(f"review {', '.join(r for r, _c in waiting)} awaits an answer (tool call "
+                         f"{', '.join(c for _r, c in waiting)}); answer it and call resume()")
+        if done:
+            parts.append(f"tool call {', '.join(done)} has its review answered: resume() settles it, or, "
+                         "for a tool you run yourself, authorize(call), run it and record_tool_result")
+        super().__init__(f"turn {turn} is suspended: {'; '.join(parts)}; or cancel()")
 
 
 class RecordShapeError(UserError, ValueError):

@@ -1,13 +1,15 @@
 """Host tool calls: the tool policy's verdict before the host runs one (``authorize``) and the
 record of what it returned (``record_tool_result``).
 
-A call an ``ask`` rule reviews is logged with its review request (its ``tool/call`` leads the
-request's batch, ``runtime.call_record``), so a review that waits for a human outlives the
-worker: the call is suspended in the log (``CallState.suspended``), crash repair leaves it open,
-and ``authorize`` of the same call, in this process or another, reads the logged answer. An
-approval is redeemed (used) when ``authorize`` returns None; a call whose approval was used and
-which has no result after a restart may have run: it gets ``TOOL_OUTCOME_UNKNOWN`` and is not
-authorized again. ``StagedSession.authorize`` / ``record_tool_result`` use these functions.
+A call is logged (``tool/call``) before the host runs it, so a crash mid-run says "outcome
+unknown" and the call is never run again. A call an ``ask`` rule reviews is logged with its
+review request (its ``tool/call`` leads the request's batch, ``runtime.call_record``), so a
+review that waits for a human outlives the worker: the call is suspended in the log
+(``CallState.suspended``), crash repair leaves it open, and ``authorize`` of the same call, in
+this process or another, reads the logged answer. A call ``authorize`` let run once (its
+approval used, or allowed outright) and which has no result may have run: ``authorize`` again
+gets ``TOOL_OUTCOME_UNKNOWN``, never a second run. ``StagedSession.authorize`` /
+``record_tool_result`` / ``resume`` use these functions.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.driver._openstep import CallState
 from fsm_stage.driver._repair import OUTCOME_UNKNOWN
+from fsm_stage.errors import AppendConflictError, DriverStateError
 from fsm_stage.log.events import NewEvent
-from fsm_stage.reviews._flow import redeem, state_of
-from fsm_stage.reviews._fold import CALL_CLOSED
+from fsm_stage.reviews._flow import call_closed_specs, state_of
 from fsm_stage.runtime import wording
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
@@ -26,62 +28,50 @@ from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
 from fsm_stage.runtime.tools import ToolResult, call_data, result_data, tool_result_message
 
-__all__ = ["authorize", "close_review", "left_to_host", "memo_key", "result_events"]
+__all__ = ["authorize", "by_host", "left_to_host", "result_events"]
 
 
 async def authorize(runtime: Runtime, agent: Agent, state: CallState, *,
                     signal: AbortSignal | None) -> ToolResult | None:
-    """The policy's verdict on the host call ``state`` (of the open step): None — run it; else
-    its refusal, logged. A call not logged yet goes to the runtime's gates with its
-    ``tool/call`` pending, so a review writes it with the request; a suspended call (logged,
-    its review asked before) is decided by the logged answer, its refusal logged as its
-    ``tool/result``. Raises ``ReviewPending`` while the review waits (nothing more written)."""
+    """The policy's verdict on the host call ``state`` (of the open step): None — run it (its
+    ``tool/call`` is logged); else its refusal, logged. A call not logged yet goes to the
+    runtime's gates with its ``tool/call`` pending, so a review writes it with the request; a
+    suspended call (its review asked before) is decided by the logged answer; a call let run
+    before gets ``TOOL_OUTCOME_UNKNOWN``. Raises ``ReviewPending`` while the review waits
+    (nothing more written); ``DriverStateError`` when another writer settled the call first."""
     session, call = agent.session, state.call
     turn, step = state.turn, state.step
+    spec = NewEvent(TOOL_CALL, call_data(call, turn, step))
     if state.call_seq is None:
-        pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
-        return await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step,
-                                                             signal=signal))
-    if _approval_used(session, state):  # authorized before (another process): it may have run
-        text = wording.text("repair.outcome_unknown")
-        unknown = ToolResult(call, text, True, message=tool_result_message(call, text, True))
-        data = result_data(unknown, turn, step)
-        data["error"] = dict(OUTCOME_UNKNOWN)
-        session.append(TOOL_RESULT, data, surface_op="append", source_event_seqs=[state.call_seq])
-        return unknown
-    refused = await runtime.authorize(agent, call, turn=turn, step=step, signal=signal, log=False)
-    if refused is not None:
-        session.append_many(result_events(state, refused, at=state.call_seq))
-    return refused
+        pending = PendingCall(session, spec)
+        refused = await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step,
+                                                                signal=signal))
+        if refused is None:  # dispatched: logged before the host runs it
+            pending.ensure_written(look=pending.seq is None and _reviewed(session, call.id))
+        return refused
+    if not _awaits_review(session, state):
+        return _outcome_unknown(session, state)
+    pending = PendingCall(session, spec, seq=state.call_seq)
+    return await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step, signal=signal))
 
 
-def result_events(state: CallState, result: ToolResult, *, at: int) -> list[NewEvent]:
+def result_events(session: Session, state: CallState, result: ToolResult, *, at: int) -> list[NewEvent]:
     """The events recording ``result`` for ``state``'s call: its ``tool/result`` pointing at the
-    logged ``tool/call``, or, for a call not logged yet, ``tool/call`` (to be written at seq
-    ``at``) + ``tool/result``."""
+    logged ``tool/call`` (with the redemptions that close its live reviews), or, for a call not
+    logged yet, ``tool/call`` (to be written at seq ``at``) + ``tool/result``."""
     data = result_data(result, state.turn, state.step)
     if state.call_seq is not None:
-        return [NewEvent(TOOL_RESULT, data, "append", [state.call_seq])]
+        return [NewEvent(TOOL_RESULT, data, "append", [state.call_seq]),
+                *call_closed_specs(session, state.call.id)]
     return [NewEvent(TOOL_CALL, call_data(state.call, state.turn, state.step)),
             NewEvent(TOOL_RESULT, data, "append", [at])]
 
 
-def close_review(session: Session, state: CallState) -> None:
-    """Close the review bound to ``state``'s call when it is still live (open, or approved and
-    not used): redeemed ``applied: false``, ``call-closed`` — the call has its result, so the
-    review neither waits in the inbox nor blocks the session's next tool review."""
-    if state.review_id is None:
-        return
-    reviews = state_of(session)
-    if state.review_id in reviews.live:
-        redeem(session, reviews.records[state.review_id], lambda: CALL_CLOSED)
-
-
-def memo_key(state: CallState) -> str:
-    """The key under which the driver remembers that it let ``state``'s call run: the call id
-    within its turn and step (a provider may reuse a call id in a later step; that call is
-    judged anew)."""
-    return repr((state.turn, state.step, state.call.id))
+def by_host(runtime: Runtime, session: Session, state: CallState) -> bool:
+    """Whether the host may ``authorize`` / record the logged call ``state``: a call of its own
+    tools, or one ``authorize`` let run; not a runtime tool's call waiting for its review (its
+    ``resume`` settles it)."""
+    return state.call.name not in runtime.tools or not _awaits_review(session, state)
 
 
 def left_to_host(runtime: Runtime, session: Session, state: CallState) -> bool:
@@ -94,7 +84,34 @@ def left_to_host(runtime: Runtime, session: Session, state: CallState) -> bool:
     return answer is not None and answer.outcome == "approve"
 
 
-def _approval_used(session: Session, state: CallState) -> bool:
-    redemption = state_of(session).redeemed.get(state.review_id or "")
-    return redemption is not None and redemption.applied
+def _reviewed(session: Session, call_id: str) -> bool:
+    """Whether a review names ``call_id`` (its ``tool/call`` may be logged by another writer)."""
+    return state_of(session).by_call(call_id, "tool") is not None
 
+
+def _awaits_review(session: Session, state: CallState) -> bool:
+    """A logged call whose review has not been used: ``authorize`` reads its answer. Not so
+    for a call logged by an earlier ``authorize`` that let it run (allowed, or its approval
+    redeemed): it may have run."""
+    if state.review_id is None:
+        return False
+    redemption = state_of(session).redeemed.get(state.review_id)
+    return redemption is None or not redemption.applied
+
+
+def _outcome_unknown(session: Session, state: CallState) -> ToolResult:
+    """Record ``TOOL_OUTCOME_UNKNOWN`` for a call let run before that has no result (written only
+    if no other writer appended since the caller's view; else ``DriverStateError``)."""
+    call, seq = state.call, state.call_seq
+    assert seq is not None
+    text = wording.text("repair.outcome_unknown")
+    unknown = ToolResult(call, text, True, message=tool_result_message(call, text, True))
+    data = result_data(unknown, state.turn, state.step)
+    data["error"] = dict(OUTCOME_UNKNOWN)
+    last = session.last_seq
+    try:
+        session.append_many([NewEvent(TOOL_RESULT, data, "append", [seq])], expect_last_seq=last)
+    except AppendConflictError:
+        raise DriverStateError(f"authorize: tool call {call.id!r} was settled by another writer; "
+                               "read the session again") from None
+    return unknown

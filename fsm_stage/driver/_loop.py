@@ -287,7 +287,7 @@ class Loop:
         try:
             if resume:
                 try:
-                    await driver.resume(run_rest=False)
+                    await driver.resume(run_rest=False, host_tools=False)  # every tool is the runtime's
                     # the reply's calls after the suspended one, in reply order, through the
                     # runtime as the first dispatch would have run them (an unknown tool's error)
                     for call in driver.unsettled():

@@ -97,7 +97,7 @@ class StagedSession:
     """
 
     # slotted: a process may hold thousands of drivers mid-turn (docs/performance.md, row 15)
-    __slots__ = ("__weakref__", "_authorized", "_dropped", "_fold", "_last_header", "_live", "_running",
+    __slots__ = ("__weakref__", "_dropped", "_fold", "_last_header", "_live", "_running",
                  "_signal", "accept", "agent", "budget", "config", "runtime")
 
     def __init__(self, runtime: Runtime, agent: InboxAgent, *, config: Mapping[str, Any] | None = None,
@@ -113,7 +113,6 @@ class StagedSession:
         self._signal: AbortSignal | None = None
         self._live = False
         self._running: dict[str, asyncio.Task[Any]] | None = None  # made by the first tool call
-        self._authorized: set[str] | None = None  # host calls authorize let run (memo_key), not recorded yet
         self.budget: _budget.Gate = _budget.OPEN
         self._fold = OpenTurnFold()
         self._dropped = False  # the live-turn mark was released by an exception mid-turn
@@ -177,7 +176,7 @@ class StagedSession:
         suspended = fold.suspended()
         if suspended:
             raise TurnSuspendedError(fold.turn, [c.review_id or "" for c in suspended],
-                                     [c.call.id for c in suspended])
+                                     [c.call.id for c in suspended], [c.review_answered for c in suspended])
 
     # --- turn ----------------------------------------------------------------------------------
 
@@ -412,7 +411,8 @@ class StagedSession:
         if state.call != call:
             raise RecordShapeError(f"{doing}: tool call {call.id!r} differs from the one in the reply "
                                    f"({state.call.name} {state.call.arguments})")
-        if state.answered or (state.call_seq is not None and not (wait and state.suspended)):
+        host_call = wait and _hostcall.by_host(self.runtime, self.session, state)
+        if state.answered or (state.call_seq is not None and not host_call):
             raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
         if self._running is not None and call.id in self._running:
             # a reviewed tool logs its tool/call with its review request: until then only this
@@ -479,19 +479,15 @@ class StagedSession:
     @_writes
     async def authorize(self, call: ToolCall) -> ToolResult | None:
         """The tool policy's verdict on a host tool call of the reply, before the host runs it
-        (``docs/tool-policy.md``): None — run it, then ``record_tool_result`` (None again until
-        then); a ``ToolResult`` — refused, already logged: run nothing. Check the final arguments.
-        An ``ask`` rule reviews the call, logged with the request (``driver._hostcall``);
+        (``docs/tool-policy.md``): None — run it (its ``tool/call`` is logged), then
+        ``record_tool_result``; a ``ToolResult`` — refused, already logged: run nothing. Check
+        the final arguments. An ``ask`` rule reviews the call, logged with the request;
         ``ReviewPending`` when it suspends: authorize the call again, in any process, once it is
-        answered. Raises as ``record_tool_result``."""
+        answered. A call let run before gets ``TOOL_OUTCOME_UNKNOWN`` (``driver._hostcall``).
+        Raises as ``record_tool_result``; for a tool registered on the runtime use ``run_tool``."""
         _records.check_call(call, "authorize")
         state = self._call_state(self._open_step("authorize"), call, "authorize", wait=True)
-        if _hostcall.memo_key(state) in (self._authorized or ()):
-            return None
-        refused = await _hostcall.authorize(self.runtime, self.agent, state, signal=self.signal)
-        if refused is None:
-            self._authorized = (self._authorized or set()) | {_hostcall.memo_key(state)}
-        return refused
+        return await _hostcall.authorize(self.runtime, self.agent, state, signal=self.signal)
 
     @_writes
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
@@ -510,9 +506,7 @@ class StagedSession:
         result = ToolResult(call, text, is_error, message=tool_result_message(call, text, is_error))
         if meta_data is not None:
             result = attrs.evolve(result, meta=meta_data)
-        self.session.append_many(_hostcall.result_events(state, result, at=len(self.session)))
-        (self._authorized or set()).discard(_hostcall.memo_key(state))
-        _hostcall.close_review(self.session, state)
+        self.session.append_many(_hostcall.result_events(self.session, state, result, at=len(self.session)))
         return result
 
     @_writes
@@ -533,12 +527,13 @@ class StagedSession:
     # --- suspension and cancellation -------------------------------------------------------------
 
     @_writes
-    async def resume(self, *, run_rest: bool = True) -> list[ToolResult]:
+    async def resume(self, *, run_rest: bool = True, host_tools: bool = True) -> list[ToolResult]:
         """Settle a suspended step: re-run each suspended call through its tool (which reads its
         logged review answer) and write its ``tool/result`` (the ``tool/call`` is not logged
-        again; a host tool's approved call is the host's to ``authorize``), then run the reply's
-        not-dispatched calls whose tool is registered on the runtime (others stay in
-        ``unsettled()``; ``run_rest=False``: none, so the caller runs them in reply order).
+        again; ``host_tools``: an approved call of a tool not on the runtime is the host's to
+        ``authorize``; False: it runs through the runtime too, an unknown tool's error), then
+        run the reply's not-dispatched calls whose tool is registered on the runtime (others
+        stay in ``unsettled()``; ``run_rest=False``: none, the caller runs them in reply order).
         The step stays open for ``end_step``. Raises ``ReviewPending`` again (nothing written
         for that call) while a review is unanswered, ``DriverStateError`` when nothing is suspended."""
         view = self.view()
@@ -547,7 +542,7 @@ class StagedSession:
         self._hold_live()
         results: list[ToolResult] = []
         for state in view.suspended:
-            if _hostcall.left_to_host(self.runtime, self.session, state):
+            if host_tools and _hostcall.left_to_host(self.runtime, self.session, state):
                 continue
             results.append(await self._run(state.call, state.turn, state.step, log_call=False,
                                            call_seq=state.call_seq))

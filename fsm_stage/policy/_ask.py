@@ -230,16 +230,19 @@ class PolicyGate:
             return None
         decision, state = found
         session = agent.session if (log and agent is not None) else None
-        if decision.verdict != "ask" or agent is None:
-            return gate.refuse(session, call, decision, state, turn=turn, step=step)
-        # a caller that left the call's tool/call pending (the step driver) has it written with
-        # the review request, so a suspended review's call is in the log
+        # a caller that left the call's tool/call pending (the step driver) has it written with a
+        # review request, so a suspended review's call is in the log; a call logged before (its
+        # review suspended) comes as written: its refusal is its result, its live review closed
         pending = pending_call(session) if session is not None else None
-        denied = await review_call(runtime.review, agent, call, decision, state, turn=turn, step=step,
-                                   signal=signal)
-        call_seq = pending.ensure_written() if pending is not None else None
-        if denied is None:
-            return None
-        return gate.refuse(session, call, denied, state, turn=turn, step=step, log_call=call_seq is None,
-                           call_seq=call_seq)
+        if decision.verdict == "ask" and agent is not None:
+            denied = await review_call(runtime.review, agent, call, decision, state, turn=turn, step=step,
+                                       signal=signal)
+            if denied is None:
+                return None
+            decision = denied
+        call_seq = pending.known_seq() if pending is not None else None
+        closing = (flow.call_closed_specs(session, call.id)
+                   if session is not None and call_seq is not None else [])
+        return gate.refuse(session, call, decision, state, turn=turn, step=step, log_call=call_seq is None,
+                           call_seq=call_seq, closing=closing)
 

@@ -435,10 +435,12 @@ def refuse(
     step: int | None = None,
     log_call: bool = True,
     call_seq: int | None = None,
+    closing: Sequence[NewEvent] = (),
 ) -> ToolResult:
     """The refused call's error ``ToolResult``; with a ``session``, logs in one batch
     ``tool/call`` (when ``log_call``; else ``call_seq`` is the logged one), the error
-    ``tool/result`` and ``fsm/tool/refused``."""
+    ``tool/result``, ``fsm/tool/refused`` and ``closing`` (the redemptions that close the
+    call's live reviews)."""
     text = ERROR_PREFIX + refusal_text(decision, state, call)
     message = tool_result_message(call, text, True)
     result = ToolResult(call, text, True, message=message)
@@ -473,5 +475,5 @@ def refuse(
                 ignorable=True,
             )
         )
-        session.append_many(batch)
+        session.append_many([*batch, *closing])
     return result

@@ -40,6 +40,7 @@ from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
 from fsm_stage.reviews._edits import feedback_problem
 from fsm_stage.reviews._fold import (
+    CALL_CLOSED,
     MAX_REVIEW_DOCUMENT_BYTES,
     REVIEW_FOLD,
     Redemption,
@@ -283,6 +284,15 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
 def redeemed_spec(review_id: str, applied: bool, reason: str | None = None) -> NewEvent:
     """The ``fsm/review/redeemed`` event."""
     return NewEvent(REVIEW_REDEEMED, {"id": review_id, "applied": applied, "reason": reason}, ignorable=True)
+
+
+def call_closed_specs(session: Session, call_id: str) -> list[NewEvent]:
+    """``fsm/review/redeemed {applied: false, reason: call-closed}`` for each live review (open,
+    or approved and not used) of tool call ``call_id``: written with a result that settles the
+    call without its review, so the review neither waits nor blocks the next one of its kind."""
+    state = state_of(session)
+    return [redeemed_spec(rid, False, CALL_CLOSED) for rid in state.live
+            if state.records[rid].call_id == call_id]
 
 
 def redeem(session: Session, record: ReviewRecord,

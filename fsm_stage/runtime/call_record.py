@@ -30,13 +30,13 @@ __all__ = ["PendingCall", "pending_call", "run_deferred", "write_with"]
 
 class PendingCall:
     """One call's ``tool/call`` event for ``session``, not written yet (``seq`` None) or
-    written at ``seq``."""
+    written at ``seq`` (given for a call logged before: a suspended call authorized again)."""
 
     __slots__ = ("_unsure", "seq", "session", "spec")
 
-    def __init__(self, session: Session, spec: NewEvent) -> None:
+    def __init__(self, session: Session, spec: NewEvent, *, seq: int | None = None) -> None:
         self.session, self.spec = session, spec
-        self.seq: int | None = None
+        self.seq: int | None = seq
         self._unsure = False
 
     def failed(self) -> None:
@@ -45,10 +45,8 @@ class PendingCall:
         self._unsure = True
 
     def _logged_seq(self) -> int | None:
-        """The seq of a ``tool/call`` of this call id already in the log's open turn (after a
-        failed write that may have committed), else None."""
-        if not self._unsure:
-            return None
+        """The seq of a ``tool/call`` of this call id already in the log's open turn (a failed
+        write that may have committed; another worker that logged the call), else None."""
         self.session.refresh()
         call_id = self.spec.data.get("callId") if isinstance(self.spec.data, dict) else None
         events = self.session.events
@@ -70,10 +68,17 @@ class PendingCall:
         if self.seq is None and events and events[0].type == self.spec.type:
             self.seq = events[0].seq
 
-    def ensure_written(self) -> int:
-        """Its seq, appending it alone first when it is not written yet. Raises the log's
-        ``LogWriteError`` (nothing written)."""
-        if self.seq is None:
+    def known_seq(self) -> int | None:
+        """Its seq when written (also by a write that failed but may have committed), else None."""
+        if self.seq is None and self._unsure:
+            self.seq = self._logged_seq()
+        return self.seq
+
+    def ensure_written(self, *, look: bool = True) -> int:
+        """Its seq, appending it alone first when it is not written yet: unless ``look`` is
+        False (the caller knows the log holds no record of the call), the open turn is searched
+        for one first. Raises the log's ``LogWriteError`` (nothing written)."""
+        if self.seq is None and look:
             self.seq = self._logged_seq()
         if self.seq is None:
             self.seq = self.session.append(self.spec.type, self.spec.data).seq
@@ -85,10 +90,11 @@ _PENDING: contextvars.ContextVar[PendingCall | None] = contextvars.ContextVar(
 
 
 def pending_call(session: Session) -> PendingCall | None:
-    """The running call's unwritten ``tool/call`` for ``session`` (None when the runtime wrote
-    it before the tool ran, when there is none, or when it is written)."""
+    """The running call's ``tool/call`` record for ``session``: unwritten (``lead`` puts it in
+    a batch) or written at ``seq``; None when the runtime wrote it before the tool ran or there
+    is none."""
     pending = _PENDING.get()
-    if pending is None or pending.seq is not None or pending.session is not session:
+    if pending is None or pending.session is not session:
         return None
     return pending
 
@@ -112,8 +118,7 @@ def write_with(pending: PendingCall, spec: NewEvent) -> list[Event]:
     conditional batch whose ``sourceEventSeqs`` point at the call; retried after a lost race
     (another writer appended first). Returns the events written."""
     session = pending.session
-    if pending.seq is None:
-        pending.seq = pending._logged_seq()
+    pending.known_seq()
     while True:
         if pending.seq is not None:
             return [session.append(spec.type, spec.data, surface_op=spec.surface_op,

@@ -5,8 +5,10 @@ worker; ``authorize`` of the same call in a new process reads the logged answer,
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from tool_rig import GRAPH
 from fsm_stage import ToolCall, open_session
 from fsm_stage.config import load_config_text
 from fsm_stage.constants import REQUEST_HEADER
-from fsm_stage.errors import DriverStateError, ReviewPending
+from fsm_stage.errors import DriverStateError, ReviewPending, TurnSuspendedError
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.reviews import (
@@ -29,6 +31,7 @@ from fsm_stage.reviews import (
 from fsm_stage.runtime import user_message
 
 CALL = ToolCall("h1", "apply_patch", '{"p": "one"}')
+READ = ToolCall("h2", "read_file", '{"path": "a.md"}')  # a tool the stage allows outright
 
 
 def _open(path: Path, review: ReviewChannel | None = None) -> Any:
@@ -38,11 +41,11 @@ def _open(path: Path, review: ReviewChannel | None = None) -> Any:
                         plan_mode=False)
 
 
-def _reply(host: Any, call: ToolCall = CALL) -> None:
+def _reply(host: Any, *calls: ToolCall) -> None:
     host.agent.steer(user_message("patch it"))
     host.driver.start_turn()
     host.driver.begin_step()
-    host.driver.record_reply("", [call])
+    host.driver.record_reply("", list(calls or (CALL,)))
 
 
 _WORKER = """
@@ -112,7 +115,6 @@ def test_an_approval_given_elsewhere_lets_the_new_worker_run_the_call_once(tmp_p
     host = _open(path)
     answer_review(host.session, rid, "approve", by="alice")
     assert asyncio.run(host.driver.authorize(CALL)) is None
-    assert asyncio.run(host.driver.authorize(CALL)) is None  # until recorded: the same verdict
     host.driver.record_tool_result(CALL, "patched")
     assert len(_of_call(host, "tool/call")) == 1
     results = _of_call(host, "tool/result")
@@ -137,6 +139,7 @@ def test_a_refusal_given_elsewhere_is_the_calls_result(tmp_path: Path) -> None:
         "nothing ran.")  # a human's no is not a pointer to another stage
     results = _of_call(host, "tool/result")
     assert len(results) == 1 and len(_of_call(host, "tool/call")) == 1
+    assert len(_of_call(host, "fsm/tool/refused")) == 1  # as a refusal given in process
     assert review_state(host.session).answered[rid].outcome == "keep"
     assert all(not r.applied for r in review_state(host.session).redeemed.values())
     host.driver.end_step()
@@ -164,6 +167,8 @@ def test_resume_leaves_an_approved_host_call_to_the_host(tmp_path: Path) -> None
     answer_review(host.session, rid, "approve")
     before = len(host.session)
     assert asyncio.run(host.driver.resume()) == [] and len(host.session) == before
+    with pytest.raises(TurnSuspendedError, match=r"h1 has its review answered: .* authorize\(call\), run it"):
+        host.driver.end_step()  # the message says what the host does next (not "awaits an answer")
     assert asyncio.run(host.driver.authorize(CALL)) is None
     assert review_state(host.session).redeemed[rid].applied is True
 
@@ -207,6 +212,7 @@ def test_a_result_recorded_while_the_review_waits_closes_the_review(tmp_path: Pa
     rid = _suspend(path)
     host = _open(path)
     host.driver.record_tool_result(CALL, "Error: not run", is_error=True)
+    assert _types(host)[-2:] == ["tool/result", "fsm/review/redeemed"]  # one batch: never half
     state = review_state(host.session)
     assert state.open == () and state.redeemed[rid].reason == "call-closed"
     assert len(_of_call(host, "tool/call")) == 1
@@ -224,3 +230,96 @@ def test_a_call_id_reused_in_a_later_turn_is_reviewed_anew(tmp_path: Path) -> No
     _reply(host)
     refused = asyncio.run(host.driver.authorize(CALL))
     assert refused is not None and refused.is_error and "(no)" in refused.text
+
+
+def test_the_documented_settling_of_an_approved_host_call_runs(tmp_path: Path) -> None:
+    """docs/step-driver.md's snippet for a call of the host's own tools, after its approval."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "step-driver.md").read_text(encoding="utf-8")
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "SuspendedCall: .call" in b)
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    answer_review(host.session, rid, "approve")
+    ran: list[str] = []
+
+    def run_my_tool(call: ToolCall) -> str:
+        ran.append(call.id)
+        return "patched"
+
+    namespace: dict[str, Any] = {}
+    exec("async def settle(host, driver, run_my_tool):\n" + textwrap.indent(snippet, "    "), namespace)
+    asyncio.run(namespace["settle"](host, host.driver, run_my_tool))
+    assert ran == ["h1"] and host.driver.suspended() is None and host.driver.end_step() is True
+
+
+def test_a_call_authorized_once_is_never_let_run_again(tmp_path: Path) -> None:
+    """The host's run of an approved call was cancelled before its result (a timeout, a task
+    cancel); asking again in the same process gets TOOL_OUTCOME_UNKNOWN, not a second run."""
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    host = _open(path)
+    answer_review(host.session, rid, "approve")
+    assert asyncio.run(host.driver.authorize(CALL)) is None  # the run starts, then is cancelled
+    again = asyncio.run(host.driver.authorize(CALL))
+    assert again is not None and again.is_error
+    assert _of_call(host, "tool/result")[0].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+
+
+def test_an_allowed_call_is_logged_before_it_runs(tmp_path: Path) -> None:
+    """A call the policy lets run outright is logged when authorized: a crash mid-run is closed
+    as outcome unknown (never as not started, never run again), also beside a suspended call."""
+    script = """
+import asyncio, sys
+sys.path.insert(0, {tests!r})
+from test_reviews_host_calls import CALL, READ, _open, _reply
+from fsm_stage.errors import ReviewPending
+host = _open(__import__("pathlib").Path({path!r}))
+_reply(host, CALL, READ)
+try:
+    asyncio.run(host.driver.authorize(CALL))
+except ReviewPending:
+    pass
+assert asyncio.run(host.driver.authorize(READ)) is None  # the host starts it, then dies
+"""
+    script = script.format(tests=str(Path(__file__).parent), path=str(tmp_path / "s.jsonl"))
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    read = READ
+    again = _open(tmp_path / "s.jsonl")  # crash repair: h2 may have run; h1 still waits
+    assert [r.data["error"]["code"] for r in _of_call(again, "tool/result", "h2")] == ["TOOL_OUTCOME_UNKNOWN"]
+    with pytest.raises(DriverStateError, match="already ran"):
+        asyncio.run(again.driver.authorize(read))
+    suspended = again.driver.suspended()
+    assert suspended is not None and [c.call.id for c in suspended.calls] == ["h1"]
+
+
+def test_a_suspended_call_the_policy_now_refuses_closes_its_review(tmp_path: Path) -> None:
+    """Reopened under a graph that no longer allows the tool: the call's refusal is its result,
+    logged with fsm/tool/refused and, in the same batch, its review closed (call-closed)."""
+    path = tmp_path / "s.jsonl"
+    rid = _suspend(path)
+    strict = GRAPH.replace("ask: [apply_patch]", "allow: [read_file]")
+    host = open_session(load_config_text(strict), JsonlLog(path), review=SuspendingReviewChannel(),
+                        plan_mode=False, accept_graph_change=True)
+    refused = asyncio.run(host.driver.authorize(CALL))
+    assert refused is not None and "not allowed" in refused.text
+    types = _types(host)
+    assert types[-3:] == ["tool/result", "fsm/tool/refused", "fsm/review/redeemed"]
+    state = review_state(host.session)
+    assert state.open == () and state.redeemed[rid].reason == "call-closed"
+
+
+def test_a_runtime_tools_suspended_call_is_not_the_hosts_to_record(tmp_path: Path) -> None:
+    """goto_stage waiting for its review is settled by resume, not by record_tool_result
+    (which would drop the stage review)."""
+    from two_stages import two_stages
+
+    host = open_session(load_config_text(two_stages()), JsonlLog(
+        tmp_path / "s.jsonl", header=SessionHeader("s", cwd=str(tmp_path))), review=SuspendingReviewChannel())
+    goto = ToolCall("g1", "goto_stage", '{"stage": "implement", "handoff": "## Next\\n- x"}')
+    _reply(host, goto)
+    with pytest.raises(ReviewPending):
+        asyncio.run(host.driver.run_tool(goto))
+    with pytest.raises(DriverStateError, match="already ran"):
+        host.driver.record_tool_result(goto, "done")
+    with pytest.raises(DriverStateError, match="already ran"):
+        asyncio.run(host.driver.authorize(goto))

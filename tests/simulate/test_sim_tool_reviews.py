@@ -162,3 +162,16 @@ def test_a_call_that_runs_without_a_result_is_a_warning(tmp_path: Path) -> None:
     assert result.ok
     assert any("shell (call_2) ran without a `result:`, so it answered the empty string" in w
                for w in result.warnings), result.warnings
+
+
+def test_an_approved_call_of_a_tool_no_one_registered_gets_the_unknown_tool_error_at_the_resume(
+        tmp_path: Path) -> None:
+    """The reference loop runs every call through the runtime: an approved call of a tool the
+    scenario gives no result is redeemed and answered "unknown tool" (the step driver leaves
+    such a call to a host that runs its own tools, not to the loop)."""
+    text = _scenario(tmp_path, "          review: suspend\n",
+                     "  - answer: {call: call_sh, outcome: approve}\n  - resume: true\n  - model: Done.\n")
+    result = run_text(text, tmp_path)
+    assert result.ok
+    assert ("tool/result", "Error: unknown tool shell") in _tool_events(result.log)
+    assert [e.data["applied"] for e in result.log.events if e.type == "fsm/review/redeemed"] == [True]

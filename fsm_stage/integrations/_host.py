@@ -156,7 +156,8 @@ class StageHost(SessionHost):
             return None
         return self.recorded_result(call_id)
 
-    async def before_request(self, returned: Callable[[str], str | None]) -> list[ToolCall]:
+    async def before_request(self, returned: Callable[[str], str | None], *,
+                             by: str = "api") -> list[ToolCall]:
         """Reconcile the open step with the framework before its next model request.
         ``returned(call_id)`` is what the framework's own history holds for a call (a denial
         message) or None. A suspended call the framework denied is recorded as keep (with that
@@ -165,12 +166,13 @@ class StageHost(SessionHost):
         review the framework knows nothing of (its history is older than the log: a retry, a
         stale snapshot, a restart), or is a host tool's call the framework has not run: the
         adapter replays them as the model's reply instead of asking the model, so the framework
-        asks for the approval again or runs the approved call. ``[]`` otherwise."""
+        asks for the approval again or runs the approved call. ``[]`` otherwise. ``by``: who the
+        denials are logged as given by (the framework's name)."""
         pending = self.pending_reviews()
         if any(returned(call.id) is None and (not answered or call.name not in FSM_TOOLS)
                for call, _r, answered in pending):
             return list(self.driver.unsettled())
-        await self.keep_unanswered(returned)
+        await self.keep_unanswered(returned, by=by)
         return []
 
     async def resume_call(self, call_id: str) -> str:
@@ -222,14 +224,16 @@ class StageHost(SessionHost):
             return ToolCall(call_id, name, arguments)
         raise RuntimeError(f"tool call {call_id!r} is not in the open step's reply")
 
-    async def run_host_tool(self, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
+    async def run_host_tool(self, call: ToolCall, execute: Callable[[], Awaitable[Any]], *,
+                            authorized: bool = False) -> Any:
         """Run one host tool call: the stage's tool policy first (a refused call never runs; its
-        refusal text is returned), then ``execute()``, recording ``tool/call`` + ``tool/result``
-        (a non-str result as JSON; an exception as an error result, then re-raised)."""
+        refusal text is returned; ``authorized``: the caller's ``refusal`` just let it run), then
+        ``execute()``, recording ``tool/call`` + ``tool/result`` (a non-str result as JSON; an
+        exception as an error result, then re-raised)."""
         settled = self.settled_result(call.id)
         if settled is not None:  # a re-run of a settled call: exactly once
             return settled
-        refusal = await self.refusal(call)
+        refusal = None if authorized else await self.refusal(call)
         if refusal is not None:
             return refusal
         try:
@@ -244,7 +248,8 @@ class StageHost(SessionHost):
         """Record a host tool's result (``tool/call`` + ``tool/result``)."""
         self.driver.record_tool_result(call, text, is_error)
 
-    async def keep_unanswered(self, feedback: Callable[[str], str | None] = lambda _call_id: None) -> None:
+    async def keep_unanswered(self, feedback: Callable[[str], str | None] = lambda _call_id: None, *,
+                              by: str = "api") -> None:
         """The framework denied suspended calls without ``answer``: record keep (``feedback(call_id)``)
         for each unanswered review and settle the step, so the next step can begin: fsm_stage's
         calls through ``resume``, a host tool's call from its logged answer (a refusal; an approved
@@ -252,7 +257,7 @@ class StageHost(SessionHost):
         pending = self.pending_reviews()
         for call, review_id, answered in pending:
             if not answered:
-                self.answer(review_id, False, feedback=feedback(call.id))
+                self.answer(review_id, False, feedback=feedback(call.id), by=by)
         answers = review_state(self.session).answered
         for call, review_id, _answered in pending:
             if call.name in FSM_TOOLS:

@@ -21,6 +21,7 @@ with its own settings, with one warning (docs/stage-models.md, "Hosts").
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypedDict
@@ -82,12 +83,22 @@ def _answer(host: StageHost, review_id: str, value: Any) -> None:
         host.answer(review_id, value is True or value == "Approve")
 
 
+_RESUMED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("fsm_stage_lg_resumed",
+                                                                             default=None)
+"""Set by the ``tools`` node around each call: marked when an ``interrupt`` returned a value."""
+
+
 def _ask(host: StageHost, call: ToolCall, review_id: str, kind: str) -> None:
     """``interrupt`` for the review ``review_id`` of ``call`` unless it is answered in the log
-    already; the value it resumes with is recorded as the answer."""
+    already; the value it resumes with is recorded as the answer. LangGraph hands resume values
+    to a node's interrupts by their order within the node's task, so the ``tools`` node ends its
+    task after a call whose interrupt was resumed (``_RESUMED``): each task has one interrupt."""
     if not any(rid == review_id and answered for _c, rid, answered in host.pending_reviews()):
         value = interrupt({"review_id": review_id, "call_id": call.id, "tool": call.name,
                            "kind": kind, "arguments": json.loads(call.arguments)})
+        resumed = _RESUMED.get()
+        if resumed is not None:
+            resumed.append(True)
         _answer(host, review_id, value)
 
 
@@ -108,7 +119,11 @@ async def _run_host_tool(host: StageHost, call: ToolCall,
     """The one place a host tool runs: the stage's tool policy first (a refused call never runs;
     the model gets the refusal), then execute and record ``tool/call`` + ``tool/result`` (an
     exception is recorded as an error result and re-raised). An ``ask`` rule's review that waits
-    is an ``interrupt`` (kind ``tool``), as fsm_stage's own reviews are."""
+    is an ``interrupt`` (kind ``tool``), as fsm_stage's own reviews are. A settled call (a re-run)
+    returns its recorded result."""
+    settled = host.settled_result(call.id)
+    if settled is not None:
+        return ToolMessage(content=settled, tool_call_id=call.id, name=call.name)
     try:
         refusal = await host.refusal(call)
     except ReviewPending as pending:
@@ -193,11 +208,21 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
         host.reply(reply.text, calls, source=answered_by(step.model) if chat is not model else None)
         return {"prompt": None}
 
+    more = [False]  # the tools node ended its task early: the next super-step runs the rest
+
     async def run_tools(state: StageState) -> StageState:
-        calls = host.driver.unsettled()
-        if calls:
-            await node.ainvoke([{"type": "tool_call", "name": c.name, "id": c.id,
-                                 "args": json.loads(c.arguments)} for c in calls])
+        more[0] = False
+        for c in host.driver.unsettled():  # one at a time: a task's interrupts keep their order
+            resumed: list[bool] = []
+            token = _RESUMED.set(resumed)
+            try:
+                await node.ainvoke([{"type": "tool_call", "name": c.name, "id": c.id,
+                                     "args": json.loads(c.arguments)}])
+            finally:
+                _RESUMED.reset(token)
+            if resumed:
+                more[0] = True
+                break
         return {}
 
     def route(_state: StageState) -> str:
@@ -206,10 +231,13 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
             return "model" if _state.get("prompt") else END
         return "tools" if host.driver.unsettled() else "model"
 
+    def after_tools(_state: StageState) -> str:
+        return "tools" if more[0] and host.driver.unsettled() else "model"
+
     graph = StateGraph(StageState)
     graph.add_node("model", RunnableLambda(_sync(call_model), afunc=call_model, name="model"))
     graph.add_node("tools", RunnableLambda(_sync(run_tools), afunc=run_tools, name="tools"))
     graph.add_conditional_edges(START, route, ["model", "tools", END])
     graph.add_conditional_edges("model", route, ["model", "tools", END])
-    graph.add_edge("tools", "model")
+    graph.add_conditional_edges("tools", after_tools, ["model", "tools"])
     return graph.compile(checkpointer=checkpointer)

@@ -99,7 +99,8 @@ class StagedModel(Model):
                            tracing: Any, *, previous_response_id: str | None, conversation_id: str | None,
                            prompt: Any) -> ModelResponse:
         """One fsm_stage step around the inner model's response."""
-        replay = await self.host.before_request(lambda call_id: _output_of(input, call_id))
+        replay = await self.host.before_request(lambda call_id: _output_of(input, call_id),
+                                                by="openai-agents")
         if replay:  # the RunState is older than the log: ask for the waiting approval again
             output = [ResponseFunctionToolCall(type="function_call", call_id=c.id, name=c.name,
                                                arguments=c.arguments) for c in replay]
@@ -156,9 +157,11 @@ def stage_tools(host: StageHost) -> list[FunctionTool]:
             for spec in host.runtime.tool_specs]
 
 
-async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
-    """The one place a host tool runs (``StageHost.run_host_tool``: policy, execute, record)."""
-    return await host.run_host_tool(call, execute)
+async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]], *,
+                         authorized: bool = False) -> Any:
+    """The one place a host tool runs (``StageHost.run_host_tool``: policy, execute, record;
+    ``authorized``: ``needs_approval`` asked the policy already)."""
+    return await host.run_host_tool(call, execute, authorized=authorized)
 
 
 def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
@@ -166,32 +169,37 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
     ``ask`` rule reviews needs approval (an interruption, answered with ``approve`` / ``reject``);
     otherwise the tool's own ``needs_approval`` decides."""
     out = []
+    authorized: set[str] = set()  # calls needs_approval let run, until their invoke
     for tool in tools:
         def invoke(ctx: ToolContext[Any], args: str, _tool: FunctionTool = tool) -> Awaitable[Any]:
             call = host.required_call(ctx.tool_call_id, ctx.tool_name, args)
             review_id = host.open_review(call.id)
             if review_id is not None:  # approved on RunState without approve(): record it
                 host.answer(review_id, True, by="openai-agents")
-            return _run_host_tool(host, call, lambda: _tool.on_invoke_tool(ctx, args))
+            let_run = call.id in authorized
+            authorized.discard(call.id)
+            return _run_host_tool(host, call, lambda: _tool.on_invoke_tool(ctx, args), authorized=let_run)
         out.append(FunctionTool(name=tool.name, description=tool.description,
                                 params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,
                                 strict_json_schema=tool.strict_json_schema,
-                                needs_approval=_policy_approval(host, tool)))
+                                needs_approval=_policy_approval(host, tool, authorized)))
     return out
 
 
-def _policy_approval(host: StageHost, tool: FunctionTool,
+def _policy_approval(host: StageHost, tool: FunctionTool, authorized: set[str],
                      ) -> Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]:
     """``needs_approval`` of a host tool copy: True while the policy's review of the call waits;
     for a call the policy refused (logged) False, so the copy returns the refusal; else the
-    tool's own ``needs_approval``."""
+    tool's own ``needs_approval`` (a call the policy let run is in ``authorized`` for its
+    ``invoke``: the policy is asked once per call)."""
     async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-        if host.settled_result(call_id) is None:
+        if host.settled_result(call_id) is None and call_id not in authorized:
             try:
                 if await host.refusal(host.required_call(call_id, tool.name, json.dumps(params))):
                     return False
             except ReviewPending:
                 return True
+            authorized.add(call_id)
         own = tool.needs_approval
         return bool(await own(ctx, params, call_id)) if callable(own) else bool(own)
     return needs_approval

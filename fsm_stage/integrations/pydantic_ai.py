@@ -169,7 +169,8 @@ class StageCapability(AbstractCapability[Any]):
         prompt (``ctx.prompt``) is logged once, at the run's first request; a history older
         than the log (a retry with the same ``DeferredToolResults``, a stale snapshot) gets
         the open step's waiting calls replayed, so the run ends asking for them again."""
-        replay = await self.host.before_request(lambda call_id: _returned(request_context.messages, call_id))
+        replay = await self.host.before_request(lambda call_id: _returned(request_context.messages, call_id),
+                                                by="pydantic-ai")
         if replay:
             return ModelResponse(parts=[ToolCallPart(c.name, c.arguments, c.id) for c in replay])
         sent = request_context.messages[-1] if request_context.messages else None

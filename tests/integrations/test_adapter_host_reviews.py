@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from adapter_rig import ASK_GRAPH
 from sdk_check import sdk
 
@@ -255,3 +256,62 @@ def test_agents_sdk_a_rejected_host_tool_never_runs() -> None:
         assert "not on main" in (host.recorded_result(item.raw_item.call_id) or "")
 
     asyncio.run(run())
+
+
+GOTO = {"stage": "verify", "handoff": "## Next\n- verify the patch"}
+
+
+def _lg_two_calls(host: StageHost, ran: list[Any], order: list[str]) -> Any:
+    """A graph whose model asks for goto_stage and apply_patch in one reply (in ``order``)."""
+    sdk("langgraph")
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from fsm_stage.integrations.langgraph import stage_graph
+
+    args = {"goto_stage": GOTO, "apply_patch": PATCH}
+
+    class Chat(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, messages: list[Any], *a: Any, **k: Any) -> ChatResult:
+            asked = host.recorded_result("call_apply_patch") is not None  # (the switch archives the chat)
+            reply = AIMessage("Done.") if asked else AIMessage(
+                "", tool_calls=[{"name": n, "args": args[n], "id": f"call_{n}"} for n in order])
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    @tool
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    return stage_graph(host, Chat(responses=[]), [apply_patch], checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("order", [["goto_stage", "apply_patch"], ["apply_patch", "goto_stage"]])
+def test_langgraph_two_reviews_in_one_reply_each_get_their_own_answer(order: list[str]) -> None:
+    """LangGraph hands resume values to a node's interrupts by position; each answer must reach
+    the review it was given for (the tool refused here never runs, the switch approved happens)."""
+    sdk("langgraph")
+    from langgraph.types import Command
+
+    ran: list[Any] = []
+    host = _open(_fresh())
+    graph = _lg_two_calls(host, ran, order)
+    out = _lg_run(graph, {"session": host.session.id, "prompt": "Patch, then verify."})
+    answers = {"goto_stage": True, "apply_patch": {"approve": False, "feedback": "not on main"}}
+    asked = []
+    while "__interrupt__" in out:
+        (pending,) = out["__interrupt__"]
+        asked.append(pending.value["tool"])
+        out = _lg_run(graph, Command(resume=answers[pending.value["tool"]]))
+    assert asked == order and ran == []
+    outcomes = {review_state(host.session).records[rid].target: a.outcome
+                for rid, a in review_state(host.session).answered.items()}
+    assert outcomes == {"verify": "approve", "apply_patch": "keep"}
+    assert host.current_stage() == "verify"

@@ -116,6 +116,7 @@ def test_a_rejection_made_on_run_state_directly_is_recorded_as_keep() -> None:
     host = asyncio.run(run())
     answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
     assert answers[0]["outcome"] == "keep" and answers[0]["feedback"] == "not yet"
+    assert answers[0]["by"] == "openai-agents"  # who denied it: the SDK's RunState
 
 
 def _events(host: StageHost) -> list[tuple[str, Any]]:

@@ -131,7 +131,7 @@ def test_a_denial_given_to_pydantic_ai_directly_is_recorded_as_keep() -> None:
     agent.run_sync(message_history=cap.message_history(),
                    deferred_tool_results=DeferredToolResults(approvals={call_id: ToolDenied("no")}))
     answers = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
-    assert answers and answers[0]["outcome"] == "keep"
+    assert answers and answers[0]["outcome"] == "keep" and answers[0]["by"] == "pydantic-ai"
 
 
 def test_importing_fsm_stage_and_its_integrations_loads_no_framework() -> None:

@@ -246,9 +246,9 @@ class JsonlLog(LogBase):
             except OSError:
                 os.close(fd)
                 raise LogLockedError(
-                    f"{self.path} is locked by another writer (the same file opened under another "
-                    "name: a symlink or hard link); close the other writer first — fsm_stage "
-                    "allows one writer per log"
+                    f"{self.path} is locked by another writer (another process has the file open "
+                    "for writing, possibly under another name: a symlink or hard link); close the "
+                    "other writer first — fsm_stage allows one writer per log"
                 ) from None
         return fd
 

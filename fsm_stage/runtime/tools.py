@@ -41,7 +41,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ERROR_PREFIX = "Error: "
-_ABSENT: Any = object()
+class _Absent:
+    """The ``meta`` of a result that sets none (distinct from ``None``, a JSON value)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no meta>"
+
+    def __reduce__(self) -> str:
+        return "_ABSENT"  # copies and pickles stay the one sentinel
+
+
+_ABSENT: Any = _Absent()
 
 _CURRENT_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "fsm_stage_current_tool_call", default=None)

@@ -493,7 +493,7 @@ class StagedSession:
     def record_tool_result(self, call: ToolCall, text: str, is_error: bool = False, *,
                            meta: Any = None) -> ToolResult:
         """Record the result of a host-run tool: ``tool/call`` + ``tool/result`` in one batch (the
-        result alone for a call its review logged; its review, if still open, closed ``call-closed``),
+        result alone for a call ``authorize`` logged; a live review of it closed ``call-closed``),
         ``meta`` written for successes when not None. Raises ``RecordShapeError`` for a non-str
         ``text``, non-bool ``is_error``, non-JSON ``meta``; ``DriverStateError`` as ``run_tool``."""
         _records.check_call(call, "record_tool_result")

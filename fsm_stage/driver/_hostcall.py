@@ -41,18 +41,30 @@ async def authorize(runtime: Runtime, agent: Agent, state: CallState, *,
     (nothing more written); ``DriverStateError`` when another writer settled the call first."""
     session, call = agent.session, state.call
     turn, step = state.turn, state.step
+    if call.name in runtime.tools:  # a runtime tool the host checks only: logged with its result
+        return await runtime.authorize(agent, call, turn=turn, step=step, signal=signal)
     spec = NewEvent(TOOL_CALL, call_data(call, turn, step))
     if state.call_seq is None:
-        pending = PendingCall(session, spec)
+        seen = session.last_seq  # the log as the caller's view of the call was folded
+        pending = PendingCall(session, spec, shared=True)
         refused = await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step,
                                                                 signal=signal))
         if refused is None:  # dispatched: logged before the host runs it
-            pending.ensure_written(look=pending.seq is None and _reviewed(session, call.id))
+            reviewed = _reviewed(session, call.id)
+            pending.ensure_written(look=reviewed, seen=None if reviewed else seen)
+            if pending.found and not reviewed:
+                raise DriverStateError(f"authorize: tool call {call.id!r} was authorized by another "
+                                       "writer of this session; it is not run twice")
         return refused
     if not _awaits_review(session, state):
         return _outcome_unknown(session, state)
-    pending = PendingCall(session, spec, seq=state.call_seq)
-    return await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step, signal=signal))
+    pending = PendingCall(session, spec, seq=state.call_seq, shared=True)
+    refused = await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step, signal=signal))
+    if refused is None and _awaits_review(session, state):
+        # let run without using its approval (the policy in force allows the tool now): the
+        # review is closed, so the call counts as let run
+        session.append_many(call_closed_specs(session, call.id))
+    return refused
 
 
 def result_events(session: Session, state: CallState, result: ToolResult, *, at: int) -> list[NewEvent]:
@@ -67,11 +79,11 @@ def result_events(session: Session, state: CallState, result: ToolResult, *, at:
             NewEvent(TOOL_RESULT, data, "append", [at])]
 
 
-def by_host(runtime: Runtime, session: Session, state: CallState) -> bool:
+def by_host(runtime: Runtime, state: CallState) -> bool:
     """Whether the host may ``authorize`` / record the logged call ``state``: a call of its own
-    tools, or one ``authorize`` let run; not a runtime tool's call waiting for its review (its
-    ``resume`` settles it)."""
-    return state.call.name not in runtime.tools or not _awaits_review(session, state)
+    tools (not registered on the runtime). A runtime tool's logged call is ``run_tool``'s
+    (running, suspended for ``resume``, or run in another worker)."""
+    return state.call.name not in runtime.tools
 
 
 def left_to_host(runtime: Runtime, session: Session, state: CallState) -> bool:
@@ -90,13 +102,12 @@ def _reviewed(session: Session, call_id: str) -> bool:
 
 
 def _awaits_review(session: Session, state: CallState) -> bool:
-    """A logged call whose review has not been used: ``authorize`` reads its answer. Not so
-    for a call logged by an earlier ``authorize`` that let it run (allowed, or its approval
-    redeemed): it may have run."""
+    """A logged call whose review is not redeemed: ``authorize`` reads its answer. Not so for
+    a call an earlier ``authorize`` let run (allowed, its approval redeemed, or its review
+    closed when the policy in force allowed it): it may have run."""
     if state.review_id is None:
         return False
-    redemption = state_of(session).redeemed.get(state.review_id)
-    return redemption is None or not redemption.applied
+    return state.review_id not in state_of(session).redeemed
 
 
 def _outcome_unknown(session: Session, state: CallState) -> ToolResult:

@@ -411,7 +411,7 @@ class StagedSession:
         if state.call != call:
             raise RecordShapeError(f"{doing}: tool call {call.id!r} differs from the one in the reply "
                                    f"({state.call.name} {state.call.arguments})")
-        host_call = wait and _hostcall.by_host(self.runtime, self.session, state)
+        host_call = wait and _hostcall.by_host(self.runtime, state)
         if state.answered or (state.call_seq is not None and not host_call):
             raise DriverStateError(f"{doing}: tool call {call.id!r} already ran")
         if self._running is not None and call.id in self._running:

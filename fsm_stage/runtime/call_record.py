@@ -30,14 +30,18 @@ __all__ = ["PendingCall", "pending_call", "run_deferred", "write_with"]
 
 class PendingCall:
     """One call's ``tool/call`` event for ``session``, not written yet (``seq`` None) or
-    written at ``seq`` (given for a call logged before: a suspended call authorized again)."""
+    written at ``seq`` (given for a call logged before: a suspended call authorized again).
+    ``shared``: another writer may log the same call (a host's call, seen by two workers)."""
 
-    __slots__ = ("_unsure", "seq", "session", "spec")
+    __slots__ = ("_shared", "_unsure", "found", "seq", "session", "spec")
 
-    def __init__(self, session: Session, spec: NewEvent, *, seq: int | None = None) -> None:
+    def __init__(self, session: Session, spec: NewEvent, *, seq: int | None = None,
+                 shared: bool = False) -> None:
         self.session, self.spec = session, spec
         self.seq: int | None = seq
         self._unsure = False
+        self._shared = shared  # another writer may log the same call (a host call in a second worker)
+        self.found = False  # ensure_written found it logged by another write instead of writing it
 
     def failed(self) -> None:
         """A batch it led raised a write error: it may have committed all the same (a store
@@ -74,14 +78,28 @@ class PendingCall:
             self.seq = self._logged_seq()
         return self.seq
 
-    def ensure_written(self, *, look: bool = True) -> int:
-        """Its seq, appending it alone first when it is not written yet: unless ``look`` is
-        False (the caller knows the log holds no record of the call), the open turn is searched
-        for one first. Raises the log's ``LogWriteError`` (nothing written)."""
-        if self.seq is None and look:
-            self.seq = self._logged_seq()
-        if self.seq is None:
-            self.seq = self.session.append(self.spec.type, self.spec.data).seq
+    def ensure_written(self, *, look: bool | None = None, seen: int | None = None) -> int:
+        """Its seq, appending it alone first when it is not written yet. The open turn is
+        searched for a record of the call first when ``look`` (default: after a failed write,
+        or for a ``shared`` call); a shared call is appended only where the log still ends as
+        this writer saw it (``seen``: the last seq it decided on; default: now), and looked up
+        again after another writer's append (``found``: it was). Raises the log's
+        ``LogWriteError`` (nothing written)."""
+        look = (self._unsure or self._shared) if look is None else look
+        while self.seq is None:
+            if look:
+                self.seq = self._logged_seq()
+                if self.seq is not None:
+                    self.found = True
+                    break
+            if not self._shared:
+                self.seq = self.session.append(self.spec.type, self.spec.data).seq
+                break
+            expect = self.session.last_seq if seen is None else seen
+            try:
+                self.seq = self.session.append_many([self.spec], expect_last_seq=expect)[0].seq
+            except AppendConflictError:
+                look, seen = True, None
         return self.seq
 
 

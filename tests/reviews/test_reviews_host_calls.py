@@ -323,3 +323,90 @@ def test_a_runtime_tools_suspended_call_is_not_the_hosts_to_record(tmp_path: Pat
         host.driver.record_tool_result(goto, "done")
     with pytest.raises(DriverStateError, match="already ran"):
         asyncio.run(host.driver.authorize(goto))
+
+
+def test_a_suspended_call_the_policy_now_allows_is_let_run_once(tmp_path: Path) -> None:
+    """Plan mode's ask rule suspended the call; the user turned plan mode off: the call runs by
+    the policy now in force, its review is closed, and asking again is TOOL_OUTCOME_UNKNOWN."""
+    graph = GRAPH.replace("    tools:\n      ask: [apply_patch]\n", "")
+    assert "ask: [apply_patch]" in graph  # plan mode's rule only
+    log = JsonlLog(tmp_path / "s.jsonl", header=SessionHeader("s", cwd=str(tmp_path)))
+    host = open_session(load_config_text(graph), log, review=SuspendingReviewChannel())
+    assert host.plan is not None
+    host.plan.set(host.agent, True)
+    _reply(host)
+    with pytest.raises(ReviewPending):
+        asyncio.run(host.driver.authorize(CALL))
+    asyncio.run(host.runtime.run_command(host.agent, "/plan off"))
+    assert asyncio.run(host.driver.authorize(CALL)) is None
+    assert review_state(host.session).open == ()
+    again = asyncio.run(host.driver.authorize(CALL))
+    assert again is not None
+    assert _of_call(host, "tool/result")[0].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+
+
+class _SlowGate:
+    """A tool gate that takes a while to allow a call (an external policy service)."""
+
+    async def call(self, runtime: Any, agent: Any, call: Any, **kw: Any) -> None:
+        return None
+
+    async def authorize(self, runtime: Any, agent: Any, call: Any, **kw: Any) -> None:
+        await asyncio.sleep(0.02)
+
+
+def test_two_writers_authorizing_one_allowed_call_let_it_run_once(tmp_path: Path) -> None:
+    from fsm_stage.log.events import MemoryLog
+
+    log = MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
+    a = open_session(load_config_text(GRAPH), log, review=SuspendingReviewChannel(), plan_mode=False)
+    _reply(a, READ)
+    b = open_session(load_config_text(GRAPH), log, review=SuspendingReviewChannel(), plan_mode=False,
+                     repair=False)
+    for host in (a, b):
+        host.runtime.add_tool_gate(_SlowGate())
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(a.driver.authorize(READ), b.driver.authorize(READ),
+                                    return_exceptions=True)
+
+    verdicts = asyncio.run(both())
+    assert verdicts.count(None) == 1 and len(_of_call(a, "tool/call", "h2")) == 1
+    (refused,) = [v for v in verdicts if v is not None]
+    assert isinstance(refused, DriverStateError) and "not run twice" in str(refused)
+
+
+def test_a_runtime_tool_running_in_another_writer_is_not_the_hosts(tmp_path: Path) -> None:
+    """A call run_tool logged (running elsewhere) is refused to authorize / record_tool_result."""
+    from fsm_stage import ToolOutput, ToolSpec
+    from fsm_stage.log.events import MemoryLog
+
+    started = asyncio.Event()
+
+    class Build:
+        spec = ToolSpec("build", "Build.", {"type": "object"})
+
+        async def execute(self, args: Any, agent: Any, signal: Any = None) -> ToolOutput:
+            started.set()
+            await asyncio.sleep(0.02)
+            return ToolOutput(None, "built")
+
+    log = MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
+    a = open_session(load_config_text(GRAPH), log, plan_mode=False)
+    call = ToolCall("r1", "build", "{}")
+    _reply(a, call)
+    b = open_session(load_config_text(GRAPH), log, plan_mode=False, repair=False)
+    for host in (a, b):
+        host.runtime.add_tool(Build())
+
+    async def scenario() -> None:
+        running = asyncio.create_task(a.driver.run_tool(call))
+        await started.wait()
+        with pytest.raises(DriverStateError, match="already ran"):
+            b.driver.record_tool_result(call, "host says done")
+        with pytest.raises(DriverStateError, match="already ran"):
+            await b.driver.authorize(call)
+        await running
+
+    asyncio.run(scenario())
+    assert len(_of_call(a, "tool/result", "r1")) == 1

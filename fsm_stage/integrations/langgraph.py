@@ -83,23 +83,25 @@ def _answer(host: StageHost, review_id: str, value: Any) -> None:
         host.answer(review_id, value is True or value == "Approve")
 
 
-_RESUMED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("fsm_stage_lg_resumed",
-                                                                             default=None)
-"""Set by the ``tools`` node around each call: marked when an ``interrupt`` returned a value."""
+_ASKED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("fsm_stage_lg_asked", default=None)
+"""Set by the ``tools`` node around each call: marked when the call's review was settled here
+(its ``interrupt`` resumed, or its answer found in the log)."""
 
 
 def _ask(host: StageHost, call: ToolCall, review_id: str, kind: str) -> None:
     """``interrupt`` for the review ``review_id`` of ``call`` unless it is answered in the log
     already; the value it resumes with is recorded as the answer. LangGraph hands resume values
     to a node's interrupts by their order within the node's task, so the ``tools`` node ends its
-    task after a call whose interrupt was resumed (``_RESUMED``): each task has one interrupt."""
+    task after any call that reached this point (``_ASKED``): each task asks one review, and a
+    resume value meant for a review answered elsewhere meanwhile dies with the task instead of
+    answering the next call's."""
     if not any(rid == review_id and answered for _c, rid, answered in host.pending_reviews()):
         value = interrupt({"review_id": review_id, "call_id": call.id, "tool": call.name,
                            "kind": kind, "arguments": json.loads(call.arguments)})
-        resumed = _RESUMED.get()
-        if resumed is not None:
-            resumed.append(True)
         _answer(host, review_id, value)
+    asked = _ASKED.get()
+    if asked is not None:
+        asked.append(True)
 
 
 async def _run_fsm(host: StageHost, call: ToolCall) -> str:
@@ -213,14 +215,15 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
     async def run_tools(state: StageState) -> StageState:
         more[0] = False
         for c in host.driver.unsettled():  # one at a time: a task's interrupts keep their order
-            resumed: list[bool] = []
-            token = _RESUMED.set(resumed)
+            reviewed = any(call.id == c.id for call, _r, _a in host.pending_reviews())
+            asked: list[bool] = []
+            token = _ASKED.set(asked)
             try:
                 await node.ainvoke([{"type": "tool_call", "name": c.name, "id": c.id,
                                      "args": json.loads(c.arguments)}])
             finally:
-                _RESUMED.reset(token)
-            if resumed:
+                _ASKED.reset(token)
+            if asked or reviewed:  # (a review asked in an earlier run of this task)
                 more[0] = True
                 break
         return {}

@@ -169,15 +169,16 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
     ``ask`` rule reviews needs approval (an interruption, answered with ``approve`` / ``reject``);
     otherwise the tool's own ``needs_approval`` decides."""
     out = []
-    authorized: set[str] = set()  # calls needs_approval let run, until their invoke
+    authorized: set[str] = set()  # calls (_call_key) needs_approval let run, until their invoke
     for tool in tools:
         def invoke(ctx: ToolContext[Any], args: str, _tool: FunctionTool = tool) -> Awaitable[Any]:
             call = host.required_call(ctx.tool_call_id, ctx.tool_name, args)
             review_id = host.open_review(call.id)
             if review_id is not None:  # approved on RunState without approve(): record it
                 host.answer(review_id, True, by="openai-agents")
-            let_run = call.id in authorized
-            authorized.discard(call.id)
+            key = _call_key(host, call.id)
+            let_run = key in authorized
+            authorized.discard(key)
             return _run_host_tool(host, call, lambda: _tool.on_invoke_tool(ctx, args), authorized=let_run)
         out.append(FunctionTool(name=tool.name, description=tool.description,
                                 params_json_schema=tool.params_json_schema, on_invoke_tool=invoke,
@@ -188,21 +189,31 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
 
 def _policy_approval(host: StageHost, tool: FunctionTool, authorized: set[str],
                      ) -> Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]:
-    """``needs_approval`` of a host tool copy: True while the policy's review of the call waits;
-    for a call the policy refused (logged) False, so the copy returns the refusal; else the
-    tool's own ``needs_approval`` (a call the policy let run is in ``authorized`` for its
-    ``invoke``: the policy is asked once per call)."""
+    """``needs_approval`` of a host tool copy: the tool's own ``needs_approval`` first (when it
+    asks, the policy is asked at ``invoke``, after the SDK's approval); else True while the
+    policy's review of the call waits, False otherwise (a refused call's copy returns the logged
+    refusal; a call the policy let run is in ``authorized`` for its ``invoke``, by step and id:
+    the policy is asked once per call)."""
     async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-        if host.settled_result(call_id) is None and call_id not in authorized:
+        own = tool.needs_approval
+        if await own(ctx, params, call_id) if callable(own) else own:
+            return True
+        key = _call_key(host, call_id)
+        if host.settled_result(call_id) is None and key not in authorized:
             try:
                 if await host.refusal(host.required_call(call_id, tool.name, json.dumps(params))):
                     return False
             except ReviewPending:
                 return True
-            authorized.add(call_id)
-        own = tool.needs_approval
-        return bool(await own(ctx, params, call_id)) if callable(own) else bool(own)
+            authorized.add(key)
+        return False
     return needs_approval
+
+
+def _call_key(host: StageHost, call_id: str) -> str:
+    """``call_id`` within the open step (a provider may number calls per reply)."""
+    view = host.driver.view()
+    return repr((view.open_step if view is not None else None, call_id))
 
 
 def _review_of(host: StageHost, item: ToolApprovalItem) -> str | None:

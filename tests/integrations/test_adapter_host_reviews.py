@@ -315,3 +315,61 @@ def test_langgraph_two_reviews_in_one_reply_each_get_their_own_answer(order: lis
                 for rid, a in review_state(host.session).answered.items()}
     assert outcomes == {"verify": "approve", "apply_patch": "keep"}
     assert host.current_stage() == "verify"
+
+
+def test_langgraph_a_resume_value_for_a_review_answered_elsewhere_answers_no_other_call() -> None:
+    """Two reviewed calls in one reply; the first is approved in the inbox and the app resumes
+    with True as well: the second call still interrupts for its own answer."""
+    sdk("langgraph")
+    from langgraph.types import Command
+
+    from fsm_stage.reviews import answer_review
+
+    ran: list[Any] = []
+    host = _open(_fresh())
+    graph = _lg_two_calls(host, ran, ["apply_patch", "goto_stage"])
+    out = _lg_run(graph, {"session": host.session.id, "prompt": "Patch, then verify."})
+    (first,) = out["__interrupt__"]
+    answer_review(host.session, first.value["review_id"], "approve", by="alice")
+    out = _lg_run(graph, Command(resume=True))
+    (second,) = out["__interrupt__"]
+    assert second.value["tool"] == "goto_stage" and ran == ["+--greeting"]
+    assert second.value["review_id"] not in review_state(host.session).answered
+
+
+def test_agents_sdk_a_tool_with_its_own_approval_runs_after_a_restart() -> None:
+    """The SDK's own needs_approval asks first; the policy is asked when the approved call runs,
+    so a new process resuming the saved RunState runs the tool (once)."""
+    sdk("agents")
+    from agents import Agent, Runner, RunState, function_tool
+    from oa_fake import FakeModel
+
+    from fsm_stage.integrations.openai_agents import StagedModel, host_tools, stage_tools
+
+    def build(host: StageHost, ran: list[Any]) -> Any:
+        @function_tool(needs_approval=True)
+        def read_file(path: str) -> str:
+            """Read a file."""
+            ran.append(path)
+            return "text"
+
+        def move(h: StageHost) -> tuple[str, dict[str, str]] | None:
+            done = any(e.type == "tool/result" for e in h.session.events)
+            return None if done else ("read_file", {"path": "a.md"})
+
+        return Agent(name="dev", model=StagedModel(FakeModel(host, move), host),
+                     tools=[*stage_tools(host), *host_tools(host, [read_file])])
+
+    async def run() -> None:
+        path, ran = _fresh(), []
+        host = _open(path)
+        result = await Runner.run(build(host, ran), "Read it.")
+        saved = result.to_state().to_string()
+        host2 = _restart(host, path)
+        agent2 = build(host2, ran)
+        state = await RunState.from_string(agent2, saved)
+        state.approve(state.get_interruptions()[0])
+        result = await Runner.run(agent2, state)
+        assert ran == ["a.md"] and result.final_output == "Verified."
+
+    asyncio.run(run())

@@ -59,11 +59,21 @@ async def authorize(runtime: Runtime, agent: Agent, state: CallState, *,
     if not _awaits_review(session, state):
         return _outcome_unknown(session, state)
     pending = PendingCall(session, spec, seq=state.call_seq, shared=True)
+    seen = session.last_seq
     refused = await run_deferred(pending, runtime.authorize(agent, call, turn=turn, step=step, signal=signal))
-    if refused is None and _awaits_review(session, state):
-        # let run without using its approval (the policy in force allows the tool now): the
-        # review is closed, so the call counts as let run
-        session.append_many(call_closed_specs(session, call.id))
+    if refused is None:
+        redemption = state_of(session).redeemed.get(state.review_id or "")
+        closed = redemption is not None and not redemption.applied  # by another writer
+        if redemption is None:
+            # let run without using its approval (the policy in force allows the tool now): its
+            # review is closed where the log still ends as seen, so the call is let run once
+            try:
+                session.append_many(call_closed_specs(session, call.id), expect_last_seq=seen)
+            except AppendConflictError:
+                closed = True
+        if closed:
+            raise DriverStateError(f"authorize: tool call {call.id!r} was settled by another "
+                                   "writer of this session; it is not run twice")
     return refused
 
 

@@ -410,3 +410,25 @@ def test_a_runtime_tool_running_in_another_writer_is_not_the_hosts(tmp_path: Pat
 
     asyncio.run(scenario())
     assert len(_of_call(a, "tool/result", "r1")) == 1
+
+
+def test_two_writers_letting_a_suspended_call_run_by_a_relaxed_policy_run_it_once(tmp_path: Path) -> None:
+    from fsm_stage.log.events import MemoryLog
+
+    log = MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
+    first = open_session(load_config_text(GRAPH), log, review=SuspendingReviewChannel(), plan_mode=False)
+    _reply(first)
+    with pytest.raises(ReviewPending):
+        asyncio.run(first.driver.authorize(CALL))
+    relaxed = load_config_text(GRAPH.replace("ask: [apply_patch]", "allow: [apply_patch]"))
+    workers = [open_session(relaxed, log, review=SuspendingReviewChannel(), plan_mode=False,
+                            accept_graph_change=True, repair=False) for _ in range(2)]
+    for host in workers:
+        host.runtime.add_tool_gate(_SlowGate())
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(*(w.driver.authorize(CALL) for w in workers), return_exceptions=True)
+
+    verdicts = asyncio.run(both())
+    assert verdicts.count(None) == 1
+    assert any(isinstance(v, DriverStateError) and "not run twice" in str(v) for v in verdicts)

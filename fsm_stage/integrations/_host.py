@@ -199,6 +199,14 @@ class StageHost(SessionHost):
                         return _block_text(block)
         return None
 
+    def policy_verdict(self, call: ToolCall) -> str | None:
+        """The tool policy's verdict on ``call`` now (``allow`` / ``ask`` / ``deny``; None: no
+        policy applies), decided without asking anyone or writing anything."""
+        from fsm_stage.policy._gate import authorize as decide
+
+        found = decide(self.runtime, self.agent, call)
+        return None if found is None else found[0].verdict
+
     async def refusal(self, call: ToolCall) -> str | None:
         """The tool policy's verdict on a host tool call, before it runs: None to run it, or the
         refusal text the model gets (already logged as ``tool/call`` + error ``tool/result``).

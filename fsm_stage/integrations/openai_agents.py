@@ -189,24 +189,27 @@ def host_tools(host: StageHost, tools: Sequence[FunctionTool]) -> list[FunctionT
 
 def _policy_approval(host: StageHost, tool: FunctionTool, authorized: set[str],
                      ) -> Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]:
-    """``needs_approval`` of a host tool copy: the tool's own ``needs_approval`` first (when it
-    asks, the policy is asked at ``invoke``, after the SDK's approval); else True while the
-    policy's review of the call waits, False otherwise (a refused call's copy returns the logged
-    refusal; a call the policy let run is in ``authorized`` for its ``invoke``, by step and id:
-    the policy is asked once per call)."""
+    """``needs_approval`` of a host tool copy. A call the policy lets run outright but the tool's
+    own ``needs_approval`` asks about waits for the SDK's approval first (the policy is applied
+    when it runs: nothing is logged before the human decides). Otherwise the policy first: True
+    while its review of the call waits (that human approval covers the tool's own), False for a
+    refusal (the copy returns the logged refusal), else the tool's own answer; a call the policy
+    let run is in ``authorized`` for its ``invoke`` (by step and id: asked once per call)."""
     async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
         own = tool.needs_approval
-        if await own(ctx, params, call_id) if callable(own) else own:
-            return True
+        own_asks = bool(await own(ctx, params, call_id) if callable(own) else own)
+        call = host.required_call(call_id, tool.name, json.dumps(params))
         key = _call_key(host, call_id)
+        if own_asks and host.policy_verdict(call) in (None, "allow"):
+            return True
         if host.settled_result(call_id) is None and key not in authorized:
             try:
-                if await host.refusal(host.required_call(call_id, tool.name, json.dumps(params))):
+                if await host.refusal(call):
                     return False
             except ReviewPending:
                 return True
             authorized.add(key)
-        return False
+        return own_asks
     return needs_approval
 
 

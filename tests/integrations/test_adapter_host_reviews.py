@@ -373,3 +373,37 @@ def test_agents_sdk_a_tool_with_its_own_approval_runs_after_a_restart() -> None:
         assert ran == ["a.md"] and result.final_output == "Verified."
 
     asyncio.run(run())
+
+
+def test_agents_sdk_a_tool_with_its_own_approval_and_an_ask_rule_is_asked_once() -> None:
+    """The policy's review is the SDK interruption (it covers the tool's own approval): one
+    approval, the tool runs once, the run ends normally."""
+    sdk("agents")
+    from agents import Agent, Runner, function_tool
+    from oa_fake import FakeModel
+
+    from fsm_stage.integrations.openai_agents import StagedModel, approve, host_tools, stage_tools
+
+    ran: list[Any] = []
+
+    @function_tool(needs_approval=True)
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    def move(h: StageHost) -> tuple[str, dict[str, str]] | None:
+        return None if any(e.type == "tool/result" for e in h.session.events) else ("apply_patch", PATCH)
+
+    async def run() -> None:
+        host = _open(_fresh())
+        agent = Agent(name="dev", model=StagedModel(FakeModel(host, move), host),
+                      tools=[*stage_tools(host), *host_tools(host, [apply_patch])])
+        result = await Runner.run(agent, "Patch.")
+        state, (item,) = result.to_state(), result.interruptions
+        approve(host, state, item)
+        result = await Runner.run(agent, state)
+        assert result.final_output == "Verified."
+        _settled_once(host, ran, approved=True)
+
+    asyncio.run(run())

@@ -53,8 +53,7 @@ async def authorize(runtime: Runtime, agent: Agent, state: CallState, *,
             reviewed = _reviewed(session, call.id)
             pending.ensure_written(look=reviewed, seen=None if reviewed else seen)
             if pending.found and not reviewed:
-                raise DriverStateError(f"authorize: tool call {call.id!r} was authorized by another "
-                                       "writer of this session; it is not run twice")
+                raise _taken(call.id)
         return refused
     if not _awaits_review(session, state):
         return _outcome_unknown(session, state)
@@ -72,8 +71,7 @@ async def authorize(runtime: Runtime, agent: Agent, state: CallState, *,
             except AppendConflictError:
                 closed = True
         if closed:
-            raise DriverStateError(f"authorize: tool call {call.id!r} was settled by another "
-                                   "writer of this session; it is not run twice")
+            raise _taken(call.id)
     return refused
 
 
@@ -82,9 +80,9 @@ def result_events(session: Session, state: CallState, result: ToolResult, *, at:
     logged ``tool/call`` (with the redemptions that close its live reviews), or, for a call not
     logged yet, ``tool/call`` (to be written at seq ``at``) + ``tool/result``."""
     data = result_data(result, state.turn, state.step)
-    if state.call_seq is not None:
-        return [NewEvent(TOOL_RESULT, data, "append", [state.call_seq]),
-                *call_closed_specs(session, state.call.id)]
+    if state.call_seq is not None:  # a review bound to the call may still be live: closed with it
+        closing = call_closed_specs(session, state.call.id) if state.review_id is not None else []
+        return [NewEvent(TOOL_RESULT, data, "append", [state.call_seq]), *closing]
     return [NewEvent(TOOL_CALL, call_data(state.call, state.turn, state.step)),
             NewEvent(TOOL_RESULT, data, "append", [at])]
 
@@ -133,6 +131,11 @@ def _outcome_unknown(session: Session, state: CallState) -> ToolResult:
     try:
         session.append_many([NewEvent(TOOL_RESULT, data, "append", [seq])], expect_last_seq=last)
     except AppendConflictError:
-        raise DriverStateError(f"authorize: tool call {call.id!r} was settled by another writer; "
-                               "read the session again") from None
+        raise _taken(call.id) from None
     return unknown
+
+
+def _taken(call_id: str) -> DriverStateError:
+    """Another writer of the session authorized or settled the call first: it is not run here."""
+    return DriverStateError(f"authorize: tool call {call_id!r} was authorized or settled by another "
+                            "writer of this session; it is not run twice")

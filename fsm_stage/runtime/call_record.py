@@ -6,8 +6,10 @@ write: the durability contract only needs the call recorded before its review is
 (docs/performance.md). The runtime runs the tool with the record pending (``run_deferred``);
 ``open_request`` takes it into the request's batch (``pending_call``, ``lead``, ``wrote``);
 ``ensure_written`` writes it alone where no request was opened (a refusal, a suspension found
-on resume), ``write_with`` with the result. One write fewer per reviewed call: one fsync on a
-``JsonlLog``, one commit on PostgreSQL.
+on resume, a host call let run), ``write_with`` with the result. One write fewer per reviewed
+call: one fsync on a ``JsonlLog``, one commit on PostgreSQL. A ``shared`` record (a host's call,
+which another worker of the session may log too) is written only where the log still ends as
+its writer saw it; ``found`` says another write had logged it.
 """
 
 from __future__ import annotations

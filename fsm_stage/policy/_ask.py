@@ -27,7 +27,7 @@ from fsm_stage.prompts import load_catalog
 from fsm_stage.reviews import _flow as flow
 from fsm_stage.reviews._answer import current_payload_sha256
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
-from fsm_stage.reviews._fold import ReviewRecord, tool_payload_sha256
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord, tool_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.call_record import PendingCall, pending_call, run_deferred
@@ -155,9 +155,30 @@ async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCa
         else:
             why = _REDEEM_REFUSALS.get(red.reason or "", f"the approval was not applied ({red.reason})")
         return _unapproved(decision, f": {why}")
-    feedback = outcome.answer.feedback
-    why = "dismissed" if outcome.answer.outcome == "dismiss" else "did not approve"
-    return _unapproved(decision, f": the reviewer {why}" + (f" ({feedback})" if feedback else ""))
+    return _unapproved(decision, f": {_answered(outcome.answer)}")
+
+
+def _answered(answer: ReviewAnswer) -> str:
+    """How a reviewer declined: ``the reviewer did not approve`` / ``dismissed`` (+ feedback)."""
+    why = "dismissed" if answer.outcome == "dismiss" else "did not approve"
+    return f"the reviewer {why}" + (f" ({answer.feedback})" if answer.feedback else "")
+
+
+def _declined(runtime: Runtime, agent: Agent | None, call: ToolCall,
+              found: tuple[Decision, PolicyState] | None) -> tuple[Decision, PolicyState] | None:
+    """The refusal of a call whose own review a human answered without approving (keep,
+    dismiss) and which has no result yet, when the policy in force (``found``) would let it run:
+    the answer binds the call it was given for, so plan mode turned off or a graph that now
+    allows the tool does not run that call (a new call of the tool is the policy's)."""
+    if agent is None:
+        return None
+    answer = flow.declined(agent.session, TOOL_REVIEW_KIND, call.id)
+    if answer is None:
+        return None
+    state = found[1] if found is not None else gate.unrestricted_state(runtime)
+    decision = Decision("deny", _answered(answer), found[0].scope if found is not None else "stage",
+                        declined=(answer.outcome, answer.feedback))
+    return decision, state
 
 
 def _unapproved(decision: Decision, why: str) -> Decision:
@@ -197,8 +218,14 @@ class PolicyGate:
             return None
         found = gate.authorize(runtime, agent, call)
         if found is None or found[0].verdict == "allow":
-            return None
+            found = _declined(runtime, agent, call, found)
+            if found is None:
+                return None
         session = agent.session if (log and agent is not None) else None
+        if found[0].declined is not None and session is not None:  # its tool/call is logged
+            logged = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
+            seq = logged.ensure_written(look=True)
+            return gate.refuse(session, call, *found, turn=turn, step=step, log_call=False, call_seq=seq)
         if found[0].verdict != "ask" or agent is None:
             return gate.refuse(session, call, *found, turn=turn, step=step)
         call_seq = None
@@ -227,7 +254,9 @@ class PolicyGate:
             return None
         found = gate.authorize(runtime, agent, call)
         if found is None or found[0].verdict == "allow":
-            return None
+            found = _declined(runtime, agent, call, found)
+            if found is None:
+                return None
         decision, state = found
         session = agent.session if (log and agent is not None) else None
         # a caller that left the call's tool/call pending (the step driver) has it written with a

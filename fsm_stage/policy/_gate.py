@@ -74,12 +74,16 @@ class Decision:
     """A policy's answer for one call: ``verdict``, the ``rule`` that decided (wording for the
     model and the log), and ``scope`` (``"stage"`` or ``"plan mode"``); ``unapproved``: a
     ``deny`` of a call an ``ask`` rule admits once a human approves it (the review refused it,
-    or could not be asked): the model is told so, not that the tool is barred here."""
+    or could not be asked): the model is told so, not that the tool is barred here;
+    ``declined``: ``(outcome, feedback)`` of the review a human answered without approving
+    (``keep`` / ``dismiss``) for this very call, which is refused whatever the policy in force
+    says."""
 
     verdict: Verdict
     rule: str
     scope: str = "stage"
     unapproved: bool = False
+    declined: tuple[str, str | None] | None = None
 
 
 def _describe(rule: ToolRuleConfig) -> str:
@@ -376,6 +380,14 @@ def policy_state(runtime: _Gated, agent: Agent | None) -> PolicyState | None:
     return PolicyState(stage, active, sp, pp, graph, cwd if isinstance(cwd, str) else None)
 
 
+def unrestricted_state(runtime: _Gated) -> PolicyState:
+    """The policy state where no policy applies (its refusals are worded in the graph's
+    language): for a refusal that does not come from a rule."""
+    stage_src, _plan_src = policy_sources(runtime)
+    graph = stage_src.config if stage_src is not None and isinstance(stage_src.config, GraphConfig) else None
+    return PolicyState(None, False, None, None, graph)
+
+
 def authorize(
     runtime: _Gated, agent: Agent | None, call: ToolCall
 ) -> tuple[Decision, PolicyState] | None:
@@ -394,6 +406,11 @@ def refusal_text(decision: Decision, state: PolicyState, call: ToolCall) -> str:
     """The model-facing refusal (without the ``Error: `` prefix): a call the policy bars here
     is told where it is allowed; a call that needed a human's approval is told it did not get it."""
     language = state.graph.language if state.graph is not None else "en"
+    if decision.declined is not None:
+        outcome, feedback = decision.declined
+        note = _text("refusal.feedback", language, feedback=feedback) if feedback else ""
+        key = "refusal.dismissed" if outcome == "dismiss" else "refusal.declined"
+        return _text(key, language, tool=call.name, feedback=note)
     where = (
         _text("refusal.plan_mode", language, stage=state.stage or "")
         if decision.scope == "plan mode"

@@ -59,6 +59,7 @@ __all__ = [
     "Outcome",
     "Ticket",
     "conduct",
+    "declined",
     "existing",
     "open_request",
     "redeem",
@@ -181,6 +182,21 @@ def existing(session: Session, kind: str, call_id: str | None, payload_sha256: s
             f"review {record.id}: the tool call's {'plan' if kind == 'plan' else 'stage or handoff'} "
             "changed since the review was asked; call the tool again with a new call")
     return record
+
+
+def declined(session: Session, kind: str, call_id: str) -> ReviewAnswer | None:
+    """The answer of the review of ``kind`` for tool call ``call_id`` when a reviewer answered it
+    without approving (``keep``, ``dismiss``) and the call has no ``tool/result`` since: that call
+    stays refused, whatever the policy in force says later. None otherwise (no review, open,
+    approved, or the call settled: a reused call id is asked afresh)."""
+    state = state_of(session)
+    record = state.by_call(call_id, kind)
+    if record is None:
+        return None
+    answer = state.answered.get(record.id)
+    if answer is None or answer.outcome == "approve" or _settled_after(session, call_id, record.seq):
+        return None
+    return answer
 
 
 def _settled_after(session: Session, call_id: str, seq: int) -> bool:

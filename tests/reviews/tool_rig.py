@@ -62,12 +62,15 @@ def runs(counter: Path) -> int:
 
 
 class ToolRig:
-    """Runtime + stage switch + plan mode + the counting tool over ``log``."""
+    """Runtime + stage switch + plan mode + the counting tool over ``log`` (``graph``: another
+    graph text, accepted as a change of the logged one)."""
 
-    def __init__(self, log: EventLog, review: ReviewChannel | None, counter: Path) -> None:
-        cfg = load_config_text(GRAPH, "tool-reviews.yaml")
+    def __init__(self, log: EventLog, review: ReviewChannel | None, counter: Path, *,
+                 graph: str = GRAPH) -> None:
+        cfg = load_config_text(graph, "tool-reviews.yaml")
         assert cfg.graph is not None and cfg.plan_mode is not None
-        host = open_session(cfg, log, review=review, guidance=False, repair=False)
+        host = open_session(cfg, log, review=review, guidance=False, repair=False,
+                            accept_graph_change=graph != GRAPH)
         assert host.stage is not None and host.plan is not None
         self.runtime, self.stage, self.plan = host.runtime, host.stage, host.plan
         self.runtime.add_tool(CountingTool(counter))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fsm_stage.config.policy import OWN_TOOLS
 from fsm_stage.config.review_rules import rules_json
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import RecordShapeError, ReviewPayloadChangedError, ReviewPending, _ReviewBusy
@@ -27,7 +28,7 @@ from fsm_stage.prompts import load_catalog
 from fsm_stage.reviews import _flow as flow
 from fsm_stage.reviews._answer import current_payload_sha256
 from fsm_stage.reviews._channel import Answer, Option, Question, ReviewChannel, ReviewDismissed
-from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord, tool_payload_sha256
+from fsm_stage.reviews._fold import ReviewAnswer, ReviewRecord, session_reviews, tool_payload_sha256
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import Agent
 from fsm_stage.runtime.call_record import PendingCall, pending_call, run_deferred
@@ -170,7 +171,11 @@ def _declined(runtime: Runtime, agent: Agent | None, call: ToolCall,
     dismiss) and which has no result yet, when the policy in force (``found``) would let it run:
     the answer binds the call it was given for, so plan mode turned off or a graph that now
     allows the tool does not run that call (a new call of the tool is the policy's)."""
-    if agent is None:
+    if agent is None or call.name in OWN_TOOLS:
+        return None
+    # a call that has a review was suspended, and whoever resumes it has read the log since: the
+    # view at hand says whether to read the log for its answer (most calls have none)
+    if session_reviews(agent.session).by_call(call.id, TOOL_REVIEW_KIND) is None:
         return None
     answer = flow.declined(agent.session, TOOL_REVIEW_KIND, call.id)
     if answer is None:

@@ -88,6 +88,11 @@ _ASKED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("fsm_
 (its ``interrupt`` resumed, or its answer found in the log)."""
 
 
+_BATCH: contextvars.ContextVar[bool] = contextvars.ContextVar("fsm_stage_lg_batch", default=False)
+"""Set while the ``tools`` node runs calls concurrently: a review found there is not asked (the
+call is left unsettled for the node's one-at-a-time pass)."""
+
+
 def _ask(host: StageHost, call: ToolCall, review_id: str, kind: str) -> None:
     """``interrupt`` for the review ``review_id`` of ``call`` unless it is answered in the log
     already; the value it resumes with is recorded as the answer. LangGraph hands resume values
@@ -129,6 +134,8 @@ async def _run_host_tool(host: StageHost, call: ToolCall,
     try:
         refusal = await host.refusal(call)
     except ReviewPending as pending:
+        if _BATCH.get():  # a review among concurrent calls: asked in the one-at-a-time pass
+            return ToolMessage(content="", tool_call_id=call.id, name=call.name)
         _ask(host, call, pending.review_id, "tool")
         refusal = await host.refusal(call)  # the logged answer decides
     if refusal is not None:
@@ -212,15 +219,26 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
 
     more = [False]  # the tools node ended its task early: the next super-step runs the rest
 
+    def request(c: ToolCall) -> dict[str, Any]:
+        return {"type": "tool_call", "name": c.name, "id": c.id, "args": json.loads(c.arguments)}
+
     async def run_tools(state: StageState) -> StageState:
         more[0] = False
+        waiting = {call.id for call, _r, _a in host.pending_reviews()}
+        free = [c for c in host.driver.unsettled() if c.name not in FSM_TOOLS and c.id not in waiting
+                and host.policy_verdict(c) != "ask"]
+        if len(free) > 1:  # no review asks about these: concurrently, as a ToolNode runs a reply
+            batch = _BATCH.set(True)
+            try:
+                await node.ainvoke([request(c) for c in free])
+            finally:
+                _BATCH.reset(batch)
         for c in host.driver.unsettled():  # one at a time: a task's interrupts keep their order
             reviewed = any(call.id == c.id for call, _r, _a in host.pending_reviews())
             asked: list[bool] = []
             token = _ASKED.set(asked)
             try:
-                await node.ainvoke([{"type": "tool_call", "name": c.name, "id": c.id,
-                                     "args": json.loads(c.arguments)}])
+                await node.ainvoke([request(c)])
             finally:
                 _ASKED.reset(token)
             if asked or reviewed:  # (a review asked in an earlier run of this task)

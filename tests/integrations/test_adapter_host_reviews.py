@@ -407,3 +407,75 @@ def test_agents_sdk_a_tool_with_its_own_approval_and_an_ask_rule_is_asked_once()
         _settled_once(host, ran, approved=True)
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("misjudged", [False, True])
+def test_langgraph_runs_a_replys_calls_no_review_can_stop_concurrently(misjudged: bool) -> None:
+    """A ToolNode runs a reply's calls concurrently; the stage graph keeps that for calls the
+    policy lets run outright (each of the two tools waits until the other started), and the
+    call an ``ask`` rule reviews still interrupts on its own, after them. ``misjudged``: the
+    reviewed call is taken for an allowed one (the policy changed in between) and lands among
+    the concurrent calls: its review is still asked alone."""
+    sdk("langgraph")
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from fsm_stage.integrations.langgraph import stage_graph
+
+    host = _open(_fresh())
+    started = {"read_a": asyncio.Event(), "read_b": asyncio.Event()}
+
+    async def meet(me: str, other: str) -> str:
+        started[me].set()
+        try:
+            await asyncio.wait_for(started[other].wait(), 2)
+        except TimeoutError:
+            return "alone"
+        return "together"
+
+    @tool
+    async def read_a() -> str:
+        """Read a."""
+        return await meet("read_a", "read_b")
+
+    @tool
+    async def read_b() -> str:
+        """Read b."""
+        return await meet("read_b", "read_a")
+
+    calls = [{"name": "read_a", "args": {}, "id": "call_a"},
+             {"name": "apply_patch", "args": PATCH, "id": "call_p"},
+             {"name": "read_b", "args": {}, "id": "call_b"}]
+
+    class Chat(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, messages: list[Any], *a: Any, **k: Any) -> ChatResult:
+            done = host.recorded_result("call_p") is not None
+            reply = AIMessage("Done.") if done else AIMessage("", tool_calls=calls)
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    @tool
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        return "patched"
+
+    graph = stage_graph(host, Chat(responses=[]), [read_a, read_b, apply_patch], checkpointer=InMemorySaver())
+    if misjudged:
+        host.policy_verdict = lambda call: "allow"  # type: ignore[method-assign]
+
+    async def run() -> Any:
+        return await graph.ainvoke({"session": host.session.id, "prompt": "Read, then patch."},
+                                   {"configurable": {"thread_id": "t"}})
+
+    out = asyncio.run(run())
+    assert [i.value["tool"] for i in out["__interrupt__"]] == ["apply_patch"]
+    assert host.recorded_result("call_a") == "together" and host.recorded_result("call_b") == "together"
+    assert host.recorded_result("call_p") is None
+    out = asyncio.run(graph.ainvoke(Command(resume=True), {"configurable": {"thread_id": "t"}}))
+    assert "__interrupt__" not in out and host.recorded_result("call_p") == "patched"

@@ -27,7 +27,7 @@ def _declined_then_plan_off(tmp_path: Path, outcome: str) -> tuple[Any, str]:
     """A host call plan mode's ``ask`` rule suspended, answered ``outcome`` with feedback, then
     ``/plan off`` (no rule asks before the tool any more)."""
     assert "ask: [apply_patch]" in PLAN_ONLY
-    log = JsonlLog(tmp_path / "s.jsonl", header=SessionHeader("s", cwd=str(tmp_path)))
+    log = JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(f"s-{tmp_path.name}", cwd=str(tmp_path)))
     host = open_session(load_config_text(PLAN_ONLY), log, review=SuspendingReviewChannel())
     assert host.plan is not None
     host.plan.set(host.agent, True)

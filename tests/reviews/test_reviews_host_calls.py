@@ -35,8 +35,10 @@ READ = ToolCall("h2", "read_file", '{"path": "a.md"}')  # a tool the stage allow
 
 
 def _open(path: Path, review: ReviewChannel | None = None) -> Any:
-    """A worker over the JSONL log at ``path`` (created when missing), with crash repair."""
-    log = JsonlLog(path, header=SessionHeader("s", cwd=str(path.parent)))
+    """A worker over the JSONL log at ``path`` (created when missing), with crash repair. The
+    session id is the test's own: a live driver of this process holding another test's session
+    of the same id would make crash repair leave the turn alone (``is_turn_live``)."""
+    log = JsonlLog(path, header=SessionHeader(f"s-{path.parent.name}", cwd=str(path.parent)))
     return open_session(load_config_text(GRAPH), log, review=review or SuspendingReviewChannel(),
                         plan_mode=False)
 

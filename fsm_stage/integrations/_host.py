@@ -54,13 +54,15 @@ class StageHost(SessionHost):
     """
 
     @classmethod
-    def open(cls, log: EventLog, *, graph: ConfigFile | str | Path | None = None, plan_mode: bool = True,
+    def open(cls, log: EventLog, *, graph: ConfigFile | str | Path | None = None,
+             plan_mode: bool | Mapping[str, Any] = True,
              review: ReviewChannel | None = None, config: Mapping[str, Any] | None = None,
              eligible: bool = True, guards: Mapping[str, bool] | None = None,
              eligibility: Mapping[str, bool | Callable[[Any], bool]] | None = None) -> StageHost:
         """``open_session`` for an adapter: the stage switch (``graph``, default ``feature-work``)
-        and plan mode (the file's ``plan_mode`` section, else a one-line one, when
-        ``plan_mode``) over ``log``; ``graph`` is a loaded ``ConfigFile`` or a YAML path.
+        and plan mode over ``log``, as ``open_session`` attaches it (``plan_mode`` True: the
+        file's ``plan_mode`` section when it has one, else none; a mapping: that section; False:
+        none); ``graph`` is a loaded ``ConfigFile`` or a YAML path.
         ``review`` defaults to ``SuspendingReviewChannel`` (every review is answered through the
         framework); ``eligible`` shows the stage guidance; ``eligibility`` (as ``open_session``)
         maps each guard name of the graph to a bool or an ``(agent) -> bool`` predicate,
@@ -71,10 +73,8 @@ class StageHost(SessionHost):
         if loaded.graph is None:
             raise ValueError("StageHost.open needs a file with a stage graph")
         given: dict[str, bool | Callable[[Any], bool]] = {**dict(guards or {}), **dict(eligibility or {})}
-        section = (loaded.plan_mode if loaded.plan_mode is not None else {"section": "Plan first."}
-                   ) if plan_mode else False
         return cls.compose(loaded, log, review=review if review is not None else SuspendingReviewChannel(),
-                           plan_mode=section, guidance=eligible, eligibility=given, config=config)
+                           plan_mode=plan_mode, guidance=eligible, eligibility=given, config=config)
 
     # --- reading ---------------------------------------------------------------------------------
 

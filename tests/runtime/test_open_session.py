@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from two_stages import two_stages
 
 from fsm_stage import MemoryLog, ScriptedReviewChannel, SessionHeader, ToolCall, open_session
 from fsm_stage.config import load_config_text
@@ -89,3 +90,18 @@ def test_plan_mode_speaks_the_graphs_language_in_the_adapters(language: str) -> 
     asyncio.run(host.run_fsm_tool(call))
     (question,) = channel.requests[0].questions
     assert question.header == ("计划评审" if language == "zh" else "Plan review")
+
+
+def test_an_adapters_host_has_plan_mode_only_when_the_file_has_a_section() -> None:
+    """``StageHost.open`` attaches plan mode as ``open_session`` does: a graph without a
+    ``plan_mode:`` section offers no ``exit_plan_mode`` (it used to get a one-line plan mode)."""
+    without = load_config_text(two_stages())
+    assert without.plan_mode is None
+    host = StageHost.open(_log(), graph=without)
+    assert host.plan is None
+    assert "exit_plan_mode" not in {spec.name for spec in host.runtime.tool_specs}
+    given = StageHost.open(_log(), graph=without, plan_mode={"section": "Plan before you edit."})
+    assert given.plan is not None
+    assert "exit_plan_mode" in {spec.name for spec in given.runtime.tool_specs}
+    default = StageHost.open(_log(), guards={"tests_written": True})  # feature-work has a section
+    assert default.plan is not None

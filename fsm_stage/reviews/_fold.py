@@ -337,6 +337,8 @@ CLOSED_CALL_CODES: Final = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH", "TOO
                                       "TOOL_OUTCOME_UNKNOWN"})
 #: ``Redemption.reason`` of a review whose tool call was closed before the review was used.
 CALL_CLOSED: Final = "call-closed"
+TOOL_KIND: Final = "tool"
+"""The kind of a tool call's review (an ``ask`` rule's)."""
 
 
 class ReviewFold:
@@ -346,10 +348,13 @@ class ReviewFold:
     is closed as ``redeemed {applied: false, reason: "call-closed"}`` when that result closed
     the call without running it (an error code of ``CLOSED_CALL_CODES``: cancel, close_turn,
     crash repair): an approval is never used by a call that is gone, and a question about it
-    never blocks later reviews of its kind."""
+    never blocks later reviews of its kind. A tool review (kind ``tool``) is closed so by any
+    result of its call: its approval is redeemed before the tool runs, so a result that finds it
+    live settled the call without it (a policy changed since allowed or refused the call), and
+    the approval must not serve a later call reusing the id."""
 
     key: str = "reviews"
-    STATE_VERSION: int = 2
+    STATE_VERSION: int = 3
     #: Event types that can change the state: a streaming reader may skip others.
     READS: Final = frozenset({REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT, TOOL_RESULT})
 
@@ -451,9 +456,10 @@ def _close_calls(state: ReviewState, event: Event) -> ReviewState:
         return state
     d = event.data if isinstance(event.data, Mapping) else _EMPTY
     error = d.get("error")
-    if not (isinstance(error, Mapping) and error.get("code") in CLOSED_CALL_CODES):
-        return state
-    gone = [i for i in state.live if state.records[i].call_id == call_id and state.records[i].seq < event.seq]
+    closed = isinstance(error, Mapping) and error.get("code") in CLOSED_CALL_CODES
+    records = state.records
+    gone = [i for i in state.live if records[i].call_id == call_id and records[i].seq < event.seq
+            and (closed or records[i].kind == TOOL_KIND)]
     if not gone:
         return state
     redeemed = state.redeemed

@@ -105,3 +105,62 @@ def test_a_runtime_tool_call_a_human_declined_is_not_run_under_a_graph_that_allo
     assert runs(tmp_path / "runs") == 0
     fresh = relaxed.resume(relaxed.call(call_id="c_other"))  # a new call runs by the graph in force
     assert not fresh.is_error and runs(tmp_path / "runs") == 1
+
+
+def _approved_then(tmp_path: Path, relax: str) -> tuple[Any, Path, str]:
+    """A runtime tool's call (``run_tool``) plan mode's ``ask`` rule suspended, approved, then
+    resumed by ``driver.resume()`` after ``relax``: ``/plan off`` (the tool is allowed) or a graph
+    that denies the tool (``strict``)."""
+    from tool_rig import CountingTool
+
+    graph = PLAN_ONLY if relax == "plan off" else PLAN_ONLY.replace(
+        "  - name: explore\n    instruction: Explore.\n", "  - name: explore\n    instruction: Explore.\n"
+        "    tools:\n      allow: [read_file]\n", 1)
+    log = JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(f"s-{tmp_path.name}", cwd=str(tmp_path)))
+    host = open_session(load_config_text(PLAN_ONLY), log, review=SuspendingReviewChannel())
+    host.runtime.add_tool(CountingTool(tmp_path / "runs"))
+    assert host.plan is not None
+    host.plan.set(host.agent, True)
+    host.agent.steer(user_message("patch it"))
+    host.driver.start_turn()
+    host.driver.begin_step()
+    host.driver.record_reply("", [CALL])
+    with pytest.raises(ReviewPending) as pending:
+        asyncio.run(host.driver.run_tool(CALL))
+    answer_review(host.session, pending.value.review_id, "approve")
+    if relax == "plan off":
+        asyncio.run(host.runtime.run_command(host.agent, "/plan off"))
+    else:
+        host.session.log.close()
+        host = open_session(load_config_text(graph), JsonlLog(tmp_path / "s.jsonl"),
+                            review=SuspendingReviewChannel(), plan_mode=False, accept_graph_change=True)
+        host.runtime.add_tool(CountingTool(tmp_path / "runs"))
+    asyncio.run(host.driver.resume())
+    return host, tmp_path / "runs", pending.value.review_id
+
+
+@pytest.mark.parametrize(("relax", "ran"), [("plan off", 1), ("strict", 0)])
+def test_an_approval_its_call_did_not_use_is_closed_with_the_calls_result(
+        tmp_path: Path, relax: str, ran: int) -> None:
+    """The call ran by a relaxed policy (or was refused by a stricter one) without redeeming its
+    approval: the result closes the review, so the approval neither blocks the next tool review
+    nor serves a later call that reuses the id."""
+    host, counter, rid = _approved_then(tmp_path, relax)
+    assert runs(counter) == ran
+    state = review_state(host.session)
+    assert state.redeemed[rid].reason == "call-closed" and state.approved == ()
+    host.driver.end_step()
+    host.driver.end_turn()
+    if host.plan is not None:
+        host.plan.set(host.agent, True)
+    host.agent.steer(user_message("again"))
+    host.driver.start_turn()
+    host.driver.begin_step()
+    again = ToolCall("h1", "apply_patch", '{"p": "one"}')  # a provider numbering call ids per turn
+    host.driver.record_reply("", [again])
+    if relax == "plan off":
+        with pytest.raises(ReviewPending):  # asked afresh, not run on the old approval
+            asyncio.run(host.driver.run_tool(again))
+    else:
+        assert asyncio.run(host.driver.run_tool(again)).is_error
+    assert runs(counter) == ran

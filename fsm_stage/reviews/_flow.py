@@ -226,7 +226,14 @@ def _heal(session: Session, kind: str) -> None:
         _UNWRITTEN.pop(key, None)
 
 
+PER_CALL_KINDS: Final = frozenset({"tool"})
+"""Kinds whose reviews are bound to one call each: several may be open at once (one per call,
+``existing`` finds a resumed call's). A stage or plan review is one per session and kind."""
+
+
 def _check_free(state: ReviewState, kind: str, label: str) -> None:
+    if kind in PER_CALL_KINDS:
+        return
     rec = state.open_of(kind)
     if rec is not None:
         raise _ReviewBusy(BUSY_OPEN.format(kind=label, id=rec.id))

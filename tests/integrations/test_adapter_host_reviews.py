@@ -479,3 +479,42 @@ def test_langgraph_runs_a_replys_calls_no_review_can_stop_concurrently(misjudged
     assert host.recorded_result("call_p") is None
     out = asyncio.run(graph.ainvoke(Command(resume=True), {"configurable": {"thread_id": "t"}}))
     assert "__interrupt__" not in out and host.recorded_result("call_p") == "patched"
+
+
+def test_pydantic_ai_two_reviewed_calls_in_one_reply_are_asked_together() -> None:
+    """Tool reviews are one per call: both calls of the reply are deferred approvals at once,
+    each answered on its own (one approved runs, the other refused)."""
+    sdk("pydantic_ai")
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from fsm_stage.integrations.pydantic_ai import StageCapability
+
+    ran: list[Any] = []
+    host = _open(_fresh())
+
+    def model(messages: list[Any], _info: Any) -> Any:
+        if any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts):
+            return ModelResponse(parts=[TextPart("Done.")])
+        return ModelResponse(parts=[ToolCallPart("apply_patch", json.dumps({"patch": "a"}), "call_a"),
+                                    ToolCallPart("apply_patch", json.dumps({"patch": "b"}), "call_b")])
+
+    cap = StageCapability(host)
+    agent: Any = Agent(FunctionModel(model), capabilities=[cap], output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    out = agent.run_sync("Patch twice.").output
+    assert isinstance(out, DeferredToolRequests)
+    assert sorted(p.tool_call_id for p in out.approvals) == ["call_a", "call_b"] and ran == []
+    assert len(review_state(host.session).open) == 2
+    results = DeferredToolResults(approvals={"call_a": True, "call_b": ToolDenied("not b")})
+    agent.run_sync(message_history=cap.message_history(), deferred_tool_results=results)
+    assert ran == ["a"]
+    assert host.recorded_result("call_a") == "patched" and "not b" in (host.recorded_result("call_b") or "")
+    assert review_state(host.session).open == ()

@@ -18,7 +18,13 @@ from fsm_stage.constants import REVIEW_ANSWER, REVIEW_REQUEST, TOOL_CALL, TOOL_R
 from fsm_stage.errors import LogWriteError, ReviewPending
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.memory import MemoryLog
-from fsm_stage.reviews import Answer, ScriptedReviewChannel, SuspendingReviewChannel
+from fsm_stage.reviews import (
+    Answer,
+    ScriptedReviewChannel,
+    SuspendingReviewChannel,
+    answer_review,
+    open_reviews,
+)
 from fsm_stage.runtime.tools import ToolCall, ToolOutput, ToolSpec, tool_result_message
 
 APPROVE = ScriptedReviewChannel(default=lambda q: [Answer(q[0].id, ("Approve",))])
@@ -123,19 +129,37 @@ def test_a_host_tool_under_an_ask_rule_logs_its_call_with_the_request_before_it_
 
 
 def test_a_host_tool_under_an_ask_rule_refused_before_its_review_still_logs_its_call(tmp_path: Path) -> None:
-    """A review of the same call already open (busy): the refusal comes before any request, so
-    the call is written alone first, then its refusal."""
+    """No review channel to ask: the refusal comes before any request, so the call is written
+    alone first, then its refusal."""
     log = BatchLog(tmp_path)
     counter = tmp_path / "runs"
-    rig = ToolRig(log, SuspendingReviewChannel(), counter)
+    rig = ToolRig(log, None, counter)
     rig.to_verify()
-    with pytest.raises(ReviewPending):
-        asyncio.run(rig.runtime.call_tool(rig.agent, rig.call()))
-    second = asyncio.run(rig.runtime.call_tool(rig.agent, rig.call(call_id="c_other")))
-    assert second.is_error and runs(counter) == 0
+    refused = asyncio.run(rig.runtime.call_tool(rig.agent, rig.call(call_id="c_other")))
+    assert refused.is_error and "no review channel" in refused.text and runs(counter) == 0
     tail = log.batches[-2:]
     assert tail[0] == [TOOL_CALL] and TOOL_RESULT in tail[1]
     _result_points_at_its_call(rig, "c_other")
+
+
+def test_two_calls_under_an_ask_rule_each_get_their_own_review(tmp_path: Path) -> None:
+    """Tool reviews are one per call: a second call while the first waits opens its own review
+    (it used to be refused "a tool review is already open"); each answer settles its own call."""
+    counter = tmp_path / "runs"
+    rig = ToolRig(BatchLog(tmp_path), SuspendingReviewChannel(), counter)
+    rig.to_verify()
+    first, second = rig.call("one"), rig.call("two", call_id="c_two")
+    ids = []
+    for call in (first, second):
+        with pytest.raises(ReviewPending) as pending:
+            asyncio.run(rig.runtime.call_tool(rig.agent, call))
+        ids.append(pending.value.review_id)
+    assert ids[0] != ids[1] and len(open_reviews(rig.session)) == 2
+    answer_review(rig.session, ids[1], "approve")
+    answer_review(rig.session, ids[0], "keep", feedback="not this one")
+    assert not rig.resume(second).is_error and runs(counter) == 1
+    refused = rig.resume(first)
+    assert refused.is_error and "not this one" in refused.text and runs(counter) == 1
 
 
 class _Recorder:

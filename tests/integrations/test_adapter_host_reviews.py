@@ -518,3 +518,52 @@ def test_pydantic_ai_two_reviewed_calls_in_one_reply_are_asked_together() -> Non
     assert ran == ["a"]
     assert host.recorded_result("call_a") == "patched" and "not b" in (host.recorded_result("call_b") or "")
     assert review_state(host.session).open == ()
+
+
+def test_agents_sdk_two_reviewed_calls_in_one_reply_are_interruptions_together() -> None:
+    """Both calls of the reply are interruptions of one run, each answered on its own."""
+    sdk("agents")
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.usage import Usage
+    from oa_fake import FakeModel
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    from fsm_stage.integrations.openai_agents import StagedModel, approve, host_tools, reject, stage_tools
+
+    set_tracing_disabled(True)
+    ran: list[Any] = []
+    host = _open(_fresh())
+
+    class TwoCalls(FakeModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            if any(e.type == "tool/result" for e in host.session.events):
+                text = ResponseOutputText(type="output_text", text="Verified.", annotations=[])
+                out: list[Any] = [ResponseOutputMessage(id="m", type="message", role="assistant",
+                                                        status="completed", content=[text])]
+            else:
+                out = [ResponseFunctionToolCall(type="function_call", call_id=f"call_{p}", name="apply_patch",
+                                                arguments=json.dumps({"patch": p})) for p in ("a", "b")]
+            return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+    @function_tool
+    def apply_patch(patch: str) -> str:
+        """Apply a patch."""
+        ran.append(patch)
+        return "patched"
+
+    agent = Agent(name="dev", model=StagedModel(TwoCalls(host), host),
+                  tools=[*stage_tools(host), *host_tools(host, [apply_patch])])
+
+    async def run() -> None:
+        result = await Runner.run(agent, "Patch twice.")
+        items = {i.raw_item.call_id: i for i in result.interruptions}
+        assert sorted(items) == ["call_a", "call_b"] and ran == []
+        state = result.to_state()
+        approve(host, state, items["call_a"])
+        reject(host, state, items["call_b"], "not b")
+        result = await Runner.run(agent, state)
+        assert result.final_output == "Verified." and ran == ["a"]
+
+    asyncio.run(run())
+    assert "not b" in (host.recorded_result("call_b") or "") and review_state(host.session).open == ()

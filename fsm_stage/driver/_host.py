@@ -80,8 +80,12 @@ class SessionHost:
                 language: str | None = None,
                 runtime: Runtime | None = None,
                 config: Mapping[str, Any] | None = None,
-                repair: bool = True, accept_graph_change: bool = False) -> H:
-        """``open_session`` building an instance of ``cls`` (a host subclass adds its glue)."""
+                repair: bool = True, accept_graph_change: bool = False,
+                refuse_changed_graph: bool = True) -> H:
+        """``open_session`` building an instance of ``cls`` (a host subclass adds its glue).
+        ``refuse_changed_graph=False`` (the MCP server, which serves only fsm_stage's own tools)
+        opens a log recorded under another graph and refuses its transitions one by one instead
+        of raising ``GraphChangedError`` here."""
         from fsm_stage.config import ConfigFile, GraphConfig, load_config
         from fsm_stage.handoff import LocalHandoffStore
         from fsm_stage.plan_mode import PlanModeController
@@ -89,6 +93,7 @@ class SessionHost:
         from fsm_stage.runtime.runtime import Runtime
         from fsm_stage.runtime.session import Session
         from fsm_stage.stage_switch import StageController
+        from fsm_stage.stage_switch.durable import graph_specs
         from fsm_stage.tokens import HeuristicTokenMeter
 
         if isinstance(log, str | os.PathLike) or not hasattr(log, "append_many"):
@@ -139,6 +144,8 @@ class SessionHost:
                                       graph_review=stage_graph.review if stage_graph is not None else None)
             rt.attach(plan)
         session = Session(log)
+        if stage is not None and refuse_changed_graph:  # refused before any tool runs under it
+            graph_specs(stage, session)
         rt.track(session)
         return cls(rt, InboxAgent(session), stage=stage, plan=plan, config=config, repair=repair)
 
@@ -211,7 +218,7 @@ def open_session(graph: ConfigFile | GraphConfig | str | Path | None, log: Event
     attach to (hooks registered first run first). ``config`` is the driver's request config;
     ``repair`` (default True) closes a dead turn left by a crash before the first step;
     ``accept_graph_change`` lets the stage switch resume a log written under another graph
-    (otherwise ``GraphChangedError`` at the first fold).
+    (otherwise ``GraphChangedError`` here, before any tool runs under the new graph's policy).
 
     Raises ``ConfigError`` (one line) for a guard of the graph with no predicate in
     ``eligibility`` (an edge would otherwise be closed silently) and for a name in

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fsm_stage.config import ConfigFile
 from fsm_stage.constants import TOOL_CALL, TOOL_RESULT
-from fsm_stage.driver import guard_names, open_session
+from fsm_stage.driver import SessionHost, guard_names
 from fsm_stage.errors import UserError as UserError
 from fsm_stage.handoff import LocalHandoffStore
 from fsm_stage.log.events import EventLog, SessionHeader
@@ -70,9 +70,9 @@ class McpSession:
         self.meter = ClientTokenMeter()
         # A guard with no --eligibility predicate is closed, explicitly.
         given = dict.fromkeys(guard_names(graph), False) | dict(guards or {}) if graph is not None else None
-        self.host = open_session(config, log, handoffs=LocalHandoffStore(cwd), token_meter=self.meter,
-                                 guidance=False, eligibility=given, repair=False,
-                                 accept_graph_change=accept_graph_change)
+        self.host = SessionHost.compose(config, log, handoffs=LocalHandoffStore(cwd), token_meter=self.meter,
+                                        guidance=False, eligibility=given, repair=False,
+                                        accept_graph_change=accept_graph_change, refuse_changed_graph=False)
         self.session, self.runtime, self.agent = self.host.session, self.host.runtime, self.host.agent
         self.stage, self.plan = self.host.stage, self.host.plan
         self.lock = asyncio.Lock()

@@ -125,9 +125,8 @@ def test_the_graph_fingerprint_is_logged_once_and_a_changed_graph_is_refused(tmp
     other = load_config_text(changed.read_text(), str(changed)).graph
     assert other is not None
     with JsonlLog(path) as log:
-        refused = Rig(log, None, graph_config=other)
-        with pytest.raises(GraphChangedError):
-            refused.step(2)
+        with pytest.raises(GraphChangedError):  # at open, before any tool runs under the new graph
+            Rig(log, None, graph_config=other)
         accepted = Rig(log, None, graph_config=other, accept_graph_change=True)
         accepted.step(2)
         fps = [e.data["fingerprint"] for e in log.events if e.type == "fsm/graph"]

@@ -4,6 +4,7 @@ driver), the guard check and plan mode's language."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from two_stages import two_stages
@@ -105,3 +106,30 @@ def test_an_adapters_host_has_plan_mode_only_when_the_file_has_a_section() -> No
     assert "exit_plan_mode" in {spec.name for spec in given.runtime.tool_specs}
     default = StageHost.open(_log(), guards={"tests_written": True})  # feature-work has a section
     assert default.plan is not None
+
+
+def test_a_log_recorded_under_another_graph_is_refused_at_open(tmp_path: Path) -> None:
+    """The graph is checked when the session opens: resuming a suspended call under a changed
+    graph (whose tool policy may differ) never runs a tool first and fails at the first step."""
+    from fsm_stage.errors import GraphChangedError, ReviewPending
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import SuspendingReviewChannel
+    from fsm_stage.runtime import user_message
+
+    path = tmp_path / "s.jsonl"
+    log = JsonlLog(path, header=SessionHeader("g-open", cwd=str(tmp_path)))
+    host = open_session(load_config_text(two_stages()), log, review=SuspendingReviewChannel())
+    host.agent.steer(user_message("go"))
+    host.driver.start_turn()
+    host.driver.begin_step()
+    goto = ToolCall.of("goto_stage", {"stage": "implement", "handoff": "## Next\n- x"}, id="g1")
+    host.driver.record_reply("", [goto])
+    with pytest.raises(ReviewPending):
+        asyncio.run(host.driver.run_tool(goto))  # the request records the graph (fsm/graph)
+    log.close()
+    changed = load_config_text(two_stages().replace("instruction: Explore.", "instruction: Look around."))
+    with pytest.raises(GraphChangedError, match="accept_graph_change=True"):
+        open_session(changed, JsonlLog(path), review=SuspendingReviewChannel())
+    reopened = open_session(changed, JsonlLog(path), review=SuspendingReviewChannel(),
+                            accept_graph_change=True)
+    assert reopened.driver.suspended() is not None

@@ -14,7 +14,7 @@ reads the logged answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fsm_stage.config.policy import OWN_TOOLS
@@ -86,18 +86,29 @@ def review_question(call: ToolCall, decision: Decision, state: PolicyState) -> Q
 
 async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCall, decision: Decision,
                       state: PolicyState, *, turn: int | None, step: int | None,
-                      signal: Any = None) -> Decision | None:
+                      signal: Any = None, graph: Callable[[], list[NewEvent]] = list) -> Decision | None:
     """Ask a human about ``call`` (or read the logged answer of a resumed call): None when
     approved (the caller runs it), else the ``deny`` decision to ``refuse`` it with. Raises
     ``ReviewPending`` when the channel suspends. Reads the log once until the reviewer is
-    asked and once after (``Session.one_refresh``)."""
+    asked and once after (``Session.one_refresh``). ``graph()``: the ``fsm/graph`` event to
+    write with a new request (``graph_events``)."""
     with agent.session.one_refresh():
-        return await _review_call(channel, agent, call, decision, state, turn=turn, step=step, signal=signal)
+        return await _review_call(channel, agent, call, decision, state, turn=turn, step=step, signal=signal,
+                                  graph=graph)
+
+
+def graph_events(runtime: Runtime, agent: Agent) -> Callable[[], list[NewEvent]]:
+    """The stage switch's ``graph_record`` for ``agent``'s session (``[fsm/graph]`` while the log
+    records no graph; none without a stage switch): a session that only ever reviews tool calls
+    records its graph too, so opening it later under a changed graph is refused."""
+    stage_src, _plan_src = gate.policy_sources(runtime)
+    record = getattr(stage_src, "graph_record", None)
+    return (lambda: list(record(agent.session))) if callable(record) else list
 
 
 async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCall, decision: Decision,
                        state: PolicyState, *, turn: int | None, step: int | None,
-                       signal: Any = None) -> Decision | None:
+                       signal: Any = None, graph: Callable[[], list[NewEvent]] = list) -> Decision | None:
     session = agent.session
     digest = payload_sha256(call)
     try:
@@ -114,7 +125,7 @@ async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCa
         ticket = flow.Ticket(TOOL_REVIEW_KIND, reviewed_from(state), call.name, (APPROVE, DENY), None, None,
                              digest, rules, call.arguments)
         try:
-            record = flow.open_request(session, ticket, call.id, "tool")
+            record = flow.open_request(session, ticket, call.id, "tool", graph())
         except _ReviewBusy as busy:
             return _unapproved(decision, f": {busy.text}")
     question = review_question(call, decision, state)
@@ -236,11 +247,12 @@ class PolicyGate:
         call_seq = None
         if session is None:
             denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step,
-                                       signal=signal)
+                                       signal=signal, graph=graph_events(runtime, agent))
         else:  # the call is logged with its review request (one write), before the tool runs
             pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
             denied = await run_deferred(pending, review_call(runtime.review, agent, call, *found, turn=turn,
-                                                             step=step, signal=signal))
+                                                             step=step, signal=signal,
+                                                             graph=graph_events(runtime, agent)))
             call_seq = pending.ensure_written()
         if denied is not None:
             return gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
@@ -270,7 +282,7 @@ class PolicyGate:
         pending = pending_call(session) if session is not None else None
         if decision.verdict == "ask" and agent is not None:
             denied = await review_call(runtime.review, agent, call, decision, state, turn=turn, step=step,
-                                       signal=signal)
+                                       signal=signal, graph=graph_events(runtime, agent))
             if denied is None:
                 return None
             decision = denied

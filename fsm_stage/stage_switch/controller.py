@@ -223,6 +223,12 @@ class StageController:
         stage: str | None = self._state(session).stage
         return stage if stage is not None else self.graph.initial
 
+    def graph_record(self, session: Session) -> list[NewEvent]:
+        """``[fsm/graph]`` to write with the next review request while ``session``'s log records
+        no graph (or, with ``accept_graph_change``, another one); ``[]`` when it records this
+        graph. Raises ``GraphChangedError`` for another recorded graph without it."""
+        return graph_specs(self, session)
+
     def pending_stage(self, session: Session) -> str | None:
         """The stage of the pending transition of ``session``, if any: a user selection made
         during an open turn (memory), else the approved, unredeemed stage review (the log)."""

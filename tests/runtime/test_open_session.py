@@ -133,3 +133,33 @@ def test_a_log_recorded_under_another_graph_is_refused_at_open(tmp_path: Path) -
     reopened = open_session(changed, JsonlLog(path), review=SuspendingReviewChannel(),
                             accept_graph_change=True)
     assert reopened.driver.suspended() is not None
+
+
+def test_a_session_with_only_tool_reviews_records_its_graph_and_is_checked_at_open(tmp_path: Path) -> None:
+    """A tool review's request is written with ``fsm/graph`` (once), so a session that never
+    switched stages is still refused when opened under a changed graph."""
+    from fsm_stage.errors import GraphChangedError, ReviewPending
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import SuspendingReviewChannel
+    from fsm_stage.runtime import user_message
+
+    graph = two_stages().replace("    instruction: Explore.\n", "    instruction: Explore.\n"
+                                 "    tools:\n      ask: [deploy]\n", 1)
+    path = tmp_path / "s.jsonl"
+    log = JsonlLog(path, header=SessionHeader("g-tools", cwd=str(tmp_path)))
+    host = open_session(load_config_text(graph), log, review=SuspendingReviewChannel())
+    host.agent.steer(user_message("deploy"))
+    host.driver.start_turn()
+    host.driver.begin_step()
+    calls = [ToolCall("d1", "deploy", "{}"), ToolCall("d2", "deploy", '{"again": true}')]
+    host.driver.record_reply("", calls)
+    for call in calls:
+        with pytest.raises(ReviewPending):
+            asyncio.run(host.driver.authorize(call))
+    types = [e.type for e in log.events]
+    assert types.count("fsm/graph") == 1
+    assert types.index("fsm/graph") == types.index("fsm/review/request") - 1  # one batch
+    log.close()
+    relaxed = load_config_text(graph.replace("ask: [deploy]", "allow: [deploy]"))
+    with pytest.raises(GraphChangedError):
+        open_session(relaxed, JsonlLog(path), review=SuspendingReviewChannel())

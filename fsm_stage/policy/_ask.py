@@ -238,12 +238,13 @@ class PolicyGate:
             if found is None:
                 return None
         session = agent.session if (log and agent is not None) else None
+        audit = agent.session if (not log and agent is not None) else None  # a resumed call
         if found[0].declined is not None and session is not None:  # its tool/call is logged
             logged = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
             seq = logged.ensure_written(look=True)
             return gate.refuse(session, call, *found, turn=turn, step=step, log_call=False, call_seq=seq)
         if found[0].verdict != "ask" or agent is None:
-            return gate.refuse(session, call, *found, turn=turn, step=step)
+            return gate.refuse(session, call, *found, turn=turn, step=step, audit=audit)
         call_seq = None
         if session is None:
             denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step,
@@ -256,7 +257,7 @@ class PolicyGate:
             call_seq = pending.ensure_written()
         if denied is not None:
             return gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
-                               call_seq=call_seq)
+                               call_seq=call_seq, audit=audit)
         result = await dispatch_tool(runtime.tools, call, agent, signal=signal)
         if session is not None:
             session.append(TOOL_RESULT, result_data(result, turn, step), surface_op="append",

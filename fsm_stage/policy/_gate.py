@@ -453,14 +453,21 @@ def refuse(
     log_call: bool = True,
     call_seq: int | None = None,
     closing: Sequence[NewEvent] = (),
+    audit: Any = None,
 ) -> ToolResult:
     """The refused call's error ``ToolResult``; with a ``session``, logs in one batch
     ``tool/call`` (when ``log_call``; else ``call_seq`` is the logged one), the error
     ``tool/result``, ``fsm/tool/refused`` and ``closing`` (the redemptions that close the
-    call's live reviews)."""
+    call's live reviews). Without a ``session``, ``audit`` (a session whose caller writes the
+    result itself: the step driver resuming a call) gets the ``fsm/tool/refused`` alone."""
     text = ERROR_PREFIX + refusal_text(decision, state, call)
     message = tool_result_message(call, text, True)
     result = ToolResult(call, text, True, message=message)
+    refused = NewEvent(TOOL_REFUSED, {"callId": call.id, "name": call.name, "stage": state.stage,
+                                      "rule": decision.rule, "planMode": decision.scope == "plan mode"},
+                       ignorable=True)
+    if session is None and audit is not None:
+        audit.append_many([refused])
     if session is not None:
         where = step_position(turn, step)
         batch: list[NewEvent] = []
@@ -479,18 +486,6 @@ def refuse(
                 [call_seq] if call_seq is not None else None,
             )
         )
-        batch.append(
-            NewEvent(
-                TOOL_REFUSED,
-                {
-                    "callId": call.id,
-                    "name": call.name,
-                    "stage": state.stage,
-                    "rule": decision.rule,
-                    "planMode": decision.scope == "plan mode",
-                },
-                ignorable=True,
-            )
-        )
+        batch.append(refused)
         session.append_many([*batch, *closing])
     return result

@@ -147,6 +147,8 @@ def test_an_approval_its_call_did_not_use_is_closed_with_the_calls_result(
     nor serves a later call that reuses the id."""
     host, counter, rid = _approved_then(tmp_path, relax)
     assert runs(counter) == ran
+    refusals = [e.data["callId"] for e in host.session.events if e.type == "fsm/tool/refused"]
+    assert refusals == ([] if ran else ["h1"])  # resume() logs a refusal as run_tool does
     state = review_state(host.session)
     assert state.redeemed[rid].reason == "call-closed" and state.approved == ()
     host.driver.end_step()

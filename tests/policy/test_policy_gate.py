@@ -176,9 +176,10 @@ def test_ask_runs_after_an_approval_and_logs_a_durable_tool_review() -> None:
     jump(rt, agent, "verify")
     result = run(rt.call_tool(agent, call("apply_patch", patch="p"), turn=1, step=1))
     assert not result.is_error and tools["apply_patch"].calls == [{"patch": "p"}]
-    types = [e.type for e in agent.session.events[-5:]]
-    assert types == [
+    types = [e.type for e in agent.session.events[-6:]]
+    assert types == [  # the first review records the graph (fsm/graph) with its request
         "tool/call",
+        "fsm/graph",
         "fsm/review/request",
         "fsm/review/answer",
         "fsm/review/redeemed",

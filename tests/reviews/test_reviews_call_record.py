@@ -14,7 +14,7 @@ import pytest
 from rig import Rig, run
 from tool_rig import ToolRig, runs
 
-from fsm_stage.constants import REVIEW_ANSWER, REVIEW_REQUEST, TOOL_CALL, TOOL_RESULT
+from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REQUEST, TOOL_CALL, TOOL_RESULT
 from fsm_stage.errors import LogWriteError, ReviewPending
 from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.memory import MemoryLog
@@ -123,7 +123,7 @@ def test_a_host_tool_under_an_ask_rule_logs_its_call_with_the_request_before_it_
     assert not result.is_error, result.text
     assert runs(counter) == 1
     batches = _call_batches(log)
-    assert batches[0] == [TOOL_CALL, REVIEW_REQUEST]
+    assert batches[0] == [TOOL_CALL, GRAPH_EVENT, REVIEW_REQUEST]  # the first review records the graph
     assert batches[-1] == [TOOL_RESULT]
     _result_points_at_its_call(rig, "c_patch")
 

@@ -105,7 +105,8 @@ def test_the_call_is_logged_with_its_review_request_and_stays_suspended_after_a_
     host = _open(path)  # worker two: crash repair leaves the suspended turn open
     assert host.session.is_turn_open
     calls = _of_call(host, "tool/call")
-    assert len(calls) == 1 and host.session.events[calls[0].seq + 1].type == "fsm/review/request"
+    assert len(calls) == 1 and [e.type for e in host.session.events[calls[0].seq + 1:calls[0].seq + 3]] == [
+        "fsm/graph", "fsm/review/request"]  # one batch; the first review records the graph
     suspended = host.driver.suspended()
     assert suspended is not None and [(c.call.id, c.review_id) for c in suspended.calls] == [("h1", rid)]
     assert [r.id for r in review_state(host.session).open] == [rid]
@@ -193,7 +194,7 @@ def test_an_in_process_approval_writes_the_call_with_the_request_and_the_result_
     _reply(host)
     assert asyncio.run(host.driver.authorize(CALL)) is None
     host.driver.record_tool_result(CALL, "patched")
-    assert _types(host)[-6:] == ["assistant/message", "tool/call", "fsm/review/request",
+    assert _types(host)[-7:] == ["assistant/message", "tool/call", "fsm/graph", "fsm/review/request",
                                  "fsm/review/answer", "fsm/review/redeemed", "tool/result"]
 
 

@@ -182,6 +182,7 @@ def review(inbox: _Inbox) -> Page:
         return inbox.page(request, "review.html", {
             "view": view, "record": record, "item": item, "answer": answer,
             "document": document, "doc_error": doc_error, "arguments": args,
+            "tool_arguments": _render.tool_arguments(view.events, record),
             "edit_refusal": not_editable(record, document, doc_error),
             "kept": _render.kept_diff_lines(view.state, record),
             "edits": _render.edits_diff_lines(record, document, answer),

@@ -4,9 +4,11 @@
 becomes text, ``javascript:`` links are not links) between two passes of ``text.visible``, which
 turns every control, bidi and format character into a visible escape (newlines and tabs kept):
 before, for the characters as written, and after, for those Markdown decoded from character
-references such as ``&#x202E;``.
-``one_line(text, limit)`` is the same for a table cell. ``graph_svg`` draws ``diagram.to_dot``
-with Graphviz when ``dot`` is installed (None otherwise: the page shows the DOT text).
+references such as ``&#x202E;``. A document that would not show every line as Markdown (a link
+reference definition, an HTML comment…: ``reviews._visible_md``) is shown as plain text instead.
+``one_line(text, limit)`` is the same for a table cell; ``tool_arguments`` gives a tool review's
+exact argument text, whole, for its page. ``graph_svg`` draws ``diagram.to_dot`` with Graphviz
+when ``dot`` is installed (None otherwise: the page shows the DOT text).
 """
 
 from __future__ import annotations
@@ -15,37 +17,43 @@ import datetime as _dt
 import json
 import shutil
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from fsm_stage.constants import TOOL_CALL
 from fsm_stage.log.events import Event
+from fsm_stage.reviews._visible_md import hidden_lines, markdown_parser, plain_text_notice
 from fsm_stage.text import coarse_duration, review_route, visible
 
 __all__ = ["age", "call_arguments", "diff_lines", "edits_diff_lines", "event_summary", "graph_svg",
-           "kept_diff_lines", "markdown_html", "one_line", "route", "when"]
+           "kept_diff_lines", "markdown_html", "one_line", "route", "tool_arguments", "when"]
 
 #: Longest document rendered (characters); the rest is cut with a visible note.
 MAX_DOCUMENT_CHARS = 512 * 1024
 
 
-@lru_cache(maxsize=1)
-def _markdown() -> Any:
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-
-
 def markdown_html(text: str) -> Markup:
     """``text`` (Markdown, model-written) as inert HTML: no raw HTML, control, bidi and format
-    characters as escapes however they were spelled (character references included)."""
+    characters as escapes however they were spelled (character references included). A text
+    that would not show every line as Markdown (``reviews._visible_md.hidden_lines``: a link
+    reference definition, an HTML comment…) is shown as plain text instead, exactly as written
+    (escaped, control characters as escapes), after a one-line notice saying why."""
     cut = text[:MAX_DOCUMENT_CHARS]
     shown = visible(cut, keep="\n\t")
-    if len(text) > MAX_DOCUMENT_CHARS:
-        shown += f"\n\n*(cut: the document has {len(text)} characters)*"
-    return Markup(visible(_markdown().render(shown), keep="\n\t"))
+    more = f"(cut: the document has {len(text)} characters)" if len(text) > MAX_DOCUMENT_CHARS else ""
+    markdown = markdown_parser("inbox")  # commonmark, raw HTML off
+    tokens = markdown.parse(shown)
+    hidden = hidden_lines(shown, inbox=tokens)
+    if hidden:
+        html = (f'<p class="flash error" role="alert">{escape(plain_text_notice(hidden))}</p>\n'
+                f'<pre class="plain">{escape(shown)}</pre>\n')
+        html += f"<p><em>{escape(more)}</em></p>\n" if more else ""
+        return Markup(visible(html, keep="\n\t"))
+    rendered = markdown.renderer.render(tokens, markdown.options, {})
+    if more:
+        rendered += f"<p><em>{escape(more)}</em></p>\n"
+    return Markup(visible(rendered, keep="\n\t"))
 
 
 def route(record: Any) -> str:
@@ -79,16 +87,66 @@ def age(ms: int, now_ms: int) -> str:
 
 def call_arguments(events: Sequence[Event], call_id: str) -> Mapping[str, Any] | None:
     """The decoded arguments of the logged ``tool/call`` ``call_id`` (None: absent or not JSON)."""
+    raw = _logged_arguments(events, call_id)
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    return args if isinstance(args, Mapping) else None
+
+
+def _logged_arguments(events: Sequence[Event], call_id: str) -> object:
+    """The ``arguments`` of the last logged ``tool/call`` ``call_id`` as logged (None: absent)."""
     for ev in reversed(events):
-        if ev.type != TOOL_CALL or not isinstance(ev.data, Mapping) or ev.data.get("callId") != call_id:
-            continue
-        raw = ev.data.get("arguments")
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            return None
-        return args if isinstance(args, Mapping) else None
+        if ev.type == TOOL_CALL and isinstance(ev.data, Mapping) and ev.data.get("callId") == call_id:
+            return ev.data.get("arguments")
     return None
+
+
+def tool_arguments(events: Sequence[Event], record: Any) -> Mapping[str, Any] | None:
+    """A tool review's arguments for its page (None for another kind): ``text``, the exact
+    argument text the approval binds (the logged call's; the request's stored copy when the call
+    is not in the log), whole up to ``MAX_REVIEW_DOCUMENT_BYTES`` (a review request's limit;
+    beyond it the start, and ``note`` says so); ``decoded``, each top-level value of a JSON
+    object whole (a string as its text, newlines kept; else JSON), for reading (empty when the
+    text is cut, not a JSON object, or repeats a key); ``note``, one line or None. Every text
+    through ``text.visible`` (newlines and tabs kept)."""
+    if record.kind != "tool":
+        return None
+    from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES, tool_payload_sha256
+
+    raw, note = _logged_arguments(events, record.call_id), None
+    if raw is None:
+        stored = record.document
+        if stored is None or tool_payload_sha256(record.target, stored) != record.payload_sha256:
+            return {"text": None, "decoded": [],
+                    "note": "The call is not in the log: its arguments cannot be shown."}
+        raw, note = stored, "The call is not in the log: these are the arguments the review request stored."
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    size, cap = len(text.encode("utf-8", "surrogatepass")), MAX_REVIEW_DOCUMENT_BYTES
+    if size > cap:
+        note = (f"The arguments are {size:,} bytes, more than the {cap:,} bytes a review request "
+                f"stores: only their first {cap:,} characters are shown here. Read the whole call "
+                "in the session log before approving.")
+        return {"text": visible(text[:cap], keep="\n\t"), "decoded": [], "note": note}
+    return {"text": visible(text, keep="\n\t"), "decoded": _argument_values(text), "note": note}
+
+
+def _argument_values(text: str) -> list[tuple[str, str]]:
+    """``(key, value text)`` of each top-level value of ``text`` (a JSON object whose objects
+    repeat no key), a string value as itself, any other as indented JSON; [] otherwise."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise ValueError("a repeated key")
+        return dict(pairs)
+
+    try:
+        args = json.loads(text, object_pairs_hook=unique)
+        values = ({k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, indent=2)
+                   for k, v in args.items()} if isinstance(args, dict) else {})
+    except (ValueError, RecursionError):
+        return []
+    return [(visible(k), visible(v, keep="\n\t")) for k, v in values.items()]
 
 
 def event_summary(ev: Event) -> str:

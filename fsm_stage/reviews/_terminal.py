@@ -87,18 +87,41 @@ def _console(file: Any, *, width: int | None = None, color: bool | None = None) 
 def render_markdown(text: str, *, width: int | None = None, color: bool | None = None) -> str:
     """``text`` (markdown) rendered for a terminal ``width`` columns wide (default: the
     terminal's): headings, bullets ``•``, tables, quotes, code, links as ``text (url)``. Styled
-    only when ``color`` (default: standard output is a terminal) and ``NO_COLOR`` is unset."""
+    only when ``color`` (default: standard output is a terminal) and ``NO_COLOR`` is unset.
+    Characters Markdown decodes from references (``&#x202E;``) that ``text.visible`` would
+    escape are escaped as well. A text that would not show every line as Markdown
+    (``_visible_md.hidden_lines``: a link reference definition, an HTML comment…) is shown as
+    plain text instead, exactly as written (control characters as escapes, lines not
+    re-wrapped), after a one-line notice saying why."""
     from rich.markdown import Markdown
+
+    from fsm_stage.reviews._visible_md import hidden_lines, plain_text_notice
 
     out = io.StringIO()
     tty = sys.stdout.isatty() if color is None else color
-    _console(out, width=width, color=tty).print(Markdown(text, hyperlinks=False))
+    console = _console(out, width=width, color=tty)
+    markdown = Markdown(text, hyperlinks=False)  # parsed by rich's markdown-it settings
+    hidden = hidden_lines(text, terminal=markdown.parsed)
+    if hidden:
+        console.print(plain_text_notice(hidden), style="bold", markup=False, soft_wrap=True)
+        return out.getvalue().rstrip("\n") + "\n\n" + visible(text, keep="\n\t").strip("\n")
+    for token in _walk(markdown.parsed):  # as the inbox's second pass over the rendered page
+        token.content = visible(token.content, keep="\n\t")
+    console.print(markdown)
     lines: list[str] = []
     for line in out.getvalue().strip("\n").splitlines():
         line = line.rstrip()
         if line or (lines and lines[-1]):  # one blank line between blocks, not rich's two
             lines.append(line)
     return "\n".join(lines)
+
+
+def _walk(tokens: Sequence[Any]) -> Iterator[Any]:
+    """Every markdown-it token of ``tokens`` and their children."""
+    for token in tokens:
+        yield token
+        if token.children:
+            yield from _walk(token.children)
 
 
 def _option_number(text: str) -> int | None:

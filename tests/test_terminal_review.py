@@ -237,3 +237,29 @@ def test_feedback_longer_than_the_limit_is_asked_again_not_dismissed() -> None:
 def test_wording_says_the_feedback_limit_in_every_language() -> None:
     en, zh = TerminalWording.load("en").too_long, TerminalWording.load("zh").too_long
     assert "20,000" in en and "20,000" in zh and en != zh
+
+
+def test_concurrent_asks_take_the_terminal_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tool calls of one reply reviewed at once (tool reviews are one per call): the second
+    question waits until the first is answered instead of interleaving on the terminal."""
+    channel = TerminalReviewChannel()
+    events: list[str] = []
+
+    async def show(q: Question) -> None:
+        events.append(f"show {q.id}")
+
+    async def read(q: Question) -> Answer:
+        await asyncio.sleep(0.01)  # the human types
+        events.append(f"answer {q.id}")
+        return Answer(q.id, ("Approve",))
+
+    monkeypatch.setattr(channel, "_show", show)
+    monkeypatch.setattr(channel, "_read_answer", read)
+    options = (Option("Approve"), Option("Deny"))
+    questions = [Question(f"q{i}", "Tool call", "Run it?", options) for i in (1, 2)]
+
+    async def both() -> None:
+        await asyncio.gather(*(channel.ask([q], cast(Agent, None)) for q in questions))
+
+    asyncio.run(both())
+    assert events == ["show q1", "answer q1", "show q2", "answer q2"]

@@ -22,6 +22,7 @@ import shutil
 import signal as signals
 import stat
 import sys
+import weakref
 from collections.abc import Awaitable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -285,16 +286,24 @@ class TerminalReviewChannel:
         self.pager = pager
         self.ctrl_c = ctrl_c
         self._pipe = _PipeLines()
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary())  # one question on the terminal at a time, per event loop
 
     async def ask(
         self, questions: Sequence[Question], agent: Agent, *, signal: AbortSignal | None = None
     ) -> list[Answer]:
-        """Ask every question in turn on the terminal; see the class docstring."""
-        answers: list[Answer] = []
-        for q in questions:
-            await _until_aborted(self._show(q), signal)
-            answers.append(await _until_aborted(self._read_answer(q), signal))
-        return answers
+        """Ask every question in turn on the terminal; see the class docstring. Concurrent asks
+        (two tool calls of one reply reviewed at once) wait for each other: one at a time."""
+        loop = asyncio.get_running_loop()
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = asyncio.Lock()
+        async with turn:
+            answers: list[Answer] = []
+            for q in questions:
+                await _until_aborted(self._show(q), signal)
+                answers.append(await _until_aborted(self._read_answer(q), signal))
+            return answers
 
     def _ask_sync(self, questions: tuple[Question, ...]) -> list[Answer]:
         """``ask`` for callers without an event loop (runs one)."""

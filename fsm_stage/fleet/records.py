@@ -7,10 +7,12 @@ Every record is an ``fsm/fleet/…`` event, written ``ignorable: true`` (DSH rea
 ``fsm/fleet/input {id, kind, text}``
     a durable user input: ``kind`` ``message`` (a user message), ``stage`` (``/stage ARG``) or
     ``plan`` (``/plan ARG``). A ``message`` is consumed once a ``user/message`` with the same
-    ``id`` is logged; a command once ``fsm/fleet/apply {id}`` is followed by any non-fleet event.
+    ``id`` is logged; a command once ``fsm/fleet/apply {id, done: true}`` or a ``command/done``
+    after ``fsm/fleet/apply {id}`` is logged.
 ``fsm/fleet/apply {id, done?}``
-    the driver is about to run the command input ``id`` (``done: true``: it ran; a crash before
-    that mark counts as ran when the command wrote anything after the first mark).
+    the driver is about to run the command input ``id`` (``done: true``: it ran). A crash before
+    the command's ``command/done`` leaves it pending, and it runs again: ``/stage NAME`` and
+    ``/plan on|off`` set a value, so a second run changes nothing the first one finished.
 ``fsm/fleet/end {state, message?}``
     a session run ended ``complete`` or ``failed``; the next input starts run ``ends + 1``.
 """
@@ -22,7 +24,7 @@ from typing import Any, Final
 
 import attrs
 
-from fsm_stage.constants import ASSISTANT_MESSAGE, TURN_END, TURN_START, USER_MESSAGE
+from fsm_stage.constants import ASSISTANT_MESSAGE, COMMAND_DONE, TURN_END, TURN_START, USER_MESSAGE
 from fsm_stage.log.events import Event
 
 __all__ = [
@@ -119,9 +121,10 @@ def fold(events: Sequence[Event]) -> FleetView:
                 ended = data.get("state") if isinstance(data.get("state"), str) else "failed"
             continue
         ended = None
-        for cid in [c for c, at in applying.items() if at < ev.seq]:
-            consumed.add(cid)  # the command wrote its first event: it ran
-            del applying[cid]
+        if kind == COMMAND_DONE:
+            for cid in [c for c, at in applying.items() if at < ev.seq]:
+                consumed.add(cid)  # the command finished writing: it ran
+                del applying[cid]
         if kind == USER_MESSAGE and isinstance(data.get("id"), str):
             consumed.add(data["id"])
             source = data.get("source")

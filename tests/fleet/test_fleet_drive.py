@@ -514,3 +514,28 @@ def test_failing_a_run_claims_first_so_a_running_driver_stops(monkeypatch: pytes
     assert [e.type for e in log.events][-2:] == [CLAIM, END]
     with pytest.raises(ClaimLostError):
         running.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+
+
+def test_a_crash_after_any_append_of_a_stage_command_still_switches_the_stage() -> None:
+    """A `/stage` input applies once its command finished (``command/done``): a worker killed
+    after ``command/run`` but before the stage moved no longer drops the input (the command
+    runs again; a second ``/stage`` to the current stage changes nothing)."""
+    from fsm_stage.integrations._host import StageHost
+
+    def stage(log: Any) -> str | None:
+        host = StageHost.open(log, graph=GRAPH, plan_mode=False)
+        try:
+            return host.current_stage()
+        finally:
+            assert host.stage is not None
+            host.stage.close()
+
+    full = _log()
+    record_input(full, "stage", "build", input_id="st")
+    _drive(full)
+    assert stage(full) == "build" and not fold(full.events).pending
+    for cut in range(2, len(full.events)):
+        crashed = _copy(full.events, cut)
+        _drive(crashed)
+        assert stage(crashed) == "build", f"crash after {full.events[cut - 1].type}"
+        assert not fold(crashed.events).pending

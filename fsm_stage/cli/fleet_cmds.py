@@ -28,7 +28,7 @@ from fsm_stage.errors import UserError
 
 #: ``fsm_stage.fleet.records.STATES``, spelt here so ``--help`` imports no fleet code (a test
 #: checks they agree).
-STATE_NAMES = ("needs-input", "queued", "running", "waiting-review", "complete", "failed")
+STATE_NAMES = ("needs-input", "queued", "running", "waiting-review", "blocked", "complete", "failed")
 
 INSTALL_HINT = "the fleet needs DBOS: pip install 'fsm_stage[fleet]'"
 

@@ -11,10 +11,12 @@ The order, each decided from the log alone (a fold after every turn):
    escaped it) after it started work (a user message or a model reply is in it) → one
    continuation turn (the model sees the repaired history,
    ``TOOL_OUTCOME_UNKNOWN`` results included; a turn cut before any work is simply gone) — after
-   ``max_interrupted`` (default ``MAX_INTERRUPTED``) in a row the run fails; a pending durable
-   input → apply the earliest one (a message becomes the turn's ``user/message`` with the
-   input's id, so it is consumed exactly once; ``/stage`` / ``/plan`` run as commands) and run
-   the turn; else return
+   ``max_interrupted`` (default ``MAX_INTERRUPTED``) in a row the run fails; a turn a stage or
+   plan-mode budget stopped before its first step → return ``blocked`` (``waiting-review`` with
+   the budget review's id under ``on_budget: review``) unless a command input waits, which is
+   applied first; a pending durable input → apply the earliest one (a message becomes the
+   turn's ``user/message`` with the input's id, so it is consumed exactly once; ``/stage`` /
+   ``/plan`` run as commands) and run the turn; else return
    ``needs-input``, or ``complete`` when the current stage has no outgoing transition.
 
 One input per turn, taken at turn boundaries only, so the log a run leaves does not depend on
@@ -39,7 +41,7 @@ from fsm_stage.runtime import Tool, user_message
 
 __all__ = ["MAX_INTERRUPTED", "WAIT_POINTS", "DriveResult", "drive"]
 
-WAIT_POINTS = ("needs-input", "waiting-review", "complete", "failed")
+WAIT_POINTS = ("needs-input", "waiting-review", "blocked", "complete", "failed")
 """Where ``drive`` stops."""
 MAX_INTERRUPTED = 3
 """Turns in a row ending ``interrupted`` (crashes) before the run is declared ``failed``."""
@@ -82,7 +84,7 @@ def _read_only(log: Any, final: frozenset[str], config: ConfigFile,
     state, review = session_state(log.events)
     if state == "waiting-review":
         return DriveResult(state, review)
-    if state in ("complete", "failed"):
+    if state in ("blocked", "complete", "failed"):
         return DriveResult(state)
     if state == "needs-input":
         probe = _host(log, config, guards, None)  # idle: composing it writes nothing
@@ -196,8 +198,14 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
             await loop.run_turn()
             turns += 1
             continue
-        if view.pending:
-            item = view.pending[0]
+        # a turn a budget stopped before its first step waits for a command or an answer (a
+        # message would be stopped again): commands queued behind its message go first
+        runnable = [i for i in view.pending if i.kind != "message"] if view.blocked else view.pending
+        if view.blocked and not runnable:
+            state, review = session_state(session.events)
+            return DriveResult(state, review, turns, epoch)
+        if runnable:
+            item = runnable[0]
             if item.kind == "message":
                 loop.agent.steer(user_message(item.text, id_factory=functools.partial(str, item.id)))
                 await loop.run_turn()

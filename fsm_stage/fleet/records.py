@@ -24,7 +24,15 @@ from typing import Any, Final
 
 import attrs
 
-from fsm_stage.constants import ASSISTANT_MESSAGE, COMMAND_DONE, TURN_END, TURN_START, USER_MESSAGE
+from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
+    BUDGET_KIND,
+    COMMAND_DONE,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
 from fsm_stage.log.events import Event
 
 __all__ = [
@@ -46,12 +54,14 @@ APPLY: Final = "fsm/fleet/apply"
 END: Final = "fsm/fleet/end"
 INPUT_KINDS: Final = ("message", "stage", "plan")
 """What a durable input may be: a user message, ``/stage ARG`` or ``/plan ARG``."""
-STATES: Final = ("needs-input", "queued", "running", "waiting-review", "complete", "failed")
+STATES: Final = ("needs-input", "queued", "running", "waiting-review", "blocked", "complete", "failed")
 """A session's state in a listing: ``needs-input`` (idle, nothing pending), ``queued`` (an input,
 an answered review or a crashed turn waits for a driver), ``running`` (a turn is open and not
 suspended: a driver is on it, or it crashed and waits for repair), ``waiting-review`` (a
-suspended call's review is unanswered), ``complete`` / ``failed`` (the run ended so; a new
-input starts the next run)."""
+suspended call's review is unanswered, or a budget review a stopped turn waits for),
+``blocked`` (a stage or plan-mode budget ran out with ``on_budget: stop``: the pending message
+waits for a ``/stage`` or ``/plan`` input, which is applied before it, or a raised budget),
+``complete`` / ``failed`` (the run ended so; a new input starts the next run)."""
 
 
 @attrs.frozen
@@ -74,7 +84,8 @@ class FleetView:
     the turn, e.g. the database went away mid-step, or the model kept failing — at the log's
     end), ``unfinished`` (those turns had started work — a user message or a model reply — so
     a continuation turn is owed), ``turn_open``, ``ended`` (the last run's end state when
-    nothing followed it)."""
+    nothing followed it), ``blocked`` (the last turn ended ``blocked`` before a step started —
+    a budget ran out — and only fleet records followed it)."""
 
     epoch: int
     pending: tuple[Input, ...]
@@ -84,6 +95,7 @@ class FleetView:
     unfinished: bool
     turn_open: bool
     ended: str | None
+    blocked: bool = False
 
 
 def _data(ev: Event) -> Mapping[str, Any]:
@@ -97,7 +109,7 @@ def fold(events: Sequence[Event]) -> FleetView:
     consumed: set[str] = set()
     applying: dict[str, int] = {}
     last_end: str | None = None
-    turn_open = worked = unfinished = False
+    turn_open = worked = unfinished = stepped = blocked = False
     ended: str | None = None
     for ev in events:
         data = _data(ev)
@@ -120,7 +132,7 @@ def fold(events: Sequence[Event]) -> FleetView:
                 runs += 1
                 ended = data.get("state") if isinstance(data.get("state"), str) else "failed"
             continue
-        ended = None
+        ended, blocked = None, False
         if kind == COMMAND_DONE:
             for cid in [c for c, at in applying.items() if at < ev.seq]:
                 consumed.add(cid)  # the command finished writing: it ran
@@ -132,11 +144,14 @@ def fold(events: Sequence[Event]) -> FleetView:
         elif kind == ASSISTANT_MESSAGE:
             worked = True
         elif kind == TURN_START:
-            turn_open, worked = True, False
+            turn_open, worked, stepped = True, False, False
+        elif kind == STEP_START:
+            stepped = True
         elif kind == TURN_END:
             turn_open = False
             reason = data.get("reason")
             last_end = reason.get("kind") if isinstance(reason, Mapping) else None
+            blocked = last_end == "blocked" and not stepped  # a budget stopped it before a step
             cause = reason.get("reason") if isinstance(reason, Mapping) else None
             if last_end == "aborted" and isinstance(cause, Mapping) and cause.get("kind") == "cancelled":
                 last_end = "interrupted"  # the driver's task was cancelled (DBOS shutdown, takeover)
@@ -144,7 +159,7 @@ def fold(events: Sequence[Event]) -> FleetView:
             interrupted = interrupted + 1 if broken else 0
             unfinished = (unfinished or worked) if broken else False
     pending = tuple(i for i in inputs.values() if i.id not in consumed)
-    return FleetView(epoch, pending, runs, last_end, interrupted, unfinished, turn_open, ended)
+    return FleetView(epoch, pending, runs, last_end, interrupted, unfinished, turn_open, ended, blocked)
 
 
 def _input(data: Mapping[str, Any], seq: int) -> Input | None:
@@ -170,6 +185,11 @@ def session_state(events: Sequence[Event]) -> tuple[str, str | None]:
         return "running", None
     if view.ended is not None:
         return view.ended, None
+    if view.blocked and not any(i.kind != "message" for i in view.pending):
+        from fsm_stage.reviews._fold import fold_reviews
+
+        budget = [r.id for r in fold_reviews(events, None).open if r.kind == BUDGET_KIND]
+        return ("waiting-review", budget[0]) if budget else ("blocked", None)
     if view.pending or view.unfinished:
         return "queued", None
     return "needs-input", None

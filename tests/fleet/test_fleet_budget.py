@@ -1,0 +1,95 @@
+"""A stage budget that runs out in a fleet session: the drive stops at a wait point (``blocked``,
+or ``waiting-review`` for the budget review) instead of starting a blocked turn after another;
+a ``/stage`` input queued behind the stopped message is applied first."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fsm_stage import MemoryLog, ModelReply, SessionHeader
+from fsm_stage.constants import TURN_START
+from fsm_stage.fleet import drive, session_state
+from fsm_stage.fleet.inputs import record_answer, record_input
+from fsm_stage.fleet.records import fold
+
+GRAPH = """\
+name: budget-fleet
+min_handoff_tokens: 1000000
+section: |
+  Current stage: << stage_current >>. Targets: << stage_targets >>.
+stages:
+  - name: chat
+    instruction: Chat.
+    targets: [wrap]
+    budget: {{turns: 1}}{on_budget}
+  - name: wrap
+    instruction: Wrap up.
+    targets: [done]
+  - name: done
+    instruction: Done.
+"""
+
+
+class Say:
+    """A model that answers every request with ``ok``."""
+
+    provider, name = "test", "m"
+
+    async def complete(self, request: Any, *, signal: Any) -> ModelReply:
+        return ModelReply.say("ok")
+
+
+def _drive(log: Any, graph: Path) -> Any:
+    return asyncio.run(drive(log, graph=str(graph), model=Say()))
+
+
+def _spent(tmp_path: Path, on_budget: str) -> tuple[MemoryLog, Path]:
+    """A session whose first message used the stage's one turn; a second message waits."""
+    graph = tmp_path / "g.yaml"
+    graph.write_text(GRAPH.format(on_budget=on_budget))
+    log = MemoryLog(SessionHeader("b1", cwd=str(tmp_path)))
+    record_input(log, "message", "first", input_id="in-1")
+    assert _drive(log, graph).state == "needs-input"
+    record_input(log, "message", "second", input_id="in-2")
+    return log, graph
+
+
+def _turns(log: Any) -> int:
+    return sum(e.type == TURN_START for e in log.events)
+
+
+def test_a_budget_stop_is_a_wait_point_not_a_loop_of_blocked_turns(tmp_path: Path) -> None:
+    log, graph = _spent(tmp_path, "")
+    result = _drive(log, graph)
+    assert result.state == "blocked" and _turns(log) == 2  # one blocked turn, not 32
+    assert session_state(log.events) == ("blocked", None)
+    n = len(log.events)
+    assert _drive(log, graph).state == "blocked" and len(log.events) == n  # nothing written
+    record_input(log, "stage", "wrap", input_id="go")  # queued behind the stopped message
+    assert session_state(log.events)[0] == "queued"
+    result = _drive(log, graph)
+    assert result.state == "needs-input" and not fold(log.events).pending  # moved, then the message ran
+    said = [e.data["id"] for e in log.events
+            if e.type == "user/message" and e.data.get("source", {}).get("kind") == "user"]
+    assert said == ["in-1", "in-2"]
+
+
+def test_a_budget_review_is_the_wait_point_and_its_answer_lets_the_message_run(tmp_path: Path) -> None:
+    log, graph = _spent(tmp_path, "\n    on_budget: review")
+    result = _drive(log, graph)
+    assert result.state == "waiting-review" and result.review_id is not None
+    assert session_state(log.events) == ("waiting-review", result.review_id)
+    n = len(log.events)
+    assert _drive(log, graph).state == "waiting-review" and len(log.events) == n
+    record_answer(log, result.review_id, "approve", option="Continue with a fresh budget")
+    assert session_state(log.events)[0] == "queued"
+    assert _drive(log, graph).state == "needs-input" and not fold(log.events).pending
+
+
+def test_the_listing_filter_knows_the_blocked_state() -> None:
+    from fsm_stage.cli.fleet_cmds import STATE_NAMES
+    from fsm_stage.fleet import STATES
+
+    assert "blocked" in STATES and tuple(STATE_NAMES) == tuple(STATES)

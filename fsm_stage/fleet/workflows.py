@@ -28,7 +28,7 @@ from fsm_stage.driver import Model
 from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
 from fsm_stage.fleet.drive import MAX_INTERRUPTED, drive
 from fsm_stage.fleet.fence import FencedLog
-from fsm_stage.fleet.inputs import record_answer, record_input
+from fsm_stage.fleet.inputs import check_input, record_answer, record_input
 from fsm_stage.fleet.records import END, fold
 from fsm_stage.fleet.store import Store
 from fsm_stage.log.events import SessionHeader
@@ -260,7 +260,9 @@ class FleetClient:
     def send_input(self, session_id: str, kind: str, text: str, *, input_id: str | None = None,
                    create: SessionHeader | None = None) -> str:
         """Log the input (``record_input``; ``create``: start a new session), then wake the
-        session's workflow with the input id as idempotency key; returns the input id."""
+        session's workflow with the input id as idempotency key; returns the input id. A text
+        ``check_input`` refuses raises ``UserError`` before any session is created."""
+        check_input(kind, text)
         with self._open(session_id, create) as log:
             item = record_input(log, kind, text, input_id=input_id)
             run = fold(log.events).runs

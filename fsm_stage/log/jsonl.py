@@ -63,13 +63,19 @@ __all__ = [
 def encode_line(ev: Event) -> bytes:
     """The event as one compact JSON line with a trailing newline (UTF-8, no NaN).
 
-    Raises ``LogWriteError`` if ``data`` is not lossless JSON.
+    Raises ``LogWriteError`` if ``data`` is not lossless JSON (or nested past the encoder's
+    recursion limit). A string holding a lone surrogate (text decoded with ``surrogateescape``,
+    such as a file name that is not UTF-8) is written as a ``\\udcXX`` JSON escape, which reads
+    back as the same string.
     """
     try:
         text = json.dumps(ev.to_json(), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise LogWriteError(f"event {ev.type!r} data is not JSON: {err}") from err
-    return (text + "\n").encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as err:
+        raise LogWriteError(f"event {ev.type!r} data is not JSON: {err}") from None
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): kept, escaped
+        return (json.dumps(ev.to_json(), separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:

@@ -85,8 +85,8 @@ def check_new_event(
     if check_json and not _plain_json(spec.data):
         try:
             _JSON_CHECK(spec.data)
-        except (TypeError, ValueError) as err:
-            raise LogWriteError(f"event {t!r} data is not JSON: {err}") from None
+        except (TypeError, ValueError, RecursionError) as err:
+            raise LogWriteError(f"event {t!r} data is not JSON: {err or 'nested too deep'}") from None
     ignorable = is_ignorable(t, spec.ignorable, ignorable_types)
     if t not in KNOWN_EVENT_TYPES:
         if not ignorable and not allow_unknown:

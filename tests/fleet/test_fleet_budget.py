@@ -93,3 +93,23 @@ def test_the_listing_filter_knows_the_blocked_state() -> None:
     from fsm_stage.fleet import STATES
 
     assert "blocked" in STATES and tuple(STATE_NAMES) == tuple(STATES)
+
+
+def test_an_input_that_is_not_utf8_is_refused_before_a_session_is_created(tmp_path: Path) -> None:
+    """``fsm-stage send STORE s $'bad\\xff'`` arrives with a lone surrogate: a one-line
+    ``UserError``, and ``--new`` leaves no empty session behind (it was a traceback)."""
+    import pytest
+
+    from fsm_stage.errors import UserError
+    from fsm_stage.fleet import Store
+    from fsm_stage.fleet.workflows import FleetClient
+    from fsm_stage.log.events import SessionHeader as Header
+
+    with pytest.raises(UserError, match="not valid UTF-8"):
+        record_input(MemoryLog(SessionHeader("b2", cwd=str(tmp_path))), "message", "bad\udcff")
+    store = tmp_path / "store"
+    store.mkdir()
+    client = FleetClient(Store(str(store)))
+    with pytest.raises(UserError, match="not valid UTF-8"):
+        client.send_input("s-new", "message", "bad\udcff", create=Header("s-new", cwd=str(tmp_path)))
+    assert list(store.iterdir()) == []

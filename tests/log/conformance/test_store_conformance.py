@@ -165,3 +165,21 @@ def test_conditional_appends_from_threads_sharing_one_handle_land_once_per_posit
         sys.setswitchinterval(old)
     assert sorted(won) == list(range(-1, len(won) - 1))  # one winner per position
     assert [e.seq for e in log.events] == list(range(len(log.events))) and len(log.events) == len(won)
+
+
+def test_hostile_strings_and_nesting_are_kept_or_refused_in_one_line(store: Store) -> None:
+    """A lone surrogate (a file name that is not UTF-8, decoded with ``surrogateescape``) is
+    kept and reads back as the same string; data nested past the encoder's recursion limit is a
+    ``LogWriteError`` (it was a raw ``UnicodeEncodeError`` / ``RecursionError``), writing nothing."""
+    log = store.open()
+    name = "report-\udcff.txt"
+    log.append("fsm/listing", {"files": [name], "\udc80key": 1})
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(LogWriteError, match="not JSON"):
+        log.append("fsm/deep", {"x": deep})
+    again = store.reopen(log)
+    assert len(again) == 1 and again.events[0].data == {"files": [name], "\udc80key": 1}

@@ -28,7 +28,8 @@ from fsm_stage.errors import UserError
 
 #: ``fsm_stage.fleet.records.STATES``, spelt here so ``--help`` imports no fleet code (a test
 #: checks they agree).
-STATE_NAMES = ("needs-input", "queued", "running", "waiting-review", "blocked", "complete", "failed")
+STATE_NAMES = ("needs-input", "queued", "running", "waiting-review", "blocked", "complete", "failed",
+               "damaged")
 
 INSTALL_HINT = "the fleet needs DBOS: pip install 'fsm_stage[fleet]'"
 
@@ -135,6 +136,10 @@ def sessions(store: str, as_json: bool, states: tuple[str, ...]) -> None:
     from fsm_stage.fleet.listing import list_sessions
 
     infos = list_sessions(store, states=states or None)
+    for info in infos:
+        if info.state == "damaged":
+            click.echo(f"fsm-stage sessions: session {info.id}: its log cannot be read "
+                       "(fsm-stage state names the damage)", err=True)
     if as_json:
         click.echo(json.dumps({"format_version": JSON_FORMAT_VERSION,
                                "sessions": [i.to_json() for i in infos]}, indent=2))

@@ -26,7 +26,11 @@ import attrs
 from fsm_stage.fleet.records import STATES, fold, session_state
 from fsm_stage.fleet.store import SESSION_ID, Store
 
-__all__ = ["SessionInfo", "list_sessions"]
+__all__ = ["DAMAGED", "SessionInfo", "list_sessions"]
+
+DAMAGED = "damaged"
+"""The listed state of a session whose log cannot be read (a damaged line or row: ``fsm-stage
+state`` names it): listed, never dropped, and never left at the state it had before."""
 
 _PG_TABLE = (
     "CREATE TABLE IF NOT EXISTS fsm_fleet_state (session text PRIMARY KEY REFERENCES fsm_sessions "
@@ -37,7 +41,7 @@ _PG_TABLE = (
 
 @attrs.frozen
 class SessionInfo:
-    """One session in a listing: ``id``, ``state`` (``records.STATES``), ``review_id`` (for
+    """One session in a listing: ``id``, ``state`` (``records.STATES``, or ``DAMAGED``), ``review_id`` (for
     ``waiting-review``), ``runs`` (ended runs, the current workflow's run number), ``events``
     (how many)."""
 
@@ -66,9 +70,10 @@ def list_sessions(store: Store | str | os.PathLike[str], *,
 
     store = store if isinstance(store, Store) else Store(store)
     wanted = None if states is None else frozenset(states)
-    if wanted is not None and not wanted <= set(STATES):
-        bad = sorted(wanted - set(STATES))
-        raise UserError(f"unknown session state {bad[0]!r}: one of {', '.join(STATES)}")
+    known = (*STATES, DAMAGED)
+    if wanted is not None and not wanted <= set(known):
+        bad = sorted(wanted - set(known))
+        raise UserError(f"unknown session state {bad[0]!r}: one of {', '.join(known)}")
     infos = _postgres(store, wanted) if store.kind == "postgres" else _folder(store)
     return [i for i in infos if wanted is None or i.state in wanted]
 
@@ -101,8 +106,15 @@ def _folder(store: Store) -> list[SessionInfo]:
             info = SessionInfo(sid, row[2], row[3], row[4], row[5])
         else:
             try:
-                info = _info(sid, read_location(path).events)
-            except Exception:  # a file being created, or damaged: not listed this time
+                read = read_location(path)
+                if read.damaged_line is not None and read.lines_after_damage:
+                    raise UserError(f"{path}: line {read.damaged_line} is damaged")  # not a torn tail
+                info = _info(sid, read.events)
+            except UserError:  # damaged (an empty file is a log being created: left out)
+                if st.st_size == 0:
+                    continue
+                info = SessionInfo(sid, DAMAGED, None, 0, 0)
+            except OSError:
                 continue
         fresh[sid] = [st.st_size, st.st_mtime_ns, info.state, info.review_id, info.runs, info.events]
         out.append(info)
@@ -115,28 +127,32 @@ def _folder(store: Store) -> list[SessionInfo]:
 
 
 def _postgres(store: Store, wanted: frozenset[str] | None) -> list[SessionInfo]:
+    from fsm_stage.errors import UserError
     from fsm_stage.log.postgres import connect, read_postgres
 
     with connect(store.conninfo) as conn:
         for sql in _PG_TABLE:
             conn.execute(sql)
         stale = conn.execute(
-            "SELECT s.session FROM fsm_sessions s LEFT JOIN fsm_fleet_state f ON f.session = s.session "
+            "SELECT s.session, (SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session) AS last "
+            "FROM fsm_sessions s LEFT JOIN fsm_fleet_state f ON f.session = s.session "
             "WHERE f.session IS NULL OR f.seq IS DISTINCT FROM "
             "(SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session)"
         ).fetchall()
-        for (sid,) in stale:
+        for sid, last in stale:
             if not SESSION_ID.fullmatch(str(sid)):
                 continue
-            with contextlib.suppress(Exception):
+            try:
                 events = read_postgres(store.location_of(str(sid))).events
-                info = _info(str(sid), events)
-                conn.execute(
-                    "INSERT INTO fsm_fleet_state (session, seq, state, review, runs) "
-                    "VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (session) DO UPDATE SET seq = excluded.seq, state = excluded.state, "
-                    "review = excluded.review, runs = excluded.runs",
-                    (sid, events[-1].seq if events else None, info.state, info.review_id, info.runs))
+                info, seq = _info(str(sid), events), (events[-1].seq if events else None)
+            except UserError:  # a damaged row: listed as such until the session moves
+                info, seq = SessionInfo(str(sid), DAMAGED, None, 0, 0), last
+            conn.execute(
+                "INSERT INTO fsm_fleet_state (session, seq, state, review, runs) "
+                "VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (session) DO UPDATE SET seq = excluded.seq, state = excluded.state, "
+                "review = excluded.review, runs = excluded.runs",
+                (sid, seq, info.state, info.review_id, info.runs))
         if wanted is None:
             rows = conn.execute("SELECT session, state, review, runs, seq FROM fsm_fleet_state "
                                 "ORDER BY session").fetchall()

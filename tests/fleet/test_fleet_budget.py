@@ -88,13 +88,6 @@ def test_a_budget_review_is_the_wait_point_and_its_answer_lets_the_message_run(t
     assert _drive(log, graph).state == "needs-input" and not fold(log.events).pending
 
 
-def test_the_listing_filter_knows_the_blocked_state() -> None:
-    from fsm_stage.cli.fleet_cmds import STATE_NAMES
-    from fsm_stage.fleet import STATES
-
-    assert "blocked" in STATES and tuple(STATE_NAMES) == tuple(STATES)
-
-
 def test_an_input_that_is_not_utf8_is_refused_before_a_session_is_created(tmp_path: Path) -> None:
     """``fsm-stage send STORE s $'bad\\xff'`` arrives with a lone surrogate: a one-line
     ``UserError``, and ``--new`` leaves no empty session behind (it was a traceback)."""
@@ -113,3 +106,19 @@ def test_an_input_that_is_not_utf8_is_refused_before_a_session_is_created(tmp_pa
     with pytest.raises(UserError, match="not valid UTF-8"):
         client.send_input("s-new", "message", "bad\udcff", create=Header("s-new", cwd=str(tmp_path)))
     assert list(store.iterdir()) == []
+
+
+def test_a_damaged_log_in_a_folder_is_listed_as_damaged(tmp_path: Path) -> None:
+    """It used to vanish from ``fsm-stage sessions`` without a word."""
+    from fsm_stage.fleet.listing import DAMAGED, list_sessions
+    from fsm_stage.log.jsonl import JsonlLog
+
+    for sid in ("a1", "a2"):
+        with JsonlLog(tmp_path / f"{sid}.jsonl", header=SessionHeader(sid, cwd=str(tmp_path))) as log:
+            for n in range(3):
+                record_input(log, "message", f"m{n}", input_id=f"in-{n}")
+    (tmp_path / "empty.jsonl").write_text("")  # a log being created: not listed yet
+    lines = (tmp_path / "a2.jsonl").read_text().splitlines()
+    lines[2] = "{garbage"
+    (tmp_path / "a2.jsonl").write_text("\n".join(lines) + "\n")
+    assert {i.id: i.state for i in list_sessions(tmp_path)} == {"a1": "queued", "a2": DAMAGED}

@@ -421,7 +421,7 @@ def test_cli_usage_mistakes_are_usage_errors() -> None:
     from fsm_stage.cli.fleet_cmds import STATE_NAMES
     from fsm_stage.fleet.records import STATES
 
-    assert STATE_NAMES == STATES
+    assert (*STATES, "damaged") == STATE_NAMES  # damaged: a listing state, no fold state
     assert CliRunner().invoke(main, ["sessions", ".", "--state", "waiting"]).exit_code == 2
     assert CliRunner().invoke(main, ["answer", ".", "s1", "rv_x"]).exit_code == 2
 

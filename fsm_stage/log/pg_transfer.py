@@ -103,14 +103,23 @@ def _store(conn: Any, session: str, header_text: str, seqs: list[int], counts: l
 def export_jsonl(location: str) -> bytes:
     """The session at ``location`` (``postgresql://…?session=ID``) as DSH JSONL bytes.
 
-    Raises ``LogFormatError`` (no such session, undecodable rows), ``UserError``,
-    ``LogFormatError``.
+    The bytes are read back as a log before they are returned (a session opened from a
+    checkpoint does not decode its older rows): a damaged or missing row is a
+    ``LogFormatError``, never an exported file no reader accepts. Raises ``LogFormatError``
+    (no such session, undecodable rows), ``UserError``.
     """
+    from fsm_stage.log.dsh import read_log_data
+
     conninfo, session = split_location(location)
     if session is None:
         raise UserError(f"{redact(location)}: no session in the URL (add ?session=ID)")
     with reading(), PostgresLog(conninfo, session) as log:
-        return log.export_bytes()
+        data = log.export_bytes()
+    read = read_log_data(data)
+    if read.damaged_line is not None:
+        raise LogFormatError(f"{redact(location)}: the stored session is damaged at line {read.damaged_line} "
+                             f"of its export ({read.damage}); nothing was exported")
+    return data
 
 
 def open_new_session(location: str, header: SessionHeader, *, replace: bool = False) -> PostgresLog:

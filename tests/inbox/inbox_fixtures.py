@@ -97,3 +97,27 @@ def dsh_fork(folder: Path, parent: str, child: str) -> Path:
     path = folder / f"{child}.jsonl"
     path.write_text("\n".join([json.dumps(header), *seed, json.dumps(end)]) + "\n")
     return path
+
+
+def csrf_of(text: str) -> str:
+    """The CSRF token of a page's form."""
+    import re
+
+    found = re.search(r'name="csrf" value="([^"]+)"', text)
+    assert found is not None
+    return found.group(1)
+
+
+def logged_in(tmp_path: Path, name: str = "alice") -> tuple[Any, Path]:
+    """A ``TestClient`` of an inbox over ``tmp_path / "logs"`` (created), logged in as ``name``."""
+    from starlette.testclient import TestClient
+
+    from fsm_stage.inbox import create_app
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    app = create_app(logs, reviewers_file=write_reviewers(tmp_path / "reviewers.yaml"), secret_key="k" * 40)
+    client = TestClient(app)
+    page = client.get("/login")
+    client.post("/login", data={"csrf": csrf_of(page.text), "name": name, "token": TOKENS[name]})
+    return client, logs

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,11 @@ pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
 pytest.importorskip("markdown_it")
 
-from inbox_fixtures import TOKENS, plan_session, stage_session, write_reviewers
+from inbox_fixtures import logged_in, plan_session, stage_session
 from starlette.testclient import TestClient
 from tool_rig import ToolRig
 
 from fsm_stage.errors import ReviewPending
-from fsm_stage.inbox import create_app
 from fsm_stage.inbox._render import markdown_html
 from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
@@ -38,20 +36,8 @@ HIDING = {
 }
 
 
-def _csrf(text: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', text)
-    assert found is not None
-    return found.group(1)
-
-
 def _client(tmp_path: Path) -> tuple[TestClient, Path]:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    app = create_app(logs, reviewers_file=write_reviewers(tmp_path / "reviewers.yaml"), secret_key="k" * 40)
-    client = TestClient(app)
-    page = client.get("/login")
-    client.post("/login", data={"csrf": _csrf(page.text), "name": "alice", "token": TOKENS["alice"]})
-    return client, logs
+    return logged_in(tmp_path)
 
 
 def _document(page: str) -> str:

@@ -55,7 +55,13 @@ def _fresh() -> Path:
 # --- pydantic-ai -----------------------------------------------------------------------------------
 
 
-def _pydantic_agent(host: StageHost, ran: list[Any]) -> tuple[Any, Any]:
+Calls = tuple[tuple[str, dict[str, str]], ...]
+
+
+def _pydantic_agent(host: StageHost, ran: list[Any],
+                    calls: Calls = (("call_patch", PATCH),)) -> tuple[Any, Any]:
+    """An agent whose model calls apply_patch (``calls``: ``(call id, arguments)`` in one reply),
+    then answers with the last result."""
     sdk("pydantic_ai")
     from pydantic_ai import Agent, DeferredToolRequests
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -67,7 +73,7 @@ def _pydantic_agent(host: StageHost, ran: list[Any]) -> tuple[Any, Any]:
         returned = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
         if returned:
             return ModelResponse(parts=[TextPart(f"Done: {returned[-1].content}")])
-        return ModelResponse(parts=[ToolCallPart("apply_patch", json.dumps(PATCH), "call_patch")])
+        return ModelResponse(parts=[ToolCallPart("apply_patch", json.dumps(a), cid) for cid, a in calls])
 
     cap = StageCapability(host)
     agent: Any = Agent(FunctionModel(model), capabilities=[cap], output_type=[str, DeferredToolRequests])
@@ -484,31 +490,11 @@ def test_langgraph_runs_a_replys_calls_no_review_can_stop_concurrently(misjudged
 def test_pydantic_ai_two_reviewed_calls_in_one_reply_are_asked_together() -> None:
     """Tool reviews are one per call: both calls of the reply are deferred approvals at once,
     each answered on its own (one approved runs, the other refused)."""
-    sdk("pydantic_ai")
-    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
-    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-    from pydantic_ai.models.function import FunctionModel
-
-    from fsm_stage.integrations.pydantic_ai import StageCapability
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
 
     ran: list[Any] = []
     host = _open(_fresh())
-
-    def model(messages: list[Any], _info: Any) -> Any:
-        if any(isinstance(p, ToolReturnPart) for m in messages for p in m.parts):
-            return ModelResponse(parts=[TextPart("Done.")])
-        return ModelResponse(parts=[ToolCallPart("apply_patch", json.dumps({"patch": "a"}), "call_a"),
-                                    ToolCallPart("apply_patch", json.dumps({"patch": "b"}), "call_b")])
-
-    cap = StageCapability(host)
-    agent: Any = Agent(FunctionModel(model), capabilities=[cap], output_type=[str, DeferredToolRequests])
-
-    @agent.tool_plain
-    def apply_patch(patch: str) -> str:
-        """Apply a patch."""
-        ran.append(patch)
-        return "patched"
-
+    agent, cap = _pydantic_agent(host, ran, (("call_a", {"patch": "a"}), ("call_b", {"patch": "b"})))
     out = agent.run_sync("Patch twice.").output
     assert isinstance(out, DeferredToolRequests)
     assert sorted(p.tool_call_id for p in out.approvals) == ["call_a", "call_b"] and ran == []

@@ -23,12 +23,17 @@ PLAN_ONLY = GRAPH.replace("    tools:\n      ask: [apply_patch]\n", "")  # plan 
 CALL = ToolCall("h1", "apply_patch", '{"p": "one"}')
 
 
-def _declined_then_plan_off(tmp_path: Path, outcome: str) -> tuple[Any, str]:
-    """A host call plan mode's ``ask`` rule suspended, answered ``outcome`` with feedback, then
-    ``/plan off`` (no rule asks before the tool any more)."""
+def _suspended_in_plan_mode(tmp_path: Path, *, runtime_tool: bool = False) -> tuple[Any, str]:
+    """A session in plan mode whose call ``CALL`` plan mode's ``ask`` rule suspended: a host
+    tool's (``authorize``), or with ``runtime_tool`` one registered on the runtime (``run_tool``;
+    its runs counted in ``tmp_path / "runs"``). Returns the host and the review id."""
+    from tool_rig import CountingTool
+
     assert "ask: [apply_patch]" in PLAN_ONLY
     log = JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(f"s-{tmp_path.name}", cwd=str(tmp_path)))
     host = open_session(load_config_text(PLAN_ONLY), log, review=SuspendingReviewChannel())
+    if runtime_tool:
+        host.runtime.add_tool(CountingTool(tmp_path / "runs"))
     assert host.plan is not None
     host.plan.set(host.agent, True)
     host.agent.steer(user_message("patch it"))
@@ -36,8 +41,14 @@ def _declined_then_plan_off(tmp_path: Path, outcome: str) -> tuple[Any, str]:
     host.driver.begin_step()
     host.driver.record_reply("", [CALL])
     with pytest.raises(ReviewPending) as pending:
-        asyncio.run(host.driver.authorize(CALL))
-    rid = pending.value.review_id
+        asyncio.run(host.driver.run_tool(CALL) if runtime_tool else host.driver.authorize(CALL))
+    return host, pending.value.review_id
+
+
+def _declined_then_plan_off(tmp_path: Path, outcome: str) -> tuple[Any, str]:
+    """A host call plan mode's ``ask`` rule suspended, answered ``outcome`` with feedback, then
+    ``/plan off`` (no rule asks before the tool any more)."""
+    host, rid = _suspended_in_plan_mode(tmp_path)
     answer_review(host.session, rid, outcome, feedback="not on main")
     asyncio.run(host.runtime.run_command(host.agent, "/plan off"))
     return host, rid
@@ -116,18 +127,8 @@ def _approved_then(tmp_path: Path, relax: str) -> tuple[Any, Path, str]:
     graph = PLAN_ONLY if relax == "plan off" else PLAN_ONLY.replace(
         "  - name: explore\n    instruction: Explore.\n", "  - name: explore\n    instruction: Explore.\n"
         "    tools:\n      allow: [read_file]\n", 1)
-    log = JsonlLog(tmp_path / "s.jsonl", header=SessionHeader(f"s-{tmp_path.name}", cwd=str(tmp_path)))
-    host = open_session(load_config_text(PLAN_ONLY), log, review=SuspendingReviewChannel())
-    host.runtime.add_tool(CountingTool(tmp_path / "runs"))
-    assert host.plan is not None
-    host.plan.set(host.agent, True)
-    host.agent.steer(user_message("patch it"))
-    host.driver.start_turn()
-    host.driver.begin_step()
-    host.driver.record_reply("", [CALL])
-    with pytest.raises(ReviewPending) as pending:
-        asyncio.run(host.driver.run_tool(CALL))
-    answer_review(host.session, pending.value.review_id, "approve")
+    host, rid = _suspended_in_plan_mode(tmp_path, runtime_tool=True)
+    answer_review(host.session, rid, "approve")
     if relax == "plan off":
         asyncio.run(host.runtime.run_command(host.agent, "/plan off"))
     else:
@@ -136,7 +137,7 @@ def _approved_then(tmp_path: Path, relax: str) -> tuple[Any, Path, str]:
                             review=SuspendingReviewChannel(), plan_mode=False, accept_graph_change=True)
         host.runtime.add_tool(CountingTool(tmp_path / "runs"))
     asyncio.run(host.driver.resume())
-    return host, tmp_path / "runs", pending.value.review_id
+    return host, tmp_path / "runs", rid
 
 
 @pytest.mark.parametrize(("relax", "ran"), [("plan off", 1), ("strict", 0)])

@@ -38,7 +38,8 @@ def markdown_html(text: str) -> Markup:
     characters as escapes however they were spelled (character references included). A text
     that would not show every line as Markdown (``reviews._visible_md.hidden_lines``: a link
     reference definition, an HTML comment…) is shown as plain text instead, exactly as written
-    (escaped, control characters as escapes), after a one-line notice saying why."""
+    (escaped, control characters as escapes), after a one-line notice saying why. A link shows
+    its address after its text."""
     cut = text[:MAX_DOCUMENT_CHARS]
     shown = visible(cut, keep="\n\t")
     more = f"(cut: the document has {len(text)} characters)" if len(text) > MAX_DOCUMENT_CHARS else ""
@@ -50,10 +51,37 @@ def markdown_html(text: str) -> Markup:
                 f'<pre class="plain">{escape(shown)}</pre>\n')
         html += f"<p><em>{escape(more)}</em></p>\n" if more else ""
         return Markup(visible(html, keep="\n\t"))
+    _show_link_targets(tokens)
     rendered = markdown.renderer.render(tokens, markdown.options, {})
     if more:
         rendered += f"<p><em>{escape(more)}</em></p>\n"
     return Markup(visible(rendered, keep="\n\t"))
+
+
+def _show_link_targets(tokens: Any) -> None:
+    """Put each link's address after its text, as the terminal review shows it (``text (url)``):
+    a browser shows an address only on hover, so a reviewer would approve a step pointing
+    anywhere under harmless link text. A link whose text is its address is left as it is."""
+    from markdown_it.token import Token
+
+    for tok in tokens:
+        if tok.type != "inline" or not tok.children:
+            continue
+        out: list[Any] = []
+        href: str | None = None
+        text: list[str] = []
+        for child in tok.children:
+            out.append(child)
+            if child.type == "link_open":
+                href, text = str(child.attrGet("href") or ""), []
+            elif child.type == "link_close" and href is not None:
+                label = "".join(text)
+                if href not in (label, "mailto:" + label):
+                    out.append(Token("text", "", 0, content=f" ({href})"))
+                href = None
+            elif href is not None and child.type in ("text", "code_inline"):
+                text.append(child.content)
+        tok.children = out
 
 
 def route(record: Any) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -78,8 +79,9 @@ def test_a_document_hiding_nothing_renders_as_markdown_as_before(tmp_path: Path)
     article = _document(client.get(f"/review/s1.jsonl/{rid}").text)
     assert PLAIN_TEXT_NOTICE not in article and '<pre class="plain">' not in article
     before = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).render(doc)
-    assert article == before == str(markdown_html(doc))
-    assert "<h1>Plan</h1>" in article and '<a href="https://e.org">two</a>' in article
+    link = '<a href="https://e.org">two</a>'
+    assert article == before.replace(link, link + " (https://e.org)") == str(markdown_html(doc))
+    assert "<h1>Plan</h1>" in article  # only a link's address is added, after its text
 
 
 def _tool_review(folder: Path, patch: str) -> tuple[str, str]:
@@ -120,3 +122,13 @@ def test_tool_arguments_larger_than_a_request_stores_are_said_to_be_cut(tmp_path
     page = client.get(f"/review/s1.jsonl/{rid}").text
     assert f"more than the {MAX_REVIEW_DOCUMENT_BYTES:,} bytes a review request stores" in page
     assert "TAIL" not in page and "x" * 100_000 in page
+
+
+def test_a_links_address_is_shown_after_its_text() -> None:
+    """A browser shows a link's address only on hover: the inbox writes it after the text, as
+    the terminal review does; a link whose text is its address is not repeated."""
+    page = str(markdown_html("1. Run the [setup script](https://evil.example/wipe-home.sh).\n"
+                             "2. See <https://example.org/docs>.\n"))
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "setup script (https://evil.example/wipe-home.sh)" in text
+    assert text.count("https://example.org/docs") == 1

@@ -277,7 +277,9 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
     """Log ``fsm/review/request`` (after ``extra``, e.g. ``fsm/graph``) in one conditional batch,
     re-checking the one-open-review rule against the log; returns the folded record. The running
     call's ``tool/call``, when the runtime left it pending (``runtime.call_record``), leads the
-    batch."""
+    batch. For a kind reviewed per call (``PER_CALL_KINDS``), a live review of the same call that
+    another writer logged meanwhile is joined instead (its record returned, nothing written): one
+    call never gets two reviews, so two approvals never let it run twice."""
     turn, step = step_of(session)
     rid = "rv_" + os.urandom(10).hex()
     data = {"id": rid, "callId": call_id, "kind": ticket.kind, "from": ticket.from_, "target": ticket.target,
@@ -287,7 +289,13 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
     with session_lock(session.id):
         _heal(session, ticket.kind)
         while True:
-            _check_free(state_of(session), ticket.kind, label)
+            state = state_of(session)
+            joined = _live_review_of_call(state, ticket, call_id, label)
+            if joined is not None:
+                if call is not None:
+                    call.ensure_written(look=True)  # the other writer logged it with its request
+                return joined
+            _check_free(state, ticket.kind, label)
             lead = call.lead(session) if call is not None else []
             try:
                 events = session.append_many([*lead, *extra, NewEvent(REVIEW_REQUEST, data, ignorable=True)],
@@ -302,6 +310,19 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
         if call is not None and lead:
             call.wrote(events)
         return session.read(REVIEW_FOLD).records[rid]
+
+
+def _live_review_of_call(state: ReviewState, ticket: Ticket, call_id: str, label: str) -> ReviewRecord | None:
+    """A live review (open, or approved and unused) of ``call_id`` for a kind reviewed per call;
+    ``_ReviewBusy`` when it was asked about other arguments."""
+    if ticket.kind not in PER_CALL_KINDS or not call_id:
+        return None
+    record = state.by_call(call_id, ticket.kind)
+    if record is None or record.id not in state.live:
+        return None
+    if record.payload_sha256 != ticket.payload_sha256:
+        raise _ReviewBusy(BUSY_OPEN.format(kind=label, id=record.id))
+    return record
 
 
 def redeemed_spec(review_id: str, applied: bool, reason: str | None = None) -> NewEvent:

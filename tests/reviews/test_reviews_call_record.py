@@ -370,3 +370,27 @@ def test_a_review_closed_without_an_answer_is_not_reported_as_answered(tmp_path:
                        surface_op="append", source_event_seqs=[call.seq])  # what crash repair writes
     with pytest.raises(ReviewAlreadyAnsweredError, match="closed without an answer"):
         answer_review(rig.session, review_id, "approve", by="alice")
+
+
+def test_two_workers_asking_about_one_call_at_once_share_its_review(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tool reviews are one per call: a second writer that looked before the first one's request
+    landed (the race window) joins that review instead of opening another; the call runs once."""
+    from fsm_stage.reviews import _flow as flow
+
+    log = MemoryLog(SessionHeader(id="race", cwd=str(tmp_path)))
+    counter = tmp_path / "runs"
+    first = ToolRig(log, SuspendingReviewChannel(), counter)
+    first.to_verify()
+    call = first.call()
+    with pytest.raises(ReviewPending):
+        asyncio.run(first.runtime.call_tool(first.agent, call))
+    second = ToolRig(log, ScriptedReviewChannel().approve(), counter)
+    with monkeypatch.context() as patched:
+        patched.setattr(flow, "existing", lambda *a, **k: None)  # it looked before the request
+        ran = asyncio.run(second.runtime.call_tool(second.agent, call))
+    assert [e.type for e in log.events].count(REVIEW_REQUEST) == 1
+    assert [e.type for e in log.events].count(TOOL_CALL) == 1
+    assert not ran.is_error and runs(counter) == 1
+    redeemed = [e.data for e in log.events if e.type == "fsm/review/redeemed"]
+    assert [r["applied"] for r in redeemed] == [True]  # one approval, used once

@@ -30,6 +30,7 @@ from fsm_stage.errors import (
     AppendConflictError,
     LogWriteError,
     RecordShapeError,
+    ReviewAlreadyAnsweredError,
     ReviewPayloadChangedError,
     ReviewPending,
     ReviewSuspended,
@@ -381,7 +382,9 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
             feedback: str | None = None, by: str, moved: Callable[[], str | None]) -> Outcome:
     """Log the answer (conditional); an answer logged first by someone else wins. The outcome
     is then settled (``settle``): ``moved()`` is asked again after the append, since what it reads
-    (the controller closed by a reload, a guard's predicate) is not guarded by the session lock."""
+    (the controller closed by a reload, a guard's predicate) is not guarded by the session lock.
+    Raises ``ReviewAlreadyAnsweredError`` when the review was closed unanswered meanwhile (its
+    call settled by another writer: ``call-closed``)."""
     with session_lock(session.id):
         while True:
             state = state_of(session)
@@ -398,7 +401,9 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
             except AppendConflictError:
                 continue
         out = settle(session, record, moved)
-    assert out is not None
+    if out is None:  # closed unanswered meanwhile: its call was settled by another writer
+        raise ReviewAlreadyAnsweredError(f"review {record.id} was closed before an answer could be logged "
+                                         "(its call was settled elsewhere); nothing was applied")
     return out
 
 

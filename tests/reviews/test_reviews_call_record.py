@@ -20,6 +20,7 @@ from fsm_stage.log.events import Event, NewEvent, SessionHeader
 from fsm_stage.log.memory import MemoryLog
 from fsm_stage.reviews import (
     Answer,
+    Question,
     ScriptedReviewChannel,
     SuspendingReviewChannel,
     answer_review,
@@ -394,3 +395,26 @@ def test_two_workers_asking_about_one_call_at_once_share_its_review(tmp_path: Pa
     assert not ran.is_error and runs(counter) == 1
     redeemed = [e.data for e in log.events if e.type == "fsm/review/redeemed"]
     assert [r["applied"] for r in redeemed] == [True]  # one approval, used once
+
+
+def test_a_review_closed_while_its_channel_asks_refuses_the_call_in_one_line(tmp_path: Path) -> None:
+    """Another writer settles the call (its review closed ``call-closed``) while this writer's
+    reviewer is still deciding: the answer is not logged and the call is refused, saying why
+    (it was an AssertionError)."""
+    from fsm_stage.reviews._flow import call_closed_specs
+
+    counter = tmp_path / "runs"
+    holder: list[ToolRig] = []
+
+    def approve_after_the_call_closed(questions: Sequence[Question]) -> list[Answer]:
+        rig = holder[0]
+        rig.session.append_many(call_closed_specs(rig.session, "c_patch"))
+        return [Answer(questions[0].id, ("Approve",))]
+
+    rig = ToolRig(MemoryLog(SessionHeader(id="closed", cwd=str(tmp_path))),
+                  ScriptedReviewChannel(default=approve_after_the_call_closed), counter)
+    holder.append(rig)
+    rig.to_verify()
+    result = asyncio.run(rig.runtime.call_tool(rig.agent, rig.call()))
+    assert result.is_error and "closed before an answer could be logged" in result.text
+    assert runs(counter) == 0

@@ -254,7 +254,7 @@ class PolicyGate:
             denied = await run_deferred(pending, review_call(runtime.review, agent, call, *found, turn=turn,
                                                              step=step, signal=signal,
                                                              graph=graph_events(runtime, agent)))
-            call_seq = pending.ensure_written()
+            call_seq = pending.ensure_written(look=True)  # a resumed call's is logged already
         if denied is not None:
             return gate.refuse(session, call, denied, found[1], turn=turn, step=step, log_call=False,
                                call_seq=call_seq, audit=audit)

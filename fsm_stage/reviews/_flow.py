@@ -172,11 +172,10 @@ def existing(session: Session, kind: str, call_id: str | None, payload_sha256: s
     if record is None:
         return None
     red = state.redeemed.get(record.id)
-    if red is not None and (kind != "tool" or red.reason == "forked"
-                            or _settled_after(session, call_id, record.seq)):
+    if red is not None and (kind != "tool" or red.reason == "forked" or _reused(session, call_id, record)):
         return None
     answer = state.answered.get(record.id)
-    if answer is not None and answer.outcome != "approve" and _settled_after(session, call_id, record.seq):
+    if answer is not None and answer.outcome != "approve" and _reused(session, call_id, record):
         return None
     if record is not None and record.payload_sha256 != payload_sha256:
         raise ReviewPayloadChangedError(
@@ -198,6 +197,18 @@ def declined(session: Session, kind: str, call_id: str) -> ReviewAnswer | None:
     if answer is None or answer.outcome == "approve" or _settled_after(session, call_id, record.seq):
         return None
     return answer
+
+
+def _reused(session: Session, call_id: str, record: ReviewRecord) -> bool:
+    """Whether ``call_id`` is a later call reusing the id of ``record``'s call: that call has
+    its ``tool/result`` and, for a kind reviewed per call, the step moved on. A reply's call ids
+    are unique, so in a tool review's own step it is the same call (another writer, a resume
+    after a refusal elsewhere): its review, answered and used, decides it again instead of a
+    fresh one that would let it run twice."""
+    if (record.kind in PER_CALL_KINDS and record.turn is not None and record.step is not None
+            and (record.turn, record.step) == step_of(session)):
+        return False
+    return _settled_after(session, call_id, record.seq)
 
 
 def _settled_after(session: Session, call_id: str, seq: int) -> bool:
@@ -291,7 +302,7 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
         _heal(session, ticket.kind)
         while True:
             state = state_of(session)
-            joined = _live_review_of_call(state, ticket, call_id, label)
+            joined = _review_of_call(session, state, ticket, call_id, label)
             if joined is not None:
                 if call is not None:
                     call.ensure_written(look=True)  # the other writer logged it with its request
@@ -313,13 +324,20 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
         return session.read(REVIEW_FOLD).records[rid]
 
 
-def _live_review_of_call(state: ReviewState, ticket: Ticket, call_id: str, label: str) -> ReviewRecord | None:
-    """A live review (open, or approved and unused) of ``call_id`` for a kind reviewed per call;
-    ``_ReviewBusy`` when it was asked about other arguments."""
+def _review_of_call(session: Session, state: ReviewState, ticket: Ticket, call_id: str,
+                    label: str) -> ReviewRecord | None:
+    """The review of ``call_id`` another writer logged for this very call, for a kind reviewed
+    per call: live (open, or approved and unused), or used in this step (its call running or
+    run elsewhere: joined, ``settle`` refuses it as used); ``_ReviewBusy`` when it was asked about
+    other arguments."""
     if ticket.kind not in PER_CALL_KINDS or not call_id:
         return None
     record = state.by_call(call_id, ticket.kind)
-    if record is None or record.id not in state.live:
+    if record is None:
+        return None
+    red = state.redeemed.get(record.id)
+    if record.id not in state.live and (red is None or red.reason == "forked"
+                                        or _reused(session, call_id, record)):
         return None
     if record.payload_sha256 != ticket.payload_sha256:
         raise _ReviewBusy(BUSY_OPEN.format(kind=label, id=record.id))

@@ -127,7 +127,7 @@ async def run_deferred(pending: PendingCall, run: Awaitable[T]) -> T:
     try:
         return await run
     except ReviewPending:
-        pending.ensure_written()
+        pending.ensure_written(look=True)  # a resumed or joined call's is logged already
         raise
     finally:
         _PENDING.reset(token)

@@ -418,3 +418,54 @@ def test_a_review_closed_while_its_channel_asks_refuses_the_call_in_one_line(tmp
     result = asyncio.run(rig.runtime.call_tool(rig.agent, rig.call()))
     assert result.is_error and "closed before an answer could be logged" in result.text
     assert runs(counter) == 0
+
+
+@pytest.mark.parametrize("raced", [False, True])
+def test_writers_asking_about_a_call_that_runs_elsewhere_never_run_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raced: bool) -> None:
+    """Writer A's approved call is still running; B and C ask about the same call (``raced``: B
+    looked before A's request landed). Each finds A's review in the call's own step, used: it is
+    refused "used already", and B's refusal result does not make C take the call for a reused id
+    and ask afresh (the tool ran twice)."""
+    import threading
+
+    import tool_rig
+
+    from fsm_stage.reviews import _flow as flow
+
+    log = MemoryLog(SessionHeader(id="elsewhere", cwd=str(tmp_path)))
+    counter, release = tmp_path / "runs", threading.Event()
+    plain = tool_rig.CountingTool.execute
+
+    async def slow(self: Any, args: Any, agent: Any, signal: Any = None) -> ToolOutput:
+        out = await plain(self, args, agent, signal)
+        if threading.current_thread().name == "A":
+            release.wait(10)
+        return out
+
+    monkeypatch.setattr(tool_rig.CountingTool, "execute", slow)
+    first = ToolRig(log, ScriptedReviewChannel().approve(), counter)
+    first.to_verify()
+    call = first.call()
+    done: dict[str, Any] = {}
+    runner = threading.Thread(name="A", target=lambda: done.setdefault(
+        "A", asyncio.run(first.runtime.call_tool(first.agent, call))))
+    runner.start()
+    for _ in range(1000):
+        if runs(counter):
+            break
+        threading.Event().wait(0.01)
+    try:
+        for name in "BC":
+            other = ToolRig(log, ScriptedReviewChannel().approve(), counter)
+            with monkeypatch.context() as patched:
+                if raced and name == "B":
+                    patched.setattr(flow, "existing", lambda *a, **k: None)
+                done[name] = asyncio.run(other.runtime.call_tool(other.agent, call))
+    finally:
+        release.set()
+        runner.join(30)
+    assert runs(counter) == 1 and not done["A"].is_error
+    assert all(done[n].is_error and "used already" in done[n].text for n in "BC")
+    types = [e.type for e in log.events]
+    assert types.count(REVIEW_REQUEST) == 1 and types.count(TOOL_CALL) == 1

@@ -14,9 +14,10 @@ The order, each decided from the log alone (a fold after every turn):
    ``max_interrupted`` (default ``MAX_INTERRUPTED``) in a row the run fails; a turn a stage or
    plan-mode budget stopped before its first step → return ``blocked`` (``waiting-review`` with
    the budget review's id under ``on_budget: review``) unless a command input waits, which is
-   applied first; a pending durable input → apply the earliest one (a message becomes the
-   turn's ``user/message`` with the input's id, so it is consumed exactly once; ``/stage`` /
-   ``/plan`` run as commands) and run the turn; else return
+   applied first, or an input arrived since, which tries again; a pending durable input →
+   apply the earliest one (a message becomes the turn's ``user/message`` with the input's id,
+   so it is consumed exactly once; ``/stage`` / ``/plan`` run as commands) and run the turn;
+   else return
    ``needs-input``, or ``complete`` when the current stage has no outgoing transition.
 
 One input per turn, taken at turn boundaries only, so the log a run leaves does not depend on

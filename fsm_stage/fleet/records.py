@@ -60,7 +60,8 @@ an answered review or a crashed turn waits for a driver), ``running`` (a turn is
 suspended: a driver is on it, or it crashed and waits for repair), ``waiting-review`` (a
 suspended call's review is unanswered, or a budget review a stopped turn waits for),
 ``blocked`` (a stage or plan-mode budget ran out with ``on_budget: stop``: the pending message
-waits for a ``/stage`` or ``/plan`` input, which is applied before it, or a raised budget),
+waits for a ``/stage`` or ``/plan`` input, which is applied before it, or for any new input,
+which tries it again: after the budget was raised, it runs),
 ``complete`` / ``failed`` (the run ended so; a new input starts the next run)."""
 
 
@@ -85,7 +86,7 @@ class FleetView:
     end), ``unfinished`` (those turns had started work — a user message or a model reply — so
     a continuation turn is owed), ``turn_open``, ``ended`` (the last run's end state when
     nothing followed it), ``blocked`` (the last turn ended ``blocked`` before a step started —
-    a budget ran out — and only fleet records followed it)."""
+    a budget ran out — and only fleet records other than a new input followed it)."""
 
     epoch: int
     pending: tuple[Input, ...]
@@ -121,7 +122,7 @@ def fold(events: Sequence[Event]) -> FleetView:
                 item = _input(data, ev.seq)
                 if item is not None and item.id not in inputs:
                     inputs[item.id] = item
-                    ended = None
+                    ended, blocked = None, False  # a new input is a new attempt (a raised budget)
             elif kind == APPLY and isinstance(data.get("id"), str):
                 if data.get("done") is True:
                     consumed.add(data["id"])

@@ -76,6 +76,20 @@ def test_a_budget_stop_is_a_wait_point_not_a_loop_of_blocked_turns(tmp_path: Pat
     assert said == ["in-1", "in-2"]
 
 
+def test_a_new_input_tries_a_stopped_message_again_once_the_budget_was_raised(tmp_path: Path) -> None:
+    log, graph = _spent(tmp_path, "")
+    assert _drive(log, graph).state == "blocked"
+    graph.write_text(graph.read_text().replace("turns: 1", "turns: 10"))
+    n = len(log.events)
+    assert _drive(log, graph).state == "blocked" and len(log.events) == n  # waits for an input
+    record_input(log, "message", "third", input_id="in-3")
+    assert session_state(log.events)[0] == "queued"
+    assert _drive(log, graph).state == "needs-input" and not fold(log.events).pending
+    turns = _turns(log)
+    record_input(log, "message", "fourth", input_id="in-4")  # still within the raised budget
+    assert _drive(log, graph).state == "needs-input" and _turns(log) == turns + 1
+
+
 def test_a_budget_review_is_the_wait_point_and_its_answer_lets_the_message_run(tmp_path: Path) -> None:
     log, graph = _spent(tmp_path, "\n    on_budget: review")
     result = _drive(log, graph)

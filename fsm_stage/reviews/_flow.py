@@ -186,15 +186,15 @@ def existing(session: Session, kind: str, call_id: str | None, payload_sha256: s
 
 def declined(session: Session, kind: str, call_id: str) -> ReviewAnswer | None:
     """The answer of the review of ``kind`` for tool call ``call_id`` when a reviewer answered it
-    without approving (``keep``, ``dismiss``) and the call has no ``tool/result`` since: that call
-    stays refused, whatever the policy in force says later. None otherwise (no review, open,
-    approved, or the call settled: a reused call id is asked afresh)."""
+    without approving (``keep``, ``dismiss``), unless a later call reuses the id (``_reused``):
+    that call stays refused, whatever the policy in force says later. None otherwise (no review,
+    open, approved, or a reused call id, which is asked afresh)."""
     state = state_of(session)
     record = state.by_call(call_id, kind)
     if record is None:
         return None
     answer = state.answered.get(record.id)
-    if answer is None or answer.outcome == "approve" or _settled_after(session, call_id, record.seq):
+    if answer is None or answer.outcome == "approve" or _reused(session, call_id, record):
         return None
     return answer
 

@@ -114,6 +114,10 @@ def test_a_runtime_tool_call_a_human_declined_is_not_run_under_a_graph_that_allo
     said = "did not approve this call" if outcome == "keep" else "dismissed this call's review"
     assert result.is_error and f"the reviewer {said}; nothing ran" in result.text
     assert runs(tmp_path / "runs") == 0
+    for _ in range(2):  # logged refusals: the call settled, still in its step, is still refused
+        logged = asyncio.run(relaxed.runtime.call_tool(relaxed.agent, call))
+        assert logged.is_error and f"the reviewer {said}" in logged.text
+    assert runs(tmp_path / "runs") == 0
     fresh = relaxed.resume(relaxed.call(call_id="c_other"))  # a new call runs by the graph in force
     assert not fresh.is_error and runs(tmp_path / "runs") == 1
 

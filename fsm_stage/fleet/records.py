@@ -28,6 +28,8 @@ from fsm_stage.constants import (
     ASSISTANT_MESSAGE,
     BUDGET_KIND,
     COMMAND_DONE,
+    REVIEW_ANSWER,
+    REVIEW_REQUEST,
     STEP_START,
     TURN_END,
     TURN_START,
@@ -59,9 +61,10 @@ STATES: Final = ("needs-input", "queued", "running", "waiting-review", "blocked"
 an answered review or a crashed turn waits for a driver), ``running`` (a turn is open and not
 suspended: a driver is on it, or it crashed and waits for repair), ``waiting-review`` (a
 suspended call's review is unanswered, or a budget review a stopped turn waits for),
-``blocked`` (a stage or plan-mode budget ran out with ``on_budget: stop``: the pending message
-waits for a ``/stage`` or ``/plan`` input, which is applied before it, or for any new input,
-which tries it again: after the budget was raised, it runs),
+``blocked`` (a stage or plan-mode budget ran out with ``on_budget: stop``, or its budget review
+was answered "Stop" or dismissed: the pending message waits for a ``/stage`` or ``/plan``
+input, which is applied before it, or for any new input, which tries it again: after the
+budget was raised, it runs),
 ``complete`` / ``failed`` (the run ended so; a new input starts the next run)."""
 
 
@@ -112,6 +115,7 @@ def fold(events: Sequence[Event]) -> FleetView:
     last_end: str | None = None
     turn_open = worked = unfinished = stepped = blocked = False
     ended: str | None = None
+    budget_reviews: set[str] = set()
     for ev in events:
         data = _data(ev)
         kind = ev.type
@@ -133,7 +137,13 @@ def fold(events: Sequence[Event]) -> FleetView:
                 runs += 1
                 ended = data.get("state") if isinstance(data.get("state"), str) else "failed"
             continue
-        ended, blocked = None, False
+        ended = None
+        if kind == REVIEW_REQUEST and data.get("kind") == BUDGET_KIND and isinstance(data.get("id"), str):
+            budget_reviews.add(data["id"])
+        # a budget review answered "Stop" (keep) or dismissed leaves the session stopped: asking
+        # again at once would make the answer a no-op; a new input or a command tries again
+        declined = data.get("outcome") != "approve"
+        blocked = blocked and kind == REVIEW_ANSWER and data.get("id") in budget_reviews and declined
         if kind == COMMAND_DONE:
             for cid in [c for c, at in applying.items() if at < ev.seq]:
                 consumed.add(cid)  # the command finished writing: it ran

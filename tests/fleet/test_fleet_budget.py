@@ -8,6 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fsm_stage import MemoryLog, ModelReply, SessionHeader
 from fsm_stage.constants import TURN_START
 from fsm_stage.fleet import drive, session_state
@@ -105,7 +107,7 @@ def test_a_budget_review_is_the_wait_point_and_its_answer_lets_the_message_run(t
 def test_an_input_that_is_not_utf8_is_refused_before_a_session_is_created(tmp_path: Path) -> None:
     """``fsm-stage send STORE s $'bad\\xff'`` arrives with a lone surrogate: a one-line
     ``UserError``, and ``--new`` leaves no empty session behind (it was a traceback)."""
-    import pytest
+
 
     from fsm_stage.errors import UserError
     from fsm_stage.fleet import Store
@@ -136,3 +138,20 @@ def test_a_damaged_log_in_a_folder_is_listed_as_damaged(tmp_path: Path) -> None:
     lines[2] = "{garbage"
     (tmp_path / "a2.jsonl").write_text("\n".join(lines) + "\n")
     assert {i.id: i.state for i in list_sessions(tmp_path)} == {"a1": "queued", "a2": DAMAGED}
+
+
+@pytest.mark.parametrize("outcome", ["keep", "dismiss"])
+def test_a_budget_review_answered_stop_leaves_the_session_blocked_until_a_new_input(
+        tmp_path: Path, outcome: str) -> None:
+    """"Stop" (keep) or a dismissal is not followed at once by a new budget review (the answer
+    would be a no-op): the session is ``blocked``; a new input asks again."""
+    log, graph = _spent(tmp_path, "\n    on_budget: review")
+    first = _drive(log, graph)
+    assert first.state == "waiting-review" and first.review_id is not None
+    record_answer(log, first.review_id, outcome)
+    assert session_state(log.events) == ("blocked", None)
+    n = len(log.events)
+    assert _drive(log, graph).state == "blocked" and len(log.events) == n
+    record_input(log, "message", "again", input_id="in-3")
+    again = _drive(log, graph)
+    assert again.state == "waiting-review" and again.review_id not in (None, first.review_id)

@@ -107,15 +107,16 @@ def _folder(store: Store) -> list[SessionInfo]:
         else:
             try:
                 read = read_location(path)
-                if read.damaged_line is not None and read.lines_after_damage:
-                    raise UserError(f"{path}: line {read.damaged_line} is damaged")  # not a torn tail
-                info = _info(sid, read.events)
-            except UserError:  # damaged (an empty file is a log being created: left out)
+            except UserError:  # unreadable (an empty file is a log being created: left out)
                 if st.st_size == 0:
                     continue
-                info = SessionInfo(sid, DAMAGED, None, 0, 0)
+                read = None
             except OSError:
                 continue
+            if read is None or (read.damaged_line is not None and read.lines_after_damage > 0):
+                info = SessionInfo(sid, DAMAGED, None, 0, 0)  # damage, not a torn tail
+            else:
+                info = _info(sid, read.events)
         fresh[sid] = [st.st_size, st.st_mtime_ns, info.state, info.review_id, info.runs, info.events]
         out.append(info)
     with contextlib.suppress(OSError):

@@ -239,18 +239,18 @@ class PolicyGate:
                 return None
         session = agent.session if (log and agent is not None) else None
         audit = agent.session if (not log and agent is not None) else None  # a resumed call
-        if found[0].declined is not None and session is not None:  # its tool/call is logged
-            logged = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
-            seq = logged.ensure_written(look=True)
-            return gate.refuse(session, call, *found, turn=turn, step=step, log_call=False, call_seq=seq)
+        spec = NewEvent(TOOL_CALL, call_data(call, turn, step))
+        pending = None if session is None else PendingCall(session, spec)
         if found[0].verdict != "ask" or agent is None:
-            return gate.refuse(session, call, *found, turn=turn, step=step, audit=audit)
+            # a declined call's tool/call is logged (with its review request); a denied one is not
+            seq = pending.ensure_written(look=True) if pending and found[0].declined is not None else None
+            return gate.refuse(session, call, *found, turn=turn, step=step, log_call=seq is None,
+                               call_seq=seq, audit=audit)
         call_seq = None
-        if session is None:
+        if pending is None:
             denied = await review_call(runtime.review, agent, call, *found, turn=turn, step=step,
                                        signal=signal, graph=graph_events(runtime, agent))
         else:  # the call is logged with its review request (one write), before the tool runs
-            pending = PendingCall(session, NewEvent(TOOL_CALL, call_data(call, turn, step)))
             denied = await run_deferred(pending, review_call(runtime.review, agent, call, *found, turn=turn,
                                                              step=step, signal=signal,
                                                              graph=graph_events(runtime, agent)))

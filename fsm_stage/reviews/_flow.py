@@ -302,7 +302,7 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
         _heal(session, ticket.kind)
         while True:
             state = state_of(session)
-            joined = _review_of_call(session, state, ticket, call_id, label)
+            joined = _review_of_call(session, ticket, call_id, label)
             if joined is not None:
                 if call is not None:
                     call.ensure_written(look=True)  # the other writer logged it with its request
@@ -324,24 +324,17 @@ def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
         return session.read(REVIEW_FOLD).records[rid]
 
 
-def _review_of_call(session: Session, state: ReviewState, ticket: Ticket, call_id: str,
-                    label: str) -> ReviewRecord | None:
-    """The review of ``call_id`` another writer logged for this very call, for a kind reviewed
-    per call: live (open, or approved and unused), or used in this step (its call running or
-    run elsewhere: joined, ``settle`` refuses it as used); ``_ReviewBusy`` when it was asked about
-    other arguments."""
+def _review_of_call(session: Session, ticket: Ticket, call_id: str, label: str) -> ReviewRecord | None:
+    """For a kind reviewed per call, the review another writer logged for this very call, as a
+    resume finds it (``existing``: open, answered, or used in this step): joined instead of a
+    second one. ``_ReviewBusy`` when it was asked about other arguments."""
     if ticket.kind not in PER_CALL_KINDS or not call_id:
         return None
-    record = state.by_call(call_id, ticket.kind)
-    if record is None:
-        return None
-    red = state.redeemed.get(record.id)
-    if record.id not in state.live and (red is None or red.reason == "forked"
-                                        or _reused(session, call_id, record)):
-        return None
-    if record.payload_sha256 != ticket.payload_sha256:
-        raise _ReviewBusy(BUSY_OPEN.format(kind=label, id=record.id))
-    return record
+    try:
+        return existing(session, ticket.kind, call_id, ticket.payload_sha256)
+    except ReviewPayloadChangedError:
+        record = state_of(session).by_call(call_id, ticket.kind)
+        raise _ReviewBusy(BUSY_OPEN.format(kind=label, id=record.id if record else "?")) from None
 
 
 def redeemed_spec(review_id: str, applied: bool, reason: str | None = None) -> NewEvent:

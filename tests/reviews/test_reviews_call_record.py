@@ -388,7 +388,7 @@ def test_two_workers_asking_about_one_call_at_once_share_its_review(tmp_path: Pa
         asyncio.run(first.runtime.call_tool(first.agent, call))
     second = ToolRig(log, ScriptedReviewChannel().approve(), counter)
     with monkeypatch.context() as patched:
-        patched.setattr(flow, "existing", lambda *a, **k: None)  # it looked before the request
+        patched.setattr(flow, "existing", _looked_too_early(flow))
         ran = asyncio.run(second.runtime.call_tool(second.agent, call))
     assert [e.type for e in log.events].count(REVIEW_REQUEST) == 1
     assert [e.type for e in log.events].count(TOOL_CALL) == 1
@@ -460,7 +460,7 @@ def test_writers_asking_about_a_call_that_runs_elsewhere_never_run_it_again(
             other = ToolRig(log, ScriptedReviewChannel().approve(), counter)
             with monkeypatch.context() as patched:
                 if raced and name == "B":
-                    patched.setattr(flow, "existing", lambda *a, **k: None)
+                    patched.setattr(flow, "existing", _looked_too_early(flow))
                 done[name] = asyncio.run(other.runtime.call_tool(other.agent, call))
     finally:
         release.set()
@@ -469,3 +469,15 @@ def test_writers_asking_about_a_call_that_runs_elsewhere_never_run_it_again(
     assert all(done[n].is_error and "used already" in done[n].text for n in "BC")
     types = [e.type for e in log.events]
     assert types.count(REVIEW_REQUEST) == 1 and types.count(TOOL_CALL) == 1
+
+
+def _looked_too_early(flow: Any) -> Any:
+    """``flow.existing`` whose first look misses the review another writer logged (it looked
+    before the request landed); later looks, the re-check under the session lock, see it."""
+    real, looks = flow.existing, []
+
+    def existing(*args: Any, **kwargs: Any) -> Any:
+        looks.append(1)
+        return None if len(looks) == 1 else real(*args, **kwargs)
+
+    return existing

@@ -260,7 +260,8 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
                                "open": [review_json(i, now) for i in items]}, indent=2, ensure_ascii=False))
         return
     if not items:
-        click.echo("no open reviews")
+        click.echo(f"no open reviews: {store.shown} holds no session logs (*.jsonl)"
+                   if store.listed_nothing() else "no open reviews")
         return
     click.echo("session\treview\tkind\tfrom → target\tage\tdeadline")
     for item in items:

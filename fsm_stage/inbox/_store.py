@@ -202,6 +202,12 @@ class SessionStore:
         return {key: entry[1].dropped for key, entry in cached.items()
                 if entry is not None and entry[1] is not None and entry[1].dropped is not None}
 
+    def listed_nothing(self) -> bool:
+        """Whether the last folder listing found no ``*.jsonl`` file at all (so "no open
+        reviews" would hide a wrong folder). Always False on PostgreSQL."""
+        with self._lock:
+            return self.conninfo is None and not self._listed
+
     def why_unreadable(self, key: str) -> str | None:
         """Why ``load(key)`` found the log ``key`` unreadable (None: it was read, or is missing)."""
         with self._lock:

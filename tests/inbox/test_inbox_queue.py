@@ -81,6 +81,21 @@ def test_inbox_list_prints_a_table_and_versioned_json(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "not a folder" in missing.stderr
 
 
+def test_inbox_list_of_a_folder_without_logs_says_so(tmp_path: Path) -> None:
+    """A folder with no ``*.jsonl`` file is most likely the wrong folder: the listing says that
+    it holds no logs rather than only "no open reviews"; a folder whose logs have none says
+    only that."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a log\n")
+    out = CliRunner().invoke(main, ["inbox", "list", str(empty)])
+    assert out.exit_code == 0
+    assert out.output.strip() == f"no open reviews: {empty} holds no session logs (*.jsonl)"
+    logs, _ = _folder(tmp_path)
+    narrowed = CliRunner().invoke(main, ["inbox", "list", str(logs), "--stage", "nowhere"])
+    assert narrowed.exit_code == 0 and narrowed.output.strip() == "no open reviews"
+
+
 def test_approve_all_needs_yes_and_writes_nothing_without_it(tmp_path: Path) -> None:
     logs, _ = _folder(tmp_path)
     before = {p.name: p.read_bytes() for p in logs.glob("*.jsonl")}

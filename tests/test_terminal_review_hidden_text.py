@@ -13,7 +13,13 @@ import pytest
 
 from fsm_stage.reviews import Option, Question
 from fsm_stage.reviews._terminal import TerminalReviewChannel, render_markdown
-from fsm_stage.reviews._visible_md import PLAIN_TEXT_NOTICE, hidden_lines, plain_text_notice
+from fsm_stage.reviews._visible_md import (
+    MARKDOWN_MAX_CHARS,
+    PLAIN_TEXT_NOTICE,
+    hidden_lines,
+    plain_text_notice,
+    too_long_notice,
+)
 from fsm_stage.runtime.agent import Agent
 
 NO_AGENT = cast(Agent, None)  # the terminal channel never reads the asking agent
@@ -57,6 +63,18 @@ def test_render_markdown_shows_the_exact_text_after_one_notice_line(construct: s
     notice, blank, *rest = shown.split("\n")
     assert notice == plain_text_notice(hidden_lines(doc)) and notice.startswith(PLAIN_TEXT_NOTICE)
     assert blank == "" and "\n".join(rest) == doc.strip("\n")
+
+
+def test_a_document_longer_than_markdown_is_rendered_for_prints_as_plain_text() -> None:
+    """Past ``MARKDOWN_MAX_CHARS`` the terminal prints the document as written after the notice
+    giving its length, without parsing it; one of exactly that length renders as Markdown."""
+    long_doc = PLAN + "[" * (MARKDOWN_MAX_CHARS + 1 - len(PLAN))
+    notice, blank, *rest = render_markdown(long_doc, width=40, color=False).split("\n")
+    assert notice == too_long_notice(len(long_doc)) and f"{MARKDOWN_MAX_CHARS + 1:,}" in notice
+    assert blank == "" and "\n".join(rest) == long_doc.strip("\n")
+    fits = PLAN + "x" * (MARKDOWN_MAX_CHARS - len(PLAN))
+    shown = render_markdown(fits, width=40, color=False)
+    assert not shown.startswith("Shown as plain text") and "# Plan" not in shown
 
 
 def test_a_document_hiding_nothing_renders_as_markdown_as_before() -> None:

@@ -23,7 +23,7 @@ from markupsafe import Markup, escape
 
 from fsm_stage.constants import TOOL_CALL
 from fsm_stage.log.events import Event
-from fsm_stage.reviews._visible_md import hidden_lines, markdown_parser, plain_text_notice
+from fsm_stage.reviews._visible_md import hidden_lines, markdown_parser, plain_text_notice, too_long_notice
 from fsm_stage.text import coarse_duration, review_route, visible
 
 __all__ = ["age", "call_arguments", "diff_lines", "edits_diff_lines", "event_summary", "graph_svg",
@@ -37,17 +37,21 @@ def markdown_html(text: str) -> Markup:
     """``text`` (Markdown, model-written) as inert HTML: no raw HTML, control, bidi and format
     characters as escapes however they were spelled (character references included). A text
     that would not show every line as Markdown (``reviews._visible_md.hidden_lines``: a link
-    reference definition, an HTML comment…) is shown as plain text instead, exactly as written
-    (escaped, control characters as escapes), after a one-line notice saying why. A link shows
+    reference definition, an HTML comment…) or that is longer than ``MARKDOWN_MAX_CHARS`` is shown
+    as plain text instead, exactly as written (escaped, control characters as escapes), after a
+    one-line notice saying why. A link shows
     its address after its text."""
     cut = text[:MAX_DOCUMENT_CHARS]
     shown = visible(cut, keep="\n\t")
     more = f"(cut: the document has {len(text)} characters)" if len(text) > MAX_DOCUMENT_CHARS else ""
     markdown = markdown_parser("inbox")  # commonmark, raw HTML off
-    tokens = markdown.parse(shown)
-    hidden = hidden_lines(shown, inbox=tokens)
-    if hidden:
-        html = (f'<p class="flash error" role="alert">{escape(plain_text_notice(hidden))}</p>\n'
+    notice = too_long_notice(len(shown))
+    if notice is None:
+        tokens = markdown.parse(shown)
+        hidden = hidden_lines(shown, inbox=tokens)
+        notice = plain_text_notice(hidden) if hidden else None
+    if notice is not None:
+        html = (f'<p class="flash error" role="alert">{escape(notice)}</p>\n'
                 f'<pre class="plain">{escape(shown)}</pre>\n')
         html += f"<p><em>{escape(more)}</em></p>\n" if more else ""
         return Markup(visible(html, keep="\n\t"))

@@ -91,20 +91,24 @@ def render_markdown(text: str, *, width: int | None = None, color: bool | None =
     only when ``color`` (default: standard output is a terminal) and ``NO_COLOR`` is unset.
     Characters Markdown decodes from references (``&#x202E;``) that ``text.visible`` would
     escape are escaped as well. A text that would not show every line as Markdown
-    (``_visible_md.hidden_lines``: a link reference definition, an HTML comment…) is shown as
-    plain text instead, exactly as written (control characters as escapes, lines not
-    re-wrapped), after a one-line notice saying why."""
+    (``_visible_md.hidden_lines``: a link reference definition, an HTML comment…) or that is
+    longer than ``_visible_md.MARKDOWN_MAX_CHARS`` is shown as plain text instead, exactly as
+    written (control characters as escapes, lines not re-wrapped), after a one-line notice
+    saying why."""
     from rich.markdown import Markdown
 
-    from fsm_stage.reviews._visible_md import hidden_lines, plain_text_notice
+    from fsm_stage.reviews._visible_md import hidden_lines, plain_text_notice, too_long_notice
 
     out = io.StringIO()
     tty = sys.stdout.isatty() if color is None else color
     console = _console(out, width=width, color=tty)
-    markdown = Markdown(text, hyperlinks=False)  # parsed by rich's markdown-it settings
-    hidden = hidden_lines(text, terminal=markdown.parsed)
-    if hidden:
-        console.print(plain_text_notice(hidden), style="bold", markup=False, soft_wrap=True)
+    notice = too_long_notice(len(text))
+    if notice is None:
+        markdown = Markdown(text, hyperlinks=False)  # parsed by rich's markdown-it settings
+        hidden = hidden_lines(text, terminal=markdown.parsed)
+        notice = plain_text_notice(hidden) if hidden else None
+    if notice is not None:
+        console.print(notice, style="bold", markup=False, soft_wrap=True)
         return out.getvalue().rstrip("\n") + "\n\n" + visible(text, keep="\n\t").strip("\n")
     for token in _walk(markdown.parsed):  # as the inbox's second pass over the rendered page
         token.content = visible(token.content, keep="\n\t")

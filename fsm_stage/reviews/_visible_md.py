@@ -7,7 +7,9 @@ an HTML comment or any other raw HTML (rich drops it), the cells of a table row 
 header's (rich drops them), an image's address, a link's title, a link without text, a code
 fence's info string, and everything after nesting deeper than the parser follows. The reviewer
 would approve text they never saw, so a document with any such line is shown as plain text
-instead (``PLAIN_TEXT_NOTICE``), by both views alike.
+instead (``PLAIN_TEXT_NOTICE``), by both views alike. So is a document longer than
+``MARKDOWN_MAX_CHARS`` (``too_long_notice``), without being parsed: markdown-it takes about 12 µs
+a character on hostile input such as a line of ``[``, and a review page must not take seconds.
 
 The check parses ``text`` with both renderers' parser settings (markdown-it is linear in the
 input) and reports every non-blank line that is not inside a leaf block that renders it (a
@@ -28,10 +30,14 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
-__all__ = ["PLAIN_TEXT_NOTICE", "hidden_lines", "markdown_parser", "plain_text_notice"]
+__all__ = ["MARKDOWN_MAX_CHARS", "PLAIN_TEXT_NOTICE", "hidden_lines", "markdown_parser",
+           "plain_text_notice", "too_long_notice"]
 
 PLAIN_TEXT_NOTICE = "Shown as plain text because parts of it would not be displayed as Markdown"
 """The start of the one-line notice above a document shown as plain text (``plain_text_notice``)."""
+
+MARKDOWN_MAX_CHARS = 64 * 1024
+"""Longest document (characters) rendered as Markdown; a longer one is shown as plain text."""
 
 #: Leaf blocks whose every source line is rendered (their inline content is checked apart).
 _LEAVES = frozenset({"paragraph_open", "heading_open", "code_block", "fence", "hr", "table_open"})
@@ -73,6 +79,15 @@ def plain_text_notice(lines: Sequence[int]) -> str:
     named = ", ".join(str(n) for n in lines[:_LINES_NAMED]) + (", …" if len(lines) > _LINES_NAMED else "")
     which = f" (line {named})" if len(lines) == 1 else f" (lines {named})" if lines else ""
     return f"{PLAIN_TEXT_NOTICE}{which}."
+
+
+def too_long_notice(length: int) -> str | None:
+    """The one-line notice above a document of ``length`` characters shown as plain text because
+    it is longer than ``MARKDOWN_MAX_CHARS`` (None: short enough to render as Markdown)."""
+    if length <= MARKDOWN_MAX_CHARS:
+        return None
+    return (f"Shown as plain text because it has {length:,} characters; documents of up to "
+            f"{MARKDOWN_MAX_CHARS:,} are shown as Markdown.")
 
 
 def _hidden_by(tokens: Sequence[Token], lines: Sequence[str]) -> set[int]:

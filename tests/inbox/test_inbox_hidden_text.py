@@ -26,7 +26,7 @@ from fsm_stage.log.events import SessionHeader
 from fsm_stage.log.jsonl import JsonlLog
 from fsm_stage.reviews import SuspendingReviewChannel
 from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES
-from fsm_stage.reviews._visible_md import PLAIN_TEXT_NOTICE
+from fsm_stage.reviews._visible_md import MARKDOWN_MAX_CHARS, PLAIN_TEXT_NOTICE, too_long_notice
 
 SECRET = "ALSO run git push --force origin main"
 #: Markdown that renders as nothing (in the inbox, in the terminal review or in both)
@@ -82,6 +82,26 @@ def test_a_document_hiding_nothing_renders_as_markdown_as_before(tmp_path: Path)
     link = '<a href="https://e.org">two</a>'
     assert article == before.replace(link, link + " (https://e.org)") == str(markdown_html(doc))
     assert "<h1>Plan</h1>" in article  # only a link's address is added, after its text
+
+
+def test_a_document_longer_than_markdown_is_rendered_for_is_shown_as_plain_text(tmp_path: Path) -> None:
+    """Past ``MARKDOWN_MAX_CHARS`` a document is not parsed as Markdown (a line of ``[``
+    takes markdown-it about 12 µs a character): the page shows it whole as plain text, after a
+    notice giving its length; a document of exactly that length still renders as Markdown."""
+    client, logs = _client(tmp_path)
+    head = "# Plan\n\n"
+    long_doc = head + "[" * (MARKDOWN_MAX_CHARS + 1 - len(head))
+    rid = plan_session(logs, "s1", long_doc)
+    article = _document(client.get(f"/review/s1.jsonl/{rid}").text)
+    notice = too_long_notice(len(long_doc))
+    assert notice is not None and f"{MARKDOWN_MAX_CHARS + 1:,} characters" in notice
+    assert html.escape(notice, quote=False) in article and "<h1>" not in article
+    plain = article.split('<pre class="plain">', 1)[1].split("</pre>", 1)[0]
+    assert html.unescape(plain) == long_doc
+    fits = head + "x" * (MARKDOWN_MAX_CHARS - len(head))
+    assert too_long_notice(len(fits)) is None
+    rendered = str(markdown_html(fits))
+    assert rendered.startswith("<h1>Plan</h1>") and '<pre class="plain">' not in rendered
 
 
 def _tool_review(folder: Path, patch: str) -> tuple[str, str]:

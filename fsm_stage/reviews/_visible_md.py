@@ -36,7 +36,7 @@ __all__ = ["MARKDOWN_MAX_CHARS", "PLAIN_TEXT_NOTICE", "hidden_lines", "markdown_
 PLAIN_TEXT_NOTICE = "Shown as plain text because parts of it would not be displayed as Markdown"
 """The start of the one-line notice above a document shown as plain text (``plain_text_notice``)."""
 
-MARKDOWN_MAX_CHARS = 64 * 1024
+MARKDOWN_MAX_CHARS = 32 * 1024
 """Longest document (characters) rendered as Markdown; a longer one is shown as plain text."""
 
 #: Leaf blocks whose every source line is rendered (their inline content is checked apart).

@@ -49,20 +49,22 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"format_version": API_VERSION, "error": message}, status_code=status)
 
 
-def caller(inbox: _Inbox, request: Request) -> str | None:
-    """The reviewer an API request comes from: the trusted proxy header's name when the inbox
-    takes one, else ``Authorization: Bearer NAME:TOKEN`` checked against the reviewers file
-    (constant time; None for a wrong or missing token). The session cookie is never read."""
+def caller(inbox: _Inbox, request: Request) -> tuple[str | None, int | None]:
+    """The reviewer an API request comes from, and None; or None and the seconds to wait when
+    this client's wrong tokens are over a limit (``_throttle``). The trusted proxy header's name
+    when the inbox takes one, else ``Authorization: Bearer NAME:TOKEN`` checked against the
+    reviewers file (constant time; None for a wrong or missing token, a wrong one counted).
+    The session cookie is never read."""
     if inbox.trusted_header is not None:
-        return inbox.reviewer(request)
+        return inbox.reviewer(request), None
     if inbox.reviewers is None:
-        return None
+        return None, None
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     name, sep, token = credentials.strip().partition(":")
     if scheme.lower() != "bearer" or not sep or not name or not token:
-        return None
-    found = inbox.reviewers.authenticate(name, token)
-    return name if found is not None else None
+        return None, None
+    found, wait = inbox.authenticate(request, name, token)
+    return (name if found is not None else None), wait
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -73,7 +75,11 @@ def _authenticated(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Re
     without a caller) and its store errors (503, one line)."""
 
     async def run(request: Request) -> Response:
-        name = caller(inbox, request)
+        name, wait = caller(inbox, request)
+        if wait is not None:
+            response = _error(429, f"too many wrong tokens from this address: try again in {wait} s")
+            response.headers["Retry-After"] = str(wait)
+            return response
         if name is None and inbox.trusted_header is not None:
             return _error(401, "the authenticating proxy sent no reviewer")
         if name is None:

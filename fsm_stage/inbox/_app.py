@@ -35,8 +35,10 @@ from fsm_stage.inbox import _render
 from fsm_stage.inbox._auth import Reviewers, load_reviewers
 from fsm_stage.inbox._security import SECURITY_HEADERS, csrf_ok, csrf_token
 from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore, SessionView
+from fsm_stage.inbox._throttle import LoginThrottle
 from fsm_stage.inbox.queue import answer_item
 from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES
+from fsm_stage.reviews._team import Reviewer
 from fsm_stage.reviews._team import Reviewers as TeamReviewers
 
 __all__ = ["create_app"]
@@ -61,9 +63,10 @@ class _Inbox:
     """The state behind the routes: the store, who may log in, the graph, the templates."""
 
     def __init__(self, store: SessionStore, reviewers: Reviewers | None, trusted_header: str | None,
-                 graph: GraphConfig | None) -> None:
+                 graph: GraphConfig | None, throttle: LoginThrottle | None = None) -> None:
         self.store = store
         self.reviewers = reviewers
+        self.throttle = throttle if throttle is not None else LoginThrottle()
         self.trusted_header = trusted_header.lower() if trusted_header else None
         self.graph = graph
         self._graph_fingerprint: str | None = None  # "sha256:<hex>" as logged in fsm/graph, made once
@@ -103,6 +106,19 @@ class _Inbox:
         if self.reviewers is None:
             return None
         return self.reviewers.logged_in(request.session.get("reviewer"), request.session.get("stamp"))
+
+    def authenticate(self, request: Request, name: str, token: str) -> tuple[Reviewer | None, int | None]:
+        """``(reviewer, None)`` when ``token`` is ``name``'s; ``(None, None)`` for a wrong one
+        (counted by ``throttle``); ``(None, seconds)`` while this client's failed attempts are
+        over a limit (``_throttle``), without checking the token."""
+        client = request.client.host if request.client is not None else "-"
+        wait = self.throttle.retry_after(client, name)
+        if wait is not None:
+            return None, wait
+        who = self.reviewers.authenticate(name, token) if self.reviewers is not None else None
+        if who is None:
+            self.throttle.failed(client, name)
+        return who, None
 
     def groups(self, name: str) -> tuple[str, ...]:
         return self.reviewers.groups_of(name) if self.reviewers is not None else ()
@@ -218,7 +234,8 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
 def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.PathLike[str] | None = None,
                reviewers: Reviewers | None = None, secret_key: str | None = None,
                trusted_header: str | None = None, graph: GraphConfig | None = None,
-               https_only: bool = False, on_answer: OnAnswer | None = None) -> Starlette:
+               https_only: bool = False, on_answer: OnAnswer | None = None,
+               throttle: LoginThrottle | None = None) -> Starlette:
     """The inbox ASGI app over the sessions at ``location`` (a JSONL folder or a
     ``postgresql://`` database URL).
 
@@ -229,14 +246,16 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
     logs everyone out); ``https_only`` marks the cookie Secure. ``graph`` draws the stage graph
     on review pages. ``on_answer(session_id, review_id)`` runs after each logged answer (the
     fleet's wake-up: ``fsm_stage.fleet.wake.fleet_waker``; its ``connect()``, when it has one, runs
-    at once on a background thread). Raises ``UserError`` (one line) for
+    at once on a background thread). ``throttle`` limits failed logins and wrong bearer tokens
+    (default ``LoginThrottle()``: 5 a minute per client and name, 20 per client; past them,
+    429 with ``Retry-After``). Raises ``UserError`` (one line) for
     a missing folder, a bad location, a bad reviewers file or no authentication configured.
     """
     if reviewers is None and reviewers_file is not None:
         reviewers = load_reviewers(Path(reviewers_file))
     if reviewers is None and not trusted_header:
         raise UserError("inbox: authentication required: give a reviewers file or a trusted proxy header")
-    inbox = _Inbox(SessionStore(location, on_answer=on_answer), reviewers, trusted_header, graph)
+    inbox = _Inbox(SessionStore(location, on_answer=on_answer), reviewers, trusted_header, graph, throttle)
     warm = getattr(on_answer, "connect", None)
     if callable(warm):  # a fleet's wake-up hook: connect now, not at the first answer
         threading.Thread(target=warm, name="fsm-inbox-wake-connect", daemon=True).start()

@@ -47,9 +47,14 @@ def login(inbox: _Inbox) -> Callable[[Request], Awaitable[Response]]:
             if not csrf_ok(request.session, form.get("csrf")):
                 return PlainTextResponse("403: missing or wrong CSRF token", status_code=403)
             name, token = form.get("name"), form.get("token")
-            who = (inbox.reviewers.authenticate(name, token)
-                   if inbox.reviewers is not None and isinstance(name, str) and isinstance(token, str)
-                   and len(name) <= 128 and len(token) <= 1024 else None)
+            name = name if isinstance(name, str) and len(name) <= 128 else ""
+            token = token if isinstance(token, str) and len(token) <= 1024 else ""
+            who, wait = inbox.authenticate(request, name, token)
+            if wait is not None:
+                page = inbox.page(request, "login.html", {
+                    "error": f"too many failed logins from this address: try again in {wait} s"}, status=429)
+                page.headers["Retry-After"] = str(wait)
+                return page
             if who is not None:
                 request.session.clear()
                 request.session["reviewer"] = who.name

@@ -6,7 +6,8 @@ The order, each decided from the log alone (a fold after every turn):
 2. claim the session (``fence.FencedLog.claim``), compose the runtime (stage switch and plan
    mode of the graph, suspending reviews, the host tools) over the fenced log;
 3. loop: an open turn nobody runs → crash repair (``turn/end {kind: interrupted}``); a suspended
-   turn whose reviews are all answered → ``Loop.resume``; one still unanswered → return
+   turn whose reviews are all answered → ``Loop.resume``; a review past its deadline → its
+   deadline's answer (``by: deadline``), then the same; one still unanswered → return
    ``waiting-review``; a turn that ended ``interrupted`` (a crash) or ``error`` (an exception
    escaped it) after it started work (a user message or a model reply is in it) → one
    continuation turn (the model sees the repaired history,
@@ -38,6 +39,7 @@ from fsm_stage.driver import Loop, Model
 from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
 from fsm_stage.fleet.fence import FencedLog
 from fsm_stage.fleet.records import APPLY, END, fold, session_state
+from fsm_stage.log.events import wall_clock_ms
 from fsm_stage.runtime import Tool, user_message
 
 __all__ = ["MAX_INTERRUPTED", "WAIT_POINTS", "DriveResult", "drive"]
@@ -84,7 +86,8 @@ def _read_only(log: Any, final: frozenset[str], config: ConfigFile,
     stage without its ``fsm/fleet/end`` record is written by ``_run``)."""
     state, review = session_state(log.events)
     if state == "waiting-review":
-        return DriveResult(state, review)
+        # an overdue review is closed by its deadline's answer, and the session goes on
+        return None if _overdue(log) else DriveResult(state, review)
     if state in ("blocked", "complete", "failed"):
         return DriveResult(state)
     if state == "needs-input":
@@ -94,6 +97,24 @@ def _read_only(log: Any, final: frozenset[str], config: ConfigFile,
         finally:
             _close(probe)
     return None
+
+
+def _overdue(log: Any) -> bool:
+    """Whether an open review of ``log`` is past its deadline (by the log's clock)."""
+    from fsm_stage.reviews._fold import fold_reviews
+    from fsm_stage.reviews._team import overdue
+
+    now = getattr(log, "now", None)
+    records = fold_reviews(log.events, log.header.seed_length).open
+    return bool(overdue(records, int(now()) if callable(now) else wall_clock_ms()))
+
+
+def _expire(session: Any, fenced: FencedLog) -> bool:
+    """Close the session's overdue reviews with their deadline's answer (the claim held);
+    whether any was closed."""
+    from fsm_stage.reviews._team import expire_overdue
+
+    return bool(expire_overdue(session, now_ms=fenced.now()))
 
 
 def _host(log: Any, config: ConfigFile, guards: Mapping[str, bool] | None,
@@ -187,8 +208,10 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
                                          "loop of this process; try again once it stops")
                 continue
             waiting = [c.review_id for c in suspended.calls if not c.answered]
-            if waiting:
+            if waiting and not _expire(session, fenced):
                 return DriveResult("waiting-review", waiting[0], turns, epoch)
+            if waiting:
+                continue  # a review closed by its deadline: its call is answered now
             await loop.resume()
             turns += 1
             continue
@@ -203,6 +226,8 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
         # message would be stopped again): commands queued behind its message go first
         runnable = [i for i in view.pending if i.kind != "message"] if view.blocked else view.pending
         if view.blocked and not runnable:
+            if _expire(session, fenced):
+                continue  # a budget review closed by its deadline: decided again
             state, review = session_state(session.events)
             return DriveResult(state, review, turns, epoch)
         if runnable:

@@ -419,8 +419,12 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
 
 
 def _now(session: Session) -> int | None:
-    """Now by the clock that stamped the session's events (None: the wall clock)."""
-    return session.log.now() if isinstance(session.log, LogBase) else None
+    """Now by the clock that stamped the session's events (None: the wall clock); a wrapping
+    log (the fleet's ``FencedLog``) answers for the log it wraps."""
+    if isinstance(session.log, LogBase):
+        return session.log.now()
+    now = getattr(session.log, "now", None)
+    return int(now()) if callable(now) else None
 
 
 def _expired(session: Session, record: ReviewRecord, outcome: str,

@@ -405,6 +405,17 @@ def with_reviewers(spec: Any, names: tuple[str, ...]) -> Any:
     return attrs.evolve(spec, data={**spec.data, "reviewers": list(names)})
 
 
+def overdue(records: Iterable[Any], now_ms: int) -> list[Any]:
+    """The review ``records`` (open ``ReviewRecord``s) whose deadline passed at ``now_ms``
+    (epoch ms), in order; a logged deadline that cannot be read counts as passed."""
+    out = []
+    for record in records:
+        deadline = deadline_at(record.rules, record.time)
+        if deadline is not None and now_ms >= deadline:
+            out.append(record)
+    return out
+
+
 def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
     """Close every open review of ``session`` whose deadline passed (one conditional append
     each: of racing readers one writes it); returns the ids closed. A fork's inherited reviews
@@ -414,10 +425,7 @@ def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
 
     now = wall_clock_ms() if now_ms is None else now_ms
     closed: list[str] = []
-    for record in session_reviews(session).open:
-        deadline = deadline_at(record.rules, record.time)
-        if deadline is None or now < deadline:
-            continue
+    for record in overdue(session_reviews(session).open, now):
         try:
             session.append_many([expiry_spec(record, record.rules or {})], expect_last_seq=session.last_seq)
             closed.append(record.id)

@@ -23,7 +23,7 @@ from fsm_stage.log.projections.spend import SPEND_FOLD, SpendState
 from fsm_stage.reviews._answer import answer_review
 from fsm_stage.reviews._channel import Option, Question, ReviewChannel
 from fsm_stage.reviews._edits import feedback_problem
-from fsm_stage.reviews._flow import Ticket, open_request, redeemed_spec, state_of
+from fsm_stage.reviews._flow import Ticket, graph_record, open_request, redeemed_spec, state_of
 from fsm_stage.reviews._fold import ReviewRecord, budget_payload_sha256
 from fsm_stage.reviews._visits import budget_call_id, move_target
 from fsm_stage.runtime import wording
@@ -75,9 +75,10 @@ def _payload(rule: BudgetRule, since: int | None) -> str:
     return budget_payload_sha256(rule.scope, rule.label, since)
 
 
-def gate(session: Session, rules: Sequence[BudgetRule], turn: int | None) -> Gate:
+def gate(session: Session, rules: Sequence[BudgetRule], turn: int | None, runtime: Any = None) -> Gate:
     """Check ``rules`` before a step of ``turn`` opens (see the module docstring). Appends at most
-    a few small events; never raises for an exhausted budget."""
+    a few small events; never raises for an exhausted budget. A new budget review records the
+    graph of ``runtime``'s stage switch with it (``reviews._flow.graph_record``)."""
     for rule in rules:
         state: SpendState = session.read(SPEND_FOLD)
         spend, counted = _spend(state, rule)
@@ -88,7 +89,7 @@ def gate(session: Session, rules: Sequence[BudgetRule], turn: int | None) -> Gat
         where = _where(rule.scope, rule.label, rule.language)
         reason = wording.text("budget.stop_reason", rule.language, where=where, limits=", ".join(hit))
         if rule.on_budget == "review":
-            return _review(session, rule, spend.since, hit, reason)
+            return _review(session, rule, spend.since, hit, reason, runtime)
         session.append(BUDGET_EVENT, _stop_data(rule, hit, spend, now), ignorable=True)
         return Gate(reason, language=rule.language)
     return OPEN
@@ -100,7 +101,7 @@ def _stop_data(rule: BudgetRule, hit: Sequence[str], spend: Any, now: int) -> di
 
 
 def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence[str],
-            reason: str) -> Gate:
+            reason: str, runtime: Any) -> Gate:
     """The budget review of this visit: open it, wait for it, or redeem its answer (``retry``)."""
     payload, call_id = _payload(rule, since), budget_call_id(rule.scope, since)
     reviews = state_of(session)
@@ -115,7 +116,7 @@ def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence
     ticket = Ticket(BUDGET_KIND, rule.label, "", _options(rule), None, None, payload, rule.rules)
     try:
         record = open_request(session, ticket, call_id, wording.text(
-            "budget.review_label", rule.language))
+            "budget.review_label", rule.language), graph_record(runtime, session))
     except _ReviewBusy as err:  # another review of this kind is open: stop, saying so
         return Gate(f"{reason}; {err}", language=rule.language)
     spend = _spend(session.read(SPEND_FOLD), rule)[0]

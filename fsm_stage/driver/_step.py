@@ -325,7 +325,7 @@ class StagedSession:
         self.budget = _budget.OPEN
         for _ in range(_MAX_BUDGET_RETRIES):
             rules = self.runtime.budget_rules(self.agent)
-            decided = _budget.gate(self.session, rules, turn) if rules else _budget.OPEN
+            decided = _budget.gate(self.session, rules, turn, self.runtime) if rules else _budget.OPEN
             if not decided.retry:
                 self.budget = decided
                 return decided.stopped is not None

@@ -189,6 +189,13 @@ class PlanModeController:
         if self.lifecycle.close():
             self._pending.clear_all()
 
+    def graph_record(self, session: Session) -> list[NewEvent]:
+        """The ``fsm/graph`` record to write with a new plan review of ``session``: the stage
+        switch's on the same runtime (``reviews._flow.graph_record``), ``[]`` without one."""
+        from fsm_stage.reviews._flow import graph_record
+
+        return graph_record(self.lifecycle.runtime, session)
+
     @property
     def review(self) -> ReviewChannel | None:
         """The review channel: the one given to the constructor, else the runtime's."""

@@ -98,12 +98,10 @@ async def review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCal
 
 
 def graph_events(runtime: Runtime, agent: Agent) -> Callable[[], list[NewEvent]]:
-    """The stage switch's ``graph_record`` for ``agent``'s session (``[fsm/graph]`` while the log
-    records no graph; none without a stage switch): a session that only ever reviews tool calls
-    records its graph too, so opening it later under a changed graph is refused."""
-    stage_src, _plan_src = gate.policy_sources(runtime)
-    record = getattr(stage_src, "graph_record", None)
-    return (lambda: list(record(agent.session))) if callable(record) else list
+    """``flow.graph_record`` for ``agent``'s session, when called: a session that only ever
+    reviews tool calls records its graph too, so opening it later under a changed graph is
+    refused."""
+    return lambda: flow.graph_record(runtime, agent.session)
 
 
 async def _review_call(channel: ReviewChannel | None, agent: Agent, call: ToolCall, decision: Decision,

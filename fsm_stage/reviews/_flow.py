@@ -284,6 +284,17 @@ class _Reserved:
             _INFLIGHT.pop(self._key, None)
 
 
+def graph_record(runtime: Any, session: Session) -> list[NewEvent]:
+    """The ``fsm/graph`` record to write with a new review request of ``session`` (stage, plan,
+    tool or budget review): the stage switch's ``graph_record`` (``runtime.service("stage")``)
+    while the log records no graph, so a session whose reviews are never stage reviews is
+    checked against a changed graph too; ``[]`` without a stage switch or once recorded.
+    Raises ``GraphChangedError`` for another recorded graph (``StageController.graph_record``)."""
+    stage = runtime.service("stage") if runtime is not None else None
+    record = getattr(stage, "graph_record", None)
+    return list(record(session)) if callable(record) else []
+
+
 def open_request(session: Session, ticket: Ticket, call_id: str, label: str,
                  extra: Sequence[NewEvent] = ()) -> ReviewRecord:
     """Log ``fsm/review/request`` (after ``extra``, e.g. ``fsm/graph``) in one conditional batch,

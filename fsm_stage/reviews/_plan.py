@@ -14,7 +14,7 @@ from typing import Protocol
 from fsm_stage.config import PlanModeConfig
 from fsm_stage.config.review_rules import ReviewRulesConfig, merged_rules, rules_json
 from fsm_stage.constants import APPROVE_LABEL, KEEP_PLANNING_LABEL, PLAN_REVIEW_ID
-from fsm_stage.errors import ReviewPayloadChangedError, ReviewPending, _ReviewBusy
+from fsm_stage.errors import GraphChangedError, ReviewPayloadChangedError, ReviewPending, _ReviewBusy
 from fsm_stage.log.events import NewEvent
 from fsm_stage.prompts import Catalog
 from fsm_stage.reviews._channel import Answer, Question, ReviewChannel, ReviewDismissed, evaluate
@@ -58,7 +58,8 @@ def _interpret(answers: list[Answer]) -> tuple[str, str | None, str | None]:
 class PlanReviewer(Protocol):
     """What the exit review reads of plan mode: the question for a plan, whether the
     controller was closed meanwhile, its wording catalog, its section (``config``, whose
-    ``review`` rules win) and the graph's ``review`` rules (``graph_review``)."""
+    ``review`` rules win), the graph's ``review`` rules (``graph_review``) and the ``fsm/graph``
+    record to write with a new request (``graph_record``: ``_flow.graph_record``)."""
 
     @property
     def closed(self) -> bool: ...
@@ -73,6 +74,8 @@ class PlanReviewer(Protocol):
     def catalog(self) -> Catalog: ...
 
     def review_question(self, plan: str) -> Question: ...
+
+    def graph_record(self, session: Session) -> list[NewEvent]: ...
 
 
 async def review_exit(ctl: PlanReviewer, agent: Agent, plan: str, channel: ReviewChannel,
@@ -91,10 +94,10 @@ async def review_exit(ctl: PlanReviewer, agent: Agent, plan: str, channel: Revie
                 options = (APPROVE_LABEL, KEEP_PLANNING_LABEL)
                 rules = rules_json(merged_rules(ctl.graph_review, ctl.config.review))
                 ticket = Ticket("plan", "plan", "default", options, None, None, payload, rules, plan)
-                record = open_request(session, ticket, call_id, "plan")
+                record = open_request(session, ticket, call_id, "plan", ctl.graph_record(session))
     except _ReviewBusy as busy:
         raise ToolFailure(busy.text) from None
-    except ReviewPayloadChangedError as exc:
+    except (ReviewPayloadChangedError, GraphChangedError) as exc:  # one line to the model
         raise ToolFailure(str(exc)) from None
     question = ctl.review_question(plan)
     try:

@@ -89,7 +89,7 @@ def test_exit_plan_mode_logs_its_call_with_the_review_request(tmp_path: Path) ->
     result = run(rig.call(rig.exit_call()))
     assert not result.is_error, result.text
     batches = _call_batches(log)
-    assert batches[0] == [TOOL_CALL, REVIEW_REQUEST]
+    assert batches[0] == [TOOL_CALL, GRAPH_EVENT, REVIEW_REQUEST]  # the first review records the graph
     assert batches[1:] == [[REVIEW_ANSWER], [TOOL_RESULT]]
     _result_points_at_its_call(rig, "call_exit")
 

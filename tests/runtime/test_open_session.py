@@ -163,3 +163,68 @@ def test_a_session_with_only_tool_reviews_records_its_graph_and_is_checked_at_op
     relaxed = load_config_text(graph.replace("ask: [deploy]", "allow: [deploy]"))
     with pytest.raises(GraphChangedError):
         open_session(relaxed, JsonlLog(path), review=SuspendingReviewChannel())
+
+
+def _graph_records_then_refused(path: Path, changed: str) -> None:
+    """The log at ``path`` holds one ``fsm/graph`` record, in the batch of its first review
+    request, and opening it under ``changed`` is refused."""
+    from fsm_stage.errors import GraphChangedError
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import SuspendingReviewChannel
+
+    with JsonlLog(path) as log:
+        types = [e.type for e in log.events]
+    assert types.count("fsm/graph") == 1
+    assert types.index("fsm/graph") == types.index("fsm/review/request") - 1  # one batch
+    with pytest.raises(GraphChangedError):
+        open_session(load_config_text(changed), JsonlLog(path), review=SuspendingReviewChannel())
+
+
+def test_a_session_whose_first_review_is_a_budget_review_records_its_graph(tmp_path: Path) -> None:
+    """A budget review's request is written with ``fsm/graph`` as a stage or tool review's is:
+    a session that only ever hit its budget is refused when opened under a changed graph (it
+    opened silently, helper-79)."""
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import SuspendingReviewChannel
+    from fsm_stage.runtime import user_message
+
+    graph = two_stages(budget="steps: 1").replace("on_budget: stop", "on_budget: review")
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=SessionHeader("g-budget", cwd=str(tmp_path))) as log:
+        host = open_session(load_config_text(graph), log, review=SuspendingReviewChannel())
+        driver = host.driver
+        for text in ("one", "two"):
+            host.agent.steer(user_message(text))
+            driver.start_turn()
+            if driver.begin_step() is None:
+                driver.end_turn("blocked", message=driver.stopped)
+                break
+            driver.record_reply("ok", [])
+            driver.end_step()
+            driver.end_turn("completed")
+        assert driver.stopped is not None and "budget" in driver.stopped
+    _graph_records_then_refused(path, graph.replace("steps: 1", "steps: 50"))
+
+
+def test_a_session_whose_first_review_is_a_plan_review_records_its_graph(tmp_path: Path) -> None:
+    """Plan mode's exit review, the first review of a session with a stage graph, records the
+    graph with its request too."""
+    from fsm_stage.errors import ReviewPending
+    from fsm_stage.log.jsonl import JsonlLog
+    from fsm_stage.reviews import SuspendingReviewChannel
+    from fsm_stage.runtime import user_message
+
+    graph = two_stages() + "plan_mode:\n  section: Plan first.\n"
+    path = tmp_path / "s.jsonl"
+    with JsonlLog(path, header=SessionHeader("g-plan", cwd=str(tmp_path))) as log:
+        host = open_session(load_config_text(graph), log, review=SuspendingReviewChannel())
+        assert host.plan is not None
+        asyncio.run(host.runtime.run_command(host.agent, "/plan"))
+        host.agent.steer(user_message("plan it"))
+        host.driver.start_turn()
+        host.driver.begin_step()
+        exit_call = ToolCall.of("exit_plan_mode", {"plan": "# Plan\n1. Do it."}, id="p1")
+        host.driver.record_reply("", [exit_call])
+        with pytest.raises(ReviewPending):
+            asyncio.run(host.driver.run_tool(exit_call))
+    _graph_records_then_refused(path, graph.replace("instruction: Explore.", "instruction: Look."))

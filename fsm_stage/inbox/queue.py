@@ -190,8 +190,7 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
                                  f"approvals){note}", votes=result.votes, needed=result.needed, wake=wake)
     edits = ("" if edited is None else " with edits" if result.answer.edited is not None
              else " (the document is unchanged: an ordinary approval)")
-    voters = tuple(result.answer.reviewers) if outcome == "approve" else ()  # a keep is no vote
-    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=result.votes or voters,
+    return decision("answered", f"{outcome}{edits}: {what}{note}", votes=result.votes,
                     needed=result.needed, wake=wake)
 
 

@@ -341,8 +341,8 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     why = refusal(rules, reviewer, requester=requester, reviewers=reviewers, outcome=outcome)
     if why is not None:
         return TeamDecision(why)
-    if quorum == 1 or outcome != "approve":
-        return TeamDecision(names=names)
+    if quorum == 1 or outcome != "approve":  # an approval under no quorum is the one vote it needs
+        return TeamDecision(names=names, votes=names if outcome == "approve" else (), needed=quorum)
     if not vote:
         return TeamDecision(f"needs {quorum} approvals: answer with vote_review")
     chosen = vote_options(session, record)

@@ -33,6 +33,23 @@ def test_a_quorum_of_authenticated_reviewers_approves_through_the_cli(tmp_path: 
     assert resume(path, tmp_path) == "implement"
 
 
+def test_a_single_approval_reports_its_one_vote(tmp_path: Path) -> None:
+    """Under no quorum the answer is the one vote it needs: ``vote.votes`` names the approver,
+    as the answer's ``reviewers`` and the inbox API do (it was ``[]``, helper-79); a keep is no
+    vote."""
+    reviewers = str(write_reviewers(tmp_path))
+    for outcome, votes in (("--approve", ["alice"]), ("--keep", [])):
+        work = tmp_path / outcome.strip("-")
+        work.mkdir()
+        path, rid = suspended(work, "verify")
+        out = cli(path, outcome, rid, "--as", "alice", "--reviewers", reviewers, "--json",
+                  token=TOKENS["alice"])
+        assert out.exit_code == 0, out.output
+        report = json.loads(out.output)
+        assert report["vote"] == {"reviewer": "alice", "votes": votes, "needed": 1}
+        assert report["answer"]["reviewers"] == ["alice"]
+
+
 @pytest.mark.parametrize(("name", "message"), [
     ("dave", "dave is not among the approvers of this review (alice, bob, @leads)"),
     ("bob", "bob started this session and may not approve its reviews (not_requester)"),

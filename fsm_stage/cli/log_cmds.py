@@ -46,7 +46,7 @@ from fsm_stage.log.projections import (
 from fsm_stage.log.projections.spend import SPEND_FOLD
 from fsm_stage.log.surface import LogWriteError, Surface
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
-from fsm_stage.text import visible
+from fsm_stage.text import review_route, visible
 
 #: Events folded between two progress updates.
 _FOLD_CHUNK = 1 << 16
@@ -470,8 +470,8 @@ def _human_lines(path: str, r: dict[str, Any]) -> list[str]:
     if pm["pending_exit"]:
         lines.append("              approved plan-mode exit pending (applied at the next step)")
     for rv in r["reviews"]["open"]:
-        lines.append(f"open review:  {rv['id']} ({rv['kind']} -> {rv['target']}, "
-                     f"since seq {rv['since_seq']}); "
+        where = review_route(rv["kind"], rv["from"], rv["target"], arrow="->")
+        lines.append(f"open review:  {rv['id']} ({rv['kind']}: {where}, since seq {rv['since_seq']}); "
                      "answer with fsm-stage review")
     for rv in r["reviews"].get("approved", ()):
         when = "never applied: its stage visit ended" if rv.get("stale") else "applied at the next step"

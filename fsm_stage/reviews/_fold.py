@@ -413,11 +413,12 @@ class ReviewFold:
                            tuple(i for i in state.live if i != rid))
 
     def view(self, state: ReviewState) -> dict[str, Any]:
-        """``{open: [{id, kind, target, since_seq}], approved: [{id, kind, target, option,
+        """``{open: [{id, kind, from, target, since_seq}], approved: [{id, kind, target, option,
         since_seq}], pending: {stage, plan}, graph}`` (JSON); ``approved``: answered approve and
         not applied yet (the next boundary redeems them)."""
         stage, plan = state.pending("stage"), state.pending("plan")
-        opened = [{"id": r.id, "kind": r.kind, "target": r.target, "since_seq": r.seq} for r in state.open]
+        opened = [{"id": r.id, "kind": r.kind, "from": r.from_, "target": r.target, "since_seq": r.seq}
+                  for r in state.open]
         approved = [{"id": r.id, "kind": r.kind, "target": r.target, "option": state.answered[r.id].option,
                      "since_seq": r.seq} for r in state.approved]
         return {"open": opened, "approved": approved,

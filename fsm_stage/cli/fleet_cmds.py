@@ -157,15 +157,28 @@ def sessions(store: str, as_json: bool, states: tuple[str, ...]) -> None:
 @click.option("--plan", "kind", flag_value="plan", help="TEXT is a /plan argument.")
 @click.option("--new", "new", is_flag=True, help="Start SESSION when it does not exist.")
 @click.option("--id", "input_id", default=None, help="The input's id (its idempotency key).")
-def send(store: str, session: str, text: str, kind: str | None, new: bool, input_id: str | None) -> None:
+@click.option("--requester", default=None, metavar="NAME",
+              help="With --new: who started the session (a review's not_requester refuses their approval).")
+@click.option("--cwd", "cwd", default=None, type=click.Path(path_type=Path, file_okay=False),
+              help="With --new: the session's working folder on the workers (default: this folder).")
+def send(store: str, session: str, text: str, kind: str | None, new: bool, input_id: str | None,
+         requester: str | None, cwd: Path | None) -> None:
     """Record TEXT as a durable input of SESSION in STORE and wake its workflow."""
+    if not new and (requester is not None or cwd is not None):
+        raise click.UsageError("--requester and --cwd go with --new (a new session's header records them)")
+    from fsm_stage.reviews._team import REVIEWER_NAME_RE
+
+    if requester is not None and not REVIEWER_NAME_RE.fullmatch(requester):
+        raise click.BadParameter(f"{requester[:70]!r} is not a reviewer name ({REVIEWER_NAME_RE.pattern})",
+                                 param_hint="--requester")
     _dbos()
     from fsm_stage.fleet import Store, check_session_id
     from fsm_stage.fleet.workflows import FleetClient
     from fsm_stage.log.events import SessionHeader
 
     check_session_id(session)
-    header = SessionHeader(session, cwd=str(Path.cwd())) if new else None
+    extra = {"requester": requester} if requester is not None else {}
+    header = SessionHeader(session, cwd=str((cwd or Path.cwd()).absolute()), extra=extra) if new else None
     with FleetClient(Store(store)) as client:
         iid = client.send_input(session, kind or "message", text, input_id=input_id, create=header)
     click.echo(iid)

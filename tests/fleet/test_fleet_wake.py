@@ -201,3 +201,25 @@ def test_a_worker_waiting_an_hour_resumes_on_an_inbox_approval(tmp_path: Path,
         assert second.review_id != first.review_id
     finally:
         stop(proc)
+
+
+def test_send_new_records_the_requester_and_working_folder(tmp_path: Path) -> None:
+    """``fsm-stage send --new --requester NAME --cwd DIR`` writes them in the new session's
+    header, so a review's ``not_requester`` can be satisfied (without a requester it never
+    can); both are usage errors without ``--new``, and a requester must be a reviewer name."""
+    from fsm_stage.log.jsonl import JsonlLog
+
+    folder, work = tmp_path / "sessions", tmp_path / "work"
+    folder.mkdir()
+    work.mkdir()
+    out = CliRunner().invoke(main, ["send", str(folder), "r1", "task: 1", "--new", "--requester", "bob",
+                                    "--cwd", str(work)])
+    assert out.exit_code == 0, out.output
+    with JsonlLog(folder / "r1.jsonl") as log:
+        assert log.header.cwd == str(work) and dict(log.header.extra)["requester"] == "bob"
+    for args in (["--requester", "bob"], ["--cwd", str(work)]):
+        refused = CliRunner().invoke(main, ["send", str(folder), "r1", "more", *args])
+        assert refused.exit_code == 2 and "go with --new" in refused.output
+    bad = CliRunner().invoke(main, ["send", str(folder), "r2", "x", "--new", "--requester", "bob smith"])
+    assert bad.exit_code == 2 and "is not a reviewer name" in bad.output
+    assert not (folder / "r2.jsonl").exists()

@@ -20,6 +20,7 @@ from fsm_stage.integrations.convert import (
     to_anthropic_messages,
     to_openai_chat,
     to_openai_responses,
+    usage_from_totals,
 )
 from fsm_stage.integrations.toolspecs import (
     export_specs,
@@ -49,5 +50,6 @@ __all__ = [
     "to_openai",
     "to_openai_chat",
     "to_openai_responses",
+    "usage_from_totals",
     "with_stage_enum",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "to_anthropic_messages",
     "to_openai_chat",
     "to_openai_responses",
+    "usage_from_totals",
 ]
 
 
@@ -334,6 +335,20 @@ def _usage(input_total: int, output: int, cache_read: int, cache_write: int, rea
         if val:
             out[key] = val
     return out
+
+
+def usage_from_totals(input_total: Any, output: Any, *, cache_read: Any = 0, cache_write: Any = 0,
+                      reasoning: Any = 0) -> dict[str, int] | None:
+    """DSH-style usage (``Reply.usage``) from a framework's per-request counts whose input total
+    includes cache reads and writes, as pydantic-ai's ``RequestUsage``, LangChain's
+    ``usage_metadata`` and the Agents SDK's ``Usage`` count them; a count that is not a
+    non-negative int reads as 0. None when nothing was counted (the framework had no usage)."""
+    n = [v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+         for v in (input_total, output, cache_read, cache_write, reasoning)]
+    if not any(n):
+        return None
+    read, write = min(n[2], n[0]), min(n[3], max(0, n[0] - n[2]))
+    return _usage(n[0] - write, n[1], read, write, n[4], input_includes_cache=True)
 
 
 def reply_from_openai_chat(completion: Any) -> Reply:

@@ -40,7 +40,7 @@ from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations._models import ModelPicker, answered_by, langchain_kwargs
-from fsm_stage.integrations.convert import to_openai_chat
+from fsm_stage.integrations.convert import to_openai_chat, usage_from_totals
 from fsm_stage.integrations.toolspecs import to_openai
 from fsm_stage.runtime.tools import ToolCall
 
@@ -63,6 +63,16 @@ def to_langchain_messages(step: StepRequest, system_prompt: str | None = None) -
         rest = messages[1:] if own else messages
         messages = [{"role": "system", "content": "\n\n".join(s for s in (system_prompt, own) if s)}, *rest]
     return list(convert_to_messages(messages))
+
+
+def _usage(reply: AIMessage) -> dict[str, int] | None:
+    """The reply's ``usage_metadata`` as the logged usage (stage budgets count it)."""
+    meta: Mapping[str, Any] = reply.usage_metadata or {}
+    ins: Mapping[str, Any] = meta.get("input_token_details") or {}
+    outs: Mapping[str, Any] = meta.get("output_token_details") or {}
+    return usage_from_totals(meta.get("input_tokens"), meta.get("output_tokens"),
+                             cache_read=ins.get("cache_read"), cache_write=ins.get("cache_creation"),
+                             reasoning=outs.get("reasoning"))
 
 
 def waiting(host: StageHost, out: Mapping[str, Any] | Sequence[Interrupt]) -> list[Interrupt]:
@@ -214,7 +224,8 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
         assert isinstance(reply, AIMessage)
         calls = [ToolCall(c["id"] or "", c["name"], json.dumps(c["args"], ensure_ascii=False))
                  for c in reply.tool_calls]
-        host.reply(reply.text, calls, source=answered_by(step.model) if chat is not model else None)
+        host.reply(reply.text, calls, usage=_usage(reply),
+                   source=answered_by(step.model) if chat is not model else None)
         return {"prompt": None}
 
     more = [False]  # the tools node ended its task early: the next super-step runs the rest

@@ -40,7 +40,7 @@ from openai.types.responses import ResponseFunctionToolCall
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.integrations._models import ModelPicker, agents_settings, answered_by
-from fsm_stage.integrations.convert import to_openai_responses
+from fsm_stage.integrations.convert import to_openai_responses, usage_from_totals
 from fsm_stage.runtime.tools import ToolCall
 
 __all__ = ["StageHost", "StagedModel", "approve", "host_tools", "reject", "stage_tools"]
@@ -70,6 +70,16 @@ def _output_of(input: str | list[Any], call_id: str) -> str | None:
             output = _attr(item, "output")
             return output if isinstance(output, str) else None
     return None
+
+
+def _usage(response: ModelResponse) -> dict[str, int] | None:
+    """The response's ``Usage`` as the logged usage (stage budgets count it)."""
+    u = response.usage
+    ins = getattr(u, "input_tokens_details", None)
+    reasoning = _attr(getattr(u, "output_tokens_details", None), "reasoning_tokens")
+    return usage_from_totals(getattr(u, "input_tokens", 0), getattr(u, "output_tokens", 0),
+                             cache_read=_attr(ins, "cached_tokens"), cache_write=_attr(ins, "cache_write_tokens"),
+                             reasoning=reasoning)
 
 
 def _reply(response: ModelResponse) -> tuple[str, list[ToolCall]]:
@@ -118,7 +128,8 @@ class StagedModel(Model):
                 output_schema, handoffs, tracing, previous_response_id=None, conversation_id=None,
                 prompt=prompt)
         text, calls = _reply(response)
-        self.host.reply(text, calls, source=answered_by(step.model) if model is not self.inner else None)
+        self.host.reply(text, calls, usage=_usage(response),
+                        source=answered_by(step.model) if model is not self.inner else None)
         return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:

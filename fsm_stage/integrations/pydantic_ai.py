@@ -47,7 +47,7 @@ from fsm_stage.driver._step import StepRequest
 from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations._models import ModelPicker, answered_by, pydantic_ai_settings
-from fsm_stage.integrations.convert import to_openai_chat
+from fsm_stage.integrations.convert import to_openai_chat, usage_from_totals
 from fsm_stage.runtime.tools import ToolCall
 
 __all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]
@@ -110,6 +110,14 @@ def _returned(messages: Sequence[ModelMessage], call_id: str) -> str | None:
 def _calls(response: ModelResponse) -> list[ToolCall]:
     return [ToolCall(p.tool_call_id, p.tool_name, p.args_as_json_str())
             for p in response.parts if isinstance(p, ToolCallPart)]
+
+
+def _usage(response: ModelResponse) -> dict[str, int] | None:
+    """The response's ``RequestUsage`` as the logged usage (stage budgets count it)."""
+    u = response.usage
+    return usage_from_totals(u.input_tokens, u.output_tokens, cache_read=u.cache_read_tokens,
+                             cache_write=u.cache_write_tokens,
+                             reasoning=getattr(u, "output_reasoning_tokens", 0))
 
 
 async def _run_host_tool(host: StageHost, call: ToolCall, execute: Callable[[], Awaitable[Any]]) -> Any:
@@ -180,7 +188,7 @@ class StageCapability(AbstractCapability[Any]):
         self._step = self.host.step(prompt)
         response = await handler(request_context)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-        self.host.reply(text, _calls(response), source=self._answered)
+        self.host.reply(text, _calls(response), usage=_usage(response), source=self._answered)
         return response
 
     async def before_model_request(self, ctx: RunContext[Any],

@@ -310,3 +310,118 @@ def test_budget_stop_ends_an_adapter_turn_with_its_reason(tmp_path: Path) -> Non
     ends = [e.data["reason"] for e in host.session.events if e.type == "turn/end"]
     assert ends == [{"kind": "completed"},
                     {"kind": "blocked", "message": "budget of stage work ran out: turns 1/1"}]
+
+
+# --- token budgets through an adapter: the framework's usage is logged and counted ----------------------
+
+TOKEN_GRAPH = """
+name: tokens
+section: Work.
+stages:
+  - name: work
+    instruction: Work.
+    budget: {tokens_out: 100}
+"""
+#: what every fake reply reports: 1,200 input tokens (200 read from the cache, 100 written to it)
+#: and 500 output tokens, in each framework's own words
+LOGGED_USAGE = {"inputTokens": 900, "outputTokens": 500, "cacheReadTokens": 200, "cacheWriteTokens": 100}
+STOPPED = r"^budget of stage work ran out: tokens_out 500/100$"
+
+
+def token_host(tmp_path: Path) -> StageHost:
+    from fsm_stage.config import load_config_text
+
+    return StageHost.open(MemoryLog(SessionHeader("s", cwd=str(tmp_path))), graph=load_config_text(TOKEN_GRAPH),
+                          plan_mode=False)
+
+
+def assert_counted(host: StageHost, usage: dict[str, int]) -> None:
+    """One reply logged with ``usage``; the second turn was stopped by the budget before a step."""
+    logged = [e.data.get("usage") for e in host.session.events if e.type == "assistant/message"]
+    assert logged == [usage]
+    ends = [e.data["reason"]["kind"] for e in host.session.events if e.type == "turn/end"]
+    assert ends == ["completed", "blocked"]
+
+
+def test_pydantic_ai_usage_is_logged_and_a_token_budget_stops_the_next_turn(tmp_path: Path) -> None:
+    sdk("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import RequestUsage
+
+    from fsm_stage.integrations.pydantic_ai import StageCapability
+
+    host = token_host(tmp_path)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        usage = RequestUsage(input_tokens=1200, output_tokens=500, cache_read_tokens=200, cache_write_tokens=100)
+        return ModelResponse(parts=[TextPart("ok")], usage=usage)
+
+    agent = Agent(FunctionModel(answer), capabilities=[StageCapability(host)])
+    assert agent.run_sync("one").output == "ok"
+    with pytest.raises(RuntimeError, match=STOPPED):
+        agent.run_sync("two")
+    assert_counted(host, LOGGED_USAGE)
+
+
+def test_langgraph_usage_is_logged_and_a_token_budget_stops_the_next_turn(tmp_path: Path) -> None:
+    sdk("langgraph")
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+
+    from fsm_stage.integrations.langgraph import stage_graph
+
+    class Fake(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    usage = {"input_tokens": 1200, "output_tokens": 500, "total_tokens": 1700,
+             "input_token_details": {"cache_read": 200, "cache_creation": 100}}
+    host = token_host(tmp_path)
+    graph = stage_graph(host, Fake(responses=[AIMessage("ok", usage_metadata=usage)] * 2))
+    config = {"configurable": {"thread_id": "t"}}
+    asyncio.run(graph.ainvoke({"session": host.session.id, "prompt": "one"}, config))
+    with pytest.raises(RuntimeError, match=STOPPED.rstrip("$")):  # LangGraph adds a note naming its task
+        asyncio.run(graph.ainvoke({"session": host.session.id, "prompt": "two"}, config))
+    assert_counted(host, LOGGED_USAGE)
+
+
+def test_openai_agents_usage_is_logged_and_a_token_budget_stops_the_next_turn(tmp_path: Path) -> None:
+    sdk("agents")
+    from agents import Agent, Runner, Usage, set_tracing_disabled
+    from oa_fake import FakeModel
+    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+    from fsm_stage.integrations.openai_agents import StagedModel
+
+    set_tracing_disabled(True)
+    host = token_host(tmp_path)
+
+    class Counted(FakeModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            response = await super().get_response(*args, **kwargs)
+            response.usage = Usage(requests=1, input_tokens=1200, output_tokens=500,
+                                   input_tokens_details=InputTokensDetails(cached_tokens=200,
+                                                                           cache_write_tokens=100),
+                                   output_tokens_details=OutputTokensDetails(reasoning_tokens=40))
+            return response
+
+    agent: Agent[Any] = Agent(name="dev", model=StagedModel(Counted(host, lambda _h: None), host))
+    assert asyncio.run(Runner.run(agent, "one")).final_output == "Verified."
+    with pytest.raises(RuntimeError, match=STOPPED):
+        asyncio.run(Runner.run(agent, "two"))
+    assert_counted(host, {**LOGGED_USAGE, "reasoningTokens": 40})
+
+
+def test_usage_from_totals_keeps_every_input_token_once() -> None:
+    from fsm_stage.integrations.convert import usage_from_totals
+
+    assert usage_from_totals(0, 0) is None and usage_from_totals(None, "7") is None
+    assert usage_from_totals(100, 5, cache_read=30, cache_write=20, reasoning=2) == {
+        "inputTokens": 50, "outputTokens": 5, "cacheReadTokens": 30, "cacheWriteTokens": 20, "reasoningTokens": 2}
+    # counts that do not add up are clamped, never negative: every input token counted once
+    odd = usage_from_totals(10, 1, cache_read=8, cache_write=8)
+    assert odd is not None and odd["inputTokens"] >= 0
+    assert odd["inputTokens"] + odd.get("cacheReadTokens", 0) + odd.get("cacheWriteTokens", 0) == 10
+    assert usage_from_totals(True, -3) is None  # not counts

@@ -78,8 +78,8 @@ def _usage(response: ModelResponse) -> dict[str, int] | None:
     ins = getattr(u, "input_tokens_details", None)
     reasoning = _attr(getattr(u, "output_tokens_details", None), "reasoning_tokens")
     return usage_from_totals(getattr(u, "input_tokens", 0), getattr(u, "output_tokens", 0),
-                             cache_read=_attr(ins, "cached_tokens"), cache_write=_attr(ins, "cache_write_tokens"),
-                             reasoning=reasoning)
+                             cache_read=_attr(ins, "cached_tokens"),
+                             cache_write=_attr(ins, "cache_write_tokens"), reasoning=reasoning)
 
 
 def _reply(response: ModelResponse) -> tuple[str, list[ToolCall]]:

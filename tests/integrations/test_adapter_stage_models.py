@@ -331,8 +331,8 @@ STOPPED = r"^budget of stage work ran out: tokens_out 500/100$"
 def token_host(tmp_path: Path) -> StageHost:
     from fsm_stage.config import load_config_text
 
-    return StageHost.open(MemoryLog(SessionHeader("s", cwd=str(tmp_path))), graph=load_config_text(TOKEN_GRAPH),
-                          plan_mode=False)
+    log = MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
+    return StageHost.open(log, graph=load_config_text(TOKEN_GRAPH), plan_mode=False)
 
 
 def assert_counted(host: StageHost, usage: dict[str, int]) -> None:
@@ -355,7 +355,8 @@ def test_pydantic_ai_usage_is_logged_and_a_token_budget_stops_the_next_turn(tmp_
     host = token_host(tmp_path)
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        usage = RequestUsage(input_tokens=1200, output_tokens=500, cache_read_tokens=200, cache_write_tokens=100)
+        usage = RequestUsage(input_tokens=1200, output_tokens=500, cache_read_tokens=200,
+                             cache_write_tokens=100)
         return ModelResponse(parts=[TextPart("ok")], usage=usage)
 
     agent = Agent(FunctionModel(answer), capabilities=[StageCapability(host)])
@@ -419,7 +420,8 @@ def test_usage_from_totals_keeps_every_input_token_once() -> None:
 
     assert usage_from_totals(0, 0) is None and usage_from_totals(None, "7") is None
     assert usage_from_totals(100, 5, cache_read=30, cache_write=20, reasoning=2) == {
-        "inputTokens": 50, "outputTokens": 5, "cacheReadTokens": 30, "cacheWriteTokens": 20, "reasoningTokens": 2}
+        "inputTokens": 50, "outputTokens": 5, "cacheReadTokens": 30, "cacheWriteTokens": 20,
+        "reasoningTokens": 2}
     # counts that do not add up are clamped, never negative: every input token counted once
     odd = usage_from_totals(10, 1, cache_read=8, cache_write=8)
     assert odd is not None and odd["inputTokens"] >= 0

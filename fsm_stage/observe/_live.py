@@ -66,15 +66,22 @@ def _otel() -> Any:
     return sys.modules.get(_TRACE_MODULE)
 
 
+#: a level nothing logs at: its entry in the steps logger's level cache says ``_LAST`` is current
+_MARK: Final = 3
+
+
 def _listening() -> bool:
     """Whether any ``fsm_stage.*`` logger is enabled at the level it emits.
 
     ``logging`` clears every logger's level cache on any configuration change (``setLevel``,
     ``disable``, ``dictConfig``), so the answer computed last stays valid while the steps
-    logger's cache is non-empty: the usual call costs one attribute read."""
+    logger's cache holds ``_MARK``, a level only this function asks about (a record logged on
+    that logger fills the cache too, for its own level, so a non-empty cache proves nothing):
+    the usual call costs one attribute read and one dict lookup."""
     cache = getattr(_STEPS, "_cache", None)
-    if cache:
+    if cache is not None and _MARK in cache:
         return _LAST[0]
+    _STEPS.isEnabledFor(_MARK)  # marked first: a change while the loggers are asked clears it
     listening = [lg.isEnabledFor(level) for lg, level in _LISTENERS]  # all of them: fills the caches
     _LAST[0] = any(listening)
     return _LAST[0]

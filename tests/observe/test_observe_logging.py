@@ -136,3 +136,41 @@ def test_a_failing_observer_never_fails_the_append(caplog: pytest.LogCaptureFixt
         event = session.append("turn/start", {"turn": 1})
     assert event.seq == 0 and len(session) == 1
     assert any("observing session raw failed" in r.message for r in caplog.records)
+
+
+def test_a_failing_listener_does_not_silence_later_records(tmp_path: Any) -> None:
+    """A listener that raises is logged at DEBUG on ``fsm_stage.steps``; that record used to
+    leave the logger's level cache filled, which the quiet-path check took for "nothing changed
+    since the last look", so after the host switched INFO on, every later record was lost."""
+    from fsm_stage.observe import add_listener
+    from fsm_stage.observe._live import appended
+
+    session = Session(MemoryLog(SessionHeader("quiet", cwd=str(tmp_path))))
+    session.append("turn/start", {"turn": 1})  # logging unconfigured: looked once, nobody listens
+    failed: list[int] = []
+
+    def listener(_session: Any, _events: Any) -> None:
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("exporter hiccup")
+
+    remove = add_listener(listener)
+    heard: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            heard.append(record.getMessage())
+
+    graph = logging.getLogger("fsm_stage.graph")
+    handler, level = Keep(), graph.level
+    graph.addHandler(handler)
+    try:
+        graph.setLevel(logging.INFO)  # the host switches a logger on: every level cache is cleared
+        appended(session, [])  # the listener fails here and logs its DEBUG record
+        session.append("fsm/graph", {"name": "g", "fingerprint": "sha256:" + "0" * 64}, ignorable=True)
+    finally:
+        remove()
+        graph.removeHandler(handler)
+        graph.setLevel(level)
+    assert failed == [1]
+    assert [m for m in heard if "graph g recorded" in m], heard

@@ -22,6 +22,7 @@ class FieldRule:
     ``pattern``      full-match regular expression for strings (schema ``pattern ^…$``).
     ``non_blank``    the string must contain a non-whitespace character.
     ``minimum``      inclusive lower bound for numbers (finite numbers only).
+    ``maximum``      inclusive upper bound for numbers (schema ``maximum``).
     ``max_length``   maximum string length in characters (schema ``maxLength``).
     ``min_items``    minimum list length.
     ``item_pattern`` full-match regular expression for each string of a list.
@@ -39,6 +40,7 @@ class FieldRule:
     pattern: str | None = None
     non_blank: bool = False
     minimum: float | None = None
+    maximum: float | None = None
     max_length: int | None = None
     min_items: int | None = None
     item_pattern: str | None = None

@@ -20,7 +20,7 @@ import attrs
 
 from fsm_stage._yaml import NativePath, ProblemReport
 from fsm_stage.config.fields import FieldRule, rule_metadata
-from fsm_stage.constants import QUALIFIED_MODEL_RE
+from fsm_stage.constants import MAX_DEADLINE_SECONDS, QUALIFIED_MODEL_RE
 
 #: ``reasoning_effort`` values (OpenAI's ``ReasoningEffort`` words; adapters map them to each
 #: framework's own setting).
@@ -44,8 +44,15 @@ def _rule(doc: str, expected: str, **kw: Any) -> dict[str, FieldRule]:
     return rule_metadata(doc, expected, **kw)
 
 
+#: Largest budget count (tokens, turns, steps): beyond it a limit means nothing and would
+#: overflow the float arithmetic of spend views and diagram labels.
+MAX_BUDGET_COUNT = 10**15
+#: Longest ``seconds`` budget, as a review deadline's.
+MAX_BUDGET_SECONDS = MAX_DEADLINE_SECONDS
+
+
 def _count(doc: str) -> dict[str, FieldRule]:
-    return _rule(doc, "a positive whole number", minimum=1)
+    return _rule(doc, "a positive whole number", minimum=1, maximum=MAX_BUDGET_COUNT)
 
 
 @attrs.frozen
@@ -64,7 +71,8 @@ class BudgetConfig:
     steps: int | None = attrs.field(default=None, metadata=_count(
         "Model requests (steps) the visit may take."))
     seconds: float | None = attrs.field(default=None, metadata=_rule(
-        "Wall-clock seconds from the start of the visit.", "a positive number of seconds", minimum=0))
+        "Wall-clock seconds from the start of the visit.", "a positive number of seconds", minimum=0,
+        maximum=MAX_BUDGET_SECONDS))
 
 
 attrs.resolve_types(BudgetConfig)
@@ -124,11 +132,17 @@ def _check_budget(value: object, npath: NativePath, report: ProblemReport) -> No
     for key, v in value.items():
         if key not in BUDGET_KEYS or isinstance(v, bool) or not isinstance(v, int | float):
             continue  # unknown keys and wrong types: the structurer reports them
+        shown = "a number of over 40 digits" if isinstance(v, int) and abs(v) >= 10**40 else f"{v!r:.40}"
         if key == "seconds":
             if (isinstance(v, float) and not math.isfinite(v)) or v <= 0:
-                report.error((*npath, key), f"must be a positive finite number of seconds, got {v!r:.40}")
+                report.error((*npath, key), f"must be a positive finite number of seconds, got {shown}")
+            elif v > MAX_BUDGET_SECONDS:
+                report.error((*npath, key), f"must be at most {MAX_BUDGET_SECONDS:,} seconds (366 days), "
+                                            f"got {shown}")
         elif v < 1:
-            report.error((*npath, key), f"must be a positive whole number, got {v!r:.40}")
+            report.error((*npath, key), f"must be a positive whole number, got {shown}")
+        elif v > MAX_BUDGET_COUNT:
+            report.error((*npath, key), f"must be at most {MAX_BUDGET_COUNT:,}, got {shown}")
 
 
 #: The keys ``_check_choice`` reads: a stage with none of them has nothing to check.

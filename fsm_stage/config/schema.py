@@ -181,6 +181,8 @@ def _field_schema(field: attrs.Attribute[Any], form: Form) -> dict[str, Any]:
         schema["maxLength"] = rule.max_length
     if rule.minimum is not None:
         schema["minimum"] = rule.minimum
+    if rule.maximum is not None:
+        schema["maximum"] = rule.maximum
     if rule.min_items is not None:
         schema["minItems"] = rule.min_items
     if rule.item_pattern is not None:

@@ -97,6 +97,11 @@ def test_shipped_example_graph_validates() -> None:
     ("reasoning_effort: extreme", "stages[0].reasoning_effort: must be \"none\" or"),
     ("budget: {turns: 0}", "stages[0].budget.turns: must be a positive whole number, got 0"),
     ("budget: {seconds: -1}", "stages[0].budget.seconds: must be a positive finite number"),
+    # a limit beyond any real spend: refused, where it used to overflow `draw` and `state --graph`
+    ("budget: {turns: " + "9" * 400 + "}",
+     "stages[0].budget.turns: must be at most 1,000,000,000,000,000, got a number of over 40 digits"),
+    ("budget: {tokens_out: 1000000000000001}", "stages[0].budget.tokens_out: must be at most 1,000,000,"),
+    ("budget: {seconds: 1e300}", "stages[0].budget.seconds: must be at most 31,622,400 seconds"),
     ("budget: {tokens: 5}", "stages[0].budget.tokens: unknown key(s) tokens"),
     ("budget: {}", "stages[0].budget: is empty"),
     ("on_budget: ask", "stages[0].on_budget: must be \"stop\" or \"review\""),

@@ -20,7 +20,7 @@ from fsm_stage.log.dsh import ReadResult
 from fsm_stage.log.locations import read_location
 from fsm_stage.log.postgres import is_postgres_location
 from fsm_stage.observe import Span, Trace, build_trace
-from fsm_stage.observe.otlp import otlp_json, post_otlp
+from fsm_stage.observe.otlp import otlp_json, post_otlp, shown_endpoint
 from fsm_stage.text import visible
 
 __all__ = ["COMMANDS", "trace"]
@@ -76,13 +76,15 @@ def _tree(t: Trace) -> list[str]:
               "(e.g. http://127.0.0.1:4318/v1/traces).")
 def trace(log: str, as_json: bool, otlp_url: str | None) -> None:
     """Rebuild the session LOG as one trace (turns, steps, tool calls, reviews, transitions)."""
-    if as_json and otlp_url:
+    if as_json and otlp_url is not None:
         raise click.UsageError("--json and --otlp are exclusive")
+    if otlp_url is not None:
+        shown = shown_endpoint(otlp_url)  # a bad URL is refused before the log is read
     read = _read(log)
     t = build_trace(read.header, read.events)
-    if otlp_url:
+    if otlp_url is not None:
         encoding = post_otlp(t, otlp_url)
-        click.echo(f"exported {len(t.spans)} spans of trace {t.trace_id} to {visible(otlp_url)} ({encoding})")
+        click.echo(f"exported {len(t.spans)} spans of trace {t.trace_id} to {visible(shown)} ({encoding})")
     elif as_json:
         spans = [{"name": s.name, "span_id": s.span_id, "parent_id": s.parent_id, "start_ns": s.start_ns,
                   "end_ns": s.end_ns, "attributes": s.attributes, "error": s.error,

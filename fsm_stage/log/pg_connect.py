@@ -69,9 +69,17 @@ def check_session_id(session: object, where: str = "") -> str:
 
 def split_location(location: str) -> tuple[str, str | None]:
     """``(conninfo, session)``: the libpq URL without its ``session`` query parameter, and that
-    parameter (None when absent). Raises ``UserError`` for a non-PostgreSQL URL, an empty,
-    repeated, not UTF-8 percent-encoded or invalid (``check_session_id``) ``session``."""
-    parts = urlsplit(location)
+    parameter (None when absent). Raises ``UserError`` for a non-PostgreSQL URL, one that
+    cannot be parsed (an unclosed ``[`` IPv6 host, a single host's port that is no number from 0
+    to 65535),
+    an empty, repeated, not UTF-8 percent-encoded or invalid (``check_session_id``) ``session``."""
+    try:
+        parts = urlsplit(location)
+        if "," not in parts.netloc:  # libpq's host1:port1,host2:port2 lists are left to libpq
+            _ = parts.port  # a port that is no number is a typo, never a connection to retry
+    except ValueError as err:
+        raise UserError(f"{redact(location)}: not a valid PostgreSQL URL ({err}); expected "
+                        "postgresql://USER@HOST:PORT/DB?session=ID") from None
     if parts.scheme.lower() not in SCHEMES:
         raise UserError(f"{redact(location)}: not a PostgreSQL URL (postgresql://USER@HOST:PORT/DB?session=ID)")
     base, _, rest = location.partition("?")

@@ -106,10 +106,12 @@ Received = list[tuple[str, str, bytes]]
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
     received: ClassVar[Received] = []
+    authorization: ClassVar[list[str | None]] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.received.append((self.path, self.headers["Content-Type"], body))
+        self.authorization.append(self.headers.get("Authorization"))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.end_headers()
@@ -120,7 +122,7 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, Received]]:
-    _Receiver.received = []
+    _Receiver.received, _Receiver.authorization = [], []
     server = http.server.HTTPServer(("127.0.0.1", 0), _Receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -160,7 +162,8 @@ def test_otlp_export_reaches_a_receiver_as_protobuf(resumed_log: Path,
 def test_otlp_mistakes_are_one_line(resumed_log: Path) -> None:
     bad = _cli("trace", str(resumed_log), "--otlp", "ftp://example/v1/traces", check=False)
     assert (bad.returncode, bad.stdout) == (1, "")
-    assert bad.stderr == "fsm-stage: --otlp needs an http:// or https:// URL, got 'ftp://example/v1/traces'\n"
+    assert bad.stderr == ("fsm-stage: --otlp needs an http:// or https:// URL with a host, got "
+                          "'ftp://example/v1/traces'\n")
     import socket
 
     with socket.socket() as sock:  # a port nobody listens on
@@ -193,3 +196,56 @@ def test_without_opentelemetry_proto_the_post_is_otlp_json(resumed_log: Path, re
     doc = json.loads(body)
     assert doc == otlp.otlp_json(trace)
     assert {s["traceId"] for s in _spans(doc)} == {trace_id("obs-session")}
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("http://[::1", "--otlp: not a valid URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:abc/v1/traces", "--otlp: not a valid URL (Port could not be cast"),
+    ("http://127.0.0.1:99999/v1/traces", "--otlp: not a valid URL (Port out of range"),
+    ("", "--otlp needs an http:// or https:// URL with a host, got ''"),
+    ("http:///v1/traces", "--otlp needs an http:// or https:// URL with a host"),
+])
+def test_a_malformed_otlp_url_is_one_line_before_anything_is_read(resumed_log: Path, url: str,
+                                                                   why: str) -> None:
+    """A URL urllib cannot parse was a traceback, and an empty one silently exported nothing."""
+    out = _cli("trace", str(resumed_log), "--otlp", url, check=False)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.startswith(f"fsm-stage: {why}") and len(out.stderr.splitlines()) == 1
+
+
+def test_credentials_in_the_otlp_url_are_sent_as_basic_auth_and_never_shown(
+        resumed_log: Path, receiver: tuple[str, Received]) -> None:
+    import base64
+
+    url, received = receiver
+    secret = url.replace("http://", "http://alice:s3cret%40PW@")
+    out = _cli("trace", str(resumed_log), "--otlp", secret)
+    assert "s3cret" not in out.stdout + out.stderr
+    assert f"to {url.replace('http://', 'http://alice:***@')} (" in out.stdout
+    (path, _ctype, _body), = received
+    assert path == "/v1/traces"
+    assert _Receiver.authorization == ["Basic " + base64.b64encode(b"alice:s3cret@PW").decode()]
+
+
+def test_event_times_out_of_range_are_clamped_not_an_encoder_error(resumed_log: Path) -> None:
+    """A damaged log's negative or enormous event time is still exported (OTLP times are
+    unsigned 64-bit nanoseconds; an int attribute past int64 goes as a string)."""
+    import attrs
+
+    from fsm_stage.observe import otlp
+
+    read = read_log(resumed_log)
+    trace = build_trace(read.header, read.events)
+    first, second, *rest = trace.spans
+    early = attrs.evolve(first, start_ns=-5, attributes={**first.attributes, "n": 10**30})
+    odd = attrs.evolve(trace, spans=[early, attrs.evolve(second, end_ns=10**29), *rest])
+    doc = otlp.otlp_json(odd)
+    spans = _spans(doc)
+    assert spans[0]["startTimeUnixNano"] == "0" and spans[1]["endTimeUnixNano"] == str(2**64 - 1)
+    assert {"key": "n", "value": {"stringValue": str(10**30)}} in spans[0]["attributes"]
+    sdk("opentelemetry.proto")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    decoded = ExportTraceServiceRequest.FromString(otlp.otlp_protobuf(odd))
+    pb = decoded.resource_spans[0].scope_spans[0].spans
+    assert (pb[0].start_time_unix_nano, pb[1].end_time_unix_nano) == (0, 2**64 - 1)

@@ -21,6 +21,9 @@ def test_session_is_taken_out_of_the_libpq_url() -> None:
     assert session == "a/b"
     assert info == "postgres://postgres@/postgres?host=/tmp/sock%20dir&port=5433"
     assert split_location("postgresql:///db") == ("postgresql:///db", None)
+    # libpq's multi-host form is passed through whole (its ports are libpq's to read)
+    hosts = "postgresql://u@h1:5432,h2:5433/db"
+    assert split_location(hosts + "?session=s") == (hosts, "s")
 
 
 @pytest.mark.parametrize(
@@ -29,6 +32,10 @@ def test_session_is_taken_out_of_the_libpq_url() -> None:
         ("postgresql://h/db?session=", "empty `session`"),
         ("postgresql://h/db?session=a&session=b", "`session` given 2 times"),
         ("mysql://h/db?session=a", "not a PostgreSQL URL"),
+        # typos urllib cannot parse: one line (they were tracebacks), never a transient retry
+        ("postgresql://u@[::1/db?session=x", r"not a valid PostgreSQL URL \(Invalid IPv6 URL\)"),
+        ("postgresql://u@127.0.0.1:abc/db?session=x", "not a valid PostgreSQL URL .Port could not be cast"),
+        ("postgresql://u@127.0.0.1:99999/db?session=x", "not a valid PostgreSQL URL .Port out of range"),
     ],
 )
 def test_bad_session_parameters_are_one_line_errors(url: str, message: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -66,10 +67,24 @@ def load_guards(specs: tuple[str, ...], config: ConfigFile) -> dict[str, Predica
 
 
 def _host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--http")
-    return host.strip("[]"), int(port)
+    """``(host, port)`` of ``HOST:PORT`` (``[IPv6]:PORT``; an unbracketed IPv6 address before its
+    port is read too); a usage error for anything else."""
+    import ipaddress
+
+    if value.startswith("["):
+        host, sep, port = value[1:].partition("]:")
+    else:
+        host, sep, port = value.rpartition(":")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    named = re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?", host) is not None
+    if (not sep or (ip is None and not named) or (value.startswith("[") and ip is None)
+            or not port.isdigit() or not 0 < int(port) < 65536):
+        raise click.BadParameter(f"expected HOST:PORT ([ADDRESS]:PORT for IPv6), got {value!r}",
+                                 param_hint="--http")
+    return host, int(port)
 
 
 @click.command("mcp")
@@ -126,12 +141,18 @@ def mcp_cmd(graph_path: Path, logs: tuple[str, ...], cwd: Path | None, http: str
     key_file = state_key_file
     if key_file is None and default_log != "memory:":
         key_file = Path(default_log + ".mcp-key")
+    made = key_file is not None and not key_file.exists()
     try:  # before any log is opened: a bad key leaves nothing behind
         security = state_security(key_file)
     except (ValueError, OSError) as err:
         raise UserError(f"request-state key ({KEY_ENV} or --state-key-file): {err}") from None
-    registry = SessionRegistry(config, table, cwd=workdir, guards=guards,
-                               accept_graph_change=accept_graph_change)
+    try:
+        registry = SessionRegistry(config, table, cwd=workdir, guards=guards,
+                                   accept_graph_change=accept_graph_change)
+    except BaseException:
+        if made and key_file is not None:  # a key made for logs that were refused: not left behind
+            key_file.unlink(missing_ok=True)
+        raise
     try:  # Ctrl-C reaches the CLI's handler (exit 130) on every transport, logs closed first
         app = build_server(registry, security=security, reviewer=reviewer)
         with webhooks():  # the reviews' notify rules: requested / answered / expired

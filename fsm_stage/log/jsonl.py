@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -76,6 +77,17 @@ def encode_line(ev: Event) -> bytes:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): kept, escaped
         return (json.dumps(ev.to_json(), separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+
+
+def _refuse_missing(path: Path) -> None:
+    """Raise ``LogFormatError`` when ``path`` holds no log to open and no header was given to
+    create one: it is missing, or empty."""
+    if not path.exists():
+        raise LogFormatError(f"{path}: no such session log (create one with "
+                             "open_log(path, create=SessionHeader(...)))")
+    if path.stat().st_size == 0:
+        raise LogFormatError(f"{path}: the file is empty (no session header line); "
+                             "start a session log in it with open_log(path, create=SessionHeader(...))")
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
@@ -165,6 +177,11 @@ class JsonlLog(LogBase):
         self._clock = clock
         self._ignorable_types = frozenset(ignorable_types)
         self._allow_unknown_types = allow_unknown_types
+        if self.path.is_dir():  # refused before a lock file is left beside it
+            err = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self.path))
+            raise LogWriteError(f"{self.path}: cannot open the log for writing: {err}")
+        if header is None:
+            _refuse_missing(self.path)
         self._lock = writer_lock(self.path, timeout=lock_timeout)
         self._fd: int | None = None  # raw, unbuffered O_RDWR descriptor; None once closed
         self._unusable: str | None = None  # why appends are refused until the log is reopened
@@ -191,13 +208,8 @@ class JsonlLog(LogBase):
     def _open(self, header: SessionHeader | None, strict: bool) -> None:
         if not self.path.exists() or self.path.stat().st_size == 0:
             if header is None:
-                if self.path.exists():
-                    raise LogFormatError(
-                        f"{self.path}: the file is empty (no session header line); "
-                        "start a session log in it with open_log(path, create=SessionHeader(...))"
-                    )
-                raise LogFormatError(f"{self.path}: no such session log (create one with "
-                                     "open_log(path, create=SessionHeader(...)))")
+                _refuse_missing(self.path)
+            assert header is not None
             line = (json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
             # the folder is fsynced too: a log must survive a crash right after it was created
             atomic_write(self.path, line, sync_folder=True)

@@ -390,3 +390,18 @@ def test_os_refusal_to_open_is_a_log_write_error(tmp_path: Path) -> None:
     (tmp_path / "dir.jsonl").mkdir()
     with pytest.raises(LogWriteError, match="cannot open the log for writing"):
         JsonlLog(tmp_path / "dir.jsonl", header=HEADER)
+
+
+def test_a_path_that_is_no_log_gets_no_lock_file(tmp_path: Path) -> None:
+    """A folder, a missing file or an empty one opened without a header to create it is refused
+    before the ``.lock`` file is made beside it (one was left behind each time)."""
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(LogWriteError, match="Is a directory"):
+        JsonlLog(folder)
+    with pytest.raises(LogFormatError, match="no such session log"):
+        JsonlLog(tmp_path / "missing.jsonl")
+    with pytest.raises(LogFormatError, match="the file is empty"):
+        JsonlLog(tmp_path / "empty.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "empty.jsonl"]

@@ -27,6 +27,9 @@ def test_parse_log_option() -> None:
 @pytest.mark.parametrize("args, code, text", [
     (["--http", "nohost"], 2, "expected HOST:PORT"),
     (["--http", "127.0.0.1:99999"], 2, "expected HOST:PORT"),
+    (["--http", "[::1"], 2, "expected HOST:PORT"),  # it was a uvicorn traceback, exit 3
+    (["--http", "[host]:8080"], 2, "expected HOST:PORT"),
+    (["--http", "a host:8080"], 2, "expected HOST:PORT"),
     (["--log", "a=1.jsonl", "--log", "a=2.jsonl"], 1, "given twice"),
 ])
 def test_bad_options(tmp_path: Path, args: list[str], code: int, text: str) -> None:
@@ -54,3 +57,27 @@ def test_a_short_state_key_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
     assert out.exit_code == 1 and "Traceback" not in out.output
     assert "FSM_STAGE_MCP_STATE_KEY" in out.output and out.output.count("\n") == 1, out.output
     assert not log.exists()
+
+
+def test_the_http_address_forms_it_reads() -> None:
+    from fsm_stage.cli.mcp_cmds import _host_port
+
+    assert _host_port("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert _host_port("[::1]:8080") == _host_port("::1:8080") == ("::1", 8080)
+    assert _host_port("localhost:80") == ("localhost", 80)
+
+
+def test_a_log_it_refuses_leaves_no_key_nor_lock_file_beside_it(tmp_path: Path) -> None:
+    """The request-state key is made before the logs are opened (a bad key leaves no log); a
+    log then refused takes that new key away with it, and a folder given as the log gets no
+    lock file (both used to stay behind, the key a 0600 secret)."""
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    args = ["mcp", "--graph", str(GRAPH), "--log", str(folder), "--cwd", str(tmp_path)]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 1 and out.output.count("\n") == 1, out.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+    kept = tmp_path / "kept.key"
+    kept.write_text("k" * 64)  # a key that was there before is the user's: never removed
+    again = CliRunner().invoke(main, [*args, "--state-key-file", str(kept)])
+    assert again.exit_code == 1 and kept.read_text() == "k" * 64

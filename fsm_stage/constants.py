@@ -130,9 +130,10 @@ APPROVE_FRESH_LABEL: Final = "Approve and start fresh"
 APPROVE_KEEP_CONVERSATION_LABEL: Final = "Approve and keep the conversation"
 
 # --- per-stage models (stage graphs' ``model`` keys) ------------------------------------------
-QUALIFIED_MODEL_RE: Final = re.compile(r"[A-Za-z0-9_.-]+:[^\s:][^\s]*")
-"""A provider-qualified model name ``provider:model`` (``openai:gpt-5``); anything else in a
-stage's ``model`` is an alias of the graph's ``models`` mapping."""
+QUALIFIED_MODEL_RE: Final = re.compile(r"[A-Za-z0-9_.-]+:[!-9;-~][!-~]*")
+"""A provider-qualified model name ``provider:model`` (``openai:gpt-5``), printable ASCII without
+spaces (no control, escape or bidi character can reach a terminal or a request through it);
+anything else in a stage's ``model`` is an alias of the graph's ``models`` mapping."""
 
 #: Longest review deadline (seconds): 366 days. The config refuses a longer one; a logged one
 #: above it (a forged or damaged log) is unreadable and expires at once.

@@ -93,6 +93,19 @@ def test_small_aliases_still_work(parser: bool) -> None:
     assert load_config_text(text).graph is not None
 
 
+def test_a_recursive_alias_is_one_positioned_problem_not_a_silent_null(parser: bool) -> None:
+    """``&a {x: *a}`` used to load as ``{x: None}`` and validate; under an ignored ``x-`` key it
+    is never read, so it stays allowed there."""
+    looping = "    instruction: do a\n    model_settings: &a {x: *a}\n"
+    text = BASE.replace("    instruction: do a\n", looping, 1)
+    (line,) = _problems(text)
+    assert line.startswith("g.yaml:6:") and "stages[0].model_settings.x: is an alias (*a)" in line
+    (looped,) = _problems(BASE.replace("  - name: a\n", "  - &s\n    name: a\n", 1).replace(
+        "targets: [b]", "targets: [b, *s]", 1))
+    assert "stages[0].targets[1]: is an alias (*s) of a mapping or list that contains it" in looped
+    assert load_config_text("x-loop: &l {x: *l}\n" + BASE).graph is not None
+
+
 def test_deep_nesting_is_one_positioned_problem(parser: bool) -> None:
     deep = MAX_DEPTH + 5
     (line,) = _problems(BASE + "description: " + "[" * deep + "]" * deep + "\n")

@@ -4,7 +4,8 @@
 (no tree, no recursion) and reports, each as one positioned problem: a document larger than
 ``MAX_DOCUMENT_CHARS``; nesting deeper than ``MAX_DEPTH``; aliases that would expand to more
 than ``MAX_ALIAS_NODES`` extra nodes (an "alias bomb"; aliases under a top-level key that
-``skip_top_key`` accepts, the ignored ``x-…`` keys, are never expanded and do not count);
+``skip_top_key`` accepts, the ignored ``x-…`` keys, are never expanded and do not count); an
+alias inside the collection its anchor names (recursive data, which would load as null);
 any explicit tag (``!!int "4000"``, ``!!map``, ``!custom``); a lone surrogate in a key or value
 (it cannot be encoded as UTF-8: every later fingerprint or write would fail). Returns False
 when the document must not be loaded. The libyaml fast path applies the same bounds
@@ -163,10 +164,17 @@ def check_events(
                     sizes[done.anchor] = done.size
                 add_child(done.size, None)
             elif kind is events.AliasEvent:
-                size = sizes.get(ev.anchor, 1)  # an anchor still open (recursive alias): ruamel gives null
+                size = sizes.get(ev.anchor, 1)  # an anchor still open: a recursive alias (refused below)
                 in_skipped = bool(stack and stack[-1].skipped) or (
                     len(stack) == 1 and stack[0].is_map and stack[0].index == 1 and skip_top_key(stack[0].key)
                 )
+                if not in_skipped and any(f.anchor == ev.anchor for f in stack):
+                    report.error_at(
+                        where(ev), shown(child_display()),
+                        f"is an alias (*{ev.anchor}) of a mapping or list that contains it; data "
+                        "cannot contain itself (it would load as null), so write the value out",
+                    )
+                    ok = False
                 if not in_skipped:
                     added += size - 1
                     if added > MAX_ALIAS_NODES:

@@ -94,6 +94,9 @@ def test_shipped_example_graph_validates() -> None:
 
 @pytest.mark.parametrize(("snippet", "message"), [
     ("model: thinkr", "stages[0].model: \"thinkr\" is neither a provider-qualified name"),
+    # an escape sequence or a bidi override in a model name would reach a terminal or a request
+    ('model: "openai:o3\\e[31m"', "stages[0].model: \"openai:o3\\u001b[31m\" is neither a provider"),
+    ('model: "openai:o3\\u202e"', "stages[0].model: \"openai:o3\\u202e\" is neither a provider"),
     ("reasoning_effort: extreme", "stages[0].reasoning_effort: must be \"none\" or"),
     ("budget: {turns: 0}", "stages[0].budget.turns: must be a positive whole number, got 0"),
     ("budget: {seconds: -1}", "stages[0].budget.seconds: must be a positive finite number"),

@@ -35,6 +35,7 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
+    QUALIFIED_MODEL_RE,
     USER_MESSAGE,
 )
 from fsm_stage.driver._pending import (
@@ -124,8 +125,8 @@ class PlanModeController:
     ``ConfigError``). ``language`` / ``override_dir`` select the wording catalog
     ``templates/<language>/plan_mode.yaml``. ``review`` overrides the runtime's review channel.
     ``models``: the graph's model aliases, so a ``plan_mode`` ``model: <alias>`` resolves
-    (``GraphConfig.models``); ``graph_review``: the graph's ``review`` rules, which the exit
-    review follows unless ``plan_mode`` has its own.
+    (``GraphConfig.models``; an alias they lack is a ``ConfigError``); ``graph_review``: the
+    graph's ``review`` rules, which the exit review follows unless ``plan_mode`` has its own.
     User selections made during an open turn are held in memory per session (B114); an
     approved exit is read from the log (``fsm_stage.reviews``).
     """
@@ -147,6 +148,11 @@ class PlanModeController:
         self.models = dict(models) if models is not None else None
         self.graph_review = graph_review
         self.config = resolve_config(config, catalog=self.catalog)
+        model = self.config.model
+        if model is not None and not QUALIFIED_MODEL_RE.fullmatch(model) and model not in (self.models or {}):
+            raise ConfigError(f"plan_mode.model: {model!r:.80} is neither a provider-qualified name "
+                              "(provider:name) nor an alias of the graph's models: "
+                              f"{', '.join(self.models or {}) or '(none)'}")
         self.graph: CompiledGraph = compile_plan_mode()
         self.logger = logger if logger is not None else _log
         self._pending: PendingStore[bool] = PendingStore(logger=self.logger, level=logging.WARNING)

@@ -228,3 +228,17 @@ def test_a_session_whose_first_review_is_a_plan_review_records_its_graph(tmp_pat
         with pytest.raises(ReviewPending):
             asyncio.run(host.driver.run_tool(exit_call))
     _graph_records_then_refused(path, graph.replace("instruction: Explore.", "instruction: Look."))
+
+
+def test_a_plan_mode_model_alias_the_graph_lacks_is_refused_at_open() -> None:
+    """A ``PlanModeConfig`` given in code is not checked by the graph loader: an unknown alias
+    is a ``ConfigError`` when the session opens (every plan-mode step used to fail with an
+    ``IndexError`` after logging its start)."""
+    from fsm_stage.config.model import PlanModeConfig
+
+    graph = load_config_text("name: g\nsection: s\nmodels: {thinker: 'openai:o3'}\nstages:\n"
+                             "  - {name: a, instruction: A.}\n")
+    with pytest.raises(ConfigError, match=r"^plan_mode.model: 'thinkr' is neither .* models: thinker$"):
+        open_session(graph, _log(), plan_mode=PlanModeConfig(section="Plan.", model="thinkr"))
+    opened = open_session(graph, _log(), plan_mode=PlanModeConfig(section="Plan.", model="thinker"))
+    assert opened.plan is not None

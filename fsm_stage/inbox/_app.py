@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 from starlette.applications import Starlette
@@ -139,24 +140,33 @@ class _Inbox:
         return found is not None and found[1] is None
 
     def approve_refusal(self, item: OpenReview, name: str, view: SessionView | None = None) -> str | None:
-        """Why the logged rules refuse ``name``'s approval of ``item`` beyond ``refusal``
-        (``not_requester``: the session's requester, or none recorded), or None. The session's
-        header is read from ``view``, else loaded only for such rules. The page shows it and
-        disables Approve; the answer itself is decided again."""
+        """Why ``name``'s approval of ``item`` would be refused beyond ``refusal``, or None: a
+        stage review's handoff document changed since it was asked (the file here, or the copy
+        the request stored when the file is not here), or the logged rules (``not_requester``:
+        the session's requester, or none recorded). The session is read from ``view``, else
+        loaded only when needed. The page shows it and disables Approve; the answer itself is
+        decided again."""
         from fsm_stage.reviews._team import REVIEWER_NAME_RE, requester_of
         from fsm_stage.reviews._team import refusal as team_refusal
 
+        if item.record.kind == "stage":
+            view = view if view is not None else self._view_of(item)
+            if view is not None and _payload_changed(view, item.record):
+                return ("the handoff document changed since the review was asked (or cannot be "
+                        "read here), so it cannot be approved; keep it with feedback")
         rules = item.rules
         if not isinstance(rules, Mapping) or not rules.get("notRequester") \
                 or not REVIEWER_NAME_RE.fullmatch(name):
             return None
+        view = view if view is not None else self._view_of(item)
         if view is None:
-            found = self.find(item.key, item.record.id)
-            if found is None:
-                return None
-            view = found[0]
+            return None
         return team_refusal(rules, name, requester=requester_of(view), reviewers=self.team(),
                             outcome="approve")
+
+    def _view_of(self, item: OpenReview) -> SessionView | None:
+        found = self.find(item.key, item.record.id)
+        return found[0] if found is not None else None
 
     def page(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
         flash = request.session.pop("flash", [])
@@ -229,6 +239,17 @@ def _guarded(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Response
             return PlainTextResponse(f"503: the session store cannot be read: {err}"[:500], status_code=503)
 
     return run
+
+
+def _payload_changed(view: SessionView, record: Any) -> bool:
+    """Whether a stage review's handoff document now hashes to another digest than the one
+    asked about, as an approval would find it (``current_payload_sha256(stored=True)``: only
+    the session header is read)."""
+    from fsm_stage.reviews._answer import current_payload_sha256
+
+    holder = cast(Any, SimpleNamespace(header=view.header))
+    now = current_payload_sha256(holder, record, stored=True)
+    return now is not None and now != record.payload_sha256
 
 
 def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.PathLike[str] | None = None,

@@ -297,3 +297,25 @@ def test_a_revoked_token_ends_the_reviewers_logged_in_sessions(tmp_path: Path, r
     fourth = TestClient(create_app(logs, reviewers_file=reviewers, secret_key="k" * 40))
     fourth.cookies.set("fsm_inbox", bob)
     assert fourth.get("/", follow_redirects=False).status_code == 200
+
+
+def test_a_handoff_changed_since_the_request_is_said_before_approve_is_clicked(tmp_path: Path) -> None:
+    """The page shows the document as asked (the stored copy) and, when the file here changed
+    since, says an approval would be refused and disables Approve (the reviewer used to learn it
+    only from the refusal after clicking); the API's refusal field says the same."""
+    from fsm_stage.constants import REVIEW_REQUEST
+
+    client, logs = _client(tmp_path)
+    rid = stage_session(logs, "s1", handoff="# Handoff\nParser explored; next: the lexer.")
+    _login(client)
+    assert "changed since the review was asked" not in client.get(f"/review/s1.jsonl/{rid}").text
+    (request,) = [e.data for e in read_log(logs / "s1.jsonl").events if e.type == REVIEW_REQUEST]
+    Path(request["handoffPath"]).write_text("# Handoff\nSomething else entirely.")
+    page = client.get(f"/review/s1.jsonl/{rid}").text
+    assert "the handoff document changed since the review was asked" in page
+    assert "next: the lexer." in page  # what was asked is still what is shown
+    assert re.search(r'class="approve" disabled', page)
+    api = TestClient(client.app)
+    bearer = {"Authorization": f"Bearer alice:{TOKENS['alice']}"}
+    rows = api.get("/api/reviews", headers=bearer).json()["open"]
+    assert rows[0]["id"] == rid and "changed since the review was asked" in rows[0]["refusal"]

@@ -112,6 +112,13 @@ def reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]:
     return {"kind": kind}
 
 
+def header_tools(runtime_tools: Sequence[Any], host_tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """The ``tools`` of a ``request/header``: the runtime's ``ToolSpec``s, then the host's whose
+    names the runtime does not have (each ``to_json()``)."""
+    names = {t.name for t in runtime_tools}
+    return [t.to_json() for t in (*runtime_tools, *(h for h in host_tools if h.name not in names))]
+
+
 def header_digest(header: Mapping[str, Any]) -> bytes:
     """16 bytes identifying a request header (``{config, system, tools}``): blake2b of its
     canonical JSON. Raises ``TypeError`` / ``ValueError`` for what JSON cannot hold."""

@@ -263,10 +263,14 @@ class StagedSession:
     # --- step ----------------------------------------------------------------------------------
 
     @_writes
-    def begin_step(self, *, copy_messages: bool = True) -> StepRequest | None:
+    def begin_step(self, *, copy_messages: bool = True,
+                   host_tools: Sequence[ToolSpec] = ()) -> StepRequest | None:
         """Open the next step and return what to send (see the module docstring for the order).
         ``copy_messages=False`` hands the history's own messages, read-only by contract (the reference
         loop's in-process consumers, e.g. the simulator); hosts keep the default deep copies.
+        ``host_tools`` (``ToolSpec``s, else ``RecordShapeError``): the host's own tools, logged
+        after the runtime's in the step's ``request/header`` so the log records every tool the
+        model saw (a runtime tool's name stays the runtime's; ``StepRequest.tools`` too).
 
         Returns None — and opens no step, runs no pre-step — when ``accept`` rejected the
         batch, the turn's signal is aborted, or a stage / plan-mode ``budget`` ran out
@@ -274,6 +278,7 @@ class StagedSession:
         host then ends the turn (``blocked`` / ``aborted``; ``blocked`` with ``stopped`` as the
         message). Raises ``DriverStateError`` with no open turn or with a step open,
         ``TurnSuspendedError`` while suspended."""
+        shape(all(isinstance(t, ToolSpec) for t in host_tools), "begin_step: host_tools must be ToolSpecs")
         view = self._open("begin_step")
         self._raise_if_suspended(view)
         if view.open_step is not None:
@@ -306,7 +311,7 @@ class StagedSession:
         if not request.model.is_default:
             config.update(request.model.header_config())
         header: dict[str, Any] = {"config": config, "system": request.system,
-                                  "tools": [t.to_json() for t in request.tools]}
+                                  "tools": _records.header_tools(request.tools, host_tools)}
         reason = self._log_header(header)
         tools = tuple(ToolSpec(t.name, t.description, t.parameters, copy.deepcopy(t.output))
                       for t in request.tools)  # the converter copies parameters

@@ -27,7 +27,7 @@ from fsm_stage.resources import data_dir
 from fsm_stage.reviews._answer import answer_review, review_state
 from fsm_stage.reviews._channel import ReviewChannel, SuspendingReviewChannel
 from fsm_stage.runtime.messages import user_message
-from fsm_stage.runtime.tools import ToolCall, ToolResult
+from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec
 
 __all__ = ["FSM_TOOLS", "NOT_EXECUTED", "StageHost", "default_graph"]
 
@@ -104,13 +104,14 @@ class StageHost(SessionHost):
             if call.name not in FSM_TOOLS or self.open_review(call.id) is None:
                 self.driver.record_tool_result(call, text, is_error=True)
 
-    def step(self, user_text: str | None = None) -> StepRequest:
+    def step(self, user_text: str | None = None, host_tools: Sequence[ToolSpec] = ()) -> StepRequest:
         """End the open step (settled) and begin the next one, starting a turn when none is
         open. ``user_text`` (a new prompt of the framework's run) is steered into the step: the
         first message of a new turn, or a user message at the next step of the open turn (it is
-        never dropped). Returns the request to send. Raises ``RuntimeError`` when the step is
-        not accepted (the turn ends ``blocked``; a budget stop's one-line reason is the message
-        of both)."""
+        never dropped). ``host_tools``: the framework's own tools offered to the model, logged in
+        the step's ``request/header`` after fsm_stage's (``begin_step(host_tools=)``). Returns
+        the request to send. Raises ``RuntimeError`` when the step is not accepted (the turn ends
+        ``blocked``; a budget stop's one-line reason is the message of both)."""
         view = self.driver.view()
         if view is not None and view.open_step is not None:
             self.settle_dropped()
@@ -119,7 +120,7 @@ class StageHost(SessionHost):
             self.agent.steer(user_message(user_text))
         if self.driver.view() is None:
             self.driver.start_turn()
-        request = self.driver.begin_step()
+        request = self.driver.begin_step(host_tools=host_tools)
         if request is None:  # a budget stop says why (docs/stage-models.md, "Budgets")
             stopped = self.driver.stopped
             self.driver.end_turn("blocked", message=stopped)

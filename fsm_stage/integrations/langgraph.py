@@ -42,7 +42,7 @@ from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations._models import ModelPicker, answered_by, langchain_kwargs
 from fsm_stage.integrations.convert import to_openai_chat, usage_from_totals
 from fsm_stage.integrations.toolspecs import to_openai
-from fsm_stage.runtime.tools import ToolCall
+from fsm_stage.runtime.tools import ToolCall, ToolSpec
 
 __all__ = ["StageHost", "StageState", "stage_graph", "stage_tool_node", "to_langchain_messages", "waiting"]
 
@@ -204,7 +204,10 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
     (the host's own instructions) goes in front of fsm_stage's system text in every request.
     ``models`` maps provider-qualified names or graph aliases to chat models: each request goes
     to its stage's (``model`` otherwise). Raises ``TypeError`` for a non-mapping ``models``."""
-    specs = [*[to_openai(s) for s in host.runtime.tool_specs], *[convert_to_openai_tool(t) for t in tools]]
+    own = [convert_to_openai_tool(t) for t in tools]
+    specs = [*[to_openai(s) for s in host.runtime.tool_specs], *own]
+    host_specs = [ToolSpec(f["function"]["name"], f["function"].get("description") or "",
+                           f["function"].get("parameters") or {}) for f in own]  # logged in each header
     picker: ModelPicker[BaseChatModel] = ModelPicker(models, "stage_graph", BaseChatModel)
     bound: dict[int, Runnable[Any, Any]] = {id(m): m.bind_tools(specs)
                                             for m in (model, *picker.models.values())}
@@ -212,7 +215,7 @@ def stage_graph(host: StageHost, model: BaseChatModel, tools: Sequence[BaseTool]
     node = stage_tool_node(host, tools)
 
     async def call_model(state: StageState) -> StageState:
-        step = host.step(state.get("prompt"))
+        step = host.step(state.get("prompt"), host_specs)
         chat, applies = picker.select(step.model, model, default_name)
         runnable = bound[id(chat)]
         settings = langchain_kwargs(step.model) if applies else {}

@@ -41,7 +41,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.integrations._models import ModelPicker, agents_settings, answered_by
 from fsm_stage.integrations.convert import to_openai_responses, usage_from_totals
-from fsm_stage.runtime.tools import ToolCall
+from fsm_stage.runtime.tools import ToolCall, ToolSpec
 
 __all__ = ["StageHost", "StagedModel", "approve", "host_tools", "reject", "stage_tools"]
 
@@ -70,6 +70,15 @@ def _output_of(input: str | list[Any], call_id: str) -> str | None:
             output = _attr(item, "output")
             return output if isinstance(output, str) else None
     return None
+
+
+def _offered(tools: Sequence[Any], handoffs: Sequence[Any]) -> list[ToolSpec]:
+    """The SDK's tools and handoffs offered to the model, as ``ToolSpec``s for the step's
+    ``request/header`` (a hosted tool, which has no schema here, with empty parameters)."""
+    out = [ToolSpec(t.name, getattr(t, "description", "") or "", getattr(t, "params_json_schema", None) or {})
+           for t in tools if isinstance(getattr(t, "name", None), str)]
+    out += [ToolSpec(h.tool_name, h.tool_description or "", h.input_json_schema or {}) for h in handoffs]
+    return out
 
 
 def _usage(response: ModelResponse) -> dict[str, int] | None:
@@ -115,7 +124,7 @@ class StagedModel(Model):
             output = [ResponseFunctionToolCall(type="function_call", call_id=c.id, name=c.name,
                                                arguments=c.arguments) for c in replay]
             return ModelResponse(output=list(output), usage=Usage(), response_id=None)
-        step = self.host.step(_user_text(input))
+        step = self.host.step(_user_text(input), _offered(tools, handoffs))
         system = "\n\n".join(s for s in (system_instructions, step.system) if s)  # the Agent's own first
         name = getattr(self.inner, "model", None)
         model, applies = self.models.select(step.model, self.inner, name if isinstance(name, str) else None)

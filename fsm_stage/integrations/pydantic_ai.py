@@ -48,7 +48,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations._models import ModelPicker, answered_by, pydantic_ai_settings
 from fsm_stage.integrations.convert import to_openai_chat, usage_from_totals
-from fsm_stage.runtime.tools import ToolCall
+from fsm_stage.runtime.tools import ToolCall, ToolSpec
 
 __all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]
 
@@ -185,7 +185,9 @@ class StageCapability(AbstractCapability[Any]):
         from_log = isinstance(sent, ModelRequest) and (sent.metadata or {}).get("fsm_stage") == "log"
         prompt = None if from_log or ctx.run_id in self._prompted else _prompt_text(ctx.prompt)
         self._prompted = (ctx.run_id,)
-        self._step = self.host.step(prompt)
+        params = request_context.model_request_parameters
+        self._step = self.host.step(prompt, [ToolSpec(t.name, t.description or "", t.parameters_json_schema)
+                                             for t in (*params.function_tools, *params.output_tools)])
         response = await handler(request_context)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         self.host.reply(text, _calls(response), usage=_usage(response), source=self._answered)

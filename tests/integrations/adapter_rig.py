@@ -66,6 +66,11 @@ def assert_cache_safe(host: StageHost, systems: Sequence[str | None], tools: Seq
     assert systems[1] is not None and systems[1].strip() == HOST_SECTION
     assert systems[0] != systems[1]
     assert host.current_stage() == "verify"
+    # the log records every tool the model saw, the framework's own (edit_file) after fsm_stage's
+    logged = [[t["name"] for t in e.data["header"]["tools"]] for e in host.session.events
+              if e.type == "request/header"]
+    seen = [*tool_names(host.runtime.tool_specs), "edit_file"]
+    assert logged and all(names == seen for names in logged), logged
     types = [e.type for e in host.session.events]
     assert types[-1] == "turn/end" and host.session.events[-1].data["reason"] == {"kind": "completed"}
 

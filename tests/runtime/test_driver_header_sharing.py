@@ -80,3 +80,37 @@ def test_drivers_with_one_header_taking_turns_log_it_once() -> None:
     # d0 initial m1; d1 resumes (a new driver always says so); d2 m2; d3 m1 resumes; d0 and d1:
     # the log's last header is d3's m1, equal to theirs
     assert logged == [("initial", "m1"), ("resume", "m1"), ("resume", "m2"), ("resume", "m1")]
+
+
+def test_host_tools_are_logged_after_the_runtimes_and_a_change_is_a_new_header() -> None:
+    """``begin_step(host_tools=)``: the log's header lists every tool the model saw, the host's
+    after the runtime's (one named like a runtime tool stays the runtime's), the request keeps
+    the runtime's; an unchanged list logs nothing, another list a ``change``; a non-ToolSpec is
+    a one-line ``RecordShapeError`` and opens no step."""
+    import pytest
+
+    from fsm_stage.errors import RecordShapeError
+    from fsm_stage.runtime.tools import ToolSpec
+
+    rt = Runtime()
+    rt.add_tool(Echo())
+    d = StagedSession(rt, new_agent("h-host"), config={"provider": "p", "model": "m"})
+    d.start_turn()
+    shell = ToolSpec("shell", "Run a command.", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    shadow = ToolSpec("echo", "not the runtime's", {"type": "object"})
+    request = d.begin_step(host_tools=[shell, shadow])
+    assert request is not None and [t.name for t in request.tools] == ["echo"]
+    (first,) = _headers(d)
+    assert [t["name"] for t in first["header"]["tools"]] == ["echo", "shell"]
+    assert first["header"]["tools"][1] == shell.to_json()
+    d.record_reply("x")
+    d.end_step()
+    assert d.begin_step(host_tools=[shell]) is not None and len(_headers(d)) == 1  # unchanged
+    d.record_reply("y")
+    d.end_step()
+    with pytest.raises(RecordShapeError, match="host_tools must be ToolSpecs"):
+        d.begin_step(host_tools=[{"name": "shell"}])  # type: ignore[list-item]
+    assert d.view() is not None and d.view().open_step is None  # type: ignore[union-attr]
+    assert d.begin_step() is not None
+    assert [h["reason"] for h in _headers(d)] == ["initial", "change"]
+    assert [t["name"] for t in _headers(d)[1]["header"]["tools"]] == ["echo"]

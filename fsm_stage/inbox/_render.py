@@ -39,8 +39,7 @@ def markdown_html(text: str) -> Markup:
     that would not show every line as Markdown (``reviews._visible_md.hidden_lines``: a link
     reference definition, an HTML comment…) or that is longer than ``MARKDOWN_MAX_CHARS`` is shown
     as plain text instead, exactly as written (escaped, control characters as escapes), after a
-    one-line notice saying why. A link shows
-    its address after its text."""
+    one-line notice saying why. A link shows its address after its text."""
     cut = text[:MAX_DOCUMENT_CHARS]
     shown = visible(cut, keep="\n\t")
     more = f"(cut: the document has {len(text)} characters)" if len(text) > MAX_DOCUMENT_CHARS else ""

@@ -71,8 +71,8 @@ def split_location(location: str) -> tuple[str, str | None]:
     """``(conninfo, session)``: the libpq URL without its ``session`` query parameter, and that
     parameter (None when absent). Raises ``UserError`` for a non-PostgreSQL URL, one that
     cannot be parsed (an unclosed ``[`` IPv6 host, a single host's port that is no number from 0
-    to 65535),
-    an empty, repeated, not UTF-8 percent-encoded or invalid (``check_session_id``) ``session``."""
+    to 65535), an empty, repeated, not UTF-8 percent-encoded or invalid (``check_session_id``)
+    ``session``."""
     try:
         parts = urlsplit(location)
         if "," not in parts.netloc:  # libpq's host1:port1,host2:port2 lists are left to libpq

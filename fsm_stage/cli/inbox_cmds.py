@@ -53,8 +53,13 @@ def inbox_cmd() -> None:
 @click.option("--graph", "graph_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Stage-graph YAML: draw it on review pages.")
 @click.option("--secure-cookie", is_flag=True, help="Mark the session cookie Secure (served over HTTPS).")
+@click.option("--forwarded-allow-ips", "forwarded", metavar="IPS", default=None,
+              help="Take each client's address from X-Forwarded-For / X-Forwarded-Proto when the "
+                   "connection comes from one of these proxy addresses (comma-separated; uvicorn's "
+                   "option). Without it the connection's own address is the client's, so no client "
+                   "can choose the address failed logins are counted under.")
 def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, trusted_header: str | None,
-              graph_path: Path | None, secure_cookie: bool) -> None:
+              graph_path: Path | None, secure_cookie: bool, forwarded: str | None) -> None:
     """Serve the review inbox over the session logs in the folder LOCATION."""
     try:
         import uvicorn
@@ -100,7 +105,8 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
     click.echo(f"fsm-stage inbox: listening on http://{shown}:{bound}/")
     if one_time is not None:
         click.echo(f"fsm-stage inbox: log in as {one_time[0]} with the one-time token {one_time[1]}")
-    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
+                            proxy_headers=forwarded is not None, forwarded_allow_ips=forwarded)
     server = uvicorn.Server(config)
     try:
         with webhooks():

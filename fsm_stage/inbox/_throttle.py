@@ -12,6 +12,7 @@ counts the failures of everyone together.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -19,12 +20,14 @@ if TYPE_CHECKING:
     from limits import RateLimitItem
     from limits.strategies import MovingWindowRateLimiter
 
-__all__ = ["PER_CLIENT", "PER_NAME", "LoginThrottle"]
+__all__ = ["PER_CLIENT", "PER_NAME", "SWEEP_EVERY", "LoginThrottle"]
 
 PER_NAME = "5/minute"
 """Failed attempts allowed per client address and reviewer name in any minute."""
 PER_CLIENT = "20/minute"
 """Failed attempts allowed per client address, whatever the names, in any minute."""
+SWEEP_EVERY = 256
+"""Failures between two sweeps of expired windows."""
 
 
 class LoginThrottle:
@@ -35,9 +38,20 @@ class LoginThrottle:
     def __init__(self, per_name: str = PER_NAME, per_client: str = PER_CLIENT) -> None:
         from limits import parse, storage, strategies
 
-        self._limiter: MovingWindowRateLimiter = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
+        self._storage = storage.MemoryStorage()
+        self._limiter: MovingWindowRateLimiter = strategies.MovingWindowRateLimiter(self._storage)
         self._per_name: RateLimitItem = parse(per_name)
         self._per_client: RateLimitItem = parse(per_client)
+        self._windows: set[tuple[RateLimitItem, tuple[str, ...]]] = set()
+        self._failures = 0
+        self._guard = threading.Lock()
+
+    @property
+    def windows(self) -> int:
+        """How many (client, name) and client windows are kept: those with a failure in them
+        and, until the next sweep, those whose failures all expired."""
+        with self._guard:
+            return len(self._windows)
 
     def _keys(self, client: str, name: str) -> tuple[tuple[RateLimitItem, tuple[str, ...]], ...]:
         return ((self._per_name, ("name", client, name[:128])), (self._per_client, ("client", client)))
@@ -51,6 +65,20 @@ class LoginThrottle:
         return None
 
     def failed(self, client: str, name: str) -> None:
-        """Count one failed attempt by ``client`` for ``name`` in both windows."""
-        for item, keys in self._keys(client, name):
-            self._limiter.hit(item, *keys)
+        """Count one failed attempt by ``client`` for ``name`` in both windows; every
+        ``SWEEP_EVERY`` failures, windows whose failures all expired are dropped (``limits``'
+        memory storage keeps their keys for ever), so memory follows the failures of the last
+        window, not of the process's life."""
+        with self._guard:
+            for item, keys in self._keys(client, name):
+                self._limiter.hit(item, *keys)
+                self._windows.add((item, keys))
+            self._failures += 1
+            if self._failures % SWEEP_EVERY == 0:
+                self._sweep()
+
+    def _sweep(self) -> None:
+        for item, keys in list(self._windows):
+            if self._limiter.get_window_stats(item, *keys).remaining >= item.amount:
+                self._limiter.clear(item, *keys)
+                self._windows.discard((item, keys))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,3 +101,74 @@ def test_right_tokens_are_never_counted(tmp_path: Path) -> None:
 def test_a_malformed_limit_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         LoginThrottle(per_name="often")
+
+
+def _serve(tmp_path: Path, *extra: str) -> tuple[Any, str]:
+    """``fsm-stage inbox serve`` on a free port with the reviewers file: (process, base URL)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    logs = tmp_path / "logs"
+    logs.mkdir(exist_ok=True)
+    command = [sys.executable, "-m", "fsm_stage", "inbox", "serve", str(logs), "--port", "0",
+               "--reviewers", str(write_reviewers(tmp_path / "reviewers.yaml")), *extra]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    assert proc.stdout is not None
+    found = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", proc.stdout.readline())
+    assert found is not None, proc.stderr.read() if proc.stderr else ""
+    return proc, found.group(1)
+
+
+def _statuses(url: str, n: int) -> list[int]:
+    """``n`` API requests with a wrong token for alice, each claiming another client address."""
+    import urllib.error
+    import urllib.request
+
+    out = []
+    for i in range(n):
+        request = urllib.request.Request(url + "api/reviews", headers={
+            "Authorization": f"Bearer alice:guess{i}", "X-Forwarded-For": f"10.0.0.{i + 1}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                out.append(response.status)
+        except urllib.error.HTTPError as err:
+            out.append(err.code)
+    return out
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_a_client_cannot_choose_the_address_its_failures_count_under(tmp_path: Path, trusted: bool) -> None:
+    """uvicorn would take X-Forwarded-For from any loopback connection, so a local client (or one
+    behind a proxy passing the header on) claimed a new address per request and was never held:
+    ``inbox serve`` reads the header only from the ``--forwarded-allow-ips`` proxies."""
+    import signal
+
+    proc, url = _serve(tmp_path, *(["--forwarded-allow-ips", "127.0.0.1"] if trusted else []))
+    try:
+        statuses = _statuses(url, 7)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+    assert statuses == ([401] * 7 if trusted else [401] * 5 + [429] * 2)
+
+
+def test_expired_windows_are_dropped_so_memory_follows_recent_failures() -> None:
+    """``limits``' memory storage keeps a window's key after its failures expire: failures from
+    many addresses grew the process for ever (400,000 keys after 200,000). Every
+    ``SWEEP_EVERY`` failures the expired windows go."""
+    from fsm_stage.inbox._throttle import SWEEP_EVERY
+
+    throttle = LoginThrottle(per_name="1/second", per_client="1/second")
+    for i in range(SWEEP_EVERY - 1):
+        throttle.failed(f"198.51.{i // 250}.{i % 250}", "alice")
+    assert throttle.windows == 2 * (SWEEP_EVERY - 1)
+    time.sleep(1.2)  # every window's failure expired
+    throttle.failed("203.0.113.1", "alice")  # the SWEEP_EVERY-th failure sweeps
+    assert throttle.windows == 2  # only the new failure's windows are left
+    storage = throttle._storage  # the library's own record, not only ours
+    assert len(storage.events) == 2
+    assert throttle.retry_after("203.0.113.1", "alice") is not None  # the live one still holds
+    assert throttle.retry_after("198.51.0.0", "alice") is None

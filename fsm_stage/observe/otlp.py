@@ -142,6 +142,15 @@ def otlp_protobuf(trace: Trace) -> bytes:
     return data
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect: urllib would follow it as a GET without the trace, and carry the
+    ``Authorization`` header to whatever host it names."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
+
+
 def _endpoint(url: str) -> tuple[str, dict[str, str], str]:
     """``(url without its user:password@, headers, url as shown)``: credentials in the URL become
     an HTTP Basic ``Authorization`` header (urllib would take them for a host name) and are never
@@ -174,8 +183,8 @@ def post_otlp(trace: Trace, url: str, *, timeout: float = 10.0) -> str:
     """POST ``trace`` to the OTLP/HTTP traces endpoint ``url``; returns the encoding sent
     (``"protobuf"`` or ``"json"``). A ``user:password@`` in ``url`` is sent as HTTP Basic
     authentication, and never shown. Raises ``UserError`` (one line) for a URL that is not
-    http(s) with a host or cannot be parsed, an unreachable endpoint or a non-2xx answer;
-    nothing is retried."""
+    http(s) with a host or cannot be parsed, an unreachable endpoint or a non-2xx answer (a
+    redirect included: none is followed); nothing is retried."""
     target, headers, shown = _endpoint(url)
     if importlib.util.find_spec("opentelemetry.proto") is not None:
         body, ctype, encoding = otlp_protobuf(trace), "application/x-protobuf", "protobuf"
@@ -184,10 +193,11 @@ def post_otlp(trace: Trace, url: str, *, timeout: float = 10.0) -> str:
     request = urllib.request.Request(target, data=body, method="POST",
                                      headers={"Content-Type": ctype, **headers})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.build_opener(_NoRedirect).open(request, timeout=timeout) as response:
             response.read(_MAX_RESPONSE)
     except urllib.error.HTTPError as err:
-        raise UserError(f"OTLP export to {shown} refused: HTTP {err.code} {err.reason}") from err
+        moved = " (redirects are not followed: give the endpoint itself)" if 300 <= err.code < 400 else ""
+        raise UserError(f"OTLP export to {shown} refused: HTTP {err.code} {err.reason}{moved}") from err
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as err:
         reason = getattr(err, "reason", err)
         raise UserError(f"OTLP export to {shown} failed: {reason}") from err

@@ -29,6 +29,10 @@ __all__ = ["MAX_FEEDBACK_CHARS", "edit_data", "edited_sha256", "feedback_problem
 
 #: Most diff lines shown for a re-asked review (the rest is summarised in one line).
 MAX_DIFF_LINES = 400
+#: Most lines a version may have to be diffed: ``difflib`` is quadratic in the lines (2,000 take
+#: about 0.3 s at worst; 12,000 took 9 s and held a review page), and the document itself is
+#: shown whole anyway.
+MAX_DIFF_INPUT_LINES = 2_000
 #: Longest feedback a reviewer may send (characters): it reaches the model inside a tool result.
 MAX_FEEDBACK_CHARS = 20_000
 
@@ -123,8 +127,13 @@ def kept_before(state: ReviewState, record: ReviewRecord) -> ReviewRecord | None
 
 def revision_diff(old: str, new: str, *, old_name: str, new_name: str) -> str:
     """The unified diff from ``old`` to ``new`` (``""`` when equal), at most ``MAX_DIFF_LINES``
-    lines plus one line saying how many were left out."""
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""))
+    lines plus one line saying how many were left out; one line saying why instead when a
+    version has more than ``MAX_DIFF_INPUT_LINES`` lines."""
+    before, after = old.splitlines(), new.splitlines()
+    if before != after and max(len(before), len(after)) > MAX_DIFF_INPUT_LINES:
+        return (f"… not compared: {old_name} has {len(before):,} lines and {new_name} {len(after):,}; "
+                f"versions of up to {MAX_DIFF_INPUT_LINES:,} lines are diffed")
+    lines = list(difflib.unified_diff(before, after, old_name, new_name, lineterm=""))
     if len(lines) > MAX_DIFF_LINES:
         left = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], f"… {left} more diff line(s) not shown"]

@@ -169,3 +169,23 @@ def test_an_edited_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
               "--reviewers", str(write_reviewers(tmp_path)), token=TOKENS["alice"])
     assert out.exit_code == 1 and "not UTF-8 text" in out.output and out.output.count("\n") == 1
     assert path.read_bytes() == before
+
+
+def test_versions_too_long_to_diff_are_said_so_in_one_line() -> None:
+    """``difflib`` is quadratic in the lines: two 12,000-line plans took 9 s on every review page
+    and ``fsm-stage review``. Past ``MAX_DIFF_INPUT_LINES`` the diff is one line saying why (the
+    document itself is still shown whole); up to it the diff is as before."""
+    from fsm_stage.reviews._edits import MAX_DIFF_INPUT_LINES, revision_diff
+
+    def plan(n: int, mark: str) -> str:
+        return "# Plan\n" + "\n".join(f"{i}{mark if i % 2 == 0 else ''}" for i in range(n))
+
+    long_old, long_new = plan(MAX_DIFF_INPUT_LINES, ""), plan(MAX_DIFF_INPUT_LINES, "x")
+    (line,) = revision_diff(long_old, long_new, old_name="kept", new_name="now").splitlines()
+    n = MAX_DIFF_INPUT_LINES
+    assert line == (f"… not compared: kept has {n + 1:,} lines and now {n + 1:,}; "
+                    f"versions of up to {n:,} lines are diffed")
+    assert revision_diff(long_old, long_old, old_name="kept", new_name="now") == ""  # equal: no diff
+    fits_old, fits_new = plan(MAX_DIFF_INPUT_LINES - 1, ""), plan(MAX_DIFF_INPUT_LINES - 1, "x")
+    diff = revision_diff(fits_old, fits_new, old_name="kept", new_name="now").splitlines()
+    assert diff[0] == "--- kept" and diff[1] == "+++ now" and "+0x" in diff

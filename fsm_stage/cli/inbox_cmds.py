@@ -17,7 +17,6 @@ import getpass
 import json
 import os
 import secrets
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import attrs
 import click
 
+from fsm_stage._listen import listen
 from fsm_stage.cli._reviewer import TOKEN_ENV, Identity, identity, text_option
 from fsm_stage.cli._wake import waker, webhooks
 from fsm_stage.cli.params import FiniteFloatRange
@@ -91,15 +91,7 @@ def serve_cmd(location: str, host: str, port: int, reviewers_file: Path | None, 
     app = create_app(location, reviewers_file=reviewers_file, reviewers=reviewers,
                      secret_key=os.environ.get(SECRET_ENV) or None, trusted_header=trusted_header,
                      graph=graph, https_only=secure_cookie, on_answer=hook)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-        sock.listen(128)  # connections queue from the moment the URL is printed
-    except OSError as err:
-        sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    sock = listen(host, port)  # connections queue from the moment the URL is printed
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     click.echo(f"fsm-stage inbox: listening on http://{shown}:{bound}/")

@@ -79,9 +79,10 @@ def _host_port(value: str) -> tuple[str, int]:
         ip = ipaddress.ip_address(host)
     except ValueError:
         ip = None
-    named = re.fullmatch(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_])?", host) is not None
+    label = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+    named = len(host) <= 253 and re.fullmatch(rf"{label}(?:\.{label})*", host) is not None
     if (not sep or (ip is None and not named) or (value.startswith("[") and ip is None)
-            or not port.isdigit() or not 0 < int(port) < 65536):
+            or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536):
         raise click.BadParameter(f"expected HOST:PORT ([ADDRESS]:PORT for IPv6), got {value!r}",
                                  param_hint="--http")
     return host, int(port)

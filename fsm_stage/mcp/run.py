@@ -118,16 +118,24 @@ async def serve_http(app: StageServer, host: str, port: int, *,
                      announce: Callable[[str], None] | None = None) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted; ``announce(url)``
     is called once the socket listens. Ctrl-C raises ``KeyboardInterrupt`` after a clean
-    shutdown (uvicorn re-raises the signal it captured)."""
+    shutdown (uvicorn re-raises the signal it captured). Raises ``UserError`` (one line) when
+    the address cannot be listened on (``_listen.listen``: a name that does not resolve, a port
+    in use)."""
     import uvicorn
 
+    from fsm_stage._listen import listen
+
+    sock = listen(host, port)
     asgi = app.server.streamable_http_app(host=host)
     config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    task = asyncio.ensure_future(server.serve())
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.05)
     if server.started and announce is not None:
         shown = f"[{host}]" if ":" in host else host
         announce(f"http://{shown}:{port}/mcp")
-    await task
+    try:
+        await task
+    finally:
+        sock.close()

@@ -30,6 +30,8 @@ def test_parse_log_option() -> None:
     (["--http", "[::1"], 2, "expected HOST:PORT"),  # it was a uvicorn traceback, exit 3
     (["--http", "[host]:8080"], 2, "expected HOST:PORT"),
     (["--http", "a host:8080"], 2, "expected HOST:PORT"),
+    (["--http", "127.0.0.1:8\u00b2"], 2, "expected HOST:PORT"),  # a digit to isdigit(), not to int()
+    (["--http", "a..b:8080"], 2, "expected HOST:PORT"),
     (["--log", "a=1.jsonl", "--log", "a=2.jsonl"], 1, "given twice"),
 ])
 def test_bad_options(tmp_path: Path, args: list[str], code: int, text: str) -> None:
@@ -81,3 +83,20 @@ def test_a_log_it_refuses_leaves_no_key_nor_lock_file_beside_it(tmp_path: Path) 
     kept.write_text("k" * 64)  # a key that was there before is the user's: never removed
     again = CliRunner().invoke(main, [*args, "--state-key-file", str(kept)])
     assert again.exit_code == 1 and kept.read_text() == "k" * 64
+
+
+def test_an_address_it_cannot_listen_on_is_one_line(tmp_path: Path) -> None:
+    """A port in use or a name that does not resolve was some 70 lines of uvicorn traceback,
+    exit 3: the socket is bound before the server starts."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        for address in (f"127.0.0.1:{port}", "nosuchhost.invalid:8080"):
+            args = ["mcp", "--graph", str(GRAPH), "--log", "memory:", "--http", address]
+            out = CliRunner().invoke(main, args)
+            errors = [line for line in out.stderr.splitlines() if "warning:" not in line]  # a public host's
+            assert out.exit_code == 1 and len(errors) == 1, out.output
+            assert errors[0].startswith(f"fsm-stage: cannot listen on {address}: ")

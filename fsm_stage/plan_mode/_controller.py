@@ -35,7 +35,6 @@ from fsm_stage.constants import (
     PLAN_POLICY_SECTION,
     PLAN_REVIEW_ID,
     PLAN_SOURCE_PLUGIN,
-    QUALIFIED_MODEL_RE,
     USER_MESSAGE,
 )
 from fsm_stage.driver._pending import (
@@ -76,6 +75,7 @@ from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import Block, Message, notice, user_message
 from fsm_stage.runtime.runtime import Runtime
 from fsm_stage.runtime.session import Session
+from fsm_stage.runtime.stage_models import check_aliases
 from fsm_stage.runtime.tools import ToolFailure, ToolOutput, ToolSpec
 
 __all__ = [
@@ -148,11 +148,7 @@ class PlanModeController:
         self.models = dict(models) if models is not None else None
         self.graph_review = graph_review
         self.config = resolve_config(config, catalog=self.catalog)
-        model = self.config.model
-        if model is not None and not QUALIFIED_MODEL_RE.fullmatch(model) and model not in (self.models or {}):
-            raise ConfigError(f"plan_mode.model: {model!r:.80} is neither a provider-qualified name "
-                              "(provider:name) nor an alias of the graph's models: "
-                              f"{', '.join(self.models or {}) or '(none)'}")
+        check_aliases({"plan_mode": self.config}, self.models)
         self.graph: CompiledGraph = compile_plan_mode()
         self.logger = logger if logger is not None else _log
         self._pending: PendingStore[bool] = PendingStore(logger=self.logger, level=logging.WARNING)

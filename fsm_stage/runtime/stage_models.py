@@ -108,6 +108,21 @@ class ModelChoice:
 DEFAULT_CHOICE = ModelChoice()
 
 
+def check_aliases(parts: Mapping[str, Any], aliases: Mapping[str, str] | None) -> None:
+    """Raise ``ConfigError`` (one line) when a ``model`` of ``parts`` (where → a
+    ``StageConfig`` / ``PlanModeConfig``, e.g. ``{"stages[0] (design)": stage}``) is neither a
+    provider-qualified name nor an alias of ``aliases``: a config built in code skips the
+    loader's check, and such a model would fail every request of its stage."""
+    from fsm_stage.errors import ConfigError
+
+    for where, part in parts.items():
+        model = getattr(part, "model", None)
+        if model is not None and not QUALIFIED_MODEL_RE.fullmatch(model) and model not in (aliases or {}):
+            raise ConfigError(f"{where}.model: {model!r:.80} is neither a provider-qualified name "
+                              f"(provider:name) nor an alias of the graph's models: "
+                              f"{', '.join(aliases or {}) or '(none)'}")
+
+
 def choice_of(part: Any, aliases: Mapping[str, str] | None, source: str) -> ModelChoice:
     """The ``ModelChoice`` a ``StageConfig`` / ``PlanModeConfig`` declares (``DEFAULT_CHOICE``
     when it declares none); an alias is resolved through ``aliases`` (an alias ``aliases`` lacks

@@ -42,6 +42,7 @@ from fsm_stage.runtime.assembly import ContextEntry
 from fsm_stage.runtime.commands import CommandReply, Disposer
 from fsm_stage.runtime.controller import ControllerLifecycle, Registration
 from fsm_stage.runtime.messages import IdFactory, Message, new_id, notice, stage_notice
+from fsm_stage.runtime.stage_models import check_aliases
 from fsm_stage.runtime.tools import ToolOutput, ToolSpec
 from fsm_stage.stage_switch import durable
 from fsm_stage.stage_switch.command import StageCommand, handle_stage_command
@@ -136,6 +137,8 @@ class StageController:
             raise TypeError("StageController needs a stage graph, not the plan-mode machine")
         self.graph: CompiledGraph = compiled
         self.config: GraphConfig = compiled.config
+        check_aliases({f"stages[{i}] ({st.name})": st for i, st in enumerate(self.config.stages)},
+                      self.config.models)
         self.catalog: Catalog = (
             catalog if catalog is not None
             else load_catalog(CATALOG_NAME, self.config.language, override_dir)

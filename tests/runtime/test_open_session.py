@@ -242,3 +242,17 @@ def test_a_plan_mode_model_alias_the_graph_lacks_is_refused_at_open() -> None:
         open_session(graph, _log(), plan_mode=PlanModeConfig(section="Plan.", model="thinkr"))
     opened = open_session(graph, _log(), plan_mode=PlanModeConfig(section="Plan.", model="thinker"))
     assert opened.plan is not None
+
+
+def test_a_stage_model_alias_the_graph_lacks_is_refused_at_open() -> None:
+    """The same for a ``StageConfig`` built in code: refused by the stage switch when the session
+    opens, not by an ``IndexError`` at the first step of that stage."""
+    import attrs
+
+    graph = load_config_text("name: g\nsection: s\nmodels: {thinker: 'openai:o3'}\nstages:\n"
+                             "  - {name: a, instruction: A.}\n").graph
+    assert graph is not None
+    typo = attrs.evolve(graph, stages=(attrs.evolve(graph.stages[0], model="thinkr"),))
+    refused = r"^stages\[0\] \(a\)\.model: 'thinkr' is neither .* models: thinker$"
+    with pytest.raises(ConfigError, match=refused):
+        open_session(typo, _log(), plan_mode=False)

@@ -180,7 +180,9 @@ def send(store: str, session: str, text: str, kind: str | None, new: bool, input
     extra = {"requester": requester} if requester is not None else {}
     header = SessionHeader(session, cwd=str((cwd or Path.cwd()).absolute()), extra=extra) if new else None
     with FleetClient(Store(store)) as client:
-        iid = client.send_input(session, kind or "message", text, input_id=input_id, create=header)
+        checked = [k for k, v in (("cwd", cwd), ("requester", requester)) if v is not None]
+        iid = client.send_input(session, kind or "message", text, input_id=input_id, create=header,
+                                checked=checked)
     click.echo(iid)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -201,6 +201,18 @@ async def _session(session_id: str) -> dict[str, Any]:
         await DBOS.recv_async(topic, timeout_seconds=_app().poll)
 
 
+def _same_header(session_id: str, header: SessionHeader, wanted: SessionHeader,
+                 checked: Collection[str]) -> None:
+    """Raise ``UserError`` when ``header`` differs from ``wanted`` in a ``checked`` part."""
+    parts = {"cwd": (header.cwd, wanted.cwd),
+             "requester": (dict(header.extra).get("requester"), dict(wanted.extra).get("requester"))}
+    for name in checked:
+        have, want = parts[name]
+        if have != want:
+            raise UserError(f"session {session_id!r} exists already, with {name} {have!r}; its header "
+                            f"cannot become {want!r} (--new sets it only for a new session)")
+
+
 class FleetClient:
     """Talks to a fleet from any process (``DBOSClient``, no launch): ``send_input`` and
     ``answer`` record in the log first, then start the run's workflow and wake it; ``start``
@@ -258,12 +270,17 @@ class FleetClient:
         return wid
 
     def send_input(self, session_id: str, kind: str, text: str, *, input_id: str | None = None,
-                   create: SessionHeader | None = None) -> str:
+                   create: SessionHeader | None = None, checked: Collection[str] = ()) -> str:
         """Log the input (``record_input``; ``create``: start a new session), then wake the
         session's workflow with the input id as idempotency key; returns the input id. A text
-        ``check_input`` refuses raises ``UserError`` before any session is created."""
+        ``check_input`` refuses raises ``UserError`` before any session is created.
+        ``checked``: the parts of ``create`` (``"cwd"``, ``"requester"``) a session that exists
+        already must have too, else ``UserError`` and nothing is logged (they were asked for, and
+        an existing session's header cannot change)."""
         check_input(kind, text)
         with self._open(session_id, create) as log:
+            if create is not None:
+                _same_header(session_id, log.header, create, checked)
             item = record_input(log, kind, text, input_id=input_id)
             run = fold(log.events).runs
         wid = self.start(session_id, run)

@@ -220,6 +220,14 @@ def test_send_new_records_the_requester_and_working_folder(tmp_path: Path) -> No
     for args in (["--requester", "bob"], ["--cwd", str(work)]):
         refused = CliRunner().invoke(main, ["send", str(folder), "r1", "more", *args])
         assert refused.exit_code == 2 and "go with --new" in refused.output
+    # on a session that exists, asked-for values that differ are refused, nothing logged; equal ones pass
+    before = (folder / "r1.jsonl").read_bytes()
+    for args in (["--requester", "alice"], ["--cwd", str(tmp_path)]):
+        clash = CliRunner().invoke(main, ["send", str(folder), "r1", "again", "--new", *args])
+        assert clash.exit_code == 1 and "exists already" in clash.output, clash.output
+        assert (folder / "r1.jsonl").read_bytes() == before
+    same = CliRunner().invoke(main, ["send", str(folder), "r1", "again", "--new", "--requester", "bob"])
+    assert same.exit_code == 0, same.output
     bad = CliRunner().invoke(main, ["send", str(folder), "r2", "x", "--new", "--requester", "bob smith"])
     assert bad.exit_code == 2 and "is not a reviewer name" in bad.output
     assert not (folder / "r2.jsonl").exists()

@@ -258,12 +258,17 @@ def list_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], old
                                "open": [review_json(i, now) for i in items]}, indent=2, ensure_ascii=False))
         return
     if not items:
-        click.echo(f"no open reviews: {store.shown} holds no session logs (*.jsonl)"
-                   if store.listed_nothing() else "no open reviews")
+        click.echo(_nothing(store, "no open reviews"))
         return
     click.echo("session\treview\tkind\tfrom → target\tage\tdeadline")
     for item in items:
         click.echo(_row(item, now))
+
+
+def _nothing(store: Any, said: str) -> str:
+    """``said`` (nothing to list or answer), naming the folder when it holds no session log at
+    all: most likely the wrong folder."""
+    return f"{said}: {store.shown} holds no session logs (*.jsonl)" if store.listed_nothing() else said
 
 
 #: ``inbox list`` options that only mean something with ``--follow``.
@@ -387,7 +392,7 @@ def approve_all_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ..
     store = SessionStore(location)
     items = _queue(store, Filters(kinds, stages, older_than, deadline_within, targets, allowed, reviewers))
     if not items and not as_json:
-        click.echo("no open reviews match")
+        click.echo(_nothing(store, "no open reviews match"))
         return
     if not yes:  # a dry run: say what --yes would approve, write nothing, exit 0
         if as_json:
@@ -447,7 +452,7 @@ def answer_cmd(location: str, kinds: tuple[str, ...], stages: tuple[str, ...], o
     store = SessionStore(location)
     items = _queue(store, Filters(kinds, stages, older_than, deadline_within, targets, allowed, reviewers))
     if not items:
-        click.echo("no open reviews match")
+        click.echo(_nothing(store, "no open reviews match"))
         return
     hook = store.on_answer = waker(location)
     refused: list[str] = []

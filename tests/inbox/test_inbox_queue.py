@@ -91,6 +91,9 @@ def test_inbox_list_of_a_folder_without_logs_says_so(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["inbox", "list", str(empty)])
     assert out.exit_code == 0
     assert out.output.strip() == f"no open reviews: {empty} holds no session logs (*.jsonl)"
+    nothing = CliRunner().invoke(main, ["inbox", "approve-all", str(empty), "--yes"])
+    assert nothing.exit_code == 0
+    assert nothing.output.strip() == f"no open reviews match: {empty} holds no session logs (*.jsonl)"
     logs, _ = _folder(tmp_path)
     narrowed = CliRunner().invoke(main, ["inbox", "list", str(logs), "--stage", "nowhere"])
     assert narrowed.exit_code == 0 and narrowed.output.strip() == "no open reviews"

@@ -133,17 +133,46 @@ def db_error(where: str, doing: str, err: BaseException, conn: Any = None) -> Da
     return DatabaseError(f"{where}: {doing} failed: {why}")
 
 
+#: libpq's ``sslmode`` values: another is a typo, never worth a retry.
+SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
+
+
+def _conninfo_problem(conninfo: str) -> str | None:
+    """What makes ``conninfo`` unusable whatever the server does (an unknown parameter, a port
+    that is no number from 1 to 65535, an unknown ``sslmode``), or None."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(conninfo)
+    except ProgrammingError as err:
+        return first_line(err, "invalid connection string")
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            return f"port {port!r:.40} is not a number from 1 to 65535"
+    sslmode = params.get("sslmode")
+    if sslmode is not None and sslmode not in SSLMODES:
+        return f"sslmode {sslmode!r:.40} is not one of {', '.join(sorted(SSLMODES))}"
+    return None
+
+
 def connect(conninfo: str, *, autocommit: bool = True) -> Any:
     """A psycopg connection to ``conninfo`` (a libpq URL or keyword string). Raises
-    a transient ``DatabaseError`` (a ``UserError``; one line: where and why, password
-    redacted) when the server cannot be reached."""
+    ``DatabaseError`` (a ``UserError``; one line: where and why, password redacted): a
+    transient one when the server cannot be reached, a final one for a connection string that
+    can never work (``_conninfo_problem``, or libpq calling a value invalid), so a caller that
+    retries transient errors does not retry a typo for ever."""
     psycopg = psycopg_module()
+    problem = _conninfo_problem(conninfo)
+    if problem is not None:
+        raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {redact(problem)}")
     try:
         return psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.Error as err:
         why = redact(first_line(err, "connection failed"))
+        final = isinstance(err, psycopg.ProgrammingError) or "invalid " in str(err).lower()
         raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {why}",
-                            transient=True) from None
+                            transient=not final) from None
 
 
 def connection_pool(conninfo: str, *, min_size: int = 1, max_size: int = 10, **options: Any) -> Any:

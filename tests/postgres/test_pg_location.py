@@ -99,3 +99,29 @@ def test_the_cluster_helper_names_what_is_missing(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(pg_testing, "server_bin_dir", lambda: None)
     assert "apt-get install postgresql" in (pg_testing.unavailable_reason() or "")
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("postgresql://u@127.0.0.1/db?port=abc", "port 'abc' is not a number from 1 to 65535"),
+    ("postgresql://u@h1:5432,h2:5x3/db", "port '5x3' is not a number from 1 to 65535"),
+    ("postgresql://u@127.0.0.1/db?sslmode=bogus", "sslmode 'bogus' is not one of"),
+    ("postgresql://u@127.0.0.1/db?bogus=1", 'invalid URI query parameter: "bogus"'),
+])
+def test_a_connection_string_that_can_never_work_is_not_transient(url: str, why: str) -> None:
+    """These typos were exit 75 ("transient; retry later"), so a retrying script looped for ever;
+    a server that cannot be reached stays transient."""
+    import socket
+
+    from fsm_stage.errors import DatabaseError
+    from fsm_stage.log.pg_connect import connect
+
+    pytest.importorskip("psycopg")
+    with pytest.raises(DatabaseError) as err:
+        connect(url)
+    assert not err.value.transient and why in str(err.value) and "\n" not in str(err.value)
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(DatabaseError) as down:
+        connect(f"postgresql://u@127.0.0.1:{port}/db?connect_timeout=5")
+    assert down.value.transient

@@ -90,6 +90,25 @@ def _refuse_missing(path: Path) -> None:
                              "start a session log in it with open_log(path, create=SessionHeader(...))")
 
 
+#: Bytes a JSON text may start with (after none or more whitespace); zstd's magic starts a
+#: compressed DSH log, which the reader refuses in its own words.
+_JSON_START = frozenset(b'{["-0123456789tfn')
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _refuse_not_json(path: Path) -> None:
+    """Raise ``LogFormatError`` when the file at ``path`` cannot start with a JSON line (a README,
+    a binary file), before a lock file is left beside it."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return  # missing (to be created) or unreadable: the open says why
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]  # a BOM is read as the reader reads it
+    if first and first[0] not in _JSON_START and not head.startswith(_ZSTD_MAGIC):
+        raise LogFormatError(f"not a session log: {path}: first line is not JSON")
+
+
 def lock_path(path: str | os.PathLike[str]) -> Path:
     """The lock file guarding a log: ``<log>.lock`` beside the file ``path`` finally names
     (symlinks resolved, so every name of one file shares one lock file)."""
@@ -182,6 +201,7 @@ class JsonlLog(LogBase):
             raise LogWriteError(f"{self.path}: cannot open the log for writing: {err}")
         if header is None:
             _refuse_missing(self.path)
+        _refuse_not_json(self.path)
         self._lock = writer_lock(self.path, timeout=lock_timeout)
         self._fd: int | None = None  # raw, unbuffered O_RDWR descriptor; None once closed
         self._unusable: str | None = None  # why appends are refused until the log is reopened

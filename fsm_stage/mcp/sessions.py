@@ -38,7 +38,8 @@ HANDLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 def parse_log_option(values: tuple[str, ...] | list[str]) -> dict[str, str]:
     """``--log`` values → ``{handle: location}``: ``LOG`` is ``default``, ``NAME=LOG`` is ``NAME``.
 
-    Raises ``UserError`` for a bad handle, a handle given twice or no log at all.
+    Raises ``UserError`` for a bad handle, a handle given twice, a URL (only JSONL files are
+    served) or no log at all.
     """
     out: dict[str, str] = {}
     for raw in values:
@@ -49,6 +50,9 @@ def parse_log_option(values: tuple[str, ...] | list[str]) -> dict[str, str]:
             raise UserError(f"--log {raw}: session handle {name!r} must match {HANDLE_RE.pattern}")
         if not location:
             raise UserError(f"--log {raw}: no log location after '='")
+        if "://" in location:  # it would be taken for a relative path and made as folders
+            raise UserError(f"--log {raw}: the MCP server serves JSONL session logs (a file path or "
+                            "memory:), not a URL")
         if name in out:
             raise UserError(f"--log: session {name!r} is given twice")
         out[name] = location

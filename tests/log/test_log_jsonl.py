@@ -404,4 +404,16 @@ def test_a_path_that_is_no_log_gets_no_lock_file(tmp_path: Path) -> None:
         JsonlLog(tmp_path / "missing.jsonl")
     with pytest.raises(LogFormatError, match="the file is empty"):
         JsonlLog(tmp_path / "empty.jsonl")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "empty.jsonl"]
+    (tmp_path / "README.md").write_text("# not a log\n")
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01binary")
+    for name in ("README.md", "blob.bin"):
+        with pytest.raises(LogFormatError, match="first line is not JSON"):
+            JsonlLog(tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "adir", "blob.bin", "empty.jsonl"]
+    # a log whose header line starts with a UTF-8 BOM still opens, as the reader reads it
+    bom = tmp_path / "bom.jsonl"
+    with JsonlLog(bom, header=SessionHeader("bom", cwd=str(tmp_path))):
+        pass
+    bom.write_bytes(b"\xef\xbb\xbf" + bom.read_bytes())
+    with JsonlLog(bom) as log:
+        assert log.header.id == "bom"

@@ -19,6 +19,7 @@ def test_parse_log_option() -> None:
     assert parse_log_option(["dir=x/a.jsonl"]) == {"dir": "x/a.jsonl"}
     assert parse_log_option(["./k=v.jsonl"]) == {"default": "./k=v.jsonl"}  # a path, not a handle
     for bad, text in [(["x.jsonl", "y.jsonl"], "given twice"), (["b="], "no log location"),
+                      (["postgresql://u@h/db?session=s"], "not a URL"), (["b=postgres://h/db"], "not a URL"),
                       (["-b=x"], "must match"), ([], "at least one")]:
         with pytest.raises(UserError, match=text):
             parse_log_option(bad)

@@ -407,26 +407,10 @@ def test_review_and_scenario_show_progress_on_a_terminal(monkeypatch: pytest.Mon
 def test_an_open_budget_review_says_whose_budget_ran_out(tmp_path: Path) -> None:
     """A budget review moves nowhere by itself: ``state`` names the stage whose budget ran out
     (it printed ``budget -> ,`` with an empty target, helper-79); ``--json`` gives its ``from``."""
-    from two_stages import two_stages
+    from two_stages import budget_review_waiting
 
-    from fsm_stage import open_session
-    from fsm_stage.config import load_config_text
-    from fsm_stage.reviews import SuspendingReviewChannel
-    from fsm_stage.runtime import user_message
-
-    graph = two_stages(budget="steps: 1").replace("on_budget: stop", "on_budget: review")
     path = tmp_path / "s.jsonl"
-    with JsonlLog(path, header=SessionHeader("b-state", cwd=str(tmp_path))) as log:
-        driver = open_session(load_config_text(graph), log, review=SuspendingReviewChannel()).driver
-        for text in ("one", "two"):
-            driver.agent.steer(user_message(text))
-            driver.start_turn()
-            if driver.begin_step() is None:
-                driver.end_turn("blocked", message=driver.stopped)
-                break
-            driver.record_reply("ok", [])
-            driver.end_step()
-            driver.end_turn("completed")
+    budget_review_waiting(path, "b-state")
     code, out, _ = invoke(str(path))
     assert code == 0
     (line,) = [ln for ln in out.splitlines() if ln.startswith("open review:")]

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from two_stages import two_stages
+from two_stages import BUDGET_REVIEWED, budget_review_waiting, two_stages
 
 from fsm_stage import MemoryLog, ScriptedReviewChannel, SessionHeader, ToolCall, open_session
 from fsm_stage.config import load_config_text
@@ -184,26 +184,9 @@ def test_a_session_whose_first_review_is_a_budget_review_records_its_graph(tmp_p
     """A budget review's request is written with ``fsm/graph`` as a stage or tool review's is:
     a session that only ever hit its budget is refused when opened under a changed graph (it
     opened silently, helper-79)."""
-    from fsm_stage.log.jsonl import JsonlLog
-    from fsm_stage.reviews import SuspendingReviewChannel
-    from fsm_stage.runtime import user_message
-
-    graph = two_stages(budget="steps: 1").replace("on_budget: stop", "on_budget: review")
     path = tmp_path / "s.jsonl"
-    with JsonlLog(path, header=SessionHeader("g-budget", cwd=str(tmp_path))) as log:
-        host = open_session(load_config_text(graph), log, review=SuspendingReviewChannel())
-        driver = host.driver
-        for text in ("one", "two"):
-            host.agent.steer(user_message(text))
-            driver.start_turn()
-            if driver.begin_step() is None:
-                driver.end_turn("blocked", message=driver.stopped)
-                break
-            driver.record_reply("ok", [])
-            driver.end_step()
-            driver.end_turn("completed")
-        assert driver.stopped is not None and "budget" in driver.stopped
-    _graph_records_then_refused(path, graph.replace("steps: 1", "steps: 50"))
+    budget_review_waiting(path, "g-budget")
+    _graph_records_then_refused(path, BUDGET_REVIEWED.replace("steps: 1", "steps: 50"))
 
 
 def test_a_session_whose_first_review_is_a_plan_review_records_its_graph(tmp_path: Path) -> None:

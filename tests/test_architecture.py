@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "fsm_stage.fileio": 0,
     "fsm_stage.locks": 0,
     "fsm_stage._listen": 0,
+    "fsm_stage._http": 0,
     "fsm_stage.text": 0,
     "fsm_stage.prompts": 1,
     "fsm_stage._yaml": 1,

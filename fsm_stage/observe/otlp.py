@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from fsm_stage._http import no_redirect_opener
 from fsm_stage.errors import UserError
 from fsm_stage.observe._trace import Span, Trace
 
@@ -142,15 +143,6 @@ def otlp_protobuf(trace: Trace) -> bytes:
     return data
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuses every redirect: urllib would follow it as a GET without the trace, and carry the
-    ``Authorization`` header to whatever host it names."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> None:
-        return None
-
-
 def _endpoint(url: str) -> tuple[str, dict[str, str], str]:
     """``(url without its user:password@, headers, url as shown)``: credentials in the URL become
     an HTTP Basic ``Authorization`` header (urllib would take them for a host name) and are never
@@ -193,7 +185,7 @@ def post_otlp(trace: Trace, url: str, *, timeout: float = 10.0) -> str:
     request = urllib.request.Request(target, data=body, method="POST",
                                      headers={"Content-Type": ctype, **headers})
     try:
-        with urllib.request.build_opener(_NoRedirect).open(request, timeout=timeout) as response:
+        with no_redirect_opener().open(request, timeout=timeout) as response:
             response.read(_MAX_RESPONSE)
     except urllib.error.HTTPError as err:
         moved = " (redirects are not followed: give the endpoint itself)" if 300 <= err.code < 400 else ""

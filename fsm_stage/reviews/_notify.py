@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fsm_stage._http import no_redirect_opener
+
 _log = logging.getLogger("fsm_stage.reviews.notify")
 SIGNATURE_HEADER = "X-Fsm-Stage-Signature"
 #: What a notification announces.
@@ -95,7 +97,7 @@ class Notifier:
         for attempt in range(self.retries + 1):
             try:
                 request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                with no_redirect_opener().open(request, timeout=self.timeout) as response:
                     if 200 <= response.status < 300:
                         self.delivered += 1
                         return

@@ -99,11 +99,13 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 def _refuse_not_json(path: Path) -> None:
     """Raise ``LogFormatError`` when the file at ``path`` cannot start with a JSON line (a README,
     a binary file), before a lock file is left beside it."""
+    if not path.is_file():
+        return  # missing (to be created), a FIFO or a device (never read here): the open says why
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
     except OSError:
-        return  # missing (to be created) or unreadable: the open says why
+        return  # unreadable: the open says why
     first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]  # a BOM is read as the reader reads it
     if first and first[0] not in _JSON_START and not head.startswith(_ZSTD_MAGIC):
         raise LogFormatError(f"not a session log: {path}: first line is not JSON")

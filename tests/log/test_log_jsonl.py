@@ -417,3 +417,15 @@ def test_a_path_that_is_no_log_gets_no_lock_file(tmp_path: Path) -> None:
     bom.write_bytes(b"\xef\xbb\xbf" + bom.read_bytes())
     with JsonlLog(bom) as log:
         assert log.header.id == "bom"
+
+
+def test_the_not_json_check_never_reads_a_fifo(tmp_path: Path) -> None:
+    """The check before the lock reads only regular files: opening a FIFO for reading blocks
+    until a writer comes, and a log path naming one hung for ever."""
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+    code = ("import sys; from fsm_stage import SessionHeader; from fsm_stage.log.jsonl import JsonlLog\\n"
+            "try:\\n    JsonlLog(sys.argv[1], header=SessionHeader('s')).close()\\nexcept Exception:\\n    pass\\n"
+            "print('returned')")
+    run = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "returned", run.stderr[-500:]

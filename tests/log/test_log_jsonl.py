@@ -424,8 +424,15 @@ def test_the_not_json_check_never_reads_a_fifo(tmp_path: Path) -> None:
     until a writer comes, and a log path naming one hung for ever."""
     fifo = tmp_path / "f.jsonl"
     os.mkfifo(fifo)
-    code = ("import sys; from fsm_stage import SessionHeader; from fsm_stage.log.jsonl import JsonlLog\\n"
-            "try:\\n    JsonlLog(sys.argv[1], header=SessionHeader('s')).close()\\nexcept Exception:\\n    pass\\n"
-            "print('returned')")
+    code = textwrap.dedent("""
+        import sys
+        from fsm_stage import SessionHeader
+        from fsm_stage.log.jsonl import JsonlLog
+        try:
+            JsonlLog(sys.argv[1], header=SessionHeader("s")).close()
+        except Exception:
+            pass
+        print("returned")
+    """)
     run = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "returned", run.stderr[-500:]

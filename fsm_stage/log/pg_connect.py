@@ -133,6 +133,11 @@ def db_error(where: str, doing: str, err: BaseException, conn: Any = None) -> Da
     return DatabaseError(f"{where}: {doing} failed: {why}")
 
 
+#: Words of a connection error that no retry can mend (libpq's and the server's): a bad value, a
+#: wrong password, a database or role that does not exist, a refused host entry, SSL the server
+#: lacks. Any other connection error is transient (the server is unreachable or restarting).
+FINAL_MARKS = ("invalid ", "password authentication failed", "does not exist", "no pg_hba.conf entry",
+               "does not support ssl", "ssl is not enabled", "password is required")
 #: libpq's ``sslmode`` values: another is a typo, never worth a retry.
 SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
 
@@ -146,9 +151,13 @@ def _conninfo_problem(conninfo: str) -> str | None:
     try:
         params = conninfo_to_dict(conninfo)
     except ProgrammingError as err:
-        return first_line(err, "invalid connection string")
+        why = first_line(err, "invalid connection string")
+        # libpq quotes the offending token, which may be (part of) a password; a parameter's
+        # name is safe to show
+        return why if why.startswith("invalid URI query parameter") else re.sub(r'"[^"]*"', '"…"', why)
     for port in str(params.get("port") or "").split(","):
-        if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        digits = port.strip().removeprefix("+")  # libpq reads " 5432", "+5432" as 5432
+        if port.strip() and not (digits.isascii() and digits.isdigit() and 0 < int(digits) < 65536):
             return f"port {port!r:.40} is not a number from 1 to 65535"
     sslmode = params.get("sslmode")
     if sslmode is not None and sslmode not in SSLMODES:
@@ -170,7 +179,7 @@ def connect(conninfo: str, *, autocommit: bool = True) -> Any:
         return psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.Error as err:
         why = redact(first_line(err, "connection failed"))
-        final = isinstance(err, psycopg.ProgrammingError) or "invalid " in str(err).lower()
+        final = isinstance(err, psycopg.ProgrammingError) or any(m in str(err).lower() for m in FINAL_MARKS)
         raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {why}",
                             transient=not final) from None
 
@@ -180,8 +189,12 @@ def connection_pool(conninfo: str, *, min_size: int = 1, max_size: int = 10, **o
     ``PostgresLog(..., pool=pool)`` / ``open_log(location, pool=pool)``: many session logs of
     one process share ``max_size`` connections instead of one each (``options`` go to the pool,
     e.g. ``timeout`` seconds to wait for a free connection, 30 by default). Close it with
-    ``pool.close()`` after the logs. Raises ``UserError`` without psycopg_pool."""
+    ``pool.close()`` after the logs. Raises ``UserError`` without psycopg_pool, and the final
+    ``DatabaseError`` of ``connect`` for a connection string that can never work."""
     psycopg_module()
+    problem = _conninfo_problem(conninfo)
+    if problem is not None:
+        raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {redact(problem)}")
     try:
         from psycopg_pool import ConnectionPool
     except ImportError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -125,3 +126,34 @@ def test_a_connection_string_that_can_never_work_is_not_transient(url: str, why:
     with pytest.raises(DatabaseError) as down:
         connect(f"postgresql://u@127.0.0.1:{port}/db?connect_timeout=5")
     assert down.value.transient
+
+
+def test_connection_strings_libpq_reads_are_not_refused() -> None:
+    """The check before connecting refuses what can never work, nothing libpq reads: ports with
+    spaces, a ``+`` or a leading zero, port lists, keyword form, unix sockets, IPv6; a password
+    libpq quotes in its parse error is not shown."""
+    pytest.importorskip("psycopg")
+    from fsm_stage.log.pg_connect import _conninfo_problem
+
+    for fine in ("host=h port=' 5432'", "host=h port='5432 '", "host=h port=+5432", "host=h port=05432",
+                 "host=h1,h2 port='1, 5432'", "postgresql://h/db?port=5432%20",
+                 "postgres://postgres@/postgres?host=/tmp/sock%20dir&port=5433",
+                 "postgresql://u@[::1]:5432/db", "postgresql://u@h1:5432,h2:5433/db?sslmode=verify-full"):
+        assert _conninfo_problem(fine) is None, fine
+    leaked = _conninfo_problem("postgresql://postgres:s3cr%ZZet@127.0.0.1/db")
+    assert leaked is not None and "s3cr" not in leaked and "percent-encoded" in leaked
+
+
+def test_a_database_that_does_not_exist_is_final_and_the_pool_checks_too(pg_cluster: Any) -> None:
+    """A missing database (like a wrong password) can never connect: exit 1, not 75; a pool is
+    refused a connection string that can never work before it starts retrying."""
+    from fsm_stage.errors import DatabaseError
+    from fsm_stage.log.pg_connect import connect, connection_pool
+
+    with pytest.raises(DatabaseError) as err:
+        connect(pg_cluster.dsn.replace("/postgres?", "/no_such_db_here?"))
+    assert not err.value.transient and "does not exist" in str(err.value)
+    pytest.importorskip("psycopg_pool")
+    with pytest.raises(DatabaseError) as pooled:
+        connection_pool(pg_cluster.dsn + "&sslmode=bogus", timeout=2)
+    assert not pooled.value.transient

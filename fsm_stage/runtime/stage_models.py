@@ -109,12 +109,17 @@ DEFAULT_CHOICE = ModelChoice()
 
 
 def check_aliases(parts: Mapping[str, Any], aliases: Mapping[str, str] | None) -> None:
-    """Raise ``ConfigError`` (one line) when a ``model`` of ``parts`` (where → a
-    ``StageConfig`` / ``PlanModeConfig``, e.g. ``{"stages[0] (design)": stage}``) is neither a
-    provider-qualified name nor an alias of ``aliases``: a config built in code skips the
-    loader's check, and such a model would fail every request of its stage."""
+    """Raise ``ConfigError`` (one line) when an alias of ``aliases`` names no provider-qualified
+    model, or a ``model`` of ``parts`` (where → a ``StageConfig`` / ``PlanModeConfig``, e.g.
+    ``{"stages[0] (design)": stage}``) is neither a provider-qualified name nor an alias: a config
+    built in code skips the loader's check, and such a model would fail every request of its
+    stage."""
     from fsm_stage.errors import ConfigError
 
+    for alias, target in (aliases or {}).items():
+        if not isinstance(target, str) or not QUALIFIED_MODEL_RE.fullmatch(target):
+            raise ConfigError(f"models.{alias}: {target!r:.80} is not a provider-qualified model name "
+                              "(provider:name)")
     for where, part in parts.items():
         model = getattr(part, "model", None)
         if model is not None and not QUALIFIED_MODEL_RE.fullmatch(model) and model not in (aliases or {}):

@@ -239,3 +239,8 @@ def test_a_stage_model_alias_the_graph_lacks_is_refused_at_open() -> None:
     refused = r"^stages\[0\] \(a\)\.model: 'thinkr' is neither .* models: thinker$"
     with pytest.raises(ConfigError, match=refused):
         open_session(typo, _log(), plan_mode=False)
+    # an alias whose model is not provider-qualified fails the same way (helper-82)
+    thinker = attrs.evolve(graph.stages[0], model="thinker")
+    bare = attrs.evolve(graph, models={"thinker": "o3"}, stages=(thinker,))
+    with pytest.raises(ConfigError, match=r"^models\.thinker: 'o3' is not a provider-qualified model name"):
+        open_session(bare, _log(), plan_mode=False)

@@ -80,7 +80,7 @@ def _host_port(value: str) -> tuple[str, int]:
     except ValueError:
         ip = None
     label = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
-    named = len(host) <= 253 and re.fullmatch(rf"{label}(?:\.{label})*", host) is not None
+    named = len(host) <= 254 and re.fullmatch(rf"{label}(?:\.{label})*\.?", host) is not None  # FQDN dot
     if (not sep or (ip is None and not named) or (value.startswith("[") and ip is None)
             or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536):
         raise click.BadParameter(f"expected HOST:PORT ([ADDRESS]:PORT for IPv6), got {value!r}",

@@ -55,7 +55,9 @@ class Store:
             self.conninfo = conninfo
             self.folder: Path | None = None
         else:
-            folder = Path(text)
+            from fsm_stage.log.locations import file_location
+
+            folder = file_location(text, "fleet store")  # a mistyped URL is not made a folder tree
             if folder.exists() and not folder.is_dir():
                 raise UserError(f"{text}: a fleet store is a folder (or a postgresql:// URL), not a file")
             self.kind = "jsonl"

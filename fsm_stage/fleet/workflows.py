@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -204,7 +205,10 @@ async def _session(session_id: str) -> dict[str, Any]:
 def _same_header(session_id: str, header: SessionHeader, wanted: SessionHeader,
                  checked: Collection[str]) -> None:
     """Raise ``UserError`` when ``header`` differs from ``wanted`` in a ``checked`` part."""
-    parts = {"cwd": (header.cwd, wanted.cwd),
+    def folder(cwd: str | None) -> str | None:  # one folder however it is spelled (``a/../b``)
+        return os.path.realpath(cwd) if cwd else cwd
+
+    parts = {"cwd": (folder(header.cwd), folder(wanted.cwd)),
              "requester": (dict(header.extra).get("requester"), dict(wanted.extra).get("requester"))}
     for name in checked:
         have, want = parts[name]

@@ -19,6 +19,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -132,6 +133,16 @@ def _scheme_of(location: str) -> str | None:
             f"(known: {known}; anything else is a file path)"
         )
     return None
+
+
+def file_location(location: str | os.PathLike[str], what: str) -> Path:
+    """``location`` as a file path, for ``what`` (a message prefix) that needs a file or folder:
+    a ``scheme:`` location (``memory:``, ``postgresql://…``, any ``name://…``) raises
+    ``UserError`` (one line) instead of being made into folders named after it."""
+    text = os.fspath(location)
+    if _scheme_of(text) is not None:  # an unknown ``name://`` scheme raises there
+        raise UserError(f"{what}: {text!r:.120} is a log location, not a file or folder path")
+    return Path(text)
 
 
 def open_log(

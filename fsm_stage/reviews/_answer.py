@@ -398,7 +398,9 @@ def fork_log(source: str | os.PathLike[str] | Session | EventLog, at_seq: int,
             assert isinstance(dest, str)
             child_id = _check_new_pg_session(dest) or child_id
         else:
-            out = Path(dest)
+            from fsm_stage.log.locations import file_location
+
+            out = file_location(dest, "fork")  # a mistyped URL is not made a folder tree
             if out.exists() and out.stat().st_size > 0:
                 raise UserError(f"fork: {out} exists already; choose a new file")
         seed = events[: at_seq + 1]

@@ -226,7 +226,9 @@ def test_send_new_records_the_requester_and_working_folder(tmp_path: Path) -> No
         clash = CliRunner().invoke(main, ["send", str(folder), "r1", "again", "--new", *args])
         assert clash.exit_code == 1 and "exists already" in clash.output, clash.output
         assert (folder / "r1.jsonl").read_bytes() == before
-    same = CliRunner().invoke(main, ["send", str(folder), "r1", "again", "--new", "--requester", "bob"])
+    spelled = str(folder / ".." / "work")  # the same folder, spelled otherwise
+    same = CliRunner().invoke(main, ["send", str(folder), "r1", "again", "--new", "--requester", "bob",
+                                     "--cwd", spelled])
     assert same.exit_code == 0, same.output
     bad = CliRunner().invoke(main, ["send", str(folder), "r2", "x", "--new", "--requester", "bob smith"])
     assert bad.exit_code == 2 and "is not a reviewer name" in bad.output

@@ -68,6 +68,7 @@ def test_the_http_address_forms_it_reads() -> None:
     assert _host_port("127.0.0.1:8080") == ("127.0.0.1", 8080)
     assert _host_port("[::1]:8080") == _host_port("::1:8080") == ("::1", 8080)
     assert _host_port("localhost:80") == ("localhost", 80)
+    assert _host_port("localhost.:80") == ("localhost.", 80)  # a fully qualified name
 
 
 def test_a_log_it_refuses_leaves_no_key_nor_lock_file_beside_it(tmp_path: Path) -> None:

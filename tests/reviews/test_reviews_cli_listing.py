@@ -56,3 +56,28 @@ def test_fork_reads_standard_input_and_never_writes_to_standard_output(tmp_path:
     assert done.exit_code == 0 and "forked <stdin>" in done.output and out.exists()
     refused = CliRunner().invoke(main, ["fork", str(path), "--at", "1", "-o", "-"])
     assert refused.exit_code == 2 and not Path("-").exists()
+
+
+def test_a_location_with_a_scheme_is_never_made_into_folders(tmp_path: Path) -> None:
+    """``fork -o https://…`` and ``send postgress://…`` (a typo) wrote ``./https:/logs…/`` and
+    ``./postgress:/…/`` folder trees and exited 0: a location with a scheme is refused where a
+    file or folder path is needed (helper-82)."""
+    import pytest
+
+    path = tmp_path / "s.jsonl"
+    _suspended(path)
+    mp = pytest.MonkeyPatch()
+    mp.chdir(tmp_path)
+    try:
+        for dest, why in (("https://logs.example/f.jsonl", "unknown log location scheme 'https'"),
+                          ("memory:", "is a log location, not a file or folder path")):
+            out = CliRunner().invoke(main, ["fork", str(path), "--at", "1", "-o", dest])
+            assert out.exit_code == 1 and why in out.output, out.output
+        from fsm_stage.errors import UserError
+        from fsm_stage.fleet import Store
+
+        with pytest.raises(UserError, match="unknown log location scheme 'postgress'"):
+            Store("postgress://u@db.example/app")
+    finally:
+        mp.undo()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(":")]  # no "https:" / "postgress:" tree

@@ -169,8 +169,9 @@ def connect(conninfo: str, *, autocommit: bool = True) -> Any:
     """A psycopg connection to ``conninfo`` (a libpq URL or keyword string). Raises
     ``DatabaseError`` (a ``UserError``; one line: where and why, password redacted): a
     transient one when the server cannot be reached, a final one for a connection string that
-    can never work (``_conninfo_problem``, or libpq calling a value invalid), so a caller that
-    retries transient errors does not retry a typo for ever."""
+    can never work (``_conninfo_problem``, or an error ``FINAL_MARKS`` names: a value libpq calls
+    invalid, a wrong password, a missing database), so a caller that retries transient errors
+    does not retry a typo for ever."""
     psycopg = psycopg_module()
     problem = _conninfo_problem(conninfo)
     if problem is not None:

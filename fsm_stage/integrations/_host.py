@@ -20,12 +20,13 @@ from typing import Any
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.driver._host import SessionHost
 from fsm_stage.driver._step import StepRequest
-from fsm_stage.errors import ReviewPending
+from fsm_stage.errors import ReviewPending, ReviewRefusedError
 from fsm_stage.log.events import EventLog
 from fsm_stage.observe import span_attributes
 from fsm_stage.resources import data_dir
-from fsm_stage.reviews._answer import answer_review, review_state
+from fsm_stage.reviews._answer import answer_review, review_state, vote_review
 from fsm_stage.reviews._channel import ReviewChannel, SuspendingReviewChannel
+from fsm_stage.reviews._team import EXPIRED_BY, Reviewers
 from fsm_stage.runtime.messages import user_message
 from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec
 
@@ -282,13 +283,28 @@ class StageHost(SessionHost):
     # --- reviews ---------------------------------------------------------------------------------
 
     def answer(self, review_id: str, approve: bool, *, feedback: str | None = None,
-               option: str | None = None, by: str = "api") -> None:
-        """Record a human's answer to an open review (``answer_review``): ``approve`` or keep
-        (with ``feedback``). A review answered already is left as it is."""
+               option: str | None = None, by: str = "api", reviewer: str | None = None,
+               reviewers: Reviewers | None = None) -> None:
+        """Record a human's answer to an open review: ``approve`` or keep (with ``feedback``), as
+        ``reviewer`` when given (``vote_review``: the review's rules, a quorum's votes;
+        ``reviewers`` resolves ``@group`` approvers), else nobody named (``answer_review``). A
+        review answered already is left as it is; one past its deadline is closed by its
+        deadline's answer instead, without an error (the resumed call reads that answer). Raises
+        ``ReviewRefusedError`` when the review's rules refuse the answer (nothing written)."""
         if all(rid != review_id or answered for _c, rid, answered in self.pending_reviews()):
             return
-        answer_review(self.session, review_id, "approve" if approve else "keep",
-                              feedback=feedback, option=option, by=by)
+        outcome = "approve" if approve else "keep"
+        try:
+            if reviewer is not None:
+                vote_review(self.session, review_id, outcome, reviewer=reviewer, reviewers=reviewers,
+                            feedback=feedback, option=option, by=by)
+            else:
+                answer_review(self.session, review_id, outcome, feedback=feedback, option=option, by=by)
+        except ReviewRefusedError:
+            closed = review_state(self.session).answered.get(review_id)
+            if closed is not None and closed.by == EXPIRED_BY:
+                return  # the deadline answered it: the call resumes with that answer
+            raise
 
 
 def _block_text(block: Mapping[str, Any]) -> str:

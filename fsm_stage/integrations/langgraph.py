@@ -87,8 +87,9 @@ def waiting(host: StageHost, out: Mapping[str, Any] | Sequence[Interrupt]) -> li
 
 def _answer(host: StageHost, review_id: str, value: Any) -> None:
     if isinstance(value, dict):
+        reviewer = value.get("reviewer")
         host.answer(review_id, bool(value.get("approve")), feedback=value.get("feedback"),
-                    option=value.get("option"))
+                    option=value.get("option"), reviewer=reviewer if isinstance(reviewer, str) else None)
     else:
         host.answer(review_id, value is True or value == "Approve")
 

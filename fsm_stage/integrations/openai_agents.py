@@ -41,6 +41,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import StageHost
 from fsm_stage.integrations._models import ModelPicker, agents_settings, answered_by
 from fsm_stage.integrations.convert import to_openai_responses, usage_from_totals
+from fsm_stage.reviews._team import Reviewers as TeamReviewers
 from fsm_stage.runtime.tools import ToolCall, ToolSpec
 
 __all__ = ["StageHost", "StagedModel", "approve", "host_tools", "reject", "stage_tools"]
@@ -244,19 +245,23 @@ def _review_of(host: StageHost, item: ToolApprovalItem) -> str | None:
     return host.open_review(call_id) if isinstance(call_id, str) else None
 
 
-def approve(host: StageHost, state: RunState[Any], item: ToolApprovalItem, *,
-            option: str | None = None) -> None:
-    """Approve an interruption: ``answer_review`` (approve) for its review, then ``state.approve``."""
+def approve(host: StageHost, state: RunState[Any], item: ToolApprovalItem, *, option: str | None = None,
+            reviewer: str | None = None, reviewers: TeamReviewers | None = None) -> None:
+    """Approve an interruption: ``StageHost.answer`` (approve; as ``reviewer`` when given) for
+    its review, then ``state.approve``. Raises ``ReviewRefusedError`` when the review's rules
+    refuse it (``state`` unchanged)."""
     review_id = _review_of(host, item)
     if review_id is not None:
-        host.answer(review_id, True, option=option)
+        host.answer(review_id, True, option=option, reviewer=reviewer, reviewers=reviewers)
     state.approve(item)
 
 
 def reject(host: StageHost, state: RunState[Any], item: ToolApprovalItem,
-           feedback: str | None = None) -> None:
-    """Reject an interruption: ``answer_review`` (keep, with ``feedback``), then ``state.reject``."""
+           feedback: str | None = None, *, reviewer: str | None = None,
+           reviewers: TeamReviewers | None = None) -> None:
+    """Reject an interruption: ``StageHost.answer`` (keep, with ``feedback``; as ``reviewer``
+    when given), then ``state.reject``."""
     review_id = _review_of(host, item)
     if review_id is not None:
-        host.answer(review_id, False, feedback=feedback)
+        host.answer(review_id, False, feedback=feedback, reviewer=reviewer, reviewers=reviewers)
     state.reject(item, rejection_message=feedback)

@@ -48,6 +48,7 @@ from fsm_stage.errors import ReviewPending
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations._models import ModelPicker, answered_by, pydantic_ai_settings
 from fsm_stage.integrations.convert import to_openai_chat, usage_from_totals
+from fsm_stage.reviews._team import Reviewers as TeamReviewers
 from fsm_stage.runtime.tools import ToolCall, ToolSpec
 
 __all__ = ["StageCapability", "StageHost", "to_pydantic_ai_messages"]
@@ -249,14 +250,19 @@ class StageCapability(AbstractCapability[Any]):
     # --- reviews ---------------------------------------------------------------------------------
 
     def results(self, requests: DeferredToolRequests, approve: bool = True, *,
-                feedback: str | None = None, option: str | None = None) -> DeferredToolResults:
-        """Answer every review ``requests`` asks for (logged with ``answer_review``) and return
-        the ``DeferredToolResults`` to pass to the next ``agent.run(...)``: each call is resumed
-        and reads its logged answer (approved: applied at the next step; kept: the tool says so)."""
+                feedback: str | None = None, option: str | None = None, reviewer: str | None = None,
+                reviewers: TeamReviewers | None = None) -> DeferredToolResults:
+        """Answer every review ``requests`` asks for (``StageHost.answer``: as ``reviewer`` when
+        given, so reviews whose rules name approvers can be answered) and return the
+        ``DeferredToolResults`` to pass to the next ``agent.run(...)``: each call is resumed and
+        reads its logged answer (approved: applied at the next step; kept: the tool says so; past
+        its deadline: closed by the deadline's answer). Raises ``ReviewRefusedError`` when a
+        review's rules refuse the answer."""
         for part in requests.approvals:
             review_id = self.host.open_review(part.tool_call_id)
             if review_id is not None:
-                self.host.answer(review_id, approve, feedback=feedback, option=option)
+                self.host.answer(review_id, approve, feedback=feedback, option=option, reviewer=reviewer,
+                                 reviewers=reviewers)
         return DeferredToolResults(approvals={p.tool_call_id: True for p in requests.approvals})
 
     def pending(self) -> DeferredToolRequests | None:

@@ -216,3 +216,74 @@ def test_continue_after_a_crash_mid_turn(tmp_path: Any) -> None:
     assert user_texts_after_repair(host) == []  # no notice (nor old prompt) logged as typed by the user
     assert crashed_in_implement(host)
     assert sum(t == "tool/call" and d["name"] == "edit_file" for t, d in _events(host)) == 1
+
+
+TEAM_GRAPH = """
+name: team
+section: Call goto_stage when done.
+initial: explore
+review: {approvers: [alice], deadline: 1s, on_deadline: keep}
+stages:
+  - name: explore
+    instruction: Explore.
+    targets: [implement]
+  - name: implement
+    instruction: Implement.
+"""
+
+
+def _team_run() -> tuple[StageHost, Agent[None, Any], StageCapability, DeferredToolRequests]:
+    """A run of ``TEAM_GRAPH`` waiting on its stage review (only alice may answer, for 1 s)."""
+    import tempfile
+
+    from fsm_stage.config import load_config_text
+    from fsm_stage.log.events import MemoryLog, SessionHeader
+
+    host = StageHost.open(MemoryLog(SessionHeader("team", cwd=tempfile.mkdtemp())),
+                          graph=load_config_text(TEAM_GRAPH), plan_mode=False)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if host.current_stage() == "explore" and not any(
+                e.type == "fsm/review/answer" for e in host.session.events):
+            goto = json.dumps({"stage": "implement", "handoff": "# Handoff\nDone exploring."})
+            return ModelResponse(parts=[ToolCallPart("goto_stage", goto, "call_go")])
+        return ModelResponse(parts=[TextPart(f"in {host.current_stage()}")])
+
+    cap = StageCapability(host)
+    agent = Agent(FunctionModel(answer), capabilities=[cap], output_type=[str, DeferredToolRequests])
+    out = agent.run_sync("explore").output
+    assert isinstance(out, DeferredToolRequests)
+    return host, agent, cap, out
+
+
+def test_results_answers_as_a_named_reviewer_and_the_rules_decide() -> None:
+    """``results(reviewer=)`` answers reviews whose rules name approvers (without a name they
+    always refused); a reviewer the rules do not name is refused, nothing written."""
+    from fsm_stage.errors import ReviewRefusedError
+
+    host, agent, cap, out = _team_run()
+    n = len(host.session.events)
+    for who in (None, "bob"):
+        with pytest.raises(ReviewRefusedError):
+            cap.results(out, reviewer=who)
+        assert len(host.session.events) == n
+    done = agent.run_sync(message_history=cap.message_history(),
+                          deferred_tool_results=cap.results(out, reviewer="alice")).output
+    assert done == "in implement" and host.current_stage() == "implement"
+
+
+def test_results_after_the_deadline_resumes_with_the_deadlines_answer() -> None:
+    """Past the deadline ``results()`` wrote the deadline's answer and then raised a
+    ``ReviewRefusedError`` traceback (a second run went on): now the call resumes with that
+    answer and the model reads that nobody decided (helper-83)."""
+    import time
+
+    host, agent, cap, out = _team_run()
+    time.sleep(1.2)
+    done = agent.run_sync(message_history=cap.message_history(),
+                          deferred_tool_results=cap.results(out, reviewer="alice")).output
+    assert done == "in explore" and host.current_stage() == "explore"
+    (answer,) = [e.data for e in host.session.events if e.type == "fsm/review/answer"]
+    assert answer["by"] == "deadline" and answer["outcome"] == "keep"
+    told = [e for e in host.session.events if e.type == "tool/result"]
+    assert told and "deadline" in json.dumps(told[-1].data)

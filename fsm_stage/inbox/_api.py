@@ -106,7 +106,10 @@ def reviews_route(inbox: _Inbox) -> Handler:
         rows = []
         for item in items:
             row = review_json(item, now)
-            row["refusal"] = inbox.refusal(item, name) or inbox.approve_refusal(item, name)
+            overdue = item.deadline_ms is not None and now >= item.deadline_ms
+            row["refusal"] = (inbox.refusal(item, name) or inbox.approve_refusal(item, name)
+                              or ("its deadline passed: an answer now closes it with the deadline's "
+                                  "answer" if overdue else None))
             rows.append(row)
         # logs the store could not read, or read only in part: their reviews are missing here
         return JSONResponse({"format_version": API_VERSION, "reviewer": name, "open": rows,

@@ -233,6 +233,10 @@ def test_an_answer_that_loses_a_race_or_meets_the_deadline_gets_409(tmp_path: Pa
     late = stage_session(logs, "s2")
     add_rules(logs / "s2.jsonl", {"deadlineSeconds": 0.001})
     time.sleep(0.05)
+    # the listing says so before anyone answers (its refusal was null, helper-83)
+    listed = _client(tmp_path, logs).get("/api/reviews", headers=_bearer("alice")).json()["open"]
+    (row,) = [r for r in listed if r["id"] == late]
+    assert row["refusal"] is not None and "deadline passed" in row["refusal"]
     expired = _client(tmp_path, logs).post(f"/api/reviews/s2.jsonl/{late}", json={"action": "approve"},
                                            headers=_bearer("alice"))
     assert expired.status_code == 409 and "expired" in expired.json()["message"]

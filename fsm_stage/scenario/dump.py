@@ -47,7 +47,7 @@ def step_to_plain(step: Step) -> dict[str, Any]:
         return {"command": step.line}
     if isinstance(step, ModelStep):
         if not step.calls:
-            return {"model": step.text}
+            return {"model": {"text": step.text, "usage": dict(step.usage)} if step.usage else step.text}
         calls = []
         for c in step.calls:
             d: dict[str, Any] = {"tool": c.tool, "args": dict(c.args)}
@@ -62,6 +62,8 @@ def step_to_plain(step: Step) -> dict[str, Any]:
             calls.append(d)
         body: dict[str, Any] = {"text": step.text} if step.text else {}
         body["calls"] = calls
+        if step.usage:
+            body["usage"] = dict(step.usage)
         return {"model": body}
     if isinstance(step, EligibilityFlip):
         return {"eligible": dict(step.values)}

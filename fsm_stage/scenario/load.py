@@ -41,6 +41,7 @@ from fsm_stage.runtime.commands import parse_command
 from fsm_stage.scenario.model import (
     _REVIEW_WORDS,
     REVIEWED_TOOLS,
+    USAGE_KEYS,
     AnswerOutcome,
     AnswerReview,
     Command,
@@ -173,6 +174,26 @@ def _flags(problems: _Loader, value: Any, path: _Path) -> dict[str, bool] | None
     return None if bad else dict(value)
 
 
+def _usage(problems: Any, value: object, kpath: tuple[Any, ...]) -> Mapping[str, int] | None:
+    """A model step's ``usage``: a mapping of ``USAGE_KEYS`` to whole numbers from 0 to 10^15
+    (problems reported; None when absent)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not value:
+        problems.add(kpath, f"expected a mapping of token counts ({', '.join(USAGE_KEYS)})")
+        return None
+    out: dict[str, int] = {}
+    for key, n in value.items():
+        if key not in USAGE_KEYS:
+            problems.add((*kpath, key), f"unknown key (expected {', '.join(USAGE_KEYS)})", at_key=True)
+        elif isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 10**15:
+            problems.add((*kpath, key), "expected a whole number of tokens from 0 to 10^15, got "
+                         f"{_yaml_value(n)}")
+        else:
+            out[key] = n
+    return out
+
+
 def _check_call(problems: _Loader, call: ToolCall, path: _Path) -> None:
     """Refuse call data the simulator would silently ignore."""
     kind = call.review.kind if call.review is not None else None
@@ -231,11 +252,11 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
         if value is None:
             return ModelStep("", (), where)
         if not isinstance(value, Mapping):
-            problems.add(kpath, "expected the assistant text or a mapping {text, calls}")
+            problems.add(kpath, "expected the assistant text or a mapping {text, calls, usage}")
             return None
-        unknown = [k for k in value if k not in ("text", "calls")]
+        unknown = [k for k in value if k not in ("text", "calls", "usage")]
         for k in unknown:
-            problems.add((*kpath, k), "unknown key (expected text, calls)", at_key=True)
+            problems.add((*kpath, k), "unknown key (expected text, calls, usage)", at_key=True)
         text = value.get("text", "")
         if not isinstance(text, str):
             problems.add((*kpath, "text"), "expected a string")
@@ -246,7 +267,8 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
         before = problems.count()
         for j, call in enumerate(calls):
             _check_call(problems, call, (*kpath, "calls", j))
-        return ModelStep(text, calls, where) if problems.count() == before else None
+        usage = _usage(problems, value.get("usage"), (*kpath, "usage"))
+        return ModelStep(text, calls, where, usage) if problems.count() == before else None
     if kind == "answer":
         return _answer(problems, value, kpath, where)
     if kind == "resume":

@@ -108,11 +108,18 @@ class Command:
 
 @attrs.frozen
 class ModelStep:
-    """``model:``: one model response (assistant ``text`` plus tool ``calls``)."""
+    """``model:``: one model response (assistant ``text`` plus tool ``calls``) and the token
+    ``usage`` its request reports (the log's keys, ``USAGE_KEYS``; None: none), which stage
+    budgets count."""
 
     text: str = ""
     calls: tuple[ToolCall, ...] = ()
     where: str = attrs.field(default="", eq=False)
+    usage: Mapping[str, int] | None = None
+
+
+#: The keys of a model step's ``usage`` (as ``assistant/message.usage`` logs them).
+USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens", "reasoningTokens")
 
 
 @attrs.frozen

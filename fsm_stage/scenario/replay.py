@@ -48,6 +48,7 @@ from fsm_stage.runtime.tools import ERROR_PREFIX
 from fsm_stage.scenario.load import _SURROGATE
 from fsm_stage.scenario.model import (
     REVIEWED_TOOLS,
+    USAGE_KEYS,
     AnswerReview,
     Command,
     EligibilityFlip,
@@ -301,7 +302,10 @@ class _Replay:
             stage = self.graph.initial or self.graph.stages[0].name
         self.state_at[len(self.steps)] = (stage, self.plan)
         self.need[len(self.steps)] = {GUIDANCE_PREDICATE: self.guidance}
-        self.steps.append(ModelStep(_text_of(blocks), tuple(calls)))
+        usage = data.get("usage")
+        counts = ({k: v for k, v in usage.items() if k in USAGE_KEYS and type(v) is int and 0 <= v <= 10**15}
+                  if isinstance(usage, Mapping) else {})  # the spend stage budgets count
+        self.steps.append(ModelStep(_text_of(blocks), tuple(calls), usage=counts or None))
         self.prompted, self.wake_text = False, None
         self.turn_models += 1
         self.last_had_calls = bool(calls)

@@ -285,7 +285,8 @@ class _Engine:
             calls.append(call)
             self.calls[call.id] = c
         self.calls_left = len(calls)
-        return ModelReply(text=step.text, tool_calls=tuple(calls))
+        return ModelReply(text=step.text, tool_calls=tuple(calls),
+                          usage=dict(step.usage) if step.usage else None)
 
     def raise_fatal(self) -> None:
         if self.fatal is not None:

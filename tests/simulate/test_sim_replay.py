@@ -30,6 +30,7 @@ from fsm_stage.scenario import (
     load_scenario_text,
     steps_from_events,
 )
+from fsm_stage.scenario.model import USAGE_KEYS
 from fsm_stage.simulate import simulate
 
 SKELETON_TYPES = {"command/run", "command/done", "plan/mode", "turn/start", "turn/end", "step/start",
@@ -89,7 +90,10 @@ def test_replay_steps_from_the_plan_review_log(plan_review_log: Path) -> None:
     (call,) = first.calls
     assert call.tool == "exit_plan_mode" and call.review == Review("approve")
     assert call.args["plan"].startswith("# Add `--greeting` flag")
-    assert steps[2] == ModelStep("DONE")
+    # each model step keeps the usage its request logged (token budgets count it on replay)
+    logged = [e.data["usage"] for e in read_log(plan_review_log).events if e.type == "assistant/message"]
+    assert steps[2] == ModelStep("DONE", usage={k: v for k, v in logged[-1].items() if k in USAGE_KEYS})
+    assert steps[2].usage is not None and steps[2].usage["outputTokens"] == logged[-1]["outputTokens"]
 
 
 def test_replay_under_another_graph(plan_review_log: Path, tmp_path: Path) -> None:

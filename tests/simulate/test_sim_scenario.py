@@ -109,7 +109,7 @@ G = graph_ref("feature-work.yaml")
     (f"graph: {G}\nsteps:\n  - command: stage x\n", "F:3:14: steps[0].command: expected a slash command"),
     (f"graph: {G}\nsteps:\n  - {{user: a, model: b}}\n", "F:3:5: steps[0]: a step is a one-key mapping"),
     (f"graph: {G}\nsteps:\n  - model: {{txt: a}}\n",
-     "F:3:13: steps[0].model.txt: unknown key (expected text, calls)"),
+     "F:3:13: steps[0].model.txt: unknown key (expected text, calls, usage)"),
     (f"graph: {G}\nsteps:\n  - model:\n      calls:\n        - {{args: {{}}}}\n",
      "F:5:11: steps[0].model.calls[0].tool: required key is missing"),
     (f"graph: {G}\nsteps:\n  - eligible: {{ready: 1}}\n",

@@ -325,3 +325,41 @@ def test_a_bad_reviewers_file_is_one_line_before_any_log_is_written(tmp_path: Pa
     code, _out, err = invoke("simulate", str(scenario), "--log", str(log))
     assert code == 1 and "team.yaml" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not log.exists()
+
+
+TOKENS_GRAPH = """\
+name: tokens
+section: Work.
+stages:
+  - name: work
+    instruction: Work.
+    budget: {tokens_out: 100}
+"""
+
+
+def test_a_model_steps_usage_is_counted_by_token_budgets_and_replays(tmp_path: Path) -> None:
+    """``model: {text, usage}`` logs the request's token counts, so a ``tokens_out`` budget stops
+    the next turn in the simulator as it would live (without usage the simulator never spent a
+    token, helper-83); ``fsm-stage scenario`` of that log writes the usage back and simulating it
+    stops again."""
+    (tmp_path / "g.yaml").write_text(TOKENS_GRAPH, encoding="utf-8")
+    text = ("graph: g.yaml\nsteps:\n  - user: one\n"
+            "  - model: {text: ok, usage: {inputTokens: 900, outputTokens: 500, cacheReadTokens: 300}}\n"
+            "  - user: two\n  - end_turn: blocked\n")
+    log, _ = _record(tmp_path, text)
+    (usage,) = [e.data["usage"] for e in read_log(log).events if e.type == "assistant/message"]
+    assert usage == {"inputTokens": 900, "outputTokens": 500, "cacheReadTokens": 300}
+    replay = tmp_path / "replay.yaml"
+    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
+    assert code == 0, err
+    assert "outputTokens: 500" in replay.read_text(encoding="utf-8")
+    log2, _ = _simulate(tmp_path, replay, "replayed")
+    assert _trace(log2) == _trace(log)
+    bad = text.replace("outputTokens: 500", "outputTokens: -1").replace("cacheReadTokens", "cached")
+    from fsm_stage.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err_info:
+        load_scenario_text(bad, str(tmp_path / "s.yaml"))
+    problems = str(err_info.value)
+    assert "usage.outputTokens: expected a whole number of tokens" in problems
+    assert "usage.cached: unknown key" in problems

@@ -50,3 +50,14 @@ def budget_review_waiting(path: Path, session_id: str) -> None:
             driver.end_step()
             driver.end_turn("completed")
         assert driver.stopped is not None and "budget" in driver.stopped
+
+
+TOKEN_BUDGET = """\
+name: tokens
+section: Work.
+stages:
+  - name: work
+    instruction: Work.
+    budget: {tokens_out: 100}
+"""
+"""One stage whose visit may spend 100 output tokens (stopping after)."""

@@ -314,14 +314,6 @@ def test_budget_stop_ends_an_adapter_turn_with_its_reason(tmp_path: Path) -> Non
 
 # --- token budgets through an adapter: the framework's usage is logged and counted ----------------------
 
-TOKEN_GRAPH = """
-name: tokens
-section: Work.
-stages:
-  - name: work
-    instruction: Work.
-    budget: {tokens_out: 100}
-"""
 #: what every fake reply reports: 1,200 input tokens (200 read from the cache, 100 written to it)
 #: and 500 output tokens, in each framework's own words
 LOGGED_USAGE = {"inputTokens": 900, "outputTokens": 500, "cacheReadTokens": 200, "cacheWriteTokens": 100}
@@ -329,10 +321,12 @@ STOPPED = r"^budget of stage work ran out: tokens_out 500/100$"
 
 
 def token_host(tmp_path: Path) -> StageHost:
+    from two_stages import TOKEN_BUDGET
+
     from fsm_stage.config import load_config_text
 
     log = MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
-    return StageHost.open(log, graph=load_config_text(TOKEN_GRAPH), plan_mode=False)
+    return StageHost.open(log, graph=load_config_text(TOKEN_BUDGET), plan_mode=False)
 
 
 def assert_counted(host: StageHost, usage: dict[str, int]) -> None:

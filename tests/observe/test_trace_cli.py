@@ -255,26 +255,12 @@ def test_a_redirect_is_refused_and_never_carries_the_credentials(resumed_log: Pa
                                                                  receiver: tuple[str, Received]) -> None:
     """urllib followed a 302 as a GET without the trace, sent the Basic credentials to the host
     it named and reported the export done: now a redirect is a one-line refusal, exit 1."""
+    from http_doubles import redirecting
+
     target, received = receiver
-
-    class Moved(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.send_response(302)
-            self.send_header("Location", target)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Moved)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://collector:s3cret@127.0.0.1:{server.server_address[1]}/v1/traces"
+    with redirecting(target) as port:
+        url = f"http://collector:s3cret@127.0.0.1:{port}/v1/traces"
         out = _cli("trace", str(resumed_log), "--otlp", url, check=False)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert (out.returncode, out.stdout) == (1, "")
     assert "refused: HTTP 302" in out.stderr and "redirects are not followed" in out.stderr
     assert "s3cret" not in out.stderr and len(out.stderr.splitlines()) == 1

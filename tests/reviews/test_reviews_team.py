@@ -179,28 +179,14 @@ def test_a_webhook_redirect_is_a_failed_delivery_and_the_signature_stays(
         receiver: http.server.HTTPServer, caplog: pytest.LogCaptureFixture) -> None:
     """urllib followed a 302 as a GET without the body, sent the signature header to the host it
     named and counted the notification delivered: now a redirect is a failure, logged."""
+    from http_doubles import redirecting
+
     target = f"http://127.0.0.1:{receiver.server_port}/hook"
-
-    class Moved(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.send_response(302)
-            self.send_header("Location", target)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    moved = http.server.HTTPServer(("127.0.0.1", 0), Moved)
-    thread = threading.Thread(target=moved.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with redirecting(target) as port:
         notifier = Notifier(b"shared-secret", retries=0, backoff=0.01)
         with caplog.at_level(logging.WARNING, logger="fsm_stage.reviews.notify"):
-            notifier.send([f"http://127.0.0.1:{moved.server_port}/hook"], {"event": "review.expired"})
+            notifier.send([f"http://127.0.0.1:{port}/hook"], {"event": "review.expired"})
             notifier.close(timeout=10)
-    finally:
-        moved.shutdown()
-        moved.server_close()
     assert (notifier.delivered, notifier.failed) == (0, 1)
     assert receiver.received == []  # type: ignore[attr-defined]
     assert any("HTTP Error 302" in r.getMessage() for r in caplog.records)

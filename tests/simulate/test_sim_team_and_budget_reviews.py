@@ -327,14 +327,6 @@ def test_a_bad_reviewers_file_is_one_line_before_any_log_is_written(tmp_path: Pa
     assert not log.exists()
 
 
-TOKENS_GRAPH = """\
-name: tokens
-section: Work.
-stages:
-  - name: work
-    instruction: Work.
-    budget: {tokens_out: 100}
-"""
 
 
 def test_a_model_steps_usage_is_counted_by_token_budgets_and_replays(tmp_path: Path) -> None:
@@ -342,7 +334,9 @@ def test_a_model_steps_usage_is_counted_by_token_budgets_and_replays(tmp_path: P
     the next turn in the simulator as it would live (without usage the simulator never spent a
     token, helper-83); ``fsm-stage scenario`` of that log writes the usage back and simulating it
     stops again."""
-    (tmp_path / "g.yaml").write_text(TOKENS_GRAPH, encoding="utf-8")
+    from two_stages import TOKEN_BUDGET
+
+    (tmp_path / "g.yaml").write_text(TOKEN_BUDGET, encoding="utf-8")
     text = ("graph: g.yaml\nsteps:\n  - user: one\n"
             "  - model: {text: ok, usage: {inputTokens: 900, outputTokens: 500, cacheReadTokens: 300}}\n"
             "  - user: two\n  - end_turn: blocked\n")

@@ -174,7 +174,7 @@ def _flags(problems: _Loader, value: Any, path: _Path) -> dict[str, bool] | None
     return None if bad else dict(value)
 
 
-def _usage(problems: Any, value: object, kpath: tuple[Any, ...]) -> Mapping[str, int] | None:
+def _usage(problems: _Loader, value: object, kpath: _Path) -> Mapping[str, int] | None:
     """A model step's ``usage``: a mapping of ``USAGE_KEYS`` to whole numbers from 0 to 10^15
     (problems reported; None when absent)."""
     if value is None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["coarse_duration", "deadline_text", "is_plain", "lone_surrogate", "review_route", "visible"]
+__all__ = ["coarse_duration", "deadline_text", "hide_url_password", "is_plain", "lone_surrogate",
+           "review_route", "visible"]
 
 _SHOWN_AS_IS = frozenset({" "})
 
@@ -95,3 +96,15 @@ def deadline_text(deadline_ms: int | None, now_ms: int) -> str:
     if left > 0:
         return f"in {coarse_duration(left // 1000)}" if left >= 1000 else "in <1s"
     return f"overdue {coarse_duration(-left // 1000)}" if -left >= 1000 else "overdue <1s"
+
+
+def hide_url_password(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` shown as ``***`` (for messages; a URL
+    without one unchanged). Raises ``ValueError`` for a URL ``urllib`` cannot parse."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

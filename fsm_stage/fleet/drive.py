@@ -39,7 +39,7 @@ from fsm_stage.driver import Loop, Model
 from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
 from fsm_stage.fleet.fence import FencedLog
 from fsm_stage.fleet.records import APPLY, END, fold, session_state
-from fsm_stage.log.events import wall_clock_ms
+from fsm_stage.log.events import log_now
 from fsm_stage.runtime import Tool, user_message
 
 __all__ = ["MAX_INTERRUPTED", "WAIT_POINTS", "DriveResult", "drive"]
@@ -104,9 +104,8 @@ def _overdue(log: Any) -> bool:
     from fsm_stage.reviews._fold import fold_reviews
     from fsm_stage.reviews._team import overdue
 
-    now = getattr(log, "now", None)
     records = fold_reviews(log.events, log.header.seed_length).open
-    return bool(overdue(records, int(now()) if callable(now) else wall_clock_ms()))
+    return bool(overdue(records, log_now(log)))
 
 
 def _expire(session: Any, fenced: FencedLog) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from fsm_stage.errors import AppendConflictError, ClaimLostError, LogWriteError
 from fsm_stage.fleet.records import CLAIM
-from fsm_stage.log.events import Event, NewEvent, SessionHeader, SurfaceOp, wall_clock_ms
+from fsm_stage.log.events import Event, NewEvent, SessionHeader, SurfaceOp, log_now
 from fsm_stage.log.surface import Surface
 
 __all__ = ["FencedLog"]
@@ -45,10 +45,9 @@ class FencedLog:
         return self._log
 
     def now(self) -> int:
-        """Epoch ms by the wrapped log's clock (the wall clock when it has none): review
-        deadlines compare event times with it."""
-        now = getattr(self._log, "now", None)
-        return int(now()) if callable(now) else wall_clock_ms()
+        """Epoch ms by the wrapped log's clock (``log_now``): review deadlines compare event
+        times with it."""
+        return log_now(self._log)
 
     @property
     def header(self) -> SessionHeader:

@@ -134,11 +134,11 @@ def _postgres(store: Store, wanted: frozenset[str] | None) -> list[SessionInfo]:
     with connect(store.conninfo) as conn:
         for sql in _PG_TABLE:
             conn.execute(sql)
-        stale = conn.execute(
-            "SELECT s.session, (SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session) AS last "
-            "FROM fsm_sessions s LEFT JOIN fsm_fleet_state f ON f.session = s.session "
-            "WHERE f.session IS NULL OR f.seq IS DISTINCT FROM "
-            "(SELECT max(e.seq) FROM fsm_events e WHERE e.session = s.session)"
+        stale = conn.execute(  # each session's last seq read once, then compared with the cache
+            "SELECT s.session, m.last FROM fsm_sessions s "
+            "CROSS JOIN LATERAL (SELECT max(e.seq) AS last FROM fsm_events e WHERE e.session = s.session) m "
+            "LEFT JOIN fsm_fleet_state f ON f.session = s.session "
+            "WHERE f.session IS NULL OR f.seq IS DISTINCT FROM m.last"
         ).fetchall()
         for sid, last in stale:
             if not SESSION_ID.fullmatch(str(sid)):

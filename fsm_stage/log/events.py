@@ -217,6 +217,14 @@ class EventLog(Protocol):
     def refresh(self) -> int: ...
 
 
+def log_now(log: object) -> int:
+    """Epoch ms by the clock that stamps ``log``'s events: its ``now()`` (``LogBase``, or a log
+    that wraps one, such as the fleet's ``FencedLog``), else the wall clock. Deadlines compare
+    event times with it."""
+    now = getattr(log, "now", None)
+    return int(now()) if callable(now) else wall_clock_ms()
+
+
 class LogBase:
     """What every store shares: ``append`` is a one-event ``append_many``; length and iteration
     read ``events``; ``now()`` reads the clock that stamps its events. A store subclasses it,

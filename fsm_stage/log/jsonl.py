@@ -36,7 +36,7 @@ from fsm_stage.errors import LockFileError as LockFileError
 from fsm_stage.errors import LogFormatError as LogFormatError
 from fsm_stage.errors import LogLockedError, LogWriteError
 from fsm_stage.fileio import atomic_write, output_error
-from fsm_stage.log.dsh import read_log
+from fsm_stage.log.dsh import ZSTD_MAGIC, read_log
 from fsm_stage.log.events import (
     Clock,
     Event,
@@ -90,10 +90,9 @@ def _refuse_missing(path: Path) -> None:
                              "start a session log in it with open_log(path, create=SessionHeader(...))")
 
 
-#: Bytes a JSON text may start with (after none or more whitespace); zstd's magic starts a
+#: Bytes a JSON text may start with (after none or more whitespace); ``ZSTD_MAGIC`` starts a
 #: compressed DSH log, which the reader refuses in its own words.
 _JSON_START = frozenset(b'{["-0123456789tfn')
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def _refuse_not_json(path: Path) -> None:
@@ -107,7 +106,7 @@ def _refuse_not_json(path: Path) -> None:
     except OSError:
         return  # unreadable: the open says why
     first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]  # a BOM is read as the reader reads it
-    if first and first[0] not in _JSON_START and not head.startswith(_ZSTD_MAGIC):
+    if first and first[0] not in _JSON_START and not head.startswith(ZSTD_MAGIC):
         raise LogFormatError(f"not a session log: {path}: first line is not JSON")
 
 

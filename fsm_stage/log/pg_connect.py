@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from fsm_stage.errors import DatabaseError, UserError
+from fsm_stage.text import hide_url_password
 
 SCHEMES = ("postgresql", "postgres")
 INSTALL_HINT = "PostgreSQL logs need psycopg: pip install 'fsm_stage[postgres]'"
@@ -39,12 +40,8 @@ def psycopg_module() -> Any:
 def redact(location: str) -> str:
     """``location`` with every password replaced by ``***``: the URL's ``user:password@``, a
     ``password=`` query parameter and a keyword-form ``password=…`` (for messages)."""
-    text = str(location)
     try:
-        parts = urlsplit(text)
-        if parts.password is not None:
-            netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-            text = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        text = hide_url_password(str(location))
     except ValueError:
         return "<postgresql location>"
     return _PASSWORD_KV.sub(lambda m: m.group(1) + "***", text)

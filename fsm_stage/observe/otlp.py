@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from fsm_stage._http import no_redirect_opener
 from fsm_stage.errors import UserError
 from fsm_stage.observe._trace import Span, Trace
+from fsm_stage.text import hide_url_password
 
 __all__ = ["otlp_json", "otlp_protobuf", "post_otlp", "shown_endpoint"]
 
@@ -156,7 +157,7 @@ def _endpoint(url: str) -> tuple[str, dict[str, str], str]:
         raise UserError(f"--otlp: not a valid URL ({err}); expected e.g. "
                         "http://127.0.0.1:4318/v1/traces") from None
     bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    shown = bare if user is None else bare.replace("://", f"://{user}:***@" if password else f"://{user}@", 1)
+    shown = hide_url_password(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"--otlp needs an http:// or https:// URL with a host, got {shown!r}")
     headers: dict[str, str] = {}

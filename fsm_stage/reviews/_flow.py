@@ -36,7 +36,7 @@ from fsm_stage.errors import (
     ReviewSuspended,
     _ReviewBusy,
 )
-from fsm_stage.log.events import Event, LogBase, NewEvent, answered_call_id
+from fsm_stage.log.events import Event, NewEvent, answered_call_id, log_now
 from fsm_stage.reviews._answer import answer_spec
 from fsm_stage.reviews._channel import Answer, ReviewDismissed
 from fsm_stage.reviews._edits import feedback_problem
@@ -429,13 +429,9 @@ def _record(session: Session, record: ReviewRecord, outcome: str, *, option: str
     return out
 
 
-def _now(session: Session) -> int | None:
-    """Now by the clock that stamped the session's events (None: the wall clock); a wrapping
-    log (the fleet's ``FencedLog``) answers for the log it wraps."""
-    if isinstance(session.log, LogBase):
-        return session.log.now()
-    now = getattr(session.log, "now", None)
-    return int(now()) if callable(now) else None
+def _now(session: Session) -> int:
+    """Now by the clock that stamped the session's events (``log_now``)."""
+    return log_now(session.log)
 
 
 def _expired(session: Session, record: ReviewRecord, outcome: str,

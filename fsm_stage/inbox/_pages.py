@@ -178,7 +178,6 @@ def review(inbox: _Inbox) -> Page:
                 status = 409  # closed meanwhile: a racing answer won, or its deadline closed it
         record = view.state.records[rid]
         refusal = inbox.refusal(item, name) if item is not None else None
-        args = _render.call_arguments(view.events, record.call_id)
         document, doc_error = review_document(view, record)
         answer = view.state.answered.get(rid)
         dot = _dot(inbox, view, record)
@@ -186,7 +185,8 @@ def review(inbox: _Inbox) -> Page:
                     for e in view.events[-TIMELINE:]]
         return inbox.page(request, "review.html", {
             "view": view, "record": record, "item": item, "answer": answer,
-            "document": document, "doc_error": doc_error, "arguments": args,
+            "document": document, "doc_error": doc_error,
+            "arguments": _render.call_values(view.events, record, document_shown=document is not None),
             "tool_arguments": _render.tool_arguments(view.events, record),
             "edit_refusal": not_editable(record, document, doc_error),
             "kept": _render.kept_diff_lines(view.state, record),

@@ -26,8 +26,8 @@ from fsm_stage.log.events import Event
 from fsm_stage.reviews._visible_md import hidden_lines, markdown_parser, plain_text_notice, too_long_notice
 from fsm_stage.text import coarse_duration, review_route, visible
 
-__all__ = ["age", "call_arguments", "diff_lines", "edits_diff_lines", "event_summary", "graph_svg",
-           "kept_diff_lines", "markdown_html", "one_line", "route", "tool_arguments", "when"]
+__all__ = ["age", "call_arguments", "call_values", "diff_lines", "edits_diff_lines", "event_summary",
+           "graph_svg", "kept_diff_lines", "markdown_html", "one_line", "route", "tool_arguments", "when"]
 
 #: Longest document rendered (characters); the rest is cut with a visible note.
 MAX_DOCUMENT_CHARS = 512 * 1024
@@ -161,6 +161,23 @@ def tool_arguments(events: Sequence[Event], record: Any) -> Mapping[str, Any] | 
                 "in the session log before approving.")
         return {"text": visible(text[:cap], keep="\n\t"), "decoded": [], "note": note}
     return {"text": visible(text, keep="\n\t"), "decoded": _argument_values(text), "note": note}
+
+
+#: the call argument a plan or stage review's page shows as its document
+DOCUMENT_ARGUMENT = {"plan": "plan", "stage": "handoff"}
+
+
+def call_values(events: Sequence[Event], record: Any, *, document_shown: bool) -> list[tuple[str, str]]:
+    """``(key, value text)`` of the logged call of a plan or stage review, each value whole
+    (``_argument_values``), without the argument the page shows as its document (the plan; the
+    handoff when the handoff document is shown); [] for a tool review, whose page shows
+    ``tool_arguments``, or when the call is not in the log or not a JSON object."""
+    raw = _logged_arguments(events, record.call_id) if record.kind != "tool" else None
+    if raw is None:
+        return []
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    hidden = DOCUMENT_ARGUMENT.get(record.kind) if document_shown or record.kind == "plan" else None
+    return [(k, v) for k, v in _argument_values(text) if k != hidden]
 
 
 def _argument_values(text: str) -> list[tuple[str, str]]:

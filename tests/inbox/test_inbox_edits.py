@@ -188,3 +188,18 @@ def log_state(log: Any) -> Any:
     from fsm_stage.runtime.session import Session
 
     return Session(log).read(REVIEW_FOLD)
+
+
+def test_the_page_shows_a_long_handoff_or_plan_once_and_whole(tmp_path: Path) -> None:
+    client, logs, _ = _client(tmp_path)
+    tail = "the last words of a long document"
+    long_text = "# Handoff\n\n" + "explored the parser; " * 40 + tail
+    rid = stage_session(logs, "s1", handoff=long_text)
+    page = client.get(f"/review/s1.jsonl/{rid}").text
+    (args,) = re.findall(r'<dl class="args">.*?</dl>', page, re.S)
+    assert page.count(tail) == 1 and "explored" not in args  # the handoff not again, cut at 300
+    assert re.search(r"<dt>stage</dt><dd><pre>implement</pre></dd>", page), page
+    plan = "# Plan\n\n" + "1. step\n" * 60 + tail
+    prid = plan_session(logs, "p1", plan)
+    page = client.get(f"/review/p1.jsonl/{prid}").text
+    assert page.count(tail) == 1 and '<dl class="args">' not in page  # the plan is the only argument

@@ -427,8 +427,16 @@ def expire_overdue(session: Any, *, now_ms: int | None = None) -> list[str]:
     closed: list[str] = []
     for record in overdue(session_reviews(session).open, now):
         try:
-            session.append_many([expiry_spec(record, record.rules or {})], expect_last_seq=session.last_seq)
+            expire(session, record)
             closed.append(record.id)
         except AppendConflictError:
             continue  # another reader closed it (or wrote meanwhile): the next read decides
     return closed
+
+
+def expire(session: Any, record: Any) -> None:
+    """Close the open review ``record`` of ``session`` as its deadline does (``expiry_spec``),
+    by one append conditional on the session's end; whether the deadline passed is the caller's
+    to decide. Raises ``AppendConflictError`` when the session moved meanwhile (nothing
+    written) and what the log's append raises."""
+    session.append_many([expiry_spec(record, record.rules or {})], expect_last_seq=session.last_seq)

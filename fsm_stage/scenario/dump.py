@@ -71,7 +71,7 @@ def step_to_plain(step: Step) -> dict[str, Any]:
         return {"end_turn": step.reason}
     if isinstance(step, AnswerReview):
         answer = {"call": step.call, "outcome": step.outcome, "option": step.option,
-                  "feedback": step.feedback, "reviewer": step.reviewer}
+                  "feedback": step.feedback, "reviewer": step.reviewer, "edited": step.edited}
         return {"answer": {k: v for k, v in answer.items() if v is not None}}
     if isinstance(step, Resume):
         return {"resume": True}

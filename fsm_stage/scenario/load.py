@@ -7,7 +7,7 @@ omitted = a fresh temporary folder, ``""`` = the file's folder, ``subagent``, ``
 ``system`` (text or a list of ``{name, order, text}``), ``eligible`` and ``steps``, each a
 one-key mapping: ``user``, ``command``, ``model`` (``TEXT`` or ``{text, calls}``), ``eligible``,
 ``end_turn`` (``completed`` | ``aborted`` | ``blocked``), ``answer`` (``{call, outcome, option,
-feedback, reviewer}``), ``resume`` (``true``), ``expect``. The graph loader's machinery words and
+feedback, reviewer, edited}``), ``resume`` (``true``), ``expect``. The graph loader's machinery words and
 positions YAML errors, duplicate keys, tags, wrong types and unknown keys; data the simulator
 would ignore is refused too (a ``review`` on a tool that asks none, ``result`` on
 ``goto_stage``, duplicate call ids, duplicate / blank / ``plan:policy`` system sections), as is
@@ -150,8 +150,8 @@ class _Loader:
 
 _TOP_KEYS = ("description", "graph", "session", "system", "eligible", "reviewers", "steps")
 _STEP_KINDS = ("user", "command", "model", "eligible", "end_turn", "answer", "resume", "expect")
-_ANSWER_KEYS = ("call", "outcome", "option", "feedback", "reviewer")
-_ANSWER_OUTCOMES = ("approve", "keep", "dismiss")
+_ANSWER_KEYS = ("call", "outcome", "option", "feedback", "reviewer", "edited")
+_ANSWER_OUTCOMES = ("approve", "keep", "dismiss", "expire")
 _EXPECT_KEYS: dict[str, Any] = {
     "stage": str,
     "plan_mode": bool,
@@ -316,10 +316,11 @@ def _step(problems: _Loader, plain: Any, path: _Path) -> Step | None:
 
 
 def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerReview | None:
-    """``answer: {call, outcome, option, feedback, reviewer}``: every problem positioned at its key."""
+    """``answer: {call, outcome, option, feedback, reviewer, edited}``: every problem positioned
+    at its key."""
     if not isinstance(value, Mapping):
-        problems.add(kpath, "expected a mapping {call: ID | last, outcome: approve | keep | dismiss, "
-                     "option, feedback, reviewer}")
+        problems.add(kpath, "expected a mapping {call: ID | last, outcome: approve | keep | dismiss "
+                     "| expire, option, feedback, reviewer, edited}")
         return None
     before = problems.count()
     for k in value:
@@ -327,11 +328,12 @@ def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerRe
             problems.add((*kpath, k), f"unknown key (expected {', '.join(_ANSWER_KEYS)})", at_key=True)
     outcome = value.get("outcome")
     if "outcome" not in value:
-        problems.add(kpath, "missing `outcome`: approve, keep or dismiss")
+        problems.add(kpath, "missing `outcome`: approve, keep, dismiss or expire")
     elif outcome not in _ANSWER_OUTCOMES:
-        problems.add((*kpath, "outcome"), f"expected approve, keep or dismiss, got {_yaml_value(outcome)}")
+        problems.add((*kpath, "outcome"),
+                     f"expected approve, keep, dismiss or expire, got {_yaml_value(outcome)}")
     texts: dict[str, str | None] = {}
-    for k in ("call", "option", "feedback", "reviewer"):
+    for k in ("call", "option", "feedback", "reviewer", "edited"):
         v = value.get(k)
         if k in value and (not isinstance(v, str) or not v.strip()):
             problems.add((*kpath, k), f"expected a non-empty string, got {_yaml_value(v)}")
@@ -340,10 +342,18 @@ def _answer(problems: _Loader, value: Any, kpath: _Path, where: str) -> AnswerRe
         problems.add((*kpath, "option"), "`option` picks an approve option; only with `outcome: approve`")
     if "feedback" in value and outcome in ("approve", "dismiss"):
         problems.add((*kpath, "feedback"), "`feedback` is the reviewer's comments; only with `outcome: keep`")
+    if "edited" in value and outcome in ("keep", "dismiss"):
+        problems.add((*kpath, "edited"), "`edited` approves the reviewer's version of the document; "
+                     "only with `outcome: approve`")
+    if outcome == "expire":
+        for k in ("option", "feedback", "reviewer", "edited"):
+            if k in value:
+                problems.add((*kpath, k), "nobody answers a review its deadline closes; "
+                             "`outcome: expire` takes only `call`")
     if problems.count() != before:
         return None
     return AnswerReview(cast(AnswerOutcome, outcome), texts["call"] or "last", texts["option"],
-                        texts["feedback"], where, texts["reviewer"])
+                        texts["feedback"], where, texts["reviewer"], texts["edited"])
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -144,19 +144,23 @@ class EndTurn:
     where: str = attrs.field(default="", eq=False)
 
 
-AnswerOutcome = Literal["approve", "keep", "dismiss"]
+AnswerOutcome = Literal["approve", "keep", "dismiss", "expire"]
 
 
 @attrs.frozen
 class AnswerReview:
-    """``answer: {call, outcome, option, feedback, reviewer}``: a human answers a suspended
-    review later (``fsm_stage.reviews._answer.answer_review``, as ``fsm-stage review`` does).
+    """``answer: {call, outcome, option, feedback, reviewer, edited}``: a human answers a
+    suspended review later (``fsm_stage.reviews._answer.answer_review``, as ``fsm-stage review``
+    does), or its deadline closes it.
 
     ``call``: the call id whose review is answered, or ``last`` (the latest open review, a
-    budget review included); ``outcome``: ``approve`` / ``keep`` / ``dismiss``; ``option``: the
-    approve option's label (default the first, ``Approve``); ``feedback``: the reviewer's
-    comments (``keep`` only); ``reviewer``: the named reviewer answering (``vote_review``: the
-    review's rules decide, a quorum takes one step per reviewer; None: nobody named).
+    budget review included); ``outcome``: ``approve`` / ``keep`` / ``dismiss``, or ``expire``
+    (the review's deadline passes: it is closed with its ``on_deadline`` answer, ``by:
+    deadline``; the review must have a deadline); ``option``: the approve option's label
+    (default the first, ``Approve``); ``feedback``: the reviewer's comments (``keep`` only);
+    ``reviewer``: the named reviewer answering (``vote_review``: the review's rules decide, a
+    quorum takes one step per reviewer; None: nobody named); ``edited``: approve with edits,
+    the reviewer's version of the handoff document or plan (``approve`` only).
     """
 
     outcome: AnswerOutcome
@@ -165,6 +169,7 @@ class AnswerReview:
     feedback: str | None = None
     where: str = attrs.field(default="", eq=False)
     reviewer: str | None = None
+    edited: str | None = None
 
 
 @attrs.frozen

@@ -43,6 +43,7 @@ from fsm_stage.constants import (
 from fsm_stage.driver._budget import BUDGET_PLUGIN
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections import stage_from_event
+from fsm_stage.reviews._team import EXPIRED_BY
 from fsm_stage.runtime.commands import parse_command
 from fsm_stage.runtime.tools import ERROR_PREFIX
 from fsm_stage.scenario.load import _SURROGATE
@@ -190,14 +191,17 @@ class _Replay:
         """Keep the first answer; one given outside the channel (``by: api`` / ``cli`` /
         ``inbox:NAME``) while its call was open means the review was suspended: ``review:
         suspend`` + an ``answer`` step per named reviewer (``reviewers``: a quorum votes once
-        each). A budget review's answer is an ``answer`` step after its ``end_turn: blocked``."""
+        each; an approval with edits keeps its ``edited`` document). A review its deadline
+        closed (``by: deadline``) is suspended too, then ``answer: {outcome: expire}``. A budget
+        review's answer is an ``answer`` step after its ``end_turn: blocked``."""
         rid = data.get("id")
         if not isinstance(rid, str) or rid in self.answers:
             return
         self.answers[rid] = data
         call_id = next((c for c, (r, _o) in self.requests.items() if r == rid), None)
         by = data.get("by")
-        outside = by in ("api", "cli") or (isinstance(by, str) and by.startswith("inbox:"))
+        expired = by == EXPIRED_BY
+        outside = expired or by in ("api", "cli") or (isinstance(by, str) and by.startswith("inbox:"))
         budget = rid in self.budget_reviews
         if by == "cancel" and call_id in self.calls_by_id and not budget:
             # the turn was aborted while the review waited: nobody answered it (the replay's
@@ -209,6 +213,10 @@ class _Replay:
             return
         if not budget:
             self._suspend(call_id)
+        target = "last" if budget else call_id
+        if expired:
+            self.steps.append(AnswerReview("expire", target))
+            return
         outcome = data.get("outcome")
         if outcome not in ("approve", "keep", "dismiss"):
             return
@@ -223,9 +231,10 @@ class _Replay:
         chosen = option if outcome == "approve" and isinstance(option, str) and options[:1] != (option,) \
             else None
         comments = feedback if outcome == "keep" and isinstance(feedback, str) and feedback.strip() else None
+        edited = data.get("edited") if outcome == "approve" and isinstance(data.get("edited"), str) else None
         for reviewer in reviewers:
-            self.steps.append(AnswerReview(outcome, "last" if budget else call_id, chosen, comments,
-                                           reviewer=reviewer))
+            self.steps.append(AnswerReview(outcome, target, chosen, comments, reviewer=reviewer,
+                                           edited=edited))
 
     def _suspend(self, call_id: str) -> None:
         i, j = self.calls_by_id[call_id]

@@ -26,7 +26,7 @@ from fsm_stage.plan_mode import PlanModeController
 from fsm_stage.policy._gate import policy_state
 from fsm_stage.reviews._answer import answer_review, open_reviews, vote_review
 from fsm_stage.reviews._channel import Answer, Question, ReviewDismissed, ScriptedReviewChannel
-from fsm_stage.reviews._team import Reviewers
+from fsm_stage.reviews._team import Reviewers, deadline_at, expire, expiry_spec
 from fsm_stage.runtime.abort import AbortSignal
 from fsm_stage.runtime.agent import InboxAgent
 from fsm_stage.runtime.assembly import Assembly, Request, SystemSection
@@ -413,21 +413,37 @@ class _Engine:
             raise SimulationError(f"{step.where}: answer: no open review for call {step.call!r} "
                                   f"(open: {open_})")
         record = found[-1]
+        if step.outcome == "expire":
+            self._expire(step, record)
+            return
         try:
             if step.reviewer is None:
                 answer_review(self.session, record.id, step.outcome, feedback=step.feedback,
-                              option=step.option)
+                              option=step.option, edited=step.edited)
                 voted = ""
             else:  # a named reviewer: the review's rules decide, a quorum counts votes
                 vote = vote_review(self.session, record.id, step.outcome, reviewer=step.reviewer,
-                                   feedback=step.feedback, option=step.option, reviewers=self.team)
+                                   feedback=step.feedback, option=step.option, reviewers=self.team,
+                                   edited=step.edited)
                 voted = f" by {step.reviewer}" + ("" if vote.answer is not None
                                                   else f" (vote {len(vote.votes)} of {vote.needed})")
         except UserError as exc:
             raise SimulationError(f"{step.where}: answer: {exc}") from None
         self._note("review", f"answer {record.id} ({record.call_id}): {step.outcome}{voted}"
+                   + (" with edits" if step.edited is not None else "")
                    + (f" ({step.option})" if step.option else "")
                    + (f" ({step.feedback})" if step.feedback else ""))
+
+    def _expire(self, step: AnswerReview, record: Any) -> None:
+        """``answer: {outcome: expire}``: the review's deadline passes and closes it as a fleet
+        worker or the inbox would (``expire``); a review without a deadline is an error."""
+        if deadline_at(record.rules, record.time) is None:
+            raise SimulationError(f"{step.where}: answer: expire: review {record.id} ({record.call_id}) "
+                                  "has no deadline (its edge's review rules set none)")
+        expire(self.session, record)  # the simulator is the session's only writer
+        answer = expiry_spec(record, record.rules or {}).data
+        self._note("review", f"answer {record.id} ({record.call_id}): the deadline passed: "
+                   f"{answer['outcome']}, by deadline")
 
     # --- records ----------------------------------------------------------------------------------
 

@@ -237,15 +237,16 @@ def test_bad_answer_and_resume_steps_are_positioned_errors() -> None:
   - resume: yes
   - resume: false
 """) == [
-        "s.yaml:3:33: steps[0].answer.outcome: expected approve, keep or dismiss, got 'approved'",
+        "s.yaml:3:33: steps[0].answer.outcome: expected approve, keep, dismiss or expire, got 'approved'",
         "s.yaml:4:20: steps[1].answer.call: expected a non-empty string, got ''",
         "s.yaml:4:47: steps[1].answer.option: `option` picks an approve option; only with `outcome: approve`",
         "s.yaml:5:42: steps[2].answer.feedback: `feedback` is the reviewer's comments; only with "
         "`outcome: keep`",
-        "s.yaml:5:48: steps[2].answer.by: unknown key (expected call, outcome, option, feedback, reviewer)",
-        "s.yaml:6:13: steps[3].answer: missing `outcome`: approve, keep or dismiss",
+        "s.yaml:5:48: steps[2].answer.by: unknown key (expected call, outcome, option, feedback, reviewer, "
+        "edited)",
+        "s.yaml:6:13: steps[3].answer: missing `outcome`: approve, keep, dismiss or expire",
         "s.yaml:7:13: steps[4].answer: expected a mapping {call: ID | last, outcome: approve | keep | "
-        "dismiss, option, feedback, reviewer}",
+        "dismiss | expire, option, feedback, reviewer, edited}",
         "s.yaml:8:13: steps[5].resume: expected true (resume the suspended turn), got 'yes'",
         "s.yaml:9:13: steps[6].resume: expected true (resume the suspended turn), got false",
     ]

@@ -240,6 +240,20 @@ class DriverStateError(FsmStageError, RuntimeError):
     was written."""
 
 
+class BudgetStoppedError(FsmStageError, RuntimeError):
+    """A stage or plan-mode budget ran out before a framework adapter's step
+    (``StageHost.step``; docs/stage-models.md, "Budgets"): the turn was ended ``blocked`` and no
+    model was asked. ``str(err)`` is the one-line reason (``budget of stage verify ran out:
+    turns 3/3``, and under ``on_budget: review`` the review it waits for); ``review_id`` is
+    that budget review (answer it with ``StageHost.answer(review_id, True, option=...)`` and
+    run again), None under ``on_budget: stop``. A ``RuntimeError``, as the adapters raised
+    before it existed."""
+
+    def __init__(self, reason: str, review_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.review_id = review_id
+
+
 class TurnSuspendedError(DriverStateError):
     """The open turn has suspended tool calls (``call_ids``, bound to ``review_ids``; ``answered``
     per call: its review has an answer): answer the reviews and ``resume()``, or ``cancel()``. A

@@ -20,7 +20,7 @@ from typing import Any
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.driver._host import SessionHost
 from fsm_stage.driver._step import StepRequest
-from fsm_stage.errors import ReviewPending, ReviewRefusedError
+from fsm_stage.errors import BudgetStoppedError, ReviewPending, ReviewRefusedError
 from fsm_stage.log.events import EventLog
 from fsm_stage.observe import span_attributes
 from fsm_stage.resources import data_dir
@@ -111,8 +111,10 @@ class StageHost(SessionHost):
         first message of a new turn, or a user message at the next step of the open turn (it is
         never dropped). ``host_tools``: the framework's own tools offered to the model, logged in
         the step's ``request/header`` after fsm_stage's (``begin_step(host_tools=)``). Returns
-        the request to send. Raises ``RuntimeError`` when the step is not accepted (the turn ends
-        ``blocked``; a budget stop's one-line reason is the message of both)."""
+        the request to send. Raises ``BudgetStoppedError`` (a ``RuntimeError``) when a budget
+        stopped the step: the turn ends ``blocked`` with its one-line reason, and ``review_id``
+        names the budget review it waits for; ``RuntimeError`` when the step was not accepted
+        otherwise."""
         view = self.driver.view()
         if view is not None and view.open_step is not None:
             self.settle_dropped()
@@ -125,7 +127,10 @@ class StageHost(SessionHost):
         if request is None:  # a budget stop says why (docs/stage-models.md, "Budgets")
             stopped = self.driver.stopped
             self.driver.end_turn("blocked", message=stopped)
-            raise RuntimeError(stopped or "the step was not accepted")
+            if stopped is None:
+                raise RuntimeError("the step was not accepted")
+            review = self.driver.budget.review
+            raise BudgetStoppedError(stopped, review.id if review is not None else None)
         return request
 
     def reply(self, text: str, calls: Sequence[ToolCall] = (), *,
@@ -285,13 +290,16 @@ class StageHost(SessionHost):
     def answer(self, review_id: str, approve: bool, *, feedback: str | None = None,
                option: str | None = None, by: str = "api", reviewer: str | None = None,
                reviewers: Reviewers | None = None) -> None:
-        """Record a human's answer to an open review: ``approve`` or keep (with ``feedback``), as
-        ``reviewer`` when given (``vote_review``: the review's rules, a quorum's votes;
-        ``reviewers`` resolves ``@group`` approvers), else nobody named (``answer_review``). A
-        review answered already is left as it is; one past its deadline is closed by its
-        deadline's answer instead, without an error (the resumed call reads that answer). Raises
-        ``ReviewRefusedError`` when the review's rules refuse the answer (nothing written)."""
-        if all(rid != review_id or answered for _c, rid, answered in self.pending_reviews()):
+        """Record a human's answer to an open review, a suspended call's or the budget review a
+        ``BudgetStoppedError`` names: ``approve`` (``option``: which approve option, e.g.
+        ``Continue with a fresh budget``) or keep (with ``feedback``), as ``reviewer`` when given
+        (``vote_review``: the review's rules, a quorum's votes; ``reviewers`` resolves
+        ``@group`` approvers), else nobody named (``answer_review``). A review answered already
+        is left as it is; one past its deadline is closed by its deadline's answer instead,
+        without an error (the resumed call reads that answer). Raises ``ReviewNotFoundError``
+        for a review id the log never opened and ``ReviewRefusedError`` when the review's rules
+        refuse the answer (nothing written)."""
+        if review_id in review_state(self.session).answered:
             return
         outcome = "approve" if approve else "keep"
         try:

@@ -32,6 +32,7 @@ in brackets)::
     ├── ControllerClosedError [RuntimeError]
     ├── DriverStateError [RuntimeError]
     │   └── TurnSuspendedError
+    ├── BudgetStoppedError [RuntimeError]
     ├── UnknownStageError [ValueError]
     ├── ToolFailure
     └── ModelError
@@ -48,6 +49,7 @@ from typing import Any, Final
 __all__ = [
     "PROJECTION_UNAVAILABLE_MESSAGE",
     "AppendConflictError",
+    "BudgetStoppedError",
     "ClaimLostError",
     "ConfigError",
     "ControllerClosedError",

@@ -173,13 +173,13 @@ def test_errors_docstring_names_every_exception() -> None:
 
 
 def test_errors_are_few_with_one_root_per_area_and_private_signals() -> None:
-    """At most 30 public classes, all in ``__all__``; every review condition is a ``ReviewError``;
+    """At most 31 public classes, all in ``__all__``; every review condition is a ``ReviewError``;
     the internal signals are private and exported nowhere."""
     errors = fsm_stage.errors
     classes = {n: c for n, c in vars(errors).items()
                if isinstance(c, type) and issubclass(c, BaseException) and c.__module__ == errors.__name__}
     public = sorted(n for n in classes if not n.startswith("_"))
-    assert len(public) <= 30, public
+    assert len(public) <= 31, public
     assert public == sorted(n for n in errors.__all__ if isinstance(getattr(errors, n), type))
     for name in public:
         assert issubclass(classes[name], errors.FsmStageError), name

@@ -41,6 +41,7 @@ STOP_LABEL = "Stop"
 #: ``fsm/review/redeemed`` reasons of an approved budget review that no longer applies as asked.
 RULES_CHANGED = "rules-changed"
 EDGE_REMOVED = "edge-removed"
+GUARD_CLOSED = "guard-closed"
 
 
 @attrs.frozen
@@ -134,9 +135,12 @@ def _unchanged(rule: BudgetRule, record: ReviewRecord, move: str | None) -> str 
     """Why an approved budget review no longer applies as asked, or None: it was asked under
     other review rules than the graph's now (a log written before budget reviews carried rules,
     or a graph that changed: its approval may not satisfy them), or its move's edge is no
-    longer one the budget review offers (removed, or reviewed under rules of its own)."""
+    longer one the budget review offers: a guard of it does not hold now (``guard-closed``), or
+    it was removed or is reviewed under rules of its own (``edge-removed``)."""
     if (dict(record.rules) if record.rules else None) != (dict(rule.rules) if rule.rules else None):
         return RULES_CHANGED
+    if move is not None and move in rule.closed:
+        return GUARD_CLOSED
     if move is not None and move not in rule.targets:
         return EDGE_REMOVED
     return None

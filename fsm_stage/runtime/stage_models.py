@@ -169,9 +169,10 @@ def over_budget(budget: BudgetConfig | None, spend: Spend, now_ms: int, *, new_t
 class BudgetRule:
     """A budget in force for the next step: ``scope`` (``stage`` or ``plan``), ``label`` (the
     stage name, or ``plan mode``), the ``budget`` limits and ``on_budget`` (``stop`` /
-    ``review``); for ``review``, the ``targets`` a reviewer may move to (through ``move``) and
-    the ``rules`` the budget review is asked under (``config.review_rules.rules_json``; None:
-    anyone may answer)."""
+    ``review``); for ``review``, the ``targets`` a reviewer may move to (through ``move``), the
+    ``rules`` the budget review is asked under (``config.review_rules.rules_json``; None:
+    anyone may answer) and the ``closed`` targets, offered but for a guard that does not hold
+    now (an approved move there is not applied)."""
 
     scope: str
     label: str
@@ -181,6 +182,7 @@ class BudgetRule:
     targets: tuple[str, ...] = ()
     move: Callable[[str], object] | None = attrs.field(default=None, eq=False)
     rules: Mapping[str, Any] | None = None
+    closed: tuple[str, ...] = ()
 
 
 @attrs.frozen

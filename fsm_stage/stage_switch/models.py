@@ -4,7 +4,9 @@ The current stage's ``model`` / ``reasoning_effort`` / ``model_settings`` (alias
 through the graph's ``models``) and its ``budget``; no budget applies while a transition is
 pending, because the boundary is about to leave the stage. A budget review is asked under the
 graph's ``review`` rules and offers a move only to a target whose edge is reviewed under those
-same rules (a move to another would skip its edge's own rules).
+same rules (a move to another would skip its edge's own rules) and whose guards hold when it is
+asked; an approved move whose guards no longer hold when it is redeemed is not applied
+(``guard-closed``), as an approved ``goto_stage`` is not.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ STAGE_MODEL_ORDER = 10
 def stage_model_source(ctl: StageController) -> ModelSource:
     """The ``ModelSource`` of ``ctl``'s graph for the agent's current stage."""
     config = ctl.config
-    moves: dict[str, tuple[str, ...]] = {}  # per stage, computed once
+    moves: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}  # per stage, computed once
 
-    def reviewed_moves(stage: str) -> tuple[str, ...]:
-        """The targets of ``stage`` whose edges are reviewed under the graph's own rules."""
+    def reviewed_moves(stage: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """``(target, guards)`` of the edges of ``stage`` reviewed under the graph's own rules."""
         found = moves.get(stage)
         if found is None:
             rules = rules_json(config.review)
-            found = moves[stage] = tuple(e.target for e in config.edges_from(stage)
+            found = moves[stage] = tuple((e.target, e.guards) for e in config.edges_from(stage)
                                          if rules_json(merged_rules(config.review, e.review)) == rules)
         return found
 
@@ -47,7 +49,11 @@ def stage_model_source(ctl: StageController) -> ModelSource:
         part = config.stage(stage)
         if part is None or part.budget is None or ctl.pending_stage(agent.session) is not None:
             return None
-        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, reviewed_moves(stage),
-                          lambda target: ctl.set(agent, target), rules_json(config.review))
+        targets: list[str] = []
+        closed: list[str] = []
+        for target, guards in reviewed_moves(stage):
+            (targets if not guards or ctl.guards_hold(agent, guards) else closed).append(target)
+        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, tuple(targets),
+                          lambda target: ctl.set(agent, target), rules_json(config.review), tuple(closed))
 
     return ModelSource("stage", STAGE_MODEL_ORDER, choice, budget)

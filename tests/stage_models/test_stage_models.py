@@ -55,12 +55,12 @@ def model(name: str, *replies: ModelReply) -> ScriptedModel:
 
 
 def compose(tmp_path: Path, text: str, *, log: Any = None, review: Any = None,
-            plan: bool = False) -> tuple[Runtime, InboxAgent, StageController]:
+            plan: bool = False, eligibility: Any = None) -> tuple[Runtime, InboxAgent, StageController]:
     cfg = load_config_text(text)
     assert cfg.graph is not None
     log = log if log is not None else MemoryLog(SessionHeader("s", cwd=str(tmp_path)))
     host = open_session(cfg, log, review=review if review is not None else ScriptedReviewChannel().approve(),
-                        plan_mode=plan, guidance=False, repair=False)
+                        plan_mode=plan, guidance=False, repair=False, eligibility=eligibility)
     assert host.stage is not None
     return host.runtime, host.agent, host.stage
 
@@ -560,3 +560,32 @@ def test_an_approved_budget_review_is_not_applied_once_its_rules_or_edge_changed
     asked = [r for r in open_reviews(host.session) if r.kind == "budget"]
     assert len(asked) == 1 and asked[0].id != review.id
     host.close()
+
+
+def test_a_budget_review_moves_only_along_an_edge_whose_guards_hold(tmp_path: Path) -> None:
+    """A guard of the move's edge that does not hold leaves the move out of the budget review's
+    options; one that closes after the approval leaves the approval unapplied (``guard-closed``),
+    as an approved goto_stage is: a reviewer's answer never skips an edge's guard."""
+    text = graph_text(on_budget="review").replace("    targets: [design]\n",
+                                                  "    targets: [{to: design, guards: [design_ok]}]\n", 1)
+    guard = {"open": False}
+    runtime, agent, stage = compose(tmp_path, text, eligibility={"design_ok": lambda _agent: guard["open"]})
+    runtime.review = None
+    models = {"openai:o3": model("openai:o3", to_build()),
+              "fast": model("openai:gpt-5-mini", ModelReply.say("1"))}
+    loop = Loop(runtime, agent, model("x:default"), models=models)
+    run_prompts(loop, "go", "again")
+    (closed,) = open_reviews(agent.session)
+    assert closed.options == ("Continue with a fresh budget", "Stop")  # design's guard is closed
+    answer_review(agent.session, closed.id, "keep", by="cli")
+    guard["open"] = True
+    assert asyncio.run(loop.run_until_idle())[0].reason == "blocked"  # asked again, the guard open now
+    (review,) = open_reviews(agent.session)
+    assert review.options == ("Continue with a fresh budget", "Move to design", "Stop")
+    answer_review(agent.session, review.id, "approve", option="Move to design", by="cli")
+    guard["open"] = False  # closes before the answer is redeemed
+    (outcome,) = asyncio.run(loop.run_until_idle())
+    assert outcome.reason == "blocked" and stage.current(agent.session) == "build"
+    redeemed = [e.data for e in agent.session.events
+                if e.type == "fsm/review/redeemed" and e.data["id"] == review.id]
+    assert redeemed == [{"id": review.id, "applied": False, "reason": "guard-closed"}]

@@ -37,6 +37,12 @@ def open_reviews(ms: McpSession) -> list[dict[str, Any]]:
             for r in _open_reviews(ms.session)]
 
 
+def open_of(ms: McpSession, call_id: str) -> list[Any]:
+    """The open reviews of tool call ``call_id`` (``ReviewRecord``s; at most one unless a
+    racing writer logged two)."""
+    return [r for r in _open_reviews(ms.session) if r.call_id == call_id]
+
+
 def is_open(ms: McpSession, review_id: str | None) -> bool:
     """Whether review ``review_id`` is still open (asked, not answered nor closed)."""
     return any(r.id == review_id for r in _open_reviews(ms.session))

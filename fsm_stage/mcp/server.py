@@ -53,6 +53,8 @@ from fsm_stage.mcp.review import (
     review_message,
 )
 from fsm_stage.mcp.sessions import McpSession, SessionRegistry
+from fsm_stage.reviews._flow import redeemed_spec
+from fsm_stage.reviews._fold import CALL_CLOSED
 from fsm_stage.runtime.call_record import PendingCall, run_deferred
 from fsm_stage.runtime.tools import ToolCall, ToolResult, ToolSpec, execute_tool, result_data
 from fsm_stage.text import lone_surrogate
@@ -352,7 +354,10 @@ class StageServer:
         return next((r["id"] for r in durable.open_reviews(ms) if r["callId"] == call_id), None)
 
     def _settle(self, ms: McpSession, call: ToolCall, result: ToolResult) -> types.CallToolResult:
-        """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now."""
+        """Log ``tool/result`` for ``call`` and, on success, apply the approved transition now. A
+        failure tells the model the call is over: a review of it still open (a second round whose
+        switch changed shape since it was asked) is closed in the same write (``call-closed``),
+        so no later answer applies it and it blocks no later call."""
         if call.name == GOTO_STAGE and ms.stage is not None and not result.is_error:
             # applied below, at once: there is no later step the approval could wait for
             stage = result.value["stage"]
@@ -362,8 +367,10 @@ class StageServer:
                     "tool_result.applied", stage=stage) + result.text[len(approved):])
         call_seq = next((ev.seq for ev in reversed(ms.session.events) if ev.type == TOOL_CALL
                          and isinstance(ev.data, Mapping) and ev.data.get("callId") == call.id), None)
-        ms.session.append(TOOL_RESULT, result_data(result, None, None), surface_op="append",
-                          source_event_seqs=[call_seq] if call_seq is not None else None)
+        closed = [redeemed_spec(r.id, False, CALL_CLOSED) for r in durable.open_of(ms, call.id)] \
+            if result.is_error else []
+        ms.session.append_many([*closed, NewEvent(TOOL_RESULT, result_data(result, None, None), "append",
+                                                  [call_seq] if call_seq is not None else None)])
         text = result.text
         if not result.is_error:
             ms.runtime.pre_step(ms.agent, [])  # the boundary: the approved transition is applied now

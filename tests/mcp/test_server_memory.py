@@ -249,3 +249,35 @@ async def test_instructions_of_a_stage_the_served_graph_does_not_have(tmp_path: 
         text = resource_text(await c.read_resource("fsm-stage://session/default/instructions"))
     assert text.startswith("Current stage: implement\n\n")
     assert "has no stage `implement`: this session was recorded under another graph" in text
+
+
+async def test_a_call_that_failed_after_its_review_was_asked_closes_the_review(tmp_path: Path) -> None:
+    """A second round of an open goto_stage whose switch changed shape (``context_tokens`` grew
+    past the graph's threshold, so the payload no longer matches) tells the model the call
+    failed: its review is closed with it (``call-closed``), so it neither blocks every later
+    goto_stage nor can a late approval move the session the model was told did not move."""
+    args = {"stage": "implement", "handoff": "# Handoff\nDo X."}
+    app, log = make(tmp_path)
+    async with Client(app.server, elicitation_callback=approve()) as c:
+        first = await c.session.call_tool("goto_stage", {**args, "context_tokens": 3900},
+                                          allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+    app.registry.close()
+    app, _ = make(tmp_path)  # the server restarted; the context grew past 4,000 tokens
+    async with Client(app.server, mode="legacy", elicitation_callback=approve()) as c:
+        failed = await c.call_tool("goto_stage", {**args, "context_tokens": 4100})
+        assert failed.is_error and "changed since the review was asked" in text_of(failed)
+        status = json.loads(text_of(await c.call_tool("get_stage", {})))
+        assert status["openReviews"] == [] and status["stage"] == "explore"
+    from fsm_stage.log.dsh import read_log
+    from fsm_stage.reviews import REVIEW_FOLD
+
+    state = REVIEW_FOLD.init()
+    for ev in read_log(log).events:
+        state = REVIEW_FOLD.apply(state, ev)
+    (rid,) = state.records
+    assert state.redeemed[rid].reason == "call-closed" and not state.open
+    async with Client(app.server, mode="legacy", elicitation_callback=approve()) as c:
+        again = await c.call_tool("goto_stage", args)  # asked anew, not "a stage review is already open"
+    app.registry.close()
+    assert not again.is_error and stages(log) == ["implement"]

@@ -25,6 +25,7 @@ import click
 
 from fsm_stage.cli.params import FiniteFloatRange
 from fsm_stage.errors import UserError
+from fsm_stage.text import visible
 
 #: ``fsm_stage.fleet.records.STATES``, spelt here so ``--help`` imports no fleet code (a test
 #: checks they agree).
@@ -76,9 +77,14 @@ def _load(spec: str, what: str) -> Any:
               help="Turns in a row ending interrupted (worker crashes) before a run is failed.")
 @click.option("--guard", "guard_values", multiple=True, metavar="NAME=true|false",
               help="The value of one of the graph's guards (repeatable); every guard needs one.")
+@click.option("--accept-graph-change", is_flag=True,
+              help="Sessions recorded under another version of the graph go on under this one "
+                   "(each records the new graph); without it they fail, saying so.")
 def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None, slots: int, sessions: int,
-           dead_after: float, poll: float, max_interrupted: int, guard_values: tuple[str, ...]) -> None:
-    """Run a fleet worker: drive the store's sessions as DBOS workflows until stopped."""
+           dead_after: float, poll: float, max_interrupted: int, guard_values: tuple[str, ...],
+           accept_graph_change: bool) -> None:
+    """Run a fleet worker: drive the store's sessions as DBOS workflows until stopped. A drive
+    that fails, or cannot run (the next is tried later), is one line on stderr."""
     _dbos()
     from fsm_stage.config import load_config
     from fsm_stage.driver import guard_names
@@ -94,9 +100,15 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
     if missing:
         raise UserError(f"{graph_path}: the graph's guard(s) {', '.join(missing)} need a value: "
                         f"--guard {missing[0]}=true|false (an edge is never closed silently)")
+    unknown = sorted(set(guards) - set(guard_names(config.graph)))
+    if unknown:
+        known = ", ".join(sorted(guard_names(config.graph))) or "none"
+        raise UserError(f"{graph_path}: --guard {unknown[0]}: the graph has no guard of that name "
+                        f"(its guards: {known})")
     app = FleetApp(Store(store), config, _load(model_spec, "--model"),
                    _load(tools_spec, "--tools") if tools_spec else tuple, worker=executor_name(),
-                   slots=slots, poll=poll, max_interrupted=max_interrupted, guards=guards)
+                   slots=slots, poll=poll, max_interrupted=max_interrupted, guards=guards,
+                   on_drive=_drive_reporter(), accept_graph_change=accept_graph_change)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -112,6 +124,26 @@ def worker(graph_path: str, store: str, model_spec: str, tools_spec: str | None,
 
     with webhooks():
         asyncio.run(main())
+
+
+def _drive_reporter() -> Any:
+    """``on_drive`` for the worker: one stderr line for a drive that failed the session, and
+    for one that could not run (``error``; the workflow tries again later), unless it says what
+    the session's last such line said."""
+    said: dict[str, str] = {}
+
+    def report(session_id: str, result: dict[str, Any]) -> None:
+        state, message = result.get("state"), " ".join(str(result.get("message") or "").split())
+        if state not in ("failed", "error"):
+            said.pop(session_id, None)
+            return
+        line = f"fsm-stage worker: session {session_id}: {state}: {message or 'no message'}"
+        if state == "error" and said.get(session_id) == line:
+            return
+        said[session_id] = line
+        click.echo(visible(line[:1000]), err=True)
+
+    return report
 
 
 def _guards(values: tuple[str, ...]) -> dict[str, bool]:

@@ -36,11 +36,12 @@ import attrs
 
 from fsm_stage.config import ConfigFile, load_config
 from fsm_stage.driver import Loop, Model
-from fsm_stage.errors import ClaimLostError, LogLockedError, UserError
+from fsm_stage.errors import ClaimLostError, GraphChangedError, LogLockedError, UserError
 from fsm_stage.fleet.fence import FencedLog
 from fsm_stage.fleet.records import APPLY, END, fold, session_state
 from fsm_stage.log.events import log_now
 from fsm_stage.runtime import Tool, user_message
+from fsm_stage.text import visible
 
 __all__ = ["MAX_INTERRUPTED", "WAIT_POINTS", "DriveResult", "drive"]
 
@@ -81,7 +82,7 @@ def _final_stages(config: ConfigFile) -> frozenset[str]:
 
 
 def _read_only(log: Any, final: frozenset[str], config: ConfigFile,
-               guards: Mapping[str, bool] | None) -> DriveResult | None:
+               guards: Mapping[str, bool] | None, accept_graph_change: bool) -> DriveResult | None:
     """The wait point when there is nothing to write, else None (an idle session in a final
     stage without its ``fsm/fleet/end`` record is written by ``_run``)."""
     state, review = session_state(log.events)
@@ -91,7 +92,12 @@ def _read_only(log: Any, final: frozenset[str], config: ConfigFile,
     if state in ("blocked", "complete", "failed"):
         return DriveResult(state)
     if state == "needs-input":
-        probe = _host(log, config, guards, None)  # idle: composing it writes nothing
+        try:
+            probe = _host(log, config, guards, None)  # idle: composing it writes nothing
+        except GraphChangedError:
+            if accept_graph_change:
+                return None  # recorded by the claimed drive, which accepts it
+            raise
         try:
             return None if probe.current_stage() in final else DriveResult(state)
         finally:
@@ -117,12 +123,13 @@ def _expire(session: Any, fenced: FencedLog) -> bool:
 
 
 def _host(log: Any, config: ConfigFile, guards: Mapping[str, bool] | None,
-          model: Model | None) -> Any:
+          model: Model | None, accept_graph_change: bool = False) -> Any:
     from fsm_stage.integrations._host import StageHost
 
     return StageHost.open(log, graph=config, plan_mode=config.plan_mode is not None, guards=guards,
                           config=None if model is None else {"provider": model.provider,
-                                                             "model": model.name})
+                                                             "model": model.name},
+                          accept_graph_change=accept_graph_change)
 
 
 def _close(host: Any) -> None:
@@ -134,15 +141,16 @@ def _close(host: Any) -> None:
 async def drive(log: Any, *, graph: ConfigFile | str | Path, model: Model,
                 tools: Iterable[Tool] = (), worker: str = "local", max_turns: int = 32,
                 guards: Mapping[str, bool] | None = None,
-                max_interrupted: int = MAX_INTERRUPTED) -> DriveResult:
+                max_interrupted: int = MAX_INTERRUPTED, accept_graph_change: bool = False) -> DriveResult:
     """Drive the session of ``log`` (an open ``EventLog``) to its next wait point (module
     docstring) with ``model`` and the host ``tools`` under the stage ``graph`` (a loaded
     ``ConfigFile`` or a YAML path; plan mode from its ``plan_mode`` section). ``worker`` names
     the driver in its claim; ``max_turns`` bounds the turns of one call (then it returns the
     state reached, ``needs-input`` or a later one, and the next call goes on); ``guards`` fixes
     the graph's guard predicates; ``max_interrupted`` (>= 1) is how many turns in a row may end
-``interrupted`` (worker crashes) before the run is declared ``failed``. Returns a
-``DriveResult``.
+``interrupted`` (worker crashes) before the run is declared ``failed``;
+``accept_graph_change`` resumes a session recorded under another version of ``graph`` (its
+new ``fsm/graph`` is recorded; without it ``GraphChangedError``). Returns a ``DriveResult``.
 
     Raises ``ClaimLostError`` when another driver claimed the session meanwhile (this one wrote
     nothing after that), ``UserError`` for a file without a stage graph or a ``max_interrupted``
@@ -155,11 +163,11 @@ async def drive(log: Any, *, graph: ConfigFile | str | Path, model: Model,
     final = _final_stages(config)
     fenced = FencedLog(log, worker)
     fenced.refresh()
-    early = _read_only(log, final, config, guards)
+    early = _read_only(log, final, config, guards, accept_graph_change)
     if early is not None:
         return early
     epoch = fenced.claim()
-    host = _host(fenced, config, guards, model)
+    host = _host(fenced, config, guards, model, accept_graph_change)
     try:
         for tool in tools:
             host.runtime.add_tool(tool)
@@ -217,7 +225,8 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
         if view.unfinished:
             if view.interrupted >= max_interrupted:
                 return _fail(fenced, epoch, turns,
-                             f"{view.interrupted} turns in a row were interrupted or failed")
+                             f"{view.interrupted} turns in a row were interrupted or failed"
+                             + _last_error(session.events))
             await loop.run_turn()
             turns += 1
             continue
@@ -246,6 +255,22 @@ async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str]
             fenced.append(END, {"state": "complete"})
             return DriveResult("complete", None, turns, epoch)
         return DriveResult("needs-input", None, turns, epoch)
+
+
+def _last_error(events: Any) -> str:
+    """``; the last: MESSAGE`` when the last turn ended ``error`` with a message (a model or
+    tool exception the loop caught: ``reason.error.message``), "" otherwise."""
+    for ev in reversed(events):
+        if ev.type != "turn/end":
+            continue
+        reason = ev.data.get("reason") if isinstance(ev.data, Mapping) else None
+        error = reason.get("error") if isinstance(reason, Mapping) else None
+        message = error.get("message") if isinstance(error, Mapping) else None
+        if isinstance(message, str) and message.strip():
+            shown = visible(" ".join(message.split()))
+            return f"; the last: {shown[:299] + '…' if len(shown) > 300 else shown}"
+        return ""
+    return ""
 
 
 def _fail(fenced: FencedLog, epoch: int, turns: int, message: str) -> DriveResult:

@@ -80,7 +80,9 @@ class FleetApp:
     ``worker`` name written in claims, ``slots`` (drives at once in this process), ``poll``
     (seconds a waiting workflow re-reads the log without a wake-up), ``max_interrupted``
     (crashed turns in a row before a run fails, ``drive``), ``guards`` (the graph's guard
-    values, ``drive``); ``lost`` is set when a
+    values, ``drive``), ``accept_graph_change`` (sessions recorded under another version of
+    ``graph`` go on under this one, ``drive``), ``on_drive(session_id, result)`` (called after
+    each drive with its JSON result); ``lost`` is set when a
     workflow met an exception from DBOS (the worker then exits)."""
 
     store: Store
@@ -93,6 +95,7 @@ class FleetApp:
     max_interrupted: int = MAX_INTERRUPTED
     guards: Mapping[str, bool] | None = None
     on_drive: Callable[[str, dict[str, Any]], None] | None = None
+    accept_graph_change: bool = False
     lost: BaseException | None = None
     _semaphore: asyncio.Semaphore | None = None
 
@@ -133,7 +136,8 @@ async def _drive_step(session_id: str) -> dict[str, Any]:
         try:
             result = (await drive(log, graph=app.graph, model=app.model_factory(),
                                   tools=app.tools_factory(), worker=app.worker, guards=app.guards,
-                                  max_interrupted=app.max_interrupted)).to_json()
+                                  max_interrupted=app.max_interrupted,
+                                  accept_graph_change=app.accept_graph_change)).to_json()
         except ClaimLostError as err:
             result = {"state": "claim-lost", "message": str(err)}
         except LogLockedError as err:

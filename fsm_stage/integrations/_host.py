@@ -59,7 +59,8 @@ class StageHost(SessionHost):
              plan_mode: bool | Mapping[str, Any] = True,
              review: ReviewChannel | None = None, config: Mapping[str, Any] | None = None,
              eligible: bool = True, guards: Mapping[str, bool] | None = None,
-             eligibility: Mapping[str, bool | Callable[[Any], bool]] | None = None) -> StageHost:
+             eligibility: Mapping[str, bool | Callable[[Any], bool]] | None = None,
+             accept_graph_change: bool = False) -> StageHost:
         """``open_session`` for an adapter: the stage switch (``graph``, default ``feature-work``)
         and plan mode over ``log``, as ``open_session`` attaches it (``plan_mode`` True: the
         file's ``plan_mode`` section when it has one, else none; a mapping: that section; False:
@@ -68,14 +69,17 @@ class StageHost(SessionHost):
         framework); ``eligible`` shows the stage guidance; ``eligibility`` (as ``open_session``)
         maps each guard name of the graph to a bool or an ``(agent) -> bool`` predicate,
         ``guards`` to fixed bools (both may be given). A guard left without a value is a
-        ``ConfigError`` naming it, as in ``open_session``: an edge is never closed silently."""
+        ``ConfigError`` naming it, as in ``open_session``: an edge is never closed silently.
+        ``accept_graph_change`` resumes a log recorded under another graph (``open_session``;
+        without it ``GraphChangedError``)."""
         loaded = (default_graph() if graph is None else graph if isinstance(graph, ConfigFile)
                   else load_config(graph))
         if loaded.graph is None:
             raise ValueError("StageHost.open needs a file with a stage graph")
         given: dict[str, bool | Callable[[Any], bool]] = {**dict(guards or {}), **dict(eligibility or {})}
         return cls.compose(loaded, log, review=review if review is not None else SuspendingReviewChannel(),
-                           plan_mode=plan_mode, guidance=eligible, eligibility=given, config=config)
+                           plan_mode=plan_mode, guidance=eligible, eligibility=given, config=config,
+                           accept_graph_change=accept_graph_change)
 
     # --- reading ---------------------------------------------------------------------------------
 

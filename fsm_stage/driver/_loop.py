@@ -46,7 +46,10 @@ _log = logging.getLogger("fsm_stage.loop")
 
 @attrs.frozen
 class ModelReply:
-    """One model response: visible ``text``, requested ``tool_calls``, optional ``reasoning``."""
+    """One model response: visible ``text``, requested ``tool_calls``, optional ``reasoning``
+    and ``usage``, the call's token counts (``inputTokens``, ``outputTokens``,
+    ``cacheReadTokens``, ``cacheWriteTokens``, ``reasoningTokens``: whole numbers, each
+    optional), logged with the reply; stage ``tokens_in`` / ``tokens_out`` budgets count it."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -54,15 +57,15 @@ class ModelReply:
     usage: Mapping[str, Any] | None = None
 
     @classmethod
-    def say(cls, text: str) -> ModelReply:
-        """A plain text answer (ends the turn)."""
-        return cls(text=text)
+    def say(cls, text: str, *, usage: Mapping[str, Any] | None = None) -> ModelReply:
+        """A plain text answer (ends the turn), with the call's token ``usage``."""
+        return cls(text=text, usage=usage)
 
     @classmethod
     def call(cls, name: str, args: Mapping[str, Any] | None = None, *, text: str = "",
-             id: str | None = None) -> ModelReply:
-        """A reply calling one tool ``name`` with ``args``."""
-        return cls(text=text, tool_calls=(ToolCall.of(name, args, id=id),))
+             id: str | None = None, usage: Mapping[str, Any] | None = None) -> ModelReply:
+        """A reply calling one tool ``name`` with ``args``, with the call's token ``usage``."""
+        return cls(text=text, tool_calls=(ToolCall.of(name, args, id=id),), usage=usage)
 
 
 @runtime_checkable

@@ -195,7 +195,8 @@ def _superseded(fenced: FencedLog) -> bool:
 
 async def _run(host: Any, fenced: FencedLog, model: Model, final: frozenset[str], epoch: int,
                max_turns: int, max_interrupted: int) -> DriveResult:
-    loop = Loop(host.runtime, host.agent, model)
+    # one Model answers every stage: it routes on each request's ``request.model`` itself
+    loop = Loop(host.runtime, host.agent, model, warn_missing_models=False)
     session = host.agent.session
     turns = 0
     while True:

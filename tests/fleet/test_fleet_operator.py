@@ -106,3 +106,32 @@ def test_the_worker_refuses_a_guard_the_graph_does_not_have(tmp_path: Path,
     assert typo.stderr.strip().endswith("--guard tests_writen: the graph has no guard of that name "
                                         "(its guards: tests_written)")
     assert not (tmp_path / "s").exists()
+
+
+class _Routing(fleet_model.FleetModel):
+    """One model for every stage that notes each request's model choice (as a fleet's routes)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    async def complete(self, request: Any, *, signal: Any) -> Any:
+        self.asked.append(request.model.model)
+        return await super().complete(request, signal=signal)
+
+
+def test_a_fleet_model_routes_on_the_stage_choice_without_a_warning_per_drive(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text(GRAPH.read_text(encoding="utf-8").replace(
+        "    targets: [done]\n", "    targets: [done]\n    model: openai:o3\n", 1), encoding="utf-8")
+    log = MemoryLog(SessionHeader("s1", cwd=str(tmp_path)))
+    record_input(log, "message", "task: 5", input_id="in-5")
+    model = _Routing()
+    result = asyncio.run(drive(log, graph=graph, model=model, tools=fleet_model.tools()))
+    for _ in range(4):
+        if result.state != "waiting-review":
+            break
+        record_answer(log, result.review_id, "approve")
+        result = asyncio.run(drive(log, graph=graph, model=model, tools=fleet_model.tools()))
+    assert result.state == "complete" and "openai:o3" in model.asked and None in model.asked
+    assert not [r for r in caplog.records if "no such model" in r.getMessage()]

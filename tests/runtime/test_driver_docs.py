@@ -75,3 +75,12 @@ def test_the_documented_cross_process_resume_runs() -> None:
     lines = out.stdout.strip().splitlines()
     assert re.fullmatch(r"review rv_[0-9a-f]+: approve \(Approve\), logged at seq \d+", lines[0]), lines
     assert lines[-1] == "implement"
+
+
+def test_model_reply_shortcuts_carry_usage() -> None:
+    from fsm_stage.driver import ModelReply
+
+    usage = {"inputTokens": 10, "outputTokens": 2}
+    assert ModelReply.say("ok", usage=usage).usage == usage
+    assert ModelReply.call("goto_stage", {"stage": "x"}, usage=usage).usage == usage
+    assert ModelReply.say("ok").usage is None

@@ -23,8 +23,6 @@ from pathlib import Path, PurePath
 import attrs
 
 from fsm_stage.constants import (
-    APPROVE_FRESH_LABEL,
-    APPROVE_KEEP_CONVERSATION_LABEL,
     REVIEW_ANSWER,
     REVIEW_OUTCOMES,
     REVIEW_REDEEMED,
@@ -54,6 +52,7 @@ from fsm_stage.reviews._fold import (
     ReviewAnswer,
     ReviewRecord,
     ReviewState,
+    approved_shape,
     budget_payload_sha256,
     fresh_reviews,
     plan_payload_sha256,
@@ -201,16 +200,6 @@ def current_payload_sha256(session: Session, record: ReviewRecord, *, stored: bo
     return None if plan is None else plan_payload_sha256(plan)
 
 
-def _shape_of(record: ReviewRecord, option: str) -> str | None:
-    if record.kind != "stage":
-        return None
-    if option == APPROVE_FRESH_LABEL:
-        return "full"
-    if option == APPROVE_KEEP_CONVERSATION_LABEL:
-        return "light"
-    return record.shape
-
-
 def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = None,
                 option: str | None = None, by: str = "api", edited: str | None = None) -> NewEvent:
     """The ``fsm/review/answer`` event for ``record`` (validated; raises ``RecordShapeError``).
@@ -239,7 +228,7 @@ def answer_spec(record: ReviewRecord, outcome: str, *, feedback: str | None = No
         if approve_options and option not in approve_options:
             raise RecordShapeError(f"review {record.id}: {option!r} is not an approve option "
                                    f"(options: {', '.join(approve_options)})")
-        shape = _shape_of(record, option)
+        shape = approved_shape(record, option)
         feedback = None
     elif outcome == "keep":
         option = record.options[-1] if record.options else None

@@ -19,8 +19,7 @@ from fsm_stage.reviews._fold import (
     MAX_REVIEW_DOCUMENT_BYTES,
     ReviewRecord,
     ReviewState,
-    plan_payload_sha256,
-    stage_payload_sha256,
+    edited_sha256,
 )
 from fsm_stage.text import is_plain
 
@@ -69,14 +68,6 @@ def single_approver_refusal(needed: int) -> str:
     is one reviewer's version."""
     return (f"an edited document needs a single approver (quorum {needed}); "
             "approve as is, or keep with feedback")
-
-
-def edited_sha256(record: ReviewRecord, edited: str) -> str:
-    """The payload hash of the edited version of ``record``'s document (the same rule as
-    ``payloadSha256``: ``sha256(target + "\\n" + handoff)`` for a stage, ``sha256(plan)``)."""
-    if record.kind == "plan":
-        return plan_payload_sha256(edited)
-    return stage_payload_sha256(record.target, edited)
 
 
 def edit_data(record: ReviewRecord, shape: str | None, edited: str | None) -> dict[str, Any]:

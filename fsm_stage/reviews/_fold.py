@@ -22,7 +22,15 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
-from fsm_stage.constants import GRAPH_EVENT, REVIEW_ANSWER, REVIEW_REDEEMED, REVIEW_REQUEST, TOOL_RESULT
+from fsm_stage.constants import (
+    APPROVE_FRESH_LABEL,
+    APPROVE_KEEP_CONVERSATION_LABEL,
+    GRAPH_EVENT,
+    REVIEW_ANSWER,
+    REVIEW_REDEEMED,
+    REVIEW_REQUEST,
+    TOOL_RESULT,
+)
 from fsm_stage.locks import process_lock
 from fsm_stage.log.events import Event, answered_call_id
 from fsm_stage.log.projections import fold
@@ -127,6 +135,48 @@ def plan_payload_sha256(plan: str) -> str:
 def stage_payload_sha256(target: str, handoff: str | None) -> str:
     """Hex sha256 of ``target + "\\n" + handoff`` (``""`` when there is no document)."""
     return hashlib.sha256((target + "\n" + (handoff or "")).encode("utf-8")).hexdigest()
+
+
+def edited_sha256(record: ReviewRecord, edited: str) -> str:
+    """The payload hash of the edited version of ``record``'s document (the same rule as
+    ``payloadSha256``: ``sha256(target + "\\n" + handoff)`` for a stage, ``sha256(plan)``)."""
+    if record.kind == "plan":
+        return plan_payload_sha256(edited)
+    return stage_payload_sha256(record.target, edited)
+
+
+def approved_shape(record: ReviewRecord, option: str | None) -> str | None:
+    """The switch an approval of ``record`` with ``option`` makes: ``full`` / ``light`` for a
+    stage review (the request's own shape for its plain approve option), None for another kind."""
+    if record.kind != "stage":
+        return None
+    if option == APPROVE_FRESH_LABEL:
+        return "full"
+    if option == APPROVE_KEEP_CONVERSATION_LABEL:
+        return "light"
+    return record.shape
+
+
+def contradiction(record: ReviewRecord, data: Mapping[str, Any]) -> str | None:
+    """Why the logged approval ``data`` contradicts its own request ``record`` (what no answer
+    writer logs: an option that is no approve option, a shape that option does not make, edits
+    whose digest does not match or that the review cannot take), else None. The fold counts
+    such an approval as no approval (fail closed)."""
+    approve = record.options[:-1] if len(record.options) > 1 else record.options
+    option = data.get("option")
+    if approve and option not in approve:
+        return f"{str(option)[:60]!r} is not an approve option of the request"
+    shape = data.get("shape")
+    if shape is not None and shape != approved_shape(record, _str(option)):
+        return f"the shape {str(shape)[:20]!r} is not the one its option makes"
+    edited, digest = data.get("edited"), data.get("editedSha256")
+    if edited is None and digest is None:
+        return None
+    if (not isinstance(edited, str) or record.kind not in ("stage", "plan")
+            or (record.kind == "stage" and (approved_shape(record, _str(option)) != "full"
+                                            or record.handoff_path is None))):
+        return "its edits are not an edited document this review can take"
+    return None if digest == edited_sha256(record, edited) else "its editedSha256 does not match its edits"
 
 
 def tool_payload_sha256(name: str, arguments: str) -> str:
@@ -354,7 +404,7 @@ class ReviewFold:
     the approval must not serve a later call reusing the id."""
 
     key: str = "reviews"
-    STATE_VERSION: int = 3
+    STATE_VERSION: int = 4
     #: Event types that can change the state: a streaming reader may skip others.
     READS: Final = frozenset({REVIEW_REQUEST, REVIEW_ANSWER, REVIEW_REDEEMED, GRAPH_EVENT, TOOL_RESULT})
 
@@ -398,11 +448,16 @@ class ReviewFold:
             if rid in state.answered:
                 return state  # the first answer wins; a later one (a lost race) is ignored
             names = d.get("reviewers")
-            ans = ReviewAnswer(rid, _str(d.get("outcome")) or "dismiss", _str(d.get("option")),
-                               _str(d.get("shape")), _str(d.get("feedback")), _str(d.get("by")) or "",
-                               event.seq, tuple(n for n in names if isinstance(n, str))
-                               if isinstance(names, list) else (), _str(d.get("edited")),
-                               _str(d.get("editedSha256")))
+            reviewers = tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
+            outcome, by = _str(d.get("outcome")) or "dismiss", _str(d.get("by")) or ""
+            why = contradiction(state.records[rid], d) if outcome == "approve" else None
+            if why is not None:  # no writer logs it: not an approval (shown through ``by``)
+                ans = ReviewAnswer(rid, "dismiss", None, None, None, f"{by} (not an approval: {why})",
+                                   event.seq, reviewers)
+            else:
+                ans = ReviewAnswer(rid, outcome, _str(d.get("option")), _str(d.get("shape")),
+                                   _str(d.get("feedback")), by, event.seq, reviewers, _str(d.get("edited")),
+                                   _str(d.get("editedSha256")))
             live = state.live if ans.outcome == "approve" else tuple(i for i in state.live if i != rid)
             return ReviewState(state.records, _add(state.answered, rid, ans), state.redeemed, state.graph,
                                live)

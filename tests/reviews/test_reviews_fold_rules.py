@@ -1,11 +1,14 @@
 """The review fold's decision rules, each alone (docs/reviews.md tables): the first answer wins,
 the first redemption wins, a redeemed review is neither open nor pending, a fork's unused reviews
-are forked. Breaking any one rule in ``fsm_stage.reviews._fold`` fails its test."""
+are forked, an approval contradicting its request is none. Breaking any one rule in
+``fsm_stage.reviews._fold`` fails its test."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+import pytest
 
 from fsm_stage.log.events import Event
 from fsm_stage.reviews._fold import REVIEW_FOLD, ReviewState, as_fork
@@ -23,8 +26,10 @@ def _request(rid: str = "rv_1", kind: str = "stage") -> tuple[str, dict[str, Any
                        "options": ["Approve", "Keep current stage"], "payloadSha256": "ab"}
 
 
-def _answer(outcome: str, rid: str = "rv_1") -> tuple[str, dict[str, Any]]:
-    return "answer", {"id": rid, "outcome": outcome, "option": None, "by": "api"}
+def _answer(outcome: str, rid: str = "rv_1", **more: Any) -> tuple[str, dict[str, Any]]:
+    """An answer as ``answer_spec`` writes it (``more`` overrides its keys, as a hand edit would)."""
+    option = {"approve": "Approve", "keep": "Keep current stage"}.get(outcome)
+    return "answer", {"id": rid, "outcome": outcome, "option": option, "by": "api", **more}
 
 
 def _redeemed(applied: bool, reason: str | None = None, rid: str = "rv_1") -> tuple[str, dict[str, Any]]:
@@ -143,9 +148,14 @@ def test_a_checkpointed_state_loads_equal_to_the_folded_one() -> None:
     (``reviewers`` a tuple again, not the JSON list), redemptions and live reviews."""
     import json
 
+    from fsm_stage.reviews._fold import stage_payload_sha256
+
+    full = _request("rv_1")
+    full[1].update(shape="full", handoffPath="handoff/s/implement.md")
     approve = ("answer", {"id": "rv_1", "outcome": "approve", "option": "Approve", "by": "inbox",
-                          "reviewers": ["al", "bo"], "edited": "# H", "editedSha256": "cd"})
-    state = _fold(_request("rv_1"), approve, _request("rv_2", "plan"), _answer("keep", "rv_2"),
+                          "reviewers": ["al", "bo"], "edited": "# H",
+                          "editedSha256": stage_payload_sha256("implement", "# H")})
+    state = _fold(full, approve, _request("rv_2", "plan"), _answer("keep", "rv_2"),
                   _request("rv_3", "tool"), _redeemed(False, "forked", "rv_3"), _request("rv_4"))
     loaded = REVIEW_FOLD.load(json.loads(json.dumps(REVIEW_FOLD.dump(state))))
     for field in ("records", "answered", "redeemed"):
@@ -154,3 +164,30 @@ def test_a_checkpointed_state_loads_equal_to_the_folded_one() -> None:
     assert hash(loaded.answered["rv_1"]) == hash(state.answered["rv_1"])
     assert loaded.live == state.live == ("rv_1", "rv_4")
     assert [r.id for r in loaded.open] == ["rv_4"] and loaded.pending("stage") == state.pending("stage")
+
+
+@pytest.mark.parametrize(("changed", "why"), [
+    ({"option": "Keep current stage"}, "is not an approve option"),
+    ({"option": "Yes please"}, "is not an approve option"),
+    ({"option": None}, "is not an approve option"),
+    ({"shape": "huge"}, "is not the one its option makes"),
+    ({"shape": "light"}, "is not the one its option makes"),  # the request asked a full switch
+    ({"edited": "# Other", "editedSha256": "0" * 64}, "its editedSha256 does not match"),
+    ({"edited": "# Other"}, "its editedSha256 does not match"),
+    ({"editedSha256": "0" * 64}, "not an edited document this review can take"),
+])
+def test_an_approval_that_contradicts_its_request_is_no_approval(changed: dict[str, Any], why: str) -> None:
+    """What no answer writer logs (a hand-edited or forged log) fails closed: the review is
+    closed as not approved, and ``by`` says why."""
+    request = _request()
+    request[1].update(shape="full", handoffPath="handoff/s/implement.md")
+    state = _fold(request, _answer("approve", **changed))
+    answer = state.answered["rv_1"]
+    assert answer.outcome == "dismiss" and state.pending("stage") is None and not state.open
+    assert answer.by.startswith("api (not an approval: ") and why in answer.by
+    good = _fold(request, _answer("approve", shape="full"))
+    assert good.pending("stage") is not None
+    keep_conversation = _fold((request[0], {**request[1], "options": [
+        "Approve", "Approve and keep the conversation", "Keep current stage"]}),
+        _answer("approve", option="Approve and keep the conversation", shape="light"))
+    assert keep_conversation.pending("stage") is not None

@@ -103,6 +103,11 @@ def abort_result(state: CallState, *, dispatched: bool, at: int | None = None) -
 
 
 def reason(kind: str, message: str | None, cause: str | None) -> dict[str, Any]:
+    """The ``turn/end`` ``reason`` of ``kind`` (``StagedSession.end_turn``); raises
+    ``RecordShapeError`` for a ``message`` or ``cause`` that is not a str or None."""
+    for name, value in (("message", message), ("cause", cause)):
+        if value is not None and not isinstance(value, str):
+            raise RecordShapeError(f"end_turn: {name} must be a str or None, got {type(value).__name__}")
     if kind == "error":
         return {"kind": "error", "error": {"message": message or "error"}}
     if kind == "aborted":

@@ -243,8 +243,8 @@ class StagedSession:
         """Append ``turn/end``: ``completed`` / ``blocked`` → ``{kind}`` (``blocked`` with a
         ``message`` → ``{kind, message}``, e.g. the budget stop reason); ``error`` →
         ``{kind, error: {message}}``; ``aborted`` → ``{kind, reason: {kind: cause or "user"}}``.
-        Raises ``RecordShapeError`` for another ``reason``, ``DriverStateError`` with no open turn
-        or an open step (``end_step`` or ``cancel`` first)."""
+        Raises ``RecordShapeError`` for another ``reason`` or a non-str ``message`` / ``cause``,
+        ``DriverStateError`` with no open turn or an open step (``end_step`` or ``cancel`` first)."""
         shape(reason in TURN_END_KINDS, f"end_turn: reason must be one of {', '.join(TURN_END_KINDS)}, "
                f"got {reason!r}")
         view = self._open("end_turn")

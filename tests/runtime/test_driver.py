@@ -185,8 +185,13 @@ def test_misuse_raises_clear_errors_and_writes_nothing() -> None:
         run(driver.run_tool(call))
     with pytest.raises(RecordShapeError, match="reason must be one of"):
         driver.end_turn("interrupted")
+    driver.end_step()
     n = len(driver.session)
-    assert _types(driver)[-1] == "tool/result" and len(driver.session) == n
+    with pytest.raises(RecordShapeError, match="message must be a str or None, got dict"):
+        driver.end_turn("error", message=cast(Any, {"x": ["\x1b[2J"]}))
+    with pytest.raises(RecordShapeError, match="cause must be a str or None, got int"):
+        driver.end_turn("aborted", cause=cast(Any, 12345))
+    assert _types(driver)[-1] == "step/end" and len(driver.session) == n  # nothing written
     with pytest.raises(TypeError, match="config must be a mapping"):
         StagedSession(Runtime(), new_agent(), config=cast(Any, "p/m"))
 

@@ -24,12 +24,14 @@ import attrs
 PATH_WORDS: frozenset[str] = frozenset({
     "path", "paths", "file", "files", "filename", "filenames", "filepath", "filepaths",
     "dir", "dirs", "directory", "directories", "folder", "folders", "cwd", "workdir",
-    "dest", "destination",
+    "dest", "destination", "pathname", "pathnames", "src", "source", "sources", "target", "targets",
+    "output", "outputs", "uri", "uris",
 })
 #: Key words that take a list of paths (a path-like key ending in one of them, or a declared
 #: ``path_args`` name ending in ``s``); every other path-like key takes one string.
 PLURAL_WORDS: frozenset[str] = frozenset({
-    "paths", "files", "filenames", "filepaths", "dirs", "directories", "folders",
+    "paths", "files", "filenames", "filepaths", "dirs", "directories", "folders", "pathnames",
+    "sources", "targets", "outputs", "uris",
 })
 MAX_PATH_CHARS = 4096
 MAX_PATHS = 256

@@ -140,7 +140,15 @@ def test_the_case_probe_reads_the_cwd(tmp_path: Path) -> None:
         ("cwd", True),
         ("destination", True),
         ("paths", True),
+        ("pathname", True),
+        ("src", True),
+        ("sourceFiles", True),
+        ("target", True),
+        ("output", True),
+        ("uri", True),
         ("profile", False),
+        ("resource", False),
+        ("outcome", False),
         ("text", False),
         ("content", False),
         ("pathology", False),
@@ -148,6 +156,15 @@ def test_the_case_probe_reads_the_cwd(tmp_path: Path) -> None:
 )
 def test_path_like_keys(key: str, like: bool) -> None:
     assert path_like(key) is like
+
+
+@pytest.mark.parametrize("key", ["pathname", "src", "source", "target", "output", "uri"])
+def test_a_second_path_in_a_common_path_word_is_never_unread(key: str) -> None:
+    """A path under a word that often names one is read as path-like, so an allow rule for
+    ``**/*.md`` does not let ``secret/key`` through beside an allowed ``path``."""
+    args = {"path": "notes.md", key: "secret/key.md"}
+    assert ALLOW.decide("write_file", args).verdict == "deny"
+    assert ASK.decide("write_file", args).verdict == "ask"
 
 
 @pytest.mark.parametrize("bad", ["", "a\x00b", "~/x", "C:/x", "file:///etc", "x" * 5000, "../x"])

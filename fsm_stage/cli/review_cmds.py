@@ -193,8 +193,11 @@ def _record(log: str, review_id: str, outcome: str, *, feedback: str | None, opt
     """Log one answer (``by: "cli"``; ``"cli:NAME"`` as ``who``, as ``inbox approve-all``): as
     ``who`` through ``vote_review`` (the review's rules decide; under a quorum an approval may
     only add a vote), else ``answer_review``; then, when the review closed and ``log`` belongs
-    to a fleet store, wake its session (``_wake``)."""
+    to a fleet store, wake its session (``_wake``). What opening the log for writing reported
+    (a torn last line cut and saved beside it) is printed first, answered or refused."""
     with webhooks(), open_location(log) as stored:
+        for warning in getattr(stored, "warnings", ()):
+            click.echo(visible(f"fsm-stage: warning: {warning}"), err=True)
         if who is None:
             result = VoteResult(answer_review(stored, review_id, outcome, feedback=feedback, option=option,
                                               by="cli", edited=edited))

@@ -81,3 +81,22 @@ def test_a_location_with_a_scheme_is_never_made_into_folders(tmp_path: Path) -> 
     finally:
         mp.undo()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(":")]  # no "https:" / "postgress:" tree
+
+
+def test_an_answer_says_when_opening_the_log_cut_its_torn_tail(tmp_path: Path) -> None:
+    """Answering opens the log for writing, which cuts a torn last line (saved beside it): the
+    command says so, whether the answer then succeeds or is refused."""
+    path = tmp_path / "s.jsonl"
+    rid = _suspended(path)
+    with path.open("a") as handle:
+        handle.write('{"type":"user/message","seq":')  # a write the crash cut short
+    out = CliRunner().invoke(main, ["review", str(path), "--approve", rid])
+    assert out.exit_code == 0, out.stderr
+    assert "warning" in out.stderr and "truncated torn tail" in out.stderr
+    (saved,) = tmp_path.glob("s.jsonl.torn-*")
+    assert saved.read_text() == '{"type":"user/message","seq":'
+    with path.open("a") as handle:
+        handle.write('{"type":')
+    refused = CliRunner().invoke(main, ["review", str(path), "--approve", "rv_nope"])
+    assert refused.exit_code == 1 and "no review" in refused.stderr
+    assert "truncated torn tail" in refused.stderr

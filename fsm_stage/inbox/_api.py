@@ -97,23 +97,56 @@ def _authenticated(inbox: _Inbox, handler: Callable[[Request, str], Awaitable[Re
 def reviews_route(inbox: _Inbox) -> Handler:
     """``GET /api/reviews``: ``{format_version, reviewer, open: [review_json + refusal]}``,
     oldest first."""
-    from fsm_stage.inbox.queue import review_json
     from fsm_stage.log.events import wall_clock_ms
 
     async def run(request: Request, name: str) -> Response:
         items = sorted(inbox.store.open_reviews(), key=lambda i: i.asked_ms)
         now = wall_clock_ms()
-        rows = []
-        for item in items:
-            row = review_json(item, now)
-            overdue = item.deadline_ms is not None and now >= item.deadline_ms
-            row["refusal"] = (inbox.refusal(item, name) or inbox.approve_refusal(item, name)
-                              or ("its deadline passed: an answer now closes it with the deadline's "
-                                  "answer" if overdue else None))
-            rows.append(row)
+        rows = [_row(inbox, item, name, now) for item in items]
         # logs the store could not read, or read only in part: their reviews are missing here
         return JSONResponse({"format_version": API_VERSION, "reviewer": name, "open": rows,
                              "unreadable": inbox.store.unreadable(), "damaged": inbox.store.damaged()})
+
+    return _authenticated(inbox, run)
+
+
+def _row(inbox: _Inbox, item: Any, name: str, now: int) -> dict[str, Any]:
+    """``review_json`` of the open review ``item`` and its ``refusal`` for reviewer ``name``:
+    why an answer (or an approval) would be refused, or that its deadline passed; None."""
+    from fsm_stage.inbox.queue import review_json
+
+    row = review_json(item, now)
+    overdue = item.deadline_ms is not None and now >= item.deadline_ms
+    row["refusal"] = (inbox.refusal(item, name) or inbox.approve_refusal(item, name)
+                      or ("its deadline passed: an answer now closes it with the deadline's "
+                          "answer" if overdue else None))
+    return row
+
+
+def review_route(inbox: _Inbox) -> Handler:
+    """``GET /api/reviews/{key}/{rid}``: one open review as the listing gives it, with the
+    ``document`` an approval binds (the plan, the handoff document, or a tool call's exact
+    argument text) or, when it cannot be read, ``document`` null and ``document_error`` saying
+    why; 404 for no such review, 409 for one that is closed already."""
+    from fsm_stage.inbox import _render
+    from fsm_stage.inbox._pages import review_document
+    from fsm_stage.log.events import wall_clock_ms
+
+    async def run(request: Request, name: str) -> Response:
+        found = inbox.find(request.path_params["key"], request.path_params["rid"])
+        if found is None:
+            return _error(404, "no such review")
+        view, item = found
+        if item is None:
+            return _error(409, "this review is closed already")
+        record = item.record
+        document, problem = review_document(view, record)
+        if record.kind == "tool":
+            shown = _render.tool_arguments(view.events, record) or {}
+            document, problem = shown.get("text"), shown.get("note")
+        return JSONResponse({"format_version": API_VERSION, "reviewer": name,
+                             "review": {**_row(inbox, item, name, wall_clock_ms()), "document": document,
+                                        "document_error": problem}})
 
     return _authenticated(inbox, run)
 
@@ -189,3 +222,18 @@ def answer_route(inbox: _Inbox) -> Handler:
         return JSONResponse({"format_version": API_VERSION, **done.to_json()}, status_code=status)
 
     return _authenticated(inbox, run)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no route: 404, a method the route does not take: 405): under
+    ``/api/`` the API's JSON error body, elsewhere plain text as Starlette gives it."""
+    from starlette.exceptions import HTTPException
+    from starlette.responses import PlainTextResponse
+
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    if request.url.path.startswith("/api/"):
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(headers)
+        return response
+    return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=headers)

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import ClientDisconnect, Request
@@ -291,6 +292,7 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
         Route("/api/version", _guarded(inbox, _pages.version(inbox)), methods=["GET"]),
         Route("/api/reviews", _api.reviews_route(inbox), methods=["GET"]),
         Route("/api/reviews/{key}/{rid}", _api.answer_route(inbox), methods=["POST"]),
+        Route("/api/reviews/{key}/{rid}", _api.review_route(inbox), methods=["GET"]),
         Route("/review/{key}/{rid}", _guarded(inbox, _pages.review(inbox)), methods=["GET", "POST"]),
         Route("/review/{key}/{rid}/edit", _guarded(inbox, edit(inbox)), methods=["GET", "POST"]),
         Route("/graph/{key}/{rid}.svg", _guarded(inbox, _pages.graph(inbox)), methods=["GET"]),
@@ -302,7 +304,8 @@ def create_app(location: str | os.PathLike[str], *, reviewers_file: str | os.Pat
         Middleware(SessionMiddleware, secret_key=secret_key or secrets.token_urlsafe(32),
                    session_cookie="fsm_inbox", same_site="strict", https_only=https_only, max_age=12 * 3600),
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={HTTPException: _api.http_error})
 
 
 class _SecurityHeaders:

@@ -330,3 +330,37 @@ def test_the_page_answers_409_when_a_racing_answer_closed_the_review(
                        headers=who, follow_redirects=False)
     assert lost.status_code == 409 and "answered already" in lost.text
     assert [a["by"] for a in _answers(logs / "s1.jsonl")] == ["inbox:bob"]
+
+
+def test_one_review_is_read_with_the_document_an_approval_binds(tmp_path: Path, logs: Path) -> None:
+    from inbox_fixtures import plan_session
+
+    rid = stage_session(logs, "s1", handoff="# Handoff\nwhat was done")
+    pid = plan_session(logs, "p1", "# Plan\n1. do it")
+    client = _client(tmp_path, logs)
+    one = client.get(f"/api/reviews/s1.jsonl/{rid}", headers=_bearer("bob"))
+    assert one.status_code == 200, one.text
+    review = one.json()["review"]
+    assert (review["id"], review["target"], review["refusal"]) == (rid, "implement", None)
+    assert review["document"] == "# Handoff\nwhat was done" and review["document_error"] is None
+    listed = {r["id"]: r for r in client.get("/api/reviews", headers=_bearer("bob")).json()["open"]}
+    assert {k: v for k, v in review.items() if k not in ("document", "document_error")} == listed[rid]
+    plan = client.get(f"/api/reviews/p1.jsonl/{pid}", headers=_bearer("bob")).json()["review"]
+    assert plan["document"] == "# Plan\n1. do it"
+    assert client.get(f"/api/reviews/s1.jsonl/{rid}").status_code == 401
+    gone = client.get("/api/reviews/s1.jsonl/rv_nope", headers=_bearer("bob"))
+    assert gone.status_code == 404 and gone.json() == {"format_version": 1, "error": "no such review"}
+    client.post(f"/api/reviews/s1.jsonl/{rid}", json={"action": "keep"}, headers=_bearer("bob"))
+    assert client.get(f"/api/reviews/s1.jsonl/{rid}", headers=_bearer("bob")).status_code == 409
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("DELETE", "/api/reviews/s1.jsonl/rv_x", 405), ("PUT", "/api/reviews", 405),
+    ("GET", "/api/nothing/here", 404), ("GET", "/api/reviews/a/b/c", 404)])
+def test_every_api_error_body_is_json(tmp_path: Path, logs: Path, method: str, path: str,
+                                      status: int) -> None:
+    client = _client(tmp_path, logs)
+    response = client.request(method, path, headers=_bearer("bob"))
+    assert response.status_code == status
+    assert response.json()["format_version"] == 1 and response.json()["error"]
+    assert client.get("/no/such/page").text == "Not Found"  # the pages keep plain text

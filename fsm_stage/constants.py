@@ -117,6 +117,8 @@ TEMPLATE_VARIABLES: Final = frozenset({"stage_current", "stage_targets"})
 FSM_EVENT_PREFIX: Final = "fsm/"
 REVIEW_REQUEST: Final = "fsm/review/request"
 REVIEW_ANSWER: Final = "fsm/review/answer"
+REVIEW_EXPIRED_BY: Final = "deadline"
+"""The ``by`` of the answer that closes a review at its deadline (nobody decided)."""
 REVIEW_REDEEMED: Final = "fsm/review/redeemed"
 GRAPH_EVENT: Final = "fsm/graph"
 BUDGET_EVENT: Final = "fsm/budget"

@@ -52,6 +52,11 @@ ATTRIBUTES: Final[Mapping[str, str]] = {
     "command": "fsm_stage.command",
     "resumes": "fsm_stage.session.resumes",
     "open": "fsm_stage.open",
+    "reviewers": "fsm_stage.review.reviewers",
+    "request_model": "gen_ai.request.model",
+    "response_model": "gen_ai.response.model",
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
 }
 
 

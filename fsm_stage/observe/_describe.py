@@ -20,6 +20,7 @@ from fsm_stage.constants import (
     PLAN_MODE_EVENT,
     REQUEST_HEADER,
     REVIEW_ANSWER,
+    REVIEW_EXPIRED_BY,
     REVIEW_REDEEMED,
     REVIEW_REQUEST,
     STEP_END,
@@ -148,15 +149,18 @@ def _review(session: str, ev: Event, d: Mapping[str, Any], ctx: Context) -> list
     if ev.type == REVIEW_ANSWER:
         outcome = _str(d.get("outcome")) or "dismiss"
         wait = None if req is None else max(0, ev.time - req.time) / 1000.0
-        expired = d.get("expired") is True or outcome in _EXPIRED_OUTCOMES
+        by = _str(d.get("by"))
+        expired = d.get("expired") is True or outcome in _EXPIRED_OUTCOMES or by == REVIEW_EXPIRED_BY
         name = "review.expired" if expired else "review.answered"
         verb = "expired" if expired else f"answered {outcome}"
-        by = _str(d.get("by"))
+        names = d.get("reviewers")
+        voters = ",".join(n for n in names if isinstance(n, str)) if isinstance(names, list) else ""
         return [_obs(session, ev, name, "fsm_stage.reviews", logging.INFO,
                      f"review {rid} {verb}" + (f" by {by}" if by else "")
+                     + (f" (reviewers {voters})" if voters else "")
                      + ("" if wait is None else f" after {wait:.3f}s"),
                      review_id=rid, outcome=outcome, reviewer=by, wait_seconds=wait,
-                     option=_str(d.get("option")), **f)]
+                     option=_str(d.get("option")), reviewers=voters or None, **f)]
     applied = d.get("applied") is True
     reason = _str(d.get("reason"))
     return [_obs(session, ev, "review.redeemed", "fsm_stage.reviews", logging.INFO,

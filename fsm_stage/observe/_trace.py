@@ -15,8 +15,10 @@ from typing import Any, Final
 import attrs
 
 from fsm_stage.constants import (
+    ASSISTANT_MESSAGE,
     REQUEST_HEADER,
     REVIEW_ANSWER,
+    REVIEW_EXPIRED_BY,
     REVIEW_REDEEMED,
     REVIEW_REQUEST,
     STEP_END,
@@ -108,6 +110,8 @@ class _Walk:
         self.tool_by_seq: dict[int, Span] = {}
         self.reviews: dict[str, Span] = {}
         self.requests: dict[str, Event] = {}
+        self.declined: dict[str, str] = {}  # call id -> the outcome of its review that was no approval
+        self.model: str | None = None  # provider:model of the last request/header
         self.stage: str | None = None
         self.plan = False
         self.resumes = 0
@@ -179,7 +183,7 @@ def _structure(ev: Event, d: Mapping[str, Any], walk: _Walk) -> None:
     elif t == STEP_START:
         walk.step = walk.open(STEP_SPAN, f"step/{ev.seq}", walk.turn or walk.root, ms,
                               {"turn": _int(d.get("turn")), "step": _int(d.get("step")),
-                               "stage": walk.stage, "plan_mode": walk.plan})
+                               "stage": walk.stage, "plan_mode": walk.plan, "request_model": walk.model})
     elif t == STEP_END and walk.step is not None:
         _close(walk.step, ms)
         walk.step = None
@@ -194,11 +198,51 @@ def _structure(ev: Event, d: Mapping[str, Any], walk: _Walk) -> None:
         span = _result_call(ev, d, walk)
         if span is not None:
             _close(span, ms)
-            if _result_error(d):
+            declined = walk.declined.get(str(span.attributes.get("gen_ai.tool.call.id")))
+            if declined is not None:  # a person's (or the deadline's) decision, not a failure
+                span.attributes.update(span_attributes({"outcome": declined}))
+            elif _result_error(d):
                 span.error = "tool error"
-    elif t == REQUEST_HEADER and d.get("reason") == "resume":
-        walk.resumes += 1
-        walk.inner().events.append(SpanEvent("fsm_stage.session.resumed", ms * _MS, {}))
+    elif t == REQUEST_HEADER:
+        _header(d, walk)
+        if d.get("reason") == "resume":
+            walk.resumes += 1
+            walk.inner().events.append(SpanEvent("fsm_stage.session.resumed", ms * _MS, {}))
+    elif t == ASSISTANT_MESSAGE and walk.step is not None:
+        walk.step.attributes.update(span_attributes(_reply_fields(d)))
+
+
+def _header(d: Mapping[str, Any], walk: _Walk) -> None:
+    """The model a ``request/header`` names (``provider:model``) on the open step, and on later
+    steps until another header changes it."""
+    header = d.get("header")
+    config = header.get("config") if isinstance(header, Mapping) else None
+    if isinstance(config, Mapping) and isinstance(config.get("model"), str):
+        walk.model = _qualified(config.get("provider"), config["model"])
+        if walk.step is not None:
+            walk.step.attributes.update(span_attributes({"request_model": walk.model}))
+
+
+def _qualified(provider: object, model: str) -> str:
+    """``provider:model`` (``model`` alone when it is qualified already or has no provider)."""
+    return model if ":" in model or not isinstance(provider, str) or not provider else f"{provider}:{model}"
+
+
+def _reply_fields(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The answering model and its token usage of an ``assistant/message`` (GenAI names: input
+    tokens count cache reads and writes too)."""
+    message = d.get("message")
+    source = message.get("source") if isinstance(message, Mapping) else None
+    usage = d.get("usage")
+    out: dict[str, Any] = {}
+    if isinstance(source, Mapping) and isinstance(source.get("model"), str):
+        out["response_model"] = _qualified(source.get("provider"), source["model"])
+    if isinstance(usage, Mapping):
+        counts = [usage.get(k) for k in ("inputTokens", "cacheReadTokens", "cacheWriteTokens")]
+        if any(_int(c) is not None for c in counts):
+            out["input_tokens"] = sum(_int(c) or 0 for c in counts)
+        out["output_tokens"] = _int(usage.get("outputTokens"))
+    return out
 
 
 def _review(ev: Event, d: Mapping[str, Any], walk: _Walk, observed: Mapping[str, Any] | None) -> None:
@@ -218,8 +262,14 @@ def _review(ev: Event, d: Mapping[str, Any], walk: _Walk, observed: Mapping[str,
             return  # the first answer wins, as in the review fold
         _close(span, ev.time)
         span.attributes.update(span_attributes({k: observed.get(k) for k in
-                                                ("outcome", "reviewer", "option", "wait_seconds")}))
-        if observed.get("outcome") in ("expired", "expire", "deadline") or observed.get("expired"):
+                                                ("outcome", "reviewer", "option", "wait_seconds",
+                                                 "reviewers")}))
+        asked = walk.requests[rid].data
+        call_id = asked.get("callId") if isinstance(asked, Mapping) else None
+        expired = d.get("by") == REVIEW_EXPIRED_BY
+        if isinstance(call_id, str) and (expired or observed.get("outcome") != "approve"):
+            walk.declined[call_id] = "expired" if expired else str(observed.get("outcome"))
+        if expired or observed.get("outcome") in ("expired", "expire", "deadline") or observed.get("expired"):
             span.error = "review expired"
     elif ev.type == REVIEW_REDEEMED and rid in walk.reviews:
         walk.reviews[rid].attributes.update(span_attributes({"applied": d.get("applied") is True}))

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from fsm_stage.constants import MAX_DEADLINE_SECONDS, REVIEW_ANSWER, REVIEWER_NAME_PATTERN
+from fsm_stage.constants import MAX_DEADLINE_SECONDS, REVIEW_ANSWER, REVIEW_EXPIRED_BY, REVIEWER_NAME_PATTERN
 from fsm_stage.errors import ReviewRefusedError, UserError
 from fsm_stage.log.events import NewEvent, wall_clock_ms
 
@@ -135,7 +135,7 @@ def load_reviewers(path: str | Path) -> Reviewers:
 #: The keys a review request's logged rules may hold (``config.review_rules.rules_json``).
 RULE_KEYS = frozenset({"approvers", "quorum", "notRequester", "deadlineSeconds", "onDeadline", "notify"})
 #: The ``by`` of the answer that closes a review at its deadline (``expiry_spec``).
-EXPIRED_BY = "deadline"
+EXPIRED_BY = REVIEW_EXPIRED_BY
 #: What the review fold records for logged ``rules`` that are not a mapping (``rules_problem``
 #: reports it: an unknown key).
 UNREADABLE_RULES_KEY = "invalid"

@@ -135,3 +135,14 @@ def test_a_fleet_model_routes_on_the_stage_choice_without_a_warning_per_drive(
         result = asyncio.run(drive(log, graph=graph, model=model, tools=fleet_model.tools()))
     assert result.state == "complete" and "openai:o3" in model.asked and None in model.asked
     assert not [r for r in caplog.records if "no such model" in r.getMessage()]
+
+
+def test_sending_to_a_store_that_does_not_exist_names_the_store(tmp_path: Path) -> None:
+    from fsm_stage.errors import UserError
+    from fsm_stage.fleet import Store
+
+    Store(str(tmp_path / "sessions")).open("s1", create=SessionHeader("s1", cwd=str(tmp_path))).close()
+    with pytest.raises(UserError, match="no such store folder"):
+        Store(str(tmp_path / "sesions")).open("s1")
+    with pytest.raises(UserError, match="no session 's2'"):
+        Store(str(tmp_path / "sessions")).open("s2")

@@ -321,7 +321,7 @@ def decide(session: Any, record: Any, outcome: str, *, reviewer: str | None, rev
     deadline = deadline_at(rules, record.time)
     now = wall_clock_ms() if now_ms is None else now_ms
     if deadline is not None and now >= deadline:
-        expiry = expiry_spec(record, rules)
+        expiry = expiry_spec(record, rules, len(vote_options(session, record)))
         seconds = deadline_seconds(rules)
         shown = f"{seconds:g} s" if seconds is not None else "unreadable, so expired at once"
         return TeamDecision(f"review {record.id} expired (deadline {shown}); "
@@ -385,15 +385,19 @@ def _counted(logged: tuple[str, ...], rules: Mapping[str, Any], requester: str |
     return tuple(out)
 
 
-def expiry_spec(record: Any, rules: Mapping[str, Any]) -> Any:
+def expiry_spec(record: Any, rules: Mapping[str, Any], votes: int = 0) -> Any:
     """The answer that closes ``record`` at its deadline: ``onDeadline`` (keep or dismiss), by
-    ``deadline``, its ``feedback`` saying no reviewer answered in time (so the model never reads
-    it as a person's decision); an expired review never approves."""
+    ``deadline``, its ``feedback`` saying no reviewer answered in time, or, under a quorum with
+    ``votes`` approvals logged, that the quorum was not reached (so the model never reads it as
+    a person's decision); an expired review never approves."""
     outcome = "keep" if rules.get("onDeadline") == "keep" else "dismiss"
     option = record.options[-1] if outcome == "keep" and record.options else None
     seconds = deadline_seconds(rules)
     within = f" ({seconds:g} s)" if seconds is not None else ""
-    feedback = f"No reviewer answered before the review's deadline{within}; nobody decided on it."
+    quorum = quorum_of(rules)
+    feedback = (f"The review's quorum was not reached before its deadline{within}: {votes} of {quorum} "
+                "approvals; nobody decided on it." if votes and quorum > 1 else
+                f"No reviewer answered before the review's deadline{within}; nobody decided on it.")
     return NewEvent(REVIEW_ANSWER, {"id": record.id, "outcome": outcome, "option": option, "shape": None,
                                     "feedback": feedback, "by": EXPIRED_BY}, ignorable=True)
 
@@ -439,4 +443,5 @@ def expire(session: Any, record: Any) -> None:
     by one append conditional on the session's end; whether the deadline passed is the caller's
     to decide. Raises ``AppendConflictError`` when the session moved meanwhile (nothing
     written) and what the log's append raises."""
-    session.append_many([expiry_spec(record, record.rules or {})], expect_last_seq=session.last_seq)
+    votes = len(vote_options(session, record))
+    session.append_many([expiry_spec(record, record.rules or {}, votes)], expect_last_seq=session.last_seq)

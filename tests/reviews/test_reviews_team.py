@@ -417,3 +417,19 @@ def test_edge_rules_that_let_anyone_answer_under_graph_rules_that_do_not_warn(ed
     assert "stages[0].targets[0].review" in str(warning) and "anyone may answer" in str(warning)
     strict = text.replace(f"review: {edge_rules}", "review: {approvers: [bob]}")
     assert [w for w in load_config_text(strict).warnings if "review" in str(w)] == []
+
+
+def test_a_quorum_that_ran_out_of_time_says_how_far_it_got(tmp_path: Path) -> None:
+    """The deadline's answer of a quorum review with votes logged says the quorum was not
+    reached (1 of 2), not that nobody answered."""
+    from fsm_stage.log.events import wall_clock_ms
+    from fsm_stage.reviews._answer import vote_review
+    from fsm_stage.reviews._team import expire_overdue
+
+    _loop, _stage, session, rid = team_session(tmp_path)  # answers are judged by the wall clock
+    vote_review(session, rid, "approve", reviewer="alice")
+    assert expire_overdue(session, now_ms=wall_clock_ms() + 3_600_001) == [rid]
+    (answer,) = [e.data for e in session.events if e.type == "fsm/review/answer"]
+    assert answer["by"] == "deadline" and answer["feedback"] == (
+        "The review's quorum was not reached before its deadline (3600 s): 1 of 2 approvals; "
+        "nobody decided on it.")

@@ -448,7 +448,7 @@ class PlanModeController:
         answer = outcome.answer
         if answer.expired:  # closed by its deadline: nobody decided
             raise ToolFailure(c.text("errors.expired"))
-        if answer.outcome == "dismiss":
+        if answer.outcome not in ("approve", "keep"):  # dismiss, or nothing any writer logs
             raise ToolFailure(c.text("errors.dismissed"))
         if answer.outcome == "keep":
             if answer.feedback:

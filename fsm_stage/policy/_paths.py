@@ -24,14 +24,15 @@ import attrs
 PATH_WORDS: frozenset[str] = frozenset({
     "path", "paths", "file", "files", "filename", "filenames", "filepath", "filepaths",
     "dir", "dirs", "directory", "directories", "folder", "folders", "cwd", "workdir",
-    "dest", "destination", "pathname", "pathnames", "src", "source", "sources", "target", "targets",
-    "output", "outputs", "uri", "uris",
+    "dest", "destination", "pathname", "pathnames", "src", "srcs", "source", "sources", "dst", "dsts",
+    "target", "targets", "out", "output", "outputs", "outfile", "outdir", "destdir", "uri", "uris",
+    "url", "urls",
 })
 #: Key words that take a list of paths (a path-like key ending in one of them, or a declared
 #: ``path_args`` name ending in ``s``); every other path-like key takes one string.
 PLURAL_WORDS: frozenset[str] = frozenset({
     "paths", "files", "filenames", "filepaths", "dirs", "directories", "folders", "pathnames",
-    "sources", "targets", "outputs", "uris",
+    "srcs", "sources", "dsts", "targets", "outputs", "uris", "urls",
 })
 MAX_PATH_CHARS = 4096
 MAX_PATHS = 256

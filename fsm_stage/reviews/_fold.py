@@ -27,6 +27,7 @@ from fsm_stage.constants import (
     APPROVE_KEEP_CONVERSATION_LABEL,
     GRAPH_EVENT,
     REVIEW_ANSWER,
+    REVIEW_OUTCOMES,
     REVIEW_REDEEMED,
     REVIEW_REQUEST,
     TOOL_RESULT,
@@ -450,7 +451,8 @@ class ReviewFold:
             names = d.get("reviewers")
             reviewers = tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
             outcome, by = _str(d.get("outcome")) or "dismiss", _str(d.get("by")) or ""
-            why = contradiction(state.records[rid], d) if outcome == "approve" else None
+            why = (contradiction(state.records[rid], d) if outcome == "approve" else None
+                   if outcome in REVIEW_OUTCOMES else f"{outcome[:40]!r} is no review outcome")
             if why is not None:  # no writer logs it: not an approval (shown through ``by``)
                 ans = ReviewAnswer(rid, "dismiss", None, None, None, f"{by} (not an approval: {why})",
                                    event.seq, reviewers)

@@ -170,7 +170,7 @@ def _result(ctl: StageController, agent: Agent, session: Session, outcome: Outco
     answer, red = outcome.answer, outcome.redemption
     if answer.expired:  # closed by its deadline: nobody decided
         raise ToolFailure(ctl.catalog.text("errors.expired"))
-    if answer.outcome == "dismiss":
+    if answer.outcome not in ("approve", "keep"):  # dismiss, or nothing any writer logs
         raise ToolFailure(ctl.catalog.text("errors.dismissed"))
     if answer.outcome == "keep":
         feedback = answer.feedback or ""

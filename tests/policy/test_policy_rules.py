@@ -158,7 +158,8 @@ def test_path_like_keys(key: str, like: bool) -> None:
     assert path_like(key) is like
 
 
-@pytest.mark.parametrize("key", ["pathname", "src", "source", "target", "output", "uri"])
+@pytest.mark.parametrize("key", ["pathname", "src", "source", "dst", "target", "output", "outdir", "uri",
+                                 "url"])
 def test_a_second_path_in_a_common_path_word_is_never_unread(key: str) -> None:
     """A path under a word that often names one is read as path-like, so an allow rule for
     ``**/*.md`` does not let ``secret/key`` through beside an allowed ``path``."""

@@ -175,13 +175,16 @@ def test_a_checkpointed_state_loads_equal_to_the_folded_one() -> None:
     ({"edited": "# Other", "editedSha256": "0" * 64}, "its editedSha256 does not match"),
     ({"edited": "# Other"}, "its editedSha256 does not match"),
     ({"editedSha256": "0" * 64}, "not an edited document this review can take"),
+    ({"outcome": "Approve"}, "'Approve' is no review outcome"),
+    ({"outcome": "approve ", "edited": "# Forged", "editedSha256": "0" * 64}, "is no review outcome"),
 ])
 def test_an_approval_that_contradicts_its_request_is_no_approval(changed: dict[str, Any], why: str) -> None:
     """What no answer writer logs (a hand-edited or forged log) fails closed: the review is
     closed as not approved, and ``by`` says why."""
     request = _request()
     request[1].update(shape="full", handoffPath="handoff/s/implement.md")
-    state = _fold(request, _answer("approve", **changed))
+    answer_event = _answer("approve")
+    state = _fold(request, (answer_event[0], {**answer_event[1], **changed}))
     answer = state.answered["rv_1"]
     assert answer.outcome == "dismiss" and state.pending("stage") is None and not state.open
     assert answer.by.startswith("api (not an approval: ") and why in answer.by

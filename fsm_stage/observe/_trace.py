@@ -110,7 +110,7 @@ class _Walk:
         self.tool_by_seq: dict[int, Span] = {}
         self.reviews: dict[str, Span] = {}
         self.requests: dict[str, Event] = {}
-        self.declined: dict[str, str] = {}  # call id -> the outcome of its review that was no approval
+        self.declined: dict[str, str] = {}  # tool span id -> the outcome of its review, not an approval
         self.model: str | None = None  # provider:model of the last request/header
         self.stage: str | None = None
         self.plan = False
@@ -198,7 +198,7 @@ def _structure(ev: Event, d: Mapping[str, Any], walk: _Walk) -> None:
         span = _result_call(ev, d, walk)
         if span is not None:
             _close(span, ms)
-            declined = walk.declined.get(str(span.attributes.get("gen_ai.tool.call.id")))
+            declined = walk.declined.pop(span.span_id, None)
             if declined is not None:  # a person's (or the deadline's) decision, not a failure
                 span.attributes.update(span_attributes({"outcome": declined}))
             elif _result_error(d):
@@ -238,11 +238,17 @@ def _reply_fields(d: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(source, Mapping) and isinstance(source.get("model"), str):
         out["response_model"] = _qualified(source.get("provider"), source["model"])
     if isinstance(usage, Mapping):
-        counts = [usage.get(k) for k in ("inputTokens", "cacheReadTokens", "cacheWriteTokens")]
-        if any(_int(c) is not None for c in counts):
-            out["input_tokens"] = sum(_int(c) or 0 for c in counts)
-        out["output_tokens"] = _int(usage.get("outputTokens"))
+        counts = [_count(usage.get(k)) for k in ("inputTokens", "cacheReadTokens", "cacheWriteTokens")]
+        if any(c is not None for c in counts):
+            out["input_tokens"] = _count(sum(c or 0 for c in counts))
+        out["output_tokens"] = _count(usage.get("outputTokens"))
     return out
+
+
+def _count(v: Any) -> int | None:
+    """A token count an OpenTelemetry int attribute carries (0 … 2**63 - 1), else None."""
+    n = _int(v)
+    return n if n is not None and 0 <= n < 2 ** 63 else None
 
 
 def _review(ev: Event, d: Mapping[str, Any], walk: _Walk, observed: Mapping[str, Any] | None) -> None:
@@ -267,8 +273,9 @@ def _review(ev: Event, d: Mapping[str, Any], walk: _Walk, observed: Mapping[str,
         asked = walk.requests[rid].data
         call_id = asked.get("callId") if isinstance(asked, Mapping) else None
         expired = d.get("by") == REVIEW_EXPIRED_BY
-        if isinstance(call_id, str) and (expired or observed.get("outcome") != "approve"):
-            walk.declined[call_id] = "expired" if expired else str(observed.get("outcome"))
+        tool = walk.tools.get(call_id) if isinstance(call_id, str) else None  # the call's open span
+        if tool is not None and (expired or observed.get("outcome") != "approve"):
+            walk.declined[tool.span_id] = "expired" if expired else str(observed.get("outcome"))
         if expired or observed.get("outcome") in ("expired", "expire", "deadline") or observed.get("expired"):
             span.error = "review expired"
     elif ev.type == REVIEW_REDEEMED and rid in walk.reviews:

@@ -84,3 +84,36 @@ def test_the_deadlines_answer_is_observed_as_an_expiry(tmp_path: Path) -> None:
     names = [o.name for ev in events if ev.type == "fsm/review/answer"
              for o in describe("traced", ev, ScanContext(events))]
     assert names == ["review.answered", "review.expired"]  # the keep, then the deadline's answer
+
+
+def _events(*items: tuple[str, dict[str, Any]]) -> list[Any]:
+    from fsm_stage.log.events import Event
+
+    return [Event(type=t, seq=i, time=1_000 + i, data=d) for i, (t, d) in enumerate(items)]
+
+
+def _result(call_id: str) -> tuple[str, dict[str, Any]]:
+    block = {"type": "tool-result", "toolCallId": call_id, "content": [], "isError": True}
+    return "tool/result", {"message": {"role": "user", "content": [block]}}
+
+
+def test_a_reused_call_id_keeps_its_own_error_and_hostile_usage_is_dropped() -> None:
+    from fsm_stage.log.events import SessionHeader
+    from fsm_stage.observe.otlp import otlp_json
+
+    call = ("tool/call", {"callId": "c1", "name": "goto_stage", "arguments": "{}"})
+    events = _events(
+        ("turn/start", {"turn": 1}), ("step/start", {"turn": 1, "step": 1}), call,
+        ("fsm/review/request", {"id": "rv_1", "callId": "c1", "kind": "stage", "target": "b"}),
+        ("fsm/review/answer", {"id": "rv_1", "outcome": "keep", "by": "cli"}), _result("c1"),
+        ("assistant/message", {"message": {"role": "assistant", "content": []},
+                               "usage": {"inputTokens": 10 ** 4000, "cacheReadTokens": 10 ** 4000,
+                                         "outputTokens": -5}}),
+        call, _result("c1"))
+    trace = build_trace(SessionHeader("s", cwd="/tmp"), events)
+    first, second = [s for s in trace.spans if s.name == "execute_tool goto_stage"]
+    assert first.error is None and first.attributes["fsm_stage.review.outcome"] == "keep"
+    assert second.error == "tool error" and "fsm_stage.review.outcome" not in second.attributes
+    (step,) = [s for s in trace.spans if s.name == "fsm_stage.step"]
+    assert not any(k.startswith("gen_ai.usage") for k in step.attributes)
+    otlp_json(trace)  # encodes: no count beyond what an int attribute holds

@@ -298,12 +298,13 @@ class StageHost(SessionHost):
         ``BudgetStoppedError`` names: ``approve`` (``option``: which approve option, e.g.
         ``Continue with a fresh budget``) or keep (with ``feedback``), as ``reviewer`` when given
         (``vote_review``: the review's rules, a quorum's votes; ``reviewers`` resolves
-        ``@group`` approvers), else nobody named (``answer_review``). A review answered already
-        is left as it is; one past its deadline is closed by its deadline's answer instead,
-        without an error (the resumed call reads that answer). Raises ``ReviewNotFoundError``
-        for a review id the log never opened and ``ReviewRefusedError`` when the review's rules
-        refuse the answer (nothing written)."""
-        if review_id in review_state(self.session).answered:
+        ``@group`` approvers), else nobody named (``answer_review``). A review answered or
+        closed already (its call closed, a fork) is left as it is; one past its deadline is
+        closed by its deadline's answer instead, without an error (the resumed call reads that
+        answer). Raises ``ReviewNotFoundError`` for a review id the log never opened and
+        ``ReviewRefusedError`` when the review's rules refuse the answer (nothing written)."""
+        state = review_state(self.session)
+        if review_id in state.answered or review_id in state.redeemed:
             return
         outcome = "approve" if approve else "keep"
         try:

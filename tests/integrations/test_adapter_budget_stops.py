@@ -89,3 +89,30 @@ def test_after_a_budget_stop_the_users_stage_command_moves_on(tmp_path: Path) ->
     assert reply is not None and host.current_stage() == "done"
     assert agent.run_sync("three").output == "ok"  # type: ignore[attr-defined]
     assert asked == ["work", "done"]
+
+
+def test_answering_a_review_closed_without_an_answer_is_left_as_it_is(tmp_path: Path) -> None:
+    """A review whose call was cancelled (closed ``call-closed``) is no longer open: answering it
+    again through the host, as a framework's stale resume would, changes nothing and raises
+    nothing."""
+    from fsm_stage.errors import ReviewPending
+    from fsm_stage.runtime import ToolCall
+
+    host = StageHost.open(MemoryLog(SessionHeader("s", cwd=str(tmp_path))),
+                          graph=load_config_text(GRAPH.replace("ON_BUDGET", "stop")), plan_mode=False,
+                          review=SuspendingReviewChannel())
+    host.step("go")
+    call = ToolCall("c1", "goto_stage", '{"stage": "done", "handoff": "# Handoff\\nDone."}')
+    host.reply("", [call])
+    with pytest.raises(ReviewPending) as pending:
+        asyncio.run(host.driver.run_tool(call))
+    rid = pending.value.review_id
+    block = {"type": "tool-result", "toolCallId": "c1", "content": [], "isError": True}
+    host.session.append("tool/result", {  # the call closed without running (a crash repair's shape)
+        "message": {"role": "user", "source": {"kind": "tool", "callId": "c1"}, "content": [block]},
+        "error": {"code": "TOOL_NOT_STARTED"}})
+    assert review_state(host.session).redeemed[rid].reason == "call-closed"
+    assert rid not in review_state(host.session).answered
+    before = len(host.session.events)
+    host.answer(rid, True)
+    assert len(host.session.events) == before and host.current_stage() == "work"

@@ -126,8 +126,9 @@ def _row(inbox: _Inbox, item: Any, name: str, now: int) -> dict[str, Any]:
 def review_route(inbox: _Inbox) -> Handler:
     """``GET /api/reviews/{key}/{rid}``: one open review as the listing gives it, with the
     ``document`` an approval binds (the plan, the handoff document, or a tool call's exact
-    argument text) or, when it cannot be read, ``document`` null and ``document_error`` saying
-    why; 404 for no such review, 409 for one that is closed already."""
+    argument text, unescaped: JSON carries any text) or, when it cannot be read, ``document``
+    null and ``document_error`` saying why (for a tool review, also a note on a stored copy);
+    404 for no such review, 409 for one that is closed already."""
     from fsm_stage.inbox import _render
     from fsm_stage.inbox._pages import review_document
     from fsm_stage.log.events import wall_clock_ms
@@ -141,9 +142,8 @@ def review_route(inbox: _Inbox) -> Handler:
             return _error(409, "this review is closed already")
         record = item.record
         document, problem = review_document(view, record)
-        if record.kind == "tool":
-            shown = _render.tool_arguments(view.events, record) or {}
-            document, problem = shown.get("text"), shown.get("note")
+        if record.kind == "tool":  # the exact text, not the page's escaped view of it
+            document, problem = _render.exact_tool_arguments(view.events, record)
         return JSONResponse({"format_version": API_VERSION, "reviewer": name,
                              "review": {**_row(inbox, item, name, wall_clock_ms()), "document": document,
                                         "document_error": problem}})

@@ -27,7 +27,8 @@ from fsm_stage.reviews._visible_md import hidden_lines, markdown_parser, plain_t
 from fsm_stage.text import coarse_duration, review_route, visible
 
 __all__ = ["age", "call_arguments", "call_values", "diff_lines", "edits_diff_lines", "event_summary",
-           "graph_svg", "kept_diff_lines", "markdown_html", "one_line", "route", "tool_arguments", "when"]
+           "exact_tool_arguments", "graph_svg", "kept_diff_lines", "markdown_html", "one_line", "route",
+           "tool_arguments", "when"]
 
 #: Longest document rendered (characters); the rest is cut with a visible note.
 MAX_DOCUMENT_CHARS = 512 * 1024
@@ -144,16 +145,11 @@ def tool_arguments(events: Sequence[Event], record: Any) -> Mapping[str, Any] | 
     through ``text.visible`` (newlines and tabs kept)."""
     if record.kind != "tool":
         return None
-    from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES, tool_payload_sha256
+    from fsm_stage.reviews._fold import MAX_REVIEW_DOCUMENT_BYTES
 
-    raw, note = _logged_arguments(events, record.call_id), None
-    if raw is None:
-        stored = record.document
-        if stored is None or tool_payload_sha256(record.target, stored) != record.payload_sha256:
-            return {"text": None, "decoded": [],
-                    "note": "The call is not in the log: its arguments cannot be shown."}
-        raw, note = stored, "The call is not in the log: these are the arguments the review request stored."
-    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    text, note = exact_tool_arguments(events, record)
+    if text is None:
+        return {"text": None, "decoded": [], "note": note}
     size, cap = len(text.encode("utf-8", "surrogatepass")), MAX_REVIEW_DOCUMENT_BYTES
     if size > cap:
         note = (f"The arguments are {size:,} bytes, more than the {cap:,} bytes a review request "
@@ -178,6 +174,21 @@ def call_values(events: Sequence[Event], record: Any, *, document_shown: bool) -
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     hidden = DOCUMENT_ARGUMENT.get(record.kind) if document_shown or record.kind == "plan" else None
     return [(k, v) for k, v in _argument_values(text) if k != hidden]
+
+
+def exact_tool_arguments(events: Sequence[Event], record: Any) -> tuple[str | None, str | None]:
+    """``(text, note)``: the exact argument text a tool review's approval binds (the logged
+    call's; the request's stored copy when the call is not in the log, ``note`` saying so), or
+    ``(None, why)`` when neither is there."""
+    from fsm_stage.reviews._fold import tool_payload_sha256
+
+    raw = _logged_arguments(events, record.call_id)
+    if raw is None:
+        stored = record.document
+        if stored is None or tool_payload_sha256(record.target, stored) != record.payload_sha256:
+            return None, "The call is not in the log: its arguments cannot be shown."
+        return stored, "The call is not in the log: these are the arguments the review request stored."
+    return (raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)), None
 
 
 def _argument_values(text: str) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
 pytest.importorskip("markdown_it")
 
-from inbox_fixtures import logged_in, plan_session, stage_session
+from inbox_fixtures import TOKENS, logged_in, plan_session, stage_session
 from starlette.testclient import TestClient
 from tool_rig import ToolRig
 
@@ -134,6 +134,18 @@ def test_a_tool_reviews_arguments_are_shown_whole(tmp_path: Path) -> None:
     decoded = html.unescape(page.split("<dd><pre>", 1)[1].split("</pre>", 1)[0])
     assert decoded == (benign + evil).replace("\x1b", "\\x1b")  # newlines and tab kept, ESC escaped
     assert "\x1b" not in page and page.index('<pre class="args">') < page.index('class="approve"')
+
+
+def test_the_api_gives_a_tool_reviews_exact_argument_text(tmp_path: Path) -> None:
+    """The page escapes what a terminal or browser would hide; the API's JSON carries the exact
+    text the approval binds (a DEL that ``json.dumps`` leaves raw included)."""
+    client, logs = _client(tmp_path)
+    rid, logged = _tool_review(logs, "rm -rf build\x7f/")
+    assert "\x7f" in logged
+    answer = client.get(f"/api/reviews/s1.jsonl/{rid}",
+                        headers={"Authorization": f"Bearer alice:{TOKENS['alice']}"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["review"]["document"] == logged and answer.json()["review"]["document_error"] is None
 
 
 def test_tool_arguments_larger_than_a_request_stores_are_said_to_be_cut(tmp_path: Path) -> None:

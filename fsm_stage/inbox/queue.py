@@ -24,7 +24,7 @@ from fsm_stage.inbox._auth import refusal
 from fsm_stage.inbox._store import OnAnswer, OpenReview, SessionStore
 from fsm_stage.log.events import wall_clock_ms
 from fsm_stage.reviews._team import Reviewers, quorum_of
-from fsm_stage.text import deadline_text, visible
+from fsm_stage.text import deadline_text, review_route, visible
 
 __all__ = ["Decision", "answer_item", "answer_one", "approve_all", "deadline_text", "open_reviews",
            "review_json", "unreadable_warnings"]
@@ -160,7 +160,7 @@ def answer_one(store: SessionStore, item: OpenReview, outcome: str, *, reviewer:
     review's payload digest, its rules and racing answers are checked there. Never raises for
     a review's own refusal or error: they are the ``Decision``."""
     rec = item.record
-    what = f"{item.key} {rec.id} ({rec.from_} → {rec.target})"
+    what = f"{item.key} {rec.id} ({review_route(rec.kind, rec.from_, rec.target)})"
     if groups is None:
         entry = reviewers.by_name.get(reviewer) if reviewers is not None and reviewer is not None else None
         groups = entry.groups if entry is not None else ()

@@ -33,6 +33,7 @@ from fsm_stage.constants import (
 )
 from fsm_stage.log.events import Event
 from fsm_stage.log.projections.stage import fold_stage, stage_from_event
+from fsm_stage.text import review_route
 
 __all__ = ["LOGGERS", "WATCHED", "Context", "Observation", "ScanContext", "describe"]
 
@@ -126,7 +127,8 @@ def _obs(session: str, ev: Event, name: str, logger: str, level: int, message: s
 
 def _request_fields(req: Event | None) -> dict[str, Any]:
     d = req.data if req is not None and isinstance(req.data, Mapping) else {}
-    return {"kind": _str(d.get("kind")), "from_stage": _str(d.get("from")), "to_stage": _str(d.get("target")),
+    return {"kind": _str(d.get("kind")), "from_stage": _str(d.get("from")),
+            "to_stage": _str(d.get("target")) or None,  # a budget review moves nowhere by itself
             "payload_sha256": _str(d.get("payloadSha256")), "call_id": _str(d.get("callId"))}
 
 
@@ -137,7 +139,8 @@ def _review(session: str, ev: Event, d: Mapping[str, Any], ctx: Context) -> list
     if ev.type == REVIEW_REQUEST:
         f = _request_fields(ev)
         out = [_obs(session, ev, "review.requested", "fsm_stage.reviews", logging.INFO,
-                    f"review {rid} requested: {f['kind']} {f['from_stage']} -> {f['to_stage']}",
+                    f"review {rid} requested: {f['kind']} "
+                    + review_route(f["kind"] or "", f["from_stage"] or "", f["to_stage"] or "", arrow="->"),
                     review_id=rid, turn=_int(d.get("turn")), step=_int(d.get("step")), **f)]
         if f["kind"] == "tool":
             out.append(_obs(session, ev, "tool.asked", "fsm_stage.policy", logging.INFO,

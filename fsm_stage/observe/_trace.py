@@ -217,10 +217,13 @@ def _header(d: Mapping[str, Any], walk: _Walk) -> None:
     steps until another header changes it."""
     header = d.get("header")
     config = header.get("config") if isinstance(header, Mapping) else None
-    if isinstance(config, Mapping) and isinstance(config.get("model"), str):
-        walk.model = _qualified(config.get("provider"), config["model"])
-        if walk.step is not None:
-            walk.step.attributes.update(span_attributes({"request_model": walk.model}))
+    if not isinstance(config, Mapping):
+        return
+    model = config.get("model")
+    walk.model = _qualified(config.get("provider"), model) if isinstance(model, str) and model else None
+    if walk.step is not None:  # a header naming no model (the host's default) names none here
+        walk.step.attributes.pop("gen_ai.request.model", None)
+        walk.step.attributes.update(span_attributes({"request_model": walk.model}))
 
 
 def _qualified(provider: object, model: str) -> str:

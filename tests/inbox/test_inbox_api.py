@@ -364,3 +364,18 @@ def test_every_api_error_body_is_json(tmp_path: Path, logs: Path, method: str, p
     assert response.status_code == status
     assert response.json()["format_version"] == 1 and response.json()["error"]
     assert client.get("/no/such/page").text == "Not Found"  # the pages keep plain text
+
+
+def test_a_budget_review_is_named_by_its_stage_not_an_empty_move(tmp_path: Path, logs: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from two_stages import budget_review_waiting
+
+    budget_review_waiting(logs / "b1.jsonl", "b1")
+    client = _client(tmp_path, logs)
+    (row,) = client.get("/api/reviews", headers=_bearer("bob")).json()["open"]
+    assert row["kind"] == "budget" and row["target"] == ""
+    done = client.post(f"/api/reviews/b1.jsonl/{row['id']}", json={"action": "keep"}, headers=_bearer("bob"))
+    assert done.status_code == 200 and "(explore (its budget ran out))" in done.json()["message"]
+    assert "→ )" not in done.json()["message"]

@@ -117,3 +117,18 @@ def test_a_reused_call_id_keeps_its_own_error_and_hostile_usage_is_dropped() -> 
     (step,) = [s for s in trace.spans if s.name == "fsm_stage.step"]
     assert not any(k.startswith("gen_ai.usage") for k in step.attributes)
     otlp_json(trace)  # encodes: no count beyond what an int attribute holds
+
+
+def test_a_header_naming_no_model_leaves_the_step_without_one() -> None:
+    from fsm_stage.log.events import SessionHeader
+
+    def header(config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return "request/header", {"header": {"config": config, "system": "", "tools": []}, "reason": "change"}
+
+    events = _events(("turn/start", {"turn": 1}),
+                     ("step/start", {"turn": 1, "step": 1}), header({"provider": "openai", "model": "o3"}),
+                     ("step/end", {"turn": 1, "step": 1}), ("step/start", {"turn": 1, "step": 2}),
+                     ("step/end", {"turn": 1, "step": 2}), ("step/start", {"turn": 1, "step": 3}), header({}))
+    trace = build_trace(SessionHeader("s", cwd="/tmp"), events)
+    steps = [s for s in trace.spans if s.name == "fsm_stage.step"]
+    assert [s.attributes.get("gen_ai.request.model") for s in steps] == ["openai:o3", "openai:o3", None]

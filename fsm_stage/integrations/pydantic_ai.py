@@ -44,7 +44,7 @@ from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from fsm_stage.driver._step import StepRequest
-from fsm_stage.errors import ReviewPending
+from fsm_stage.errors import ReviewPending, UserError
 from fsm_stage.integrations._host import FSM_TOOLS, StageHost
 from fsm_stage.integrations._models import ModelPicker, answered_by, pydantic_ai_settings
 from fsm_stage.integrations.convert import to_openai_chat, usage_from_totals
@@ -257,7 +257,11 @@ class StageCapability(AbstractCapability[Any]):
         ``DeferredToolResults`` to pass to the next ``agent.run(...)``: each call is resumed and
         reads its logged answer (approved: applied at the next step; kept: the tool says so; past
         its deadline: closed by the deadline's answer). Raises ``ReviewRefusedError`` when a
-        review's rules refuse the answer."""
+        review's rules refuse the answer, ``UserError`` for ``requests`` that are no
+        ``DeferredToolRequests`` (``pending()`` returns None when nothing waits)."""
+        if not isinstance(requests, DeferredToolRequests):
+            raise UserError("results: requests must be the run's DeferredToolRequests (pending() returns "
+                            f"None when no review waits), got {type(requests).__name__}")
         for part in requests.approvals:
             review_id = self.host.open_review(part.tool_call_id)
             if review_id is not None:

@@ -287,3 +287,12 @@ def test_results_after_the_deadline_resumes_with_the_deadlines_answer() -> None:
     assert answer["by"] == "deadline" and answer["outcome"] == "keep"
     told = [e for e in host.session.events if e.type == "tool/result"]
     assert told and "deadline" in json.dumps(told[-1].data)
+
+
+def test_results_of_nothing_pending_is_one_line() -> None:
+    from fsm_stage.errors import UserError
+
+    cap = StageCapability(make_host())
+    assert cap.pending() is None
+    with pytest.raises(UserError, match=r"^results: requests must be .*got NoneType$"):
+        cap.results(cap.pending())  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_helpers import graph_ref, invoke, run_text
+from sim_helpers import DESIGN_BUILD, SUSPENDED_GOTO, graph_ref, record_and_replay, run_text
 
 from fsm_stage.errors import ConfigError
 from fsm_stage.log.dsh import read_log
@@ -18,26 +18,9 @@ GRAPH = """\
 name: deadlines
 section: When done, call goto_stage with one of << stage_targets >>.
 review: RULES
-stages:
-  - name: design
-    instruction: Design.
-    targets: [build]
-  - name: build
-    instruction: Build.
-    targets: [design]
-"""
+""" + DESIGN_BUILD
 
-SCENARIO = """\
-graph: g.yaml
-session: {id: edits-demo}
-steps:
-  - user: Start.
-  - model:
-      calls:
-        - tool: goto_stage
-          id: call_goto
-          args: {stage: build, handoff: "# Handoff\\n\\nBuild it."}
-          review: suspend
+SCENARIO = "graph: g.yaml\nsession: {id: edits-demo}\nsteps:\n" + SUSPENDED_GOTO + """\
   - ANSWER
   - resume: true
   - expect: {next_request: {stage: STAGE}}
@@ -76,23 +59,10 @@ def _texts(value: object) -> list[str]:
     return []
 
 
-def _record_and_replay(tmp_path: Path, scenario: Path) -> tuple[Path, Path, str]:
-    log = tmp_path / "rec.jsonl"
-    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w1"))
-    assert code == 0, out + err
-    replay = tmp_path / "replay.yaml"
-    code, _, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
-    assert code == 0, err
-    log2 = tmp_path / "replayed.jsonl"
-    code, out2, err = invoke("simulate", str(replay), "--log", str(log2), "--cwd", str(tmp_path / "w2"))
-    assert code == 0, out2 + err
-    return log, log2, replay.read_text(encoding="utf-8")
-
-
 def test_an_answer_step_approves_with_edits_and_the_replay_keeps_them(tmp_path: Path) -> None:
     answer = "answer: {call: call_goto, outcome: approve, edited: \"" + EDITED.replace("\n", "\\n") + "\"}"
     scenario = _write(tmp_path, "{}", answer, "build")
-    log, log2, written = _record_and_replay(tmp_path, scenario)
+    log, log2, written = record_and_replay(tmp_path, scenario, tmp_path / "g.yaml")
     (decided, *_rest) = [a for a in _answers_and_results(log) if a[0] != "result"]
     assert decided == ("approve", "api", EDITED, None)
     assert (tmp_path / "w1" / "handoff" / "edits-demo" / "build.md").read_text(encoding="utf-8") == EDITED
@@ -106,7 +76,7 @@ def test_an_answer_step_approves_with_edits_and_the_replay_keeps_them(tmp_path: 
 def test_an_expire_step_closes_the_review_as_its_deadline_does_and_replays(tmp_path: Path) -> None:
     scenario = _write(tmp_path, "{deadline: 30m, on_deadline: keep}",
                       "answer: {call: call_goto, outcome: expire}", "design")
-    log, log2, written = _record_and_replay(tmp_path, scenario)
+    log, log2, written = record_and_replay(tmp_path, scenario, tmp_path / "g.yaml")
     trail = _answers_and_results(log)
     (decided,) = [a for a in trail if a[0] != "result"]
     assert decided[:2] == ("keep", "deadline") and "No reviewer answered" in str(decided[3])

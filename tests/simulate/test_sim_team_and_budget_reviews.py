@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sim_helpers import graph_ref, invoke, run_text
+from sim_helpers import DESIGN_BUILD, SUSPENDED_GOTO, graph_ref, invoke, run_text
 
 from fsm_stage.log.dsh import read_log
 from fsm_stage.scenario import AnswerReview, load_scenario_text
@@ -18,28 +18,12 @@ GRAPH = """\
 name: team
 section: When done, call goto_stage with one of << stage_targets >>.
 review: {approvers: [alice, bob], quorum: QUORUM}
-stages:
-  - name: design
-    instruction: Design.
-    targets: [build]
-  - name: build
-    instruction: Build.
-    targets: [design]
+""" + DESIGN_BUILD + """\
     budget: {turns: TURNS}
     on_budget: review
 """
 
-TEAM = """\
-graph: g.yaml
-session: {id: team-demo}
-steps:
-  - user: Start.
-  - model:
-      calls:
-        - tool: goto_stage
-          id: call_goto
-          args: {stage: build, handoff: "# Handoff\\n\\nBuild it."}
-          review: suspend
+TEAM = "graph: g.yaml\nsession: {id: team-demo}\nsteps:\n" + SUSPENDED_GOTO + """\
 ANSWERS  - resume: true
   - expect: {next_request: {stage: build}}
   - model: Building.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_helpers import invoke, run_text
+from sim_helpers import invoke, record_and_replay, run_text
 
 from fsm_stage.errors import ConfigError
 from fsm_stage.log.dsh import read_log
@@ -100,15 +100,7 @@ def test_a_result_for_a_call_its_reviewer_refuses_is_a_load_error(tmp_path: Path
 def test_fsm_stage_scenario_replays_a_tool_review(tmp_path: Path, call: str, tail: str) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(_scenario(tmp_path, call, tail), encoding="utf-8")
-    log = tmp_path / "rec.jsonl"
-    code, out, err = invoke("simulate", str(scenario), "--log", str(log), "--cwd", str(tmp_path / "w"))
-    assert code == 0, out + err
-    replay = tmp_path / "replay.yaml"
-    code, out, err = invoke("scenario", str(log), "--graph", str(tmp_path / "g.yaml"), "-o", str(replay))
-    assert code == 0, err
-    log2 = tmp_path / "rec2.jsonl"
-    code, out, err = invoke("simulate", str(replay), "--log", str(log2), "--cwd", str(tmp_path / "w2"))
-    assert code == 0, out + err
+    log, log2, _ = record_and_replay(tmp_path, scenario, tmp_path / "g.yaml")
     assert _tool_events(log2) == _tool_events(log)
 
 

@@ -96,13 +96,12 @@ class Store:
         location = self.location_of(session_id)
         options: dict[str, Any] = {}
         if self.kind == "jsonl":
+            assert self.folder is not None
             if create is None and not Path(location).exists():
-                assert self.folder is not None
                 if not self.folder.is_dir():  # a mistyped store, not a missing session
                     raise UserError(f"{self.shown}: no such store folder (give the folder the worker "
                                     "serves; --new starts a session in it)")
                 raise UserError(f"{self.shown}: no session {session_id!r}")
-            assert self.folder is not None
             self.folder.mkdir(parents=True, exist_ok=True)
             options["lock_timeout"] = lock_timeout
         try:

@@ -451,8 +451,10 @@ class ReviewFold:
             names = d.get("reviewers")
             reviewers = tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
             outcome, by = _str(d.get("outcome")) or "dismiss", _str(d.get("by")) or ""
-            why = (contradiction(state.records[rid], d) if outcome == "approve" else None
-                   if outcome in REVIEW_OUTCOMES else f"{outcome[:40]!r} is no review outcome")
+            if outcome not in REVIEW_OUTCOMES:
+                why: str | None = f"{outcome[:40]!r} is no review outcome"
+            else:
+                why = contradiction(state.records[rid], d) if outcome == "approve" else None
             if why is not None:  # no writer logs it: not an approval (shown through ``by``)
                 ans = ReviewAnswer(rid, "dismiss", None, None, None, f"{by} (not an approval: {why})",
                                    event.seq, reviewers)

@@ -63,8 +63,8 @@ def graph_specs(ctl: StageController, session: Session) -> list[NewEvent]:
             f"session {session.id} was recorded with stage graph {recorded.name!r} "
             f"{recorded.fingerprint[:19]}…, "
             f"this controller runs {ctl.config.name!r} {fp[:19]}…; to go on under the new graph, accept the "
-            "change (open_session / StageHost.open(..., accept_graph_change=True); fsm-stage mcp / worker "
-            "--accept-graph-change)")
+            "change (open_session or StageHost.open(..., accept_graph_change=True); fsm-stage mcp "
+            "--accept-graph-change; fsm-stage worker --accept-graph-change)")
     return [NewEvent(GRAPH_EVENT, {"name": ctl.config.name, "fingerprint": fp}, ignorable=True)]
 
 

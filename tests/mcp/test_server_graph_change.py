@@ -66,6 +66,7 @@ async def test_a_changed_graph_refuses_in_one_line_naming_the_flag(tmp_path: Pat
     refused = await _goto(tmp_path, log, "explore")
     assert refused.is_error and "recorded with stage graph 'feature-work'" in text_of(refused)
     assert "fsm-stage mcp --accept-graph-change" in text_of(refused)
+    assert "fsm-stage worker --accept-graph-change" in text_of(refused)
     assert not [r for r in caplog.records if r.exc_info], "a graph change is no tool bug: no traceback"
     assert stages(log) == ["implement"]
     assert not list(tmp_path.rglob("*.md")), "refused before the handoff document is written"

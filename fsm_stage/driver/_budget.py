@@ -128,7 +128,8 @@ def _review(session: Session, rule: BudgetRule, since: int | None, hit: Sequence
 
 
 def _options(rule: BudgetRule) -> tuple[str, ...]:
-    return (CONTINUE_LABEL, *(MOVE_PREFIX + t for t in rule.targets), STOP_LABEL)
+    moves = (t for t in rule.targets if rule.open_move is None or rule.open_move(t))
+    return (CONTINUE_LABEL, *(MOVE_PREFIX + t for t in moves), STOP_LABEL)
 
 
 def _unchanged(rule: BudgetRule, record: ReviewRecord, move: str | None) -> str | None:
@@ -139,10 +140,10 @@ def _unchanged(rule: BudgetRule, record: ReviewRecord, move: str | None) -> str 
     it was removed or is reviewed under rules of its own (``edge-removed``)."""
     if (dict(record.rules) if record.rules else None) != (dict(rule.rules) if rule.rules else None):
         return RULES_CHANGED
-    if move is not None and move in rule.closed:
-        return GUARD_CLOSED
     if move is not None and move not in rule.targets:
         return EDGE_REMOVED
+    if move is not None and rule.open_move is not None and not rule.open_move(move):
+        return GUARD_CLOSED
     return None
 
 

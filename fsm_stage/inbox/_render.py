@@ -135,6 +135,15 @@ def _logged_arguments(events: Sequence[Event], call_id: str) -> object:
     return None
 
 
+def _arguments_text(events: Sequence[Event], call_id: str) -> str | None:
+    """``_logged_arguments`` as text: the logged string, or JSON of a value a writer logged
+    decoded (None: the call is not in the log)."""
+    raw = _logged_arguments(events, call_id)
+    if raw is None or isinstance(raw, str):
+        return raw
+    return json.dumps(raw, ensure_ascii=False)
+
+
 def tool_arguments(events: Sequence[Event], record: Any) -> Mapping[str, Any] | None:
     """A tool review's arguments for its page (None for another kind): ``text``, the exact
     argument text the approval binds (the logged call's; the request's stored copy when the call
@@ -168,10 +177,9 @@ def call_values(events: Sequence[Event], record: Any, *, document_shown: bool) -
     (``_argument_values``), without the argument the page shows as its document (the plan; the
     handoff when the handoff document is shown); [] for a tool review, whose page shows
     ``tool_arguments``, or when the call is not in the log or not a JSON object."""
-    raw = _logged_arguments(events, record.call_id) if record.kind != "tool" else None
-    if raw is None:
+    text = _arguments_text(events, record.call_id) if record.kind != "tool" else None
+    if text is None:
         return []
-    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     hidden = DOCUMENT_ARGUMENT.get(record.kind) if document_shown or record.kind == "plan" else None
     return [(k, v) for k, v in _argument_values(text) if k != hidden]
 
@@ -182,13 +190,13 @@ def exact_tool_arguments(events: Sequence[Event], record: Any) -> tuple[str | No
     ``(None, why)`` when neither is there."""
     from fsm_stage.reviews._fold import tool_payload_sha256
 
-    raw = _logged_arguments(events, record.call_id)
-    if raw is None:
-        stored = record.document
-        if stored is None or tool_payload_sha256(record.target, stored) != record.payload_sha256:
-            return None, "The call is not in the log: its arguments cannot be shown."
-        return stored, "The call is not in the log: these are the arguments the review request stored."
-    return (raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)), None
+    text = _arguments_text(events, record.call_id)
+    if text is not None:
+        return text, None
+    stored = record.document
+    if stored is None or tool_payload_sha256(record.target, stored) != record.payload_sha256:
+        return None, "The call is not in the log: its arguments cannot be shown."
+    return stored, "The call is not in the log: these are the arguments the review request stored."
 
 
 def _argument_values(text: str) -> list[tuple[str, str]]:

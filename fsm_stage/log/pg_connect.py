@@ -139,6 +139,13 @@ FINAL_MARKS = ("invalid ", "password authentication failed", "does not exist", "
 SSLMODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
 
 
+def _refuse_unusable(conninfo: str) -> None:
+    """Raise the final ``DatabaseError`` when ``conninfo`` can never work (``_conninfo_problem``)."""
+    problem = _conninfo_problem(conninfo)
+    if problem is not None:
+        raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {redact(problem)}")
+
+
 def _conninfo_problem(conninfo: str) -> str | None:
     """What makes ``conninfo`` unusable whatever the server does (an unknown parameter, a port
     that is no number from 1 to 65535, an unknown ``sslmode``), or None."""
@@ -170,9 +177,7 @@ def connect(conninfo: str, *, autocommit: bool = True) -> Any:
     invalid, a wrong password, a missing database), so a caller that retries transient errors
     does not retry a typo for ever."""
     psycopg = psycopg_module()
-    problem = _conninfo_problem(conninfo)
-    if problem is not None:
-        raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {redact(problem)}")
+    _refuse_unusable(conninfo)
     try:
         return psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.Error as err:
@@ -190,9 +195,7 @@ def connection_pool(conninfo: str, *, min_size: int = 1, max_size: int = 10, **o
     ``pool.close()`` after the logs. Raises ``UserError`` without psycopg_pool, and the final
     ``DatabaseError`` of ``connect`` for a connection string that can never work."""
     psycopg_module()
-    problem = _conninfo_problem(conninfo)
-    if problem is not None:
-        raise DatabaseError(f"{redact(conninfo)}: cannot connect to PostgreSQL: {redact(problem)}")
+    _refuse_unusable(conninfo)
     try:
         from psycopg_pool import ConnectionPool
     except ImportError:

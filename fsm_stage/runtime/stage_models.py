@@ -171,8 +171,9 @@ class BudgetRule:
     stage name, or ``plan mode``), the ``budget`` limits and ``on_budget`` (``stop`` /
     ``review``); for ``review``, the ``targets`` a reviewer may move to (through ``move``), the
     ``rules`` the budget review is asked under (``config.review_rules.rules_json``; None:
-    anyone may answer) and the ``closed`` targets, offered but for a guard that does not hold
-    now (an approved move there is not applied)."""
+    anyone may answer) and ``open_move(target)``, whether the guards of the edge to a target
+    hold now (asked only when a budget review is asked or redeemed; None: every target is open):
+    a move whose guards do not hold is neither offered nor applied."""
 
     scope: str
     label: str
@@ -182,7 +183,7 @@ class BudgetRule:
     targets: tuple[str, ...] = ()
     move: Callable[[str], object] | None = attrs.field(default=None, eq=False)
     rules: Mapping[str, Any] | None = None
-    closed: tuple[str, ...] = ()
+    open_move: Callable[[str], bool] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen

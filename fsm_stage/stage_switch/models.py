@@ -27,15 +27,15 @@ STAGE_MODEL_ORDER = 10
 def stage_model_source(ctl: StageController) -> ModelSource:
     """The ``ModelSource`` of ``ctl``'s graph for the agent's current stage."""
     config = ctl.config
-    moves: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}  # per stage, computed once
+    moves: dict[str, dict[str, tuple[str, ...]]] = {}  # per stage, computed once
 
-    def reviewed_moves(stage: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """``(target, guards)`` of the edges of ``stage`` reviewed under the graph's own rules."""
+    def reviewed_moves(stage: str) -> dict[str, tuple[str, ...]]:
+        """target -> guards of the edges of ``stage`` reviewed under the graph's own rules."""
         found = moves.get(stage)
         if found is None:
             rules = rules_json(config.review)
-            found = moves[stage] = tuple((e.target, e.guards) for e in config.edges_from(stage)
-                                         if rules_json(merged_rules(config.review, e.review)) == rules)
+            found = moves[stage] = {e.target: e.guards for e in config.edges_from(stage)
+                                    if rules_json(merged_rules(config.review, e.review)) == rules}
         return found
 
     def choice(agent: Agent | None) -> ModelChoice:
@@ -49,11 +49,9 @@ def stage_model_source(ctl: StageController) -> ModelSource:
         part = config.stage(stage)
         if part is None or part.budget is None or ctl.pending_stage(agent.session) is not None:
             return None
-        targets: list[str] = []
-        closed: list[str] = []
-        for target, guards in reviewed_moves(stage):
-            (targets if not guards or ctl.guards_hold(agent, guards) else closed).append(target)
-        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, tuple(targets),
-                          lambda target: ctl.set(agent, target), rules_json(config.review), tuple(closed))
+        guards = reviewed_moves(stage)
+        return BudgetRule("stage", stage, part.budget, part.on_budget, config.language, tuple(guards),
+                          lambda target: ctl.set(agent, target), rules_json(config.review),
+                          lambda target: not guards[target] or ctl.guards_hold(agent, guards[target]))
 
     return ModelSource("stage", STAGE_MODEL_ORDER, choice, budget)
